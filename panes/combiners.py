@@ -1,0 +1,322 @@
+"""Combiners: what is computed for each window.
+
+A combiner folds the values of a window into an *accumulator* and extracts the output from it.
+Accumulators are values: a combiner never mutates an accumulator it is given, it returns a new
+one (the engine keeps emitted accumulators for retractions and folds). Accumulators merge, so
+the panes of a window in discarding mode fold back to the exact batch result (the mean of a
+window is the mean of all its elements, not the mean of its panes' means).
+
+Write your own by subclassing :class:`CombineFn`::
+
+    class Range(CombineFn):
+        def create(self): return None
+        def add(self, acc, v): return (v, v) if acc is None else (min(acc[0], v), max(acc[1], v))
+        def merge(self, accs): ...
+        def extract(self, acc): return None if acc is None else acc[1] - acc[0]
+
+Built-ins follow SQL: ``count()`` counts elements, every other aggregate skips ``None`` inputs.
+Each takes an optional ``field``: with it, values are mappings and the aggregate reads
+``value[field]``. Several named aggregates combine into one with :func:`aggregates`, and the
+textual form ``"sum(seconds)"`` parses with :func:`parse_aggregate`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any, Generic, TypeVar
+
+A = TypeVar("A")  # accumulator
+V = TypeVar("V")  # input value
+O = TypeVar("O")  # output  # noqa: E741
+
+
+class CombineFn(Generic[A, V, O]):
+    """The combiner protocol: ``create``, ``add``, ``merge``, ``extract``; optionally
+    ``retract`` (the inverse of ``add``) and a faster ``add_all``."""
+
+    def create(self) -> A:
+        """The accumulator of no values."""
+        raise NotImplementedError
+
+    def add(self, acc: A, value: V) -> A:
+        """``acc`` with one more value."""
+        raise NotImplementedError
+
+    def add_all(self, acc: A, values: Sequence[V]) -> A:
+        """``acc`` with all ``values``: the same as adding them one by one."""
+        for value in values:
+            acc = self.add(acc, value)
+        return acc
+
+    def merge(self, accs: Sequence[A]) -> A:
+        """One accumulator holding the values of all ``accs`` (at least one)."""
+        raise NotImplementedError
+
+    def extract(self, acc: A) -> O:
+        """The output value of an accumulator."""
+        raise NotImplementedError
+
+    def retract(self, acc: A, value: V) -> A:
+        """``acc`` without one earlier added ``value``. Optional (see :attr:`can_retract`)."""
+        raise NotImplementedError(f"{self} cannot retract values")
+
+    @property
+    def can_retract(self) -> bool:
+        return type(self).retract is not CombineFn.retract
+
+
+class _FieldCombineFn(CombineFn):
+    """A built-in aggregate over the whole value, or over ``value[field]``."""
+
+    name = ""
+
+    def __init__(self, field: str | None = None) -> None:
+        self.field = field
+
+    def _inputs(self, values: Iterable[Any]) -> list[Any]:
+        field = self.field
+        if field is None:
+            return [v for v in values if v is not None]
+        return [v[field] for v in values if v[field] is not None]
+
+    def _input(self, value: Any) -> Any:
+        return value if self.field is None else value[self.field]
+
+    def add(self, acc: Any, value: Any) -> Any:
+        return self.add_all(acc, (value,))
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.field == self.field  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.field))
+
+    def __repr__(self) -> str:
+        return f"{self.name}({self.field or ''})"
+
+
+class Sum(_FieldCombineFn):
+    name = "sum"
+
+    def create(self) -> Any:
+        return 0
+
+    def add_all(self, acc: Any, values: Sequence[Any]) -> Any:
+        return acc + builtins.sum(self._inputs(values))
+
+    def merge(self, accs: Sequence[Any]) -> Any:
+        return builtins.sum(accs)
+
+    def extract(self, acc: Any) -> Any:
+        return acc
+
+    def retract(self, acc: Any, value: Any) -> Any:
+        value = self._input(value)
+        return acc if value is None else acc - value
+
+
+class Count(_FieldCombineFn):
+    """``count()`` counts elements; ``count(field)`` counts those whose field is not None."""
+
+    name = "count"
+
+    def create(self) -> int:
+        return 0
+
+    def add_all(self, acc: int, values: Sequence[Any]) -> int:
+        if self.field is None:
+            return acc + len(values)
+        return acc + len(self._inputs(values))
+
+    def merge(self, accs: Sequence[int]) -> int:
+        return builtins.sum(accs)
+
+    def extract(self, acc: int) -> int:
+        return acc
+
+    def retract(self, acc: int, value: Any) -> int:
+        return acc - (self.field is None or self._input(value) is not None)
+
+
+class _Extremum(_FieldCombineFn):
+    pick = staticmethod(builtins.min)
+
+    def create(self) -> Any:
+        return None
+
+    def add_all(self, acc: Any, values: Sequence[Any]) -> Any:
+        inputs = self._inputs(values)
+        if acc is not None:
+            inputs.append(acc)
+        return self.pick(inputs) if inputs else None
+
+    def merge(self, accs: Sequence[Any]) -> Any:
+        present = [a for a in accs if a is not None]
+        return self.pick(present) if present else None
+
+    def extract(self, acc: Any) -> Any:
+        return acc
+
+
+class Min(_Extremum):
+    name = "min"
+    pick = staticmethod(builtins.min)
+
+
+class Max(_Extremum):
+    name = "max"
+    pick = staticmethod(builtins.max)
+
+
+class Mean(_FieldCombineFn):
+    """The arithmetic mean; its accumulator is ``(sum, count)``."""
+
+    name = "mean"
+
+    def create(self) -> tuple[Any, int]:
+        return (0, 0)
+
+    def add_all(self, acc: tuple[Any, int], values: Sequence[Any]) -> tuple[Any, int]:
+        inputs = self._inputs(values)
+        return (acc[0] + builtins.sum(inputs), acc[1] + len(inputs))
+
+    def merge(self, accs: Sequence[tuple[Any, int]]) -> tuple[Any, int]:
+        return (builtins.sum(a[0] for a in accs), builtins.sum(a[1] for a in accs))
+
+    def extract(self, acc: tuple[Any, int]) -> float | None:
+        return acc[0] / acc[1] if acc[1] else None
+
+    def retract(self, acc: tuple[Any, int], value: Any) -> tuple[Any, int]:
+        value = self._input(value)
+        return acc if value is None else (acc[0] - value, acc[1] - 1)
+
+
+class ToList(_FieldCombineFn):
+    """All values in arrival order (``None`` included); the accumulator is a tuple."""
+
+    name = "to_list"
+
+    def create(self) -> tuple:
+        return ()
+
+    def add_all(self, acc: tuple, values: Sequence[Any]) -> tuple:
+        if self.field is None:
+            return acc + tuple(values)
+        field = self.field
+        return acc + tuple(v[field] for v in values)
+
+    def merge(self, accs: Sequence[tuple]) -> tuple:
+        return tuple(v for acc in accs for v in acc)
+
+    def extract(self, acc: tuple) -> list:
+        return list(acc)
+
+    def retract(self, acc: tuple, value: Any) -> tuple:
+        value = self._input(value)
+        i = acc.index(value)
+        return acc[:i] + acc[i + 1 :]
+
+
+def sum(field: str | None = None) -> Sum:  # noqa: A001 - the aggregate's own name
+    return Sum(field)
+
+
+def count(field: str | None = None) -> Count:
+    return Count(field)
+
+
+def min(field: str | None = None) -> Min:  # noqa: A001
+    return Min(field)
+
+
+def max(field: str | None = None) -> Max:  # noqa: A001
+    return Max(field)
+
+
+def mean(field: str | None = None) -> Mean:
+    return Mean(field)
+
+
+def to_list(field: str | None = None) -> ToList:
+    return ToList(field)
+
+
+class Aggregates(CombineFn):
+    """Several named aggregates over the same values; the output is a ``dict`` by name.
+
+    >>> agg = aggregates(plays=count(), watched=sum("seconds"))
+    >>> agg.extract(agg.add_all(agg.create(), [{"seconds": 30}, {"seconds": 12}]))
+    {'plays': 2, 'watched': 42}
+    """
+
+    def __init__(self, fns: dict[str, CombineFn]) -> None:
+        if not fns:
+            raise ValueError("aggregates need at least one named aggregate")
+        for name, fn in fns.items():
+            if not isinstance(fn, CombineFn):
+                raise TypeError(f"aggregate {name!r} is not a CombineFn: {fn!r}")
+        self.fns = dict(fns)
+        self._items = tuple(self.fns.items())
+
+    def create(self) -> tuple:
+        return tuple(fn.create() for _, fn in self._items)
+
+    def add_all(self, acc: tuple, values: Sequence[Any]) -> tuple:
+        return tuple(fn.add_all(a, values) for (_, fn), a in zip(self._items, acc))
+
+    def add(self, acc: tuple, value: Any) -> tuple:
+        return self.add_all(acc, (value,))
+
+    def merge(self, accs: Sequence[tuple]) -> tuple:
+        return tuple(fn.merge([acc[i] for acc in accs]) for i, (_, fn) in enumerate(self._items))
+
+    def extract(self, acc: tuple) -> dict[str, Any]:
+        return {name: fn.extract(a) for (name, fn), a in zip(self._items, acc)}
+
+    def retract(self, acc: tuple, value: Any) -> tuple:
+        return tuple(fn.retract(a, value) for (_, fn), a in zip(self._items, acc))
+
+    @property
+    def can_retract(self) -> bool:
+        return all(fn.can_retract for fn in self.fns.values())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Aggregates) and other.fns == self.fns
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.fns))
+
+    def __repr__(self) -> str:
+        return "aggregates(" + ", ".join(f"{n}={fn!r}" for n, fn in self._items) + ")"
+
+
+def aggregates(**fns: CombineFn) -> Aggregates:
+    """Named aggregates computed together: ``aggregates(plays=count(), watched=sum("s"))``."""
+    return Aggregates(fns)
+
+
+BUILTINS: dict[str, type[_FieldCombineFn]] = {
+    cls.name: cls for cls in (Sum, Count, Min, Max, Mean, ToList)
+}
+
+_AGGREGATE = re.compile(r"\s*([a-z_]+)\s*\(\s*([A-Za-z_][\w.]*)?\s*\)\s*")
+
+
+def parse_aggregate(text: str) -> CombineFn:
+    """Parse ``count()``, ``sum(seconds)``, ``mean(price)``, ``to_list(id)``, ...
+
+    >>> parse_aggregate("sum(seconds)")
+    sum(seconds)
+    """
+    match = _AGGREGATE.fullmatch(text)
+    if match is None:
+        raise ValueError(f"not an aggregate: {text!r} (expected e.g. count() or sum(seconds))")
+    name, field = match.groups()
+    if name not in BUILTINS:
+        known = ", ".join(f"{n}()" for n in BUILTINS)
+        raise ValueError(f"unknown aggregate {name!r} in {text!r}; known: {known}")
+    if field is None and name != "count":
+        raise ValueError(f"{name}() needs a field, e.g. {name}(seconds)")
+    return BUILTINS[name](field)

@@ -1,0 +1,405 @@
+"""The per-key engine: turns bundles of elements, watermark and processing time into panes.
+
+An :class:`Engine` is built once from a :class:`~panes.windowing.Windowing` and a combiner and
+holds no per-key data; all of that is in the :class:`~panes.state.KeyState` it is handed. Its
+three operations change the state and report what happened as an :class:`Output`:
+
+* :meth:`Engine.add_elements` adds one bundle. Elements are assigned to windows; elements of
+  expired windows (watermark past the window's end plus the allowed lateness, judged on the
+  element's own window before any merge) or of closed windows are dropped *and reported*;
+  merging windows merge; then each window that received elements is evaluated once.
+* :meth:`Engine.advance` moves the watermark, then processing time, forward, evaluating every
+  window whose trigger waits for that time, and expiring windows past their allowed lateness
+  (with a closing pane for elements that never fired, per the closing behavior).
+
+Panes, as changes to the set of results: a firing emits the window's value (in discarding mode
+the value of the elements since the previous firing). In accumulating & retracting mode it
+first retracts this window's previous pane and the last panes of the windows merged into it.
+In every mode a pane names the emitted windows it supersedes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from panes.combiners import CombineFn
+from panes.pane import Dropped, DropReason, Pane, PaneInfo, Timing
+from panes.state import KeyState, WindowState
+from panes.time import END_OF_TIME
+from panes.triggers import ROOT, TriggerContext, merge_states
+from panes.window import Window
+from panes.windowfns import Element
+from panes.windowing import (
+    AccumulationMode,
+    ClosingBehavior,
+    OnTimeBehavior,
+    TimestampCombiner,
+    Windowing,
+)
+
+EARLY, ON_TIME, LATE = Timing.EARLY, Timing.ON_TIME, Timing.LATE
+
+
+class Output:
+    """What one engine operation did: panes fired, elements dropped, and when the key next
+    needs a wake-up (``None``: only new elements can make it fire)."""
+
+    __slots__ = ("dropped", "next_event_time", "next_processing_time", "panes")
+
+    def __init__(self) -> None:
+        self.panes: list[Pane] = []
+        self.dropped: list[Dropped] = []
+        self.next_event_time: int | None = None
+        self.next_processing_time: int | None = None
+
+    def __repr__(self) -> str:
+        return (f"Output(panes={len(self.panes)}, dropped={len(self.dropped)}, "
+                f"next_event_time={self.next_event_time}, "
+                f"next_processing_time={self.next_processing_time})")
+
+
+class Engine:
+    """The Dataflow model for one key at a time.
+
+    >>> from panes import FixedWindows, AfterWatermark, AfterCount, Windowing, combiners
+    >>> engine = Engine(Windowing(FixedWindows(10), trigger=AfterWatermark()), combiners.sum())
+    >>> state = engine.new_state()
+    >>> engine.add_elements(state, "k", [(1, 3), (2, 4)]).panes
+    []
+    >>> [(p.window, p.value, p.pane.timing.name) for p in engine.advance(state, "k", 10, 0).panes]
+    [([0, 10), 3, 'ON_TIME')]
+    """
+
+    def __init__(self, windowing: Windowing, combine_fn: CombineFn) -> None:
+        if not isinstance(combine_fn, CombineFn):
+            raise TypeError(f"combine_fn must be a CombineFn, got {combine_fn!r}")
+        self.windowing = windowing
+        self.combine_fn = combine_fn
+        self._window_fn = windowing.window_fn
+        self._trigger = windowing.trigger
+        self._lateness = windowing.allowed_lateness
+        mode = windowing.accumulation_mode
+        self._discarding = mode is AccumulationMode.DISCARDING
+        self._retracting = mode is AccumulationMode.ACCUMULATING_AND_RETRACTING
+        self._timestamps = windowing.timestamp_combiner
+        self._ontime_always = windowing.on_time_behavior is OnTimeBehavior.FIRE_ALWAYS
+        self._closing_always = windowing.closing_behavior is ClosingBehavior.FIRE_ALWAYS
+        self._holds_until_ontime = self._trigger.has_ontime_pane
+
+    # -- public operations -----------------------------------------------------------------
+
+    def new_state(self) -> KeyState:
+        """The state of a key that has seen nothing yet."""
+        return KeyState()
+
+    def load_state(self, data: bytes) -> KeyState:
+        """A key's state from :meth:`KeyState.to_bytes`, with its wake-ups recomputed."""
+        state = KeyState.from_bytes(data)
+        self._reschedule(state)
+        return state
+
+    def add_elements(self, state: KeyState, key: Any, elements: Iterable[Element]) -> Output:
+        """Add one bundle of ``(value, timestamp)`` elements at the state's current clocks."""
+        out = Output()
+        self._add(state, key, elements, out)
+        return self._done(state, out)
+
+    def advance(
+        self, state: KeyState, key: Any, watermark: int, processing_time: int | None = None
+    ) -> Output:
+        """Move the key's watermark, then its processing time, forward (never back; a smaller
+        value is ignored), firing what becomes due."""
+        out = Output()
+        if watermark > state.watermark:
+            self._advance_watermark(state, key, watermark, out)
+        if processing_time is not None and processing_time > state.processing_time:
+            self._advance_processing_time(state, key, processing_time, out)
+        return self._done(state, out)
+
+    # -- adding elements -------------------------------------------------------------------
+
+    def _add(self, state: KeyState, key: Any, elements: Iterable[Element], out: Output) -> None:
+        wm, pt = state.watermark, state.processing_time
+        groups = self._window_fn.assign_bundle(elements)
+        unassigned = groups.pop(None, None)
+        if unassigned:
+            self._drop(out, key, unassigned, None, DropReason.NO_WINDOW,
+                       "the window function assigned no window", wm, pt)
+        for window in [w for w in groups if self._expired(w, wm)]:
+            self._drop(out, key, groups.pop(window), window, DropReason.EXPIRED,
+                       f"the watermark passed the window's end plus the allowed lateness "
+                       f"({self._lateness}us)", wm, pt)
+        if self._window_fn.is_merging and groups:
+            groups = self._merge(state, key, groups, out)
+
+        combine, trigger, windows = self.combine_fn, self._trigger, state.windows
+        for window, group in groups.items():
+            ws = windows.get(window)
+            if ws is None:
+                ws = windows[window] = WindowState(combine.create(), trigger.new_state())
+            elif ws.closed:
+                self._drop(out, key, group, window, DropReason.CLOSED,
+                           "the window's trigger had finished", wm, pt)
+                continue
+            ws.acc = combine.add_all(ws.acc, [element[0] for element in group])
+            ws.fresh += len(group)
+            self._hold(ws, window, group, wm)
+            ctx = TriggerContext(window, wm, pt)
+            trigger.on_elements(ws.trigger, ROOT, ctx, len(group))
+            if trigger.should_fire(ws.trigger, ROOT, ctx):
+                self._fire(state, key, window, ws, ctx, False, out)
+            self._schedule(state, window, ws)
+
+    def _expired(self, window: Window, watermark: int) -> bool:
+        return watermark > window.end + self._lateness or watermark >= END_OF_TIME
+
+    def _hold(self, ws: WindowState, window: Window, group: list[Element], wm: int) -> None:
+        """Hold the output timestamp for elements not behind the watermark (Beam's rule: a pane
+        whose elements were all behind the watermark is output at the end of its window)."""
+        kind = self._timestamps
+        if kind is TimestampCombiner.END_OF_WINDOW:
+            if window.end > wm:
+                ws.hold = window.max_timestamp
+            return
+        times = [element[1] for element in group if element[1] >= wm]
+        if not times:
+            return
+        if kind is TimestampCombiner.EARLIEST:
+            t = min(times)
+            ws.hold = t if ws.hold is None or t < ws.hold else ws.hold
+        else:
+            t = max(times)
+            ws.hold = t if ws.hold is None or t > ws.hold else ws.hold
+
+    # -- merging ---------------------------------------------------------------------------
+
+    def _merge(
+        self, state: KeyState, key: Any, groups: dict[Window, list[Element]], out: Output
+    ) -> dict[Window, list[Element]]:
+        """Merge the bundle's new windows with the key's open windows.
+
+        Closed windows take no part: an element whose window would merge with a closed one is
+        dropped (reported), so that a closed window's data is never reopened.
+        """
+        windows, window_fn = state.windows, self._window_fn
+        open_windows = [w for w, ws in windows.items() if not ws.closed]
+        closed = {w for w, ws in windows.items() if ws.closed}
+        new = [w for w in groups if w not in windows]
+        if closed and new:
+            for members, _ in window_fn.merge([*closed, *open_windows, *new]):
+                if closed.intersection(members):
+                    for window in members:
+                        if window in groups and window not in windows:
+                            self._drop(out, key, groups.pop(window), window, DropReason.CLOSED,
+                                       "the window merges with a window whose trigger had "
+                                       "finished", state.watermark, state.processing_time)
+            new = [w for w in new if w in groups]
+        if not new:
+            return groups
+        for members, result in window_fn.merge([*open_windows, *new]):
+            merged: list[Element] = []
+            for window in members:
+                merged.extend(groups.pop(window, ()))
+            existing = [(w, windows.pop(w)) for w in members if w in windows]
+            if existing:
+                windows[result] = self._merged_state(state, result, existing)
+            groups[result] = merged
+        return groups
+
+    def _merged_state(
+        self, state: KeyState, result: Window, members: Sequence[tuple[Window, WindowState]]
+    ) -> WindowState:
+        """The state of ``result``, merged from its members' states (the spec's ``further`` of
+        rewound triggers; accumulators, holds and lineage combined; pane counters restart
+        unless ``result`` is itself one of the members)."""
+        states = [ws for _, ws in members]
+        trigger = merge_states(self._trigger, [ws.trigger for ws in states],
+                               rewind=state.watermark < result.end)
+        ws = WindowState(self.combine_fn.merge([m.acc for m in states]), trigger)
+        for window, member in members:
+            ws.fresh += member.fresh
+            ws.superseded += member.superseded
+            ws.retractions += member.retractions
+            if window == result:
+                ws.index, ws.nonspeculative = member.index, member.nonspeculative
+                ws.emitted, ws.last = member.emitted, member.last
+            elif member.emitted:
+                ws.superseded.append(window)
+                if member.last is not None:
+                    ws.retractions.append(member.last)
+        holds = [m.hold for m in states if m.hold is not None]
+        if holds:
+            kind = self._timestamps
+            ws.hold = (result.max_timestamp if kind is TimestampCombiner.END_OF_WINDOW
+                       else min(holds) if kind is TimestampCombiner.EARLIEST else max(holds))
+        return ws
+
+    # -- advancing time --------------------------------------------------------------------
+
+    def _advance_watermark(self, state: KeyState, key: Any, watermark: int, out: Output) -> None:
+        old = state.watermark
+        state.watermark = watermark
+        if state.next_event_time is None or state.next_event_time > watermark:
+            return
+        trigger, pt = self._trigger, state.processing_time
+        due: list[tuple[int, Window, WindowState, bool]] = []
+        for window, ws in state.windows.items():
+            if ws.event_due is None or ws.event_due > watermark:
+                continue
+            fires = False
+            if not ws.closed:
+                wake = trigger.event_wakeup(ws.trigger, ROOT, TriggerContext(window, old, pt))
+                fires = wake is not None and wake <= watermark
+            due.append((ws.event_due, window, ws, fires))
+        due.sort(key=lambda d: (d[0], d[1]))
+        for _, window, ws, fires in due:
+            ctx = TriggerContext(window, watermark, pt)
+            if fires and trigger.should_fire(ws.trigger, ROOT, ctx):
+                self._fire(state, key, window, ws, ctx, True, out)
+            if self._expired(window, watermark):
+                if not ws.closed and (ws.fresh or self._closing_always):
+                    self._fire(state, key, window, ws, ctx, True, out, closing=True)
+                del state.windows[window]
+        self._reschedule(state)
+
+    def _advance_processing_time(
+        self, state: KeyState, key: Any, processing_time: int, out: Output
+    ) -> None:
+        state.processing_time = processing_time
+        if state.next_processing_time is None or state.next_processing_time > processing_time:
+            return
+        trigger, wm = self._trigger, state.watermark
+        due = sorted(
+            (ws.processing_due, window)
+            for window, ws in state.windows.items()
+            if ws.processing_due is not None and ws.processing_due <= processing_time
+        )
+        for _, window in due:
+            ws = state.windows[window]
+            ctx = TriggerContext(window, wm, processing_time)
+            if not ws.closed and trigger.should_fire(ws.trigger, ROOT, ctx):
+                self._fire(state, key, window, ws, ctx, False, out)
+        self._reschedule(state)
+
+    # -- firing ----------------------------------------------------------------------------
+
+    def _fire(
+        self,
+        state: KeyState,
+        key: Any,
+        window: Window,
+        ws: WindowState,
+        ctx: TriggerContext,
+        by_watermark: bool,
+        out: Output,
+        closing: bool = False,
+    ) -> None:
+        """Fire ``window``: move its trigger on (unless it is closing at expiry) and emit a pane
+        if it is non-empty or the on-time/closing behavior asks for one."""
+        if closing:
+            finished = True
+        else:
+            self._trigger.on_fire(ws.trigger, ROOT, ctx)
+            finished = self._trigger.is_done(ws.trigger, ROOT)
+        wm, pt = ctx.watermark, ctx.processing_time
+        if wm < window.end:
+            timing, nonspeculative = EARLY, -1
+        else:
+            nonspeculative = ws.nonspeculative
+            timing = ON_TIME if by_watermark and nonspeculative == 0 else LATE
+        if ws.fresh:
+            emit = True
+        elif closing:
+            emit = self._closing_always
+        else:
+            emit = (timing is ON_TIME and self._ontime_always) or (
+                finished and self._closing_always)
+        if emit:
+            self._emit(key, window, ws, timing, nonspeculative, finished, wm, pt, out)
+        if ws.hold is not None and not (wm < window.end and self._holds_until_ontime):
+            ws.hold = None
+        ws.fresh = 0
+        if finished:
+            ws.close()
+        elif self._discarding:
+            ws.acc = self.combine_fn.create()
+
+    def _emit(
+        self,
+        key: Any,
+        window: Window,
+        ws: WindowState,
+        timing: Timing,
+        nonspeculative: int,
+        finished: bool,
+        wm: int,
+        pt: int,
+        out: Output,
+    ) -> None:
+        index = ws.index
+        ws.index = index + 1
+        if timing is not EARLY:
+            ws.nonspeculative = nonspeculative + 1
+        info = PaneInfo(index, nonspeculative, timing, index == 0, finished)
+        timestamp = window.max_timestamp if ws.hold is None else ws.hold
+        if self._retracting:
+            withdrawn = ws.retractions if ws.last is None else [*ws.retractions, ws.last]
+            for old in sorted(withdrawn, key=lambda p: p.window):
+                out.panes.append(old._replace(is_retraction=True, supersedes=(), watermark=wm,
+                                              processing_time=pt))
+            ws.retractions = []
+        pane = Pane(key, window, self.combine_fn.extract(ws.acc), timestamp, info, False,
+                    tuple(ws.superseded), ws.acc, wm, pt)
+        out.panes.append(pane)
+        ws.superseded = []
+        ws.emitted = True
+        if self._retracting:
+            ws.last = pane
+
+    # -- bookkeeping -----------------------------------------------------------------------
+
+    @staticmethod
+    def _drop(out: Output, key: Any, elements: Iterable[Element], window: Window | None,
+              reason: str, detail: str, wm: int, pt: int) -> None:
+        text = f"{reason}: {detail}"
+        out.dropped.extend(Dropped(key, value, ts, window, text, wm, pt) for value, ts in elements)
+
+    def _schedule(self, state: KeyState, window: Window, ws: WindowState) -> None:
+        """Recompute ``window``'s wake-ups and lower the key's bounds to them."""
+        self._window_dues(state, window, ws)
+        e, p = ws.event_due, ws.processing_due
+        if e is not None and (state.next_event_time is None or e < state.next_event_time):
+            state.next_event_time = e
+        if p is not None and (state.next_processing_time is None
+                              or p < state.next_processing_time):
+            state.next_processing_time = p
+
+    def _reschedule(self, state: KeyState) -> None:
+        """Recompute every window's wake-ups and the key's exact bounds."""
+        next_event = next_processing = None
+        for window, ws in state.windows.items():
+            self._window_dues(state, window, ws)
+            e, p = ws.event_due, ws.processing_due
+            if e is not None and (next_event is None or e < next_event):
+                next_event = e
+            if p is not None and (next_processing is None or p < next_processing):
+                next_processing = p
+        state.next_event_time, state.next_processing_time = next_event, next_processing
+
+    def _window_dues(self, state: KeyState, window: Window, ws: WindowState) -> None:
+        expiry = window.end + self._lateness + 1
+        event = END_OF_TIME if expiry > END_OF_TIME else expiry
+        processing = None
+        if not ws.closed:
+            ctx = TriggerContext(window, state.watermark, state.processing_time)
+            wake = self._trigger.event_wakeup(ws.trigger, ROOT, ctx)
+            if wake is not None and wake < event:
+                event = wake
+            processing = self._trigger.processing_wakeup(ws.trigger, ROOT, ctx)
+        ws.event_due, ws.processing_due = event, processing
+
+    def _done(self, state: KeyState, out: Output) -> Output:
+        out.next_event_time = state.next_event_time
+        out.next_processing_time = state.next_processing_time
+        return out

@@ -1,0 +1,261 @@
+"""The textual form of triggers, as written in pipeline configurations.
+
+``parse_trigger(format_trigger(t)) == t`` for every trigger ``t``.
+
+>>> t = parse_trigger("AfterWatermark(early=AfterProcessingTime(1m), late=AfterCount(1))")
+>>> format_trigger(t)
+'AfterWatermark(early=AfterProcessingTime(1m), late=AfterCount(1))'
+
+Grammar (white space is free between tokens)::
+
+    trigger  := NAME "(" [ argument ("," argument)* ] ")"
+    argument := [ NAME "=" ] ( trigger | DURATION | INTEGER )
+
+Durations are a number and a unit, possibly repeated: ``250ms``, ``90s``, ``5m``, ``1h30m``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from panes.time import format_duration, parse_duration
+from panes.triggers import (
+    AfterAll,
+    AfterAny,
+    AfterCount,
+    AfterEach,
+    AfterProcessingTime,
+    AfterWatermark,
+    Always,
+    DefaultTrigger,
+    Never,
+    OrFinally,
+    Repeatedly,
+    Trigger,
+)
+
+
+class TriggerSyntaxError(ValueError):
+    """A malformed trigger expression; ``position`` is the offending character's index."""
+
+    def __init__(self, message: str, text: str, position: int) -> None:
+        self.message, self.text, self.position = message, text, position
+        super().__init__(f"{message} at position {position}:\n  {text}\n  {' ' * position}^")
+
+
+def format_trigger(trigger: Trigger) -> str:
+    """The canonical textual form of ``trigger``."""
+    name = type(trigger).__name__
+    if isinstance(trigger, DefaultTrigger | Always | Never):
+        return f"{name}()"
+    if isinstance(trigger, AfterWatermark):
+        parts = [f"{k}={format_trigger(t)}" for k, t in (("early", trigger.early),
+                                                        ("late", trigger.late)) if t is not None]
+        return f"AfterWatermark({', '.join(parts)})"
+    if isinstance(trigger, AfterCount):
+        return f"AfterCount({trigger.count})"
+    if isinstance(trigger, AfterProcessingTime):
+        return f"AfterProcessingTime({format_duration(trigger.delay)})"
+    if isinstance(trigger, Repeatedly):
+        return f"Repeatedly({format_trigger(trigger.trigger)})"
+    if isinstance(trigger, OrFinally):
+        return f"OrFinally({format_trigger(trigger.trigger)}, {format_trigger(trigger.until)})"
+    if isinstance(trigger, AfterEach | AfterAny | AfterAll):
+        return f"{name}({', '.join(format_trigger(t) for t in trigger.triggers)})"
+    raise TypeError(f"no textual form for {name}")
+
+
+_TOKEN = re.compile(
+    r"\s*(?:(?P<duration>\d+(?:us|ms|s|m|h|d)(?:\d+(?:us|ms|s|m|h|d))*)(?![\w])"
+    r"|(?P<int>\d+)(?![\w])|(?P<name>[A-Za-z_]\w*)|(?P<punct>[(),=]))"
+)
+
+
+@dataclass(frozen=True)
+class _Token:
+    kind: str  # "duration", "int", "name", "punct", "end"
+    text: str
+    position: int
+
+
+@dataclass(frozen=True)
+class _Argument:
+    keyword: str | None
+    value: object  # Trigger | int (count) | _Duration
+    position: int
+
+
+@dataclass(frozen=True)
+class _Duration:
+    micros: int
+
+
+def _tokenize(text: str) -> list[_Token]:
+    tokens, pos = [], 0
+    while pos < len(text):
+        if text[pos:].strip() == "":
+            break
+        match = _TOKEN.match(text, pos)
+        if match is None or match.end() == pos:
+            start = pos + len(text[pos:]) - len(text[pos:].lstrip())
+            raise TriggerSyntaxError(f"unexpected character {text[start]!r}", text, start)
+        kind = match.lastgroup
+        tokens.append(_Token(kind, match.group(kind), match.start(kind)))
+        pos = match.end()
+    tokens.append(_Token("end", "", len(text.rstrip())))
+    return tokens
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens = _tokenize(text)
+        self.i = 0
+
+    def error(self, message: str, token: _Token | None = None) -> TriggerSyntaxError:
+        token = token or self.tokens[self.i]
+        return TriggerSyntaxError(message, self.text, token.position)
+
+    def peek(self) -> _Token:
+        return self.tokens[self.i]
+
+    def take(self, kind: str, text: str | None = None, what: str | None = None) -> _Token:
+        token = self.peek()
+        if token.kind != kind or (text is not None and token.text != text):
+            found = "the end" if token.kind == "end" else repr(token.text)
+            raise self.error(f"expected {what or repr(text) or kind}, found {found}")
+        self.i += 1
+        return token
+
+    def parse(self) -> Trigger:
+        trigger = self.trigger()
+        if self.peek().kind != "end":
+            raise self.error(f"unexpected {self.peek().text!r} after the trigger")
+        return trigger
+
+    def trigger(self) -> Trigger:
+        name = self.take("name", what="a trigger name")
+        build = _BUILDERS.get(name.text)
+        if build is None:
+            close = difflib.get_close_matches(name.text, _BUILDERS, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise self.error(f"unknown trigger {name.text!r}{hint}", name)
+        self.take("punct", "(")
+        args: list[_Argument] = []
+        if not (self.peek().kind == "punct" and self.peek().text == ")"):
+            args.append(self.argument())
+            while self.peek().kind == "punct" and self.peek().text == ",":
+                self.i += 1
+                args.append(self.argument())
+        self.take("punct", ")", what="',' or ')'")
+        return build(self, name, args)
+
+    def argument(self) -> _Argument:
+        start = self.peek()
+        keyword = None
+        nxt = self.tokens[self.i + 1]
+        if start.kind == "name" and nxt.kind == "punct" and nxt.text == "=":
+            keyword = start.text
+            self.i += 2
+        token = self.peek()
+        if token.kind == "duration":
+            self.i += 1
+            return _Argument(keyword, _Duration(parse_duration(token.text)), token.position)
+        if token.kind == "int":
+            self.i += 1
+            return _Argument(keyword, int(token.text), token.position)
+        if token.kind == "name":
+            return _Argument(keyword, self.trigger(), token.position)
+        raise self.error("expected a trigger, a duration or a count", token)
+
+
+_Builder = Callable[[_Parser, _Token, list[_Argument]], Trigger]
+
+
+def _signature(
+    keywords: tuple[str, ...], kinds: tuple[type, ...], required: int, variadic: bool = False
+) -> Callable[[Callable[..., Trigger]], _Builder]:
+    """Bind parsed arguments to a constructor. A variadic constructor takes positional
+    triggers only; the others take their arguments by position or by keyword."""
+
+    def wrap(construct: Callable[..., Trigger]) -> _Builder:
+        def build(parser: _Parser, name: _Token, args: list[_Argument]) -> Trigger:
+            def fail(message: str, arg: _Argument | None = None) -> TriggerSyntaxError:
+                at = _Token("", "", arg.position) if arg else parser.tokens[parser.i - 1]
+                return parser.error(message, at)
+
+            if variadic:
+                for arg in args:
+                    if arg.keyword is not None:
+                        raise fail(f"{name.text} takes no keyword arguments", arg)
+                if len(args) < required:
+                    raise fail(f"{name.text} needs at least {required} trigger(s)")
+                values = [_check(parser, name, arg, kinds[0]) for arg in args]
+                return _construct(parser, name, construct, *values)
+            bound: dict[str, object] = {}
+            for i, arg in enumerate(args):
+                if arg.keyword is None:
+                    if i >= len(keywords):
+                        raise fail(f"{name.text} takes at most {len(keywords)} argument(s)", arg)
+                    if any(a.keyword is not None for a in args[:i]):
+                        raise fail("positional argument after a keyword argument", arg)
+                    keyword = keywords[i]
+                elif arg.keyword not in keywords:
+                    raise fail(f"{name.text} has no argument {arg.keyword!r}", arg)
+                elif arg.keyword in bound:
+                    raise fail(f"argument {arg.keyword!r} given twice", arg)
+                else:
+                    keyword = arg.keyword
+                bound[keyword] = _check(parser, name, arg, kinds[keywords.index(keyword)])
+            if len(bound) < required:
+                raise fail(f"{name.text} needs {required} argument(s)")
+            return _construct(parser, name, construct, **bound)
+
+        return build
+
+    return wrap
+
+
+def _construct(parser: _Parser, name: _Token, construct: Callable[..., Trigger],
+               *args: object, **kwargs: object) -> Trigger:
+    try:
+        return construct(*args, **kwargs)
+    except (TypeError, ValueError) as e:
+        raise parser.error(str(e), name) from None
+
+
+def _check(parser: _Parser, name: _Token, arg: _Argument, kind: type) -> object:
+    value = arg.value
+    if kind is _Duration and isinstance(value, _Duration):
+        return value.micros
+    if kind is int and isinstance(value, int):
+        return value
+    if kind is Trigger and isinstance(value, Trigger):
+        return value
+    expected = {Trigger: "a trigger", int: "a count", _Duration: "a duration like 90s"}[kind]
+    raise parser.error(f"{name.text} expects {expected} here", _Token("", "", arg.position))
+
+
+_BUILDERS: dict[str, _Builder] = {
+    "AfterWatermark": _signature(("early", "late"), (Trigger, Trigger), 0)(AfterWatermark),
+    "AfterCount": _signature(("count",), (int,), 1)(AfterCount),
+    "AfterProcessingTime": _signature(("delay",), (_Duration,), 1)(AfterProcessingTime),
+    "Repeatedly": _signature(("trigger",), (Trigger,), 1)(Repeatedly),
+    "OrFinally": _signature(("trigger", "until"), (Trigger, Trigger), 2)(OrFinally),
+    "AfterEach": _signature(("triggers",), (Trigger,), 1, variadic=True)(AfterEach),
+    "AfterAny": _signature(("triggers",), (Trigger,), 1, variadic=True)(AfterAny),
+    "AfterFirst": _signature(("triggers",), (Trigger,), 1, variadic=True)(AfterAny),
+    "AfterAll": _signature(("triggers",), (Trigger,), 1, variadic=True)(AfterAll),
+    "Always": _signature((), (), 0)(Always),
+    "Never": _signature((), (), 0)(Never),
+    "DefaultTrigger": _signature((), (), 0)(DefaultTrigger),
+}
+
+
+def parse_trigger(text: str) -> Trigger:
+    """Parse the textual form of a trigger; raises :class:`TriggerSyntaxError` (a
+    ``ValueError``) pointing at the offending position."""
+    return _Parser(text).parse()
