@@ -104,6 +104,11 @@ class Sum(_FieldCombineFn):
         return 0
 
     def add_all(self, acc: Any, values: Sequence[Any]) -> Any:
+        if self.field is None:
+            try:
+                return acc + builtins.sum(values)
+            except TypeError:  # a None among the values: skip them, as SQL does
+                pass
         return acc + builtins.sum(self._inputs(values))
 
     def merge(self, accs: Sequence[Any]) -> Any:

@@ -20,7 +20,7 @@ In every mode a pane names the emitted windows it supersedes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from panes.combiners import CombineFn
@@ -86,6 +86,8 @@ class Engine:
         self._ontime_always = windowing.on_time_behavior is OnTimeBehavior.FIRE_ALWAYS
         self._closing_always = windowing.closing_behavior is ClosingBehavior.FIRE_ALWAYS
         self._holds_until_ontime = self._trigger.has_ontime_pane
+        self._event_wakeups = self._trigger.has_event_time
+        self._processing_wakeups = self._trigger.has_processing_time
 
     # -- public operations -----------------------------------------------------------------
 
@@ -117,24 +119,41 @@ class Engine:
             self._advance_processing_time(state, key, processing_time, out)
         return self._done(state, out)
 
+    def advance_all(
+        self, states: Mapping[Any, KeyState], watermark: int, processing_time: int | None = None
+    ) -> Output:
+        """:meth:`advance` every key of ``states`` (by key) into one :class:`Output`, whose
+        wake-ups are left unset."""
+        out = Output()
+        for key, state in states.items():
+            if watermark > state.watermark:
+                self._advance_watermark(state, key, watermark, out)
+            if processing_time is not None and processing_time > state.processing_time:
+                self._advance_processing_time(state, key, processing_time, out)
+        return out
+
     # -- adding elements -------------------------------------------------------------------
 
     def _add(self, state: KeyState, key: Any, elements: Iterable[Element], out: Output) -> None:
         wm, pt = state.watermark, state.processing_time
         groups = self._window_fn.assign_bundle(elements)
-        unassigned = groups.pop(None, None)
-        if unassigned:
-            self._drop(out, key, unassigned, None, DropReason.NO_WINDOW,
+        if None in groups:
+            self._drop(out, key, groups.pop(None), None, DropReason.NO_WINDOW,
                        "the window function assigned no window", wm, pt)
-        for window in [w for w in groups if self._expired(w, wm)]:
-            self._drop(out, key, groups.pop(window), window, DropReason.EXPIRED,
-                       f"the watermark passed the window's end plus the allowed lateness "
-                       f"({self._lateness}us)", wm, pt)
-        if self._window_fn.is_merging and groups:
+        merging = self._window_fn.is_merging
+        if merging and groups:
+            # Lateness is judged on the element's own window, before it merges.
+            for window in [w for w in groups if self._expired(w, wm)]:
+                self._drop_expired(out, key, groups.pop(window), window, wm, pt)
             groups = self._merge(state, key, groups, out)
 
         combine, trigger, windows = self.combine_fn, self._trigger, state.windows
+        end_of_window_holds = self._timestamps is TimestampCombiner.END_OF_WINDOW
+        ctx = TriggerContext(None, wm, pt)  # one context, re-pointed at each window
         for window, group in groups.items():
+            if not merging and self._expired(window, wm):
+                self._drop_expired(out, key, group, window, wm, pt)
+                continue
             ws = windows.get(window)
             if ws is None:
                 ws = windows[window] = WindowState(combine.create(), trigger.new_state())
@@ -142,30 +161,53 @@ class Engine:
                 self._drop(out, key, group, window, DropReason.CLOSED,
                            "the window's trigger had finished", wm, pt)
                 continue
+            n = len(group)
             ws.acc = combine.add_all(ws.acc, [element[0] for element in group])
-            ws.fresh += len(group)
-            self._hold(ws, window, group, wm)
-            ctx = TriggerContext(window, wm, pt)
-            trigger.on_elements(ws.trigger, ROOT, ctx, len(group))
+            ws.fresh += n
+            if end_of_window_holds:
+                if window.end > wm:
+                    ws.hold = window.end - 1
+            else:
+                self._hold_timestamps(ws, group, wm)
+            ctx.window = window
+            trigger.on_elements(ws.trigger, ROOT, ctx, n)
             if trigger.should_fire(ws.trigger, ROOT, ctx):
                 self._fire(state, key, window, ws, ctx, False, out)
-            self._schedule(state, window, ws)
+            self._window_dues(window, ws, ctx)
+            due = ws.event_due
+            if due is not None and (state.next_event_time is None
+                                    or due < state.next_event_time):
+                state.next_event_time = due
+            due = ws.processing_due
+            if due is not None and (state.next_processing_time is None
+                                    or due < state.next_processing_time):
+                state.next_processing_time = due
+
+    def _drop_expired(self, out: Output, key: Any, group: list[Element], window: Window,
+                      wm: int, pt: int) -> None:
+        self._drop(out, key, group, window, DropReason.EXPIRED,
+                   f"the watermark passed the window's end plus the allowed lateness "
+                   f"({self._lateness}us)", wm, pt)
 
     def _expired(self, window: Window, watermark: int) -> bool:
+        """Whether elements of ``window`` (an element's own window, before merging) are
+        droppable: the watermark passed its end plus the allowed lateness (Beam's rule)."""
         return watermark > window.end + self._lateness or watermark >= END_OF_TIME
 
-    def _hold(self, ws: WindowState, window: Window, group: list[Element], wm: int) -> None:
-        """Hold the output timestamp for elements not behind the watermark (Beam's rule: a pane
-        whose elements were all behind the watermark is output at the end of its window)."""
-        kind = self._timestamps
-        if kind is TimestampCombiner.END_OF_WINDOW:
-            if window.end > wm:
-                ws.hold = window.max_timestamp
-            return
+    def _gone(self, window: Window, watermark: int) -> bool:
+        """Whether a live window is garbage: nothing that is not droppable can reach it any
+        more, not even by merging."""
+        horizon = self._window_fn.merge_horizon(window) + self._lateness
+        return watermark > horizon or watermark >= END_OF_TIME
+
+    def _hold_timestamps(self, ws: WindowState, group: list[Element], wm: int) -> None:
+        """Hold the output timestamp at the earliest/latest element not behind the watermark
+        (Beam's rule: elements behind the watermark hold nothing, and a pane with no hold is
+        output at the end of its window)."""
         times = [element[1] for element in group if element[1] >= wm]
         if not times:
             return
-        if kind is TimestampCombiner.EARLIEST:
+        if self._timestamps is TimestampCombiner.EARLIEST:
             t = min(times)
             ws.hold = t if ws.hold is None or t < ws.hold else ws.hold
         else:
@@ -257,11 +299,13 @@ class Engine:
             ctx = TriggerContext(window, watermark, pt)
             if fires and trigger.should_fire(ws.trigger, ROOT, ctx):
                 self._fire(state, key, window, ws, ctx, True, out)
-            if self._expired(window, watermark):
+            if self._gone(window, watermark):
                 if not ws.closed and (ws.fresh or self._closing_always):
                     self._fire(state, key, window, ws, ctx, True, out, closing=True)
                 del state.windows[window]
-        self._reschedule(state)
+            else:
+                self._window_dues(window, ws, ctx)
+        self._bound(state)
 
     def _advance_processing_time(
         self, state: KeyState, key: Any, processing_time: int, out: Output
@@ -280,7 +324,8 @@ class Engine:
             ctx = TriggerContext(window, wm, processing_time)
             if not ws.closed and trigger.should_fire(ws.trigger, ROOT, ctx):
                 self._fire(state, key, window, ws, ctx, False, out)
-        self._reschedule(state)
+            self._window_dues(window, ws, ctx)
+        self._bound(state)
 
     # -- firing ----------------------------------------------------------------------------
 
@@ -365,21 +410,18 @@ class Engine:
         text = f"{reason}: {detail}"
         out.dropped.extend(Dropped(key, value, ts, window, text, wm, pt) for value, ts in elements)
 
-    def _schedule(self, state: KeyState, window: Window, ws: WindowState) -> None:
-        """Recompute ``window``'s wake-ups and lower the key's bounds to them."""
-        self._window_dues(state, window, ws)
-        e, p = ws.event_due, ws.processing_due
-        if e is not None and (state.next_event_time is None or e < state.next_event_time):
-            state.next_event_time = e
-        if p is not None and (state.next_processing_time is None
-                              or p < state.next_processing_time):
-            state.next_processing_time = p
-
     def _reschedule(self, state: KeyState) -> None:
         """Recompute every window's wake-ups and the key's exact bounds."""
-        next_event = next_processing = None
+        wm, pt = state.watermark, state.processing_time
         for window, ws in state.windows.items():
-            self._window_dues(state, window, ws)
+            self._window_dues(window, ws, TriggerContext(window, wm, pt))
+        self._bound(state)
+
+    @staticmethod
+    def _bound(state: KeyState) -> None:
+        """Set the key's wake-ups to the earliest of its windows' (cached, exact) wake-ups."""
+        next_event = next_processing = None
+        for ws in state.windows.values():
             e, p = ws.event_due, ws.processing_due
             if e is not None and (next_event is None or e < next_event):
                 next_event = e
@@ -387,16 +429,21 @@ class Engine:
                 next_processing = p
         state.next_event_time, state.next_processing_time = next_event, next_processing
 
-    def _window_dues(self, state: KeyState, window: Window, ws: WindowState) -> None:
-        expiry = window.end + self._lateness + 1
-        event = END_OF_TIME if expiry > END_OF_TIME else expiry
+    def _window_dues(self, window: Window, ws: WindowState, ctx: TriggerContext) -> None:
+        """The next watermark (its trigger's wake-up, or its expiry) and processing time at
+        which ``window`` needs attention, given the clocks in ``ctx``."""
+        event = self._window_fn.merge_horizon(window) + self._lateness + 1
+        if event > END_OF_TIME:
+            event = END_OF_TIME
         processing = None
         if not ws.closed:
-            ctx = TriggerContext(window, state.watermark, state.processing_time)
-            wake = self._trigger.event_wakeup(ws.trigger, ROOT, ctx)
-            if wake is not None and wake < event:
-                event = wake
-            processing = self._trigger.processing_wakeup(ws.trigger, ROOT, ctx)
+            trigger = self._trigger
+            if self._event_wakeups:
+                wake = trigger.event_wakeup(ws.trigger, ROOT, ctx)
+                if wake is not None and wake < event:
+                    event = wake
+            if self._processing_wakeups:
+                processing = trigger.processing_wakeup(ws.trigger, ROOT, ctx)
         ws.event_due, ws.processing_due = event, processing
 
     def _done(self, state: KeyState, out: Output) -> Output:

@@ -41,10 +41,14 @@ class Simulator:
         per window after the whole bundle is added."""
         by_key: dict[Any, list[tuple[Any, int]]] = {}
         for key, value, timestamp in elements:
-            if isinstance(timestamp, bool) or not isinstance(timestamp, int):
+            if type(timestamp) is not int:
                 raise TypeError(f"timestamps are int microseconds, got {timestamp!r} "
                                 f"for key {key!r}")
-            by_key.setdefault(key, []).append((value, timestamp))
+            bundle = by_key.get(key)
+            if bundle is None:
+                by_key[key] = [(value, timestamp)]
+            else:
+                bundle.append((value, timestamp))
         fired: list[Pane] = []
         for key, bundle in by_key.items():
             state = self.states.get(key)
@@ -72,11 +76,12 @@ class Simulator:
         return self._advance()
 
     def _advance(self) -> list[Pane]:
-        fired: list[Pane] = []
-        for key, state in list(self.states.items()):
-            out = self.engine.advance(state, key, self.watermark, self.processing_time)
-            self._collect(key, out, fired)
-        return fired
+        out = self.engine.advance_all(self.states, self.watermark, self.processing_time)
+        for key in [key for key, state in self.states.items() if state.is_empty]:
+            del self.states[key]
+        self.panes.extend(out.panes)
+        self.dropped.extend(out.dropped)
+        return out.panes
 
     def _collect(self, key: Any, out: Output, fired: list[Pane]) -> None:
         fired.extend(out.panes)

@@ -171,6 +171,16 @@ class Trigger:
         """Whether it fires when the watermark passes the end of the window."""
         return any(child.has_ontime_pane for child in self._subtriggers())
 
+    @property
+    def has_event_time(self) -> bool:
+        """Whether some node waits for the watermark (so windows need event-time wake-ups)."""
+        return self.has_ontime_pane
+
+    @property
+    def has_processing_time(self) -> bool:
+        """Whether some node waits for processing time."""
+        return any(child.has_processing_time for child in self._subtriggers())
+
     def or_finally(self, until: Trigger) -> OrFinally:
         """``self.orFinally(until)``: fire as ``self`` does, and finish when ``until`` fires."""
         return OrFinally(self, until)
@@ -251,6 +261,10 @@ class AfterProcessingTime(_Leaf):
 
     def _combine(self, mine: int | None, theirs: int | None) -> int | None:
         return _min(mine, theirs)
+
+    @property
+    def has_processing_time(self) -> bool:
+        return True
 
     def processing_wakeup(self, s: TriggerState, o: int, ctx: TriggerContext) -> int | None:
         first = s[o]

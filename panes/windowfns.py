@@ -42,6 +42,18 @@ class WindowFn:
         """
         return []
 
+    def merge_horizon(self, window: Window) -> int:
+        """The largest end of a window that may still merge with ``window`` (its own end for a
+        non-merging function).
+
+        The engine keeps a window until the watermark passes this horizon plus the allowed
+        lateness: as long as an element that is not yet droppable could merge with the window,
+        the window is still there to merge with (else a late element would open a separate
+        window where a batch computation merges them). Merging functions whose windows can grow
+        should override it.
+        """
+        return window.end
+
     def assign_bundle(self, elements: Iterable[Element]) -> dict[Window, list[Element]]:
         """Group a bundle of elements by window, in first-seen order.
 
@@ -177,6 +189,10 @@ class Sessions(WindowFn):
 
     def merge(self, windows: Iterable[Window]) -> list[MergeGroup]:
         return merge_overlapping(windows)
+
+    def merge_horizon(self, window: Window) -> int:
+        # An element overlapping the window is at most at end - 1 and opens [t, t + gap).
+        return window.end - 1 + self.gap
 
     def __str__(self) -> str:
         return f"Sessions({format_duration(self.gap)})"

@@ -78,8 +78,10 @@ def load_scenarios():
 
 # ---- trigger text -> Beam trigger objects ---------------------------------------------------
 
-_TOKEN = re.compile(r"\s*(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<dur>\d+(?:us|ms|s|m|h)\b)"
-                    r"|(?P<int>\d+)|(?P<punct>[(),=]))")
+_TOKEN = re.compile(
+    r"\s*(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<dur>\d+(?:us|ms|s|m|h)\b)"
+    r"|(?P<int>\d+)|(?P<punct>[(),=]))"
+)
 _UNIT_US = {"us": 1, "ms": 1_000, "s": S, "m": 60 * S, "h": 3600 * S}
 
 
@@ -152,7 +154,7 @@ def parse_trigger(text):
         return v
 
     def expr():
-        k, v = peek()
+        k, _ = peek()
         if k == "value":
             return take("value")
         name = take("name")
@@ -254,18 +256,22 @@ def run_scenario(sc):
         pi = wv.pane_info
         is_global = isinstance(window, GlobalWindow)
         ts = wv.timestamp if isinstance(wv.timestamp, Timestamp) else Timestamp.of(wv.timestamp)
-        sink.append({
-            "key": key,
-            "window": "GLOBAL" if is_global else [window.start.micros, window.end.micros],
-            "values": sorted(v for v, _ in values),
-            "timestamp": "END_OF_GLOBAL_WINDOW" if is_global and ts == global_max else ts.micros,
-            "index": pi.index,
-            "nonspeculative_index": pi.nonspeculative_index,
-            "timing": _TIMING[pi.timing],
-            "is_first": bool(pi.is_first),
-            "is_last": bool(pi.is_last),
-            "n_new": n_new,
-        })
+        sink.append(
+            {
+                "key": key,
+                "window": "GLOBAL" if is_global else [window.start.micros, window.end.micros],
+                "values": sorted(v for v, _ in values),
+                "timestamp": "END_OF_GLOBAL_WINDOW"
+                if is_global and ts == global_max
+                else ts.micros,
+                "index": pi.index,
+                "nonspeculative_index": pi.nonspeculative_index,
+                "timing": _TIMING[pi.timing],
+                "is_first": bool(pi.is_first),
+                "is_last": bool(pi.is_last),
+                "n_new": n_new,
+            }
+        )
 
     def fire_timers(sink):
         for key, state in states.items():
@@ -309,8 +315,9 @@ def run_scenario(sc):
         else:
             raise ValueError(f"unknown step {step}")
         fire_timers(panes)
-        panes.sort(key=lambda p: (p["key"], p["window"] if p["window"] != "GLOBAL" else [0, 0],
-                                  p["index"]))
+        panes.sort(
+            key=lambda p: (p["key"], p["window"] if p["window"] != "GLOBAL" else [0, 0], p["index"])
+        )
         steps.append({"step": step, "panes": panes, "dropped": dropped})
     return steps
 
@@ -318,11 +325,13 @@ def run_scenario(sc):
 def main():
     out = []
     for sc in load_scenarios():
-        out.append({
-            "name": sc["name"],
-            "scenario": {f: sc[f] for f in BEAM_FIELDS},
-            "steps": run_scenario(sc),
-        })
+        out.append(
+            {
+                "name": sc["name"],
+                "scenario": {f: sc[f] for f in BEAM_FIELDS},
+                "steps": run_scenario(sc),
+            }
+        )
     doc = {
         "generated_by": "tests/conformance/beam_generate.py",
         "beam_version": apache_beam.__version__,

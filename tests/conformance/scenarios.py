@@ -267,6 +267,14 @@ _SCENARIOS = [
         ],
     },
     {
+        "name": "late_element_new_window",
+        "window": FIXED10,
+        "trigger": "AfterWatermark(late=AfterCount(1))",
+        "allowed_lateness": 60 * S,
+        # The window's first element arrives after the watermark passed its end.
+        "transcript": [{"watermark": 30 * S}, {"input": _s(5)}, {"input": _s(6, 7)}],
+    },
+    {
         "name": "default_trigger_late_every_bundle",
         "window": FIXED10,
         "trigger": "DefaultTrigger()",
@@ -390,6 +398,14 @@ _SCENARIOS = [
         "accumulation": "DISCARDING",
         "allowed_lateness": 20 * S,
         "transcript": [{"input": _s(6, 7)}, {"watermark": 16 * S}, {"input": _s(8)}],
+    },
+    {
+        "name": "sliding_partially_expired",
+        "window": {"type": "sliding", "size": 10 * S, "period": 5 * S},
+        "trigger": "DefaultTrigger()",
+        "allowed_lateness": 3 * S,
+        # 3s belongs to [-5s,5s) (expired at watermark 12s) and [0s,10s) (not yet expired).
+        "transcript": [{"watermark": 12 * S}, {"input": _s(3)}, {"watermark": 14 * S}],
     },
     # ---- sessions -----------------------------------------------------------------------------
     {

@@ -232,8 +232,7 @@ def compare(name):
             problems.append(_describe(i, step, exp_sorted, act_sorted))
         if exp_drop != act_drop:
             problems.append(
-                f"step {i} {step}: Beam dropped {exp_drop} expired element(s), "
-                f"panestore {act_drop}"
+                f"step {i} {step}: Beam dropped {exp_drop} expired element(s), panestore {act_drop}"
             )
     return problems, observed
 

@@ -1,0 +1,126 @@
+"""Exactly-once appends of per-batch rows to a Delta table through delta-rs.
+
+Each append is one Delta commit carrying an application transaction (``txn``) with
+``app_id = pipeline id`` and ``version = batch id``. delta-rs records the transaction but enforces
+nothing (measured with deltalake 1.6.6: the same version commits twice, and a *lower* version is
+accepted and moves the recorded version backwards), so :meth:`ExactlyOnceAppender.append` reads the
+committed version first and skips a batch whose id is not above it.
+
+One writer per (table, pipeline) at a time is assumed: Spark's streaming checkpoint already forbids
+two concurrent runs of one query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+BATCH_ID_METADATA = "panestore.batchId"
+PIPELINE_METADATA = "panestore.pipeline"
+KIND_METADATA = "panestore.table"
+
+
+def _as_table(data: Any, schema: pa.Schema) -> pa.Table:
+    """``data`` (Arrow table / record batch / list of row dicts / None) as a table of ``schema``."""
+    if data is None:
+        return schema.empty_table()
+    if isinstance(data, pa.RecordBatch):
+        data = pa.Table.from_batches([data])
+    if isinstance(data, pa.Table):
+        missing = [n for n in schema.names if n not in data.column_names]
+        extra = [n for n in data.column_names if n not in schema.names]
+        if missing or extra:
+            raise ValueError(
+                f"columns differ from the table schema: missing {missing}, extra {extra}"
+            )
+        return data.select(schema.names).cast(schema)
+    rows = list(data)
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+class ExactlyOnceAppender:
+    """Append one batch of rows per Delta commit, at most once per batch id.
+
+    ``path`` is a local path or URI understood by delta-rs; the table is created (empty, with
+    ``schema``) on first use so readers always find it.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        pipeline_id: str,
+        schema: pa.Schema,
+        *,
+        kind: str,
+        storage_options: Mapping[str, str] | None = None,
+        commit_empty: bool = True,
+    ) -> None:
+        if not pipeline_id:
+            raise ValueError("pipeline_id must be a non-empty string")
+        self.path = str(path)
+        self.pipeline_id = pipeline_id
+        self.schema = schema
+        self.kind = kind
+        self.storage_options = dict(storage_options) if storage_options else None
+        # Committing empty batches keeps the recorded txn version equal to the last batch id, which
+        # makes "how far has this sink got" observable; it costs one small commit per batch.
+        self.commit_empty = commit_empty
+        self._table = None
+
+    # -- table access ---------------------------------------------------------------------------
+
+    def table(self):
+        """The :class:`deltalake.DeltaTable`, created empty with the schema if it does not exist."""
+        from deltalake import DeltaTable
+
+        if self._table is None:
+            self._table = DeltaTable.create(
+                self.path,
+                self.schema,
+                mode="ignore",
+                storage_options=self.storage_options,
+            )
+        else:
+            self._table.update_incremental()
+        return self._table
+
+    def committed_batch_id(self) -> int | None:
+        """The highest batch id committed to this table for this pipeline, or None."""
+        return self.table().transaction_version(self.pipeline_id)
+
+    # -- writing --------------------------------------------------------------------------------
+
+    def append(self, batch_id: int, data: pa.Table | Iterable[Mapping[str, Any]] | None) -> bool:
+        """Commit ``data`` as batch ``batch_id``; False (and no write) if already committed."""
+        from deltalake import CommitProperties, Transaction, write_deltalake
+
+        if batch_id < 0:
+            raise ValueError(f"batch_id must be >= 0, got {batch_id}")
+        committed = self.committed_batch_id()
+        if committed is not None and batch_id <= committed:
+            return False
+        table = _as_table(data, self.schema)
+        if table.num_rows == 0 and not self.commit_empty:
+            return False
+        props = CommitProperties(
+            app_transactions=[Transaction(self.pipeline_id, batch_id)],
+            custom_metadata={
+                BATCH_ID_METADATA: str(batch_id),
+                PIPELINE_METADATA: self.pipeline_id,
+                KIND_METADATA: self.kind,
+            },
+        )
+        write_deltalake(
+            self.table(),
+            table,
+            mode="append",
+            commit_properties=props,
+        )
+        return True
+
+    def read(self) -> pa.Table:
+        """The whole table (tests, inspection)."""
+        return self.table().to_pyarrow_table()

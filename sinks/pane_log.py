@@ -1,0 +1,305 @@
+"""The pane log: one append-only Delta table per pipeline, one row per emitted pane.
+
+Columns (DESIGN.md, "The pane log"):
+
+- ``pipeline_id``; the key column(s) (configured; default one string column ``key``);
+- ``window_start_us`` / ``window_end_us`` (int64 µs, always set) and ``window_start`` /
+  ``window_end`` (UTC timestamps, null when outside 0001-01-01..9999-12-31, e.g. the global
+  window);
+- the aggregate column(s) (configured; default one float64 column ``value``);
+- ``timestamp_us`` / ``timestamp``: the pane's output timestamp;
+- pane info: ``pane_index``, ``nonspeculative_index``, ``timing`` (EARLY / ON_TIME / LATE),
+  ``is_first``, ``is_last``; ``is_retraction``;
+- ``supersedes``: list of ``{start_us, end_us}``, the previously emitted windows this pane
+  replaces (session merges);
+- ``watermark_us`` / ``processing_time_us`` at emission (model time, µs);
+- ``batch_id`` (the Spark micro-batch id) and ``pane_id``, a deterministic id (see
+  :func:`pane_id`).
+
+Two stages build a row: :func:`pane_record` turns an engine ``Pane`` into the *core* record, all
+plain ints/strings/bools (what the Spark operator emits; no timestamp columns, no ``pipeline_id`` /
+``batch_id`` / ``pane_id``), and :func:`finish_batch` derives the timestamp columns and adds those
+three to a batch of core records before the exactly-once commit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from sinks.delta_append import ExactlyOnceAppender
+
+# Spark/Delta timestamps must lie within 0001-01-01T00:00:00 .. 9999-12-31T23:59:59.999999 UTC.
+MIN_TIMESTAMP_US = -62_135_596_800_000_000
+MAX_TIMESTAMP_US = 253_402_300_799_999_999
+
+TS = pa.timestamp("us", tz="UTC")
+WINDOW_REF = pa.struct([("start_us", pa.int64()), ("end_us", pa.int64())])
+
+Field = tuple[str, pa.DataType]
+
+
+def representable_us(us: int | None) -> int | None:
+    """``us`` if a Delta/Spark timestamp can hold it, else None."""
+    if us is None or us < MIN_TIMESTAMP_US or us > MAX_TIMESTAMP_US:
+        return None
+    return us
+
+
+@dataclass(frozen=True)
+class PaneLogLayout:
+    """Names and types of the configurable columns: key(s) and aggregate value(s)."""
+
+    key_fields: Sequence[Field] = (("key", pa.string()),)
+    value_fields: Sequence[Field] = (("value", pa.float64()),)
+    # Maps the engine's ``pane.value`` to {column: value}; None means the default rules of
+    # :meth:`values_of`.
+    value_mapper: Callable[[Any], Mapping[str, Any]] | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        names = [n for n, _ in self.key_fields] + [n for n, _ in self.value_fields]
+        clash = sorted(set(names) & set(FIXED_NAMES))
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if clash or dup or not self.key_fields or not self.value_fields:
+            raise ValueError(
+                f"bad pane-log layout: reserved names {clash}, duplicated {dup}, "
+                f"{len(self.key_fields)} key and {len(self.value_fields)} value columns"
+            )
+
+    @property
+    def key_names(self) -> list[str]:
+        return [n for n, _ in self.key_fields]
+
+    @property
+    def value_names(self) -> list[str]:
+        return [n for n, _ in self.value_fields]
+
+    def keys_of(self, key: Any) -> dict[str, Any]:
+        """The key column values of an engine key (a scalar, a tuple or a mapping)."""
+        names = self.key_names
+        if isinstance(key, Mapping):
+            return {n: key[n] for n in names}
+        if isinstance(key, (tuple, list)):
+            if len(key) != len(names):
+                raise ValueError(f"key {key!r} does not match key columns {names}")
+            return dict(zip(names, key, strict=True))
+        if len(names) != 1:
+            raise ValueError(f"scalar key {key!r} but key columns {names}")
+        return {names[0]: key}
+
+    def values_of(self, value: Any) -> dict[str, Any]:
+        """The aggregate column values of an engine value (mapping, tuple or scalar)."""
+        if self.value_mapper is not None:
+            return dict(self.value_mapper(value))
+        names = self.value_names
+        if isinstance(value, Mapping):
+            return {n: value.get(n) for n in names}
+        if isinstance(value, (tuple, list)) and len(names) > 1:
+            return dict(zip(names, value, strict=True))
+        if len(names) != 1:
+            raise ValueError(f"value {value!r} does not match value columns {names}")
+        return {names[0]: value}
+
+
+# Columns around the configurable ones. The ``*_CORE`` lists are what the operator emits; the
+# timestamp columns are derived from the ``*_us`` ones by :func:`finish_batch`.
+WINDOW_CORE: list[Field] = [("window_start_us", pa.int64()), ("window_end_us", pa.int64())]
+WINDOW_FIELDS: list[Field] = [*WINDOW_CORE, ("window_start", TS), ("window_end", TS)]
+PANE_CORE: list[Field] = [
+    ("timestamp_us", pa.int64()),
+    ("pane_index", pa.int64()),
+    ("nonspeculative_index", pa.int64()),
+    ("timing", pa.string()),
+    ("is_first", pa.bool_()),
+    ("is_last", pa.bool_()),
+    ("is_retraction", pa.bool_()),
+    ("supersedes", pa.list_(WINDOW_REF)),
+    ("watermark_us", pa.int64()),
+    ("processing_time_us", pa.int64()),
+]
+PANE_FIELDS: list[Field] = [PANE_CORE[0], ("timestamp", TS), *PANE_CORE[1:]]
+DERIVED_TIMESTAMPS = {"window_start": "window_start_us", "window_end": "window_end_us",
+                      "timestamp": "timestamp_us"}  # fmt: skip
+BATCH_FIELDS: list[Field] = [("batch_id", pa.int64()), ("pane_id", pa.string())]
+FIXED_NAMES = ["pipeline_id"] + [n for n, _ in WINDOW_FIELDS + PANE_FIELDS + BATCH_FIELDS]
+NOT_NULL = {
+    "pipeline_id", "window_start_us", "window_end_us", "timestamp_us", "pane_index",
+    "nonspeculative_index", "timing", "is_first", "is_last", "is_retraction", "batch_id",
+    "pane_id",
+}  # fmt: skip
+DEFAULT_LAYOUT = PaneLogLayout()
+
+
+def _fields(fields: Iterable[Field]) -> list[pa.Field]:
+    return [pa.field(n, t, nullable=n not in NOT_NULL) for n, t in fields]
+
+
+def core_schema(layout: PaneLogLayout = DEFAULT_LAYOUT) -> pa.Schema:
+    """Schema of the records the stateful operator emits (no pipeline/batch/pane id)."""
+    return pa.schema(_fields([*layout.key_fields, *WINDOW_CORE, *layout.value_fields, *PANE_CORE]))
+
+
+def pane_log_schema(layout: PaneLogLayout = DEFAULT_LAYOUT) -> pa.Schema:
+    """Schema of the pane-log Delta table."""
+    return pa.schema(
+        _fields(
+            [
+                ("pipeline_id", pa.string()),
+                *layout.key_fields,
+                *WINDOW_FIELDS,
+                *layout.value_fields,
+                *PANE_FIELDS,
+                *BATCH_FIELDS,
+            ]
+        )
+    )
+
+
+def _timing_name(timing: Any) -> str:
+    return getattr(timing, "name", None) or str(timing)
+
+
+def pane_record(pane: Any, layout: PaneLogLayout = DEFAULT_LAYOUT) -> dict[str, Any]:
+    """The core record of one engine ``Pane`` (duck-typed: see ``panes.engine``)."""
+    info = pane.pane
+    rec: dict[str, Any] = layout.keys_of(pane.key)
+    start, end = int(pane.window.start), int(pane.window.end)
+    rec.update(window_start_us=start, window_end_us=end)
+    rec.update(layout.values_of(pane.value))
+    rec.update(
+        timestamp_us=int(pane.timestamp),
+        pane_index=int(info.index),
+        nonspeculative_index=int(info.nonspeculative_index),
+        timing=_timing_name(info.timing),
+        is_first=bool(info.is_first),
+        is_last=bool(info.is_last),
+        is_retraction=bool(pane.is_retraction),
+        supersedes=[
+            {"start_us": int(w.start), "end_us": int(w.end)} for w in (pane.supersedes or ())
+        ],
+        watermark_us=None if pane.watermark is None else int(pane.watermark),
+        processing_time_us=None if pane.processing_time is None else int(pane.processing_time),
+    )
+    return rec
+
+
+def pane_id(pipeline_id: str, keys: Mapping[str, Any], start_us: int, end_us: int,
+            pane_index: int, is_retraction: bool, ordinal: int = 0) -> str:  # fmt: skip
+    """Deterministic id of a pane row: a hash of what identifies it in the model.
+
+    (pipeline, key, window, pane index, retraction flag) identifies a pane; ``ordinal`` numbers
+    rows that would otherwise collide within one batch (not expected from a correct engine, but it
+    keeps ids unique rather than silently equal).
+    """
+    payload = json.dumps(
+        [pipeline_id, sorted(keys.items()), start_us, end_us, pane_index, is_retraction, ordinal],
+        default=str,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()[:32]
+
+
+def finish_batch(
+    core: pa.Table,
+    pipeline_id: str,
+    batch_id: int,
+    layout: PaneLogLayout = DEFAULT_LAYOUT,
+) -> pa.Table:
+    """Core records of one batch -> pane-log rows (adds pipeline id, batch id, pane id).
+
+    Rows are put in a deterministic order (key, window, pane index, retraction first), so a
+    replayed batch writes byte-identical content whatever order Spark's partitions arrived in.
+    """
+    schema = pane_log_schema(layout)
+    core = core.select(core_schema(layout).names).cast(core_schema(layout))
+    rows = core.to_pylist()
+    order = layout.key_names
+    rows.sort(
+        key=lambda r: (
+            tuple((r[k] is None, r[k]) for k in order),
+            r["window_start_us"],
+            r["window_end_us"],
+            r["pane_index"],
+            not r["is_retraction"],
+        )
+    )
+    seen: dict[tuple, int] = {}
+    for r in rows:
+        keys = {k: r[k] for k in order}
+        ident = (json.dumps(sorted(keys.items()), default=str), r["window_start_us"],
+                 r["window_end_us"], r["pane_index"], r["is_retraction"])  # fmt: skip
+        ordinal = seen.get(ident, 0)
+        seen[ident] = ordinal + 1
+        r["pipeline_id"] = pipeline_id
+        r["batch_id"] = batch_id
+        r["pane_id"] = pane_id(pipeline_id, keys, *ident[1:], ordinal=ordinal)
+        for ts_name, us_name in DERIVED_TIMESTAMPS.items():
+            r[ts_name] = representable_us(r[us_name])
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+class PaneLog:
+    """The pipeline's pane log: ``PaneLog(path, pipeline_id).append(batch_id, panes_or_table)``.
+
+    ``append`` accepts a core-record Arrow table (from the Spark operator), a pane-log table, a
+    list of core-record dicts, or a list of engine ``Pane`` objects; it commits the batch once,
+    with a Delta app transaction (app id = pipeline id, version = batch id), and returns False
+    without writing when that batch id is already committed.
+    """
+
+    kind = "pane_log"
+
+    def __init__(
+        self,
+        path: str | Path,
+        pipeline_id: str,
+        layout: PaneLogLayout = DEFAULT_LAYOUT,
+        *,
+        storage_options: Mapping[str, str] | None = None,
+        commit_empty: bool = True,
+    ) -> None:
+        self.layout = layout
+        self.schema = pane_log_schema(layout)
+        self.appender = ExactlyOnceAppender(
+            path, pipeline_id, self.schema, kind=self.kind,
+            storage_options=storage_options, commit_empty=commit_empty,
+        )  # fmt: skip
+
+    @property
+    def pipeline_id(self) -> str:
+        return self.appender.pipeline_id
+
+    @property
+    def path(self) -> str:
+        return self.appender.path
+
+    def committed_batch_id(self) -> int | None:
+        return self.appender.committed_batch_id()
+
+    def to_core_table(self, data: Any) -> pa.Table:
+        core = core_schema(self.layout)
+        if data is None:
+            return core.empty_table()
+        if isinstance(data, pa.RecordBatch):
+            data = pa.Table.from_batches([data])
+        if isinstance(data, pa.Table):
+            return data.select(core.names).cast(core)
+        items = list(data)
+        recs = [x if isinstance(x, Mapping) else pane_record(x, self.layout) for x in items]
+        return pa.Table.from_pylist([{n: r.get(n) for n in core.names} for r in recs], schema=core)
+
+    def append(self, batch_id: int, data: Any) -> bool:
+        committed = self.committed_batch_id()
+        if committed is not None and batch_id <= committed:
+            return False  # cheap early exit: do not even build the rows
+        rows = finish_batch(self.to_core_table(data), self.pipeline_id, batch_id, self.layout)
+        return self.appender.append(batch_id, rows)
+
+    def read(self) -> pa.Table:
+        return self.appender.read()

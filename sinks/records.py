@@ -1,0 +1,199 @@
+"""The ``late`` and ``rejected`` Delta tables: nothing is lost silently.
+
+- ``late``: elements the engine dropped for lateness (``Dropped`` records), with the watermark
+  and processing time at the moment and the reason.
+- ``rejected``: input records that could not become elements (unparseable line, missing or
+  unparseable event time or key), with the raw record, the source file and the reason.
+
+Both are written exactly once per batch like the pane log (app transaction, skip replays).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from sinks.delta_append import ExactlyOnceAppender
+from sinks.pane_log import DEFAULT_LAYOUT, TS, PaneLogLayout, representable_us
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, default=str, sort_keys=True, separators=(",", ":"))
+
+
+def _digest(*parts: Any) -> str:
+    return hashlib.sha256(_json(list(parts)).encode()).hexdigest()[:32]
+
+
+# -- late ------------------------------------------------------------------------------------
+
+
+def late_core_schema(layout: PaneLogLayout = DEFAULT_LAYOUT) -> pa.Schema:
+    """Schema of the late records the operator emits (no pipeline/batch/record id)."""
+    return pa.schema(
+        [
+            *[pa.field(n, t) for n, t in layout.key_fields],
+            pa.field("value_json", pa.string()),
+            pa.field("timestamp_us", pa.int64(), nullable=False),
+            pa.field("window_start_us", pa.int64()),
+            pa.field("window_end_us", pa.int64()),
+            pa.field("reason", pa.string(), nullable=False),
+            pa.field("watermark_us", pa.int64()),
+            pa.field("processing_time_us", pa.int64()),
+        ]
+    )
+
+
+def late_schema(layout: PaneLogLayout = DEFAULT_LAYOUT) -> pa.Schema:
+    core = list(late_core_schema(layout))
+    at = [f.name for f in core].index("timestamp_us") + 1
+    core.insert(at, pa.field("timestamp", TS))  # derived from timestamp_us
+    return pa.schema(
+        [
+            pa.field("pipeline_id", pa.string(), nullable=False),
+            *core,
+            pa.field("batch_id", pa.int64(), nullable=False),
+            pa.field("record_id", pa.string(), nullable=False),
+        ]
+    )
+
+
+def dropped_record(dropped: Any, layout: PaneLogLayout = DEFAULT_LAYOUT) -> dict[str, Any]:
+    """Core late record of one engine ``Dropped`` (duck-typed)."""
+    rec = layout.keys_of(dropped.key)
+    window = getattr(dropped, "window", None)
+    ts = int(dropped.timestamp)
+    rec.update(
+        value_json=_json(dropped.value),
+        timestamp_us=ts,
+        window_start_us=None if window is None else int(window.start),
+        window_end_us=None if window is None else int(window.end),
+        reason=str(dropped.reason),
+        watermark_us=None if dropped.watermark is None else int(dropped.watermark),
+        processing_time_us=(
+            None if dropped.processing_time is None else int(dropped.processing_time)
+        ),
+    )
+    return rec
+
+
+class LateLog:
+    """``late`` table of a pipeline; ``append(batch_id, dropped_or_records_or_table)``."""
+
+    kind = "late"
+
+    def __init__(self, path: str | Path, pipeline_id: str,
+                 layout: PaneLogLayout = DEFAULT_LAYOUT, **kw: Any) -> None:  # fmt: skip
+        self.layout = layout
+        self.core = late_core_schema(layout)
+        self.appender = ExactlyOnceAppender(
+            path, pipeline_id, late_schema(layout), kind=self.kind, **kw
+        )
+
+    def committed_batch_id(self) -> int | None:
+        return self.appender.committed_batch_id()
+
+    def _core_rows(self, data: Any) -> list[dict[str, Any]]:
+        if data is None:
+            return []
+        if isinstance(data, pa.RecordBatch):
+            data = pa.Table.from_batches([data])
+        if isinstance(data, pa.Table):
+            return data.select(self.core.names).cast(self.core).to_pylist()
+        out = []
+        for x in data:
+            rec = x if isinstance(x, Mapping) else dropped_record(x, self.layout)
+            out.append({n: rec.get(n) for n in self.core.names})
+        return out
+
+    def append(self, batch_id: int, data: Any) -> bool:
+        committed = self.committed_batch_id()
+        if committed is not None and batch_id <= committed:
+            return False
+        rows = self._core_rows(data)
+        keys = self.layout.key_names
+        rows.sort(key=lambda r: (_json([r[k] for k in keys]), r["timestamp_us"], r["value_json"]))
+        seen: dict[str, int] = {}
+        for r in rows:
+            base = _json([[r[k] for k in keys], r["timestamp_us"], r["value_json"], r["reason"]])
+            n = seen.get(base, 0)
+            seen[base] = n + 1
+            r.update(pipeline_id=self.appender.pipeline_id, batch_id=batch_id,
+                     timestamp=representable_us(r["timestamp_us"]),
+                     record_id=_digest(self.appender.pipeline_id, batch_id, base, n))  # fmt: skip
+        return self.appender.append(batch_id, rows)
+
+    def read(self) -> pa.Table:
+        return self.appender.read()
+
+
+# -- rejected --------------------------------------------------------------------------------
+
+REJECTED_CORE = pa.schema(
+    [
+        pa.field("raw", pa.string()),
+        pa.field("source_file", pa.string()),
+        pa.field("reason", pa.string(), nullable=False),
+    ]
+)
+REJECTED_SCHEMA = pa.schema(
+    [
+        pa.field("pipeline_id", pa.string(), nullable=False),
+        *REJECTED_CORE,
+        pa.field("processing_time_us", pa.int64()),
+        pa.field("processing_time", TS),
+        pa.field("batch_id", pa.int64(), nullable=False),
+        pa.field("record_id", pa.string(), nullable=False),
+    ]
+)
+
+
+class RejectedLog:
+    """``rejected`` table of a pipeline; ``append(batch_id, rows, processing_time_us=...)``.
+
+    ``rows``: dicts or an Arrow table with ``raw``, ``source_file``, ``reason``.
+    ``processing_time_us`` is the batch timestamp (deterministic on replay).
+    """
+
+    kind = "rejected"
+
+    def __init__(self, path: str | Path, pipeline_id: str, **kw: Any) -> None:
+        self.appender = ExactlyOnceAppender(
+            path, pipeline_id, REJECTED_SCHEMA, kind=self.kind, **kw
+        )
+
+    def committed_batch_id(self) -> int | None:
+        return self.appender.committed_batch_id()
+
+    def append(self, batch_id: int, data: Any, processing_time_us: int | None = None) -> bool:
+        committed = self.committed_batch_id()
+        if committed is not None and batch_id <= committed:
+            return False
+        if data is None:
+            rows: list[dict[str, Any]] = []
+        elif isinstance(data, (pa.Table, pa.RecordBatch)):
+            rows = data.select(REJECTED_CORE.names).to_pylist()
+        else:
+            rows = [{n: dict(r).get(n) for n in REJECTED_CORE.names} for r in data]
+        rows.sort(key=lambda r: (r["source_file"] or "", r["raw"] or "", r["reason"]))
+        seen: dict[str, int] = {}
+        for r in rows:
+            base = _json([r["source_file"], r["raw"], r["reason"]])
+            n = seen.get(base, 0)
+            seen[base] = n + 1
+            r.update(
+                pipeline_id=self.appender.pipeline_id,
+                processing_time_us=processing_time_us,
+                processing_time=representable_us(processing_time_us),
+                batch_id=batch_id,
+                record_id=_digest(self.appender.pipeline_id, batch_id, base, n),
+            )
+        return self.appender.append(batch_id, rows)
+
+    def read(self) -> pa.Table:
+        return self.appender.read()

@@ -1,0 +1,217 @@
+"""Pane-log, late and rejected tables: schema round-trip, exactly-once appends (delta-rs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+import pytest
+
+pa = pytest.importorskip("pyarrow", reason="pyarrow not installed (runtime dependency of sinks)")
+deltalake = pytest.importorskip(
+    "deltalake", reason="deltalake not installed (runtime dep of sinks)"
+)
+
+from sinks.pane_log import (  # noqa: E402
+    MAX_TIMESTAMP_US,
+    PaneLog,
+    PaneLogLayout,
+    core_schema,
+    pane_log_schema,
+    pane_record,
+)
+from sinks.records import LateLog, RejectedLog  # noqa: E402
+
+MIN = 60_000_000
+
+
+class Timing(Enum):
+    EARLY = 0
+    ON_TIME = 1
+    LATE = 2
+
+
+@dataclass(frozen=True)
+class W:
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Info:
+    index: int
+    nonspeculative_index: int
+    timing: Timing
+    is_first: bool
+    is_last: bool
+
+
+@dataclass(frozen=True)
+class FakePane:
+    key: object
+    window: W
+    value: object
+    timestamp: int
+    pane: Info
+    is_retraction: bool = False
+    supersedes: tuple = ()
+    watermark: int | None = None
+    processing_time: int | None = None
+    accumulator: object = None
+
+
+@dataclass(frozen=True)
+class FakeDropped:
+    key: object
+    value: object
+    timestamp: int
+    window: W | None
+    reason: str
+    watermark: int | None
+    processing_time: int | None
+    extra: dict = field(default_factory=dict)
+
+
+def panes_batch0():
+    w = W(0, 10 * MIN)
+    return [
+        FakePane("a", w, 3.0, w.end - 1, Info(0, -1, Timing.EARLY, True, False), False, (), 0, 5),
+        FakePane("b", w, 1.0, w.end - 1, Info(0, 0, Timing.ON_TIME, True, False), False, (), 7, 9),
+    ]
+
+
+def panes_batch1():
+    w = W(0, 10 * MIN)
+    merged = W(0, 20 * MIN)
+    return [
+        FakePane("a", w, 3.0, w.end - 1, Info(1, 0, Timing.ON_TIME, False, False), True, (), 1, 6),
+        FakePane(
+            "a",
+            merged,
+            5.0,
+            merged.end - 1,
+            Info(1, 0, Timing.ON_TIME, False, False),
+            False,
+            (w,),
+            1,
+            6,
+        ),
+        # global-window-like bounds: not representable as a timestamp
+        FakePane("c", W(-(2**62), 2**62), 2.0, 2**62 - 1, Info(0, 0, Timing.ON_TIME, True, True)),
+    ]
+
+
+def test_schema_round_trips_through_delta(tmp_path):
+    log = PaneLog(tmp_path / "panes", "pipe")
+    log.append(0, panes_batch0())
+    dt = deltalake.DeltaTable(str(tmp_path / "panes"))
+    got = pa.schema(dt.schema().to_arrow())
+    want = pane_log_schema()
+    assert got.names == want.names
+    for name in want.names:
+        assert got.field(name).type == want.field(name).type, name
+    t = dt.to_pyarrow_table()
+    assert t.num_rows == 2
+    assert t.schema.field("window_start").type == pa.timestamp("us", tz="UTC")
+    assert t.schema.field("supersedes").type.value_type == pa.struct(
+        [("start_us", pa.int64()), ("end_us", pa.int64())]
+    )
+
+
+def test_rows_carry_pane_fields(tmp_path):
+    log = PaneLog(tmp_path / "panes", "pipe")
+    log.append(0, panes_batch0())
+    log.append(1, panes_batch1())
+    rows = sorted(log.read().to_pylist(), key=lambda r: (r["batch_id"], r["key"], r["pane_id"]))
+    assert {r["pipeline_id"] for r in rows} == {"pipe"}
+    b1 = [r for r in rows if r["batch_id"] == 1]
+    retraction = next(r for r in b1 if r["is_retraction"])
+    merged = next(r for r in b1 if r["key"] == "a" and not r["is_retraction"])
+    assert retraction["window_end_us"] == 10 * MIN and retraction["value"] == 3.0
+    assert merged["supersedes"] == [{"start_us": 0, "end_us": 10 * MIN}]
+    assert merged["timing"] == "ON_TIME" and merged["nonspeculative_index"] == 0
+    glob = next(r for r in b1 if r["key"] == "c")
+    assert glob["window_start"] is None and glob["window_end"] is None
+    assert glob["window_end_us"] == 2**62 and glob["timestamp"] is None
+    early = next(r for r in rows if r["timing"] == "EARLY")
+    assert early["nonspeculative_index"] == -1 and early["watermark_us"] == 0
+    assert early["processing_time_us"] == 5
+    assert len({r["pane_id"] for r in rows}) == len(rows)
+
+
+def test_replayed_batch_is_skipped_and_txn_recorded(tmp_path):
+    log = PaneLog(tmp_path / "panes", "pipe")
+    assert log.committed_batch_id() is None
+    assert log.append(0, panes_batch0()) is True
+    assert log.committed_batch_id() == 0
+    assert log.append(1, panes_batch1()) is True
+    assert log.committed_batch_id() == 1
+    dt = deltalake.DeltaTable(str(tmp_path / "panes"))
+    assert dt.transaction_version("pipe") == 1
+    version = dt.version()
+    # replays, including an older batch id: nothing is written, the txn does not move back
+    assert log.append(1, panes_batch1()) is False
+    assert log.append(0, panes_batch0()) is False
+    # a fresh writer (a new process after a crash) sees the same committed version
+    again = PaneLog(tmp_path / "panes", "pipe")
+    assert again.append(1, panes_batch1()) is False
+    dt = deltalake.DeltaTable(str(tmp_path / "panes"))
+    assert dt.version() == version
+    assert dt.transaction_version("pipe") == 1
+    assert dt.to_pyarrow_table().num_rows == 5
+
+
+def test_txn_is_per_pipeline(tmp_path):
+    a = PaneLog(tmp_path / "panes", "a")
+    b = PaneLog(tmp_path / "panes", "b")
+    assert a.append(3, panes_batch0())
+    assert b.append(0, panes_batch0())  # other app id: not skipped
+    assert a.committed_batch_id() == 3 and b.committed_batch_id() == 0
+
+
+def test_empty_batch_commits_txn(tmp_path):
+    log = PaneLog(tmp_path / "panes", "pipe")
+    assert log.append(0, []) is True
+    assert log.committed_batch_id() == 0
+    assert log.read().num_rows == 0
+
+
+def test_replay_is_byte_identical_content(tmp_path):
+    one, two = PaneLog(tmp_path / "one", "p"), PaneLog(tmp_path / "two", "p")
+    one.append(7, panes_batch1())
+    two.append(7, list(reversed(panes_batch1())))  # another partition order
+    assert one.read().to_pylist() == two.read().to_pylist()
+
+
+def test_core_records_from_operator_table(tmp_path):
+    layout = PaneLogLayout(
+        key_fields=(("user", pa.string()), ("device", pa.int64())),
+        value_fields=(("plays", pa.int64()), ("watched", pa.float64())),
+    )
+    w = W(0, MIN)
+    pane = FakePane(("u1", 7), w, (2, 30.5), w.end - 1, Info(0, 0, Timing.ON_TIME, True, True))
+    core = pa.Table.from_pylist([pane_record(pane, layout)], schema=core_schema(layout))
+    log = PaneLog(tmp_path / "panes", "p", layout)
+    log.append(0, core)
+    (row,) = log.read().to_pylist()
+    assert (row["user"], row["device"], row["plays"], row["watched"]) == ("u1", 7, 2, 30.5)
+
+
+def test_late_and_rejected_tables(tmp_path):
+    late = LateLog(tmp_path / "late", "pipe")
+    d = FakeDropped(
+        "a", {"seconds": 3}, 5, W(0, 10), "droppable: watermark past end+lateness", 99, 7
+    )
+    assert late.append(4, [d, d]) is True
+    assert late.append(4, [d]) is False
+    rows = late.read().to_pylist()
+    assert len(rows) == 2 and len({r["record_id"] for r in rows}) == 2
+    assert rows[0]["watermark_us"] == 99 and rows[0]["value_json"] == '{"seconds":3}'
+    assert deltalake.DeltaTable(str(tmp_path / "late")).transaction_version("pipe") == 4
+
+    rej = RejectedLog(tmp_path / "rejected", "pipe")
+    bad = [{"raw": "{not json", "source_file": "file:/in/f1.json", "reason": "unparseable"}]
+    assert rej.append(0, bad, processing_time_us=MAX_TIMESTAMP_US + 1) is True
+    assert rej.append(0, bad) is False
+    (row,) = rej.read().to_pylist()
+    assert row["raw"] == "{not json" and row["processing_time"] is None
