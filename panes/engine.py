@@ -110,13 +110,13 @@ class Engine:
     def advance(
         self, state: KeyState, key: Any, watermark: int, processing_time: int | None = None
     ) -> Output:
-        """Move the key's watermark, then its processing time, forward (never back; a smaller
-        value is ignored), firing what becomes due."""
+        """Move the key's clocks forward to ``watermark`` and ``processing_time`` (never back;
+        a smaller value is ignored) and fire what became due: windows whose trigger waits for
+        the watermark (in order of that time), then windows waiting for processing time. Every
+        window is evaluated at most once, at the new clocks; windows past their horizon
+        expire."""
         out = Output()
-        if watermark > state.watermark:
-            self._advance_watermark(state, key, watermark, out)
-        if processing_time is not None and processing_time > state.processing_time:
-            self._advance_processing_time(state, key, processing_time, out)
+        self._advance(state, key, watermark, processing_time, out)
         return self._done(state, out)
 
     def advance_all(
@@ -126,10 +126,7 @@ class Engine:
         wake-ups are left unset."""
         out = Output()
         for key, state in states.items():
-            if watermark > state.watermark:
-                self._advance_watermark(state, key, watermark, out)
-            if processing_time is not None and processing_time > state.processing_time:
-                self._advance_processing_time(state, key, processing_time, out)
+            self._advance(state, key, watermark, processing_time, out)
         return out
 
     # -- adding elements -------------------------------------------------------------------
@@ -279,52 +276,49 @@ class Engine:
 
     # -- advancing time --------------------------------------------------------------------
 
-    def _advance_watermark(self, state: KeyState, key: Any, watermark: int, out: Output) -> None:
-        old = state.watermark
-        state.watermark = watermark
-        if state.next_event_time is None or state.next_event_time > watermark:
+    def _advance(self, state: KeyState, key: Any, watermark: int,
+                 processing_time: int | None, out: Output) -> None:
+        old_watermark = state.watermark
+        if processing_time is None:
+            processing_time = state.processing_time
+        event_due = watermark > old_watermark and state.next_event_time is not None and (
+            state.next_event_time <= watermark)
+        processing_due = processing_time > state.processing_time and (
+            state.next_processing_time is not None
+            and state.next_processing_time <= processing_time)
+        state.watermark = max(watermark, old_watermark)
+        state.processing_time = processing_time = max(processing_time, state.processing_time)
+        watermark = state.watermark
+        if not (event_due or processing_due):
             return
-        trigger, pt = self._trigger, state.processing_time
-        due: list[tuple[int, Window, WindowState, bool]] = []
+        trigger = self._trigger
+        due: list[tuple[int, int, Window, WindowState, bool, bool]] = []
         for window, ws in state.windows.items():
-            if ws.event_due is None or ws.event_due > watermark:
+            by_event = event_due and ws.event_due is not None and ws.event_due <= watermark
+            by_processing = processing_due and not ws.closed and (
+                ws.processing_due is not None and ws.processing_due <= processing_time)
+            if not (by_event or by_processing):
                 continue
-            fires = False
-            if not ws.closed:
-                wake = trigger.event_wakeup(ws.trigger, ROOT, TriggerContext(window, old, pt))
-                fires = wake is not None and wake <= watermark
-            due.append((ws.event_due, window, ws, fires))
-        due.sort(key=lambda d: (d[0], d[1]))
-        for _, window, ws, fires in due:
-            ctx = TriggerContext(window, watermark, pt)
-            if fires and trigger.should_fire(ws.trigger, ROOT, ctx):
-                self._fire(state, key, window, ws, ctx, True, out)
+            fires_by_watermark = False
+            if by_event and not ws.closed:
+                wake = trigger.event_wakeup(
+                    ws.trigger, ROOT, TriggerContext(window, old_watermark, processing_time))
+                fires_by_watermark = wake is not None and wake <= watermark
+            if by_event:
+                due.append((0, ws.event_due, window, ws, fires_by_watermark, by_processing))
+            else:
+                due.append((1, ws.processing_due, window, ws, False, True))
+        due.sort(key=lambda d: d[:3])
+        for _, _, window, ws, by_watermark, by_processing in due:
+            ctx = TriggerContext(window, watermark, processing_time)
+            if (by_watermark or by_processing) and trigger.should_fire(ws.trigger, ROOT, ctx):
+                self._fire(state, key, window, ws, ctx, by_watermark, out)
             if self._gone(window, watermark):
                 if not ws.closed and (ws.fresh or self._closing_always):
                     self._fire(state, key, window, ws, ctx, True, out, closing=True)
                 del state.windows[window]
             else:
                 self._window_dues(window, ws, ctx)
-        self._bound(state)
-
-    def _advance_processing_time(
-        self, state: KeyState, key: Any, processing_time: int, out: Output
-    ) -> None:
-        state.processing_time = processing_time
-        if state.next_processing_time is None or state.next_processing_time > processing_time:
-            return
-        trigger, wm = self._trigger, state.watermark
-        due = sorted(
-            (ws.processing_due, window)
-            for window, ws in state.windows.items()
-            if ws.processing_due is not None and ws.processing_due <= processing_time
-        )
-        for _, window in due:
-            ws = state.windows[window]
-            ctx = TriggerContext(window, wm, processing_time)
-            if not ws.closed and trigger.should_fire(ws.trigger, ROOT, ctx):
-                self._fire(state, key, window, ws, ctx, False, out)
-            self._window_dues(window, ws, ctx)
         self._bound(state)
 
     # -- firing ----------------------------------------------------------------------------

@@ -59,20 +59,28 @@ class Simulator:
 
     def advance_watermark(self, watermark: Duration) -> list[Pane]:
         """Move the watermark forward to ``watermark``; firing what event time makes due."""
-        watermark = to_micros(watermark, "watermark")
-        if watermark < self.watermark:
-            raise ValueError(f"the watermark cannot move back from {self.watermark} to "
-                             f"{watermark}")
-        self.watermark = watermark
-        return self._advance()
+        return self.advance(watermark=watermark)
 
     def advance_processing_time(self, processing_time: Duration) -> list[Pane]:
         """Move processing time forward; firing what processing time makes due."""
-        processing_time = to_micros(processing_time, "processing time")
-        if processing_time < self.processing_time:
-            raise ValueError(f"processing time cannot move back from {self.processing_time} "
-                             f"to {processing_time}")
-        self.processing_time = processing_time
+        return self.advance(processing_time=processing_time)
+
+    def advance(self, watermark: Duration | None = None,
+                processing_time: Duration | None = None) -> list[Pane]:
+        """Move both clocks at once (what one Spark micro-batch does before its rows): every
+        window that became due is evaluated once, at the new watermark and processing time."""
+        if watermark is not None:
+            watermark = to_micros(watermark, "watermark")
+            if watermark < self.watermark:
+                raise ValueError(f"the watermark cannot move back from {self.watermark} to "
+                                 f"{watermark}")
+            self.watermark = watermark
+        if processing_time is not None:
+            processing_time = to_micros(processing_time, "processing time")
+            if processing_time < self.processing_time:
+                raise ValueError(f"processing time cannot move back from "
+                                 f"{self.processing_time} to {processing_time}")
+            self.processing_time = processing_time
         return self._advance()
 
     def _advance(self) -> list[Pane]:

@@ -1,0 +1,126 @@
+"""The panes engine inside transformWithStateInPandas, into the Delta pane log, vs the simulator."""
+
+from __future__ import annotations
+
+import calendar
+import json
+import os
+import time
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+T0 = 1_704_067_200  # 2024-01-01T00:00:00Z
+DELAY = "10 seconds"
+FILES = [
+    [("a", 1, 1.0), ("a", 2, 2.0), ("b", 3, 5.0)],  # early pane for a (count 2)
+    [("a", 70, 1.0), ("b", 100, 1.0), ("c", 5, 1.0)],  # watermark moves: on-time panes
+    [("a", 200, 1.0), ("a", 30, 7.0)],  # a@30: late, within allowed lateness
+    [("b", 400, 1.0), ("a", 50, 3.0), ("c", 300, 2.0)],  # a@50: expired -> late table
+]
+
+
+def _iso(s: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(T0 + s))
+
+
+def _put(directory, name, recs):
+    tmp = directory / f"{name}.tmp"
+    tmp.write_text("".join(json.dumps({"key": k, "ts": _iso(s), "value": v}) + "\n"
+                           for k, s, v in recs))  # fmt: skip
+    os.rename(tmp, directory / f"{name}.json")
+
+
+def _offset_log(ckpt):
+    """[(batch id, watermark ms, batch timestamp ms, file-source log offset)] per batch."""
+    out = []
+    for p in sorted(
+        (ckpt / "offsets").iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else -1
+    ):
+        if not p.name.isdigit():
+            continue
+        lines = p.read_text().splitlines()
+        meta = json.loads(lines[1])
+        out.append((int(p.name), meta["batchWatermarkMs"], meta["batchTimestampMs"],
+                    json.loads(lines[2])["logOffset"]))  # fmt: skip
+    return out
+
+
+def test_pane_log_equals_simulator(spark, tmp_path):
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
+
+    from jobs.operator import OperatorConfig, apply_operator, split_output
+    from panes import Simulator, combiners
+    from sinks.pane_log import PaneLog, pane_record
+    from sinks.records import LateLog
+    from tests.spark import pipelines
+
+    inp, ckpt = tmp_path / "in", tmp_path / "ckpt"
+    inp.mkdir()
+    schema = StructType([StructField("key", StringType()), StructField("ts", TimestampType()),
+                         StructField("value", DoubleType())])  # fmt: skip
+    cfg = OperatorConfig(engine_factory=pipelines.fixed_sum_engine)
+    pane_log = PaneLog(tmp_path / "lake" / "panes", "t")
+    late_log = LateLog(tmp_path / "lake" / "late", "t")
+
+    def sink(df, batch_id):
+        panes, late = split_output(df.toArrow())
+        pane_log.append(batch_id, panes)
+        late_log.append(batch_id, late)
+
+    def run():
+        src = (
+            spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(inp))
+            .withColumn("ts_us", F.unix_micros("ts"))
+            .withWatermark("ts", DELAY)
+            # Without the watermarked column below it, Spark does not filter late rows before
+            # the operator: the engine sees them and records the ones it drops.
+            .drop("ts")
+        )  # fmt: skip
+        writer = apply_operator(src, cfg).writeStream.foreachBatch(sink)
+        q = writer.option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start()
+        q.awaitTermination()
+
+    for i, recs in enumerate(FILES):  # one scheduled run per landed file
+        _put(inp, f"f{i}", recs)
+        run()
+
+    # Replay the same batches through the simulator: watermark and batch time from the offset log.
+    sim = Simulator(pipelines.windowing(), combiners.sum())
+    expected, prev = [], -1
+    for batch_id, wm_ms, pt_ms, log_offset in _offset_log(ckpt):
+        rows = []
+        for lo in range(prev + 1, log_offset + 1):
+            listing = ckpt / "sources" / "0" / str(lo)
+            for line in listing.read_text().splitlines()[1:] if listing.exists() else []:
+                path = json.loads(line)["path"].removeprefix("file://")
+                for rec in open(path).read().splitlines():  # noqa: SIM115
+                    r = json.loads(rec)
+                    ts = calendar.timegm(time.strptime(r["ts"], "%Y-%m-%dT%H:%M:%SZ"))
+                    rows.append((r["key"], r["value"], ts * 1_000_000))
+        prev = log_offset
+        out = []
+        wm = cfg.model_watermark(wm_ms)
+        if wm > sim.watermark:
+            out += sim.advance_watermark(wm)
+        out += sim.advance_processing_time(pt_ms * 1000)
+        out += sim.add_elements(sorted(rows, key=lambda e: (e[0], e[2], repr(e[1]))))
+        expected += [dict(pane_record(p), batch_id=batch_id) for p in out]
+
+    def norm(r):  # processing_time_us: see docs/spark-notes.md (stamp of timer-only visits)
+        return tuple(
+            tuple((s["start_us"], s["end_us"]) for s in v or ()) if k == "supersedes" else v
+            for k, v in sorted(r.items())
+            if k in expected[0] and k != "processing_time_us"
+        )
+
+    got = pane_log.read().to_pylist()
+    assert sorted(map(norm, got)) == sorted(map(norm, expected))
+    assert len(got) == 11
+    late = late_log.read().to_pylist()
+    assert [(r["key"], r["timestamp_us"]) for r in late] == [("a", (T0 + 50) * 1_000_000)]
+    assert [d.timestamp for d in sim.dropped] == [(T0 + 50) * 1_000_000]
+    assert late[0]["reason"].startswith("expired")
+    assert pane_log.committed_batch_id() == _offset_log(ckpt)[-1][0]
