@@ -73,11 +73,14 @@ def beam_python() -> str | None:
     venv = ROOT / ".beam-venv"
     python = venv / "bin" / "python"
     if not python.exists():
-        print(f"creating {venv} with apache-beam=={BEAM_VERSION} (first run only)...",
-              file=sys.stderr)
+        print(
+            f"creating {venv} with apache-beam=={BEAM_VERSION} (first run only)...", file=sys.stderr
+        )
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "--quiet",
-                        f"apache-beam=={BEAM_VERSION}"], check=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "--quiet", f"apache-beam=={BEAM_VERSION}"],
+            check=True,
+        )
     return str(python)
 
 
@@ -85,7 +88,10 @@ def run_beam(events: int, repeat: int) -> dict | None:
     python = beam_python()
     result = subprocess.run(
         [python, str(HERE / "beam_engine.py"), "--events", str(events), "--repeat", str(repeat)],
-        capture_output=True, text=True, check=False)
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if result.returncode != 0:
         print("Beam benchmark failed:\n" + result.stderr[-2000:], file=sys.stderr)
         return None
@@ -112,8 +118,10 @@ def main(argv: list[str] | None = None) -> None:
     median = statistics.median(runs)
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"panes engine: {n:,} events, {panes:,} panes, {dropped:,} dropped")
-    print(f"  CPU s per run: {', '.join(f'{r:.2f}' for r in runs)}; median {median:.2f} s = "
-          f"{n / median:,.0f} events/s; peak RSS {peak_mib:,.0f} MiB (incl. the workload)")
+    print(
+        f"  CPU s per run: {', '.join(f'{r:.2f}' for r in runs)}; median {median:.2f} s = "
+        f"{n / median:,.0f} events/s; peak RSS {peak_mib:,.0f} MiB (incl. the workload)"
+    )
 
     if args.no_beam:
         return
@@ -127,9 +135,11 @@ def main(argv: list[str] | None = None) -> None:
     beam = run_beam(args.beam_events, args.repeat)
     if beam is None:
         return
-    print(f"on the first {args.beam_events:,} events: panes {ours_rate:,.0f} events/s, "
-          f"{beam['engine']} {beam['events_per_s']:,.0f} events/s "
-          f"({beam['panes']:,} panes); ratio {ours_rate / beam['events_per_s']:.1f}x")
+    print(
+        f"on the first {args.beam_events:,} events: panes {ours_rate:,.0f} events/s, "
+        f"{beam['engine']} {beam['events_per_s']:,.0f} events/s "
+        f"({beam['panes']:,} panes); ratio {ours_rate / beam['events_per_s']:.1f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -224,7 +224,7 @@ class ToList(_FieldCombineFn):
         return acc[:i] + acc[i + 1 :]
 
 
-def sum(field: str | None = None) -> Sum:  # noqa: A001 - the aggregate's own name
+def sum(field: str | None = None) -> Sum:
     return Sum(field)
 
 
@@ -232,11 +232,11 @@ def count(field: str | None = None) -> Count:
     return Count(field)
 
 
-def min(field: str | None = None) -> Min:  # noqa: A001
+def min(field: str | None = None) -> Min:
     return Min(field)
 
 
-def max(field: str | None = None) -> Max:  # noqa: A001
+def max(field: str | None = None) -> Max:
     return Max(field)
 
 
@@ -269,7 +269,7 @@ class Aggregates(CombineFn):
         return tuple(fn.create() for _, fn in self._items)
 
     def add_all(self, acc: tuple, values: Sequence[Any]) -> tuple:
-        return tuple(fn.add_all(a, values) for (_, fn), a in zip(self._items, acc))
+        return tuple(fn.add_all(a, values) for (_, fn), a in zip(self._items, acc, strict=True))
 
     def add(self, acc: tuple, value: Any) -> tuple:
         return self.add_all(acc, (value,))
@@ -278,10 +278,10 @@ class Aggregates(CombineFn):
         return tuple(fn.merge([acc[i] for acc in accs]) for i, (_, fn) in enumerate(self._items))
 
     def extract(self, acc: tuple) -> dict[str, Any]:
-        return {name: fn.extract(a) for (name, fn), a in zip(self._items, acc)}
+        return {name: fn.extract(a) for (name, fn), a in zip(self._items, acc, strict=True)}
 
     def retract(self, acc: tuple, value: Any) -> tuple:
-        return tuple(fn.retract(a, value) for (_, fn), a in zip(self._items, acc))
+        return tuple(fn.retract(a, value) for (_, fn), a in zip(self._items, acc, strict=True))
 
     @property
     def can_retract(self) -> bool:

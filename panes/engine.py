@@ -54,9 +54,11 @@ class Output:
         self.next_processing_time: int | None = None
 
     def __repr__(self) -> str:
-        return (f"Output(panes={len(self.panes)}, dropped={len(self.dropped)}, "
-                f"next_event_time={self.next_event_time}, "
-                f"next_processing_time={self.next_processing_time})")
+        return (
+            f"Output(panes={len(self.panes)}, dropped={len(self.dropped)}, "
+            f"next_event_time={self.next_event_time}, "
+            f"next_processing_time={self.next_processing_time})"
+        )
 
 
 class Engine:
@@ -135,8 +137,16 @@ class Engine:
         wm, pt = state.watermark, state.processing_time
         groups = self._window_fn.assign_bundle(elements)
         if None in groups:
-            self._drop(out, key, groups.pop(None), None, DropReason.NO_WINDOW,
-                       "the window function assigned no window", wm, pt)
+            self._drop(
+                out,
+                key,
+                groups.pop(None),
+                None,
+                DropReason.NO_WINDOW,
+                "the window function assigned no window",
+                wm,
+                pt,
+            )
         merging = self._window_fn.is_merging
         if merging and groups:
             # Lateness is judged on the element's own window, before it merges.
@@ -155,8 +165,16 @@ class Engine:
             if ws is None:
                 ws = windows[window] = WindowState(combine.create(), trigger.new_state())
             elif ws.closed:
-                self._drop(out, key, group, window, DropReason.CLOSED,
-                           "the window's trigger had finished", wm, pt)
+                self._drop(
+                    out,
+                    key,
+                    group,
+                    window,
+                    DropReason.CLOSED,
+                    "the window's trigger had finished",
+                    wm,
+                    pt,
+                )
                 continue
             n = len(group)
             ws.acc = combine.add_all(ws.acc, [element[0] for element in group])
@@ -172,19 +190,27 @@ class Engine:
                 self._fire(state, key, window, ws, ctx, False, out)
             self._window_dues(window, ws, ctx)
             due = ws.event_due
-            if due is not None and (state.next_event_time is None
-                                    or due < state.next_event_time):
+            if due is not None and (state.next_event_time is None or due < state.next_event_time):
                 state.next_event_time = due
             due = ws.processing_due
-            if due is not None and (state.next_processing_time is None
-                                    or due < state.next_processing_time):
+            if due is not None and (
+                state.next_processing_time is None or due < state.next_processing_time
+            ):
                 state.next_processing_time = due
 
-    def _drop_expired(self, out: Output, key: Any, group: list[Element], window: Window,
-                      wm: int, pt: int) -> None:
-        self._drop(out, key, group, window, DropReason.EXPIRED,
-                   f"the watermark passed the window's end plus the allowed lateness "
-                   f"({self._lateness}us)", wm, pt)
+    def _drop_expired(
+        self, out: Output, key: Any, group: list[Element], window: Window, wm: int, pt: int
+    ) -> None:
+        self._drop(
+            out,
+            key,
+            group,
+            window,
+            DropReason.EXPIRED,
+            f"the watermark passed the window's end plus the allowed lateness ({self._lateness}us)",
+            wm,
+            pt,
+        )
 
     def _expired(self, window: Window, watermark: int) -> bool:
         """Whether elements of ``window`` (an element's own window, before merging) are
@@ -230,9 +256,16 @@ class Engine:
                 if closed.intersection(members):
                     for window in members:
                         if window in groups and window not in windows:
-                            self._drop(out, key, groups.pop(window), window, DropReason.CLOSED,
-                                       "the window merges with a window whose trigger had "
-                                       "finished", state.watermark, state.processing_time)
+                            self._drop(
+                                out,
+                                key,
+                                groups.pop(window),
+                                window,
+                                DropReason.CLOSED,
+                                "the window merges with a window whose trigger had finished",
+                                state.watermark,
+                                state.processing_time,
+                            )
             new = [w for w in new if w in groups]
         if not new:
             return groups
@@ -253,8 +286,9 @@ class Engine:
         rewound triggers; accumulators, holds and lineage combined; pane counters restart
         unless ``result`` is itself one of the members)."""
         states = [ws for _, ws in members]
-        trigger = merge_states(self._trigger, [ws.trigger for ws in states],
-                               rewind=state.watermark < result.end)
+        trigger = merge_states(
+            self._trigger, [ws.trigger for ws in states], rewind=state.watermark < result.end
+        )
         ws = WindowState(self.combine_fn.merge([m.acc for m in states]), trigger)
         for window, member in members:
             ws.fresh += member.fresh
@@ -270,22 +304,31 @@ class Engine:
         holds = [m.hold for m in states if m.hold is not None]
         if holds:
             kind = self._timestamps
-            ws.hold = (result.max_timestamp if kind is TimestampCombiner.END_OF_WINDOW
-                       else min(holds) if kind is TimestampCombiner.EARLIEST else max(holds))
+            ws.hold = (
+                result.max_timestamp
+                if kind is TimestampCombiner.END_OF_WINDOW
+                else min(holds)
+                if kind is TimestampCombiner.EARLIEST
+                else max(holds)
+            )
         return ws
 
     # -- advancing time --------------------------------------------------------------------
 
-    def _advance(self, state: KeyState, key: Any, watermark: int,
-                 processing_time: int | None, out: Output) -> None:
+    def _advance(
+        self, state: KeyState, key: Any, watermark: int, processing_time: int | None, out: Output
+    ) -> None:
         old_watermark = state.watermark
         if processing_time is None:
             processing_time = state.processing_time
-        event_due = watermark > old_watermark and state.next_event_time is not None and (
-            state.next_event_time <= watermark)
+        event_due = (
+            watermark > old_watermark
+            and state.next_event_time is not None
+            and (state.next_event_time <= watermark)
+        )
         processing_due = processing_time > state.processing_time and (
-            state.next_processing_time is not None
-            and state.next_processing_time <= processing_time)
+            state.next_processing_time is not None and state.next_processing_time <= processing_time
+        )
         state.watermark = max(watermark, old_watermark)
         state.processing_time = processing_time = max(processing_time, state.processing_time)
         watermark = state.watermark
@@ -295,14 +338,18 @@ class Engine:
         due: list[tuple[int, int, Window, WindowState, bool, bool]] = []
         for window, ws in state.windows.items():
             by_event = event_due and ws.event_due is not None and ws.event_due <= watermark
-            by_processing = processing_due and not ws.closed and (
-                ws.processing_due is not None and ws.processing_due <= processing_time)
+            by_processing = (
+                processing_due
+                and not ws.closed
+                and (ws.processing_due is not None and ws.processing_due <= processing_time)
+            )
             if not (by_event or by_processing):
                 continue
             fires_by_watermark = False
             if by_event and not ws.closed:
                 wake = trigger.event_wakeup(
-                    ws.trigger, ROOT, TriggerContext(window, old_watermark, processing_time))
+                    ws.trigger, ROOT, TriggerContext(window, old_watermark, processing_time)
+                )
                 fires_by_watermark = wake is not None and wake <= watermark
             if by_event:
                 due.append((0, ws.event_due, window, ws, fires_by_watermark, by_processing))
@@ -353,7 +400,8 @@ class Engine:
             emit = self._closing_always
         else:
             emit = (timing is ON_TIME and self._ontime_always) or (
-                finished and self._closing_always)
+                finished and self._closing_always
+            )
         if emit:
             self._emit(key, window, ws, timing, nonspeculative, finished, wm, pt, out)
         if ws.hold is not None and not (wm < window.end and self._holds_until_ontime):
@@ -385,11 +433,24 @@ class Engine:
         if self._retracting:
             withdrawn = ws.retractions if ws.last is None else [*ws.retractions, ws.last]
             for old in sorted(withdrawn, key=lambda p: p.window):
-                out.panes.append(old._replace(is_retraction=True, supersedes=(), watermark=wm,
-                                              processing_time=pt))
+                out.panes.append(
+                    old._replace(
+                        is_retraction=True, supersedes=(), watermark=wm, processing_time=pt
+                    )
+                )
             ws.retractions = []
-        pane = Pane(key, window, self.combine_fn.extract(ws.acc), timestamp, info, False,
-                    tuple(ws.superseded), ws.acc, wm, pt)
+        pane = Pane(
+            key,
+            window,
+            self.combine_fn.extract(ws.acc),
+            timestamp,
+            info,
+            False,
+            tuple(ws.superseded),
+            ws.acc,
+            wm,
+            pt,
+        )
         out.panes.append(pane)
         ws.superseded = []
         ws.emitted = True
@@ -399,8 +460,16 @@ class Engine:
     # -- bookkeeping -----------------------------------------------------------------------
 
     @staticmethod
-    def _drop(out: Output, key: Any, elements: Iterable[Element], window: Window | None,
-              reason: str, detail: str, wm: int, pt: int) -> None:
+    def _drop(
+        out: Output,
+        key: Any,
+        elements: Iterable[Element],
+        window: Window | None,
+        reason: str,
+        detail: str,
+        wm: int,
+        pt: int,
+    ) -> None:
         text = f"{reason}: {detail}"
         out.dropped.extend(Dropped(key, value, ts, window, text, wm, pt) for value, ts in elements)
 

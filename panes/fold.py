@@ -46,8 +46,10 @@ def fold_accumulators(
         if pane.is_retraction:
             current = view.get(at)
             if current is None or current[0] != pane.pane.index:
-                raise FoldError(f"retraction of pane {pane.pane.index} of {at}, which is not "
-                                f"current ({current})")
+                raise FoldError(
+                    f"retraction of pane {pane.pane.index} of {at}, which is not "
+                    f"current ({current})"
+                )
             del view[at]
             continue
         absorbed = [view.pop((pane.key, w)) for w in pane.supersedes if (pane.key, w) in view]
@@ -63,11 +65,14 @@ def fold_accumulators(
     return {at: acc for at, (_, acc) in view.items()}
 
 
-def fold(panes: Iterable[Pane], mode: AccumulationMode, combine_fn: CombineFn
-         ) -> dict[ViewKey, Any]:
+def fold(
+    panes: Iterable[Pane], mode: AccumulationMode, combine_fn: CombineFn
+) -> dict[ViewKey, Any]:
     """The current value of every live (key, window) after applying ``panes`` in order."""
-    return {at: combine_fn.extract(acc)
-            for at, acc in fold_accumulators(panes, mode, combine_fn).items()}
+    return {
+        at: combine_fn.extract(acc)
+        for at, acc in fold_accumulators(panes, mode, combine_fn).items()
+    }
 
 
 def batch(
@@ -99,7 +104,8 @@ def batch(
             groups.setdefault(final[window], []).append(value)
         for window, values in groups.items():
             result[(key, window)] = combine_fn.extract(
-                combine_fn.add_all(combine_fn.create(), values))
+                combine_fn.add_all(combine_fn.create(), values)
+            )
     return result
 
 

@@ -42,8 +42,9 @@ class Simulator:
         by_key: dict[Any, list[tuple[Any, int]]] = {}
         for key, value, timestamp in elements:
             if type(timestamp) is not int:
-                raise TypeError(f"timestamps are int microseconds, got {timestamp!r} "
-                                f"for key {key!r}")
+                raise TypeError(
+                    f"timestamps are int microseconds, got {timestamp!r} for key {key!r}"
+                )
             bundle = by_key.get(key)
             if bundle is None:
                 by_key[key] = [(value, timestamp)]
@@ -65,21 +66,25 @@ class Simulator:
         """Move processing time forward; firing what processing time makes due."""
         return self.advance(processing_time=processing_time)
 
-    def advance(self, watermark: Duration | None = None,
-                processing_time: Duration | None = None) -> list[Pane]:
+    def advance(
+        self, watermark: Duration | None = None, processing_time: Duration | None = None
+    ) -> list[Pane]:
         """Move both clocks at once (what one Spark micro-batch does before its rows): every
         window that became due is evaluated once, at the new watermark and processing time."""
         if watermark is not None:
             watermark = to_micros(watermark, "watermark")
             if watermark < self.watermark:
-                raise ValueError(f"the watermark cannot move back from {self.watermark} to "
-                                 f"{watermark}")
+                raise ValueError(
+                    f"the watermark cannot move back from {self.watermark} to {watermark}"
+                )
             self.watermark = watermark
         if processing_time is not None:
             processing_time = to_micros(processing_time, "processing time")
             if processing_time < self.processing_time:
-                raise ValueError(f"processing time cannot move back from "
-                                 f"{self.processing_time} to {processing_time}")
+                raise ValueError(
+                    f"processing time cannot move back from "
+                    f"{self.processing_time} to {processing_time}"
+                )
             self.processing_time = processing_time
         return self._advance()
 

@@ -76,8 +76,13 @@ class KeyState:
     some window of the key needs attention (``None``: never).
     """
 
-    __slots__ = ("next_event_time", "next_processing_time", "processing_time", "watermark",
-                 "windows")
+    __slots__ = (
+        "next_event_time",
+        "next_processing_time",
+        "processing_time",
+        "watermark",
+        "windows",
+    )
 
     def __init__(self, watermark: int = BEGINNING_OF_TIME, processing_time: int = 0) -> None:
         self.windows: dict[Window, WindowState] = {}
@@ -93,10 +98,21 @@ class KeyState:
 
     def to_bytes(self) -> bytes:
         windows = [
-            (w.start, w.end, ws.closed, ws.acc, ws.trigger, ws.hold, ws.fresh, ws.index,
-             ws.nonspeculative, ws.emitted, _pane_out(ws.last),
-             tuple((s.start, s.end) for s in ws.superseded),
-             tuple(_pane_out(p) for p in ws.retractions))
+            (
+                w.start,
+                w.end,
+                ws.closed,
+                ws.acc,
+                ws.trigger,
+                ws.hold,
+                ws.fresh,
+                ws.index,
+                ws.nonspeculative,
+                ws.emitted,
+                _pane_out(ws.last),
+                tuple((s.start, s.end) for s in ws.superseded),
+                tuple(_pane_out(p) for p in ws.retractions),
+            )
             for w, ws in self.windows.items()
         ]
         return pickle.dumps(
@@ -107,14 +123,28 @@ class KeyState:
     def from_bytes(cls, data: bytes) -> KeyState:
         version, watermark, processing_time, windows = pickle.loads(data)
         if version != FORMAT_VERSION:
-            raise ValueError(f"key state format {version} is not supported (expected "
-                             f"{FORMAT_VERSION})")
+            raise ValueError(
+                f"key state format {version} is not supported (expected {FORMAT_VERSION})"
+            )
         state = cls(watermark, processing_time)
         # Wake-ups are not stored: start from the lowest bound, so that the next advance of
         # either clock scans every window once and recomputes them exactly.
         state.next_event_time = state.next_processing_time = BEGINNING_OF_TIME
-        for (start, end, closed, acc, trigger, hold, fresh, index, nonspeculative, emitted,
-             last, superseded, retractions) in windows:
+        for (
+            start,
+            end,
+            closed,
+            acc,
+            trigger,
+            hold,
+            fresh,
+            index,
+            nonspeculative,
+            emitted,
+            last,
+            superseded,
+            retractions,
+        ) in windows:
             ws = WindowState(acc, trigger)
             ws.closed, ws.hold, ws.fresh, ws.index = closed, hold, fresh, index
             ws.nonspeculative, ws.emitted, ws.last = nonspeculative, emitted, _pane_in(last)
@@ -129,18 +159,54 @@ def _pane_out(pane: Pane | None) -> tuple | None:
     if pane is None:
         return None
     info = pane.pane
-    return (pane.key, pane.window.start, pane.window.end, pane.value, pane.timestamp,
-            info.index, info.nonspeculative_index, info.timing.value, info.is_first,
-            info.is_last, pane.is_retraction, tuple((w.start, w.end) for w in pane.supersedes),
-            pane.accumulator, pane.watermark, pane.processing_time)
+    return (
+        pane.key,
+        pane.window.start,
+        pane.window.end,
+        pane.value,
+        pane.timestamp,
+        info.index,
+        info.nonspeculative_index,
+        info.timing.value,
+        info.is_first,
+        info.is_last,
+        pane.is_retraction,
+        tuple((w.start, w.end) for w in pane.supersedes),
+        pane.accumulator,
+        pane.watermark,
+        pane.processing_time,
+    )
 
 
 def _pane_in(data: tuple | None) -> Pane | None:
     if data is None:
         return None
-    (key, start, end, value, timestamp, index, nonspeculative, timing, is_first, is_last,
-     is_retraction, supersedes, accumulator, watermark, processing_time) = data
-    return Pane(key, Window(start, end), value, timestamp,
-                PaneInfo(index, nonspeculative, Timing(timing), is_first, is_last),
-                is_retraction, tuple(Window(s, e) for s, e in supersedes), accumulator,
-                watermark, processing_time)
+    (
+        key,
+        start,
+        end,
+        value,
+        timestamp,
+        index,
+        nonspeculative,
+        timing,
+        is_first,
+        is_last,
+        is_retraction,
+        supersedes,
+        accumulator,
+        watermark,
+        processing_time,
+    ) = data
+    return Pane(
+        key,
+        Window(start, end),
+        value,
+        timestamp,
+        PaneInfo(index, nonspeculative, Timing(timing), is_first, is_last),
+        is_retraction,
+        tuple(Window(s, e) for s, e in supersedes),
+        accumulator,
+        watermark,
+        processing_time,
+    )

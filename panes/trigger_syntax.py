@@ -52,8 +52,11 @@ def format_trigger(trigger: Trigger) -> str:
     if isinstance(trigger, DefaultTrigger | Always | Never):
         return f"{name}()"
     if isinstance(trigger, AfterWatermark):
-        parts = [f"{k}={format_trigger(t)}" for k, t in (("early", trigger.early),
-                                                        ("late", trigger.late)) if t is not None]
+        parts = [
+            f"{k}={format_trigger(t)}"
+            for k, t in (("early", trigger.early), ("late", trigger.late))
+            if t is not None
+        ]
         return f"AfterWatermark({', '.join(parts)})"
     if isinstance(trigger, AfterCount):
         return f"AfterCount({trigger.count})"
@@ -219,8 +222,13 @@ def _signature(
     return wrap
 
 
-def _construct(parser: _Parser, name: _Token, construct: Callable[..., Trigger],
-               *args: object, **kwargs: object) -> Trigger:
+def _construct(
+    parser: _Parser,
+    name: _Token,
+    construct: Callable[..., Trigger],
+    *args: object,
+    **kwargs: object,
+) -> Trigger:
     try:
         return construct(*args, **kwargs)
     except (TypeError, ValueError) as e:

@@ -47,7 +47,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from panes.time import Duration, format_duration, to_micros
+from panes.time import Duration, to_micros
 from panes.window import Window
 
 ROOT = 1
@@ -88,6 +88,7 @@ class Trigger:
     size: int
     template: tuple
     offsets: tuple[int, ...]
+    kids: tuple[tuple[Trigger, int], ...]  # (subtrigger, its offset relative to this node)
 
     def _subtriggers(self) -> tuple[Trigger, ...]:
         return ()
@@ -106,6 +107,7 @@ class Trigger:
         object.__setattr__(self, "size", len(template))
         object.__setattr__(self, "template", tuple(template))
         object.__setattr__(self, "offsets", tuple(offsets))
+        object.__setattr__(self, "kids", tuple(zip(self._subtriggers(), offsets, strict=True)))
 
     # -- the state of a whole tree ---------------------------------------------------------
 
@@ -116,7 +118,8 @@ class Trigger:
     # -- the lifecycle, per node -----------------------------------------------------------
 
     def on_elements(self, s: TriggerState, o: int, ctx: TriggerContext, n: int) -> None:
-        """``n`` new elements arrived (all at ``ctx.processing_time``). Finished nodes ignore them."""
+        """``n`` new elements arrived (all at ``ctx.processing_time``); finished nodes ignore
+        them."""
 
     def should_fire(self, s: TriggerState, o: int, ctx: TriggerContext) -> bool:
         """The predicate ``P``. A finished leaf holds (``P_Done = True``)."""
@@ -142,12 +145,12 @@ class Trigger:
     def rewind(self, s: TriggerState, o: int) -> None:
         """``rewind``: undo the passing of the end of window (before merging into a window
         whose end the watermark has not reached)."""
-        for child, rel in zip(self._subtriggers(), self.offsets):
+        for child, rel in self.kids:
             child.rewind(s, o + rel)
 
     def merge_slots(self, s: TriggerState, o: int, other: TriggerState) -> None:
         """Combine ``other``'s element state into ``s`` (finished bits are already or-ed)."""
-        for child, rel in zip(self._subtriggers(), self.offsets):
+        for child, rel in self.kids:
             child.merge_slots(s, o + rel, other)
 
     def event_wakeup(self, s: TriggerState, o: int, ctx: TriggerContext) -> int | None:
@@ -353,19 +356,19 @@ class _Composite(Trigger):
             raise ValueError(f"{type(self).__name__} needs at least one trigger")
 
     def on_elements(self, s: TriggerState, o: int, ctx: TriggerContext, n: int) -> None:
-        for child, rel in zip(self.triggers, self.offsets):
+        for child, rel in self.kids:
             child.on_elements(s, o + rel, ctx, n)
 
     def event_wakeup(self, s: TriggerState, o: int, ctx: TriggerContext) -> int | None:
         due = None
-        for child, rel in zip(self.triggers, self.offsets):
+        for child, rel in self.kids:
             if not child.is_done(s, o + rel):
                 due = _min(due, child.event_wakeup(s, o + rel, ctx))
         return due
 
     def processing_wakeup(self, s: TriggerState, o: int, ctx: TriggerContext) -> int | None:
         due = None
-        for child, rel in zip(self.triggers, self.offsets):
+        for child, rel in self.kids:
             if not child.is_done(s, o + rel):
                 due = _min(due, child.processing_wakeup(s, o + rel, ctx))
         return due
@@ -384,21 +387,19 @@ class AfterAny(_Composite):
         self.__post_init__()
 
     def should_fire(self, s: TriggerState, o: int, ctx: TriggerContext) -> bool:
-        return any(
-            child.should_fire(s, o + rel, ctx) for child, rel in zip(self.triggers, self.offsets)
-        )
+        return any(child.should_fire(s, o + rel, ctx) for child, rel in self.kids)
 
     def on_fire(self, s: TriggerState, o: int, ctx: TriggerContext) -> None:
         ready = [
             (child, o + rel)
-            for child, rel in zip(self.triggers, self.offsets)
+            for child, rel in self.kids
             if not child.is_done(s, o + rel) and child.should_fire(s, o + rel, ctx)
         ]
         for child, at in ready:
             child.on_fire(s, at, ctx)
 
     def is_done(self, s: TriggerState, o: int) -> bool:
-        return any(child.is_done(s, o + rel) for child, rel in zip(self.triggers, self.offsets))
+        return any(child.is_done(s, o + rel) for child, rel in self.kids)
 
     @property
     def may_finish(self) -> bool:
@@ -421,17 +422,15 @@ class AfterAll(_Composite):
         self.__post_init__()
 
     def should_fire(self, s: TriggerState, o: int, ctx: TriggerContext) -> bool:
-        return all(
-            child.should_fire(s, o + rel, ctx) for child, rel in zip(self.triggers, self.offsets)
-        )
+        return all(child.should_fire(s, o + rel, ctx) for child, rel in self.kids)
 
     def on_fire(self, s: TriggerState, o: int, ctx: TriggerContext) -> None:
-        for child, rel in zip(self.triggers, self.offsets):
+        for child, rel in self.kids:
             if not child.is_done(s, o + rel):
                 child.on_fire(s, o + rel, ctx)
 
     def is_done(self, s: TriggerState, o: int) -> bool:
-        return all(child.is_done(s, o + rel) for child, rel in zip(self.triggers, self.offsets))
+        return all(child.is_done(s, o + rel) for child, rel in self.kids)
 
     @property
     def may_finish(self) -> bool:
@@ -452,7 +451,7 @@ class AfterEach(_Composite):
         self.__post_init__()
 
     def _active(self, s: TriggerState, o: int) -> tuple[Trigger, int] | None:
-        for child, rel in zip(self.triggers, self.offsets):
+        for child, rel in self.kids:
             if not child.is_done(s, o + rel):
                 return child, o + rel
         return None
@@ -472,7 +471,7 @@ class AfterEach(_Composite):
     def rewind(self, s: TriggerState, o: int) -> None:
         # AfterEach(rewind(R1), ..., rewind(Rk), restart(Rk+1), ...), Rk the first unfinished.
         passed_active = False
-        for child, rel in zip(self.triggers, self.offsets):
+        for child, rel in self.kids:
             if passed_active:
                 child.restart(s, o + rel)
             else:
@@ -654,9 +653,7 @@ class DefaultTrigger(Repeatedly):
         self.__post_init__()
 
 
-def merge_states(
-    trigger: Trigger, states: Sequence[TriggerState], rewind: bool
-) -> TriggerState:
+def merge_states(trigger: Trigger, states: Sequence[TriggerState], rewind: bool) -> TriggerState:
     """The trigger state of a window merged from windows with the given ``states``.
 
     ``further(rewind(R1), rewind(R2), ...)``: with ``rewind`` (the watermark has not passed the

@@ -51,9 +51,11 @@ def describe(pane: Pane) -> str:
     ``[start,end) value @timestamp TIMING index/nonspeculative``, with ``-`` for retractions,
     ``last`` for final panes and ``supersedes`` listed."""
     info = pane.pane
-    text = (f"{'-' if pane.is_retraction else ''}[{pane.window.start},{pane.window.end}) "
-            f"{_value(pane.value)} @{pane.timestamp} {info.timing.name} "
-            f"{info.index}/{info.nonspeculative_index}")
+    text = (
+        f"{'-' if pane.is_retraction else ''}[{pane.window.start},{pane.window.end}) "
+        f"{_value(pane.value)} @{pane.timestamp} {info.timing.name} "
+        f"{info.index}/{info.nonspeculative_index}"
+    )
     if info.is_last:
         text += " last"
     if pane.supersedes and not pane.is_retraction:

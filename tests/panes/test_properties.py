@@ -123,7 +123,6 @@ def comparable(view, combine_fn):
     return view
 
 
-
 @given(windowings(), st.sampled_from(COMBINERS), st.lists(step, max_size=25))
 def test_fold_of_panes_equals_batch_of_accepted_elements(windowing, combine_fn, steps):
     sim = run(windowing, combine_fn, steps)
@@ -148,10 +147,12 @@ def test_nothing_is_lost_every_element_is_accepted_or_dropped(windowing, steps):
 @given(windowings(), st.lists(step, max_size=25))
 def test_retractions_net_out_to_exactly_the_live_windows(windowing, steps):
     windowing = Windowing(
-        windowing.window_fn, trigger=windowing.trigger,
+        windowing.window_fn,
+        trigger=windowing.trigger,
         accumulation_mode=AccumulationMode.ACCUMULATING_AND_RETRACTING,
         allowed_lateness=windowing.allowed_lateness,
-        on_time_behavior=windowing.on_time_behavior)
+        on_time_behavior=windowing.on_time_behavior,
+    )
     sim = run(windowing, combiners.sum(), steps)
     net = Counter()
     for pane in sim.panes:
@@ -171,7 +172,7 @@ def rebundled(draw):
             out.append((kind, arg))
             continue
         cuts = sorted(draw(st.sets(st.integers(1, max(1, len(arg) - 1)), max_size=3)))
-        parts = [arg[i:j] for i, j in zip([0, *cuts], [*cuts, len(arg)]) if arg[i:j]]
+        parts = [arg[i:j] for i, j in zip([0, *cuts], [*cuts, len(arg)], strict=True) if arg[i:j]]
         out.extend(("bundle", part) for part in parts)
     return steps, out
 
@@ -185,7 +186,8 @@ def test_results_do_not_depend_on_bundle_boundaries(windowing, combine_fn, pair)
     b = run(windowing, combine_fn, split)
     mode = windowing.accumulation_mode
     assert comparable(fold(a.panes, mode, combine_fn), combine_fn) == comparable(
-        fold(b.panes, mode, combine_fn), combine_fn)
+        fold(b.panes, mode, combine_fn), combine_fn
+    )
     assert Counter(a.dropped) == Counter(b.dropped)
 
 
@@ -205,5 +207,11 @@ def test_order_within_a_bundle_does_not_change_results(windowing, steps, rnd):
 
 
 def describe_key(pane):
-    return (pane.key, pane.window, pane.value, pane.pane, pane.is_retraction,
-            tuple(sorted(pane.supersedes)))
+    return (
+        pane.key,
+        pane.window,
+        pane.value,
+        pane.pane,
+        pane.is_retraction,
+        tuple(sorted(pane.supersedes)),
+    )
