@@ -104,7 +104,11 @@ class Engine:
         return state
 
     def add_elements(self, state: KeyState, key: Any, elements: Iterable[Element]) -> Output:
-        """Add one bundle of ``(value, timestamp)`` elements at the state's current clocks."""
+        """Add one bundle of elements at the state's current clocks.
+
+        An element is a tuple ending with ``(value, timestamp)``: ``(value, timestamp)`` pairs,
+        or ``(key, value, timestamp)`` rows as they come.
+        """
         out = Output()
         self._add(state, key, elements, out)
         return self._done(state, out)
@@ -128,6 +132,15 @@ class Engine:
         wake-ups are left unset."""
         out = Output()
         for key, state in states.items():
+            event, processing = state.next_event_time, state.next_processing_time
+            if (event is None or event > watermark) and (
+                processing is None or processing_time is None or processing > processing_time
+            ):  # nothing due: just move the clocks
+                if watermark > state.watermark:
+                    state.watermark = watermark
+                if processing_time is not None and processing_time > state.processing_time:
+                    state.processing_time = processing_time
+                continue
             self._advance(state, key, watermark, processing_time, out)
         return out
 
@@ -177,7 +190,7 @@ class Engine:
                 )
                 continue
             n = len(group)
-            ws.acc = combine.add_all(ws.acc, [element[0] for element in group])
+            ws.acc = combine.add_all(ws.acc, [element[-2] for element in group])
             ws.fresh += n
             if end_of_window_holds:
                 if window.end > wm:
@@ -227,7 +240,7 @@ class Engine:
         """Hold the output timestamp at the earliest/latest element not behind the watermark
         (Beam's rule: elements behind the watermark hold nothing, and a pane with no hold is
         output at the end of its window)."""
-        times = [element[1] for element in group if element[1] >= wm]
+        times = [element[-1] for element in group if element[-1] >= wm]
         if not times:
             return
         if self._timestamps is TimestampCombiner.EARLIEST:
@@ -471,7 +484,7 @@ class Engine:
         pt: int,
     ) -> None:
         text = f"{reason}: {detail}"
-        out.dropped.extend(Dropped(key, value, ts, window, text, wm, pt) for value, ts in elements)
+        out.dropped.extend(Dropped(key, e[-2], e[-1], window, text, wm, pt) for e in elements)
 
     def _reschedule(self, state: KeyState) -> None:
         """Recompute every window's wake-ups and the key's exact bounds."""

@@ -39,17 +39,18 @@ class Simulator:
     def add_elements(self, elements: Iterable[tuple[Any, Any, int]]) -> list[Pane]:
         """Add one bundle of ``(key, value, timestamp)`` elements; triggers are evaluated once
         per window after the whole bundle is added."""
-        by_key: dict[Any, list[tuple[Any, int]]] = {}
-        for key, value, timestamp in elements:
+        by_key: dict[Any, list[tuple[Any, Any, int]]] = {}
+        for element in elements:
+            key, _, timestamp = element
             if type(timestamp) is not int:
                 raise TypeError(
                     f"timestamps are int microseconds, got {timestamp!r} for key {key!r}"
                 )
             bundle = by_key.get(key)
             if bundle is None:
-                by_key[key] = [(value, timestamp)]
+                by_key[key] = [element]
             else:
-                bundle.append((value, timestamp))
+                bundle.append(element)
         fired: list[Pane] = []
         for key, bundle in by_key.items():
             state = self.states.get(key)

@@ -18,8 +18,9 @@ from typing import Any, ClassVar
 from panes.time import Duration, format_duration, to_micros
 from panes.window import GLOBAL_WINDOW, Window
 
-Element = tuple[Any, int]
-"""A (value, timestamp) pair of one key."""
+Element = tuple[Any, ...]
+"""An element of one key: a tuple that ends with ``(value, timestamp)``. Whatever comes before
+is carried along untouched, so ``(key, value, timestamp)`` rows need no copying."""
 
 MergeGroup = tuple[tuple[Window, ...], Window]
 """Windows to merge, and the window they become (which may be one of them)."""
@@ -62,7 +63,7 @@ class WindowFn:
         """
         groups: dict[Any, list[Element]] = {}
         for element in elements:
-            windows = self.assign(element[1], element[0])
+            windows = self.assign(element[-1], element[-2])
             if not windows:
                 groups.setdefault(None, []).append(element)
             for window in windows:
@@ -118,7 +119,7 @@ class FixedWindows(WindowFn):
         size, offset = self.size, self.offset
         by_start: dict[int, list[Element]] = {}
         for element in elements:
-            ts = element[1]
+            ts = element[-1]
             start = ts - (ts - offset) % size
             group = by_start.get(start)
             if group is None:

@@ -1,0 +1,625 @@
+"""The pipeline definition: what a ``panestore run`` computes, from where, and where it goes.
+
+A :class:`Pipeline` is a frozen dataclass, built in Python or loaded from TOML with
+:func:`load_pipeline` (``conf/demo.toml`` is a complete example)::
+
+    name = "ad_views"
+    lake = "demo-data/lake"            # Delta tables and the Spark checkpoint live here
+    keys = ["device_id"]
+    event_time = "ts"
+    window = "Sessions(30m)"           # FixedWindows(1m) | SlidingWindows(10m, 1m) | ...
+    trigger = "AfterWatermark(early=AfterProcessingTime(1m), late=AfterCount(1))"
+    accumulation_mode = "accumulating_and_retracting"   # | discarding | accumulating
+    allowed_lateness = "2h"
+
+    [source]
+    format = "jsonl"                   # | csv | parquet
+    path = "demo-data/landing"
+    max_files_per_trigger = 50
+    schema = { device_id = "string", ts = "timestamp", seconds = "double" }
+
+    [watermark]
+    policy = "bounded_out_of_orderness"   # | ingestion_time
+    delay = "5m"
+
+    [aggregates]
+    plays = "count()"
+    watched = "sum(seconds)"
+
+Everything is validated when the object is built, before Spark starts: a bad value raises
+:class:`PipelineConfigError` naming the field (``trigger``, ``source.schema.ts``, ...) and what is
+wrong, including two traps of the model:
+
+* ``GlobalWindows`` with a trigger that can only fire when the watermark passes the end of the
+  window never fires on an unbounded source (the global window ends at the end of time). Allowed
+  only with ``source.bounded = true`` (every run is then a drain run).
+* A trigger that can *finish* (e.g. ``AfterWatermark()`` without late firings, ``AfterCount(10)``)
+  closes its window for good: later data for it is dropped (to the ``late`` table). Allowed only
+  with ``allow_finishing_trigger = true``.
+
+Relative paths (``lake``, ``source.path``) are relative to the working directory of the run.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+from panes import (
+    AccumulationMode,
+    ClosingBehavior,
+    FixedWindows,
+    GlobalWindows,
+    OnTimeBehavior,
+    Sessions,
+    SlidingWindows,
+    TimestampCombiner,
+    Trigger,
+    WindowFn,
+    Windowing,
+    combiners,
+    format_duration,
+    parse_duration,
+    parse_trigger,
+)
+from panes.combiners import CombineFn
+from panes.triggers import (
+    AfterAll,
+    AfterAny,
+    AfterCount,
+    AfterEach,
+    AfterProcessingTime,
+    AfterWatermark,
+    Always,
+    Never,
+    OrFinally,
+    Repeatedly,
+)
+
+
+class PipelineConfigError(ValueError):
+    """An invalid pipeline configuration; ``field`` names the offending setting."""
+
+    def __init__(self, field_name: str, message: str) -> None:
+        self.field = field_name
+        self.message = message
+        super().__init__(f"{field_name}: {message}")
+
+
+# -- column types ---------------------------------------------------------------------------
+
+# name -> (Spark SQL type name, numeric?)
+COLUMN_TYPES: dict[str, tuple[str, bool]] = {
+    "string": ("string", False),
+    "int": ("int", True),
+    "long": ("bigint", True),
+    "bigint": ("bigint", True),
+    "double": ("double", True),
+    "float": ("float", True),
+    "boolean": ("boolean", False),
+    "timestamp": ("timestamp", False),
+}
+INTEGRAL = {"int", "long", "bigint"}
+FORMATS = ("jsonl", "csv", "parquet")
+EPOCH_UNITS = {"s": 1_000_000, "ms": 1_000, "us": 1}
+WATERMARK_POLICIES = ("bounded_out_of_orderness", "ingestion_time")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def arrow_type(type_name: str):
+    import pyarrow as pa
+
+    return {
+        "string": pa.string(), "int": pa.int32(), "long": pa.int64(), "bigint": pa.int64(),
+        "double": pa.float64(), "float": pa.float32(), "boolean": pa.bool_(),
+        "timestamp": pa.timestamp("us", tz="UTC"),
+    }[type_name]  # fmt: skip
+
+
+# -- window functions (textual form) -------------------------------------------------------
+
+_WINDOW = re.compile(r"\s*([A-Za-z]+)\s*\((.*)\)\s*")
+_WINDOW_ARGS = {
+    "FixedWindows": (FixedWindows, ("size", "offset"), 1),
+    "SlidingWindows": (SlidingWindows, ("size", "period", "offset"), 2),
+    "Sessions": (Sessions, ("gap",), 1),
+    "GlobalWindows": (GlobalWindows, (), 0),
+}
+
+
+def parse_window(text: str) -> WindowFn:
+    """``FixedWindows(1m)``, ``FixedWindows(1h, offset=30m)``, ``SlidingWindows(10m, 1m)``,
+    ``Sessions(30m)``, ``GlobalWindows()`` -> the window function (``str()`` gives it back)."""
+    m = _WINDOW.fullmatch(text)
+    if m is None or m.group(1) not in _WINDOW_ARGS:
+        known = ", ".join(f"{n}(...)" for n in _WINDOW_ARGS)
+        raise ValueError(f"not a window function: {text!r} (expected one of {known})")
+    name, body = m.groups()
+    cls, params, required = _WINDOW_ARGS[name]
+    args: dict[str, int] = {}
+    parts = [p.strip() for p in body.split(",")] if body.strip() else []
+    for i, part in enumerate(parts):
+        if "=" in part:
+            pname, _, value = (s.strip() for s in part.partition("="))
+        elif i < len(params):
+            pname, value = params[i], part
+        else:
+            raise ValueError(f"{name} takes at most {len(params)} arguments: {text!r}")
+        if pname not in params or pname in args:
+            raise ValueError(f"{name}: unexpected or repeated argument {pname!r} in {text!r}")
+        args[pname] = parse_duration(value)
+    missing = [p for p in params[:required] if p not in args]
+    if missing:
+        raise ValueError(f"{name} needs {', '.join(params[:required])}: {text!r}")
+    return cls(**args)
+
+
+# -- trigger analysis ----------------------------------------------------------------------
+
+
+def fires_before_end_of_window(trigger: Trigger) -> bool:
+    """Whether ``trigger`` can fire before the watermark passes the end of the window."""
+    t = trigger
+    if isinstance(t, (AfterCount, AfterProcessingTime, Always)):
+        return True
+    if isinstance(t, Never):
+        return False
+    if isinstance(t, AfterWatermark):
+        return t.early is not None and fires_before_end_of_window(t.early)
+    if isinstance(t, Repeatedly):
+        return fires_before_end_of_window(t.trigger)
+    if isinstance(t, OrFinally):
+        return fires_before_end_of_window(t.trigger) or fires_before_end_of_window(t.until)
+    if isinstance(t, AfterAll):
+        return all(fires_before_end_of_window(c) for c in t.triggers)
+    if isinstance(t, AfterEach):
+        return fires_before_end_of_window(t.triggers[0])
+    if isinstance(t, AfterAny):  # also AfterFirst
+        return any(fires_before_end_of_window(c) for c in t.triggers)
+    return True  # unknown node: do not block
+
+
+# -- the pipeline --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Source:
+    """A directory of files that grows over time, read as a Spark streaming file source.
+
+    ``schema`` maps column -> type (string, int, long, double, float, boolean, timestamp); it is
+    explicit (no inference). A ``timestamp`` column is an ISO-8601 string in jsonl/csv; a numeric
+    event-time column counts ``epoch_unit`` (s, ms, us) since 1970-01-01 UTC. ``bounded``: the
+    input is finite and complete when a run starts, every run drains (see :mod:`jobs.run`).
+    """
+
+    path: str
+    schema: tuple[tuple[str, str], ...]
+    format: str = "jsonl"
+    max_files_per_trigger: int | None = None
+    csv_header: bool = False
+    csv_delimiter: str = ","
+    epoch_unit: str = "ms"
+    bounded: bool = False
+
+    def __post_init__(self) -> None:
+        schema = self.schema
+        if isinstance(schema, Mapping):
+            schema = tuple(schema.items())
+        schema = tuple((str(c), str(t).lower()) for c, t in schema)
+        object.__setattr__(self, "schema", schema)
+        object.__setattr__(self, "path", str(self.path))
+        if self.format not in FORMATS:
+            raise PipelineConfigError("source.format", f"{self.format!r} is not one of {FORMATS}")
+        if not self.path:
+            raise PipelineConfigError("source.path", "is required (the landing directory)")
+        if not schema:
+            raise PipelineConfigError("source.schema", "is required: column = type, ...")
+        for col, typ in schema:
+            if not _NAME.fullmatch(col) or col.startswith("_"):
+                raise PipelineConfigError(
+                    f"source.schema.{col}", "column names are identifiers not starting with _"
+                )
+            if typ not in COLUMN_TYPES:
+                known = ", ".join(COLUMN_TYPES)
+                raise PipelineConfigError(
+                    f"source.schema.{col}", f"unknown type {typ!r}; known: {known}"
+                )
+        mf = self.max_files_per_trigger
+        if mf is not None and (isinstance(mf, bool) or not isinstance(mf, int) or mf < 1):
+            raise PipelineConfigError("source.max_files_per_trigger", f"must be >= 1, got {mf!r}")
+        if self.epoch_unit not in EPOCH_UNITS:
+            raise PipelineConfigError(
+                "source.epoch_unit", f"{self.epoch_unit!r} is not one of {list(EPOCH_UNITS)}"
+            )
+        if len(self.csv_delimiter) != 1:
+            raise PipelineConfigError("source.csv_delimiter", "must be one character")
+
+    @property
+    def types(self) -> dict[str, str]:
+        return dict(self.schema)
+
+
+@dataclass(frozen=True)
+class Watermark:
+    """``bounded_out_of_orderness``: watermark = largest event time seen - ``delay`` (heuristic;
+    data behind it is late). ``ingestion_time``: arrival (batch) time is the event time, the
+    watermark is perfect and nothing is ever late (paper §2.3)."""
+
+    policy: str = "bounded_out_of_orderness"
+    delay: int | str = 0
+
+    def __post_init__(self) -> None:
+        if self.policy not in WATERMARK_POLICIES:
+            raise PipelineConfigError(
+                "watermark.policy", f"{self.policy!r} is not one of {WATERMARK_POLICIES}"
+            )
+        object.__setattr__(self, "delay", _duration("watermark.delay", self.delay))
+
+
+def _duration(name: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise PipelineConfigError(name, f"expected a duration like '5m', got {value!r}")
+    if isinstance(value, int):
+        us = value
+    elif isinstance(value, str):
+        try:
+            us = parse_duration(value.strip())
+        except ValueError as e:
+            raise PipelineConfigError(name, str(e)) from None
+    else:
+        raise PipelineConfigError(name, f"expected a duration like '5m', got {value!r}")
+    if us < 0:
+        raise PipelineConfigError(name, "must not be negative")
+    return us
+
+
+def _enum(name: str, enum: type, value: Any):
+    if isinstance(value, enum):
+        return value
+    try:
+        return enum[str(value).upper()]
+    except KeyError:
+        known = ", ".join(m.name.lower() for m in enum)
+        raise PipelineConfigError(name, f"{value!r} is not one of: {known}") from None
+
+
+# aggregate -> output type given its input column type
+def _aggregate_type(name: str, fn: CombineFn, types: dict[str, str]) -> str:
+    kind = type(fn).name  # type: ignore[attr-defined]
+    col = fn.field  # type: ignore[attr-defined]
+    if kind == "count":
+        return "long"
+    if col not in types:
+        raise PipelineConfigError(
+            f"aggregates.{name}", f"column {col!r} is not in source.schema ({', '.join(types)})"
+        )
+    typ = types[col]
+    numeric = COLUMN_TYPES[typ][1]
+    if kind in ("sum", "mean") and not numeric:
+        raise PipelineConfigError(f"aggregates.{name}", f"{kind}() needs a numeric column, "
+                                  f"{col!r} is {typ}")  # fmt: skip
+    if kind == "mean":
+        return "double"
+    if kind == "sum":
+        return "long" if typ in INTEGRAL else "double"
+    if kind in ("min", "max"):
+        return {"int": "long", "float": "double"}.get(typ, typ)
+    if kind == "to_list":
+        return f"list<{typ}>"
+    raise PipelineConfigError(f"aggregates.{name}", f"unsupported aggregate {kind}()")
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A pipeline definition; see the module doc. Textual values (window, trigger, durations,
+    modes) are parsed on construction; objects (``WindowFn``, ``Trigger``, enums, int µs) are
+    accepted as well."""
+
+    name: str
+    source: Source
+    lake: str
+    keys: tuple[str, ...]
+    aggregates: tuple[tuple[str, str], ...]
+    window: WindowFn | str
+    event_time: str | None = None
+    trigger: Trigger | str = "DefaultTrigger()"
+    accumulation_mode: AccumulationMode | str = AccumulationMode.DISCARDING
+    allowed_lateness: int | str = 0
+    watermark: Watermark = field(default_factory=Watermark)
+    timestamp_combiner: TimestampCombiner | str = TimestampCombiner.END_OF_WINDOW
+    on_time_behavior: OnTimeBehavior | str = OnTimeBehavior.FIRE_ALWAYS
+    closing_behavior: ClosingBehavior | str = ClosingBehavior.FIRE_IF_NON_EMPTY
+    allow_finishing_trigger: bool = False
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
+            raise PipelineConfigError("name", f"must be an identifier (letters, digits, _), "
+                                      f"got {self.name!r}")  # fmt: skip
+        if not isinstance(self.source, Source):
+            raise PipelineConfigError("source", f"expected a Source, got {self.source!r}")
+        if not self.lake:
+            raise PipelineConfigError("lake", "is required (directory of the Delta tables)")
+        set_(self, "lake", str(self.lake))
+        types = self.source.types
+
+        keys = (self.keys,) if isinstance(self.keys, str) else tuple(self.keys)
+        if not keys:
+            raise PipelineConfigError("keys", "at least one key column is required")
+        for k in keys:
+            if k not in types:
+                raise PipelineConfigError("keys", f"key column {k!r} is not in source.schema")
+            if types[k] == "timestamp" and k == self.event_time:
+                raise PipelineConfigError("keys", f"{k!r} is the event-time column")
+        if len(set(keys)) != len(keys):
+            raise PipelineConfigError("keys", f"duplicated key column in {list(keys)}")
+        set_(self, "keys", keys)
+
+        if not isinstance(self.watermark, Watermark):
+            raise PipelineConfigError("watermark", f"expected a Watermark, got {self.watermark!r}")
+        ingestion = self.watermark.policy == "ingestion_time"
+        if self.event_time is None:
+            if not ingestion:
+                raise PipelineConfigError(
+                    "event_time", "is required (or use watermark.policy = 'ingestion_time')"
+                )
+        elif self.event_time not in types:
+            raise PipelineConfigError(
+                "event_time", f"column {self.event_time!r} is not in source.schema"
+            )
+        elif types[self.event_time] not in ("timestamp", *INTEGRAL):
+            raise PipelineConfigError(
+                "event_time", f"column {self.event_time!r} must be a timestamp or an integral "
+                f"epoch (source.epoch_unit), not {types[self.event_time]}",
+            )
+
+        aggs = self.aggregates
+        aggs = tuple(aggs.items()) if isinstance(aggs, Mapping) else tuple(aggs)
+        if not aggs:
+            raise PipelineConfigError("aggregates", "at least one named aggregate is required")
+        fns: dict[str, CombineFn] = {}
+        out_types: dict[str, str] = {}
+        for name, text in aggs:
+            fname = f"aggregates.{name}"
+            if not _NAME.fullmatch(name):
+                raise PipelineConfigError(fname, "aggregate names are identifiers")
+            if name in keys:
+                raise PipelineConfigError(fname, "an aggregate cannot be named like a key column")
+            try:
+                fn = combiners.parse_aggregate(text) if isinstance(text, str) else text
+            except ValueError as e:
+                raise PipelineConfigError(fname, str(e)) from None
+            if not isinstance(fn, CombineFn):
+                raise PipelineConfigError(fname, f"not an aggregate: {text!r}")
+            fns[name] = fn
+            out_types[name] = _aggregate_type(name, fn, types)
+        set_(self, "aggregates", tuple((n, t if isinstance(t, str) else repr(t)) for n, t in aggs))
+        set_(self, "_fns", fns)
+        set_(self, "_out_types", out_types)
+        from sinks.pane_log import FIXED_NAMES
+
+        clash = [n for n in (*keys, *fns) if n in FIXED_NAMES]
+        if clash:
+            raise PipelineConfigError("aggregates" if clash[0] in fns else "keys",
+                                      f"{clash[0]!r} is a reserved pane-log column")  # fmt: skip
+
+        window = self.window
+        if isinstance(window, str):
+            try:
+                window = parse_window(window)
+            except (ValueError, TypeError) as e:
+                raise PipelineConfigError("window", str(e)) from None
+        if not isinstance(window, WindowFn):
+            raise PipelineConfigError("window", f"not a window function: {window!r}")
+        set_(self, "window", window)
+
+        trigger = self.trigger
+        if isinstance(trigger, str):
+            try:
+                trigger = parse_trigger(trigger)
+            except ValueError as e:
+                raise PipelineConfigError("trigger", str(e)) from None
+        if not isinstance(trigger, Trigger):
+            raise PipelineConfigError("trigger", f"not a trigger: {trigger!r}")
+        set_(self, "trigger", trigger)
+
+        set_(self, "accumulation_mode",
+             _enum("accumulation_mode", AccumulationMode, self.accumulation_mode))  # fmt: skip
+        set_(self, "timestamp_combiner",
+             _enum("timestamp_combiner", TimestampCombiner, self.timestamp_combiner))  # fmt: skip
+        set_(self, "on_time_behavior",
+             _enum("on_time_behavior", OnTimeBehavior, self.on_time_behavior))  # fmt: skip
+        set_(self, "closing_behavior",
+             _enum("closing_behavior", ClosingBehavior, self.closing_behavior))  # fmt: skip
+        set_(self, "allowed_lateness", _duration("allowed_lateness", self.allowed_lateness))
+        if not isinstance(self.allow_finishing_trigger, bool):
+            raise PipelineConfigError("allow_finishing_trigger", "must be true or false")
+
+        # -- the traps ---------------------------------------------------------------------
+        if (isinstance(window, GlobalWindows) and not fires_before_end_of_window(trigger)
+                and not self.source.bounded):  # fmt: skip
+            raise PipelineConfigError(
+                "trigger",
+                f"{trigger} only fires when the watermark passes the end of the window, and "
+                "GlobalWindows() ends at the end of time: on an unbounded source it never fires. "
+                "Add early firings (e.g. AfterWatermark(early=AfterProcessingTime(1m))), use "
+                "Repeatedly(AfterCount(n)), or set source.bounded = true (every run drains).",
+            )
+        if trigger.may_finish and not self.allow_finishing_trigger:
+            raise PipelineConfigError(
+                "trigger",
+                f"{trigger} can finish: once it has, every later element of its window is "
+                "dropped (to the late table). Add late firings (e.g. AfterWatermark(..., "
+                "late=AfterCount(1))), wrap it in Repeatedly(...), or set "
+                "allow_finishing_trigger = true.",
+            )
+        try:
+            self.windowing()
+        except (TypeError, ValueError) as e:  # pragma: no cover - covered by the checks above
+            raise PipelineConfigError("window", str(e)) from None
+
+    # -- derived --------------------------------------------------------------------------
+
+    def windowing(self) -> Windowing:
+        return Windowing(
+            self.window,  # type: ignore[arg-type]
+            trigger=self.trigger,  # type: ignore[arg-type]
+            accumulation_mode=self.accumulation_mode,  # type: ignore[arg-type]
+            allowed_lateness=self.allowed_lateness,  # type: ignore[arg-type]
+            timestamp_combiner=self.timestamp_combiner,  # type: ignore[arg-type]
+            on_time_behavior=self.on_time_behavior,  # type: ignore[arg-type]
+            closing_behavior=self.closing_behavior,  # type: ignore[arg-type]
+        )
+
+    def combine_fn(self) -> CombineFn:
+        return combiners.aggregates(**self._fns)  # type: ignore[attr-defined]
+
+    def engine(self):
+        from panes.engine import Engine
+
+        return Engine(self.windowing(), self.combine_fn())
+
+    @property
+    def aggregate_types(self) -> dict[str, str]:
+        """Aggregate name -> output column type."""
+        return dict(self._out_types)  # type: ignore[attr-defined]
+
+    @property
+    def value_columns(self) -> tuple[str, ...]:
+        """Source columns the aggregates read (the element value is a dict of these)."""
+        cols: list[str] = []
+        for fn in self._fns.values():  # type: ignore[attr-defined]
+            col = getattr(fn, "field", None)
+            if col is not None and col not in cols:
+                cols.append(col)
+        return tuple(cols)
+
+    @property
+    def ingestion_time(self) -> bool:
+        return self.watermark.policy == "ingestion_time"
+
+    @property
+    def lake_path(self) -> Path:
+        return Path(self.lake)
+
+    def table_path(self, table: str) -> str:
+        """``panes``, ``late``, ``rejected``: the Delta tables under the lake path."""
+        return str(self.lake_path / table)
+
+    @property
+    def checkpoint_path(self) -> str:
+        return str(self.lake_path / "_checkpoint")
+
+    @property
+    def control_path(self) -> str:
+        return str(self.lake_path / "_control")
+
+    def with_overrides(self, **changes: Any) -> Pipeline:
+        return replace(self, **changes)
+
+    def describe(self) -> str:
+        aggs = ", ".join(f"{n} = {t}" for n, t in self.aggregates)
+        return (f"pipeline {self.name}: {self.source.format} files in {self.source.path} -> "
+                f"{self.lake}\n  keys {list(self.keys)}, event time "
+                f"{self.event_time or '(ingestion time)'}, {self.window}, trigger {self.trigger}, "
+                f"{self.accumulation_mode.name.lower()}, allowed lateness "  # type: ignore[union-attr]
+                f"{format_duration(self.allowed_lateness)}\n  aggregates: {aggs}")  # type: ignore[arg-type]  # fmt: skip
+
+
+# -- TOML -----------------------------------------------------------------------------------
+
+_TOP = {f.name for f in fields(Pipeline)}
+_SOURCE = {f.name for f in fields(Source)}
+_WATERMARK = {f.name for f in fields(Watermark)}
+
+
+def _check_keys(where: str, table: Mapping[str, Any], allowed: set[str]) -> None:
+    for k in table:
+        if k not in allowed:
+            prefix = f"{where}." if where else ""
+            import difflib
+
+            close = difflib.get_close_matches(k, sorted(allowed), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise PipelineConfigError(f"{prefix}{k}", f"unknown setting{hint}")
+
+
+def pipeline_from_dict(data: Mapping[str, Any], defaults: Mapping[str, Any] | None = None
+                       ) -> Pipeline:  # fmt: skip
+    """A :class:`Pipeline` from the TOML structure (``defaults`` merged under it)."""
+    merged: dict[str, Any] = {}
+    for layer in (defaults or {}, data):
+        for k, v in layer.items():
+            if isinstance(v, Mapping) and isinstance(merged.get(k), Mapping) and k != "aggregates":
+                merged[k] = {**merged[k], **v}
+            else:
+                merged[k] = v
+    _check_keys("", merged, _TOP)
+    for required in ("name", "source", "lake", "keys", "aggregates", "window"):
+        if required not in merged:
+            raise PipelineConfigError(required, "is required")
+    src = merged["source"]
+    if not isinstance(src, Mapping):
+        raise PipelineConfigError("source", "must be a table ([source])")
+    _check_keys("source", src, _SOURCE)
+    if not isinstance(src.get("schema"), Mapping):
+        raise PipelineConfigError("source.schema", "is required: a table of column = type")
+    for k in ("path",):
+        if k not in src:
+            raise PipelineConfigError(f"source.{k}", "is required")
+    wm = merged.get("watermark", {})
+    if not isinstance(wm, Mapping):
+        raise PipelineConfigError("watermark", "must be a table ([watermark])")
+    _check_keys("watermark", wm, _WATERMARK)
+    aggs = merged["aggregates"]
+    if not isinstance(aggs, Mapping):
+        raise PipelineConfigError("aggregates", "must be a table: name = \"count()\", ...")
+    for n, t in aggs.items():
+        if not isinstance(t, str):
+            raise PipelineConfigError(f"aggregates.{n}", f"expected text like 'sum(x)', got {t!r}")
+    keys = merged["keys"]
+    if not (isinstance(keys, str) or (isinstance(keys, list) and all(isinstance(k, str)
+                                                                     for k in keys))):
+        raise PipelineConfigError("keys", "a column name or a list of column names")
+    kwargs = {k: v for k, v in merged.items() if k not in ("source", "watermark")}
+    return Pipeline(source=Source(**src), watermark=Watermark(**wm), **kwargs)
+
+
+DEFAULTS_FILE = Path(__file__).resolve().parent.parent / "conf" / "defaults.toml"
+
+
+def load_pipeline(path: str | Path, *, defaults: str | Path | None = DEFAULTS_FILE,
+                  overrides: Mapping[str, Any] | None = None) -> Pipeline:  # fmt: skip
+    """Load a pipeline from TOML (``defaults`` first, if the file exists; ``overrides`` last,
+    e.g. ``{"lake": ..., "source": {"path": ...}}``)."""
+    base: dict[str, Any] = {}
+    if defaults is not None and Path(defaults).exists():
+        base = _read_toml(Path(defaults))
+    data = _read_toml(Path(path))
+    if overrides:
+        merged = dict(data)
+        for k, v in overrides.items():
+            if isinstance(v, Mapping) and isinstance(merged.get(k), Mapping):
+                merged[k] = {**merged[k], **v}
+            else:
+                merged[k] = v
+        data = merged
+    return pipeline_from_dict(data, base)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise PipelineConfigError("config", f"file not found: {path}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise PipelineConfigError("config", f"{path}: not valid TOML: {e}") from None

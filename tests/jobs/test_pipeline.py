@@ -1,0 +1,227 @@
+"""Pipeline definitions: TOML and Python, validation naming the field, the model's traps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jobs.pipeline import (
+    Pipeline,
+    PipelineConfigError,
+    Source,
+    Watermark,
+    fires_before_end_of_window,
+    load_pipeline,
+    parse_window,
+    pipeline_from_dict,
+)
+from panes import (
+    AccumulationMode,
+    FixedWindows,
+    GlobalWindows,
+    Sessions,
+    SlidingWindows,
+    parse_trigger,
+)
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+
+
+def base(**over):
+    d = {
+        "name": "ad_views",
+        "lake": "lake",
+        "keys": ["device_id"],
+        "event_time": "ts",
+        "window": "FixedWindows(1m)",
+        "trigger": "AfterWatermark(late=AfterCount(1))",
+        "source": {"path": "in", "schema": {"device_id": "string", "ts": "timestamp",
+                                             "seconds": "double", "n": "long"}},
+        "aggregates": {"plays": "count()", "watched": "sum(seconds)"},
+    }  # fmt: skip
+    for k, v in over.items():
+        if v is None:
+            d.pop(k, None)
+        else:
+            d[k] = v
+    return d
+
+
+def error(d) -> PipelineConfigError:
+    with pytest.raises(PipelineConfigError) as e:
+        pipeline_from_dict(d)
+    return e.value
+
+
+def test_demo_config_loads():
+    p = load_pipeline(CONF / "demo.toml")
+    assert p.name == "ad_views"
+    assert p.window == Sessions(30 * 60_000_000)
+    assert p.accumulation_mode is AccumulationMode.ACCUMULATING_AND_RETRACTING
+    assert p.allowed_lateness == 2 * 3600 * 1_000_000
+    assert p.watermark == Watermark("bounded_out_of_orderness", 5 * 60_000_000)
+    assert p.aggregate_types == {"plays": "long", "watched": "double"}
+    assert p.value_columns == ("seconds",)
+    assert p.combine_fn().extract(p.combine_fn().add_all(p.combine_fn().create(),
+                                  [{"seconds": 3.0}, {"seconds": 4.5}])) == {
+        "plays": 2, "watched": 7.5}  # fmt: skip
+
+
+def test_defaults_file_matches_python_defaults():
+    p = pipeline_from_dict(base(trigger=None))
+    q = load_pipeline(CONF / "demo.toml")  # merged with defaults.toml
+    assert p.trigger == parse_trigger("DefaultTrigger()")
+    assert q.source.format == "jsonl" and q.source.epoch_unit == "ms"
+    plain = pipeline_from_dict(base())
+    import tomllib
+
+    defaults = tomllib.loads((CONF / "defaults.toml").read_text())
+    with_defaults = pipeline_from_dict(base(), defaults)
+    assert with_defaults == plain
+
+
+def test_python_and_toml_are_the_same():
+    p = pipeline_from_dict(base())
+    q = Pipeline(
+        name="ad_views", lake="lake", keys=("device_id",), event_time="ts",
+        window=FixedWindows(60_000_000),
+        trigger=parse_trigger("AfterWatermark(late=AfterCount(1))"),
+        source=Source("in", {"device_id": "string", "ts": "timestamp", "seconds": "double",
+                             "n": "long"}),
+        aggregates={"plays": "count()", "watched": "sum(seconds)"},
+    )  # fmt: skip
+    assert p == q
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("FixedWindows(1m)", FixedWindows(60_000_000)),
+        ("FixedWindows(1h, offset=30m)", FixedWindows(3_600_000_000, 1_800_000_000)),
+        ("SlidingWindows(10m, 1m)", SlidingWindows(600_000_000, 60_000_000)),
+        ("Sessions(30m)", Sessions(1_800_000_000)),
+        ("GlobalWindows()", GlobalWindows()),
+    ],
+)
+def test_parse_window(text, expected):
+    assert parse_window(text) == expected
+    assert parse_window(str(expected)) == expected
+
+
+@pytest.mark.parametrize(
+    ("over", "field", "fragment"),
+    [
+        ({"window": "Tumbling(1m)"}, "window", "not a window function"),
+        ({"window": "FixedWindows(1 minute)"}, "window", "duration"),
+        ({"window": "SlidingWindows(10m)"}, "window", "needs"),
+        ({"trigger": "AfterWatermark(early=AfterCount(0)"}, "trigger", ""),
+        ({"trigger": "AfterWatermark()"}, "trigger", "can finish"),
+        ({"trigger": "AfterCount(10)"}, "trigger", "can finish"),
+        ({"window": "GlobalWindows()", "trigger": "DefaultTrigger()"}, "trigger",
+         "never fires"),
+        ({"window": "GlobalWindows()", "trigger": "Repeatedly(AfterWatermark())"}, "trigger",
+         "never fires"),
+        ({"keys": ["nope"]}, "keys", "not in source.schema"),
+        ({"keys": []}, "keys", "at least one"),
+        ({"event_time": "nope"}, "event_time", "not in source.schema"),
+        ({"event_time": "seconds"}, "event_time", "timestamp or an integral"),
+        ({"event_time": None}, "event_time", "required"),
+        ({"aggregates": {"x": "sum(nope)"}}, "aggregates.x", "not in source.schema"),
+        ({"aggregates": {"x": "sum(device_id)"}}, "aggregates.x", "numeric"),
+        ({"aggregates": {"x": "median(seconds)"}}, "aggregates.x", "unknown aggregate"),
+        ({"aggregates": {"x": "sum()"}}, "aggregates.x", "needs a field"),
+        ({"aggregates": {}}, "aggregates", "at least one"),
+        ({"aggregates": {"window_start": "count()"}}, "aggregates", "reserved"),
+        ({"allowed_lateness": "2 hours"}, "allowed_lateness", "not a duration"),
+        ({"accumulation_mode": "accumulate"}, "accumulation_mode", "not one of"),
+        ({"timestamp_combiner": "first"}, "timestamp_combiner", "not one of"),
+        ({"name": "ad views"}, "name", "identifier"),
+        ({"lake": None}, "lake", "required"),
+        ({"trigers": "x"}, "trigers", "did you mean 'trigger'"),
+        ({"watermark": {"policy": "perfect"}}, "watermark.policy", "not one of"),
+        ({"watermark": {"delay": "-5m"}}, "watermark.delay", "duration"),
+        ({"watermark": {"dealy": "5m"}}, "watermark.dealy", "unknown"),
+    ],
+)
+def test_invalid_configs_name_the_field(over, field, fragment):
+    e = error(base(**over))
+    assert e.field == field
+    assert fragment in e.message
+
+
+@pytest.mark.parametrize(
+    ("src", "field"),
+    [
+        ({"format": "xml"}, "source.format"),
+        ({"path": ""}, "source.path"),
+        ({"schema": {"device_id": "varchar", "ts": "timestamp"}}, "source.schema.device_id"),
+        ({"schema": {"_x": "string"}}, "source.schema._x"),
+        ({"max_files_per_trigger": 0}, "source.max_files_per_trigger"),
+        ({"epoch_unit": "ns"}, "source.epoch_unit"),
+        ({"maxFilesPerTrigger": 3}, "source.maxFilesPerTrigger"),
+    ],
+)
+def test_invalid_source(src, field):
+    d = base()
+    d["source"] = {**d["source"], **src}
+    assert error(d).field == field
+
+
+def test_traps_can_be_allowed_explicitly():
+    p = pipeline_from_dict(base(trigger="AfterWatermark()", allow_finishing_trigger=True))
+    assert p.trigger.may_finish
+    d = base(window="GlobalWindows()", trigger="DefaultTrigger()")
+    d["source"] = {**d["source"], "bounded": True}
+    assert pipeline_from_dict(d).window == GlobalWindows()
+    # early firings make the global window usable on an unbounded source
+    ok = base(window="GlobalWindows()",
+              trigger="AfterWatermark(early=AfterProcessingTime(1m), late=AfterCount(1))")
+    assert pipeline_from_dict(ok)
+
+
+def test_ingestion_time_needs_no_event_time_column():
+    p = pipeline_from_dict(base(event_time=None, watermark={"policy": "ingestion_time"}))
+    assert p.ingestion_time and p.event_time is None
+
+
+@pytest.mark.parametrize(
+    ("text", "early"),
+    [
+        ("AfterWatermark()", False),
+        ("DefaultTrigger()", False),
+        ("Never()", False),
+        ("AfterWatermark(early=AfterCount(1))", True),
+        ("Repeatedly(AfterCount(3))", True),
+        ("AfterAny(AfterWatermark(), AfterProcessingTime(1m))", True),
+        ("AfterAll(AfterWatermark(), AfterCount(2))", False),
+        ("AfterEach(AfterWatermark(), AfterCount(2))", False),
+        ("OrFinally(Repeatedly(AfterWatermark()), AfterCount(5))", True),
+    ],
+)
+def test_fires_before_end_of_window(text, early):
+    t = parse_trigger(text)
+    assert fires_before_end_of_window(t) is early
+
+
+def test_pipeline_pickles_and_builds_an_engine():
+    import pickle
+
+    p = load_pipeline(CONF / "demo.toml")
+    q = pickle.loads(pickle.dumps(p))
+    assert q == p
+    engine = q.engine()
+    state = engine.new_state()
+    engine.add_elements(state, "d1", [({"seconds": 10.0}, 1_000_000)])
+    out = engine.advance(state, "d1", 10**12, 10**12)
+    assert [p.value for p in out.panes] == [{"plays": 1, "watched": 10.0}]
+
+
+def test_missing_file_and_bad_toml(tmp_path):
+    with pytest.raises(PipelineConfigError) as e:
+        load_pipeline(tmp_path / "nope.toml")
+    assert e.value.field == "config"
+    bad = tmp_path / "bad.toml"
+    bad.write_text("name = \n")
+    with pytest.raises(PipelineConfigError, match="not valid TOML"):
+        load_pipeline(bad)
