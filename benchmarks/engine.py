@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--beam-events", type=int, default=100_000)
+    parser.add_argument("--beam-events", type=int, default=200_000)
     parser.add_argument("--no-beam", action="store_true")
     args = parser.parse_args(argv)
 

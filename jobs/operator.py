@@ -98,6 +98,9 @@ class OperatorConfig:
     watermark_offset_us: int = 0
     end_of_time_ms: int = DEFAULT_END_OF_TIME_MS
     poll_processing_time: bool = True
+    # Element values are dicts of the value columns (nulls as None), even for 0 or 1 column:
+    # what named aggregates (``panes.combiners.aggregates``) read.
+    values_as_records: bool = False
     value_of: Callable[[dict], Any] | None = field(default=None, compare=False)
 
     # -- time mapping ---------------------------------------------------------------------------
@@ -148,6 +151,8 @@ class PaneProcessor(_Base):
             ts = pdf[cfg.timestamp_column].tolist()
             if cfg.value_of is not None:
                 vals = [cfg.value_of(r) for r in pdf.to_dict("records")]
+            elif cfg.values_as_records:
+                vals = _records(pdf, vcols)
             elif len(vcols) == 1:
                 vals = pdf[vcols[0]].tolist()
             else:
@@ -235,6 +240,20 @@ class PaneProcessor(_Base):
             yield pd.DataFrame(
                 {c: pd.Series([r.get(c) for r in recs], dtype=object) for c in self._columns}
             )
+
+
+_NO_VALUES: dict = {}
+
+
+def _records(pdf, vcols: list[str]) -> list[dict]:
+    """Rows of ``pdf[vcols]`` as dicts, pandas' NaN/NaT nulls as None."""
+    if not vcols:
+        return [_NO_VALUES] * len(pdf)
+    sub = pdf[vcols]
+    isna = sub.isna()
+    if isna.to_numpy().any():
+        sub = sub.astype(object).where(~isna, None)
+    return sub.to_dict("records")
 
 
 def apply_operator(df, config: OperatorConfig):

@@ -26,10 +26,10 @@ from typing import Any
 from panes.combiners import CombineFn
 from panes.pane import Dropped, DropReason, Pane, PaneInfo, Timing
 from panes.state import KeyState, WindowState
-from panes.time import END_OF_TIME
+from panes.time import BEGINNING_OF_TIME, END_OF_TIME
 from panes.triggers import ROOT, TriggerContext, merge_states
 from panes.window import Window
-from panes.windowfns import Element
+from panes.windowfns import Element, WindowFn
 from panes.windowing import (
     AccumulationMode,
     ClosingBehavior,
@@ -90,6 +90,7 @@ class Engine:
         self._holds_until_ontime = self._trigger.has_ontime_pane
         self._event_wakeups = self._trigger.has_event_time
         self._processing_wakeups = self._trigger.has_processing_time
+        self._horizon_is_end = type(self._window_fn).merge_horizon is WindowFn.merge_horizon
 
     # -- public operations -----------------------------------------------------------------
 
@@ -170,8 +171,16 @@ class Engine:
         combine, trigger, windows = self.combine_fn, self._trigger, state.windows
         end_of_window_holds = self._timestamps is TimestampCombiner.END_OF_WINDOW
         ctx = TriggerContext(None, wm, pt)  # one context, re-pointed at each window
+        # Not merging: an element's window is the window it is added to; it is droppable when
+        # wm > end + allowed lateness, i.e. end < cutoff (see _expired).
+        if merging:
+            cutoff = BEGINNING_OF_TIME  # already judged before merging
+        elif wm >= END_OF_TIME:
+            cutoff = END_OF_TIME + 1  # everything
+        else:
+            cutoff = wm - self._lateness
         for window, group in groups.items():
-            if not merging and self._expired(window, wm):
+            if window.end < cutoff:
                 self._drop_expired(out, key, group, window, wm, pt)
                 continue
             ws = windows.get(window)
@@ -508,7 +517,8 @@ class Engine:
     def _window_dues(self, window: Window, ws: WindowState, ctx: TriggerContext) -> None:
         """The next watermark (its trigger's wake-up, or its expiry) and processing time at
         which ``window`` needs attention, given the clocks in ``ctx``."""
-        event = self._window_fn.merge_horizon(window) + self._lateness + 1
+        horizon = window.end if self._horizon_is_end else self._window_fn.merge_horizon(window)
+        event = horizon + self._lateness + 1
         if event > END_OF_TIME:
             event = END_OF_TIME
         processing = None

@@ -88,7 +88,8 @@ class _Token:
 class _Argument:
     keyword: str | None
     value: object  # Trigger | int (count) | _Duration
-    position: int
+    position: int  # of the value
+    start: int  # of the argument: its keyword, if it has one
 
 
 @dataclass(frozen=True)
@@ -159,6 +160,7 @@ class _Parser:
     def argument(self) -> _Argument:
         start = self.peek()
         keyword = None
+        at = start.position
         nxt = self.tokens[self.i + 1]
         if start.kind == "name" and nxt.kind == "punct" and nxt.text == "=":
             keyword = start.text
@@ -166,12 +168,12 @@ class _Parser:
         token = self.peek()
         if token.kind == "duration":
             self.i += 1
-            return _Argument(keyword, _Duration(parse_duration(token.text)), token.position)
+            return _Argument(keyword, _Duration(parse_duration(token.text)), token.position, at)
         if token.kind == "int":
             self.i += 1
-            return _Argument(keyword, int(token.text), token.position)
+            return _Argument(keyword, int(token.text), token.position, at)
         if token.kind == "name":
-            return _Argument(keyword, self.trigger(), token.position)
+            return _Argument(keyword, self.trigger(), token.position, at)
         raise self.error("expected a trigger, a duration or a count", token)
 
 
@@ -186,18 +188,22 @@ def _signature(
 
     def wrap(construct: Callable[..., Trigger]) -> _Builder:
         def build(parser: _Parser, name: _Token, args: list[_Argument]) -> Trigger:
-            def fail(message: str, arg: _Argument | None = None) -> TriggerSyntaxError:
-                at = _Token("", "", arg.position) if arg else parser.tokens[parser.i - 1]
-                return parser.error(message, at)
+            def fail(
+                message: str, arg: _Argument | None = None, at_keyword: bool = False
+            ) -> TriggerSyntaxError:
+                if arg is None:
+                    return parser.error(message, parser.tokens[parser.i - 1])
+                position = arg.start if at_keyword else arg.position
+                return parser.error(message, _Token("", "", position))
 
             if variadic:
                 for arg in args:
                     if arg.keyword is not None:
-                        raise fail(f"{name.text} takes no keyword arguments", arg)
+                        raise fail(f"{name.text} takes no keyword arguments", arg, at_keyword=True)
                 if len(args) < required:
                     raise fail(f"{name.text} needs at least {required} trigger(s)")
                 values = [_check(parser, name, arg, kinds[0]) for arg in args]
-                return _construct(parser, name, construct, *values)
+                return _construct(parser, name, args, construct, *values)
             bound: dict[str, object] = {}
             for i, arg in enumerate(args):
                 if arg.keyword is None:
@@ -207,7 +213,7 @@ def _signature(
                         raise fail("positional argument after a keyword argument", arg)
                     keyword = keywords[i]
                 elif arg.keyword not in keywords:
-                    raise fail(f"{name.text} has no argument {arg.keyword!r}", arg)
+                    raise fail(f"{name.text} has no argument {arg.keyword!r}", arg, at_keyword=True)
                 elif arg.keyword in bound:
                     raise fail(f"argument {arg.keyword!r} given twice", arg)
                 else:
@@ -215,7 +221,7 @@ def _signature(
                 bound[keyword] = _check(parser, name, arg, kinds[keywords.index(keyword)])
             if len(bound) < required:
                 raise fail(f"{name.text} needs {required} argument(s)")
-            return _construct(parser, name, construct, **bound)
+            return _construct(parser, name, args, construct, **bound)
 
         return build
 
@@ -225,14 +231,17 @@ def _signature(
 def _construct(
     parser: _Parser,
     name: _Token,
+    arguments: list[_Argument],
     construct: Callable[..., Trigger],
     *args: object,
     **kwargs: object,
 ) -> Trigger:
+    """Build the trigger; a value the constructor rejects is reported at the (first) argument."""
     try:
         return construct(*args, **kwargs)
     except (TypeError, ValueError) as e:
-        raise parser.error(str(e), name) from None
+        at = _Token("", "", arguments[0].position) if arguments else name
+        raise parser.error(str(e), at) from None
 
 
 def _check(parser: _Parser, name: _Token, arg: _Argument, kind: type) -> object:

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from panes.time import Duration, to_micros
 from panes.window import Window
@@ -82,7 +82,6 @@ class Trigger:
     Every method takes the window's state list ``s`` and this node's offset ``o`` in it.
     """
 
-    children: ClassVar[tuple[Trigger, ...]] = ()
     # Set in __post_init__: number of offsets this subtree owns, the initial values of its
     # slots, and each child's offset relative to this node.
     size: int
@@ -343,17 +342,20 @@ class Repeatedly(Trigger):
         return False
 
 
+@dataclass(frozen=True, init=False, repr=False)
 class _Composite(Trigger):
     """A node over a sequence of subtriggers that all see every element."""
 
     triggers: tuple[Trigger, ...]
 
+    def __init__(self, *triggers: Trigger) -> None:
+        if not triggers:
+            raise ValueError(f"{type(self).__name__} needs at least one trigger")
+        object.__setattr__(self, "triggers", tuple(triggers))
+        self.__post_init__()
+
     def _subtriggers(self) -> tuple[Trigger, ...]:
         return self.triggers
-
-    def _check_arity(self) -> None:
-        if not self.triggers:
-            raise ValueError(f"{type(self).__name__} needs at least one trigger")
 
     def on_elements(self, s: TriggerState, o: int, ctx: TriggerContext, n: int) -> None:
         for child, rel in self.kids:
@@ -378,13 +380,6 @@ class _Composite(Trigger):
 class AfterAny(_Composite):
     """``AfterFirst(R1, R2, ...)``: holds when any subtrigger holds; ``next`` moves every ready
     subtrigger on; finished as soon as one subtrigger is."""
-
-    triggers: tuple[Trigger, ...]
-
-    def __init__(self, *triggers: Trigger) -> None:
-        object.__setattr__(self, "triggers", tuple(triggers))
-        self._check_arity()
-        self.__post_init__()
 
     def should_fire(self, s: TriggerState, o: int, ctx: TriggerContext) -> bool:
         return any(child.should_fire(s, o + rel, ctx) for child, rel in self.kids)
@@ -414,13 +409,6 @@ class AfterAll(_Composite):
     """``AfterAll(R1, R2, ...)``: holds when every subtrigger holds; ``next`` moves them all on;
     finished when all are."""
 
-    triggers: tuple[Trigger, ...]
-
-    def __init__(self, *triggers: Trigger) -> None:
-        object.__setattr__(self, "triggers", tuple(triggers))
-        self._check_arity()
-        self.__post_init__()
-
     def should_fire(self, s: TriggerState, o: int, ctx: TriggerContext) -> bool:
         return all(child.should_fire(s, o + rel, ctx) for child, rel in self.kids)
 
@@ -442,13 +430,6 @@ class AfterEach(_Composite):
     """``AfterEach(R1, R2, ...)``: behaves as its first unfinished subtrigger; finished when all
     are. Every subtrigger sees every element, so that a subtrigger that becomes active (also
     after a merge) already knows what its window received."""
-
-    triggers: tuple[Trigger, ...]
-
-    def __init__(self, *triggers: Trigger) -> None:
-        object.__setattr__(self, "triggers", tuple(triggers))
-        self._check_arity()
-        self.__post_init__()
 
     def _active(self, s: TriggerState, o: int) -> tuple[Trigger, int] | None:
         for child, rel in self.kids:

@@ -50,12 +50,11 @@ leaf_triggers = st.one_of(
 )
 
 
-def trigger_trees(depth=4, leaves=leaf_triggers, counts=st.integers(1, 10**6),
-                  delays=durations):
+def trigger_trees(depth=4, leaves=leaf_triggers):
     """Random trigger trees of every class, nested up to ``depth`` levels."""
     if depth <= 1:
         return leaves
-    sub = trigger_trees(depth - 1, leaves, counts, delays)
+    sub = trigger_trees(depth - 1, leaves)
     children = st.lists(sub, min_size=1, max_size=3)
     return st.one_of(
         leaves,
@@ -227,9 +226,6 @@ def test_malformed_expressions_point_at_the_offending_position(text, offending, 
     assert error.position == offending
 
 
-@pytest.mark.xfail(strict=True, reason="a keyword argument the trigger does not have is "
-                   "reported at its value, not at the keyword (panes/trigger_syntax.py "
-                   "_Argument.position is the value's position)")
 @pytest.mark.parametrize(("text", "message"), [
     ("AfterCount(early=AfterCount(1))", "AfterCount has no argument 'early'"),
     ("AfterAny(early=Never())", "AfterAny takes no keyword arguments"),
@@ -241,8 +237,6 @@ def test_keyword_on_the_wrong_trigger_points_at_the_keyword(text, message):
     assert error.position == text.index("(") + 1
 
 
-@pytest.mark.xfail(strict=True, reason="an invalid count is reported at the trigger's name, "
-                   "not at the count (panes/trigger_syntax.py _construct uses the name token)")
 @pytest.mark.parametrize("text", ["AfterCount(0)", "AfterWatermark(late=AfterCount(0))"])
 def test_a_count_that_is_not_positive_points_at_the_count(text):
     error = _error(text)

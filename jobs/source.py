@@ -1,0 +1,101 @@
+"""Streaming sources: a landing directory of JSON-lines, CSV or Parquet files.
+
+:func:`read_landing_zone` returns the *records* frame the job core (:mod:`jobs.job`) takes: one
+row per input record with the schema's columns plus three bookkeeping columns:
+
+* ``_raw``: the record as it was read (the line of a jsonl/csv file; for Parquet, the row as
+  JSON), kept so a rejected record can be inspected and replayed;
+* ``_source_file``: the file it came from;
+* ``_error``: why the record could not be parsed, or null.
+
+JSON-lines and CSV are read as text and parsed with ``from_json`` / ``from_csv`` (PERMISSIVE, with
+a corrupt-record column), so an unparseable line becomes a row with ``_error`` set instead of
+stopping the job or vanishing. The event-time and key columns are read as *strings* and converted
+by the job core, which can then tell a missing value from an unparseable one.
+
+Any other Spark streaming source plugs into :func:`jobs.job.build_job` the same way: give it a
+frame with the schema's columns (``_raw``/``_source_file``/``_error`` are optional).
+
+Files must appear atomically in the landing directory: write them under a hidden name (``.name``
+or ``_name``, which Spark's file listing skips) or elsewhere, then rename.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from jobs.pipeline import COLUMN_TYPES, Pipeline
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+RAW, SOURCE_FILE, ERROR = "_raw", "_source_file", "_error"
+CORRUPT = "_corrupt_record"
+MALFORMED = "malformed record (not parseable with the source schema)"
+
+
+def read_schema_ddl(pipeline: Pipeline) -> str:
+    """The DDL schema the text parsers use: event-time and key columns as strings."""
+    as_text = {*pipeline.keys, *([pipeline.event_time] if pipeline.event_time else [])}
+    cols = [
+        f"`{c}` {'string' if c in as_text else COLUMN_TYPES[t][0]}"
+        for c, t in pipeline.source.schema
+    ]
+    return ", ".join(cols)
+
+
+def spark_schema_ddl(pipeline: Pipeline) -> str:
+    """The declared schema as DDL (Parquet reads it as is)."""
+    return ", ".join(f"`{c}` {COLUMN_TYPES[t][0]}" for c, t in pipeline.source.schema)
+
+
+def _text_stream(spark: SparkSession, pipeline: Pipeline):
+    src = pipeline.source
+    reader = spark.readStream.format("text")
+    if src.max_files_per_trigger is not None:
+        reader = reader.option("maxFilesPerTrigger", src.max_files_per_trigger)
+    return reader.load(src.path)
+
+
+def read_landing_zone(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
+    """The pipeline's landing directory as a streaming records frame (see the module doc)."""
+    from pyspark.sql import functions as F
+
+    src = pipeline.source
+    names = [c for c, _ in src.schema]
+    if src.format == "parquet":
+        reader = spark.readStream.schema(spark_schema_ddl(pipeline)).format("parquet")
+        if src.max_files_per_trigger is not None:
+            reader = reader.option("maxFilesPerTrigger", src.max_files_per_trigger)
+        df = reader.load(src.path)
+        return df.select(
+            *names,
+            F.to_json(F.struct(*names)).alias(RAW),
+            F.col("_metadata.file_path").alias(SOURCE_FILE),
+            F.lit(None).cast("string").alias(ERROR),
+        )
+
+    lines = _text_stream(spark, pipeline).select(
+        F.col("value").alias(RAW), F.col("_metadata.file_path").alias(SOURCE_FILE)
+    )
+    ddl = read_schema_ddl(pipeline) + f", `{CORRUPT}` string"
+    opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
+    if src.format == "jsonl":
+        lines = lines.where(F.trim(F.col(RAW)) != "")  # blank lines are not records
+        parsed = F.from_json(F.col(RAW), ddl, opts)
+    else:
+        opts["sep"] = src.csv_delimiter
+        if src.csv_header:
+            header = src.csv_delimiter.join(names)
+            lines = lines.where(F.col(RAW) != header)
+        lines = lines.where(F.col(RAW) != "")
+        parsed = F.from_csv(F.col(RAW), ddl, opts)
+    rec = lines.select(RAW, SOURCE_FILE, parsed.alias("_r"))
+    return rec.select(
+        *[F.col(f"_r.`{c}`").alias(c) for c in names],
+        RAW,
+        SOURCE_FILE,
+        F.when(F.col("_r").isNull() | F.col(f"_r.`{CORRUPT}`").isNotNull(), F.lit(MALFORMED))
+        .otherwise(F.lit(None).cast("string"))
+        .alias(ERROR),
+    )
