@@ -29,6 +29,8 @@ This module imports ``panes`` and ``pyspark`` lazily: it imports without either.
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -136,6 +138,14 @@ class PaneProcessor(_Base):
         cfg = self.config
         self._columns = output_arrow_schema(cfg.layout).names
         self._single_key = len(cfg.key_columns) == 1
+        self._profile = None
+        prof_dir = os.environ.get("PANESTORE_PROFILE_DIR")
+        if prof_dir:  # developer aid: cProfile each task's processor into this directory
+            import cProfile
+
+            self._profile = cProfile.Profile()
+            self._profile_path = os.path.join(prof_dir, f"{os.getpid()}-{time.time_ns()}.prof")
+            self._profile.enable()
 
     @property
     def engine(self):
@@ -181,7 +191,9 @@ class PaneProcessor(_Base):
         yield from self._emit([out])
 
     def close(self) -> None:
-        pass
+        if self._profile is not None:
+            self._profile.disable()
+            self._profile.dump_stats(self._profile_path)
 
     # -- helpers --------------------------------------------------------------------------------
 

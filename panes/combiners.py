@@ -14,7 +14,9 @@ Write your own by subclassing :class:`CombineFn`::
         def merge(self, accs): ...
         def extract(self, acc): return None if acc is None else acc[1] - acc[0]
 
-Built-ins follow SQL: ``count()`` counts elements, every other aggregate skips ``None`` inputs.
+Built-ins follow SQL: ``count()`` counts elements, ``count(field)``, ``sum``, ``min``, ``max`` and
+``mean`` skip ``None`` inputs, and ``to_list`` keeps every value, ``None`` included (as
+``array_agg``).
 Each takes an optional ``field``: with it, values are mappings and the aggregate reads
 ``value[field]``. Several named aggregates combine into one with :func:`aggregates`, and the
 textual form ``"sum(seconds)"`` parses with :func:`parse_aggregate`.

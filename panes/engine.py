@@ -40,6 +40,12 @@ from panes.windowing import (
 
 EARLY, ON_TIME, LATE = Timing.EARLY, Timing.ON_TIME, Timing.LATE
 
+_CLOSED = f"{DropReason.CLOSED}: the window's trigger had finished"
+_MERGES_WITH_CLOSED = (
+    f"{DropReason.CLOSED}: the window merges with a window whose trigger had finished"
+)
+_NO_WINDOW = f"{DropReason.NO_WINDOW}: the window function assigned no window"
+
 
 class Output:
     """What one engine operation did: panes fired, elements dropped, and when the key next
@@ -91,6 +97,10 @@ class Engine:
         self._event_wakeups = self._trigger.has_event_time
         self._processing_wakeups = self._trigger.has_processing_time
         self._horizon_is_end = type(self._window_fn).merge_horizon is WindowFn.merge_horizon
+        self._expired_text = (
+            f"{DropReason.EXPIRED}: the watermark passed the window's end plus the allowed "
+            f"lateness ({self._lateness}us)"
+        )
 
     # -- public operations -----------------------------------------------------------------
 
@@ -151,21 +161,12 @@ class Engine:
         wm, pt = state.watermark, state.processing_time
         groups = self._window_fn.assign_bundle(elements)
         if None in groups:
-            self._drop(
-                out,
-                key,
-                groups.pop(None),
-                None,
-                DropReason.NO_WINDOW,
-                "the window function assigned no window",
-                wm,
-                pt,
-            )
+            self._drop(out, key, groups.pop(None), None, _NO_WINDOW, wm, pt)
         merging = self._window_fn.is_merging
         if merging and groups:
             # Lateness is judged on the element's own window, before it merges.
             for window in [w for w in groups if self._expired(w, wm)]:
-                self._drop_expired(out, key, groups.pop(window), window, wm, pt)
+                self._drop(out, key, groups.pop(window), window, self._expired_text, wm, pt)
             groups = self._merge(state, key, groups, out)
 
         combine, trigger, windows = self.combine_fn, self._trigger, state.windows
@@ -181,22 +182,13 @@ class Engine:
             cutoff = wm - self._lateness
         for window, group in groups.items():
             if window.end < cutoff:
-                self._drop_expired(out, key, group, window, wm, pt)
+                self._drop(out, key, group, window, self._expired_text, wm, pt)
                 continue
             ws = windows.get(window)
             if ws is None:
                 ws = windows[window] = WindowState(combine.create(), trigger.new_state())
             elif ws.closed:
-                self._drop(
-                    out,
-                    key,
-                    group,
-                    window,
-                    DropReason.CLOSED,
-                    "the window's trigger had finished",
-                    wm,
-                    pt,
-                )
+                self._drop(out, key, group, window, _CLOSED, wm, pt)
                 continue
             n = len(group)
             ws.acc = combine.add_all(ws.acc, [element[-2] for element in group])
@@ -209,7 +201,7 @@ class Engine:
             ctx.window = window
             trigger.on_elements(ws.trigger, ROOT, ctx, n)
             if trigger.should_fire(ws.trigger, ROOT, ctx):
-                self._fire(state, key, window, ws, ctx, False, out)
+                self._fire(key, window, ws, ctx, False, out)
             self._window_dues(window, ws, ctx)
             due = ws.event_due
             if due is not None and (state.next_event_time is None or due < state.next_event_time):
@@ -219,20 +211,6 @@ class Engine:
                 state.next_processing_time is None or due < state.next_processing_time
             ):
                 state.next_processing_time = due
-
-    def _drop_expired(
-        self, out: Output, key: Any, group: list[Element], window: Window, wm: int, pt: int
-    ) -> None:
-        self._drop(
-            out,
-            key,
-            group,
-            window,
-            DropReason.EXPIRED,
-            f"the watermark passed the window's end plus the allowed lateness ({self._lateness}us)",
-            wm,
-            pt,
-        )
 
     def _expired(self, window: Window, watermark: int) -> bool:
         """Whether elements of ``window`` (an element's own window, before merging) are
@@ -278,13 +256,13 @@ class Engine:
                 if closed.intersection(members):
                     for window in members:
                         if window in groups and window not in windows:
+                            dropped = groups.pop(window)
                             self._drop(
                                 out,
                                 key,
-                                groups.pop(window),
+                                dropped,
                                 window,
-                                DropReason.CLOSED,
-                                "the window merges with a window whose trigger had finished",
+                                _MERGES_WITH_CLOSED,
                                 state.watermark,
                                 state.processing_time,
                             )
@@ -381,10 +359,10 @@ class Engine:
         for _, _, window, ws, by_watermark, by_processing in due:
             ctx = TriggerContext(window, watermark, processing_time)
             if (by_watermark or by_processing) and trigger.should_fire(ws.trigger, ROOT, ctx):
-                self._fire(state, key, window, ws, ctx, by_watermark, out)
+                self._fire(key, window, ws, ctx, by_watermark, out)
             if self._gone(window, watermark):
                 if not ws.closed and (ws.fresh or self._closing_always):
-                    self._fire(state, key, window, ws, ctx, True, out, closing=True)
+                    self._fire(key, window, ws, ctx, True, out, closing=True)
                 del state.windows[window]
             else:
                 self._window_dues(window, ws, ctx)
@@ -394,7 +372,6 @@ class Engine:
 
     def _fire(
         self,
-        state: KeyState,
         key: Any,
         window: Window,
         ws: WindowState,
@@ -488,12 +465,11 @@ class Engine:
         elements: Iterable[Element],
         window: Window | None,
         reason: str,
-        detail: str,
         wm: int,
         pt: int,
     ) -> None:
-        text = f"{reason}: {detail}"
-        out.dropped.extend(Dropped(key, e[-2], e[-1], window, text, wm, pt) for e in elements)
+        """Report ``elements`` as dropped; ``reason`` starts with a :class:`DropReason`."""
+        out.dropped.extend(Dropped(key, e[-2], e[-1], window, reason, wm, pt) for e in elements)
 
     def _reschedule(self, state: KeyState) -> None:
         """Recompute every window's wake-ups and the key's exact bounds."""

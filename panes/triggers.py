@@ -450,14 +450,16 @@ class AfterEach(_Composite):
         return self._active(s, o) is None
 
     def rewind(self, s: TriggerState, o: int) -> None:
-        # AfterEach(rewind(R1), ..., rewind(Rk), restart(Rk+1), ...), Rk the first unfinished.
-        passed_active = False
+        # AfterEach(rewind(R1), ..., rewind(Rk), restart(Rk+1), ...), where Rk is the first
+        # subtrigger that is unfinished once rewound. (Taking Rk after rewinding makes rewind
+        # idempotent, so merging a merged window again gives what one merge of all would.)
+        active_found = False
         for child, rel in self.kids:
-            if passed_active:
+            if active_found:
                 child.restart(s, o + rel)
             else:
-                passed_active = not child.is_done(s, o + rel)
                 child.rewind(s, o + rel)
+                active_found = not child.is_done(s, o + rel)
 
     def event_wakeup(self, s: TriggerState, o: int, ctx: TriggerContext) -> int | None:
         active = self._active(s, o)

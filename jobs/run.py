@@ -1,0 +1,173 @@
+"""Running a pipeline: scheduled (``availableNow``), continuous (``--follow``) and draining runs.
+
+* :func:`run` with the defaults processes every file that has landed, in micro-batches of at most
+  ``source.max_files_per_trigger`` files, then Spark's trailing no-data batch (the watermark moved)
+  fires the event-time timers that became due; every batch is committed; the run exits. That is
+  the cron / Airflow mode: run it again when new files land.
+* ``follow=True`` keeps running with a processing-time trigger (a batch every ``interval`` while
+  files arrive) until stopped (Ctrl-C, or ``stop_after_batches``).
+* ``drain=True`` runs as above, then drops the drain sentinel into ``<lake>/_control`` and runs
+  once more: the watermark moves to the end of time and every window closes (final panes of
+  sessions, the global window, ...). Data that lands after a drain is late for good.
+
+Exactly-once: each batch's panes, late and rejected rows are committed with a Delta application
+transaction (app id = pipeline name, version = batch id); Spark's checkpoint is under
+``<lake>/_checkpoint``. Killed at any moment, the next run replays the batch Spark had not
+committed with the same offsets, watermark and batch timestamp; tables that already hold that
+batch skip it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from jobs.job import BatchSink, BatchStats, build_job, control_stream, write_drain_sentinel
+from jobs.pipeline import Pipeline
+from jobs.source import read_landing_zone
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+
+@dataclass
+class BatchReport:
+    batch_id: int
+    rows: int
+    watermark: str | None
+    stats: BatchStats | None
+
+    def line(self) -> str:
+        s = self.stats
+        wm = self.watermark or "-"
+        if s is None:
+            return f"batch {self.batch_id}: {self.rows} rows, watermark {wm}"
+        timing = ", ".join(f"{n} {t.lower().replace('_', '-')}"
+                           for t, n in sorted(s.by_timing.items()))  # fmt: skip
+        panes = f"{s.panes} panes" + (f" ({timing}; {s.retractions} retractions)" if s.panes
+                                      else "")  # fmt: skip
+        note = "" if s.committed else "  [replayed batch: already committed, skipped]"
+        return (f"batch {self.batch_id}: {self.rows} rows -> {panes}, {s.late} late, "
+                f"{s.rejected} rejected; watermark {wm}{note}")  # fmt: skip
+
+
+@dataclass
+class RunResult:
+    batches: list[BatchReport] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def total(self, what: str) -> int:
+        if what == "rows":
+            return sum(b.rows for b in self.batches)
+        return sum(getattr(b.stats, what) for b in self.batches if b.stats is not None)
+
+    def summary(self) -> str:
+        return (f"{len(self.batches)} batches, {self.total('rows')} rows, "
+                f"{self.total('panes')} panes, {self.total('late')} late, "
+                f"{self.total('rejected')} rejected in {self.seconds:.1f}s")  # fmt: skip
+
+
+def _watermark(progress) -> str | None:
+    wm = (progress.eventTime or {}).get("watermark")
+    if not wm or wm.startswith("1970-01-01T00:00:00"):
+        return None
+    return wm
+
+
+def _start(spark: SparkSession, pipeline: Pipeline, sink: BatchSink, *, follow: bool,
+           interval: str, records: DataFrame | None):  # fmt: skip
+    if records is None:
+        Path(pipeline.source.path).mkdir(parents=True, exist_ok=True)
+        records = read_landing_zone(spark, pipeline)
+    out = build_job(spark, pipeline, records, control_stream(spark, pipeline))
+    writer = (
+        out.writeStream.foreachBatch(sink)
+        .queryName(f"panestore_{pipeline.name}")
+        .option("checkpointLocation", pipeline.checkpoint_path)
+    )
+    if follow:
+        writer = writer.trigger(processingTime=interval)
+    else:
+        writer = writer.trigger(availableNow=True)
+    return writer.start()
+
+
+def _run_query(
+    spark, pipeline, sink, result: RunResult, emit: Callable[[str], Any], *,
+    follow: bool, interval: str, records, stop_after_batches: int | None,
+) -> None:  # fmt: skip
+    query = _start(spark, pipeline, sink, follow=follow, interval=interval, records=records)
+    seen: set[int] = set()
+    done = 0
+
+    def drain_progress() -> None:
+        nonlocal done
+        for p in query.recentProgress:
+            if p.batchId in seen:
+                continue
+            seen.add(p.batchId)
+            rep = BatchReport(p.batchId, int(p.numInputRows), _watermark(p),
+                              sink.stats.get(p.batchId))  # fmt: skip
+            result.batches.append(rep)
+            done += 1
+            emit(rep.line())
+
+    try:
+        while query.isActive:
+            query.awaitTermination(0.5)
+            drain_progress()
+            if stop_after_batches is not None and done >= stop_after_batches:
+                query.stop()
+    except KeyboardInterrupt:
+        emit("stopping...")
+        query.stop()
+    drain_progress()
+    err = query.exception()
+    if err is not None:
+        raise RuntimeError(f"the streaming query failed: {err}") from None
+
+
+def run(
+    pipeline: Pipeline,
+    *,
+    spark: SparkSession | None = None,
+    follow: bool = False,
+    drain: bool = False,
+    interval: str = "10 seconds",
+    records: DataFrame | None = None,
+    progress: TextIO | None = sys.stderr,
+    stop_after_batches: int | None = None,
+) -> RunResult:
+    """Run ``pipeline`` once (see the module doc); returns what each batch did."""
+    if follow and drain:
+        raise ValueError("--follow and --drain exclude each other (a drain ends the input)")
+    drain = drain or pipeline.source.bounded
+    if spark is None:
+        from jobs.spark import get_session
+
+        spark = get_session(f"panestore-{pipeline.name}")
+    started = time.monotonic()
+    result = RunResult()
+
+    def emit(line: str) -> None:
+        if progress is not None:
+            stamp = dt.datetime.now().strftime("%H:%M:%S")
+            print(f"[{stamp}] {pipeline.name}: {line}", file=progress, flush=True)
+
+    sink = BatchSink(pipeline)
+    sink.create_tables()
+    kw = dict(follow=follow, interval=interval, records=records,
+              stop_after_batches=stop_after_batches)  # fmt: skip
+    _run_query(spark, pipeline, sink, result, emit, **kw)
+    if drain:
+        emit("drain: moving the watermark to the end of time")
+        write_drain_sentinel(pipeline)
+        _run_query(spark, pipeline, sink, result, emit, **kw)
+    result.seconds = time.monotonic() - started
+    emit(result.summary())
+    return result
