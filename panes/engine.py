@@ -109,10 +109,8 @@ class Engine:
         return KeyState()
 
     def load_state(self, data: bytes) -> KeyState:
-        """A key's state from :meth:`KeyState.to_bytes`, with its wake-ups recomputed."""
-        state = KeyState.from_bytes(data)
-        self._reschedule(state)
-        return state
+        """A key's state from :meth:`KeyState.to_bytes`."""
+        return KeyState.from_bytes(data)
 
     def add_elements(self, state: KeyState, key: Any, elements: Iterable[Element]) -> Output:
         """Add one bundle of elements at the state's current clocks.
@@ -366,7 +364,7 @@ class Engine:
                 del state.windows[window]
             else:
                 self._window_dues(window, ws, ctx)
-        self._bound(state)
+        state.bound_wakeups()
 
     # -- firing ----------------------------------------------------------------------------
 
@@ -470,25 +468,6 @@ class Engine:
     ) -> None:
         """Report ``elements`` as dropped; ``reason`` starts with a :class:`DropReason`."""
         out.dropped.extend(Dropped(key, e[-2], e[-1], window, reason, wm, pt) for e in elements)
-
-    def _reschedule(self, state: KeyState) -> None:
-        """Recompute every window's wake-ups and the key's exact bounds."""
-        wm, pt = state.watermark, state.processing_time
-        for window, ws in state.windows.items():
-            self._window_dues(window, ws, TriggerContext(window, wm, pt))
-        self._bound(state)
-
-    @staticmethod
-    def _bound(state: KeyState) -> None:
-        """Set the key's wake-ups to the earliest of its windows' (cached, exact) wake-ups."""
-        next_event = next_processing = None
-        for ws in state.windows.values():
-            e, p = ws.event_due, ws.processing_due
-            if e is not None and (next_event is None or e < next_event):
-                next_event = e
-            if p is not None and (next_processing is None or p < next_processing):
-                next_processing = p
-        state.next_event_time, state.next_processing_time = next_event, next_processing
 
     def _window_dues(self, window: Window, ws: WindowState, ctx: TriggerContext) -> None:
         """The next watermark (its trigger's wake-up, or its expiry) and processing time at

@@ -112,6 +112,8 @@ class KeyState:
                 _pane_out(ws.last),
                 tuple((s.start, s.end) for s in ws.superseded),
                 tuple(_pane_out(p) for p in ws.retractions),
+                ws.event_due,
+                ws.processing_due,
             )
             for w, ws in self.windows.items()
         ]
@@ -127,9 +129,6 @@ class KeyState:
                 f"key state format {version} is not supported (expected {FORMAT_VERSION})"
             )
         state = cls(watermark, processing_time)
-        # Wake-ups are not stored: start from the lowest bound, so that the next advance of
-        # either clock scans every window once and recomputes them exactly.
-        state.next_event_time = state.next_processing_time = BEGINNING_OF_TIME
         for (
             start,
             end,
@@ -144,15 +143,29 @@ class KeyState:
             last,
             superseded,
             retractions,
+            event_due,
+            processing_due,
         ) in windows:
             ws = WindowState(acc, trigger)
             ws.closed, ws.hold, ws.fresh, ws.index = closed, hold, fresh, index
             ws.nonspeculative, ws.emitted, ws.last = nonspeculative, emitted, _pane_in(last)
             ws.superseded = [Window(s, e) for s, e in superseded]
             ws.retractions = [_pane_in(p) for p in retractions]
-            ws.event_due = ws.processing_due = BEGINNING_OF_TIME
+            ws.event_due, ws.processing_due = event_due, processing_due
             state.windows[Window(start, end)] = ws
+        state.bound_wakeups()
         return state
+
+    def bound_wakeups(self) -> None:
+        """Set the key's wake-ups to the earliest of its windows' wake-ups."""
+        next_event = next_processing = None
+        for ws in self.windows.values():
+            e, p = ws.event_due, ws.processing_due
+            if e is not None and (next_event is None or e < next_event):
+                next_event = e
+            if p is not None and (next_processing is None or p < next_processing):
+                next_processing = p
+        self.next_event_time, self.next_processing_time = next_event, next_processing
 
 
 def _pane_out(pane: Pane | None) -> tuple | None:

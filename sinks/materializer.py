@@ -100,6 +100,23 @@ def is_local(path: str) -> bool:
     return "://" not in path or path.startswith("file://")
 
 
+def _plain(t: pa.DataType) -> pa.DataType:
+    """string_view / binary_view (what delta-rs datasets give) -> string / binary."""
+    if t == pa.string_view():
+        return pa.string()
+    if t == pa.binary_view():
+        return pa.binary()
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.list_(_plain(t.value_type))
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_plain(f.type)) for f in t])
+    return t
+
+
+def arrow_schema(dt) -> pa.Schema:
+    return pa.schema(dt.schema().to_arrow())
+
+
 # -- tables ------------------------------------------------------------------------------------
 
 
@@ -127,7 +144,7 @@ def open_pane_log(spec: ViewSpec, version: int | None = None):
         raise TableMissing(
             f"pane log not found at {path}: run the pipeline first (panestore run CONF)"
         ) from None
-    names = dt.schema().to_arrow().names
+    names = arrow_schema(dt).names
     missing = [n for n in ("pipeline_id", "window_start_us", "window_end_us", "pane_index",
                            "is_retraction", "supersedes", "batch_id") if n not in names]  # fmt: skip
     if missing:
@@ -247,14 +264,15 @@ def read_pane_rows(dt, commits: Mapping[int, int | None]) -> pa.Table:
     """The pane rows of the given commits, with their pane-log version in ``_version``."""
     batches = {b: v for v, b in commits.items() if b is not None}
     if not batches:
-        schema = dt.schema().to_arrow()
-        schema = pa.schema(list(pa.schema(schema)) + [pa.field(VERSION, pa.int64())])
+        schema = arrow_schema(dt)
+        schema = pa.schema(list(schema) + [pa.field(VERSION, pa.int64())])
         return schema.empty_table()
     ids = pa.array(sorted(batches), pa.int64())
     ds = dt.to_pyarrow_dataset()
     import pyarrow.dataset as pds
 
     table = ds.to_table(filter=pds.field("batch_id").isin(ids))
+    table = table.cast(pa.schema([f.with_type(_plain(f.type)) for f in table.schema]))
     versions = pa.array([batches[b] for b in ids.to_pylist()], pa.int64())
     idx = pc.index_in(table.column("batch_id"), value_set=ids)
     return table.append_column(VERSION, pc.take(versions, idx))
@@ -286,10 +304,9 @@ def window_shape_violations(spec: ViewSpec, rows: pa.Table) -> tuple[int, int] |
     from panes.windowfns import FixedWindows, GlobalWindows, Sessions, SlidingWindows
 
     fn = spec.window_fn
-    pairs = pc.unique(pc.make_struct(rows.column("window_start_us"), rows.column("window_end_us"),
-                                     field_names=["s", "e"]))  # fmt: skip
-    for w in pairs.to_pylist():
-        s, e = w["s"], w["e"]
+    pairs = rows.select(["window_start_us", "window_end_us"]).group_by(
+        ["window_start_us", "window_end_us"]).aggregate([])  # fmt: skip
+    for s, e in zip(pairs.column(0).to_pylist(), pairs.column(1).to_pylist(), strict=True):
         if isinstance(fn, FixedWindows):
             ok = e - s == fn.size and (s - fn.offset) % fn.size == 0
         elif isinstance(fn, SlidingWindows):
@@ -524,7 +541,7 @@ def reduce_vectorized(spec: ViewSpec, rows: pa.Table) -> pa.Table:
                        NULL AS timestamp_us, r.rv AS pane_log_version, '{DELETE}' AS {OP}
                 FROM r LEFT JOIN p USING ({group})
                 WHERE p.pane_index IS NULL OR p.pane_index <= r.ridx"""
-    out = con.sql(sql).fetch_arrow_table()
+    out = con.sql(sql).to_arrow_table()
     con.close()
     return out
 
@@ -777,7 +794,7 @@ class Materializer:
         latest = panes.version()
         if upto is not None:
             latest = min(latest, upto)
-        view = open_view(spec, panes.schema().to_arrow(), create=True)
+        view = open_view(spec, arrow_schema(panes), create=True)
         done = view.transaction_version(spec.app_id)
         after = -1 if done is None else done
         if self.max_versions is not None:
@@ -789,8 +806,7 @@ class Materializer:
         commits = pane_log_commits(panes, after, latest)
         rows = read_pane_rows(panes, commits)
         check_pane_rows(spec, rows, spec.table_path("panes"))
-        schema = view.schema().to_arrow()
-        schema = pa.schema(schema)
+        schema = arrow_schema(view)
         props = CommitProperties(
             app_transactions=[Transaction(spec.app_id, latest)],
             custom_metadata={FOLDED_VERSION_METADATA: str(latest),
@@ -836,13 +852,14 @@ class Materializer:
 
 def load_view_rows(view, spec: ViewSpec, rows: pa.Table) -> dict[tuple, dict[str, Any]]:
     """The view rows of the keys in ``rows``: {(key tuple, (start, end)): row}."""
-    import pyarrow.dataset as pds
-
     if rows.num_rows == 0:
         return {}
     k0 = spec.keys[0]
-    flt = pds.field(k0).isin(pc.unique(rows.column(k0)))
-    table = view.to_pyarrow_dataset().to_table(filter=flt)
+    # (no filter pushdown: delta-rs datasets read strings as string_view, which pyarrow cannot
+    # compare with the parquet statistics; the view is read and filtered in memory)
+    table = view.to_pyarrow_dataset().to_table()
+    table = table.cast(pa.schema([f.with_type(_plain(f.type)) for f in table.schema]))
+    table = table.filter(pc.is_in(table.column(k0), value_set=pc.unique(rows.column(k0))))
     wanted = {tuple(r) for r in zip(*(rows.column(k).to_pylist() for k in spec.keys), strict=True)}
     out = {}
     for r in table.to_pylist():

@@ -1,0 +1,149 @@
+"""Test lakes: random simulator runs written to a pane log through ``sinks.pane_log``."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from panes import (
+    END_OF_TIME,
+    AccumulationMode,
+    AfterCount,
+    AfterProcessingTime,
+    AfterWatermark,
+    FixedWindows,
+    GlobalWindows,
+    Repeatedly,
+    Sessions,
+    Simulator,
+    SlidingWindows,
+    Windowing,
+    combiners,
+)
+from panes.fold import batch, fold
+from panes.pane import Pane
+from sinks.materializer import open_view
+from sinks.pane_log import PaneLog, PaneLogLayout
+from sinks.spec import ViewSpec
+
+S = 1_000_000
+MODES = list(AccumulationMode)
+
+
+def window_fns():
+    return [FixedWindows(10 * S), SlidingWindows(20 * S, 10 * S), Sessions(10 * S),
+            GlobalWindows()]  # fmt: skip
+
+
+@dataclass
+class Run:
+    spec: ViewSpec
+    layout: PaneLogLayout
+    windowing: Windowing
+    steps: list[list[Pane]]  # panes of each simulator step
+    elements: list[tuple[Any, Any, int]]
+    dropped: list
+    panes: list[Pane] = field(default_factory=list)
+
+    def expected(self) -> dict:
+        return view_of_fold(self.spec, fold(self.panes, self.spec.mode, self.spec.combine_fn))
+
+    def expected_batch(self) -> dict:
+        b = batch(self.elements, self.windowing.window_fn, self.spec.combine_fn, self.dropped)
+        return view_of_fold(self.spec, b)
+
+
+def view_of_fold(spec: ViewSpec, folded: dict) -> dict:
+    return {(spec.key_of(k), (w.start, w.end)): spec.values_of(v) for (k, w), v in folded.items()}
+
+
+def view_dict(spec: ViewSpec, table: pa.Table | None = None, version: int | None = None) -> dict:
+    if table is None:
+        table = open_view(spec, version=version).to_pyarrow_table()
+    out = {}
+    for r in table.to_pylist():
+        at = (tuple(r[k] for k in spec.keys), (r["window_start_us"], r["window_end_us"]))
+        assert at not in out, f"duplicate view row {at}"
+        out[at] = {n: r[n] for n in spec.value_names}
+    return out
+
+
+def random_run(seed: int, lake: str, mode: AccumulationMode | None = None, window_fn=None,
+               multi: bool | None = None, name: str = "p") -> Run:  # fmt: skip
+    rng = random.Random(seed)
+    mode = mode or rng.choice(MODES)
+    window_fn = window_fn or rng.choice(window_fns())
+    multi = rng.random() < 0.5 if multi is None else multi
+    if isinstance(window_fn, GlobalWindows):
+        trigger = Repeatedly(AfterCount(rng.randint(1, 3)))
+    else:
+        trigger = rng.choice([
+            AfterWatermark(early=AfterCount(2), late=AfterCount(1)),
+            AfterWatermark(early=AfterProcessingTime(5 * S), late=AfterCount(1)),
+            Repeatedly(AfterCount(rng.randint(1, 3))),
+        ])  # fmt: skip
+    windowing = Windowing(window_fn, trigger=trigger, accumulation_mode=mode,
+                          allowed_lateness=rng.choice([0, 10 * S, 60 * S]))  # fmt: skip
+    if multi:
+        combine_fn = combiners.aggregates(n=combiners.count(), s=combiners.sum(),
+                                          lo=combiners.min(), hi=combiners.max())  # fmt: skip
+        aggs = tuple(combine_fn.fns.items())
+        layout = PaneLogLayout(key_fields=(("user", pa.string()),),
+                               value_fields=tuple((n, pa.int64()) for n, _ in aggs))  # fmt: skip
+        keys = ("user",)
+    else:
+        combine_fn = combiners.sum()
+        aggs = (("value", combine_fn),)
+        layout = PaneLogLayout(value_fields=(("value", pa.int64()),))
+        keys = ("key",)
+    spec = ViewSpec(name, lake, keys, aggs, window_fn, mode, combine_fn=combine_fn)
+    sim = Simulator(windowing, combine_fn)
+    steps: list[list[Pane]] = []
+    elements = []
+    wm, pt = 0, 0
+    for _ in range(rng.randint(4, 12)):
+        pt += rng.randint(1, 8) * S
+        fired = sim.advance(processing_time=pt)
+        bundle = []
+        for _ in range(rng.randint(0, 6)):
+            ts = max(0, wm + rng.randint(-30, 40) * S)
+            el = (rng.choice("abc"), rng.randint(-5, 20), ts)
+            bundle.append(el)
+        elements += bundle
+        fired += sim.add_elements(bundle)
+        if rng.random() < 0.6:
+            wm += rng.randint(0, 25) * S
+            fired += sim.advance_watermark(wm)
+        steps.append(fired)
+    steps.append(sim.advance_watermark(END_OF_TIME))
+    return Run(spec, layout, windowing, steps, elements, list(sim.dropped), list(sim.panes))
+
+
+def write_batches(run: Run, batches: list[list[Pane]], start: int = 0) -> PaneLog:
+    log = PaneLog(run.spec.table_path("panes"), run.spec.name, run.layout)
+    for i, panes in enumerate(batches):
+        log.append(start + i, panes)
+    return log
+
+
+def chunked(run: Run, rng: random.Random, shuffle: bool = False) -> list[list[Pane]]:
+    """The run's panes as pane-log batches: consecutive steps grouped, or (``shuffle``) cut
+    into random chunks committed in a random order."""
+    if not shuffle:
+        out, cur = [], []
+        for step in run.steps:
+            cur += step
+            if rng.random() < 0.5:
+                out.append(cur)
+                cur = []
+        out.append(cur)
+        return out
+    panes = list(run.panes)
+    cuts = sorted(rng.sample(range(1, max(2, len(panes))), min(len(panes) - 1, rng.randint(1, 6)))
+                  ) if len(panes) > 1 else []  # fmt: skip
+    chunks = [panes[a:b] for a, b in zip([0, *cuts], [*cuts, len(panes)], strict=True)]
+    rng.shuffle(chunks)
+    return chunks
