@@ -18,7 +18,6 @@ In every mode a pane deletes the windows it supersedes.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -86,12 +85,17 @@ def batch(
     ``dropped`` elements are left out of the windows they were dropped from (an element of
     sliding windows can be dropped from one window and accepted in another).
     """
-    excluded = Counter((d.key, d.value, d.timestamp, d.window) for d in dropped)
+    # Dropped values by (key, timestamp, window); values need not be hashable (records are
+    # dicts), so each one is matched by equality and used once.
+    excluded: dict[tuple[Any, int, Window | None], list[Any]] = {}
+    for d in dropped:
+        excluded.setdefault((d.key, d.timestamp, d.window), []).append(d.value)
     by_key: dict[Any, list[tuple[Window, Any]]] = {}
     for key, value, timestamp in elements:
         for window in window_fn.assign(timestamp, value):
-            if excluded[(key, value, timestamp, window)]:
-                excluded[(key, value, timestamp, window)] -= 1
+            values = excluded.get((key, timestamp, window))
+            if values and value in values:
+                values.remove(value)
                 continue
             by_key.setdefault(key, []).append((window, value))
     result: dict[ViewKey, Any] = {}
