@@ -30,6 +30,7 @@ pane-log version of that pane; discarding: the latest version merged in), and ``
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -88,8 +89,17 @@ WINDOW_COLS = [
     ("window_end", TS),
 ]
 # Operations whose commits add no pane rows (maintenance, metadata).
-NO_DATA_OPERATIONS = {"CREATE TABLE", "OPTIMIZE", "VACUUM START", "VACUUM END", "SET TBLPROPERTIES",
-                      "CHECKPOINT", "UPDATE METADATA", "ADD COLUMN", "RESTORE"}  # fmt: skip
+NO_DATA_OPERATIONS = {
+    "CREATE TABLE",
+    "OPTIMIZE",
+    "VACUUM START",
+    "VACUUM END",
+    "SET TBLPROPERTIES",
+    "CHECKPOINT",
+    "UPDATE METADATA",
+    "ADD COLUMN",
+    "RESTORE",
+}
 
 
 def _q(name: str) -> str:
@@ -120,15 +130,21 @@ def arrow_schema(dt) -> pa.Schema:
 # -- tables ------------------------------------------------------------------------------------
 
 
-def open_table(path: str, what: str, storage_options: Mapping[str, str] | None = None,
-               version: int | None = None):  # fmt: skip
+def open_table(
+    path: str,
+    what: str,
+    storage_options: Mapping[str, str] | None = None,
+    version: int | None = None,
+):
     """The Delta table at ``path``; :class:`TableMissing` / :class:`ForeignTable` otherwise."""
     from deltalake import DeltaTable
 
     opts = dict(storage_options) if storage_options else None
     if not DeltaTable.is_deltatable(path, storage_options=opts):
-        if is_local(path) and os.path.exists(path.removeprefix("file://")) and os.listdir(
-            path.removeprefix("file://")
+        if (
+            is_local(path)
+            and os.path.exists(path.removeprefix("file://"))
+            and os.listdir(path.removeprefix("file://"))
         ):
             raise ForeignTable(f"{what} at {path} exists but is not a Delta table")
         raise TableMissing(f"{what} not found at {path}")
@@ -145,8 +161,19 @@ def open_pane_log(spec: ViewSpec, version: int | None = None):
             f"pane log not found at {path}: run the pipeline first (panestore run CONF)"
         ) from None
     names = arrow_schema(dt).names
-    missing = [n for n in ("pipeline_id", "window_start_us", "window_end_us", "pane_index",
-                           "is_retraction", "supersedes", "batch_id") if n not in names]  # fmt: skip
+    missing = [
+        n
+        for n in (
+            "pipeline_id",
+            "window_start_us",
+            "window_end_us",
+            "pane_index",
+            "is_retraction",
+            "supersedes",
+            "batch_id",
+        )
+        if n not in names
+    ]
     if missing:
         raise ForeignTable(
             f"the Delta table at {path} is not a panestore pane log (no {', '.join(missing)})"
@@ -182,8 +209,9 @@ def view_schema(spec: ViewSpec, pane_log_schema: pa.Schema) -> pa.Schema:
     fields += [pa.field(n, t, nullable=False) for n, t in WINDOW_COLS[:2]]
     fields += [pa.field(n, t) for n, t in WINDOW_COLS[2:]]
     fields += [pane_log_schema.field(v) for v in spec.value_names]
-    fields += [pa.field(n, t, nullable=n not in ("pane_index", "pane_log_version"))
-               for n, t in VIEW_META]  # fmt: skip
+    fields += [
+        pa.field(n, t, nullable=n not in ("pane_index", "pane_log_version")) for n, t in VIEW_META
+    ]
     return pa.schema([f.with_nullable(f.nullable) for f in fields])
 
 
@@ -196,8 +224,13 @@ def view_properties(spec: ViewSpec) -> dict[str, str]:
     }
 
 
-def open_view(spec: ViewSpec, pane_log_schema: pa.Schema | None = None, *, create: bool = False,
-              version: int | str | None = None):  # fmt: skip
+def open_view(
+    spec: ViewSpec,
+    pane_log_schema: pa.Schema | None = None,
+    *,
+    create: bool = False,
+    version: int | str | None = None,
+):
     """The ``current`` table (created empty when ``create`` and missing), checked to be this
     pipeline's view under this configuration."""
     from deltalake import DeltaTable
@@ -212,10 +245,13 @@ def open_view(spec: ViewSpec, pane_log_schema: pa.Schema | None = None, *, creat
             ) from None
         assert pane_log_schema is not None
         dt = DeltaTable.create(
-            path, view_schema(spec, pane_log_schema), mode="ignore",
-            configuration=view_properties(spec), raise_if_key_not_exists=False,
+            path,
+            view_schema(spec, pane_log_schema),
+            mode="ignore",
+            configuration=view_properties(spec),
+            raise_if_key_not_exists=False,
             storage_options=dict(spec.storage_options) if spec.storage_options else None,
-        )  # fmt: skip
+        )
     conf = dt.metadata().configuration or {}
     if conf.get(KIND_PROPERTY) != "current":
         raise ForeignTable(f"the Delta table at {path} is not a panestore current view")
@@ -236,10 +272,15 @@ def open_view(spec: ViewSpec, pane_log_schema: pa.Schema | None = None, *, creat
 
 def pane_log_commits(dt, after: int, upto: int) -> dict[int, int | None]:
     """{version: batch id or None (no pane rows)} for pane-log versions ``after < v <= upto``."""
+    from deltalake import DeltaTable
+
     if upto <= after:
         return {}
+    # History from a table loaded at its newest version: delta-rs 1.6.6 numbers the entries of a
+    # time-travelled table's history wrongly (the newest commits, labelled from its version down).
+    fresh = DeltaTable(dt.table_uri)
     out: dict[int, int | None] = {}
-    for entry in dt.history(limit=max(1, dt.version() - after)):
+    for entry in fresh.history(limit=max(1, fresh.version() - after)):
         v = entry.get("version")
         if v is None or not after < v <= upto:
             continue
@@ -265,7 +306,7 @@ def read_pane_rows(dt, commits: Mapping[int, int | None]) -> pa.Table:
     batches = {b: v for v, b in commits.items() if b is not None}
     if not batches:
         schema = arrow_schema(dt)
-        schema = pa.schema(list(schema) + [pa.field(VERSION, pa.int64())])
+        schema = pa.schema([*list(schema), pa.field(VERSION, pa.int64())])
         return schema.empty_table()
     ids = pa.array(sorted(batches), pa.int64())
     ds = dt.to_pyarrow_dataset()
@@ -282,8 +323,9 @@ def check_pane_rows(spec: ViewSpec, rows: pa.Table, path: str) -> None:
     """Refuse rows of another pipeline or of another window function (fixed/sliding shapes)."""
     if rows.num_rows == 0:
         return
-    others = pc.unique(pc.filter(rows.column("pipeline_id"),
-                                 pc.not_equal(rows.column("pipeline_id"), spec.name)))  # fmt: skip
+    others = pc.unique(
+        pc.filter(rows.column("pipeline_id"), pc.not_equal(rows.column("pipeline_id"), spec.name))
+    )
     if len(others):
         raise ForeignTable(
             f"pane log at {path} holds rows of pipeline(s) {others.to_pylist()[:3]}, "
@@ -304,8 +346,11 @@ def window_shape_violations(spec: ViewSpec, rows: pa.Table) -> tuple[int, int] |
     from panes.windowfns import FixedWindows, GlobalWindows, Sessions, SlidingWindows
 
     fn = spec.window_fn
-    pairs = rows.select(["window_start_us", "window_end_us"]).group_by(
-        ["window_start_us", "window_end_us"]).aggregate([])  # fmt: skip
+    pairs = (
+        rows.select(["window_start_us", "window_end_us"])
+        .group_by(["window_start_us", "window_end_us"])
+        .aggregate([])
+    )
     for s, e in zip(pairs.column(0).to_pylist(), pairs.column(1).to_pylist(), strict=True):
         if isinstance(fn, FixedWindows):
             ok = e - s == fn.size and (s - fn.offset) % fn.size == 0
@@ -379,14 +424,26 @@ class Reducer:
             at = self.owner[at]
         return at
 
-    def _row(self, key: tuple, w: tuple[int, int], pane: Mapping[str, Any], values: Mapping,
-             absorbed: list[tuple[int, int]], version: int) -> dict[str, Any]:  # fmt: skip
+    def _row(
+        self,
+        key: tuple,
+        w: tuple[int, int],
+        pane: Mapping[str, Any],
+        values: Mapping,
+        absorbed: list[tuple[int, int]],
+        version: int,
+    ) -> dict[str, Any]:
         row = dict(zip(self.spec.keys, key, strict=True))
         row.update(window_start_us=w[0], window_end_us=w[1])
         row.update(values)
-        row.update(pane_index=pane["pane_index"], timing=pane["timing"],
-                   is_last=pane["is_last"], timestamp_us=pane["timestamp_us"],
-                   pane_log_version=version, absorbed=_window_list(absorbed))  # fmt: skip
+        row.update(
+            pane_index=pane["pane_index"],
+            timing=pane["timing"],
+            is_last=pane["is_last"],
+            timestamp_us=pane["timestamp_us"],
+            pane_log_version=version,
+            absorbed=_window_list(absorbed),
+        )
         return row
 
     def apply(self, panes: Iterable[Mapping[str, Any]]) -> None:
@@ -491,12 +548,11 @@ def fold_rows(spec: ViewSpec, panes: pa.Table | Iterable[Mapping[str, Any]]) -> 
 def fast_path_ok(spec: ViewSpec, rows: pa.Table) -> bool:
     if spec.window_fn.is_merging:
         return False
-    if spec.mode is AccumulationMode.DISCARDING:
-        if any(not isinstance(fn, (Sum, Count, Min, Max)) for _, fn in spec.aggregates):
-            return False
-    if rows.num_rows and pc.max(pc.list_value_length(rows.column("supersedes"))).as_py():
+    if spec.mode is AccumulationMode.DISCARDING and any(
+        not isinstance(fn, (Sum, Count, Min, Max)) for _, fn in spec.aggregates
+    ):
         return False
-    return True
+    return not (rows.num_rows and pc.max(pc.list_value_length(rows.column("supersedes"))).as_py())
 
 
 def reduce_vectorized(spec: ViewSpec, rows: pa.Table) -> pa.Table:
@@ -507,8 +563,16 @@ def reduce_vectorized(spec: ViewSpec, rows: pa.Table) -> pa.Table:
     vals = [_q(v) for v in spec.value_names]
     meta = "pane_index, timing, is_last, timestamp_us"
     con = duckdb.connect()
-    con.register("t", rows.drop_columns([c for c in rows.column_names if c in (
-        "supersedes", "timestamp", "window_start", "window_end")]))  # fmt: skip
+    con.register(
+        "t",
+        rows.drop_columns(
+            [
+                c
+                for c in rows.column_names
+                if c in ("supersedes", "timestamp", "window_start", "window_end")
+            ]
+        ),
+    )
     if spec.mode is AccumulationMode.DISCARDING:
         aggs = []
         for name, fn in spec.aggregates:
@@ -551,11 +615,16 @@ def reduce_vectorized(spec: ViewSpec, rows: pa.Table) -> pa.Table:
 
 def _with_derived(table: pa.Table) -> pa.Table:
     """Fill the timestamp columns from their ``*_us`` columns (null when not representable)."""
-    for ts_name, us_name in (("window_start", "window_start_us"), ("window_end", "window_end_us"),
-                             ("timestamp", "timestamp_us")):  # fmt: skip
+    for ts_name, us_name in (
+        ("window_start", "window_start_us"),
+        ("window_end", "window_end_us"),
+        ("timestamp", "timestamp_us"),
+    ):
         us = table.column(us_name)
-        ok = pc.and_kleene(pc.greater_equal(us, -62_135_596_800_000_000),
-                           pc.less_equal(us, 253_402_300_799_999_999))  # fmt: skip
+        ok = pc.and_kleene(
+            pc.greater_equal(us, -62_135_596_800_000_000),
+            pc.less_equal(us, 253_402_300_799_999_999),
+        )
         ts = pc.if_else(ok, us, pa.scalar(None, pa.int64())).cast(TS)
         if ts_name in table.column_names:
             table = table.set_column(table.column_names.index(ts_name), ts_name, ts)
@@ -581,8 +650,9 @@ def change_table(schema: pa.Schema, table: pa.Table) -> pa.Table:
     return pa.Table.from_arrays(cols, schema=pa.schema(fields))
 
 
-def rows_change_table(schema: pa.Schema, upserts: list[dict], deletes: list[tuple],
-                      keys: Sequence[str]) -> pa.Table:  # fmt: skip
+def rows_change_table(
+    schema: pa.Schema, upserts: list[dict], deletes: list[tuple], keys: Sequence[str]
+) -> pa.Table:
     rows = [dict(r, **{OP: UPSERT}) for r in upserts]
     for key, (s, e) in deletes:
         row = dict(zip(keys, key, strict=True))
@@ -607,8 +677,10 @@ def _combine_expr(fn: Any, col: str) -> str:
     if isinstance(fn, (Sum, Count)):
         return f"{t} + {s}"
     op = "<" if isinstance(fn, Min) else ">"
-    return (f"CASE WHEN {t} IS NULL THEN {s} WHEN {s} IS NULL THEN {t} "
-            f"WHEN {s} {op} {t} THEN {s} ELSE {t} END")  # fmt: skip
+    return (
+        f"CASE WHEN {t} IS NULL THEN {s} WHEN {s} IS NULL THEN {t} "
+        f"WHEN {s} {op} {t} THEN {s} ELSE {t} END"
+    )
 
 
 def merge_changes(dt, spec: ViewSpec, changes: pa.Table, style: str, commit_properties) -> dict:
@@ -617,8 +689,13 @@ def merge_changes(dt, spec: ViewSpec, changes: pa.Table, style: str, commit_prop
     (discarding: merge values into the row)."""
     names = [n for n in changes.column_names if n != OP]
     all_cols = {_q(n): f"s.{_q(n)}" for n in names}
-    m = dt.merge(changes, _merge_predicate(spec), source_alias="s", target_alias="t",
-                 commit_properties=commit_properties)  # fmt: skip
+    m = dt.merge(
+        changes,
+        _merge_predicate(spec),
+        source_alias="s",
+        target_alias="t",
+        commit_properties=commit_properties,
+    )
     if style == "replace":
         m = m.when_matched_delete(f"s.{OP} = '{DELETE}'")
         m = m.when_matched_update(all_cols, f"s.{OP} = '{UPSERT}'")
@@ -631,8 +708,10 @@ def merge_changes(dt, spec: ViewSpec, changes: pa.Table, style: str, commit_prop
         newer = "s.pane_index > t.pane_index"
         for n in ("pane_index", "timing", "is_last", "timestamp_us", "timestamp"):
             upd[_q(n)] = f"CASE WHEN {newer} THEN s.{_q(n)} ELSE t.{_q(n)} END"
-        upd['"pane_log_version"'] = ("CASE WHEN s.pane_log_version > t.pane_log_version "
-                                     "THEN s.pane_log_version ELSE t.pane_log_version END")  # fmt: skip
+        upd['"pane_log_version"'] = (
+            "CASE WHEN s.pane_log_version > t.pane_log_version "
+            "THEN s.pane_log_version ELSE t.pane_log_version END"
+        )
         m = m.when_matched_update(upd)
     else:  # pragma: no cover
         raise ValueError(style)
@@ -663,12 +742,14 @@ class MaterializeResult:
         if not self.did_work:
             return "materialize: the current view is up to date"
         m = self.metrics
-        return (f"materialize: folded pane-log versions {self.folded_from}..{self.folded_to} "
-                f"({self.pane_rows} pane rows -> {self.changes} changes: "
-                f"{m.get('num_target_rows_inserted', 0)} inserted, "
-                f"{m.get('num_target_rows_updated', 0)} updated, "
-                f"{m.get('num_target_rows_deleted', 0)} deleted) into view version "
-                f"{self.view_version} in {self.seconds:.2f}s")  # fmt: skip
+        return (
+            f"materialize: folded pane-log versions {self.folded_from}..{self.folded_to} "
+            f"({self.pane_rows} pane rows -> {self.changes} changes: "
+            f"{m.get('num_target_rows_inserted', 0)} inserted, "
+            f"{m.get('num_target_rows_updated', 0)} updated, "
+            f"{m.get('num_target_rows_deleted', 0)} deleted) into view version "
+            f"{self.view_version} in {self.seconds:.2f}s"
+        )
 
 
 class Lock:
@@ -691,17 +772,16 @@ class Lock:
             except FileExistsError:
                 holder = self._holder()
                 if holder is not None and self._alive(holder):
-                    since = time.strftime("%Y-%m-%d %H:%M:%S",
-                                          time.localtime(holder.get("since", 0)))  # fmt: skip
+                    since = time.strftime(
+                        "%Y-%m-%d %H:%M:%S", time.localtime(holder.get("since", 0))
+                    )
                     raise MaterializerBusy(
                         f"another materializer is running (pid {holder.get('pid')} on "
                         f"{holder.get('host')}, since {since}; lock {self.path}). Nothing was "
                         f"written; retry when it has finished."
                     ) from None
-                try:  # stale lock (dead process): take it over
+                with contextlib.suppress(FileNotFoundError):  # stale lock: take it over
                     os.unlink(self.path)
-                except FileNotFoundError:
-                    pass
                 continue
             with os.fdopen(fd, "w") as f:
                 json.dump(me, f)
@@ -730,10 +810,8 @@ class Lock:
 
     def __exit__(self, *exc: Any) -> None:
         if self.held:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path)
-            except FileNotFoundError:
-                pass
             self.held = False
 
 
@@ -746,8 +824,14 @@ class Materializer:
     ``"after_merge"`` (tests simulate crashes there).
     """
 
-    def __init__(self, pipeline: Any, *, vectorized: bool | None = None,
-                 max_versions: int | None = None, hook: Any = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        pipeline: Any,
+        *,
+        vectorized: bool | None = None,
+        max_versions: int | None = None,
+        hook: Any = None,
+    ) -> None:
         self.spec = as_spec(pipeline)
         self.vectorized = vectorized
         self.max_versions = max_versions
@@ -809,9 +893,12 @@ class Materializer:
         schema = arrow_schema(view)
         props = CommitProperties(
             app_transactions=[Transaction(spec.app_id, latest)],
-            custom_metadata={FOLDED_VERSION_METADATA: str(latest),
-                             FOLDED_FROM_METADATA: str(after + 1),
-                             KIND_PROPERTY: "current", PIPELINE_PROPERTY: spec.name},  # fmt: skip
+            custom_metadata={
+                FOLDED_VERSION_METADATA: str(latest),
+                FOLDED_FROM_METADATA: str(after + 1),
+                KIND_PROPERTY: "current",
+                PIPELINE_PROPERTY: spec.name,
+            },
         )
         result = MaterializeResult(after + 1, latest, pane_rows=rows.num_rows)
         use_fast = self.vectorized is not False and fast_path_ok(spec, rows)

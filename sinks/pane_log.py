@@ -124,15 +124,27 @@ PANE_CORE: list[Field] = [
     ("processing_time_us", pa.int64()),
 ]
 PANE_FIELDS: list[Field] = [PANE_CORE[0], ("timestamp", TS), *PANE_CORE[1:]]
-DERIVED_TIMESTAMPS = {"window_start": "window_start_us", "window_end": "window_end_us",
-                      "timestamp": "timestamp_us"}  # fmt: skip
+DERIVED_TIMESTAMPS = {
+    "window_start": "window_start_us",
+    "window_end": "window_end_us",
+    "timestamp": "timestamp_us",
+}
 BATCH_FIELDS: list[Field] = [("batch_id", pa.int64()), ("pane_id", pa.string())]
 FIXED_NAMES = ["pipeline_id"] + [n for n, _ in WINDOW_FIELDS + PANE_FIELDS + BATCH_FIELDS]
 NOT_NULL = {
-    "pipeline_id", "window_start_us", "window_end_us", "timestamp_us", "pane_index",
-    "nonspeculative_index", "timing", "is_first", "is_last", "is_retraction", "batch_id",
+    "pipeline_id",
+    "window_start_us",
+    "window_end_us",
+    "timestamp_us",
+    "pane_index",
+    "nonspeculative_index",
+    "timing",
+    "is_first",
+    "is_last",
+    "is_retraction",
+    "batch_id",
     "pane_id",
-}  # fmt: skip
+}
 DEFAULT_LAYOUT = PaneLogLayout()
 
 
@@ -189,8 +201,15 @@ def pane_record(pane: Any, layout: PaneLogLayout = DEFAULT_LAYOUT) -> dict[str, 
     return rec
 
 
-def pane_id(pipeline_id: str, keys: Mapping[str, Any], start_us: int, end_us: int,
-            pane_index: int, is_retraction: bool, ordinal: int = 0) -> str:  # fmt: skip
+def pane_id(
+    pipeline_id: str,
+    keys: Mapping[str, Any],
+    start_us: int,
+    end_us: int,
+    pane_index: int,
+    is_retraction: bool,
+    ordinal: int = 0,
+) -> str:
     """Deterministic id of a pane row: a hash of what identifies it in the model.
 
     (pipeline, key, window, pane index, retraction flag) identifies a pane; ``ordinal`` numbers
@@ -232,8 +251,13 @@ def finish_batch(
     seen: dict[tuple, int] = {}
     for r in rows:
         keys = {k: r[k] for k in order}
-        ident = (json.dumps(sorted(keys.items()), default=str), r["window_start_us"],
-                 r["window_end_us"], r["pane_index"], r["is_retraction"])  # fmt: skip
+        ident = (
+            json.dumps(sorted(keys.items()), default=str),
+            r["window_start_us"],
+            r["window_end_us"],
+            r["pane_index"],
+            r["is_retraction"],
+        )
         ordinal = seen.get(ident, 0)
         seen[ident] = ordinal + 1
         r["pipeline_id"] = pipeline_id
@@ -267,9 +291,13 @@ class PaneLog:
         self.layout = layout
         self.schema = pane_log_schema(layout)
         self.appender = ExactlyOnceAppender(
-            path, pipeline_id, self.schema, kind=self.kind,
-            storage_options=storage_options, commit_empty=commit_empty,
-        )  # fmt: skip
+            path,
+            pipeline_id,
+            self.schema,
+            kind=self.kind,
+            storage_options=storage_options,
+            commit_empty=commit_empty,
+        )
 
     @property
     def pipeline_id(self) -> str:

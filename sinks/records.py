@@ -87,8 +87,9 @@ class LateLog:
 
     kind = "late"
 
-    def __init__(self, path: str | Path, pipeline_id: str,
-                 layout: PaneLogLayout = DEFAULT_LAYOUT, **kw: Any) -> None:  # fmt: skip
+    def __init__(
+        self, path: str | Path, pipeline_id: str, layout: PaneLogLayout = DEFAULT_LAYOUT, **kw: Any
+    ) -> None:
         self.layout = layout
         self.core = late_core_schema(layout)
         self.appender = ExactlyOnceAppender(
@@ -123,9 +124,12 @@ class LateLog:
             base = _json([[r[k] for k in keys], r["timestamp_us"], r["value_json"], r["reason"]])
             n = seen.get(base, 0)
             seen[base] = n + 1
-            r.update(pipeline_id=self.appender.pipeline_id, batch_id=batch_id,
-                     timestamp=representable_us(r["timestamp_us"]),
-                     record_id=_digest(self.appender.pipeline_id, batch_id, base, n))  # fmt: skip
+            r.update(
+                pipeline_id=self.appender.pipeline_id,
+                batch_id=batch_id,
+                timestamp=representable_us(r["timestamp_us"]),
+                record_id=_digest(self.appender.pipeline_id, batch_id, base, n),
+            )
         return self.appender.append(batch_id, rows)
 
     def read(self) -> pa.Table:

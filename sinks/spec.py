@@ -149,8 +149,10 @@ class ViewSpec:
         if not config:
             return "(unknown)"
         aggs = ", ".join(f"{n} = {t}" for n, t in config.get("aggregates", []))
-        return (f"keys {config.get('keys')}, {config.get('window')}, "
-                f"{str(config.get('accumulation_mode', '')).lower()}, aggregates {aggs}")  # fmt: skip
+        return (
+            f"keys {config.get('keys')}, {config.get('window')}, "
+            f"{str(config.get('accumulation_mode', '')).lower()}, aggregates {aggs}"
+        )
 
 
 def spec_from_pipeline(pipeline: Any, **overrides: Any) -> ViewSpec:

@@ -34,8 +34,7 @@ MODES = list(AccumulationMode)
 
 
 def window_fns():
-    return [FixedWindows(10 * S), SlidingWindows(20 * S, 10 * S), Sessions(10 * S),
-            GlobalWindows()]  # fmt: skip
+    return [FixedWindows(10 * S), SlidingWindows(20 * S, 10 * S), Sessions(10 * S), GlobalWindows()]
 
 
 @dataclass
@@ -71,8 +70,14 @@ def view_dict(spec: ViewSpec, table: pa.Table | None = None, version: int | None
     return out
 
 
-def random_run(seed: int, lake: str, mode: AccumulationMode | None = None, window_fn=None,
-               multi: bool | None = None, name: str = "p") -> Run:  # fmt: skip
+def random_run(
+    seed: int,
+    lake: str,
+    mode: AccumulationMode | None = None,
+    window_fn=None,
+    multi: bool | None = None,
+    name: str = "p",
+) -> Run:
     rng = random.Random(seed)
     mode = mode or rng.choice(MODES)
     window_fn = window_fn or rng.choice(window_fns())
@@ -80,19 +85,28 @@ def random_run(seed: int, lake: str, mode: AccumulationMode | None = None, windo
     if isinstance(window_fn, GlobalWindows):
         trigger = Repeatedly(AfterCount(rng.randint(1, 3)))
     else:
-        trigger = rng.choice([
-            AfterWatermark(early=AfterCount(2), late=AfterCount(1)),
-            AfterWatermark(early=AfterProcessingTime(5 * S), late=AfterCount(1)),
-            Repeatedly(AfterCount(rng.randint(1, 3))),
-        ])  # fmt: skip
-    windowing = Windowing(window_fn, trigger=trigger, accumulation_mode=mode,
-                          allowed_lateness=rng.choice([0, 10 * S, 60 * S]))  # fmt: skip
+        trigger = rng.choice(
+            [
+                AfterWatermark(early=AfterCount(2), late=AfterCount(1)),
+                AfterWatermark(early=AfterProcessingTime(5 * S), late=AfterCount(1)),
+                Repeatedly(AfterCount(rng.randint(1, 3))),
+            ]
+        )
+    windowing = Windowing(
+        window_fn,
+        trigger=trigger,
+        accumulation_mode=mode,
+        allowed_lateness=rng.choice([0, 10 * S, 60 * S]),
+    )
     if multi:
-        combine_fn = combiners.aggregates(n=combiners.count(), s=combiners.sum(),
-                                          lo=combiners.min(), hi=combiners.max())  # fmt: skip
+        combine_fn = combiners.aggregates(
+            n=combiners.count(), s=combiners.sum(), lo=combiners.min(), hi=combiners.max()
+        )
         aggs = tuple(combine_fn.fns.items())
-        layout = PaneLogLayout(key_fields=(("user", pa.string()),),
-                               value_fields=tuple((n, pa.int64()) for n, _ in aggs))  # fmt: skip
+        layout = PaneLogLayout(
+            key_fields=(("user", pa.string()),),
+            value_fields=tuple((n, pa.int64()) for n, _ in aggs),
+        )
         keys = ("user",)
     else:
         combine_fn = combiners.sum()
@@ -142,8 +156,11 @@ def chunked(run: Run, rng: random.Random, shuffle: bool = False) -> list[list[Pa
         out.append(cur)
         return out
     panes = list(run.panes)
-    cuts = sorted(rng.sample(range(1, max(2, len(panes))), min(len(panes) - 1, rng.randint(1, 6)))
-                  ) if len(panes) > 1 else []  # fmt: skip
+    cuts = (
+        sorted(rng.sample(range(1, max(2, len(panes))), min(len(panes) - 1, rng.randint(1, 6))))
+        if len(panes) > 1
+        else []
+    )
     chunks = [panes[a:b] for a, b in zip([0, *cuts], [*cuts, len(panes)], strict=True)]
     rng.shuffle(chunks)
     return chunks

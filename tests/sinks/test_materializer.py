@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("deltalake")
 pytest.importorskip("duckdb")
 
-from panes import (  # noqa: E402
+from panes import (
     END_OF_TIME,
     AccumulationMode,
     AfterCount,
@@ -22,9 +22,9 @@ from panes import (  # noqa: E402
     Windowing,
     combiners,
 )
-from sinks.materializer import Materializer, fold_rows, open_view  # noqa: E402
-from sinks.spec import ViewSpec  # noqa: E402
-from tests.sinks.lakes import (  # noqa: E402
+from sinks.materializer import Materializer, fold_rows, open_view
+from sinks.spec import ViewSpec
+from tests.sinks.lakes import (
     MODES,
     S,
     chunked,
@@ -47,8 +47,12 @@ def close(a: dict, b: dict) -> bool:
 def test_random_runs_fold_incrementally_equal_fold_and_batch(tmp_path, mode, vectorized):
     for seed in range(4):
         rng = random.Random(seed)
-        run = random_run(seed * 7 + len(mode.name), str(tmp_path / f"{seed}"), mode=mode,
-                         window_fn=window_fns()[seed % 4])  # fmt: skip
+        run = random_run(
+            seed * 7 + len(mode.name),
+            str(tmp_path / f"{seed}"),
+            mode=mode,
+            window_fn=window_fns()[seed % 4],
+        )
         batches = chunked(run, rng)
         mat = Materializer(run.spec, vectorized=vectorized)
         log = None
@@ -79,8 +83,9 @@ def _fold(run, panes):
 def test_out_of_order_versions_end_in_the_fold(tmp_path, mode):
     for seed in range(5):
         rng = random.Random(100 + seed)
-        run = random_run(200 + seed, str(tmp_path / f"{seed}"), mode=mode,
-                         window_fn=window_fns()[seed % 4])  # fmt: skip
+        run = random_run(
+            200 + seed, str(tmp_path / f"{seed}"), mode=mode, window_fn=window_fns()[seed % 4]
+        )
         chunks = chunked(run, rng, shuffle=True)
         mat = Materializer(run.spec, vectorized=None if seed % 2 else False)
         for i, c in enumerate(chunks):
@@ -95,8 +100,9 @@ def test_out_of_order_versions_end_in_the_fold(tmp_path, mode):
 
 
 def test_view_rows_record_pane_index_and_version(tmp_path):
-    run = random_run(3, str(tmp_path), mode=AccumulationMode.ACCUMULATING,
-                     window_fn=FixedWindows(10 * S))  # fmt: skip
+    run = random_run(
+        3, str(tmp_path), mode=AccumulationMode.ACCUMULATING, window_fn=FixedWindows(10 * S)
+    )
     write_batches(run, chunked(run, random.Random(1)))
     Materializer(run.spec).run()
     from sinks.materializer import open_pane_log
@@ -104,8 +110,7 @@ def test_view_rows_record_pane_index_and_version(tmp_path):
     log = open_pane_log(run.spec).to_pyarrow_table().to_pylist()
     for r in open_view(run.spec).to_pyarrow_table().to_pylist():
         k = run.spec.keys[0]
-        panes = [p for p in log if (p[k], p["window_start_us"]) == (r[k],
-                                                                        r["window_start_us"])]
+        panes = [p for p in log if (p[k], p["window_start_us"]) == (r[k], r["window_start_us"])]
         top = max(panes, key=lambda p: p["pane_index"])
         assert r["pane_index"] == top["pane_index"]
         assert r["timing"] == top["timing"]
@@ -123,8 +128,9 @@ def test_several_panes_of_one_window_in_one_version_do_not_multi_match(tmp_path)
 
 
 def test_crash_between_merge_and_next_run_never_folds_twice(tmp_path):
-    run = random_run(5, str(tmp_path), mode=AccumulationMode.DISCARDING,
-                     window_fn=FixedWindows(10 * S))  # fmt: skip
+    run = random_run(
+        5, str(tmp_path), mode=AccumulationMode.DISCARDING, window_fn=FixedWindows(10 * S)
+    )
     batches = chunked(run, random.Random(2))
     write_batches(run, batches[:1])
 
@@ -198,8 +204,15 @@ def test_the_paper_figure_14_sequence_ends_as_39_and_12(tmp_path):
     layout = PaneLogLayout(value_fields=(("value", pa.int64()),))
     for vectorized in (None, False):
         lake = str(tmp_path / str(vectorized))
-        spec = ViewSpec("paper", lake, ("key",), (("value", combiners.sum()),), Sessions(60 * S),
-                        windowing.accumulation_mode, combine_fn=combiners.sum())  # fmt: skip
+        spec = ViewSpec(
+            "paper",
+            lake,
+            ("key",),
+            (("value", combiners.sum()),),
+            Sessions(60 * S),
+            windowing.accumulation_mode,
+            combine_fn=combiners.sum(),
+        )
         log = PaneLog(spec.table_path("panes"), "paper", layout)
         mat = Materializer(spec, vectorized=vectorized)
         for i, step in enumerate(steps):
@@ -208,7 +221,9 @@ def test_the_paper_figure_14_sequence_ends_as_39_and_12(tmp_path):
         rows = sorted(open_view(spec).to_pyarrow_table().to_pylist(), key=lambda r: r["value"])
         assert [r["value"] for r in rows] == [12, 39]
         assert [(r["window_start_us"] // S, r["window_end_us"] // S) for r in rows] == [
-            (400, 500), (10, 300)]  # fmt: skip
+            (400, 500),
+            (10, 300),
+        ]
         big = rows[1]
         assert {(a["start_us"] // S, a["end_us"] // S) for a in big["absorbed"]} >= {(10, 70)}
 
@@ -221,6 +236,8 @@ def test_fold_rows_from_nothing_equals_fold(tmp_path):
 
         dt = open_pane_log(run.spec)
         rows = read_pane_rows(dt, pane_log_commits(dt, -1, dt.version()))
-        got = {at: {n: r[n] for n in run.spec.value_names}
-               for at, r in fold_rows(run.spec, rows).items()}  # fmt: skip
+        got = {
+            at: {n: r[n] for n in run.spec.value_names}
+            for at, r in fold_rows(run.spec, rows).items()
+        }
         assert got == run.expected()

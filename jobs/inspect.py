@@ -1,0 +1,208 @@
+"""Inspection and maintenance subcommands: materialize, verify, query, history, plot, optimize,
+vacuum. ``add_subcommands(subparsers)`` adds them to the ``panestore`` parser; each handler
+returns an exit status (0 ok, 1 differences / error). ``materialize_after_run(pipeline)`` is what
+``panestore run`` calls at the end of a run."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def _load(conf: str):
+    from jobs.pipeline import load_pipeline
+
+    return load_pipeline(conf)
+
+
+def _spec(conf: str):
+    from sinks.spec import spec_from_pipeline
+
+    return spec_from_pipeline(_load(conf))
+
+
+def _key(text: str, spec) -> Any:
+    parts = text.split(",") if len(spec.keys) > 1 else [text]
+    return tuple(parts) if len(parts) > 1 else parts[0]
+
+
+def _time_us(text: str | None) -> int | None:
+    if text is None:
+        return None
+    t = text.strip()
+    if t.lstrip("-").isdigit():
+        return int(t)
+    from datetime import datetime, timezone
+
+    dt = datetime.fromisoformat(t.replace("Z", "+00:00"))
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return int(dt.timestamp() * 1_000_000)
+
+
+def materialize_after_run(pipeline: Any, out=print) -> int:
+    """Fold what the run appended into ``current``; returns 0, or 1 with a message on error."""
+    from sinks.materializer import Materializer
+    from sinks.spec import LakeError, spec_from_pipeline
+
+    try:
+        result = Materializer(spec_from_pipeline(pipeline)).run()
+    except LakeError as e:
+        out(f"materialize: {e}")
+        return 1
+    out(result.line())
+    return 0
+
+
+def cmd_materialize(a) -> int:
+    from sinks.materializer import Materializer
+
+    spec = _spec(a.conf)
+    if a.rebuild:
+        from sinks.maintenance import rebuild_view
+
+        print(rebuild_view(spec))
+        return 0
+    print(Materializer(spec).run().line())
+    return 0
+
+
+def cmd_verify(a) -> int:
+    from sinks.verify import load_source_elements, verify
+
+    spec = _spec(a.conf)
+    elements = None
+    if not a.pane_log_only:
+        try:
+            elements = load_source_elements(spec)
+        except Exception as e:
+            print(f"(raw events not checked: {e})")
+    report = verify(spec, elements=elements)
+    print(report)
+    return 0 if report.ok else 1
+
+
+def cmd_query(a) -> int:
+    from sinks.duck import query
+
+    text = query(_spec(a.conf), a.sql, fmt=a.format, out=a.out, as_of=a.as_of)
+    if text:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
+def cmd_history(a) -> int:
+    from sinks.duck import history
+
+    spec = _spec(a.conf)
+    print(history(spec, _key(a.key, spec), _time_us(a.window)))
+    return 0
+
+
+def cmd_plot(a) -> int:
+    from sinks.plot import plot
+
+    spec = _spec(a.conf)
+    out = a.out or f"{spec.name}-{a.key}.png"
+    elements = None
+    if a.elements:
+        from sinks.verify import load_source_elements
+
+        try:
+            elements = load_source_elements(spec)
+        except Exception as e:
+            print(f"(elements not plotted: {e})")
+    print(plot(spec, _key(a.key, spec), out, window_start=_time_us(a.window), elements=elements))
+    return 0
+
+
+def cmd_optimize(a) -> int:
+    from sinks.maintenance import optimize
+
+    for r in optimize(_spec(a.conf)):
+        print(r.line())
+    return 0
+
+
+def cmd_vacuum(a) -> int:
+    from sinks.maintenance import vacuum
+
+    for r in vacuum(_spec(a.conf), a.retention_hours, dry_run=a.dry_run, force=a.force):
+        print(r.line())
+    return 0
+
+
+def _guard(fn):
+    def run(a) -> int:
+        from jobs.pipeline import PipelineConfigError
+        from sinks.spec import LakeError
+
+        try:
+            return fn(a)
+        except (LakeError, PipelineConfigError) as e:
+            print(f"panestore {a.command}: {e}", file=sys.stderr)
+            return 2 if isinstance(e, PipelineConfigError) else 1
+
+    return run
+
+
+def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
+    def sub(name: str, fn, help: str):
+        p = subparsers.add_parser(name, help=help, description=help)
+        p.add_argument("conf", metavar="CONF", help="pipeline configuration (TOML)")
+        p.set_defaults(handler=_guard(fn), command=name)
+        return p
+
+    p = sub("materialize", cmd_materialize, "fold new pane-log versions into the current view")
+    p.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="rebuild the view from the whole pane log (after a view-only change)",
+    )
+    p = sub(
+        "verify",
+        cmd_verify,
+        "recompute the view from the pane log and from the raw events "
+        "as a batch; exit status 1 on any difference",
+    )
+    p.add_argument("--pane-log-only", action="store_true", help="skip the raw-event batch check")
+    p = sub("query", cmd_query, "SQL over the tables panes, current, late, rejected (DuckDB)")
+    p.add_argument("sql")
+    p.add_argument("--format", choices=["table", "csv", "json", "parquet"], default="table")
+    p.add_argument("--out", help="write the result to this file (needed for parquet)")
+    p.add_argument("--as-of", help="current as of view:N, panes:N (pane-log version) or a time")
+    p = sub("history", cmd_history, "the pane sequence of a key's windows")
+    p.add_argument("--key", required=True, help="key value (comma-separated for several keys)")
+    p.add_argument("--window", help="window start (µs or ISO time)")
+    p = sub("plot", cmd_plot, "PNG of how a key's windows evolved (event vs processing time)")
+    p.add_argument("--key", required=True)
+    p.add_argument("--window", help="window start (µs or ISO time)")
+    p.add_argument("--out", help="PNG file (default NAME-KEY.png)")
+    p.add_argument(
+        "--elements",
+        action="store_true",
+        help="also plot the landing zone's elements (at their window's first pane)",
+    )
+    sub("optimize", cmd_optimize, "compact small files of the pane log and the view")
+    p = sub("vacuum", cmd_vacuum, "delete unreferenced files older than the retention period")
+    p.add_argument(
+        "--retention-hours",
+        type=int,
+        default=None,
+        help="default: the table's retention (7 days); shorter needs --force",
+    )
+    p.add_argument("--dry-run", action="store_true")
+    p.add_argument("--force", action="store_true", help="allow breaking time travel")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone entry (until jobs/cli.py wires these in)."""
+    parser = argparse.ArgumentParser(prog="panestore")
+    add_subcommands(parser.add_subparsers(dest="command", required=True))
+    a = parser.parse_args(argv)
+    return a.handler(a)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,304 @@
+"""DuckDB over a pipeline's lake, offline: ``connect(spec)`` and :func:`history`.
+
+The ``delta`` extension is installed from the ``duckdb-extension-delta`` package (a file inside
+it) into a private extension directory, and auto-install / auto-load are disabled: DuckDB never
+reaches for the network. The pipeline's tables are registered as views ``panes``, ``current``,
+``late`` and ``rejected`` (``delta_scan`` of each table that exists).
+
+Time travel (:func:`connect` ``as_of=``): ``current`` as of a view version (``"view:N"`` or an
+int), of a pane-log version (``"panes:N"``: the pane log folded up to N, computed), or of a
+timestamp (a ``datetime`` or ISO text: the last view version committed at or before it).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sinks.spec import LakeError, as_spec
+
+DUCKDB_VERSION = "1.5.5"
+
+
+def delta_extension_file() -> Path:
+    """The ``delta.duckdb_extension`` shipped by the ``duckdb-extension-delta`` package."""
+    import duckdb
+
+    try:
+        import duckdb_extension_delta as pkg
+    except ImportError:
+        raise LakeError(
+            "the DuckDB delta extension is not installed: pip install "
+            f"duckdb-extension-delta=={duckdb.__version__}"
+        ) from None
+    base = Path(pkg.__file__).parent / "extensions"
+    version = "v" + duckdb.__version__
+    found = sorted(base.glob(f"{version}/**/delta.duckdb_extension")) or sorted(
+        base.glob("**/delta.duckdb_extension")
+    )
+    if not found:
+        raise LakeError(f"no delta.duckdb_extension under {base} (duckdb {duckdb.__version__})")
+    return found[0]
+
+
+def raw_connect(extension_directory: str | None = None):
+    """A DuckDB connection with ``delta`` loaded from the package file, no network."""
+    import duckdb
+
+    ext_dir = extension_directory or os.path.join(
+        tempfile.gettempdir(), f"panestore-duckdb-{os.getuid()}"
+    )
+    os.makedirs(ext_dir, exist_ok=True)
+    con = duckdb.connect(
+        config={
+            "autoinstall_known_extensions": False,
+            "autoload_known_extensions": False,
+            "extension_directory": ext_dir,
+        }
+    )
+    try:
+        con.execute("LOAD delta")
+    except duckdb.Error:
+        con.execute(f"INSTALL '{delta_extension_file()}'")
+        con.execute("LOAD delta")
+    con.execute("SET TimeZone = 'UTC'")
+    return con
+
+
+def _lit(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def parse_as_of(as_of: Any) -> tuple[str, Any]:
+    """``as_of`` -> ("view", N) | ("panes", N) | ("time", datetime)."""
+    if isinstance(as_of, datetime):
+        return "time", as_of
+    if isinstance(as_of, int):
+        return "view", as_of
+    text = str(as_of).strip()
+    for prefix in ("view:", "panes:"):
+        if text.startswith(prefix):
+            return prefix[:-1], int(text[len(prefix) :])
+    if text.isdigit():
+        return "view", int(text)
+    try:
+        ts = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise LakeError(
+            f"--as-of {text!r}: expected view:N, panes:N, N (view version) or an ISO timestamp"
+        ) from None
+    return "time", ts
+
+
+def current_as_of(pipeline: Any, as_of: Any):
+    """The ``current`` view (an Arrow table) as of a view version, pane-log version or time."""
+    import pyarrow as pa
+
+    from sinks.materializer import _plain, open_view
+
+    spec = as_spec(pipeline)
+    kind, at = parse_as_of(as_of)
+    if kind == "panes":
+        from sinks.verify import view_from_pane_log
+
+        return view_from_pane_log(spec, upto=at)
+    if kind == "time" and at.tzinfo is None:
+        from datetime import timezone
+
+        at = at.replace(tzinfo=timezone.utc)
+    try:
+        dt = open_view(spec, version=at)
+    except Exception as e:  # delta-rs: version not found / before the table existed
+        if isinstance(e, LakeError):
+            raise
+        raise LakeError(f"current view has no version as of {as_of!r}: {e}") from None
+    table = dt.to_pyarrow_table()
+    return table.cast(pa.schema([f.with_type(_plain(f.type)) for f in table.schema]))
+
+
+def connect(pipeline: Any, *, as_of: Any = None, extension_directory: str | None = None):
+    """DuckDB connection with views ``panes``, ``current``, ``late``, ``rejected``."""
+    from deltalake import DeltaTable
+
+    spec = as_spec(pipeline)
+    con = raw_connect(extension_directory)
+    for name in ("panes", "current", "late", "rejected"):
+        path = spec.table_path(name)
+        if name == "current" and as_of is not None:
+            con.register("_current_as_of", current_as_of(spec, as_of))
+            con.execute("CREATE VIEW current AS SELECT * FROM _current_as_of")
+            continue
+        if DeltaTable.is_deltatable(path):
+            con.execute(f"CREATE VIEW {name} AS SELECT * FROM delta_scan({_lit(path)})")
+    return con
+
+
+# -- output -------------------------------------------------------------------------------------
+
+FORMATS = ("table", "csv", "json", "parquet")
+
+
+def write_result(rel, fmt: str = "table", out: str | None = None, max_rows: int = 200) -> str:
+    """Render a DuckDB relation: a readable table (text), or CSV / JSON (lines) / Parquet.
+    Parquet needs ``out``; CSV / JSON go to ``out`` or are returned."""
+    if fmt not in FORMATS:
+        raise LakeError(f"unknown output format {fmt!r}; one of {FORMATS}")
+    if fmt == "table":
+        return format_table(rel.columns, rel.fetchmany(max_rows + 1), max_rows)
+    if fmt == "parquet" and not out:
+        raise LakeError("parquet output needs an output file (--out FILE)")
+    if out:
+        opts = {"csv": "FORMAT CSV, HEADER", "json": "FORMAT JSON", "parquet": "FORMAT PARQUET"}
+        rel.query("_r", f"COPY (SELECT * FROM _r) TO {_lit(out)} ({opts[fmt]})")
+        return ""
+    import csv
+    import io
+    import json
+
+    buf = io.StringIO()
+    cols = rel.columns
+    rows = rel.fetchall()
+    if fmt == "csv":
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(cols)
+        for r in rows:
+            w.writerow(["" if v is None else v for v in r])
+    else:
+        for r in rows:
+            buf.write(json.dumps(dict(zip(cols, r, strict=True)), default=str) + "\n")
+    return buf.getvalue()
+
+
+def format_table(columns: list[str], rows: list[tuple], max_rows: int = 200) -> str:
+    more = len(rows) > max_rows
+    rows = rows[:max_rows]
+    text = [[_cell(v) for v in r] for r in rows]
+    widths = [len(c) for c in columns]
+    for r in text:
+        widths = [max(w, len(c)) for w, c in zip(widths, r, strict=True)]
+    line = "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in text]
+    out.append(f"({len(rows)} rows{', more not shown' if more else ''})")
+    return "\n".join(out)
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    if isinstance(v, datetime):
+        return v.strftime("%Y-%m-%d %H:%M:%S.%f").rstrip("0").rstrip(".")
+    return str(v)
+
+
+def query(
+    pipeline: Any, sql: str, fmt: str = "table", out: str | None = None, as_of: Any = None
+) -> str:
+    con = connect(pipeline, as_of=as_of)
+    try:
+        return write_result(con.sql(sql), fmt, out)
+    finally:
+        con.close()
+
+
+# -- history of a window -------------------------------------------------------------------------
+
+
+def _us_text(us: int | None) -> str:
+    from sinks.pane_log import representable_us
+
+    if us is None:
+        return "NULL"
+    if representable_us(us) is None:
+        return "-inf" if us < 0 else "+inf"
+    from datetime import timezone
+
+    dt = datetime.fromtimestamp(us / 1e6, tz=timezone.utc)
+    return dt.strftime("%Y-%m-%d %H:%M:%S.%f").rstrip("0").rstrip(".")
+
+
+def history_rows(pipeline: Any, key: Any, window_start: int | None = None) -> list[dict]:
+    """The pane sequence of a key (or of one window): one dict per pane-log row, in order."""
+    spec = as_spec(pipeline)
+    con = connect(spec)
+    try:
+        keys = spec.key_of(key)
+        if len(keys) != len(spec.keys):
+            raise LakeError(f"key {key!r} does not match key columns {list(spec.keys)}")
+        where = " AND ".join(f'"{k}" = ?' for k in spec.keys)
+        params: list[Any] = [str(k) if isinstance(k, str) else k for k in keys]
+        if window_start is not None:
+            where += " AND window_start_us = ?"
+            params.append(int(window_start))
+        vals = ", ".join(f'"{v}"' for v in spec.value_names)
+        try:
+            rel = con.execute(
+                f"""SELECT window_start_us, window_end_us, pane_index, timing, is_retraction,
+                       {vals}, timestamp_us, watermark_us, processing_time_us, is_last, supersedes,
+                       batch_id
+                FROM panes WHERE {where}
+                ORDER BY batch_id, processing_time_us, watermark_us, NOT is_retraction,
+                         window_start_us, window_end_us, pane_index""",
+                params,
+            )
+        except Exception as e:
+            if "panes" in str(e) and "does not exist" in str(e):
+                raise LakeError(f"no pane log at {spec.table_path('panes')}") from None
+            raise
+        cols = [d[0] for d in rel.description]
+        return [dict(zip(cols, r, strict=True)) for r in rel.fetchall()]
+    finally:
+        con.close()
+
+
+def history(pipeline: Any, key: Any, window_start: int | None = None) -> str:
+    """Readable pane sequence: timing, index, value, retractions, watermark and processing time
+    at each emission."""
+    spec = as_spec(pipeline)
+    rows = history_rows(spec, key, window_start)
+    if not rows:
+        return f"no panes for key {key!r}" + (
+            f" and window start {window_start}" if window_start is not None else ""
+        )
+    cols = [
+        "window",
+        "pane",
+        "timing",
+        "change",
+        *spec.value_names,
+        "watermark",
+        "processing time",
+        "batch",
+        "note",
+    ]
+    out = []
+    for r in rows:
+        note = []
+        if r["is_last"]:
+            note.append("last")
+        if r["supersedes"]:
+            note.append(
+                "supersedes "
+                + ", ".join(
+                    f"[{_us_text(s['start_us'])}, {_us_text(s['end_us'])})" for s in r["supersedes"]
+                )
+            )
+        out.append(
+            (
+                f"[{_us_text(r['window_start_us'])}, {_us_text(r['window_end_us'])})",
+                r["pane_index"],
+                r["timing"],
+                "retract" if r["is_retraction"] else "emit",
+                *[_cell(r[v]) for v in spec.value_names],
+                _us_text(r["watermark_us"]),
+                _us_text(r["processing_time_us"]),
+                r["batch_id"],
+                "; ".join(note),
+            )
+        )
+    return format_table(cols, out, max_rows=10_000)

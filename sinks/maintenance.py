@@ -1,0 +1,155 @@
+"""Maintenance of a pipeline's tables: compaction and vacuum.
+
+* :func:`optimize` compacts small files (one per micro-batch in the pane log, one per MERGE in
+  the view) into larger ones. Compaction commits change no data: the materializer skips them, and
+  every earlier version stays readable (time travel) until a vacuum removes its files.
+* :func:`vacuum` deletes files no version inside the retention period needs. The default
+  retention is the table's ``delta.deletedFileRetentionDuration`` (Delta's default: 7 days), and
+  a shorter one is refused unless ``force=True``: time travel to any version committed inside the
+  retention period keeps working. ``dry_run`` lists what would go.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sinks.spec import LakeError, as_spec
+
+TABLES = ("panes", "current", "late", "rejected")
+DEFAULT_RETENTION_HOURS = 168
+
+
+@dataclass
+class TableResult:
+    table: str
+    path: str
+    details: dict[str, Any] = field(default_factory=dict)
+    skipped: str = ""
+
+    def line(self) -> str:
+        if self.skipped:
+            return f"{self.table}: {self.skipped}"
+        d = self.details
+        if "numFilesAdded" in d:
+            return (
+                f"{self.table}: {d.get('numFilesRemoved', 0)} files compacted into "
+                f"{d.get('numFilesAdded', 0)}"
+            )
+        if "files" in d:
+            verb = "would delete" if d.get("dry_run") else "deleted"
+            return f"{self.table}: {verb} {len(d['files'])} unreferenced files"
+        return f"{self.table}: {d}"
+
+
+def _tables(spec, tables):
+    from deltalake import DeltaTable
+
+    for name in tables or TABLES:
+        path = spec.table_path(name)
+        if not DeltaTable.is_deltatable(path):
+            yield name, path, None
+        else:
+            yield name, path, DeltaTable(path)
+
+
+def optimize(
+    pipeline: Any, tables: tuple[str, ...] | None = None, target_size: int | None = None
+) -> list[TableResult]:
+    """Compact small files of each table (the pane log and the view by default, late and
+    rejected too)."""
+    from deltalake.exceptions import CommitFailedError
+
+    spec = as_spec(pipeline)
+    out = []
+    for name, path, dt in _tables(spec, tables):
+        if dt is None:
+            out.append(TableResult(name, path, skipped="no table"))
+            continue
+        for attempt in range(3):
+            try:
+                metrics = dt.optimize.compact(target_size=target_size)
+                break
+            except CommitFailedError:  # a concurrent append / MERGE: try again
+                if attempt == 2:
+                    raise
+                dt.update_incremental()
+        out.append(TableResult(name, path, dict(metrics)))
+    return out
+
+
+def retention_hours_of(dt) -> int:
+    text = (dt.metadata().configuration or {}).get("delta.deletedFileRetentionDuration")
+    if not text:
+        return DEFAULT_RETENTION_HOURS
+    # "interval 7 days" / "interval 168 hours"
+    parts = text.replace("interval", "").split()
+    try:
+        n = float(parts[0])
+        unit = parts[1].rstrip("s").lower() if len(parts) > 1 else "hour"
+    except (IndexError, ValueError):
+        return DEFAULT_RETENTION_HOURS
+    scale = {"week": 168, "day": 24, "hour": 1, "minute": 1 / 60, "second": 1 / 3600}
+    return int(n * scale.get(unit, 1))
+
+
+def vacuum(
+    pipeline: Any,
+    retention_hours: int | None = None,
+    *,
+    dry_run: bool = False,
+    force: bool = False,
+    tables: tuple[str, ...] | None = None,
+) -> list[TableResult]:
+    """Delete unreferenced files older than the retention period (see the module doc)."""
+    spec = as_spec(pipeline)
+    out = []
+    for name, path, dt in _tables(spec, tables):
+        if dt is None:
+            out.append(TableResult(name, path, skipped="no table"))
+            continue
+        minimum = retention_hours_of(dt)
+        hours = minimum if retention_hours is None else retention_hours
+        if hours < minimum and not force:
+            raise LakeError(
+                f"vacuum of {name} with a retention of {hours}h would break time travel to "
+                f"versions of the last {minimum}h (the table's retention); nothing was deleted. "
+                f"Use --force to accept that."
+            )
+        files = dt.vacuum(
+            retention_hours=hours, dry_run=dry_run, enforce_retention_duration=not force
+        )
+        out.append(
+            TableResult(name, path, {"files": files, "dry_run": dry_run, "retention_hours": hours})
+        )
+    return out
+
+
+def rebuild_view(pipeline: Any) -> str:
+    """Replace ``current`` by the whole pane log refolded under the current configuration (after
+    a change that only affects the view). Overwrites the view in one commit that also records the
+    materializer's transaction."""
+    import shutil
+
+    from sinks.materializer import Materializer, is_local
+
+    spec = as_spec(pipeline)
+    path = spec.table_path("current")
+    if not is_local(path):
+        raise LakeError("--rebuild is only supported for local lakes (delete the view table)")
+    tmp = path + ".rebuild"
+    shutil.rmtree(tmp, ignore_errors=True)
+    from dataclasses import replace
+
+    tables = dict(spec.tables or {})
+    tables["current"] = tmp
+    result = Materializer(replace(spec, tables=tables)).run()
+    old = path + ".old"
+    shutil.rmtree(old, ignore_errors=True)
+    import os
+
+    if os.path.exists(path):
+        os.rename(path, old)
+    os.rename(tmp, path)
+    shutil.rmtree(old, ignore_errors=True)
+    return f"rebuilt {path}: " + result.line()
