@@ -95,10 +95,13 @@ def windowings(draw, triggers=REPEATING_TRIGGERS + FINISHING_TRIGGERS):
     )
 
 
-def run(windowing, combine_fn, steps):
-    """Drive a simulator through ``steps`` (relative clock moves), then close every window."""
+def run(windowing, combine_fn, steps, after_step=None):
+    """Drive a simulator through ``steps`` (relative clock moves), then close every window.
+    ``after_step(sim)`` runs before the first step and after each one."""
     sim = Simulator(windowing, combine_fn)
     wm, pt = -5, 0
+    if after_step:
+        after_step(sim)
     for kind, arg in steps:
         if kind == "bundle":
             sim.add_elements(arg)
@@ -108,6 +111,8 @@ def run(windowing, combine_fn, steps):
         else:
             pt += arg
             sim.advance_processing_time(pt)
+        if after_step:
+            after_step(sim)
     sim.advance_watermark(END_OF_TIME)
     assert not sim.states, "every window is gone at the end of time"
     return sim

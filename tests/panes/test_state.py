@@ -29,11 +29,10 @@ from panes import (
     FixedWindows,
     KeyState,
     Sessions,
-    Simulator,
     Windowing,
     combiners,
 )
-from tests.panes.test_properties import COMBINERS, step, windowings
+from tests.panes.test_properties import COMBINERS, run, step, windowings
 
 CLASS_NAMES = [b"panes", b"KeyState", b"WindowState", b"Pane", b"PaneInfo", b"Timing",
                b"Window", b"Trigger", b"Engine"]
@@ -48,32 +47,15 @@ def assert_names_no_class(data):
 def drive(windowing, combine_fn, steps, reload):
     """Run ``steps`` on a Simulator; with ``reload``, after every step every key's state is
     replaced by what a fresh Engine loads from its bytes."""
-    sim = Simulator(windowing, combine_fn)
 
-    def roundtrip():
-        if not reload:
-            return
+    def roundtrip(sim):
         fresh = Engine(windowing, combine_fn)
         for key, state in list(sim.states.items()):
             data = state.to_bytes()
             assert_names_no_class(data)
             sim.states[key] = fresh.load_state(data)
 
-    wm, pt = -5, 0
-    roundtrip()
-    for kind, arg in steps:
-        if kind == "bundle":
-            sim.add_elements(arg)
-        elif kind == "watermark":
-            wm += arg
-            sim.advance_watermark(wm)
-        else:
-            pt += arg
-            sim.advance_processing_time(pt)
-        roundtrip()
-    sim.advance_watermark(END_OF_TIME)
-    assert not sim.states
-    return sim
+    return run(windowing, combine_fn, steps, after_step=roundtrip if reload else None)
 
 
 @given(windowings(), st.sampled_from(COMBINERS), st.lists(step, max_size=25))
