@@ -163,8 +163,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl")
-    ap.add_argument("--files-per-batch", type=int, default=10,
-                    help="maxFilesPerTrigger (10 files = 100,000 events per micro-batch)")
+    ap.add_argument("--files-per-batch", type=int, default=50,
+                    help="maxFilesPerTrigger (50 files = 500,000 events per micro-batch)")
     ap.add_argument("--shuffle-partitions", type=int, default=2)
     ap.add_argument("--no-native", action="store_true")
     ap.add_argument("--keep", help="work directory to use and keep (default: a temp dir)")

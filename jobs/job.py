@@ -37,6 +37,7 @@ import json
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,8 +47,15 @@ from jobs.operator import (
     DEFAULT_END_OF_TIME_MS,
     KIND_LATE,
     KIND_PANE,
+    KIND_REJECTED,
+    PACKED_FILE,
+    PACKED_RAW,
+    PACKED_REASON,
+    PACKED_SCHEMA,
+    REJECTED_BUCKET,
     OperatorConfig,
     apply_operator,
+    pack_by_bucket,
 )
 from jobs.pipeline import COLUMN_TYPES, EPOCH_UNITS, INTEGRAL, Pipeline, arrow_type
 from jobs.source import ERROR, RAW, SOURCE_FILE
@@ -57,8 +65,10 @@ from sinks.records import LateLog, RejectedLog
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
-KIND_REJECTED = "rejected"
 TS = "_ts"
+BUCKET = "pst_bucket"
+# Pack each input batch's rows per bucket before the shuffle (OperatorConfig.packed).
+PACKED = os.environ.get("PANESTORE_PACKED", "1") != "0"
 CONTROL = "_control"
 # The drain sentinel's event time: the last millisecond Spark timestamps can hold.
 SENTINEL_MS = DEFAULT_END_OF_TIME_MS
@@ -109,7 +119,19 @@ def operator_config(pipeline: Pipeline) -> OperatorConfig:
         # The sentinel at SENTINEL_MS moves Spark's watermark to SENTINEL_MS - delay.
         end_of_time_ms=SENTINEL_MS - watermark_delay_ms(pipeline),
         values_as_records=True,
+        rejected_columns=(RAW, SOURCE_FILE, "_reason"),
+        buckets=pipeline.state_buckets,
+        bucket_column=BUCKET,
+        packed=PACKED,
+        decode_columns=frozenset(c for c in (*pipeline.keys, *pipeline.value_columns)
+                                 if pipeline.source.types[c] == "string"),
     )
+
+
+def _binary(types: dict[str, str], col: str):
+    from pyspark.sql import functions as F
+
+    return F.col(col).cast("binary").alias(col) if types.get(col) == "string" else F.col(col)
 
 
 # -- the plan ---------------------------------------------------------------------------------
@@ -151,19 +173,57 @@ def control_stream(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
     return spark.readStream.schema("kind string, ts timestamp").json(pipeline.control_path)
 
 
-def write_drain_sentinel(pipeline: Pipeline, name: str = "drain") -> Path:
-    """Drop the sentinel that moves the watermark to the end of time into the control dir."""
+def write_control(pipeline: Pipeline, kind: str, ts_ms: int) -> Path:
+    """Drop a control row (``kind``, event time ``ts_ms``) into ``<lake>/_control``, atomically."""
     import datetime as dt
 
     ctl = Path(pipeline.control_path)
     ctl.mkdir(parents=True, exist_ok=True)
-    ts = dt.datetime.fromtimestamp(SENTINEL_MS / 1000, dt.timezone.utc)
-    body = json.dumps({"kind": "drain", "ts": ts.isoformat(timespec="milliseconds")}) + "\n"
+    ts = dt.datetime.fromtimestamp(ts_ms / 1000, dt.timezone.utc)
+    body = json.dumps({"kind": kind, "ts": ts.isoformat(timespec="milliseconds")}) + "\n"
     n = len(list(ctl.glob("*.json")))
-    tmp, final = ctl / f".{name}-{n}.json.tmp", ctl / f"{name}-{n}.json"
+    tmp, final = ctl / f".{kind}-{n}.json.tmp", ctl / f"{kind}-{n}.json"
     tmp.write_text(body)
     os.replace(tmp, final)
     return final
+
+
+def write_drain_sentinel(pipeline: Pipeline) -> Path:
+    """The control row that moves the watermark to the end of time (a drain)."""
+    return write_control(pipeline, "drain", SENTINEL_MS)
+
+
+def write_tick(pipeline: Pipeline) -> Path:
+    """A control row that only makes Spark run a batch: its event time (1970) moves nothing; the
+    batch runs at the watermark Spark computed after the previous one, firing due timers."""
+    return write_control(pipeline, "tick", 0)
+
+
+def pending_watermark(pipeline: Pipeline) -> bool:
+    """Whether the checkpoint holds a watermark advance no batch has run with.
+
+    Spark runs the trailing no-data batch (firing the timers of the advance) right after the last
+    data batch, in the same process. Killed after that batch's commit and before the no-data
+    batch started, a restarted query does not run it (no data, and no previous execution in this
+    process to compare watermarks with): the timers would wait for new data. The commit log keeps
+    the advance (``nextBatchWatermarkMs``), so a run can tell and tick (:func:`write_tick`).
+    """
+    ckpt = Path(pipeline.checkpoint_path)
+    try:
+        commits = [int(p.name) for p in (ckpt / "commits").iterdir() if p.name.isdigit()]
+    except FileNotFoundError:
+        return False
+    if not commits:
+        return False
+    last = max(commits)
+    if (ckpt / "offsets" / str(last + 1)).exists():
+        return False  # Spark will run (or replay) that batch itself
+    try:
+        committed = json.loads((ckpt / "commits" / str(last)).read_text().splitlines()[1])
+        offsets = json.loads((ckpt / "offsets" / str(last)).read_text().splitlines()[1])
+    except (OSError, IndexError, ValueError):
+        return False
+    return committed.get("nextBatchWatermarkMs", 0) > offsets.get("batchWatermarkMs", 0)
 
 
 def build_job(spark: SparkSession, pipeline: Pipeline, records: DataFrame,
@@ -194,44 +254,52 @@ def build_job(spark: SparkSession, pipeline: Pipeline, records: DataFrame,
         key = _key(pipeline, records, k)
         reason = reason.when(F.col(k).isNull(), F.lit(f"missing key ({k})"))
         reason = reason.when(key.isNull(), F.lit(f"unparseable key ({k})"))
-    tagged = records.select(
-        *[_key(pipeline, records, k).alias(k) for k in pipeline.keys],
-        ts.alias(TS),
-        *pipeline.value_columns,
-        RAW,
-        SOURCE_FILE,
-        reason.alias("_reason"),
-    )
     values = list(pipeline.value_columns)
-    valid = tagged.where(F.col("_reason").isNull()).select(
-        *pipeline.keys, TS, *values, F.lit(False).alias(CONTROL)
+    # One scan: rejected rows travel with the elements, with null keys (a valid key is never
+    # null), and the operator passes them through (OperatorConfig.rejected_columns).
+    tagged = records.select(
+        *[F.when(reason.isNull(), _key(pipeline, records, k)).alias(k) for k in pipeline.keys],
+        F.when(reason.isNull(), ts).alias(TS),
+        *values,
+        F.when(reason.isNotNull(), F.col(RAW)).alias(RAW),
+        F.when(reason.isNotNull(), F.col(SOURCE_FILE)).alias(SOURCE_FILE),
+        reason.alias("_reason"),
+        F.lit(False).alias(CONTROL),
     )
     if control is not None:
-        types = dict(valid.dtypes)
+        types = dict(tagged.dtypes)
         ctl = control.select(
             *[F.lit(None).cast(types[k]).alias(k) for k in pipeline.keys],
             F.col("ts").alias(TS),
             *[F.lit(None).cast(types[v]).alias(v) for v in values],
+            *[F.lit(None).cast("string").alias(c) for c in (RAW, SOURCE_FILE, "_reason")],
             F.lit(True).alias(CONTROL),
         )
-        valid = valid.unionByName(ctl)
+        tagged = tagged.unionByName(ctl)
+    elements_types = dict(tagged.dtypes)
     delay = watermark_delay_ms(pipeline)
+    bucket = F.pmod(F.xxhash64(*pipeline.keys), F.lit(pipeline.state_buckets))
     elements = (
-        valid.withWatermark(TS, f"{delay} milliseconds")
+        tagged.withWatermark(TS, f"{delay} milliseconds")
         # references _ts: Spark must not push this filter below the watermark
         .where(~(F.col(CONTROL) & F.col(TS).isNotNull()))
         .withColumn("ts_us", F.unix_micros(F.col(TS)))
-        .select(*pipeline.keys, "ts_us", *values)
+        .withColumn(BUCKET, F.when(F.col("_reason").isNull(), bucket)
+                    .otherwise(F.lit(REJECTED_BUCKET)).cast("int"))
     )
-    out = apply_operator(elements, operator_config(pipeline))
-    rejected = tagged.where(F.col("_reason").isNotNull()).select(
-        F.lit(KIND_REJECTED).alias("record_kind"),
-        F.col(RAW).alias("raw"),
-        F.col(SOURCE_FILE).alias("source_file"),
-        F.col("_reason").alias("reason"),
-        F.unix_micros(F.current_timestamp()).alias("processing_time_us"),
+    cfg = operator_config(pipeline)
+    if cfg.packed:
+        packed = elements.select(
+            BUCKET, *pipeline.keys, "ts_us", *values, F.col(RAW).alias(PACKED_RAW),
+            F.col(SOURCE_FILE).alias(PACKED_FILE), F.col("_reason").alias(PACKED_REASON),
+        ).mapInArrow(pack_by_bucket, PACKED_SCHEMA)  # fmt: skip
+        return apply_operator(packed, cfg)
+    # strings travel as UTF-8 binary (OperatorConfig.decode_columns)
+    elements = elements.select(
+        BUCKET, *[_binary(elements_types, c) for c in (*pipeline.keys, "ts_us", *values)],
+        *[F.col(c).cast("binary").alias(c) for c in (RAW, SOURCE_FILE, "_reason")],
     )
-    return out.unionByName(rejected, allowMissingColumns=True)
+    return apply_operator(elements, cfg)
 
 
 # -- the sink ---------------------------------------------------------------------------------
@@ -261,6 +329,8 @@ class BatchStats:
     late: int = 0
     rejected: int = 0
     committed: bool = False  # False: a replay whose tables were already committed
+    compute_s: float = 0.0  # running the batch's plan (source, engine) to its output
+    commit_s: float = 0.0  # the Delta commits
 
 
 class BatchSink:
@@ -283,7 +353,9 @@ class BatchSink:
     def __call__(self, df, batch_id: int) -> None:
         import pyarrow.compute as pc
 
+        started = time.perf_counter()
         table = df.toArrow()
+        computed = time.perf_counter()
         kind = table.column("record_kind")
         panes = table.filter(pc.equal(kind, KIND_PANE))
         late = table.filter(pc.equal(kind, KIND_LATE))
@@ -301,6 +373,8 @@ class BatchSink:
         pt = rejected.column("processing_time_us")[0].as_py() if rejected.num_rows else None
         done |= self.rejected_log.append(batch_id, rejected, processing_time_us=pt)
         stats.committed = done
+        stats.compute_s = computed - started
+        stats.commit_s = time.perf_counter() - computed
         hook("after_commit", batch_id)
         self.stats[batch_id] = stats
         if self.on_batch is not None:

@@ -33,6 +33,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 try:  # pyspark is optional at import time (the pure test suite runs without it)
@@ -50,12 +51,15 @@ DEFAULT_END_OF_TIME_MS = 253_402_300_799_999
 
 KIND_PANE = "pane"
 KIND_LATE = "late"
+KIND_REJECTED = "rejected"
+REJECTED_OUTPUT = ("raw", "source_file")  # + "reason" and "processing_time_us", shared
 TIMEMODE = "EventTime"
 OUTPUT_MODE = "Append"
 
 
-def output_arrow_schema(layout: PaneLogLayout = DEFAULT_LAYOUT):
-    """Arrow schema of the operator's output: ``record_kind`` + pane core + late-only columns."""
+def output_arrow_schema(layout: PaneLogLayout = DEFAULT_LAYOUT, rejected: bool = False):
+    """Arrow schema of the operator's output: ``record_kind`` + pane core + late-only columns
+    (+ the rejected-only columns)."""
     import pyarrow as pa
 
     fields = [pa.field("record_kind", pa.string(), nullable=False)]
@@ -66,14 +70,16 @@ def output_arrow_schema(layout: PaneLogLayout = DEFAULT_LAYOUT):
     for f in late_core_schema(layout):
         if f.name not in names:
             fields.append(f.with_nullable(True))
+    if rejected:
+        fields += [pa.field(n, pa.string()) for n in REJECTED_OUTPUT]
     return pa.schema(fields)
 
 
-def output_spark_schema(layout: PaneLogLayout = DEFAULT_LAYOUT):
+def output_spark_schema(layout: PaneLogLayout = DEFAULT_LAYOUT, rejected: bool = False):
     """The same as a Spark ``StructType`` (for ``transformWithStateInPandas``)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    return from_arrow_schema(output_arrow_schema(layout))
+    return from_arrow_schema(output_arrow_schema(layout, rejected))
 
 
 def state_spark_schema():
@@ -103,6 +109,25 @@ class OperatorConfig:
     # Element values are dicts of the value columns (nulls as None), even for 0 or 1 column:
     # what named aggregates (``panes.combiners.aggregates``) read.
     values_as_records: bool = False
+    # (raw, source file, reason) input columns, the last three of the input: rows whose key
+    # columns are all null are not elements but rejected records, passed through as
+    # ``record_kind = "rejected"`` rows.
+    rejected_columns: tuple[str, str, str] | None = None
+    # Key buckets: with ``buckets = B`` the input carries ``bucket_column`` (0..B-1, a hash of the
+    # key; REJECTED_BUCKET for rejected records) and Spark groups by it: one state value and at
+    # most one timer per *bucket*, holding the engine states of all its keys
+    # (:class:`BucketProcessor`). None: group by the key columns (:class:`PaneProcessor`).
+    buckets: int | None = None
+    bucket_column: str = "pst_bucket"
+    # Input columns that arrive as UTF-8 *binary* and are decoded here (BucketProcessor): with
+    # pandas 3, PySpark turns string columns into Arrow-backed pandas columns, and it iterates
+    # every input row of them in Python, several times slower than plain objects.
+    decode_columns: frozenset[str] = frozenset()
+    # Packed input (BucketProcessor): rows arrive as (bucket, blob) where each blob is an Arrow
+    # IPC stream of many input rows of that bucket (:func:`pack_by_bucket`, a ``mapInArrow``
+    # before the shuffle). PySpark converts each input row of a transformWithStateInPandas to a
+    # Python tuple; packing makes that a few thousand rows per batch instead of one per element.
+    packed: bool = False
     value_of: Callable[[dict], Any] | None = field(default=None, compare=False)
 
     # -- time mapping ---------------------------------------------------------------------------
@@ -126,6 +151,8 @@ class OperatorConfig:
 class PaneProcessor(_Base):
     """``StatefulProcessor`` hosting the engine; see the module doc for the protocol."""
 
+    STATE_NAME = "pane_state"
+
     def __init__(self, config: OperatorConfig) -> None:
         self.config = config
         self._engine = None
@@ -134,9 +161,9 @@ class PaneProcessor(_Base):
 
     def init(self, handle) -> None:
         self.handle = handle
-        self.state = handle.getValueState("pane_state", state_spark_schema())
+        self.state = handle.getValueState(self.STATE_NAME, state_spark_schema())
         cfg = self.config
-        self._columns = output_arrow_schema(cfg.layout).names
+        self._columns = output_arrow_schema(cfg.layout, cfg.rejected_columns is not None).names
         self._single_key = len(cfg.key_columns) == 1
         self._profile = None
         prof_dir = os.environ.get("PANESTORE_PROFILE_DIR")
@@ -155,7 +182,10 @@ class PaneProcessor(_Base):
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator:
         cfg = self.config
-        elements = []
+        if cfg.rejected_columns is not None and all(k is None or k != k for k in key):
+            yield from self._rejected(rows, timerValues)
+            return
+        elements: list[tuple[Any, int]] = []
         vcols = list(cfg.value_columns)
         for pdf in rows:
             ts = pdf[cfg.timestamp_column].tolist()
@@ -167,9 +197,12 @@ class PaneProcessor(_Base):
                 vals = pdf[vcols[0]].tolist()
             else:
                 vals = pdf[vcols].to_dict("records")
-            elements.extend(zip(vals, (int(t) for t in ts), strict=True))
-        # Spark does not order rows within a key: sort so panes are a function of the input set.
-        elements.sort(key=lambda e: (e[1], repr(e[0])))
+            elements.extend(zip(vals, map(int, ts), strict=True))
+        # Spark does not order rows within a key: sort so panes are a function of the input set
+        # (by timestamp; by value too only where timestamps tie).
+        elements.sort(key=_timestamp)
+        if any(a[1] == b[1] for a, b in pairwise(elements)):
+            elements.sort(key=lambda e: (e[1], repr(e[0])))
         ekey = self._engine_key(key)
         wm, pt = self._clocks(timerValues)
         state, timer = self._load()
@@ -177,6 +210,25 @@ class PaneProcessor(_Base):
         out2 = self.engine.add_elements(state, ekey, elements)
         self._save(state, timer, out2, timerValues)
         yield from self._emit([out1, out2])
+
+    def _rejected(self, rows, tv) -> Iterator:
+        """Rows that could not become elements (null key): passed through as rejected records,
+        stamped with the batch timestamp."""
+        import pandas as pd
+
+        # Spark hands ``_``-prefixed columns over renamed (``_3``...): the rejected columns are
+        # the input's last three, in ``rejected_columns`` order.
+        pt = tv.getCurrentProcessingTimeInMs() * 1000
+        cols = self._columns
+        for pdf in rows:
+            n = len(pdf)
+            data = {c: [None] * n for c in cols}
+            data["record_kind"] = [KIND_REJECTED] * n
+            data["raw"] = [_decode(v) for v in pdf.iloc[:, -3].tolist()]
+            data["source_file"] = [_decode(v) for v in pdf.iloc[:, -2].tolist()]
+            data["reason"] = [_decode(v) for v in pdf.iloc[:, -1].tolist()]
+            data["processing_time_us"] = [pt] * n
+            yield pd.DataFrame(data, columns=cols, dtype=object)
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator:
         ekey = self._engine_key(key)
@@ -237,42 +289,267 @@ class PaneProcessor(_Base):
         import pandas as pd
 
         cfg = self.config
-        recs = []
+        rows = []
+        cols = self._columns
         for out in outs:
             for p in out.panes:
                 r = pane_record(p, cfg.layout)
                 r["record_kind"] = KIND_PANE
-                recs.append(r)
+                rows.append([r.get(c) for c in cols])
             for d in out.dropped:
                 r = dropped_record(d, cfg.layout)
                 r["record_kind"] = KIND_LATE
-                recs.append(r)
-        if recs:
+                rows.append([r.get(c) for c in cols])
+        if rows:
             # object columns: int64 µs (and the int64 extremes) must not round-trip via float64
-            yield pd.DataFrame(
-                {c: pd.Series([r.get(c) for r in recs], dtype=object) for c in self._columns}
-            )
+            yield pd.DataFrame(rows, columns=cols, dtype=object)
 
 
 _NO_VALUES: dict = {}
 
 
-def _records(pdf, vcols: list[str]) -> list[dict]:
-    """Rows of ``pdf[vcols]`` as dicts, pandas' NaN/NaT nulls as None."""
+def _timestamp(element: tuple[Any, int]) -> int:
+    return element[1]
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8")
+    return value
+
+
+def _column(pdf, name: str, decode: frozenset[str] = frozenset()) -> list:
+    """A column as a list, pandas' NaN/NaT nulls as None (and UTF-8 binary decoded)."""
+    col = pdf[name]
+    values = col.tolist()
+    if name in decode:
+        return [None if v is None or v != v else _decode(v) for v in values]
+    if col.hasnans:
+        return [None if v != v or v is None else v for v in values]  # NaN != NaN
+    return values
+
+
+def _records(pdf, vcols: list[str], decode: frozenset[str] = frozenset()) -> list[dict]:
+    """Rows of ``pdf[vcols]`` as dicts (nulls as None), without per-row pandas work."""
     if not vcols:
         return [_NO_VALUES] * len(pdf)
-    sub = pdf[vcols]
-    isna = sub.isna()
-    if isna.to_numpy().any():
-        sub = sub.astype(object).where(~isna, None)
-    return sub.to_dict("records")
+    if len(vcols) == 1:
+        name = vcols[0]
+        return [{name: v} for v in _column(pdf, name, decode)]
+    columns = [_column(pdf, c, decode) for c in vcols]
+    return [dict(zip(vcols, row, strict=True)) for row in zip(*columns, strict=True)]
+
+
+class BucketProcessor(PaneProcessor):
+    """The engine for every key of a key bucket: one Spark state value and one timer per bucket.
+
+    Every state or timer call is a round trip from the Python worker to the JVM, and PySpark's
+    per-group overhead (a pandas frame in, a pandas frame out, converted to Arrow) is paid per
+    group; grouping by a bucket of keys pays both per bucket instead of per key. The bucket's
+    state maps each engine key to ``(KeyState bytes, next event-time wake-up, next
+    processing-time wake-up)``; a visit loads only the keys it touches: keys with data, and keys
+    whose wake-up is due at the batch's clocks. The model is unchanged: per key, a visit is
+    ``advance(watermark, batch time)`` then ``add_elements`` of its rows (if any), exactly as
+    :class:`PaneProcessor` does; a key that is not due would fire nothing on ``advance``.
+
+    The bucket timer is the earliest event-time wake-up of its keys (as a Spark watermark), or
+    the next watermark advance when a key waits for processing time.
+    """
+
+    STATE_NAME = "bucket_state"
+
+    def handleInputRows(self, key, rows, timerValues) -> Iterator:
+        cfg = self.config
+        if cfg.packed:
+            yield from self._packed_rows(key[0], rows, timerValues)
+            return
+        if key[0] == REJECTED_BUCKET:
+            yield from self._rejected(rows, timerValues)
+            return
+        raw: dict[Any, list[tuple[Any, int]]] = {}
+        kcols, vcols = list(cfg.key_columns), list(cfg.value_columns)
+        decode = cfg.decode_columns
+        single = self._single_key
+        for pdf in rows:
+            ts = map(int, pdf[cfg.timestamp_column].tolist())
+            vals = _records(pdf, vcols, decode)
+            if single:
+                keys = pdf[kcols[0]].tolist()
+            else:
+                keys = list(zip(*[pdf[c].tolist() for c in kcols], strict=True))
+            for k, v, t in zip(keys, vals, ts, strict=True):
+                got = raw.get(k)
+                if got is None:
+                    raw[k] = [(v, t)]
+                else:
+                    got.append((v, t))
+        if decode:  # keys as they arrived (bytes) -> engine keys
+            dec = [c in decode for c in kcols]
+            if single:
+                by_key = {_decode(k) if dec[0] else k: e for k, e in raw.items()}
+            else:
+                by_key = {tuple(_decode(x) if d else x for x, d in zip(k, dec, strict=True)): e
+                          for k, e in raw.items()}  # fmt: skip
+        else:
+            by_key = raw
+        yield from self._visit(by_key, timerValues, None)
+
+    def _packed_rows(self, bucket: int, rows, tv) -> Iterator:
+        import pyarrow as pa
+
+        cfg = self.config
+        kcols, vcols = list(cfg.key_columns), list(cfg.value_columns)
+        tables = [pa.ipc.open_stream(blob).read_all()
+                  for pdf in rows for blob in pdf.iloc[:, -1].tolist()]  # fmt: skip
+        if bucket == REJECTED_BUCKET:
+            import pandas as pd
+
+            pt = tv.getCurrentProcessingTimeInMs() * 1000
+            cols = self._columns
+            for t in tables:
+                n = t.num_rows
+                data = {c: [None] * n for c in cols}
+                data["record_kind"] = [KIND_REJECTED] * n
+                data["raw"] = t.column(PACKED_RAW).to_pylist()
+                data["source_file"] = t.column(PACKED_FILE).to_pylist()
+                data["reason"] = t.column(PACKED_REASON).to_pylist()
+                data["processing_time_us"] = [pt] * n
+                yield pd.DataFrame(data, columns=cols, dtype=object)
+            return
+        by_key: dict[Any, list[tuple[Any, int]]] = {}
+        for t in tables:
+            ts = t.column(cfg.timestamp_column).to_pylist()
+            if len(kcols) == 1:
+                keys = t.column(kcols[0]).to_pylist()
+            else:
+                keys = list(zip(*[t.column(c).to_pylist() for c in kcols], strict=True))
+            if not vcols:
+                vals = [_NO_VALUES] * t.num_rows
+            elif len(vcols) == 1:
+                name = vcols[0]
+                vals = [{name: v} for v in t.column(name).to_pylist()]
+            else:
+                columns = [t.column(c).to_pylist() for c in vcols]
+                vals = [dict(zip(vcols, row, strict=True)) for row in zip(*columns, strict=True)]
+            for k, v, ts_us in zip(keys, vals, ts, strict=True):
+                got = by_key.get(k)
+                if got is None:
+                    by_key[k] = [(v, ts_us)]
+                else:
+                    got.append((v, ts_us))
+        yield from self._visit(by_key, tv, None)
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator:
+        yield from self._visit({}, timerValues, expiredTimerInfo.getExpiryTimeInMs())
+
+    def _visit(self, by_key: dict, tv, expired: int | None) -> Iterator:
+        import pickle
+
+        engine = self.engine
+        wm, pt = self._clocks(tv)
+        got = self.state.get()
+        if got is None:
+            keys, timer = {}, None
+        else:
+            keys, timer = pickle.loads(got[0]), got[1]
+        if expired is not None and timer == expired:
+            timer = None  # Spark deletes the expired timer itself
+        outs = []
+        for ekey, (blob, ne, npt) in list(keys.items()):
+            if ekey in by_key:
+                continue
+            if (ne is not None and ne <= wm) or (npt is not None and npt <= pt):
+                state = engine.load_state(blob)
+                outs.append(engine.advance(state, ekey, wm, pt))
+                self._store(keys, ekey, state)
+        for ekey, elements in by_key.items():
+            elements.sort(key=_timestamp)
+            if any(a[1] == b[1] for a, b in pairwise(elements)):
+                elements.sort(key=lambda e: (e[1], repr(e[0])))
+            entry = keys.get(ekey)
+            state = engine.new_state() if entry is None else engine.load_state(entry[0])
+            outs.append(engine.advance(state, ekey, wm, pt))
+            outs.append(engine.add_elements(state, ekey, elements))
+            self._store(keys, ekey, state)
+        self._save_bucket(keys, timer, tv)
+        yield from self._emit(outs)
+
+    @staticmethod
+    def _store(keys: dict, ekey: Any, state) -> None:
+        if state.is_empty:
+            keys.pop(ekey, None)
+        else:
+            keys[ekey] = (state.to_bytes(), state.next_event_time, state.next_processing_time)
+
+    def _save_bucket(self, keys: dict, timer: int | None, tv) -> None:
+        import pickle
+
+        cfg = self.config
+        if not keys:
+            self.state.clear()
+            if timer is not None:
+                self.handle.deleteTimer(timer)
+            return
+        ne = min((e[1] for e in keys.values() if e[1] is not None), default=None)
+        want = None if ne is None else cfg.timer_ms(ne)
+        if cfg.poll_processing_time and any(e[2] is not None for e in keys.values()):
+            poll = tv.getCurrentWatermarkInMs() + 1
+            want = poll if want is None else min(want, poll)
+        if want != timer:
+            if timer is not None:
+                self.handle.deleteTimer(timer)
+            if want is not None:
+                self.handle.registerTimer(want)
+        self.state.update((pickle.dumps(keys, protocol=pickle.HIGHEST_PROTOCOL), want))
+
+
+REJECTED_BUCKET = -1
+PACKED_RAW, PACKED_FILE, PACKED_REASON = "pst_raw", "pst_file", "pst_reason"
+PACKED_SCHEMA = "pst_bucket int, pst_blob binary"
+
+
+def pack_by_bucket(batches):
+    """``mapInArrow`` function: rows ``(pst_bucket, columns...)`` -> one row per bucket and
+    Arrow batch, ``(pst_bucket, pst_blob)``, the blob an Arrow IPC stream of those rows'
+    other columns."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        batch = batch.take(pc.sort_indices(batch.column(0)))
+        buckets = batch.column(0).to_numpy(zero_copy_only=False)
+        payload = pa.RecordBatch.from_arrays(batch.columns[1:], names=batch.schema.names[1:])
+        cuts = (np.flatnonzero(np.diff(buckets)) + 1).tolist()
+        starts, ends = [0, *cuts], [*cuts, len(buckets)]
+        blobs = []
+        for lo, hi in zip(starts, ends, strict=True):
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, payload.schema) as writer:
+                writer.write_batch(payload.slice(lo, hi - lo))
+            blobs.append(sink.getvalue().to_pybytes())
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(buckets[starts], pa.int32()), pa.array(blobs, pa.binary())],
+            names=["pst_bucket", "pst_blob"],
+        )
 
 
 def apply_operator(df, config: OperatorConfig):
-    """``df`` (streaming, with a watermark) grouped by key through :class:`PaneProcessor`."""
+    """``df`` (streaming, with a watermark) grouped by key (or key bucket) through
+    :class:`PaneProcessor` (or :class:`BucketProcessor`)."""
+    if config.buckets is not None:
+        return df.groupBy(config.bucket_column).transformWithStateInPandas(
+            statefulProcessor=BucketProcessor(config),
+            outputStructType=output_spark_schema(config.layout,
+                                                 config.rejected_columns is not None),
+            outputMode=OUTPUT_MODE,
+            timeMode=TIMEMODE,
+        )  # fmt: skip
     return df.groupBy(*config.key_columns).transformWithStateInPandas(
         statefulProcessor=PaneProcessor(config),
-        outputStructType=output_spark_schema(config.layout),
+        outputStructType=output_spark_schema(config.layout, config.rejected_columns is not None),
         outputMode=OUTPUT_MODE,
         timeMode=TIMEMODE,
     )

@@ -338,9 +338,13 @@ class Pipeline:
     on_time_behavior: OnTimeBehavior | str = OnTimeBehavior.FIRE_ALWAYS
     closing_behavior: ClosingBehavior | str = ClosingBehavior.FIRE_IF_NON_EMPTY
     allow_finishing_trigger: bool = False
+    state_buckets: int = 64
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
+        sb = self.state_buckets
+        if isinstance(sb, bool) or not isinstance(sb, int) or not 1 <= sb <= 1 << 20:
+            raise PipelineConfigError("state_buckets", f"must be an integer 1..1048576, got {sb!r}")
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
             raise PipelineConfigError("name", f"must be an identifier (letters, digits, _), "
                                       f"got {self.name!r}")  # fmt: skip
@@ -508,7 +512,8 @@ class Pipeline:
 
     @property
     def lake_path(self) -> Path:
-        return Path(self.lake)
+        """The lake directory, absolute (relative paths are taken from the working dir)."""
+        return Path(self.lake).absolute()
 
     def table_path(self, table: str) -> str:
         """``panes``, ``late``, ``rejected``: the Delta tables under the lake path."""

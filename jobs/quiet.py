@@ -21,6 +21,7 @@ NOISE = re.compile(
     r"|^Setting default log level to"
     r"|NativeCodeLoader: Unable to load native-hadoop"
     r"|WARNING: Using incubator modules"
+    r"|Disabling AQE since AQE is not supported in stateful workloads"
 )
 
 _terminal: TextIO | None = None
@@ -49,7 +50,8 @@ def quiet_spark_stderr(pattern: re.Pattern[str] = NOISE) -> TextIO:
                     break
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
-                keep = [ln for ln in lines if not pattern.search(ln.decode("utf-8", "replace"))]
+                keep = [ln for ln in lines
+                        if ln.strip() and not pattern.search(ln.decode("utf-8", "replace"))]
                 if keep:
                     os.write(original, b"\n".join(keep) + b"\n")
             if pending:

@@ -27,7 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from jobs.job import BatchSink, BatchStats, build_job, control_stream, write_drain_sentinel
+from jobs.job import (
+    BatchSink,
+    BatchStats,
+    build_job,
+    control_stream,
+    pending_watermark,
+    write_drain_sentinel,
+    write_tick,
+)
 from jobs.pipeline import Pipeline
 from jobs.source import read_landing_zone
 
@@ -53,7 +61,8 @@ class BatchReport:
                                       else "")  # fmt: skip
         note = "" if s.committed else "  [replayed batch: already committed, skipped]"
         return (f"batch {self.batch_id}: {self.rows} rows -> {panes}, {s.late} late, "
-                f"{s.rejected} rejected; watermark {wm}{note}")  # fmt: skip
+                f"{s.rejected} rejected; watermark {wm} ({s.compute_s:.1f}s + commit "
+                f"{s.commit_s:.1f}s){note}")  # fmt: skip
 
 
 @dataclass
@@ -108,8 +117,8 @@ def _run_query(
     def drain_progress() -> None:
         nonlocal done
         for p in query.recentProgress:
-            if p.batchId in seen:
-                continue
+            if p.batchId in seen or p.batchId not in sink.stats:
+                continue  # (no sink call: no batch ran, e.g. the final idle progress)
             seen.add(p.batchId)
             rep = BatchReport(p.batchId, int(p.numInputRows), _watermark(p),
                               sink.stats.get(p.batchId))  # fmt: skip
@@ -159,11 +168,20 @@ def run(
             stamp = dt.datetime.now().strftime("%H:%M:%S")
             print(f"[{stamp}] {pipeline.name}: {line}", file=progress, flush=True)
 
+    pipeline.lake_path.mkdir(parents=True, exist_ok=True)
     sink = BatchSink(pipeline)
     sink.create_tables()
     kw = dict(follow=follow, interval=interval, records=records,
               stop_after_batches=stop_after_batches)  # fmt: skip
+    if pending_watermark(pipeline):
+        emit("the last run stopped before its no-data batch: ticking to fire due timers")
+        write_tick(pipeline)
     _run_query(spark, pipeline, sink, result, emit, **kw)
+    if not follow and pending_watermark(pipeline):
+        # A replayed last batch is not followed by Spark's no-data batch: tick once more.
+        emit("ticking to fire the timers of the last watermark advance")
+        write_tick(pipeline)
+        _run_query(spark, pipeline, sink, result, emit, **kw)
     if drain:
         emit("drain: moving the watermark to the end of time")
         write_drain_sentinel(pipeline)

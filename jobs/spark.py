@@ -95,6 +95,8 @@ def local_conf(
         "spark.python.worker.reuse": "true",
         # Trailing no-data batch fires timers in availableNow runs (the default; pinned here).
         "spark.sql.streaming.noDataMicroBatches.enabled": "true",
+        # AQE does not apply to streaming queries (Spark warns and disables it per query).
+        "spark.sql.adaptive.enabled": "false",
     }
     if driver_memory:
         conf["spark.driver.memory"] = driver_memory
@@ -134,4 +136,24 @@ def get_session(
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    quiet_loggers(spark)
     return spark
+
+
+# Loggers that warn about normal operation: the state server logs a WARN for every
+# ``ValueState.get()`` of a key without state (every new key).
+QUIET_LOGGERS = (
+    "org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkStateServer",
+)
+
+
+def quiet_loggers(spark, names=QUIET_LOGGERS, level: str = "ERROR") -> None:
+    """Raise the level of ``names`` (log4j2) in the driver JVM (local mode: executors too)."""
+    try:
+        jvm = spark.sparkContext._jvm
+        configurator = jvm.org.apache.logging.log4j.core.config.Configurator
+        lvl = jvm.org.apache.logging.log4j.Level.toLevel(level)
+        for name in names:
+            configurator.setLevel(name, lvl)
+    except Exception:  # pragma: no cover - best effort (e.g. Spark Connect)
+        pass

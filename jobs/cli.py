@@ -1,0 +1,129 @@
+"""The ``panestore`` command line.
+
+    panestore run CONF [--follow [--interval 10s]] [--drain] [--lake DIR] [--source DIR]
+    panestore check CONF          # validate a pipeline configuration (no Spark)
+
+``run`` prints one progress line per micro-batch on stderr (batch, input rows, panes by timing,
+late and rejected records, watermark) and a summary; exit status 0 on success, 1 if the job
+failed, 2 for an invalid configuration (the message names the field). More subcommands
+(materialize, query, ...) are added by :mod:`jobs.inspect` when present.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from jobs.pipeline import PipelineConfigError, load_pipeline
+
+
+def _interval(text: str) -> str:
+    """``10s`` / ``1m`` / ``500ms`` -> a Spark interval string."""
+    from panes import parse_duration
+
+    try:
+        us = parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return f"{max(us // 1000, 0)} milliseconds"
+
+
+def _load(args) -> object:
+    overrides: dict = {}
+    if getattr(args, "lake", None):
+        overrides["lake"] = args.lake
+    if getattr(args, "source", None):
+        overrides["source"] = {"path": args.source}
+    return load_pipeline(args.conf, overrides=overrides)
+
+
+def cmd_check(args) -> int:
+    pipeline = _load(args)
+    print(pipeline.describe())
+    print("ok")
+    return 0
+
+
+def cmd_run(args) -> int:
+    pipeline = _load(args)
+    from jobs.quiet import quiet_spark_stderr
+
+    terminal = sys.stderr if args.verbose else quiet_spark_stderr()
+    print(pipeline.describe(), file=terminal, flush=True)
+    from jobs.run import run
+    from jobs.spark import JavaNotFound, get_session
+
+    try:
+        spark = get_session(f"panestore-{pipeline.name}",
+                            shuffle_partitions=args.shuffle_partitions)  # fmt: skip
+    except JavaNotFound as e:
+        print(f"panestore: {e}", file=terminal)
+        return 1
+    try:
+        run(pipeline, spark=spark, follow=args.follow, drain=args.drain,
+            interval=args.interval, progress=terminal)  # fmt: skip
+    except Exception as e:  # the streaming query failed: report, exit 1
+        print(f"panestore: run failed: {e}", file=terminal)
+        return 1
+    if not args.no_materialize:
+        try:
+            from jobs.inspect import materialize_after_run
+        except ImportError:
+            pass
+        else:
+            status = materialize_after_run(pipeline, out=lambda s: print(s, file=terminal))
+            if status:
+                return status
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="panestore", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("run", help="run a pipeline: process what has landed, fire, commit, exit",
+                       description="Run a pipeline (see docs/running.md).")  # fmt: skip
+    p.add_argument("conf", metavar="CONF", help="pipeline configuration (TOML)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--follow", action="store_true",
+                      help="keep running: a micro-batch every --interval while files arrive")
+    mode.add_argument("--drain", action="store_true",
+                      help="after the input, move the watermark to the end of time: close every "
+                      "window (backfills, final runs); later data is late")  # fmt: skip
+    p.add_argument("--interval", type=_interval, default="10s",
+                   help="--follow: processing-time trigger interval (default 10s)")
+    p.add_argument("--lake", help="override the configuration's lake directory")
+    p.add_argument("--source", help="override the configuration's source.path")
+    p.add_argument("--shuffle-partitions", type=int, default=2,
+                   help="Spark shuffle partitions of a new lake (fixed by its checkpoint)")
+    p.add_argument("--no-materialize", action="store_true",
+                   help="do not fold the pane log into the current view after the run")
+    p.add_argument("-v", "--verbose", action="store_true", help="show all of Spark's output")
+    p.set_defaults(handler=cmd_run)
+
+    p = sub.add_parser("check", help="validate a pipeline configuration")
+    p.add_argument("conf", metavar="CONF")
+    p.set_defaults(handler=cmd_check)
+
+    try:
+        from jobs.inspect import add_subcommands
+    except ImportError:
+        pass
+    else:
+        add_subcommands(sub)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except PipelineConfigError as e:
+        conf = getattr(args, "conf", "")
+        print(f"panestore: invalid configuration {conf}: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""The whole job (source -> engine in Spark -> Delta tables) over several scheduled runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.spark.support import T0, iso, put, replay
+
+pytestmark = pytest.mark.spark
+
+US = 1_000_000
+
+
+def make_pipeline(tmp_path, **over):
+    from jobs.pipeline import pipeline_from_dict
+
+    conf = {
+        "name": "views",
+        "lake": str(tmp_path / "lake"),
+        "keys": ["device_id"],
+        "event_time": "ts",
+        "window": "Sessions(1m)",
+        "trigger": "AfterWatermark(early=AfterCount(2), late=AfterCount(1))",
+        "accumulation_mode": "accumulating_and_retracting",
+        "allowed_lateness": "30s",
+        "source": {"path": str(tmp_path / "landing"), "max_files_per_trigger": 1,
+                   "schema": {"device_id": "string", "ts": "timestamp", "seconds": "double"}},
+        "watermark": {"delay": "10s"},
+        "aggregates": {"plays": "count()", "watched": "sum(seconds)"},
+        "state_buckets": 4,
+    }  # fmt: skip
+    conf.update(over)
+    return pipeline_from_dict(conf)
+
+
+def view(device, s, seconds=1.0):
+    return json.dumps({"device_id": device, "ts": iso(s), "seconds": seconds})
+
+
+# Each inner list is one file; each file lands before one scheduled run.
+FILES = [
+    [view("a", 1), view("a", 20, 2.0), view("b", 3, 5.0), "not json at all"],
+    [view("a", 50), view("b", 100), view("c", 5), '{"device_id": "d", "ts": "yesterday"}'],
+    [view("a", 200), view("a", 30, 7.0), view("b", 130), '{"ts": "' + iso(300) + '"}'],
+    # a@35: its session [35s, 95s) expired (watermark 190s > 95s + 30s): late table
+    [view("b", 400), view("a", 35, 3.0), view("c", 300, 2.0)],
+]
+REJECTED = {
+    "not json at all": "malformed record (not parseable with the source schema)",
+    '{"device_id": "d", "ts": "yesterday"}': "unparseable event time (ts)",
+    '{"ts": "' + iso(300) + '"}': "missing key (device_id)",
+}
+
+
+def parse(text):
+    try:
+        r = json.loads(text)
+        from datetime import datetime
+
+        ts = datetime.fromisoformat(r["ts"].replace("Z", "+00:00"))
+        us = int(ts.timestamp()) * US + ts.microsecond
+        return (r["device_id"], {"seconds": r["seconds"]}, us) if r.get("device_id") else None
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def test_runs_equal_simulator_then_drain(spark, tmp_path):
+    from jobs.run import run
+    from sinks.pane_log import pane_record
+
+    pipeline = make_pipeline(tmp_path)
+    results = []
+    for i, lines in enumerate(FILES):  # one scheduled run per landed file: state across runs
+        put(tmp_path / "landing", f"views-{i}.jsonl", lines)
+        results.append(run(pipeline, spark=spark, progress=None))
+    assert all(r.batches for r in results)
+    results.append(run(pipeline, spark=spark, drain=True, progress=None))
+
+    from deltalake import DeltaTable
+
+    got = DeltaTable(pipeline.table_path("panes")).to_pyarrow_table().to_pylist()
+    expected = [dict(pane_record(p, _layout(pipeline)), batch_id=b)
+                for b, panes, _ in replay(pipeline, parse) for p in panes]  # fmt: skip
+    columns = set(expected[0])
+    from tests.spark.support import norm_pane
+
+    assert sorted(norm_pane(r, columns) for r in got) == sorted(
+        norm_pane(r, columns) for r in expected
+    )
+    # the drain closed every session: each window's last pane is final
+    last = {}
+    for r in sorted(got, key=lambda r: (r["batch_id"], r["pane_index"])):
+        if not r["is_retraction"]:
+            last[(r["device_id"], r["window_start_us"], r["window_end_us"])] = r
+    assert any(r["watermark_us"] > 10**17 for r in got)  # panes fired by the drain
+
+    late = DeltaTable(pipeline.table_path("late")).to_pyarrow_table().to_pylist()
+    assert [(r["device_id"], r["timestamp_us"]) for r in late] == [("a", (T0 + 35) * US)]
+    assert late[0]["reason"].startswith("expired")
+    dropped = [d for _, _, ds in replay(pipeline, parse) for d in ds]
+    assert [(d.key, d.timestamp) for d in dropped] == [("a", (T0 + 35) * US)]
+
+    rejected = DeltaTable(pipeline.table_path("rejected")).to_pyarrow_table().to_pylist()
+    assert {r["raw"]: r["reason"] for r in rejected} == REJECTED
+    assert all(r["source_file"].endswith(".jsonl") for r in rejected)
+    assert all(r["processing_time_us"] is not None for r in rejected)
+
+    # a run with nothing new runs no batch and commits nothing
+    before = DeltaTable(pipeline.table_path("panes")).version()
+    again = run(pipeline, spark=spark, progress=None)
+    assert again.batches == []
+    assert DeltaTable(pipeline.table_path("panes")).version() == before
+
+
+def _layout(pipeline):
+    from jobs.job import layout
+
+    return layout(pipeline)
+
+
+def test_csv_source_and_ingestion_time(spark, tmp_path):
+    from deltalake import DeltaTable
+
+    from jobs.run import run
+
+    pipeline = make_pipeline(
+        tmp_path, window="FixedWindows(1h)", event_time=None,
+        trigger="AfterWatermark(late=AfterCount(1))", accumulation_mode="discarding",
+        watermark={"policy": "ingestion_time"},
+        source={"format": "csv", "csv_header": True, "path": str(tmp_path / "landing"),
+                "schema": {"device_id": "string", "seconds": "double"}},
+    )  # fmt: skip
+    put(tmp_path / "landing", "a.csv", ["device_id,seconds", "a,1.5", "b,2", "a,x", ",3"])
+    result = run(pipeline, spark=spark, drain=True, progress=None)
+    panes = DeltaTable(pipeline.table_path("panes")).to_pyarrow_table().to_pylist()
+    assert sorted((p["device_id"], p["plays"], p["watched"]) for p in panes) == [
+        ("a", 1, 1.5), ("b", 1, 2.0)]  # fmt: skip
+    # arrival time is the event time: panes' windows contain the batch timestamp
+    assert all(p["window_start_us"] <= p["processing_time_us"] for p in panes)
+    rejected = DeltaTable(pipeline.table_path("rejected")).to_pyarrow_table().to_pylist()
+    assert sorted((r["raw"], r["reason"]) for r in rejected) == [
+        (",3", "missing key (device_id)"),
+        ("a,x", "malformed record (not parseable with the source schema)"),
+    ]
+    assert result.total("late") == 0

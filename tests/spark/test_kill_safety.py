@@ -1,0 +1,143 @@
+"""Kill safety: SIGKILL the job at several points, rerun, and get the uninterrupted pane log.
+
+Each killed run is a separate ``panestore run`` process (its own process group: driver, JVM and
+Python workers die together, as in a container kill). ``PANESTORE_TEST_HOOK`` makes the sink
+kill the job at a named point of a given batch (see ``jobs.job.hook``):
+
+* ``before_commit``: mid-batch, the engine ran and its state was written, nothing committed;
+* ``between_tables``: the pane log committed, the late and rejected tables not;
+* ``after_commit``: every Delta commit done, Spark's checkpoint commit not;
+* ``before_commit`` of the trailing no-data batch (timers only).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.spark.support import iso, norm_pane, put, replay
+
+pytestmark = pytest.mark.spark
+
+CONF = """\
+name = "kills"
+lake = "{lake}"
+keys = ["device_id"]
+event_time = "ts"
+window = "Sessions(1m)"
+trigger = "AfterWatermark(early=AfterCount(2), late=AfterCount(1))"
+accumulation_mode = "accumulating_and_retracting"
+allowed_lateness = "30s"
+state_buckets = 4
+
+[source]
+path = "{landing}"
+max_files_per_trigger = 1
+schema = {{ device_id = "string", ts = "timestamp", seconds = "double" }}
+
+[watermark]
+delay = "10s"
+
+[aggregates]
+plays = "count()"
+watched = "sum(seconds)"
+"""
+
+
+def view(device, s, seconds=1.0):
+    return json.dumps({"device_id": device, "ts": iso(s), "seconds": seconds})
+
+
+FILES = [
+    [view("a", 1), view("a", 20, 2.0), view("b", 3, 5.0), "garbage"],
+    [view("a", 50), view("b", 100), view("c", 5)],
+    [view("a", 200), view("a", 30, 7.0), view("b", 130), '{"ts": "' + iso(9) + '"}'],
+    [view("b", 400), view("a", 35, 3.0), view("c", 300, 2.0)],
+]
+# (hook:batch) per killed run. Batches 0-3 read one file each; batch 4 fires the timers of the
+# last watermark advance (Spark's no-data batch, or the tick batch of jobs.run). Killed: mid-batch
+# (1), between the pane-log and the late/rejected commits (2), after a data batch's Delta
+# commits but before Spark's commit (3), during the timer batch (4), and after the timer batch's
+# Delta commits (4, replayed).
+KILLS = ["before_commit:1", "between_tables:2", "after_commit:3", "before_commit:4",
+         "after_commit:4"]
+
+
+def parse(text):
+    from datetime import datetime
+
+    try:
+        r = json.loads(text)
+        ts = datetime.fromisoformat(r["ts"].replace("Z", "+00:00"))
+        us = int(ts.timestamp()) * 1_000_000 + ts.microsecond
+        return (r["device_id"], {"seconds": r["seconds"]}, us) if r.get("device_id") else None
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def land(root):
+    for i, lines in enumerate(FILES):
+        path = put(root / "landing", f"views-{i}.jsonl", lines)
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))  # Spark reads in mtime order
+    conf = root / "kills.toml"
+    conf.write_text(CONF.format(lake=root / "lake", landing=root / "landing"))
+    return conf
+
+
+def run_cli(conf, hook=None, timeout=240):
+    env = dict(os.environ)
+    env.pop("PANESTORE_TEST_HOOK", None)
+    if hook:
+        env["PANESTORE_TEST_HOOK"] = hook
+    return subprocess.run(
+        [sys.executable, "-m", "jobs.cli", "run", str(conf), "--no-materialize"],
+        env=env, capture_output=True, text=True, timeout=timeout, start_new_session=True,
+    )  # fmt: skip
+
+
+def tables(pipeline):
+    from deltalake import DeltaTable
+
+    return {t: DeltaTable(pipeline.table_path(t)).to_pyarrow_table().to_pylist()
+            for t in ("panes", "late", "rejected")}  # fmt: skip
+
+
+def test_killed_runs_equal_an_uninterrupted_run(spark, tmp_path):
+    from jobs.job import layout
+    from jobs.pipeline import load_pipeline
+    from jobs.run import run
+    from sinks.pane_log import pane_record
+
+    # the uninterrupted run (in process)
+    base = load_pipeline(land(tmp_path / "base"))
+    run(base, spark=spark, progress=None)
+    want = tables(base)
+
+    conf = land(tmp_path / "killed")
+    pipeline = load_pipeline(conf)
+    for hook in KILLS:
+        proc = run_cli(conf, hook)
+        assert proc.returncode == -signal.SIGKILL, (hook, proc.returncode, proc.stderr[-3000:])
+    proc = run_cli(conf)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = tables(pipeline)
+
+    panes = got["panes"]
+    assert len({p["pane_id"] for p in panes}) == len(panes), "duplicate panes"
+    # Exactly the panes of the batches Spark recorded (same offsets, watermarks, batch times).
+    expected = [dict(pane_record(p, layout(pipeline)), batch_id=b)
+                for b, ps, _ in replay(pipeline, parse) for p in ps]  # fmt: skip
+    cols = set(expected[0])
+    assert sorted(norm_pane(r, cols) for r in panes) == sorted(norm_pane(r, cols) for r in expected)
+    # ... and the same panes as the uninterrupted run (batch times differ between the two).
+    same = cols - {"processing_time_us"}
+    assert sorted(norm_pane(r, same) for r in panes) == sorted(
+        norm_pane(r, same) for r in want["panes"])  # fmt: skip
+    for t, key in (("late", "timestamp_us"), ("rejected", "raw")):
+        assert sorted(r[key] for r in got[t]) == sorted(r[key] for r in want[t]), t
+    assert len(got["rejected"]) == 2 and len(got["late"]) == 1
