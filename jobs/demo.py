@@ -108,6 +108,7 @@ def main(argv=None) -> int:
 
     say(pipeline.describe())
     say(f"work folder: {work}")
+    from jobs.inspect import materialize_after_run
     from jobs.run import run
     from jobs.spark import get_session
 
@@ -124,10 +125,13 @@ def main(argv=None) -> int:
         say(f"\n== round {rnd + 1}: {n} lines landed (arrivals {iso(lo)[11:16]}-{iso(hi)[11:16]}"
             f" event time); scheduled run ==")  # fmt: skip
         run(pipeline, spark=spark, progress=out)
+        materialize_after_run(pipeline, out=say)  # as `panestore run` does
     say("\n== final run with --drain: the watermark goes to the end of time ==")
     run(pipeline, spark=spark, drain=True, progress=out)
+    materialize_after_run(pipeline, out=say)
     spark.stop()
     report(pipeline, say, total)
+    check(pipeline, say)
     say(f"\ndemo finished in {time.monotonic() - started:.0f}s; tables under {work / 'lake'}")
     return 0
 
@@ -163,6 +167,34 @@ def report(pipeline, say, total: int) -> None:
         say(f"  {r['batch_id']:>5}  {iso(r['window_start_us'] / 1e6)[11:16]}-"
             f"{iso(r['window_end_us'] / 1e6)[11:16]}     {r['plays']:>5}  {r['watched']:>7.1f}  "
             f"{r['timing']:<8} {'yes' if r['is_retraction'] else '':<11} {wm_s}")  # fmt: skip
+
+
+def check(pipeline, say) -> None:
+    """The current view through DuckDB, and `panestore verify`."""
+    from sinks.duck import connect
+    from sinks.spec import spec_from_pipeline
+    from sinks.verify import load_source_elements, verify
+
+    spec = spec_from_pipeline(pipeline)
+    say("\n== the current view (DuckDB over the Delta table `current`) ==")
+    con = connect(spec)
+    try:
+        totals = con.sql(
+            "SELECT count(*) AS sessions, sum(plays) AS plays, round(sum(watched)) AS watched "
+            "FROM current"
+        ).fetchone()
+        say(f"  {totals[0]} sessions, {totals[1]} plays, {totals[2]:.0f} seconds watched")
+        top = con.sql(
+            "SELECT device_id, count(*) AS sessions, sum(plays) AS plays FROM current "
+            "GROUP BY device_id ORDER BY plays DESC, device_id LIMIT 3"
+        ).fetchall()
+        for device, sessions, plays in top:
+            say(f"  {device:<14} {sessions:>3} sessions {plays:>4} plays")
+    finally:
+        con.close()
+    report = verify(spec, elements=load_source_elements(spec))
+    say("\n== panestore verify ==")
+    say(str(report))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ landing zone (:func:`load_source_elements`).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -452,11 +452,14 @@ def load_source_elements(pipeline: Any) -> pa.Table:
         raise LakeError(f"no input files in {path}")
     flist = "[" + ", ".join("'" + f.replace("'", "''") + "'" for f in sorted(files)) + "]"
     if src.format == "jsonl":
-        reader = f"read_json({flist}, format='newline_delimited', columns={cols})"
+        # Malformed lines are rejected by the job too: skip them here.
+        reader = (
+            f"read_json({flist}, format='newline_delimited', columns={cols}, ignore_errors=true)"
+        )
     elif src.format == "csv":
         reader = (
             f"read_csv({flist}, header={str(src.csv_header).lower()}, "
-            f"delim='{src.csv_delimiter}', columns={cols})"
+            f"delim='{src.csv_delimiter}', columns={cols}, ignore_errors=true)"
         )
     else:
         reader = f"read_parquet({flist})"
@@ -488,5 +491,4 @@ __all__ = [
     "view_from_pane_log",
     "batch_view",
     "load_source_elements",
-    "Iterable",
 ]
