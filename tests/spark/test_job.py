@@ -107,6 +107,17 @@ def test_runs_equal_simulator_then_drain(spark, tmp_path):
     assert all(r["source_file"].endswith(".jsonl") for r in rejected)
     assert all(r["processing_time_us"] is not None for r in rejected)
 
+    # the view folded from the log equals the batch over the accepted raw events
+    from jobs.inspect import materialize_after_run
+    from sinks.spec import spec_from_pipeline
+    from sinks.verify import load_source_elements, verify
+
+    assert materialize_after_run(pipeline, out=lambda line: None) == 0
+    spec = spec_from_pipeline(pipeline)
+    report = verify(spec, elements=load_source_elements(spec))
+    assert report.ok, str(report)
+    assert len(report.checks) == 2
+
     # a run with nothing new runs no batch and commits nothing
     before = DeltaTable(pipeline.table_path("panes")).version()
     again = run(pipeline, spark=spark, progress=None)
