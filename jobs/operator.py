@@ -33,7 +33,6 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import pairwise
 from typing import Any
 
 try:  # pyspark is optional at import time (the pure test suite runs without it)
@@ -200,9 +199,7 @@ class PaneProcessor(_Base):
             elements.extend(zip(vals, map(int, ts), strict=True))
         # Spark does not order rows within a key: sort so panes are a function of the input set
         # (by timestamp; by value too only where timestamps tie).
-        elements.sort(key=_timestamp)
-        if any(a[1] == b[1] for a, b in pairwise(elements)):
-            elements.sort(key=lambda e: (e[1], repr(e[0])))
+        canonical_order(elements)
         ekey = self._engine_key(key)
         wm, pt = self._clocks(timerValues)
         state, timer = self._load()
@@ -310,6 +307,22 @@ _NO_VALUES: dict = {}
 
 def _timestamp(element: tuple[Any, int]) -> int:
     return element[1]
+
+
+def canonical_order(elements: list[tuple[Any, int]]) -> None:
+    """Sort one key's ``(value, timestamp)`` elements in place by timestamp, and only runs of
+    equal timestamps also by value (its ``repr``), so a replayed batch feeds the engine the
+    same sequence whatever order Spark delivered the rows in."""
+    elements.sort(key=_timestamp)
+    i, n = 0, len(elements)
+    while i < n:
+        j = i + 1
+        ts = elements[i][1]
+        while j < n and elements[j][1] == ts:
+            j += 1
+        if j - i > 1:
+            elements[i:j] = sorted(elements[i:j], key=lambda e: repr(e[0]))
+        i = j
 
 
 def _decode(value: Any) -> Any:
@@ -463,9 +476,7 @@ class BucketProcessor(PaneProcessor):
                 outs.append(engine.advance(state, ekey, wm, pt))
                 self._store(keys, ekey, state)
         for ekey, elements in by_key.items():
-            elements.sort(key=_timestamp)
-            if any(a[1] == b[1] for a, b in pairwise(elements)):
-                elements.sort(key=lambda e: (e[1], repr(e[0])))
+            canonical_order(elements)
             entry = keys.get(ekey)
             state = engine.new_state() if entry is None else engine.load_state(entry[0])
             outs.append(engine.advance(state, ekey, wm, pt))
