@@ -263,16 +263,26 @@ class PaneProcessor(_Base):
         return self.engine.load_state(bytes(blob)), timer
 
     def _save(self, state, timer: int | None, out, tv) -> None:
-        cfg = self.config
         if state is None or state.is_empty:
-            self.state.clear()
-            if timer is not None:
-                self.handle.deleteTimer(timer)
+            self._clear(timer)
             return
-        want = None
-        if out.next_event_time is not None:
-            want = cfg.timer_ms(out.next_event_time)
-        if out.next_processing_time is not None and cfg.poll_processing_time:
+        want = self._retime(timer, out.next_event_time, out.next_processing_time is not None, tv)
+        self.state.update((state.to_bytes(), want))
+
+    def _clear(self, timer: int | None) -> None:
+        """Nothing left for this grouping key: drop its state and timer."""
+        self.state.clear()
+        if timer is not None:
+            self.handle.deleteTimer(timer)
+
+    def _retime(
+        self, timer: int | None, next_event_time: int | None, polls: bool, tv
+    ) -> int | None:
+        """Keep the one timer at the next event-time wake-up (or the next watermark move, for
+        pending processing-time wake-ups); returns the timer now registered."""
+        cfg = self.config
+        want = None if next_event_time is None else cfg.timer_ms(next_event_time)
+        if polls and cfg.poll_processing_time:
             poll = tv.getCurrentWatermarkInMs() + 1
             want = poll if want is None else min(want, poll)
         if want != timer:
@@ -280,7 +290,7 @@ class PaneProcessor(_Base):
                 self.handle.deleteTimer(timer)
             if want is not None:
                 self.handle.registerTimer(want)
-        self.state.update((state.to_bytes(), want))
+        return want
 
     def _emit(self, outs) -> Iterator:
         import pandas as pd
@@ -495,22 +505,12 @@ class BucketProcessor(PaneProcessor):
     def _save_bucket(self, keys: dict, timer: int | None, tv) -> None:
         import pickle
 
-        cfg = self.config
         if not keys:
-            self.state.clear()
-            if timer is not None:
-                self.handle.deleteTimer(timer)
+            self._clear(timer)
             return
         ne = min((e[1] for e in keys.values() if e[1] is not None), default=None)
-        want = None if ne is None else cfg.timer_ms(ne)
-        if cfg.poll_processing_time and any(e[2] is not None for e in keys.values()):
-            poll = tv.getCurrentWatermarkInMs() + 1
-            want = poll if want is None else min(want, poll)
-        if want != timer:
-            if timer is not None:
-                self.handle.deleteTimer(timer)
-            if want is not None:
-                self.handle.registerTimer(want)
+        polls = any(e[2] is not None for e in keys.values())
+        want = self._retime(timer, ne, polls, tv)
         self.state.update((pickle.dumps(keys, protocol=pickle.HIGHEST_PROTOCOL), want))
 
 
