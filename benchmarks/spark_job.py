@@ -167,6 +167,7 @@ def main() -> None:
                     help="maxFilesPerTrigger (50 files = 500,000 events per micro-batch)")
     ap.add_argument("--shuffle-partitions", type=int, default=2)
     ap.add_argument("--no-native", action="store_true")
+    ap.add_argument("--progress", action="store_true", help="print a line per micro-batch")
     ap.add_argument("--keep", help="work directory to use and keep (default: a temp dir)")
     args = ap.parse_args()
 
@@ -192,7 +193,7 @@ def main() -> None:
         spark.range(1).count()  # JVM and session up before timing
         pipeline = panestore_pipeline(landing, work / "lake", args.format, args.files_per_batch)
         start = time.perf_counter()
-        result = run(pipeline, spark=spark, progress=None)
+        result = run(pipeline, spark=spark, progress=sys.stderr if args.progress else None)
         ps_secs = time.perf_counter() - start
         ps_peak = mem.peak
         nat = None
