@@ -60,6 +60,7 @@ def pane_rows(
         "supersedes": pa.array([[]] * n, schema.field("supersedes").type),
         "watermark_us": pa.array(np.zeros(n, np.int64)),
         "processing_time_us": pa.array(np.full(n, batch_id * S, np.int64)),
+        "accumulator": pa.nulls(n, pa.string()),  # sums: the value is the accumulator
         "batch_id": pa.array(np.full(n, batch_id, np.int64)),
         "pane_id": pa.array([f"{batch_id}-{i}" for i in range(n)]),
     }

@@ -333,6 +333,20 @@ class BatchStats:
     commit_s: float = 0.0  # the Delta commits
 
 
+def table_identity(pipeline: Pipeline, table: str, what: str) -> dict[str, Any]:
+    """``properties`` (the pipeline's configuration fingerprint) written when a table is
+    created, and the ``check`` that refuses an existing table of another configuration."""
+    from sinks.spec import check_table_properties, spec_from_pipeline, table_properties
+
+    spec = spec_from_pipeline(pipeline)
+    path = pipeline.table_path(table)
+
+    def check(conf: Any) -> None:
+        check_table_properties(spec, what, path, conf)
+
+    return {"properties": table_properties(spec, table), "check": check}
+
+
 class BatchSink:
     """``foreachBatch`` sink: panes, late and rejected rows of a batch, each committed once."""
 
@@ -340,9 +354,12 @@ class BatchSink:
                  on_batch: Callable[[BatchStats], Any] | None = None) -> None:  # fmt: skip
         lay = layout(pipeline)
         self.pipeline = pipeline
-        self.pane_log = PaneLog(pipeline.table_path("panes"), pipeline.name, lay)
-        self.late_log = LateLog(pipeline.table_path("late"), pipeline.name, lay)
-        self.rejected_log = RejectedLog(pipeline.table_path("rejected"), pipeline.name)
+        self.pane_log = PaneLog(pipeline.table_path("panes"), pipeline.name, lay,
+                                **table_identity(pipeline, "panes", "pane log"))  # fmt: skip
+        self.late_log = LateLog(pipeline.table_path("late"), pipeline.name, lay,
+                                **table_identity(pipeline, "late", "late table"))  # fmt: skip
+        self.rejected_log = RejectedLog(pipeline.table_path("rejected"), pipeline.name,
+                                        **table_identity(pipeline, "rejected", "rejected table"))
         self.on_batch = on_batch
         self.stats: dict[int, BatchStats] = {}
 

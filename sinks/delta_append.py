@@ -12,7 +12,7 @@ two concurrent runs of one query.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,11 @@ class ExactlyOnceAppender:
     """Append one batch of rows per Delta commit, at most once per batch id.
 
     ``path`` is a local path or URI understood by delta-rs; the table is created (empty, with
-    ``schema``) on first use so readers always find it.
+    ``schema`` and the table ``properties``) on first use so readers always find it. On first use
+    ``check(configuration)`` is called with the table's properties (it raises to refuse a table
+    written by another configuration; nothing is written then). ``optional`` columns of
+    ``schema`` may be missing from an existing table (created before they were added): they are
+    then not written.
     """
 
     def __init__(
@@ -57,6 +61,9 @@ class ExactlyOnceAppender:
         kind: str,
         storage_options: Mapping[str, str] | None = None,
         commit_empty: bool = True,
+        properties: Mapping[str, str] | None = None,
+        check: Callable[[Mapping[str, str]], None] | None = None,
+        optional: Sequence[str] = (),
     ) -> None:
         if not pipeline_id:
             raise ValueError("pipeline_id must be a non-empty string")
@@ -68,6 +75,9 @@ class ExactlyOnceAppender:
         # Committing empty batches keeps the recorded txn version equal to the last batch id, which
         # makes "how far has this sink got" observable; it costs one small commit per batch.
         self.commit_empty = commit_empty
+        self.properties = dict(properties) if properties else None
+        self.check = check
+        self.optional = tuple(optional)
         self._table = None
 
     # -- table access ---------------------------------------------------------------------------
@@ -77,12 +87,21 @@ class ExactlyOnceAppender:
         from deltalake import DeltaTable
 
         if self._table is None:
-            self._table = DeltaTable.create(
+            table = DeltaTable.create(
                 self.path,
                 self.schema,
                 mode="ignore",
+                configuration=self.properties,
+                raise_if_key_not_exists=False,
                 storage_options=self.storage_options,
             )
+            if self.check is not None:
+                self.check(table.metadata().configuration or {})
+            names = set(pa.schema(table.schema().to_arrow()).names)
+            absent = [n for n in self.optional if n not in names]
+            if absent:
+                self.schema = pa.schema([f for f in self.schema if f.name not in absent])
+            self._table = table
         else:
             self._table.update_incremental()
         return self._table
@@ -102,6 +121,10 @@ class ExactlyOnceAppender:
         committed = self.committed_batch_id()
         if committed is not None and batch_id <= committed:
             return False
+        if isinstance(data, pa.Table):  # optional columns the existing table lacks
+            data = data.drop_columns(
+                [n for n in self.optional if n in data.column_names and n not in self.schema.names]
+            )
         table = _as_table(data, self.schema)
         if table.num_rows == 0 and not self.commit_empty:
             return False

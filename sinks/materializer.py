@@ -11,7 +11,10 @@ Fold rules (docs/semantics.md, :mod:`panes.fold`), per (key, window), whatever o
 a window arrive in across pane-log versions:
 
 * accumulating: the pane with the highest index wins;
-* discarding: the panes' values merge (sum and count add, min and max take the extreme);
+* discarding: the panes' values merge (sum and count add, min and max take the extreme, lists
+  concatenate); when an aggregate's value is not its accumulator (a mean), the panes'
+  ``accumulator`` column is merged with the pipeline's combiner and extracted instead, and the
+  view row keeps the merged accumulator in its own ``accumulator`` column;
 * accumulating & retracting: as accumulating; a retraction withdraws the pane it names (the
   window disappears if that pane is the one the view shows and nothing newer came);
 * every mode: a pane deletes the windows it ``supersedes`` (discarding: absorbs their values).
@@ -25,7 +28,9 @@ sliding, global), whose changes are applied by conditional MERGE clauses without
 
 View rows: key column(s), window bounds (µs and timestamps), the aggregate column(s), the pane
 index and timing of the pane the row reflects, its output timestamp, ``pane_log_version`` (the
-pane-log version of that pane; discarding: the latest version merged in), and ``absorbed``.
+pane-log version of that pane; discarding: the latest version merged in), ``absorbed``, and
+(when the pane log has the column) ``accumulator``, the JSON of the row's combiner accumulator
+(set in discarding mode when folding needs it, else null).
 """
 
 from __future__ import annotations
@@ -45,13 +50,15 @@ import pyarrow.compute as pc
 from panes.combiners import Count, Max, Min, Sum, ToList
 from panes.windowing import AccumulationMode
 from sinks.pane_log import (
+    ACCUMULATOR,
     FIXED_NAMES,
     TS,
     WINDOW_REF,
+    accumulator_from_json,
+    accumulator_json,
     representable_us,
 )
 from sinks.spec import (
-    CONFIG_PROPERTY,
     FINGERPRINT_PROPERTY,
     KIND_PROPERTY,
     PIPELINE_PROPERTY,
@@ -63,6 +70,9 @@ from sinks.spec import (
     ViewSpec,
     as_spec,
     check_key_columns,
+    check_table_properties,
+    mismatch_text,
+    table_properties,
 )
 
 FOLDED_VERSION_METADATA = "panestore.paneLogVersion"
@@ -179,28 +189,12 @@ def open_pane_log(spec: ViewSpec, version: int | None = None):
             f"the Delta table at {path} is not a panestore pane log (no {', '.join(missing)})"
         )
     check_key_columns(spec, names, "pane log", path)
-    conf = dt.metadata().configuration or {}
-    fp = conf.get(FINGERPRINT_PROPERTY)
-    if fp is not None and fp != spec.fingerprint:
-        raise ConfigMismatch(_mismatch_text("pane log", path, spec, conf))
-    owner = conf.get(PIPELINE_PROPERTY)
-    if owner is not None and owner != spec.name:
-        raise ForeignTable(f"pane log at {path} belongs to pipeline {owner!r}, not {spec.name!r}")
+    check_table_properties(spec, "pane log", path, dt.metadata().configuration)
     return dt
 
 
 def _mismatch_text(what: str, path: str, spec: ViewSpec, conf: Mapping[str, str]) -> str:
-    try:
-        theirs = json.loads(conf.get(CONFIG_PROPERTY) or "null")
-    except ValueError:
-        theirs = None
-    return (
-        f"{what} at {path} was built by a different pipeline configuration "
-        f"({spec.describe_config(theirs)}); this configuration is "
-        f"{spec.describe_config(spec.config)}. Nothing was written. Changing keys, aggregates, "
-        f"window function or accumulation mode needs a new lake directory, or "
-        f"`panestore materialize --rebuild` if only the view is affected."
-    )
+    return mismatch_text(what, path, spec, conf)
 
 
 def view_schema(spec: ViewSpec, pane_log_schema: pa.Schema) -> pa.Schema:
@@ -212,16 +206,13 @@ def view_schema(spec: ViewSpec, pane_log_schema: pa.Schema) -> pa.Schema:
     fields += [
         pa.field(n, t, nullable=n not in ("pane_index", "pane_log_version")) for n, t in VIEW_META
     ]
+    if ACCUMULATOR in pane_log_schema.names:
+        fields.append(pa.field(ACCUMULATOR, pa.string()))
     return pa.schema([f.with_nullable(f.nullable) for f in fields])
 
 
 def view_properties(spec: ViewSpec) -> dict[str, str]:
-    return {
-        KIND_PROPERTY: "current",
-        PIPELINE_PROPERTY: spec.name,
-        FINGERPRINT_PROPERTY: spec.fingerprint,
-        CONFIG_PROPERTY: json.dumps(spec.config, sort_keys=True),
-    }
+    return table_properties(spec, "current")
 
 
 def open_view(
@@ -379,12 +370,54 @@ def _acc_of(spec: ViewSpec, name: str, value: Any) -> Any:
 
 def value_mergeable(spec: ViewSpec) -> list[str]:
     """Aggregates whose pane values are not their accumulators (discarding cannot fold them
-    from the pane log's value columns alone)."""
+    from the pane log's value columns alone: it merges the ``accumulator`` column instead)."""
     ok = (Sum, Count, Min, Max, ToList)
     return [n for n, fn in spec.aggregates if not isinstance(fn, ok)]
 
 
+def needs_accumulators(spec: ViewSpec) -> bool:
+    """Whether folding merges accumulators (discarding mode with a not value-mergeable
+    aggregate) rather than the value columns."""
+    return spec.mode is AccumulationMode.DISCARDING and bool(value_mergeable(spec))
+
+
+def _no_accumulator_text(spec: ViewSpec, path: str) -> str:
+    return (
+        f"discarding mode cannot fold {', '.join(value_mergeable(spec))} from the pane log at "
+        f"{path}: its rows carry the aggregate's value, not its accumulator (a mean needs sum and "
+        f"count), and it has no accumulator column (written before panestore recorded "
+        f"accumulators). Nothing was written. Only sum, count, min, max and to_list fold from "
+        f"such a pane log: use accumulating mode for these aggregates, add sum/count aggregates, "
+        f"or rerun the pipeline into a new lake directory."
+    )
+
+
+def _part_accumulator(spec: ViewSpec, part: Mapping[str, Any]) -> Any:
+    text = part.get(ACCUMULATOR)
+    if text is None:
+        raise LakeError(
+            f"a pane-log row (or view row) of pipeline {spec.name!r} has no accumulator, "
+            f"which discarding mode needs to fold {', '.join(value_mergeable(spec))}. Nothing "
+            f"was written; rebuild the view (`panestore materialize --rebuild`)."
+        )
+    return accumulator_from_json(spec.combine_fn, text)
+
+
+def _merge_accumulators(spec: ViewSpec, parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Merge the parts' accumulators with the pipeline's combiner: the value columns and the
+    merged ``accumulator``."""
+    fn = spec.combine_fn
+    assert fn is not None
+    accs = [_part_accumulator(spec, p) for p in parts]
+    merged = accs[0] if len(accs) == 1 else fn.merge(accs)
+    out = spec.values_of(fn.extract(merged))
+    out[ACCUMULATOR] = accumulator_json(merged)
+    return out
+
+
 def _merge_values(spec: ViewSpec, parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    if needs_accumulators(spec):
+        return _merge_accumulators(spec, parts)
     out = {}
     for name, fn in spec.aggregates:
         accs = [_acc_of(spec, name, p[name]) for p in parts]
@@ -408,6 +441,7 @@ class Reducer:
     def __init__(self, spec: ViewSpec, live: Mapping[tuple, dict[str, Any]] | None = None):
         self.spec = spec
         self.discarding = spec.mode is AccumulationMode.DISCARDING
+        self.accumulators = needs_accumulators(spec)
         self.live: dict[tuple, dict[str, Any]] = dict(live or {})
         self.initial = set(self.live)
         self.owner: dict[tuple, tuple] = {}
@@ -478,6 +512,8 @@ class Reducer:
                     absorbed_rows.append(srow)
                     new_abs.extend((a["start_us"], a["end_us"]) for a in srow["absorbed"] or ())
             values = {n: p[n] for n in names}
+            if self.accumulators:
+                values[ACCUMULATOR] = p.get(ACCUMULATOR)
             root = self._root(at)
             if root != at:  # the window was absorbed earlier: its pane belongs to the absorber
                 for sw in new_abs:
@@ -642,6 +678,10 @@ def change_table(schema: pa.Schema, table: pa.Table) -> pa.Table:
     table = _with_derived(table)
     cols, fields = [], []
     for f in schema:
+        if f.name not in table.column_names:  # e.g. ``accumulator`` (not folded vectorized)
+            cols.append(pa.nulls(table.num_rows, f.type))
+            fields.append(f.with_nullable(True))
+            continue
         col = table.column(f.name).cast(f.type)
         cols.append(col)
         fields.append(f.with_nullable(True))
@@ -836,13 +876,6 @@ class Materializer:
         self.vectorized = vectorized
         self.max_versions = max_versions
         self.hook = hook
-        bad = value_mergeable(self.spec)
-        if self.spec.mode is AccumulationMode.DISCARDING and bad:
-            raise LakeError(
-                f"discarding mode cannot fold {', '.join(bad)} from the pane log: its rows carry "
-                f"the aggregate's value, not its accumulator (a mean needs sum and count). Use "
-                f"accumulating mode for these aggregates, or add sum/count aggregates."
-            )
 
     def folded_version(self) -> int | None:
         """The last pane-log version folded into the view (None: none yet / no view)."""
@@ -875,10 +908,19 @@ class Materializer:
 
         spec = self.spec
         panes = open_pane_log(spec)
+        accs = needs_accumulators(spec)
+        if accs and ACCUMULATOR not in arrow_schema(panes).names:
+            raise LakeError(_no_accumulator_text(spec, spec.table_path("panes")))
         latest = panes.version()
         if upto is not None:
             latest = min(latest, upto)
         view = open_view(spec, arrow_schema(panes), create=True)
+        if accs and ACCUMULATOR not in arrow_schema(view).names:
+            raise LakeError(
+                f"the current view at {spec.table_path('current')} has no accumulator column, "
+                f"which discarding mode needs to fold {', '.join(value_mergeable(spec))}. Nothing "
+                f"was written; rebuild the view (`panestore materialize --rebuild`)."
+            )
         done = view.transaction_version(spec.app_id)
         after = -1 if done is None else done
         if self.max_versions is not None:

@@ -14,7 +14,11 @@ Columns (DESIGN.md, "The pane log"):
   replaces (session merges);
 - ``watermark_us`` / ``processing_time_us`` at emission (model time, µs);
 - ``batch_id`` (the Spark micro-batch id) and ``pane_id``, a deterministic id (see
-  :func:`pane_id`).
+  :func:`pane_id`);
+- ``accumulator``: the pane's combiner accumulator as JSON (tuples as lists; see
+  :func:`accumulator_json`), so discarding mode can fold aggregates whose value is not their
+  accumulator (a mean needs sum and count). Null if it is not JSON-representable; pane logs
+  written before the column existed lack it (and are still appended to without it).
 
 Two stages build a row: :func:`pane_record` turns an engine ``Pane`` into the *core* record, all
 plain ints/strings/bools (what the Spark operator emits; no timestamp columns, no ``pipeline_id`` /
@@ -122,7 +126,9 @@ PANE_CORE: list[Field] = [
     ("supersedes", pa.list_(WINDOW_REF)),
     ("watermark_us", pa.int64()),
     ("processing_time_us", pa.int64()),
+    ("accumulator", pa.string()),
 ]
+ACCUMULATOR = "accumulator"
 PANE_FIELDS: list[Field] = [PANE_CORE[0], ("timestamp", TS), *PANE_CORE[1:]]
 DERIVED_TIMESTAMPS = {
     "window_start": "window_start_us",
@@ -173,6 +179,29 @@ def pane_log_schema(layout: PaneLogLayout = DEFAULT_LAYOUT) -> pa.Schema:
     )
 
 
+def accumulator_json(acc: Any) -> str | None:
+    """The JSON text of a combiner accumulator (tuples as lists), None if not representable."""
+    try:
+        return json.dumps(acc, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return None
+
+
+def accumulator_from_json(combine_fn: Any, text: str | None) -> Any:
+    """The accumulator of ``combine_fn`` from :func:`accumulator_json` text: lists become tuples
+    (one level; per sub-combiner for :class:`~panes.combiners.Aggregates`)."""
+    if text is None:
+        raise ValueError("no accumulator")
+    return _acc_value(combine_fn, json.loads(text))
+
+
+def _acc_value(fn: Any, obj: Any) -> Any:
+    fns = getattr(fn, "fns", None)
+    if fns is not None and isinstance(obj, list):
+        return tuple(_acc_value(f, x) for f, x in zip(fns.values(), obj, strict=True))
+    return tuple(obj) if isinstance(obj, list) else obj
+
+
 def _timing_name(timing: Any) -> str:
     return getattr(timing, "name", None) or str(timing)
 
@@ -197,6 +226,7 @@ def pane_record(pane: Any, layout: PaneLogLayout = DEFAULT_LAYOUT) -> dict[str, 
         ],
         watermark_us=None if pane.watermark is None else int(pane.watermark),
         processing_time_us=None if pane.processing_time is None else int(pane.processing_time),
+        accumulator=accumulator_json(pane.accumulator) if hasattr(pane, "accumulator") else None,
     )
     return rec
 
@@ -287,6 +317,8 @@ class PaneLog:
         *,
         storage_options: Mapping[str, str] | None = None,
         commit_empty: bool = True,
+        properties: Mapping[str, str] | None = None,
+        check: Callable[[Mapping[str, str]], None] | None = None,
     ) -> None:
         self.layout = layout
         self.schema = pane_log_schema(layout)
@@ -297,6 +329,9 @@ class PaneLog:
             kind=self.kind,
             storage_options=storage_options,
             commit_empty=commit_empty,
+            properties=properties,
+            check=check,
+            optional=(ACCUMULATOR,),
         )
 
     @property

@@ -7,8 +7,10 @@ directory, key columns, named aggregates, window function and accumulation mode.
 
 The *fingerprint* of a spec hashes what decides the meaning of the pane log's rows (keys,
 aggregates, window function, accumulation mode). It is stored in the table properties of the
-tables the materializer creates, and checked on every run: a pane log or view built by another
-configuration is refused with :class:`ConfigMismatch`, and nothing is written.
+tables the job and the materializer create (:func:`table_properties`), and checked whenever they
+are opened (:func:`check_table_properties`): a table built by another configuration is refused with
+:class:`ConfigMismatch`, and nothing is written. Tables created before fingerprints were recorded
+have none and are not checked.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from panes.combiners import Aggregates, CombineFn
 from panes.windowfns import WindowFn
 from panes.windowing import AccumulationMode
 
-# Table properties written on the tables the materializer creates (``current``).
+# Table properties written on the tables panestore creates (the job's ``panes``, ``late`` and
+# ``rejected``; the materializer's ``current``).
 FINGERPRINT_PROPERTY = "panestore.fingerprint"
 CONFIG_PROPERTY = "panestore.config"
 PIPELINE_PROPERTY = "panestore.pipeline"
@@ -190,3 +193,41 @@ def check_key_columns(spec: ViewSpec, names: Sequence[str], what: str, path: str
             f"configuration is {spec.describe_config(spec.config)}. Use a new lake directory "
             f"(or rebuild) after changing keys or aggregates."
         )
+
+
+def table_properties(spec: ViewSpec, kind: str) -> dict[str, str]:
+    """The Delta table properties of a table of this pipeline (``kind``: panes, current, ...)."""
+    return {
+        KIND_PROPERTY: kind,
+        PIPELINE_PROPERTY: spec.name,
+        FINGERPRINT_PROPERTY: spec.fingerprint,
+        CONFIG_PROPERTY: json.dumps(spec.config, sort_keys=True),
+    }
+
+
+def mismatch_text(what: str, path: str, spec: ViewSpec, conf: Mapping[str, str]) -> str:
+    try:
+        theirs = json.loads(conf.get(CONFIG_PROPERTY) or "null")
+    except ValueError:
+        theirs = None
+    return (
+        f"{what} at {path} was built by a different pipeline configuration "
+        f"({spec.describe_config(theirs)}); this configuration is "
+        f"{spec.describe_config(spec.config)}. Nothing was written. Changing keys, aggregates, "
+        f"window function or accumulation mode needs a new lake directory, or "
+        f"`panestore materialize --rebuild` if only the view is affected."
+    )
+
+
+def check_table_properties(
+    spec: ViewSpec, what: str, path: str, conf: Mapping[str, str] | None
+) -> None:
+    """Refuse a table whose recorded pipeline or fingerprint is not ``spec``'s (tables without
+    them, written before they were recorded, pass)."""
+    conf = conf or {}
+    fp = conf.get(FINGERPRINT_PROPERTY)
+    if fp is not None and fp != spec.fingerprint:
+        raise ConfigMismatch(mismatch_text(what, path, spec, conf))
+    owner = conf.get(PIPELINE_PROPERTY)
+    if owner is not None and owner != spec.name:
+        raise ForeignTable(f"{what} at {path} belongs to pipeline {owner!r}, not {spec.name!r}")

@@ -77,7 +77,10 @@ def random_run(
     window_fn=None,
     multi: bool | None = None,
     name: str = "p",
+    aggregates: dict[str, tuple[Any, pa.DataType]] | None = None,
 ) -> Run:
+    """A random simulator run. ``aggregates``: {column: (combiner, Arrow type)} instead of the
+    default sum (or, ``multi``, count/sum/min/max)."""
     rng = random.Random(seed)
     mode = mode or rng.choice(MODES)
     window_fn = window_fn or rng.choice(window_fns())
@@ -98,7 +101,15 @@ def random_run(
         accumulation_mode=mode,
         allowed_lateness=rng.choice([0, 10 * S, 60 * S]),
     )
-    if multi:
+    if aggregates is not None:
+        combine_fn = combiners.aggregates(**{n: fn for n, (fn, _) in aggregates.items()})
+        aggs = tuple(combine_fn.fns.items())
+        layout = PaneLogLayout(
+            key_fields=(("user", pa.string()),),
+            value_fields=tuple((n, t) for n, (_, t) in aggregates.items()),
+        )
+        keys = ("user",)
+    elif multi:
         combine_fn = combiners.aggregates(
             n=combiners.count(), s=combiners.sum(), lo=combiners.min(), hi=combiners.max()
         )
