@@ -20,6 +20,8 @@ batch skip it.
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -36,7 +38,7 @@ from jobs.job import (
     write_drain_sentinel,
     write_tick,
 )
-from jobs.pipeline import Pipeline
+from jobs.pipeline import Pipeline, PipelineConfigError
 from jobs.source import read_landing_zone
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -141,6 +143,30 @@ def _run_query(
         raise RuntimeError(f"the streaming query failed: {err}") from None
 
 
+STATE_LAYOUT_FILE = "_state_layout.json"
+
+
+def check_state_layout(pipeline: Pipeline) -> None:
+    """Refuse to run with a ``state_buckets`` other than the one the lake's checkpoint was
+    written with: the operator's state is laid out by it, so a change would lose every key's
+    state. The first run of a lake records the setting (``<lake>/_state_layout.json``)."""
+    path = pipeline.lake_path / STATE_LAYOUT_FILE
+    if path.exists():
+        recorded = json.loads(path.read_text())["state_buckets"]
+        if recorded != pipeline.state_buckets:
+            raise PipelineConfigError(
+                "state_buckets",
+                f"the lake {pipeline.lake_path} was written with state_buckets = {recorded}; "
+                f"running with {pipeline.state_buckets} would lose the state of every key. "
+                f"Keep {recorded}, or start a new lake.",
+            )
+        return
+    pipeline.lake_path.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"state_buckets": pipeline.state_buckets}))
+    os.replace(tmp, path)  # atomic: a killed run leaves the old file or the new one
+
+
 def run(
     pipeline: Pipeline,
     *,
@@ -168,7 +194,7 @@ def run(
             stamp = dt.datetime.now().strftime("%H:%M:%S")
             print(f"[{stamp}] {pipeline.name}: {line}", file=progress, flush=True)
 
-    pipeline.lake_path.mkdir(parents=True, exist_ok=True)
+    check_state_layout(pipeline)
     sink = BatchSink(pipeline)
     sink.create_tables()
     kw = dict(follow=follow, interval=interval, records=records,
