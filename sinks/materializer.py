@@ -57,6 +57,7 @@ from sinks.pane_log import (
     accumulator_from_json,
     accumulator_json,
     representable_us,
+    with_timestamps,
 )
 from sinks.spec import (
     FINGERPRINT_PROPERTY,
@@ -649,33 +650,13 @@ def reduce_vectorized(spec: ViewSpec, rows: pa.Table) -> pa.Table:
 # -- change tables and MERGE --------------------------------------------------------------------
 
 
-def _with_derived(table: pa.Table) -> pa.Table:
-    """Fill the timestamp columns from their ``*_us`` columns (null when not representable)."""
-    for ts_name, us_name in (
-        ("window_start", "window_start_us"),
-        ("window_end", "window_end_us"),
-        ("timestamp", "timestamp_us"),
-    ):
-        us = table.column(us_name)
-        ok = pc.and_kleene(
-            pc.greater_equal(us, -62_135_596_800_000_000),
-            pc.less_equal(us, 253_402_300_799_999_999),
-        )
-        ts = pc.if_else(ok, us, pa.scalar(None, pa.int64())).cast(TS)
-        if ts_name in table.column_names:
-            table = table.set_column(table.column_names.index(ts_name), ts_name, ts)
-        else:
-            table = table.append_column(ts_name, ts)
-    return table
-
-
 def change_table(schema: pa.Schema, table: pa.Table) -> pa.Table:
     """``table`` (view columns, some missing, plus ``_op``) in the view schema plus ``_op``."""
     if "absorbed" not in table.column_names:
         table = table.append_column(
             "absorbed", pa.array([[]] * table.num_rows, pa.list_(WINDOW_REF))
         )
-    table = _with_derived(table)
+    table = with_timestamps(table)
     cols, fields = [], []
     for f in schema:
         if f.name not in table.column_names:  # e.g. ``accumulator`` (not folded vectorized)

@@ -254,6 +254,40 @@ def pane_id(
     return hashlib.sha256(payload.encode()).hexdigest()[:32]
 
 
+def with_timestamps(table: pa.Table) -> pa.Table:
+    """``table`` with its timestamp columns (``DERIVED_TIMESTAMPS``) set from their ``*_us``
+    columns: null where a timestamp cannot hold the value (the global window's bounds)."""
+    import pyarrow.compute as pc
+
+    for ts_name, us_name in DERIVED_TIMESTAMPS.items():
+        us = table.column(us_name)
+        ok = pc.and_kleene(
+            pc.greater_equal(us, MIN_TIMESTAMP_US), pc.less_equal(us, MAX_TIMESTAMP_US)
+        )
+        ts = pc.if_else(ok, us, pa.scalar(None, pa.int64())).cast(TS)
+        if ts_name in table.column_names:
+            table = table.set_column(table.column_names.index(ts_name), ts_name, ts)
+        else:
+            table = table.append_column(ts_name, ts)
+    return table
+
+
+def _same_as_previous(table: pa.Table, names: Sequence[str]) -> list[bool]:
+    """Per row (in order): whether it equals the previous row in all of ``names`` (nulls equal)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    n = table.num_rows
+    same = np.ones(max(n - 1, 0), bool)
+    for name in names:
+        col = table.column(name)
+        a, b = col.slice(1), col.slice(0, max(n - 1, 0))
+        eq = pc.fill_null(pc.equal(a, b), False)
+        both_null = pc.and_(pc.is_null(a), pc.is_null(b))
+        same &= pc.or_(eq, both_null).to_numpy(zero_copy_only=False)
+    return [False, *same.tolist()] if n else []
+
+
 def finish_batch(
     core: pa.Table,
     pipeline_id: str,
@@ -262,40 +296,49 @@ def finish_batch(
 ) -> pa.Table:
     """Core records of one batch -> pane-log rows (adds pipeline id, batch id, pane id).
 
-    Rows are put in a deterministic order (key, window, pane index, retraction first), so a
-    replayed batch writes byte-identical content whatever order Spark's partitions arrived in.
+    Rows are put in a deterministic order (key, window, pane index, retraction first; null keys
+    last), so a replayed batch writes byte-identical content whatever order Spark's partitions
+    arrived in. Ids are :func:`pane_id`'s, computed without building a dict per row.
     """
+    import pyarrow.compute as pc
+
     schema = pane_log_schema(layout)
     core = core.select(core_schema(layout).names).cast(core_schema(layout))
-    rows = core.to_pylist()
-    order = layout.key_names
-    rows.sort(
-        key=lambda r: (
-            tuple((r[k] is None, r[k]) for k in order),
-            r["window_start_us"],
-            r["window_end_us"],
-            r["pane_index"],
-            not r["is_retraction"],
-        )
-    )
-    seen: dict[tuple, int] = {}
-    for r in rows:
-        keys = {k: r[k] for k in order}
-        ident = (
-            json.dumps(sorted(keys.items()), default=str),
-            r["window_start_us"],
-            r["window_end_us"],
-            r["pane_index"],
-            r["is_retraction"],
-        )
-        ordinal = seen.get(ident, 0)
-        seen[ident] = ordinal + 1
-        r["pipeline_id"] = pipeline_id
-        r["batch_id"] = batch_id
-        r["pane_id"] = pane_id(pipeline_id, keys, *ident[1:], ordinal=ordinal)
-        for ts_name, us_name in DERIVED_TIMESTAMPS.items():
-            r[ts_name] = representable_us(r[us_name])
-    return pa.Table.from_pylist(rows, schema=schema)
+    keys = layout.key_names
+    ascending = [*keys, "window_start_us", "window_end_us", "pane_index"]
+    order = [(c, "ascending", "at_end") for c in ascending]
+    order.append(("is_retraction", "descending", "at_end"))
+    core = core.take(pc.sort_indices(core, sort_keys=order))
+    n = core.num_rows
+    ident = [*keys, "window_start_us", "window_end_us", "pane_index", "is_retraction"]
+    ordinals, run = [], 0
+    for same in _same_as_previous(core, ident):
+        run = run + 1 if same else 0
+        ordinals.append(run)
+    prefixes: dict[tuple, str] = {}
+    key_rows = zip(*(core.column(k).to_pylist() for k in keys), strict=True)
+    ids = []
+    for key, start, end, index, retraction, ordinal in zip(
+        key_rows,
+        core.column("window_start_us").to_pylist(),
+        core.column("window_end_us").to_pylist(),
+        core.column("pane_index").to_pylist(),
+        core.column("is_retraction").to_pylist(),
+        ordinals,
+        strict=True,
+    ):
+        prefix = prefixes.get(key)
+        if prefix is None:
+            head = [pipeline_id, sorted(zip(keys, key, strict=True))]
+            prefix = prefixes[key] = json.dumps(head, default=str, separators=(",", ":"))[:-1]
+        flag = "true" if retraction else "false"
+        payload = f"{prefix},{start},{end},{index},{flag},{ordinal}]"
+        ids.append(hashlib.sha256(payload.encode()).hexdigest()[:32])
+    out = with_timestamps(core)
+    out = out.append_column("pipeline_id", pa.array([pipeline_id] * n, pa.string()))
+    out = out.append_column("batch_id", pa.array([batch_id] * n, pa.int64()))
+    out = out.append_column("pane_id", pa.array(ids, pa.string()))
+    return out.select(schema.names).cast(schema)
 
 
 class PaneLog:

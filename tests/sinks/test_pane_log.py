@@ -17,6 +17,8 @@ from sinks.pane_log import (  # noqa: E402
     PaneLog,
     PaneLogLayout,
     core_schema,
+    finish_batch,
+    pane_id,
     pane_log_schema,
     pane_record,
 )
@@ -137,6 +139,41 @@ def test_rows_carry_pane_fields(tmp_path):
     assert early["nonspeculative_index"] == -1 and early["watermark_us"] == 0
     assert early["processing_time_us"] == 5
     assert len({r["pane_id"] for r in rows}) == len(rows)
+
+
+def test_finish_batch_orders_rows_and_ids_them_by_pane_id():
+    """Rows come out sorted by (keys, window, index, retraction first, null keys last) whatever
+    the input order; each id is ``pane_id`` of the row, colliding rows numbered by ordinal."""
+    import random
+
+    lay = PaneLogLayout(key_fields=(("user", pa.string()), ("n", pa.int64())))
+    rnd = random.Random(7)
+    rows = [
+        dict(user=rnd.choice(["a", 'q"é', None]), n=rnd.choice([1, None]),
+             window_start_us=rnd.choice([0, MIN]), window_end_us=rnd.choice([MIN, 2 * MIN]),
+             value=1.0, timestamp_us=0, pane_index=rnd.randint(0, 2), nonspeculative_index=-1,
+             timing="EARLY", is_first=False, is_last=False, is_retraction=rnd.random() < 0.3,
+             supersedes=[], watermark_us=None, processing_time_us=None, accumulator=None)
+        for _ in range(400)
+    ]  # fmt: skip
+    out = finish_batch(pa.Table.from_pylist(rows, schema=core_schema(lay)), "p", 4, lay)
+    got = out.to_pylist()
+
+    def order(r):
+        keys = (r["user"] is None, r["user"] or "", r["n"] is None, r["n"] or 0)
+        return (*keys, r["window_start_us"], r["window_end_us"], r["pane_index"],
+                not r["is_retraction"])  # fmt: skip
+
+    assert [order(r) for r in got] == sorted(order(r) for r in rows)
+    seen: dict = {}
+    for r in got:
+        ident = (r["user"], r["n"], r["window_start_us"], r["window_end_us"], r["pane_index"],
+                 r["is_retraction"])  # fmt: skip
+        ordinal = seen[ident] = seen.get(ident, -1) + 1
+        keys = {"user": r["user"], "n": r["n"]}
+        assert r["pane_id"] == pane_id("p", keys, *ident[2:], ordinal=ordinal)
+    assert {r["batch_id"] for r in got} == {4} and {r["pipeline_id"] for r in got} == {"p"}
+    assert len({r["pane_id"] for r in got}) == len(got)
 
 
 def test_replayed_batch_is_skipped_and_txn_recorded(tmp_path):
