@@ -92,6 +92,7 @@ def layout(pipeline: Pipeline) -> PaneLogLayout:
     return PaneLogLayout(
         key_fields=tuple((k, arrow_type(types[k])) for k in pipeline.keys),
         value_fields=tuple((n, out_type(t)) for n, t in pipeline.aggregate_types.items()),
+        accumulators=not pipeline.combine_fn().value_is_accumulator,
     )
 
 

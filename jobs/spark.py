@@ -95,6 +95,9 @@ def local_conf(
         "spark.python.worker.reuse": "true",
         # Trailing no-data batch fires timers in availableNow runs (the default; pinned here).
         "spark.sql.streaming.noDataMicroBatches.enabled": "true",
+        # A batch of more than 32 new files would be listed by a distributed Spark job (~1.5 s
+        # here): list on the driver, as a landing zone's batch is one directory of files.
+        "spark.sql.sources.parallelPartitionDiscovery.threshold": "100000",
         # AQE does not apply to streaming queries (Spark warns and disables it per query).
         "spark.sql.adaptive.enabled": "false",
     }

@@ -38,6 +38,11 @@ class CombineFn(Generic[A, V, O]):
     """The combiner protocol: ``create``, ``add``, ``merge``, ``extract``; optionally
     ``retract`` (the inverse of ``add``) and a faster ``add_all``."""
 
+    #: Whether an output value determines its accumulator (sum, count, min, max, to_list), so
+    #: merging output values is exact; False for a mean (it needs sum and count) and, unless a
+    #: combiner says otherwise, for user combiners.
+    value_is_accumulator: bool = False
+
     def create(self) -> A:
         """The accumulator of no values."""
         raise NotImplementedError
@@ -101,6 +106,7 @@ class _FieldCombineFn(CombineFn):
 
 class Sum(_FieldCombineFn):
     name = "sum"
+    value_is_accumulator = True
 
     def create(self) -> Any:
         return 0
@@ -128,6 +134,7 @@ class Count(_FieldCombineFn):
     """``count()`` counts elements; ``count(field)`` counts those whose field is not None."""
 
     name = "count"
+    value_is_accumulator = True
 
     def create(self) -> int:
         return 0
@@ -149,6 +156,7 @@ class Count(_FieldCombineFn):
 
 class _Extremum(_FieldCombineFn):
     pick = staticmethod(builtins.min)
+    value_is_accumulator = True
 
     def create(self) -> Any:
         return None
@@ -204,6 +212,7 @@ class ToList(_FieldCombineFn):
     """All values in arrival order (``None`` included); the accumulator is a tuple."""
 
     name = "to_list"
+    value_is_accumulator = True
 
     def create(self) -> tuple:
         return ()
@@ -288,6 +297,10 @@ class Aggregates(CombineFn):
     @property
     def can_retract(self) -> bool:
         return all(fn.can_retract for fn in self.fns.values())
+
+    @property
+    def value_is_accumulator(self) -> bool:  # type: ignore[override]
+        return all(fn.value_is_accumulator for fn in self.fns.values())
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Aggregates) and other.fns == self.fns

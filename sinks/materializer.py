@@ -372,8 +372,7 @@ def _acc_of(spec: ViewSpec, name: str, value: Any) -> Any:
 def value_mergeable(spec: ViewSpec) -> list[str]:
     """Aggregates whose pane values are not their accumulators (discarding cannot fold them
     from the pane log's value columns alone: it merges the ``accumulator`` column instead)."""
-    ok = (Sum, Count, Min, Max, ToList)
-    return [n for n, fn in spec.aggregates if not isinstance(fn, ok)]
+    return [n for n, fn in spec.aggregates if not fn.value_is_accumulator]
 
 
 def needs_accumulators(spec: ViewSpec) -> bool:

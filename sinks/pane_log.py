@@ -17,7 +17,8 @@ Columns (DESIGN.md, "The pane log"):
   :func:`pane_id`);
 - ``accumulator``: the pane's combiner accumulator as JSON (tuples as lists; see
   :func:`accumulator_json`), so discarding mode can fold aggregates whose value is not their
-  accumulator (a mean needs sum and count). Null if it is not JSON-representable; pane logs
+  accumulator (a mean needs sum and count). Null if it is not JSON-representable or the value
+  is the accumulator (sum, count, min, max, to_list: ``PaneLogLayout.accumulators``); pane logs
   written before the column existed lack it (and are still appended to without it).
 
 Two stages build a row: :func:`pane_record` turns an engine ``Pane`` into the *core* record, all
@@ -65,6 +66,9 @@ class PaneLogLayout:
     # Maps the engine's ``pane.value`` to {column: value}; None means the default rules of
     # :meth:`values_of`.
     value_mapper: Callable[[Any], Mapping[str, Any]] | None = field(default=None, compare=False)
+    # Whether rows carry the ``accumulator`` JSON; a pipeline whose aggregate values are their
+    # accumulators (``CombineFn.value_is_accumulator``) leaves it null and saves the encoding.
+    accumulators: bool = True
 
     def __post_init__(self) -> None:
         names = [n for n, _ in self.key_fields] + [n for n, _ in self.value_fields]
@@ -226,7 +230,11 @@ def pane_record(pane: Any, layout: PaneLogLayout = DEFAULT_LAYOUT) -> dict[str, 
         ],
         watermark_us=None if pane.watermark is None else int(pane.watermark),
         processing_time_us=None if pane.processing_time is None else int(pane.processing_time),
-        accumulator=accumulator_json(pane.accumulator) if hasattr(pane, "accumulator") else None,
+        accumulator=(
+            accumulator_json(pane.accumulator)
+            if layout.accumulators and hasattr(pane, "accumulator")
+            else None
+        ),
     )
     return rec
 

@@ -323,3 +323,12 @@ def test_user_combine_fn_works_in_the_simulator():
     # Discarding panes fold back through the user's merge to the batch result.
     assert fold(sim.panes, windowing.accumulation_mode, fn) == {
         ("k", Window(0, 10)): 7, ("k", Window(10, 20)): 0}
+
+
+def test_value_is_accumulator_says_when_merging_values_is_exact():
+    for text in ("sum(x)", "count()", "min(x)", "max(x)", "to_list(x)"):
+        assert parse_aggregate(text).value_is_accumulator, text
+    assert not parse_aggregate("mean(x)").value_is_accumulator
+    assert not CombineFn().value_is_accumulator  # user combiners: unless they say so
+    assert combiners.aggregates(n=combiners.count(), s=combiners.sum("x")).value_is_accumulator
+    assert not combiners.aggregates(n=combiners.count(), m=combiners.mean("x")).value_is_accumulator

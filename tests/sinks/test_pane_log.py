@@ -141,6 +141,13 @@ def test_rows_carry_pane_fields(tmp_path):
     assert len({r["pane_id"] for r in rows}) == len(rows)
 
 
+def test_accumulator_is_written_only_when_the_layout_asks():
+    pane = FakePane("a", W(0, MIN), 0.5, MIN - 1, Info(0, -1, Timing.EARLY, True, False),
+                    accumulator=(1.0, 2))  # fmt: skip
+    assert pane_record(pane)["accumulator"] == "[1.0,2]"
+    assert pane_record(pane, PaneLogLayout(accumulators=False))["accumulator"] is None
+
+
 def test_finish_batch_orders_rows_and_ids_them_by_pane_id():
     """Rows come out sorted by (keys, window, index, retraction first, null keys last) whatever
     the input order; each id is ``pane_id`` of the row, colliding rows numbered by ordinal."""
