@@ -98,6 +98,9 @@ def local_conf(
         # A batch of more than 32 new files would be listed by a distributed Spark job (~1.5 s
         # here): list on the driver, as a landing zone's batch is one directory of files.
         "spark.sql.sources.parallelPartitionDiscovery.threshold": "100000",
+        # Landing files are small: count 1 MB (not 4) to open one, so a batch's files are split
+        # into about one task per core (each task starts Python workers for the operator).
+        "spark.sql.files.openCostInBytes": str(1 << 20),
         # AQE does not apply to streaming queries (Spark warns and disables it per query).
         "spark.sql.adaptive.enabled": "false",
     }
