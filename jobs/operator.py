@@ -40,7 +40,7 @@ try:  # pyspark is optional at import time (the pure test suite runs without it)
 except ImportError:  # pragma: no cover - exercised only without pyspark
     _Base = object  # type: ignore[assignment,misc]
 
-from sinks.pane_log import DEFAULT_LAYOUT, PaneLogLayout, core_schema, pane_record
+from sinks.pane_log import DEFAULT_LAYOUT, PaneLogLayout, core_schema, pane_columns
 from sinks.records import dropped_record, late_core_schema
 
 BEGINNING_OF_TIME = -(2**63)  # == panes.time.BEGINNING_OF_TIME (kept here: lazy import)
@@ -293,26 +293,70 @@ class PaneProcessor(_Base):
         return want
 
     def _emit(self, outs) -> Iterator:
+        """One pandas frame of the outputs' panes and late elements (in the output schema)."""
         import pandas as pd
 
         cfg = self.config
-        rows = []
-        cols = self._columns
-        for out in outs:
-            for p in out.panes:
-                r = pane_record(p, cfg.layout)
-                r["record_kind"] = KIND_PANE
-                rows.append([r.get(c) for c in cols])
-            for d in out.dropped:
-                r = dropped_record(d, cfg.layout)
-                r["record_kind"] = KIND_LATE
-                rows.append([r.get(c) for c in cols])
-        if rows:
-            # object columns: int64 µs (and the int64 extremes) must not round-trip via float64
-            yield pd.DataFrame(rows, columns=cols, dtype=object)
+        panes = [p for out in outs for p in out.panes]
+        dropped = [d for out in outs for d in out.dropped]
+        if not panes and not dropped:
+            return
+        n = len(panes)
+        got = pane_columns(panes, cfg.layout) if panes else {}
+        data = {c: list(got[c]) if c in got else [None] * n for c in self._columns}
+        data["record_kind"] = [KIND_PANE] * n
+        for d in dropped:
+            r = dropped_record(d, cfg.layout)
+            r["record_kind"] = KIND_LATE
+            for c, column in data.items():
+                column.append(r.get(c))
+        # object columns: int64 µs (and the int64 extremes) must not round-trip via float64
+        yield pd.DataFrame(data, columns=self._columns, dtype=object)
 
 
 _NO_VALUES: dict = {}
+
+
+def _group_by_key(tables: list, kcols: list[str], vcols: list[str], ts_col: str) -> dict:
+    """Arrow tables of element rows -> {engine key: [(value, timestamp µs), ...]}, each key's
+    elements ordered by timestamp (ties in arrival order; :func:`canonical_order` settles them).
+
+    The value of an element is a dict of the value columns.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not tables:
+        return {}
+    table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    order = [(c, "ascending") for c in (*kcols, ts_col)]
+    table = table.take(pc.sort_indices(table, sort_keys=order))
+    n = table.num_rows
+    if not vcols:
+        vals: list = [_NO_VALUES] * n
+    elif len(vcols) == 1:
+        name = vcols[0]
+        vals = [{name: v} for v in table.column(name).to_pylist()]
+    else:
+        columns = [table.column(c).to_pylist() for c in vcols]
+        vals = [dict(zip(vcols, row, strict=True)) for row in zip(*columns, strict=True)]
+    elements = list(zip(vals, table.column(ts_col).to_pylist(), strict=True))
+    if len(kcols) == 1:  # sorted by key: one slice per distinct key
+        counts = pc.value_counts(table.column(kcols[0])).flatten()
+        out, lo = {}, 0
+        for key, count in zip(counts[0].to_pylist(), counts[1].to_pylist(), strict=True):
+            out[key] = elements[lo : lo + count]
+            lo += count
+        return out
+    keys = list(zip(*[table.column(c).to_pylist() for c in kcols], strict=True))
+    by_key: dict[Any, list[tuple[Any, int]]] = {}
+    for k, e in zip(keys, elements, strict=True):
+        got = by_key.get(k)
+        if got is None:
+            by_key[k] = [e]
+        else:
+            got.append(e)
+    return by_key
 
 
 def _timestamp(element: tuple[Any, int]) -> int:
@@ -439,28 +483,7 @@ class BucketProcessor(PaneProcessor):
                 data["processing_time_us"] = [pt] * n
                 yield pd.DataFrame(data, columns=cols, dtype=object)
             return
-        by_key: dict[Any, list[tuple[Any, int]]] = {}
-        for t in tables:
-            ts = t.column(cfg.timestamp_column).to_pylist()
-            if len(kcols) == 1:
-                keys = t.column(kcols[0]).to_pylist()
-            else:
-                keys = list(zip(*[t.column(c).to_pylist() for c in kcols], strict=True))
-            if not vcols:
-                vals = [_NO_VALUES] * t.num_rows
-            elif len(vcols) == 1:
-                name = vcols[0]
-                vals = [{name: v} for v in t.column(name).to_pylist()]
-            else:
-                columns = [t.column(c).to_pylist() for c in vcols]
-                vals = [dict(zip(vcols, row, strict=True)) for row in zip(*columns, strict=True)]
-            for k, v, ts_us in zip(keys, vals, ts, strict=True):
-                got = by_key.get(k)
-                if got is None:
-                    by_key[k] = [(v, ts_us)]
-                else:
-                    got.append((v, ts_us))
-        yield from self._visit(by_key, tv, None)
+        yield from self._visit(_group_by_key(tables, kcols, vcols, cfg.timestamp_column), tv, None)
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator:
         yield from self._visit({}, timerValues, expiredTimerInfo.getExpiryTimeInMs())

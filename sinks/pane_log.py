@@ -210,33 +210,56 @@ def _timing_name(timing: Any) -> str:
     return getattr(timing, "name", None) or str(timing)
 
 
+def _split(items: list[Any], names: list[str], to_dict: Callable[[Any], Mapping[str, Any]],
+           plain: bool, dicts_by_get: bool = False) -> dict[str, list[Any]]:  # fmt: skip
+    """Key or value objects -> one list per column: what ``to_dict`` gives per object, without
+    calling it in the common cases (``plain``: ``to_dict`` has the default rules)."""
+    if plain:
+        if len(names) == 1 and not any(isinstance(x, (tuple, list, Mapping)) for x in items):
+            return {names[0]: items}
+        if dicts_by_get and all(type(x) is dict for x in items):
+            return {n: [x.get(n) for x in items] for n in names}
+    dicts = [to_dict(x) for x in items]
+    return {n: [d[n] for d in dicts] for n in names}
+
+
+def pane_columns(panes: Sequence[Any], layout: PaneLogLayout = DEFAULT_LAYOUT) -> dict[str, list]:
+    """The core records of engine ``Pane`` objects (duck-typed: see ``panes.engine``), as one
+    list per core column, in the panes' order."""
+    infos = [p.pane for p in panes]
+    cols = _split([p.key for p in panes], layout.key_names, layout.keys_of, True)
+    cols["window_start_us"] = [int(p.window.start) for p in panes]
+    cols["window_end_us"] = [int(p.window.end) for p in panes]
+    plain = layout.value_mapper is None
+    values = _split([p.value for p in panes], layout.value_names, layout.values_of, plain, True)
+    cols.update(values)
+    cols["timestamp_us"] = [int(p.timestamp) for p in panes]
+    cols["pane_index"] = [int(i.index) for i in infos]
+    cols["nonspeculative_index"] = [int(i.nonspeculative_index) for i in infos]
+    cols["timing"] = [_timing_name(i.timing) for i in infos]
+    cols["is_first"] = [bool(i.is_first) for i in infos]
+    cols["is_last"] = [bool(i.is_last) for i in infos]
+    cols["is_retraction"] = [bool(p.is_retraction) for p in panes]
+    cols["supersedes"] = [
+        [{"start_us": int(w.start), "end_us": int(w.end)} for w in (p.supersedes or ())]
+        for p in panes
+    ]
+    cols["watermark_us"] = [None if p.watermark is None else int(p.watermark) for p in panes]
+    cols["processing_time_us"] = [
+        None if p.processing_time is None else int(p.processing_time) for p in panes
+    ]
+    cols["accumulator"] = [
+        accumulator_json(p.accumulator)
+        if layout.accumulators and hasattr(p, "accumulator")
+        else None
+        for p in panes
+    ]
+    return cols
+
+
 def pane_record(pane: Any, layout: PaneLogLayout = DEFAULT_LAYOUT) -> dict[str, Any]:
-    """The core record of one engine ``Pane`` (duck-typed: see ``panes.engine``)."""
-    info = pane.pane
-    rec: dict[str, Any] = layout.keys_of(pane.key)
-    start, end = int(pane.window.start), int(pane.window.end)
-    rec.update(window_start_us=start, window_end_us=end)
-    rec.update(layout.values_of(pane.value))
-    rec.update(
-        timestamp_us=int(pane.timestamp),
-        pane_index=int(info.index),
-        nonspeculative_index=int(info.nonspeculative_index),
-        timing=_timing_name(info.timing),
-        is_first=bool(info.is_first),
-        is_last=bool(info.is_last),
-        is_retraction=bool(pane.is_retraction),
-        supersedes=[
-            {"start_us": int(w.start), "end_us": int(w.end)} for w in (pane.supersedes or ())
-        ],
-        watermark_us=None if pane.watermark is None else int(pane.watermark),
-        processing_time_us=None if pane.processing_time is None else int(pane.processing_time),
-        accumulator=(
-            accumulator_json(pane.accumulator)
-            if layout.accumulators and hasattr(pane, "accumulator")
-            else None
-        ),
-    )
-    return rec
+    """The core record of one engine ``Pane`` (see :func:`pane_columns`)."""
+    return {name: column[0] for name, column in pane_columns([pane], layout).items()}
 
 
 def pane_id(
