@@ -26,7 +26,9 @@ Two reducers give the same changes: a Python one (any window function; it reads 
 the keys it touches) and a vectorized one in DuckDB for non-merging window functions (fixed,
 sliding, global), whose changes are applied by conditional MERGE clauses without reading the view.
 
-View rows: key column(s), window bounds (µs and timestamps), the aggregate column(s), the pane
+View rows: key column(s), window bounds (µs and timestamps), ``window_day`` (the UTC date the
+window starts on; the view is partitioned by it, so a MERGE rewrites only the days its changes
+touch), the aggregate column(s), the pane
 index and timing of the pane the row reflects, its output timestamp, ``pane_log_version`` (the
 pane-log version of that pane; discarding: the latest version merged in), ``absorbed``, and
 (when the pane log has the column) ``accumulator``, the JSON of the row's combiner accumulator
@@ -56,7 +58,6 @@ from sinks.pane_log import (
     WINDOW_REF,
     accumulator_from_json,
     accumulator_json,
-    representable_us,
     with_timestamps,
 )
 from sinks.spec import (
@@ -99,6 +100,11 @@ WINDOW_COLS = [
     ("window_start", TS),
     ("window_end", TS),
 ]
+# The view is partitioned by the UTC day its windows start on (null: the global window), so a
+# MERGE rewrites only the days its changes touch: the recent ones, in a streaming pipeline.
+WINDOW_DAY = "window_day"
+# A MERGE names the days it touches (partition pruning) up to this many; more: no filter.
+MAX_PRUNED_DAYS = 1000
 # Operations whose commits add no pane rows (maintenance, metadata).
 NO_DATA_OPERATIONS = {
     "CREATE TABLE",
@@ -203,6 +209,7 @@ def view_schema(spec: ViewSpec, pane_log_schema: pa.Schema) -> pa.Schema:
     fields = [pane_log_schema.field(k) for k in spec.keys]
     fields += [pa.field(n, t, nullable=False) for n, t in WINDOW_COLS[:2]]
     fields += [pa.field(n, t) for n, t in WINDOW_COLS[2:]]
+    fields.append(pa.field(WINDOW_DAY, pa.date32()))
     fields += [pane_log_schema.field(v) for v in spec.value_names]
     fields += [
         pa.field(n, t, nullable=n not in ("pane_index", "pane_log_version")) for n, t in VIEW_META
@@ -240,6 +247,7 @@ def open_view(
             path,
             view_schema(spec, pane_log_schema),
             mode="ignore",
+            partition_by=[WINDOW_DAY],
             configuration=view_properties(spec),
             raise_if_key_not_exists=False,
             storage_options=dict(spec.storage_options) if spec.storage_options else None,
@@ -655,7 +663,7 @@ def change_table(schema: pa.Schema, table: pa.Table) -> pa.Table:
         table = table.append_column(
             "absorbed", pa.array([[]] * table.num_rows, pa.list_(WINDOW_REF))
         )
-    table = with_timestamps(table)
+    table = with_view_derived(table)
     cols, fields = [], []
     for f in schema:
         if f.name not in table.column_names:  # e.g. ``accumulator`` (not folded vectorized)
@@ -679,11 +687,36 @@ def rows_change_table(
         row.update(window_start_us=s, window_end_us=e, pane_index=0, pane_log_version=0)
         row[OP] = DELETE
         rows.append(row)
-    for r in rows:
-        for n in ("window_start", "window_end", "timestamp"):
-            r[n] = representable_us(r.get(n + "_us"))
     fields = [f.with_nullable(True) for f in schema] + [pa.field(OP, pa.string())]
-    return pa.Table.from_pylist(rows, schema=pa.schema(fields))
+    return with_view_derived(pa.Table.from_pylist(rows, schema=pa.schema(fields)))
+
+
+def with_view_derived(table: pa.Table) -> pa.Table:
+    """``table`` with the view's derived columns set: the timestamps of the ``*_us`` columns
+    and ``window_day``, the UTC date of ``window_start`` (null when it is not a timestamp)."""
+    table = with_timestamps(table)
+    day = table.column("window_start").cast(pa.date32())
+    if WINDOW_DAY in table.column_names:
+        return table.set_column(table.column_names.index(WINDOW_DAY), WINDOW_DAY, day)
+    return table.append_column(WINDOW_DAY, day)
+
+
+def _days_filter(dt, changes: pa.Table) -> str | None:
+    """``t.window_day IN (...)`` naming the days of ``changes``, for a view partitioned by
+    ``window_day`` (None: not partitioned so, or too many days to name)."""
+    if WINDOW_DAY not in (dt.metadata().partition_columns or ()):
+        return None
+    days = pc.unique(changes.column(WINDOW_DAY))
+    named = [d for d in days.to_pylist() if d is not None]
+    if len(named) > MAX_PRUNED_DAYS:
+        return None
+    parts = []
+    if named:
+        dates = ", ".join(f"DATE '{d.isoformat()}'" for d in named)
+        parts.append(f"t.{WINDOW_DAY} IN ({dates})")
+    if days.null_count:
+        parts.append(f"t.{WINDOW_DAY} IS NULL")
+    return "(" + " OR ".join(parts) + ")"
 
 
 def _merge_predicate(spec: ViewSpec) -> str:
@@ -709,9 +742,13 @@ def merge_changes(dt, spec: ViewSpec, changes: pa.Table, style: str, commit_prop
     (discarding: merge values into the row)."""
     names = [n for n in changes.column_names if n != OP]
     all_cols = {_q(n): f"s.{_q(n)}" for n in names}
+    predicate = _merge_predicate(spec)
+    days = _days_filter(dt, changes)
+    if days is not None:  # each change's window is on its own day: no match is lost
+        predicate = f"{predicate} AND {days}"
     m = dt.merge(
         changes,
-        _merge_predicate(spec),
+        predicate,
         source_alias="s",
         target_alias="t",
         commit_properties=commit_properties,
