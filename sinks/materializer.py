@@ -701,7 +701,7 @@ def with_view_derived(table: pa.Table) -> pa.Table:
     return table.append_column(WINDOW_DAY, day)
 
 
-def _days_filter(dt, changes: pa.Table) -> str | None:
+def days_filter(dt, changes: pa.Table) -> str | None:
     """``t.window_day IN (...)`` naming the days of ``changes``, for a view partitioned by
     ``window_day`` (None: not partitioned so, or too many days to name)."""
     if WINDOW_DAY not in (dt.metadata().partition_columns or ()):
@@ -743,7 +743,7 @@ def merge_changes(dt, spec: ViewSpec, changes: pa.Table, style: str, commit_prop
     names = [n for n in changes.column_names if n != OP]
     all_cols = {_q(n): f"s.{_q(n)}" for n in names}
     predicate = _merge_predicate(spec)
-    days = _days_filter(dt, changes)
+    days = days_filter(dt, changes)
     if days is not None:  # each change's window is on its own day: no match is lost
         predicate = f"{predicate} AND {days}"
     m = dt.merge(
