@@ -1,11 +1,11 @@
 """Spark job benchmark: the 1,000,000-event workload from files, through Spark, into Delta.
 
     .venv/bin/python benchmarks/spark_job.py [--events N] [--format jsonl|parquet]
-                                             [--files-per-batch F] [--no-native]
+                                             [--files-per-batch F] [--repeat R] [--no-native]
 
 The workload of ``benchmarks/workload.py`` (1,000 keys, one hour of event time, ~10% out of order
 by up to 5 minutes) is written as one file per bundle (10,000 events) into a landing directory.
-Then, in one invocation:
+Then, in one invocation, ``--repeat`` times (default 3) and alternating:
 
 1. **panestore**: ``panestore run`` in scheduled mode (``availableNow``) on a fresh lake:
    1-minute fixed windows, ``AfterWatermark(early=AfterCount(100), late=AfterCount(1))``,
@@ -15,9 +15,11 @@ Then, in one invocation:
    (``groupBy(window(ts, "1 minute"), key).sum``, same watermark, append mode, ``availableNow``),
    written to a Delta table with delta-rs. No triggers, no per-pane history: one row per window.
 
-It prints events/s end to end for both (wall time from query start, JVM already up), the ratio,
-and the peak resident memory of the whole process tree (driver, JVM, Python workers). Figures, not
-a test.
+Each measurement runs in a fresh process, as a scheduled run does: the JVM and session are
+started first, then the run is timed (a JVM warmed by an earlier run in the same process would
+flatter whichever runs second). It prints events/s end to end for each run and the medians, the
+ratio of the medians, and the peak resident memory of the process tree (driver, JVM, Python
+workers). Figures, not a test.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import threading
@@ -159,63 +162,100 @@ def native(spark, landing: Path, out: Path, fmt: str, files_per_batch: int) -> t
     return time.perf_counter() - start, rows[0]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--events", type=int, default=1_000_000)
-    ap.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl")
-    ap.add_argument("--files-per-batch", type=int, default=50,
-                    help="maxFilesPerTrigger (50 files = 500,000 events per micro-batch)")
-    ap.add_argument("--shuffle-partitions", type=int, default=2)
-    ap.add_argument("--no-native", action="store_true")
-    ap.add_argument("--progress", action="store_true", help="print a line per micro-batch")
-    ap.add_argument("--keep", help="work directory to use and keep (default: a temp dir)")
-    args = ap.parse_args()
-
-    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="panestore-bench-"))
-    landing = work / "landing"
-    if landing.exists():
-        shutil.rmtree(landing)
-    for d in ("lake", "native"):
-        shutil.rmtree(work / d, ignore_errors=True)
-    bundles = make_bundles(args.events)
-    t = time.perf_counter()
-    n = write_landing(landing, bundles, args.format)
-    print(f"workload: {n:,} events in {len(bundles)} {args.format} files "
-          f"({time.perf_counter() - t:.1f}s to write) under {work}", flush=True)  # fmt: skip
-
+def measure_once(what: str, work: Path, fmt: str, files_per_batch: int, shuffle: int) -> dict:
+    """One measurement in this (fresh) process: JVM and session up first, then the timed run."""
     from jobs.quiet import quiet_spark_stderr
     from jobs.run import run
     from jobs.spark import get_session
 
     quiet_spark_stderr()
+    landing = work / "landing"
     with PeakRSS() as mem:
-        spark = get_session("panestore-bench", shuffle_partitions=args.shuffle_partitions)
+        spark = get_session("panestore-bench", shuffle_partitions=shuffle)
         spark.range(1).count()  # JVM and session up before timing
-        pipeline = panestore_pipeline(landing, work / "lake", args.format, args.files_per_batch)
-        start = time.perf_counter()
-        result = run(pipeline, spark=spark, progress=sys.stderr if args.progress else None)
-        ps_secs = time.perf_counter() - start
-        ps_peak = mem.peak
-        nat = None
-        if not args.no_native:
-            nat = native(spark, landing, work / "native", args.format, args.files_per_batch)
+        if what == "panestore":
+            pipeline = panestore_pipeline(landing, work / "lake", fmt, files_per_batch)
+            start = time.perf_counter()
+            result = run(pipeline, spark=spark, progress=None)
+            secs = time.perf_counter() - start
+            from deltalake import DeltaTable
+
+            out = {
+                "batches": len(result.batches),
+                "panes": DeltaTable(pipeline.table_path("panes")).to_pyarrow_table(
+                    columns=["pane_id"]).num_rows,
+                "late": DeltaTable(pipeline.table_path("late")).to_pyarrow_table(
+                    columns=["record_id"]).num_rows,
+            }  # fmt: skip
+        else:
+            secs, rows = native(spark, landing, work / "native", fmt, files_per_batch)
+            out = {"rows": rows}
         spark.stop()
+    return {"seconds": secs, "peak_rss": mem.peak, **out}
 
-    from deltalake import DeltaTable
 
-    panes = DeltaTable(pipeline.table_path("panes")).to_pyarrow_table(columns=["pane_id"])
-    late = DeltaTable(pipeline.table_path("late")).to_pyarrow_table(columns=["record_id"])
-    print(f"panestore: {n:,} events in {ps_secs:.1f}s = {n / ps_secs:,.0f} events/s end to end; "
-          f"{len(result.batches)} batches, {panes.num_rows:,} panes in the pane log, "
-          f"{late.num_rows:,} late")  # fmt: skip
-    if nat is not None:
-        nat_secs, nat_rows = nat
-        print(f"spark native windowed aggregation: {nat_secs:.1f}s = {n / nat_secs:,.0f} events/s "
-              f"({nat_rows:,} window rows)")  # fmt: skip
-        print(f"ratio panestore / native: {nat_secs / ps_secs:.2f} "
-              f"(native is {ps_secs / nat_secs:.1f}x faster)")  # fmt: skip
-    print(f"peak memory (process tree RSS): panestore run {ps_peak / 2**20:,.0f} MiB, "
-          f"whole invocation {mem.peak / 2**20:,.0f} MiB")  # fmt: skip
+def _measure_in_child(what: str, work: Path, args: argparse.Namespace) -> dict:
+    import subprocess
+
+    for d in ("lake", "native", "native_ckpt"):
+        shutil.rmtree(work / d, ignore_errors=True)
+    cmd = [sys.executable, __file__, "--measure", what, "--keep", str(work),
+           "--format", args.format, "--files-per-batch", str(args.files_per_batch),
+           "--shuffle-partitions", str(args.shuffle_partitions)]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise SystemExit(f"{what} measurement failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return json.loads(lines[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl")
+    ap.add_argument("--files-per-batch", type=int, default=100,
+                    help="maxFilesPerTrigger (default: all 100 files in one micro-batch)")
+    ap.add_argument("--shuffle-partitions", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3, help="measurements of each (median shown)")
+    ap.add_argument("--no-native", action="store_true")
+    ap.add_argument("--keep", help="work directory to use and keep (default: a temp dir)")
+    ap.add_argument("--measure", choices=("panestore", "native"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+
+    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="panestore-bench-"))
+    if args.measure:  # a child: one measurement, printed as JSON
+        print(json.dumps(measure_once(args.measure, work, args.format, args.files_per_batch,
+                                      args.shuffle_partitions)))  # fmt: skip
+        return
+    landing = work / "landing"
+    if landing.exists():
+        shutil.rmtree(landing)
+    bundles = make_bundles(args.events)
+    t = time.perf_counter()
+    n = write_landing(landing, bundles, args.format)
+    print(f"workload: {n:,} events in {len(bundles)} {args.format} files "
+          f"({time.perf_counter() - t:.1f}s to write) under {work}", flush=True)  # fmt: skip
+    ours, theirs = [], []
+    for i in range(args.repeat):
+        m = _measure_in_child("panestore", work, args)
+        ours.append(m)
+        print(f"  run {i + 1}: panestore {m['seconds']:.1f}s = {n / m['seconds']:,.0f} events/s "
+              f"({m['batches']} batches, {m['panes']:,} panes, {m['late']:,} late, peak "
+              f"{m['peak_rss'] / 2**20:,.0f} MiB)", flush=True)  # fmt: skip
+        if not args.no_native:
+            m = _measure_in_child("native", work, args)
+            theirs.append(m)
+            print(f"  run {i + 1}: native {m['seconds']:.1f}s = {n / m['seconds']:,.0f} events/s "
+                  f"({m['rows']:,} window rows)", flush=True)  # fmt: skip
+    med = statistics.median(m["seconds"] for m in ours)
+    print(f"panestore: {n:,} events, median {med:.1f}s of {args.repeat} = {n / med:,.0f} events/s "
+          f"end to end (each run in a fresh process: JVM up, then the timed run)")  # fmt: skip
+    if theirs:
+        nat = statistics.median(m["seconds"] for m in theirs)
+        print(f"spark native windowed aggregation: median {nat:.1f}s = {n / nat:,.0f} events/s")
+        print(f"ratio panestore / native: {nat / med:.2f} (native is {med / nat:.1f}x faster)")
+    print(f"peak memory (process tree RSS) of a panestore run: "
+          f"{max(m['peak_rss'] for m in ours) / 2**20:,.0f} MiB")  # fmt: skip
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
 
