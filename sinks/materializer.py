@@ -200,10 +200,6 @@ def open_pane_log(spec: ViewSpec, version: int | None = None):
     return dt
 
 
-def _mismatch_text(what: str, path: str, spec: ViewSpec, conf: Mapping[str, str]) -> str:
-    return mismatch_text(what, path, spec, conf)
-
-
 def view_schema(spec: ViewSpec, pane_log_schema: pa.Schema) -> pa.Schema:
     """Schema of ``current``: key and value types as in the pane log."""
     fields = [pane_log_schema.field(k) for k in spec.keys]
@@ -261,7 +257,7 @@ def open_view(
             f"not {spec.name!r}"
         )
     if conf.get(FINGERPRINT_PROPERTY) != spec.fingerprint:
-        raise ConfigMismatch(_mismatch_text("current view", path, spec, conf))
+        raise ConfigMismatch(mismatch_text("current view", path, spec, conf))
     if version is not None:
         dt.load_as_version(version)
     return dt

@@ -62,7 +62,7 @@ def test_random_runs_fold_incrementally_equal_fold_and_batch(tmp_path, mode, vec
             folded += b
             if rng.random() < 0.6 or i == len(batches) - 1:
                 mat.run()
-                expected = view_of_fold(run.spec, _fold(run, folded))
+                expected = view_of_fold(run.spec, _fold(run.spec, folded))
                 assert view_dict(run.spec) == expected, (seed, i)
         assert log is not None
         assert view_dict(run.spec) == run.expected()
@@ -73,10 +73,10 @@ def test_random_runs_fold_incrementally_equal_fold_and_batch(tmp_path, mode, vec
         assert open_view(run.spec).version() == v
 
 
-def _fold(run, panes):
+def _fold(spec, panes):
     from panes.fold import fold
 
-    return fold(panes, run.spec.mode, run.spec.combine_fn)
+    return fold(panes, spec.mode, spec.combine_fn)
 
 
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name.lower())
@@ -281,7 +281,7 @@ def test_discarding_mean_and_to_list_fold_equal_fold_and_batch(tmp_path, aggs, v
             folded += b
             if rng.random() < 0.6 or i == len(batches) - 1:
                 mat.run()
-                expected = view_of_fold(run.spec, _fold(run, folded))
+                expected = view_of_fold(run.spec, _fold(run.spec, folded))
                 assert ordered(view_dict(run.spec)) == ordered(expected), (seed, i)
         assert ordered(view_dict(run.spec)) == ordered(run.expected())
         assert _sorted_lists(view_dict(run.spec)) == _sorted_lists(run.expected_batch())
@@ -399,10 +399,4 @@ def test_view_is_partitioned_by_day_and_a_merge_rewrites_only_the_days_it_touche
     }
     assert rows[("a", 4 * day)]["value"] == 3.0 and rows[("c", 4 * day + 6 * hour)]["value"] == 2.0
     assert rows[("a", 4 * day)]["window_day"].isoformat() == "1970-01-05"
-    assert view_dict(spec) == view_of_fold(spec, _fold_spec(spec, sim.panes))
-
-
-def _fold_spec(spec, panes):
-    from panes.fold import fold
-
-    return fold(panes, spec.mode, spec.combine_fn)
+    assert view_dict(spec) == view_of_fold(spec, _fold(spec, sim.panes))
