@@ -43,14 +43,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jobs.jsonl_decoder import TS as DECODED_TS
 from jobs.operator import (
+    BLOB,
     DEFAULT_END_OF_TIME_MS,
     KIND_LATE,
     KIND_PANE,
     KIND_REJECTED,
-    PACKED_FILE,
-    PACKED_RAW,
-    PACKED_REASON,
     PACKED_SCHEMA,
     REJECTED_BUCKET,
     OperatorConfig,
@@ -67,7 +66,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 TS = "_ts"
 BUCKET = "pst_bucket"
-# Pack each input batch's rows per bucket before the shuffle (OperatorConfig.packed).
+# Pack each input batch's rows per bucket before the shuffle (OperatorConfig.buckets).
 PACKED = os.environ.get("PANESTORE_PACKED", "1") != "0"
 CONTROL = "_control"
 # The drain sentinel's event time: the last millisecond Spark timestamps can hold.
@@ -123,7 +122,6 @@ def operator_config(pipeline: Pipeline) -> OperatorConfig:
         rejected_columns=(RAW, SOURCE_FILE, "_reason"),
         buckets=pipeline.state_buckets,
         bucket_column=BUCKET,
-        packed=PACKED,
         decode_columns=frozenset(c for c in (*pipeline.keys, *pipeline.value_columns)
                                  if pipeline.source.types[c] == "string"),
     )
@@ -244,7 +242,16 @@ def build_job(spark: SparkSession, pipeline: Pipeline, records: DataFrame,
     for c in (SOURCE_FILE, ERROR):
         if c not in cols:
             records = records.withColumn(c, F.lit(None).cast("string"))
+    decoded = BLOB in cols
 
+    # Rows the JSON-lines decoder packed (jobs.jsonl_decoder) are blobs of valid elements with
+    # their bucket and latest event time; every other row is plain: one record, tagged here.
+    if BLOB not in cols:
+        records = records.select(
+            "*", F.lit(None).cast("int").alias(BUCKET),
+            F.lit(None).cast("timestamp").alias(DECODED_TS), F.lit(None).cast("binary").alias(BLOB),
+        )  # fmt: skip
+    plain = F.col(BLOB).isNull()
     ts, raw_ts = _event_time(pipeline, records)
     reason = F.when(F.col(ERROR).isNotNull(), F.col(ERROR))
     if raw_ts is not None:
@@ -255,17 +262,20 @@ def build_job(spark: SparkSession, pipeline: Pipeline, records: DataFrame,
         key = _key(pipeline, records, k)
         reason = reason.when(F.col(k).isNull(), F.lit(f"missing key ({k})"))
         reason = reason.when(key.isNull(), F.lit(f"unparseable key ({k})"))
+    reason = F.when(plain, reason)
     values = list(pipeline.value_columns)
     # One scan: rejected rows travel with the elements, with null keys (a valid key is never
     # null), and the operator passes them through (OperatorConfig.rejected_columns).
     tagged = records.select(
         *[F.when(reason.isNull(), _key(pipeline, records, k)).alias(k) for k in pipeline.keys],
-        F.when(reason.isNull(), ts).alias(TS),
+        F.coalesce(F.col(DECODED_TS), F.when(reason.isNull(), ts)).alias(TS),
         *values,
         F.when(reason.isNotNull(), F.col(RAW)).alias(RAW),
         F.when(reason.isNotNull(), F.col(SOURCE_FILE)).alias(SOURCE_FILE),
         reason.alias("_reason"),
         F.lit(False).alias(CONTROL),
+        BUCKET,
+        BLOB,
     )
     if control is not None:
         types = dict(tagged.dtypes)
@@ -275,6 +285,8 @@ def build_job(spark: SparkSession, pipeline: Pipeline, records: DataFrame,
             *[F.lit(None).cast(types[v]).alias(v) for v in values],
             *[F.lit(None).cast("string").alias(c) for c in (RAW, SOURCE_FILE, "_reason")],
             F.lit(True).alias(CONTROL),
+            F.lit(None).cast("int").alias(BUCKET),
+            F.lit(None).cast("binary").alias(BLOB),
         )
         tagged = tagged.unionByName(ctl)
     elements_types = dict(tagged.dtypes)
@@ -284,22 +296,33 @@ def build_job(spark: SparkSession, pipeline: Pipeline, records: DataFrame,
         tagged.withWatermark(TS, f"{delay} milliseconds")
         # references _ts: Spark must not push this filter below the watermark
         .where(~(F.col(CONTROL) & F.col(TS).isNotNull()))
-        .withColumn("ts_us", F.unix_micros(F.col(TS)))
-        .withColumn(BUCKET, F.when(F.col("_reason").isNull(), bucket)
-                    .otherwise(F.lit(REJECTED_BUCKET)).cast("int"))
-    )
+        .withColumn("ts_us", F.when(plain, F.unix_micros(F.col(TS))))
+        .withColumn(BUCKET, F.coalesce(
+            F.col(BUCKET),
+            F.when(F.col("_reason").isNull(), bucket).otherwise(F.lit(REJECTED_BUCKET)),
+        ).cast("int"))
+    )  # fmt: skip
     cfg = operator_config(pipeline)
-    if cfg.packed:
+    rejected = (RAW, SOURCE_FILE, "_reason")
+    if PACKED and not decoded:
         packed = elements.select(
-            BUCKET, *pipeline.keys, "ts_us", *values, F.col(RAW).alias(PACKED_RAW),
-            F.col(SOURCE_FILE).alias(PACKED_FILE), F.col("_reason").alias(PACKED_REASON),
-        ).mapInArrow(pack_by_bucket, PACKED_SCHEMA)  # fmt: skip
-        return apply_operator(packed, cfg)
+            BUCKET, *pipeline.keys, "ts_us", *values, *rejected
+        ).mapInArrow(pack_by_bucket, PACKED_SCHEMA)
+        # the operator's input: blobs only (plain columns null)
+        elements = packed.select(
+            BUCKET, BLOB,
+            *[F.lit(None).cast(elements_types[c]).alias(c) for c in pipeline.keys],
+            F.lit(None).cast("bigint").alias("ts_us"),
+            *[F.lit(None).cast(elements_types[c]).alias(c) for c in values],
+            *[F.lit(None).cast("string").alias(c) for c in rejected],
+        )  # fmt: skip
+        elements_types = dict(elements.dtypes)
     # strings travel as UTF-8 binary (OperatorConfig.decode_columns)
     elements = elements.select(
-        BUCKET, *[_binary(elements_types, c) for c in (*pipeline.keys, "ts_us", *values)],
-        *[F.col(c).cast("binary").alias(c) for c in (RAW, SOURCE_FILE, "_reason")],
-    )
+        BUCKET, BLOB,
+        *[_binary(elements_types, c) for c in (*pipeline.keys, "ts_us", *values)],
+        *[F.col(c).cast("binary").alias(c) for c in rejected],
+    )  # fmt: skip
     return apply_operator(elements, cfg)
 
 

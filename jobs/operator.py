@@ -122,11 +122,12 @@ class OperatorConfig:
     # pandas 3, PySpark turns string columns into Arrow-backed pandas columns, and it iterates
     # every input row of them in Python, several times slower than plain objects.
     decode_columns: frozenset[str] = frozenset()
-    # Packed input (BucketProcessor): rows arrive as (bucket, blob) where each blob is an Arrow
-    # IPC stream of many input rows of that bucket (:func:`pack_by_bucket`, a ``mapInArrow``
-    # before the shuffle). PySpark converts each input row of a transformWithStateInPandas to a
-    # Python tuple; packing makes that a few thousand rows per batch instead of one per element.
-    packed: bool = False
+    # BucketProcessor input: ``(bucket, blob, keys..., timestamp, values..., raw, file,
+    # reason)``. A row is either *plain* (blob null: one element or rejected record) or a *blob*
+    # (the rest null): an Arrow IPC stream of many element rows of that bucket, packed before the
+    # shuffle (:func:`pack_by_bucket`, :mod:`jobs.jsonl_decoder`). PySpark converts each input
+    # row of a transformWithStateInPandas to a Python tuple; blobs make that a few thousand rows
+    # per batch instead of one per element.
     value_of: Callable[[dict], Any] | None = field(default=None, compare=False)
 
     # -- time mapping ---------------------------------------------------------------------------
@@ -426,18 +427,43 @@ class BucketProcessor(PaneProcessor):
     STATE_NAME = "bucket_state"
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator:
+        import pandas as pd
+        import pyarrow as pa
+
+        bucket = key[0]
+        blobs, plain = [], []
+        for pdf in rows:
+            has_blob = pdf.iloc[:, 1].notna()
+            if has_blob.any():
+                blobs.extend(pdf.iloc[:, 1][has_blob].tolist())
+                pdf = pdf[~has_blob]
+            if len(pdf):
+                plain.append(pdf)
+        tables = [pa.ipc.open_stream(blob).read_all() for blob in blobs]
+        if bucket == REJECTED_BUCKET:
+            yield from self._rejected(
+                [pd.DataFrame({c: t.column(c).to_pylist() for c in t.column_names})
+                 for t in tables] + plain, timerValues)  # fmt: skip
+            return
         cfg = self.config
-        if cfg.packed:
-            yield from self._packed_rows(key[0], rows, timerValues)
-            return
-        if key[0] == REJECTED_BUCKET:
-            yield from self._rejected(rows, timerValues)
-            return
+        kcols, vcols = list(cfg.key_columns), list(cfg.value_columns)
+        by_key = _group_by_key(tables, kcols, vcols, cfg.timestamp_column)
+        for ekey, elements in self._plain_elements(plain).items():
+            got = by_key.get(ekey)
+            if got is None:
+                by_key[ekey] = elements
+            else:
+                got.extend(elements)
+        yield from self._visit(by_key, timerValues, None)
+
+    def _plain_elements(self, frames: list) -> dict[Any, list[tuple[Any, int]]]:
+        """Plain element rows -> {engine key: [(value, timestamp µs), ...]}."""
+        cfg = self.config
         raw: dict[Any, list[tuple[Any, int]]] = {}
         kcols, vcols = list(cfg.key_columns), list(cfg.value_columns)
         decode = cfg.decode_columns
         single = self._single_key
-        for pdf in rows:
+        for pdf in frames:
             ts = map(int, pdf[cfg.timestamp_column].tolist())
             vals = _records(pdf, vcols, decode)
             if single:
@@ -450,40 +476,13 @@ class BucketProcessor(PaneProcessor):
                     raw[k] = [(v, t)]
                 else:
                     got.append((v, t))
-        if decode:  # keys as they arrived (bytes) -> engine keys
-            dec = [c in decode for c in kcols]
-            if single:
-                by_key = {_decode(k) if dec[0] else k: e for k, e in raw.items()}
-            else:
-                by_key = {tuple(_decode(x) if d else x for x, d in zip(k, dec, strict=True)): e
-                          for k, e in raw.items()}  # fmt: skip
-        else:
-            by_key = raw
-        yield from self._visit(by_key, timerValues, None)
-
-    def _packed_rows(self, bucket: int, rows, tv) -> Iterator:
-        import pyarrow as pa
-
-        cfg = self.config
-        kcols, vcols = list(cfg.key_columns), list(cfg.value_columns)
-        tables = [pa.ipc.open_stream(blob).read_all()
-                  for pdf in rows for blob in pdf.iloc[:, -1].tolist()]  # fmt: skip
-        if bucket == REJECTED_BUCKET:
-            import pandas as pd
-
-            pt = tv.getCurrentProcessingTimeInMs() * 1000
-            cols = self._columns
-            for t in tables:
-                n = t.num_rows
-                data = {c: [None] * n for c in cols}
-                data["record_kind"] = [KIND_REJECTED] * n
-                data["raw"] = t.column(PACKED_RAW).to_pylist()
-                data["source_file"] = t.column(PACKED_FILE).to_pylist()
-                data["reason"] = t.column(PACKED_REASON).to_pylist()
-                data["processing_time_us"] = [pt] * n
-                yield pd.DataFrame(data, columns=cols, dtype=object)
-            return
-        yield from self._visit(_group_by_key(tables, kcols, vcols, cfg.timestamp_column), tv, None)
+        if not decode:
+            return raw
+        dec = [c in decode for c in kcols]  # keys as they arrived (bytes) -> engine keys
+        if single:
+            return {_decode(k) if dec[0] else k: e for k, e in raw.items()}
+        return {tuple(_decode(x) if d else x for x, d in zip(k, dec, strict=True)): e
+                for k, e in raw.items()}  # fmt: skip
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator:
         yield from self._visit({}, timerValues, expiredTimerInfo.getExpiryTimeInMs())
@@ -538,15 +537,33 @@ class BucketProcessor(PaneProcessor):
 
 
 REJECTED_BUCKET = -1
-PACKED_RAW, PACKED_FILE, PACKED_REASON = "pst_raw", "pst_file", "pst_reason"
+BLOB = "pst_blob"
 PACKED_SCHEMA = "pst_bucket int, pst_blob binary"
+
+
+def blobs_by_bucket(buckets, payload) -> tuple[list[int], Any, list[bytes]]:
+    """Rows of ``payload`` (an Arrow record batch) sorted by ``buckets`` (a numpy array, one
+    bucket per row) -> (the distinct buckets, the first row of each, one Arrow IPC stream blob
+    of each bucket's rows)."""
+    import numpy as np
+    import pyarrow as pa
+
+    cuts = np.flatnonzero(np.diff(buckets)) + 1
+    starts = np.concatenate([[0], cuts]).astype(np.int64) if len(buckets) else cuts
+    ends = [*cuts.tolist(), len(buckets)]
+    blobs = []
+    for lo, hi in zip(starts.tolist(), ends, strict=True):
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, payload.schema) as writer:
+            writer.write_batch(payload.slice(lo, hi - lo))
+        blobs.append(sink.getvalue().to_pybytes())
+    return buckets[starts].tolist(), starts, blobs
 
 
 def pack_by_bucket(batches):
     """``mapInArrow`` function: rows ``(pst_bucket, columns...)`` -> one row per bucket and
     Arrow batch, ``(pst_bucket, pst_blob)``, the blob an Arrow IPC stream of those rows'
-    other columns."""
-    import numpy as np
+    other columns (column names as in the input)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -556,17 +573,10 @@ def pack_by_bucket(batches):
         batch = batch.take(pc.sort_indices(batch.column(0)))
         buckets = batch.column(0).to_numpy(zero_copy_only=False)
         payload = pa.RecordBatch.from_arrays(batch.columns[1:], names=batch.schema.names[1:])
-        cuts = (np.flatnonzero(np.diff(buckets)) + 1).tolist()
-        starts, ends = [0, *cuts], [*cuts, len(buckets)]
-        blobs = []
-        for lo, hi in zip(starts, ends, strict=True):
-            sink = pa.BufferOutputStream()
-            with pa.ipc.new_stream(sink, payload.schema) as writer:
-                writer.write_batch(payload.slice(lo, hi - lo))
-            blobs.append(sink.getvalue().to_pybytes())
+        ids, _, blobs = blobs_by_bucket(buckets, payload)
         yield pa.RecordBatch.from_arrays(
-            [pa.array(buckets[starts], pa.int32()), pa.array(blobs, pa.binary())],
-            names=["pst_bucket", "pst_blob"],
+            [pa.array(ids, pa.int32()), pa.array(blobs, pa.binary())],
+            names=["pst_bucket", BLOB],
         )
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from jobs.jsonl_decoder import DECODED_COLUMNS, DECODER_OUTPUT, JsonlDecoder
 from jobs.pipeline import COLUMN_TYPES, Pipeline
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -57,8 +58,14 @@ def _text_stream(spark: SparkSession, pipeline: Pipeline):
     return reader.load(src.path)
 
 
-def read_landing_zone(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
-    """The pipeline's landing directory as a streaming records frame (see the module doc)."""
+def read_landing_zone(spark: SparkSession, pipeline: Pipeline, *,
+                      python_decoder: bool = True) -> DataFrame:  # fmt: skip
+    """The pipeline's landing directory as a streaming records frame (see the module doc).
+
+    With ``python_decoder`` (and a pipeline it can serve), JSON-lines are first decoded in the
+    Python workers (:mod:`jobs.jsonl_decoder`): the frame then also carries its blob columns,
+    and only the lines it passed through are parsed here. Outcomes are the same either way.
+    """
     from pyspark.sql import functions as F
 
     src = pipeline.source
@@ -81,8 +88,17 @@ def read_landing_zone(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
     )
     ddl = read_schema_ddl(pipeline) + f", `{CORRUPT}` string"
     opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
+    decoded: list[str] = []
     if src.format == "jsonl":
         lines = lines.where(F.trim(F.col(RAW)) != "")  # blank lines are not records
+        decoder = None
+        if python_decoder:
+            decoder = JsonlDecoder.for_pipeline(
+                pipeline, spark.conf.get("spark.sql.session.timeZone") or "UTC"
+            )
+        if decoder is not None:
+            lines = lines.mapInArrow(decoder, DECODER_OUTPUT)
+            decoded = list(DECODED_COLUMNS)
         parsed = F.from_json(F.col(RAW), ddl, opts)
     else:
         opts["sep"] = src.csv_delimiter
@@ -91,12 +107,15 @@ def read_landing_zone(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
             lines = lines.where(F.col(RAW) != header)
         lines = lines.where(F.col(RAW) != "")
         parsed = F.from_csv(F.col(RAW), ddl, opts)
-    rec = lines.select(RAW, SOURCE_FILE, parsed.alias("_r"))
+    rec = lines.select(RAW, SOURCE_FILE, *decoded, parsed.alias("_r"))
+    malformed = F.col("_r").isNull() | F.col(f"_r.`{CORRUPT}`").isNotNull()
     return rec.select(
         *[F.col(f"_r.`{c}`").alias(c) for c in names],
         RAW,
         SOURCE_FILE,
-        F.when(F.col("_r").isNull() | F.col(f"_r.`{CORRUPT}`").isNotNull(), F.lit(MALFORMED))
+        # a decoded row has no raw line: it is not malformed
+        F.when(F.col(RAW).isNotNull() & malformed, F.lit(MALFORMED))
         .otherwise(F.lit(None).cast("string"))
         .alias(ERROR),
+        *decoded,
     )

@@ -93,6 +93,11 @@ def local_conf(
         "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
         # Python worker processes: reuse them across tasks.
         "spark.python.worker.reuse": "true",
+        # Spark keeps one pool of Python workers per distinct worker environment, and only Arrow
+        # UDF runners (mapInArrow) set SPARK_SIMPLIFIED_TRACEBACK=1 in it: with it on, the
+        # stateful operator's stage starts a second daemon and fresh workers (~1.5 s of a run)
+        # instead of reusing the read stage's. Off, tracebacks also show PySpark's own frames.
+        "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": "false",
         # Trailing no-data batch fires timers in availableNow runs (the default; pinned here).
         "spark.sql.streaming.noDataMicroBatches.enabled": "true",
         # A batch of more than 32 new files would be listed by a distributed Spark job (~1.5 s

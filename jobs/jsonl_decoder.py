@@ -1,0 +1,338 @@
+"""Decoding JSON-lines in the packing step: Arrow's JSON parser, with Spark's as the judge.
+
+Parsing JSON in the JVM (``from_json``) and tagging every row with Spark SQL expressions was most
+of a scheduled run's read stage. :class:`JsonlDecoder` is a ``mapInArrow`` function over the raw
+lines (``_raw``, ``_source_file``) that parses them with Arrow's JSON reader and packs every
+*unambiguous* valid record straight into its key bucket's Arrow blob, the operator's packed input
+(:mod:`jobs.operator`). Every other line is passed through untouched for the JVM to parse, tag
+and, if need be, reject, exactly as without the decoder. Output rows are of two kinds:
+
+* a blob: ``(pst_bucket, pst_ts, pst_blob)``; ``pst_ts`` is the latest event time in the blob
+  (Spark's watermark takes the maximum, so it sees what it would see row by row);
+* a passed-through line: ``(_raw, _source_file)``, the other columns null.
+
+Invariant: the decoder changes no outcome. A record is decoded here only when Arrow's reading of
+it provably equals Spark's: Arrow's parser is stricter than Spark's (no single quotes, NaN,
+duplicate fields, several objects on a line) and fails where it is unsure, and a failing line
+goes to Spark. Decoded records are valid by construction: their keys are non-null strings or
+integers in range, and their event time a strict ISO-8601 timestamp string (``YYYY-MM-DD``,
+``T`` or space, ``HH:MM:SS``, up to 6 fraction digits, ``Z`` or ``+HH:MM``; without a zone only
+when Spark's session time zone is UTC) or an epoch integer of the declared unit; anything else,
+including every record Spark would reject, takes Spark's path. Buckets are Spark's own
+``pmod(xxhash64(keys), B)`` (:mod:`jobs.key_buckets`), so a key's state is found whichever path
+its rows take.
+
+Pipelines the decoder cannot serve (:meth:`JsonlDecoder.for_pipeline` returns None) are read by
+Spark alone: other formats, ingestion time, keys of other types than string and integer, columns
+of types Arrow might read differently (timestamps, floats), and value columns that are also the
+key or event-time column (Spark hands those over as the text it read).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from jobs.key_buckets import HASHED_AS, KeyBuckets
+from jobs.operator import BLOB, blobs_by_bucket
+from jobs.pipeline import EPOCH_UNITS, INTEGRAL
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
+    from jobs.pipeline import Pipeline
+
+BUCKET, TS = "pst_bucket", "pst_ts"
+DECODED_COLUMNS = (BUCKET, TS, BLOB)
+DECODER_OUTPUT = f"{BUCKET} int, {TS} timestamp, {BLOB} binary, _raw string, _source_file string"
+# declared type -> Arrow type Arrow's JSON reader must produce for it to equal Spark's reading
+_ARROW_TYPE = {"string": "string", "int": "int32", "long": "int64", "bigint": "int64",
+               "double": "float64", "boolean": "bool"}  # fmt: skip
+# A failed chunk is split in two until it is this small; then its lines go to Spark.
+SMALLEST_SPLIT = 16
+# Event times decoded here lie in years 1000..9999; epochs outside go to Spark.
+MIN_US, MAX_US = -30_610_224_000_000_000, 253_402_300_799_999_999
+_DATE = (
+    r"[1-9]\d{3}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])"
+    r"[T ]([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?"
+)
+ISO_WITH_ZONE = rf"^{_DATE}(Z|[+-](0\d|1[0-7]):[0-5]\d)$"
+ISO_NO_ZONE = rf"^{_DATE}$"
+
+
+@dataclass(frozen=True)
+class JsonlDecoder:
+    """The decoder of one pipeline (picklable: shipped to the Python workers).
+
+    ``columns`` is the source schema as ``(name, declared type)``; ``keys`` and ``event_time``
+    name columns in it; ``epoch_us`` is the event time's unit in µs when it is an integer
+    (None: a timestamp string); ``naive_is_utc``: Spark reads a timestamp without a zone in
+    UTC (its session time zone), so such strings may be decoded here.
+    """
+
+    columns: tuple[tuple[str, str], ...]
+    keys: tuple[str, ...]
+    event_time: str
+    values: tuple[str, ...]
+    buckets: int
+    epoch_us: int | None = None
+    naive_is_utc: bool = True
+
+    @classmethod
+    def for_pipeline(cls, pipeline: Pipeline,
+                     session_time_zone: str = "UTC") -> JsonlDecoder | None:  # fmt: skip
+        """The pipeline's decoder, or None when its records must all be read by Spark."""
+        src = pipeline.source
+        if src.format != "jsonl" or pipeline.ingestion_time or not pipeline.event_time:
+            return None
+        types = src.types
+        et = pipeline.event_time
+        values = tuple(pipeline.value_columns)
+        if any(types[k] not in HASHED_AS for k in pipeline.keys):
+            return None
+        if types[et] != "timestamp" and types[et] not in INTEGRAL:
+            return None
+        plain = [t for c, t in src.schema if c != et and c not in pipeline.keys]
+        if any(t not in _ARROW_TYPE for t in plain):
+            return None
+        if set(values) & {et, *pipeline.keys}:
+            return None
+        return cls(
+            columns=tuple(src.schema),
+            keys=tuple(pipeline.keys),
+            event_time=et,
+            values=values,
+            buckets=pipeline.state_buckets,
+            epoch_us=EPOCH_UNITS[src.epoch_unit] if types[et] in INTEGRAL else None,
+            naive_is_utc=session_time_zone.upper() in ("UTC", "Z", "ETC/UTC", "GMT", "+00:00"),
+        )
+
+    # -- the mapInArrow function ------------------------------------------------------------------
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            if batch.num_rows:
+                yield self.decode(batch)
+
+    def decode(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """One batch of ``(_raw, _source_file)`` lines -> blobs and passed-through lines."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        lines = batch.column(0)
+        parsed: list[tuple[int, pa.Table]] = []
+        self._parse_chunks(lines, 0, len(lines), parsed)
+        if parsed:
+            table = pa.concat_tables([t for _, t in parsed])
+            rows = np.concatenate([np.arange(lo, lo + t.num_rows) for lo, t in parsed])
+            ok, ts_us = self._valid(table)
+            decoded = table.filter(ok)
+            rows_ok = rows[ok.to_numpy(zero_copy_only=False)]
+            ts_us = ts_us.filter(ok)
+        else:
+            decoded, rows_ok, ts_us = None, np.empty(0, np.int64), None
+        passed = np.ones(len(lines), bool)
+        passed[rows_ok] = False
+        slow = batch.filter(pa.array(passed))
+        ids, latest, blobs = self._pack(decoded, ts_us)
+        nb, ns = len(blobs), slow.num_rows
+
+        def column(blob_part: pa.Array, type_: pa.DataType, slow_part: pa.Array | None = None):
+            tail = pa.nulls(ns, type_) if slow_part is None else pc.cast(slow_part, type_)
+            return pa.concat_arrays([blob_part, tail])
+
+        utc = pa.timestamp("us", "UTC")
+        return pa.RecordBatch.from_arrays(
+            [
+                column(pa.array(ids, pa.int32()), pa.int32()),
+                column(pa.array(latest, pa.int64()).cast(utc), utc),
+                column(pa.array(blobs, pa.binary()), pa.binary()),
+                column(pa.nulls(nb, pa.string()), pa.string(), slow.column(0)),
+                column(pa.nulls(nb, pa.string()), pa.string(), slow.column(1)),
+            ],
+            names=[BUCKET, TS, BLOB, "_raw", "_source_file"],
+        )
+
+    # -- parsing --------------------------------------------------------------------------------
+
+    @cached_property
+    def read_schema(self) -> pa.Schema:
+        """What Arrow's JSON reader reads: the source schema, with the event time and integer
+        keys as int64 from JSON numbers only, and timestamp strings as strings."""
+        import pyarrow as pa
+
+        fields = []
+        for name, declared in self.columns:
+            if name == self.event_time:
+                t = "int64" if self.epoch_us is not None else "string"
+            elif name in self.keys:
+                t = "string" if declared == "string" else "int64"
+            else:
+                t = _ARROW_TYPE[declared]
+            fields.append(pa.field(name, pa.type_for_alias(t)))
+        return pa.schema(fields)
+
+    def _parse(self, lines: pa.Array, lo: int, hi: int) -> pa.Table | None:
+        """Lines ``lo..hi`` parsed as one JSON-lines buffer; None unless every line is exactly
+        one object of the read schema."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.json as pj
+
+        chunk = lines.slice(lo, hi - lo)
+        if chunk.null_count:
+            return None
+        wide = pa.types.is_large_string(chunk.type) or pa.types.is_large_binary(chunk.type)
+        offsets = np.frombuffer(chunk.buffers()[1], np.int64 if wide else np.int32)
+        offsets = offsets[chunk.offset : chunk.offset + len(chunk) + 1]
+        data = np.frombuffer(chunk.buffers()[2], np.uint8)[offsets[0] : offsets[-1]]
+        text = np.insert(data, (offsets[1:] - offsets[0]).astype(np.int64), 10)  # "\n" after each
+        try:
+            table = pj.read_json(
+                pa.BufferReader(pa.py_buffer(text)),
+                read_options=pj.ReadOptions(use_threads=False, block_size=max(1 << 20, len(text))),
+                parse_options=pj.ParseOptions(explicit_schema=self.read_schema,
+                                              unexpected_field_behavior="ignore"),
+            )  # fmt: skip
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError):
+            return None
+        return table if table.num_rows == hi - lo else None  # blank lines, several objects
+
+    def _parse_chunks(self, lines: pa.Array, lo: int, hi: int,
+                      out: list[tuple[int, pa.Table]]) -> None:  # fmt: skip
+        """Parse ``lo..hi``, halving chunks that fail down to :data:`SMALLEST_SPLIT` lines
+        (whose lines are then left to Spark)."""
+        table = self._parse(lines, lo, hi)
+        if table is not None:
+            out.append((lo, table))
+        elif hi - lo > SMALLEST_SPLIT:
+            mid = (lo + hi) // 2
+            self._parse_chunks(lines, lo, mid, out)
+            self._parse_chunks(lines, mid, hi, out)
+
+    # -- validity and event time ----------------------------------------------------------------
+
+    def _valid(self, table: pa.Table) -> tuple[pa.Array, pa.Array]:
+        """(mask of the records decoded here, their event time in µs (int64; garbage where the
+        mask is false))."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        types = dict(self.columns)
+        ok = pa.array([True] * table.num_rows)
+        for k in self.keys:
+            col = table.column(k)
+            ok = pc.and_kleene(ok, pc.is_valid(col))
+            if types[k] == "int":
+                inside = pc.and_(pc.greater_equal(col, -(2**31)), pc.less(col, 2**31))
+                ok = pc.and_kleene(ok, pc.fill_null(inside, False))
+        et = table.column(self.event_time)
+        if self.epoch_us is not None:
+            lo, hi = -(-MIN_US // self.epoch_us), MAX_US // self.epoch_us
+            inside = pc.and_(pc.greater_equal(et, lo), pc.less_equal(et, hi))
+            ok = pc.and_kleene(ok, pc.fill_null(inside, False))
+            ts = pc.multiply(pc.fill_null(et, 0), self.epoch_us)
+            return _flat(ok), _flat(ts)
+        ts = pa.array([0] * table.num_rows, pa.int64())
+        zoned = pc.fill_null(pc.match_substring_regex(et, ISO_WITH_ZONE), False)
+        forms = [(zoned, pa.timestamp("us", "UTC"))]
+        if self.naive_is_utc:
+            naive = pc.fill_null(pc.match_substring_regex(et, ISO_NO_ZONE), False)
+            forms.append((naive, pa.timestamp("us")))
+        matched = pa.array([False] * table.num_rows)
+        real = _real_dates(et)
+        for mask, arrow_type in forms:
+            mask = pc.and_(mask, real)
+            try:  # should not fail (dates are real); if it does, Spark reads these lines
+                cast = pc.cast(
+                    pc.if_else(
+                        mask, et, "1970-01-01T00:00:00Z" if arrow_type.tz else "1970-01-01T00:00:00"
+                    ),
+                    arrow_type,
+                )
+            except (pa.ArrowInvalid, ValueError):
+                continue
+            ts = pc.if_else(mask, pc.cast(cast, pa.int64()), ts)
+            matched = pc.or_(matched, mask)
+        return _flat(pc.and_kleene(ok, matched)), _flat(ts)
+
+    # -- packing --------------------------------------------------------------------------------
+
+    @cached_property
+    def key_buckets(self) -> KeyBuckets:
+        types = dict(self.columns)
+        return KeyBuckets(tuple(types[k] for k in self.keys), self.buckets)
+
+    def _pack(self, decoded: pa.Table | None, ts_us: pa.Array | None) -> tuple[list, list, list]:
+        """Decoded records -> (bucket, latest event time, Arrow IPC blob) per bucket, the blob
+        holding the records' ``keys..., ts_us, values...`` (the operator's element columns)."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if decoded is None or decoded.num_rows == 0:
+            return [], [], []
+        types = dict(self.columns)
+        arrays, names = [], []
+        for k in self.keys:
+            col = decoded.column(k)
+            if types[k] == "int":
+                col = pc.cast(col, pa.int32())
+            arrays.append(col)
+            names.append(k)
+        arrays.append(pa.chunked_array([ts_us]))
+        names.append("ts_us")
+        for v in self.values:
+            arrays.append(decoded.column(v))
+            names.append(v)
+        payload = pa.Table.from_arrays(arrays, names=names).combine_chunks().to_batches()[0]
+        buckets = self._bucket_column(payload)
+        order = np.argsort(buckets, kind="stable")
+        payload = payload.take(pa.array(order))
+        buckets = buckets[order]
+        ids, starts, blobs = blobs_by_bucket(buckets, payload)
+        ts_sorted = payload.column(len(self.keys)).to_numpy()
+        latest = np.maximum.reduceat(ts_sorted, starts) if len(starts) else []
+        return ids, list(latest), blobs
+
+    def _bucket_column(self, payload: pa.RecordBatch) -> Any:
+        import numpy as np
+        import pyarrow.compute as pc
+
+        hasher = self.key_buckets
+        if len(self.keys) == 1:
+            enc = pc.dictionary_encode(payload.column(0))
+            per_key = np.array(hasher.buckets_of(enc.dictionary.to_pylist()), np.int32)
+            return per_key[enc.indices.to_numpy(zero_copy_only=False)]
+        cols = [payload.column(i).to_pylist() for i in range(len(self.keys))]
+        return np.array(hasher.buckets_of(zip(*cols, strict=True)), np.int32)
+
+
+def _real_dates(text: Any) -> Any:
+    """Mask of the strings whose first 10 characters are a real ``YYYY-MM-DD`` date (a string
+    that matched the ISO pattern has its digits there; others are masked out later anyway)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    text = pc.fill_null(_flat(text), "0000-00-00")
+
+    def part(lo: int, hi: int) -> Any:
+        digits = pc.utf8_slice_codeunits(text, lo, hi)
+        ok = pc.match_substring_regex(digits, "^[0-9]+$")
+        return pc.if_else(ok, digits, "0").cast(pa.int64()).to_numpy()
+
+    year, month, day = part(0, 4), part(5, 7), part(8, 10)
+    leap = ((year % 4 == 0) & (year % 100 != 0)) | (year % 400 == 0)
+    days = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])[np.clip(month, 0, 12)]
+    days = days + ((month == 2) & leap)
+    return pa.array((day >= 1) & (day <= days))
+
+
+def _flat(array: Any) -> Any:
+    import pyarrow as pa
+
+    return array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
