@@ -12,9 +12,10 @@ and, if need be, reject, exactly as without the decoder. Output rows are of two 
 * a passed-through line: ``(_raw, _source_file)``, the other columns null.
 
 Invariant: the decoder changes no outcome. A record is decoded here only when Arrow's reading of
-it provably equals Spark's: Arrow's parser is stricter than Spark's (no single quotes, NaN,
-duplicate fields, several objects on a line) and fails where it is unsure, and a failing line
-goes to Spark. Decoded records are valid by construction: their keys are non-null strings or
+it provably equals Spark's: Arrow's parser is stricter than Spark's (no single quotes, duplicate
+fields, several objects on a line, numbers in string columns) and fails where it is unsure, a
+failing line goes to Spark, and so does any non-finite double (the two parsers spell NaN and
+infinities differently). Decoded records are valid by construction: their keys are non-null strings or
 integers in range, and their event time a strict ISO-8601 timestamp string (``YYYY-MM-DD``,
 ``T`` or space, ``HH:MM:SS``, up to 6 fraction digits, ``Z`` or ``+HH:MM``; without a zone only
 when Spark's session time zone is UTC) or an epoch integer of the declared unit; anything else,
@@ -229,6 +230,10 @@ class JsonlDecoder:
             if types[k] == "int":
                 inside = pc.and_(pc.greater_equal(col, -(2**31)), pc.less(col, 2**31))
                 ok = pc.and_kleene(ok, pc.fill_null(inside, False))
+        for name, declared in self.columns:
+            if _ARROW_TYPE.get(declared) == "float64":  # NaN and infinities: Spark's call
+                col = table.column(name)
+                ok = pc.and_kleene(ok, pc.or_kleene(pc.is_null(col), pc.is_finite(col)))
         et = table.column(self.event_time)
         if self.epoch_us is not None:
             lo, hi = -(-MIN_US // self.epoch_us), MAX_US // self.epoch_us
