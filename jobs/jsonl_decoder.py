@@ -15,13 +15,13 @@ Invariant: the decoder changes no outcome. A record is decoded here only when Ar
 it provably equals Spark's: Arrow's parser is stricter than Spark's (no single quotes, duplicate
 fields, several objects on a line, numbers in string columns) and fails where it is unsure, a
 failing line goes to Spark, and so does any non-finite double (the two parsers spell NaN and
-infinities differently). Decoded records are valid by construction: their keys are non-null strings or
-integers in range, and their event time a strict ISO-8601 timestamp string (``YYYY-MM-DD``,
-``T`` or space, ``HH:MM:SS``, up to 6 fraction digits, ``Z`` or ``+HH:MM``; without a zone only
-when Spark's session time zone is UTC) or an epoch integer of the declared unit; anything else,
-including every record Spark would reject, takes Spark's path. Buckets are Spark's own
-``pmod(xxhash64(keys), B)`` (:mod:`jobs.key_buckets`), so a key's state is found whichever path
-its rows take.
+infinities differently). Decoded records are valid by construction: their keys are non-null
+strings or integers in range, and their event time a strict ISO-8601 timestamp string
+(``YYYY-MM-DD``, ``T`` or space, ``HH:MM:SS``, up to 6 fraction digits, ``Z`` or ``+HH:MM``;
+without a zone only when Spark's session time zone is UTC) of a real date, or an epoch integer
+of the declared unit; anything else, including every record Spark would reject, takes Spark's
+path. Buckets are Spark's own ``pmod(xxhash64(keys), B)`` (:mod:`jobs.key_buckets`), so a key's
+state is found whichever path its rows take.
 
 Pipelines the decoder cannot serve (:meth:`JsonlDecoder.for_pipeline` returns None) are read by
 Spark alone: other formats, ingestion time, keys of other types than string and integer, columns
