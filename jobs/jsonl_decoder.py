@@ -59,8 +59,7 @@ _DATE = (
     r"[1-9]\d{3}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])"
     r"[T ]([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?"
 )
-ISO_WITH_ZONE = rf"^{_DATE}(Z|[+-](0\d|1[0-7]):[0-5]\d)$"
-ISO_NO_ZONE = rf"^{_DATE}$"
+ISO_TIMESTAMP = rf"^{_DATE}(Z|[+-](0\d|1[0-7]):[0-5]\d)?$"
 
 
 @dataclass(frozen=True)
@@ -242,22 +241,21 @@ class JsonlDecoder:
             ts = pc.multiply(pc.fill_null(et, 0), self.epoch_us)
             return _flat(ok), _flat(ts)
         ts = pa.array([0] * table.num_rows, pa.int64())
-        zoned = pc.fill_null(pc.match_substring_regex(et, ISO_WITH_ZONE), False)
-        forms = [(zoned, pa.timestamp("us", "UTC"))]
+        iso = pc.fill_null(pc.match_substring_regex(et, ISO_TIMESTAMP), False)
+        # where ``iso`` holds, the string ends in Z or a +HH:MM / -HH:MM zone, or has no zone
+        text = pc.if_else(iso, et, "2000-01-01T00:00:00")
+        sign = pc.utf8_slice_codeunits(text, -6, -5)
+        zoned = pc.or_(pc.ends_with(text, "Z"), pc.is_in(sign, pa.array(["+", "-"])))
+        real = pc.and_(iso, _real_dates(text))
+        forms = [(pc.and_(real, zoned), pa.timestamp("us", "UTC"), "2000-01-01T00:00:00Z")]
         if self.naive_is_utc:
-            naive = pc.fill_null(pc.match_substring_regex(et, ISO_NO_ZONE), False)
-            forms.append((naive, pa.timestamp("us")))
+            forms.append(
+                (pc.and_(real, pc.invert(zoned)), pa.timestamp("us"), "2000-01-01T00:00:00")
+            )
         matched = pa.array([False] * table.num_rows)
-        real = _real_dates(et)
-        for mask, arrow_type in forms:
-            mask = pc.and_(mask, real)
+        for mask, arrow_type, dummy in forms:
             try:  # should not fail (dates are real); if it does, Spark reads these lines
-                cast = pc.cast(
-                    pc.if_else(
-                        mask, et, "1970-01-01T00:00:00Z" if arrow_type.tz else "1970-01-01T00:00:00"
-                    ),
-                    arrow_type,
-                )
+                cast = pc.cast(pc.if_else(mask, text, dummy), arrow_type)
             except (pa.ArrowInvalid, ValueError):
                 continue
             ts = pc.if_else(mask, pc.cast(cast, pa.int64()), ts)
@@ -317,23 +315,20 @@ class JsonlDecoder:
 
 
 def _real_dates(text: Any) -> Any:
-    """Mask of the strings whose first 10 characters are a real ``YYYY-MM-DD`` date (a string
-    that matched the ISO pattern has its digits there; others are masked out later anyway)."""
+    """Mask of the strings whose first 10 characters, ``YYYY-MM-DD`` digits by precondition,
+    are a real date (not 2023-02-29, 2024-04-31)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    text = pc.fill_null(_flat(text), "0000-00-00")
-
     def part(lo: int, hi: int) -> Any:
-        digits = pc.utf8_slice_codeunits(text, lo, hi)
-        ok = pc.match_substring_regex(digits, "^[0-9]+$")
-        return pc.if_else(ok, digits, "0").cast(pa.int64()).to_numpy()
+        return pc.utf8_slice_codeunits(text, lo, hi).cast(pa.int64()).to_numpy()
 
     year, month, day = part(0, 4), part(5, 7), part(8, 10)
     leap = ((year % 4 == 0) & (year % 100 != 0)) | (year % 400 == 0)
-    days = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])[np.clip(month, 0, 12)]
-    days = days + ((month == 2) & leap)
+    days = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])[month] + (
+        (month == 2) & leap
+    )
     return pa.array((day >= 1) & (day <= days))
 
 

@@ -29,6 +29,7 @@ This module imports ``panes`` and ``pyspark`` lazily: it imports without either.
 
 from __future__ import annotations
 
+import operator
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -360,8 +361,7 @@ def _group_by_key(tables: list, kcols: list[str], vcols: list[str], ts_col: str)
     return by_key
 
 
-def _timestamp(element: tuple[Any, int]) -> int:
-    return element[1]
+_timestamp = operator.itemgetter(1)  # of a (value, timestamp) element
 
 
 def canonical_order(elements: list[tuple[Any, int]]) -> None:
@@ -369,6 +369,8 @@ def canonical_order(elements: list[tuple[Any, int]]) -> None:
     equal timestamps also by value (its ``repr``), so a replayed batch feeds the engine the
     same sequence whatever order Spark delivered the rows in."""
     elements.sort(key=_timestamp)
+    if len(set(map(_timestamp, elements))) == len(elements):
+        return  # no equal timestamps
     i, n = 0, len(elements)
     while i < n:
         j = i + 1

@@ -13,6 +13,11 @@ a corrupt-record column), so an unparseable line becomes a row with ``_error`` s
 stopping the job or vanishing. The event-time and key columns are read as *strings* and converted
 by the job core, which can then tell a missing value from an unparseable one.
 
+JSON-lines of a pipeline :class:`jobs.jsonl_decoder.JsonlDecoder` serves are decoded in the
+Python workers first: the frame then also carries the decoder's ``pst_bucket``, ``pst_ts`` and
+``pst_blob`` columns, a row being either a blob of decoded elements (its other columns null) or
+a record parsed here from a line the decoder passed through.
+
 Any other Spark streaming source plugs into :func:`jobs.job.build_job` the same way: give it a
 frame with the schema's columns (``_raw``/``_source_file``/``_error`` are optional).
 
