@@ -38,7 +38,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -226,8 +226,14 @@ def pending_watermark(pipeline: Pipeline) -> bool:
 
 
 def build_job(spark: SparkSession, pipeline: Pipeline, records: DataFrame,
-              control: DataFrame | None = None) -> DataFrame:  # fmt: skip
-    """The job's output stream (``record_kind`` pane / late / rejected) for ``records``."""
+              control: DataFrame | None = None, *,
+              bucket_ids: Sequence[int] | None = None) -> DataFrame:  # fmt: skip
+    """The job's output stream (``record_kind`` pane / late / rejected) for ``records``.
+
+    A key's bucket is ``pmod(xxhash64(keys), state_buckets)``; Spark groups by
+    ``bucket_ids[bucket]`` (default: the bucket number itself), values chosen per lake so its
+    shuffle partitions get equal shares of buckets (:func:`jobs.run.check_state_layout`).
+    """
     from pyspark.sql import functions as F
 
     cols = set(records.columns)
@@ -302,6 +308,13 @@ def build_job(spark: SparkSession, pipeline: Pipeline, records: DataFrame,
             F.when(F.col("_reason").isNull(), bucket).otherwise(F.lit(REJECTED_BUCKET)),
         ).cast("int"))
     )  # fmt: skip
+    if bucket_ids is not None and tuple(bucket_ids) != tuple(range(pipeline.state_buckets)):
+        # bucket number -> the lake's grouping value for it (jobs.run.check_state_layout)
+        ids = F.array(*[F.lit(int(i)) for i in bucket_ids])
+        grouping = F.when(F.col(BUCKET) == REJECTED_BUCKET, F.col(BUCKET))
+        elements = elements.withColumn(
+            BUCKET, grouping.otherwise(F.element_at(ids, F.col(BUCKET) + 1)).cast("int")
+        )
     cfg = operator_config(pipeline)
     rejected = (RAW, SOURCE_FILE, "_reason")
     if PACKED and not decoded:

@@ -91,11 +91,12 @@ def _watermark(progress) -> str | None:
 
 
 def _start(spark: SparkSession, pipeline: Pipeline, sink: BatchSink, *, follow: bool,
-           interval: str, records: DataFrame | None):  # fmt: skip
+           interval: str, records: DataFrame | None, bucket_ids: tuple[int, ...]):  # fmt: skip
     if records is None:
         Path(pipeline.source.path).mkdir(parents=True, exist_ok=True)
         records = read_landing_zone(spark, pipeline)
-    out = build_job(spark, pipeline, records, control_stream(spark, pipeline))
+    out = build_job(spark, pipeline, records, control_stream(spark, pipeline),
+                    bucket_ids=bucket_ids)
     writer = (
         out.writeStream.foreachBatch(sink)
         .queryName(f"panestore_{pipeline.name}")
@@ -110,9 +111,11 @@ def _start(spark: SparkSession, pipeline: Pipeline, sink: BatchSink, *, follow: 
 
 def _run_query(
     spark, pipeline, sink, result: RunResult, emit: Callable[[str], Any], *,
-    follow: bool, interval: str, records, stop_after_batches: int | None,
+    follow: bool, interval: str, records, bucket_ids: tuple[int, ...],
+    stop_after_batches: int | None,
 ) -> None:  # fmt: skip
-    query = _start(spark, pipeline, sink, follow=follow, interval=interval, records=records)
+    query = _start(spark, pipeline, sink, follow=follow, interval=interval, records=records,
+                   bucket_ids=bucket_ids)
     seen: set[int] = set()
     done = 0
 
@@ -146,25 +149,36 @@ def _run_query(
 STATE_LAYOUT_FILE = "_state_layout.json"
 
 
-def check_state_layout(pipeline: Pipeline) -> None:
-    """Refuse to run with a ``state_buckets`` other than the one the lake's checkpoint was
+def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> tuple[int, ...]:
+    """The lake's key-bucket grouping values (:func:`jobs.key_buckets.balanced_bucket_ids`),
+    refusing to run with a ``state_buckets`` other than the one the lake's checkpoint was
     written with: the operator's state is laid out by it, so a change would lose every key's
-    state. The first run of a lake records the setting (``<lake>/_state_layout.json``)."""
+    state. The first run of a lake records both (``<lake>/_state_layout.json``), the values
+    spread over ``partitions`` (the new checkpoint's shuffle partitions); lakes recorded
+    before the values were keep the bucket numbers themselves."""
+    from jobs.key_buckets import balanced_bucket_ids
+
     path = pipeline.lake_path / STATE_LAYOUT_FILE
     if path.exists():
-        recorded = json.loads(path.read_text())["state_buckets"]
-        if recorded != pipeline.state_buckets:
+        recorded = json.loads(path.read_text())
+        if recorded["state_buckets"] != pipeline.state_buckets:
             raise PipelineConfigError(
                 "state_buckets",
-                f"the lake {pipeline.lake_path} was written with state_buckets = {recorded}; "
-                f"running with {pipeline.state_buckets} would lose the state of every key. "
-                f"Keep {recorded}, or start a new lake.",
+                f"the lake {pipeline.lake_path} was written with state_buckets = "
+                f"{recorded['state_buckets']}; running with {pipeline.state_buckets} would lose "
+                f"the state of every key. Keep {recorded['state_buckets']}, or start a new lake.",
             )
-        return
+        return tuple(recorded.get("bucket_ids") or range(pipeline.state_buckets))
+    fresh = not Path(pipeline.checkpoint_path).exists()
+    if fresh and partitions:
+        ids = balanced_bucket_ids(pipeline.state_buckets, partitions)
+    else:
+        ids = tuple(range(pipeline.state_buckets))
     pipeline.lake_path.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"state_buckets": pipeline.state_buckets}))
+    tmp.write_text(json.dumps({"state_buckets": pipeline.state_buckets, "bucket_ids": ids}))
     os.replace(tmp, path)  # atomic: a killed run leaves the old file or the new one
+    return ids
 
 
 def run(
@@ -194,10 +208,11 @@ def run(
             stamp = dt.datetime.now().strftime("%H:%M:%S")
             print(f"[{stamp}] {pipeline.name}: {line}", file=progress, flush=True)
 
-    check_state_layout(pipeline)
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 0)
+    bucket_ids = check_state_layout(pipeline, partitions)
     sink = BatchSink(pipeline)
     sink.create_tables()
-    kw = dict(follow=follow, interval=interval, records=records,
+    kw = dict(follow=follow, interval=interval, records=records, bucket_ids=bucket_ids,
               stop_after_batches=stop_after_batches)  # fmt: skip
     if pending_watermark(pipeline):
         emit("the last run stopped before its no-data batch: ticking to fire due timers")

@@ -19,3 +19,33 @@ def test_a_changed_state_buckets_is_refused_naming_the_field(tmp_path):
         check_state_layout(changed)
     assert error.value.field == "state_buckets"
     assert f"state_buckets = {pipeline.state_buckets}" in str(error.value)
+
+
+def test_a_new_lake_spreads_its_buckets_evenly_over_the_shuffle_partitions(tmp_path):
+    import json
+
+    from jobs.key_buckets import spark_partition_of_int
+
+    pipeline = load_pipeline(DEMO, overrides={"lake": str(tmp_path / "lake")})
+    ids = check_state_layout(pipeline, partitions=2)
+    assert len(set(ids)) == len(ids) == pipeline.state_buckets and min(ids) >= 0
+    per_partition = [spark_partition_of_int(i, 2) for i in ids]
+    assert per_partition.count(0) == per_partition.count(1)
+    # the plain numbers 0..63 would not be: Spark's Murmur3 puts 27 and 37 on each
+    assert [spark_partition_of_int(i, 2) for i in range(64)].count(0) == 27
+    assert check_state_layout(pipeline, partitions=5) == ids  # recorded: a lake keeps its values
+    recorded = json.loads((tmp_path / "lake" / "_state_layout.json").read_text())
+    assert tuple(recorded["bucket_ids"]) == ids
+
+
+def test_lakes_recorded_before_bucket_values_keep_the_bucket_numbers(tmp_path):
+    pipeline = load_pipeline(DEMO, overrides={"lake": str(tmp_path / "lake")})
+    (tmp_path / "lake").mkdir()
+    (tmp_path / "lake" / "_state_layout.json").write_text(
+        f'{{"state_buckets": {pipeline.state_buckets}}}'
+    )
+    assert check_state_layout(pipeline, partitions=2) == tuple(range(pipeline.state_buckets))
+    # a lake whose checkpoint predates the layout file keeps them too
+    other = load_pipeline(DEMO, overrides={"lake": str(tmp_path / "old")})
+    Path(other.checkpoint_path).mkdir(parents=True)
+    assert check_state_layout(other, partitions=2) == tuple(range(other.state_buckets))

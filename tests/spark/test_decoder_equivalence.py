@@ -1,5 +1,6 @@
-"""The JSON-lines decoder changes no outcome: Spark agrees on buckets, and a job over a landing
-zone full of awkward lines writes the same tables with and without it."""
+"""The JSON-lines decoder changes no outcome: Spark agrees on buckets (and on the shuffle
+partition of a bucket's grouping value), and a job over a landing zone full of awkward lines
+writes the same tables with and without it."""
 
 from __future__ import annotations
 
@@ -33,6 +34,18 @@ def test_key_buckets_equal_sparks(spark):
         assert [r["b"] for r in got] == [
             hasher.bucket(r[0] if len(cols) == 1 else tuple(r[c] for c in cols)) for r in got
         ]
+
+
+def test_the_shuffle_partition_of_a_bucket_value_equals_sparks(spark):
+    from pyspark.sql import functions as F
+
+    from jobs.key_buckets import spark_partition_of_int
+
+    values = [*range(300), -1, -(2**31), 2**31 - 1, 123_456_789]
+    df = spark.createDataFrame([(v,) for v in values], "v int")
+    for n in (2, 3, 8):
+        got = df.select("v", F.pmod(F.hash("v"), F.lit(n)).alias("p")).collect()
+        assert [r["p"] for r in got] == [spark_partition_of_int(r["v"], n) for r in got]
 
 
 def _pipeline(tmp_path, name: str):
