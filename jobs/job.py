@@ -122,15 +122,27 @@ def operator_config(pipeline: Pipeline) -> OperatorConfig:
         rejected_columns=(RAW, SOURCE_FILE, "_reason"),
         buckets=pipeline.state_buckets,
         bucket_column=BUCKET,
-        decode_columns=frozenset(c for c in (*pipeline.keys, *pipeline.value_columns)
-                                 if pipeline.source.types[c] == "string"),
+        decode_columns=_typed_columns(pipeline, {"string"}),
+        integer_columns=_typed_columns(pipeline, INTEGRAL),
     )
 
 
-def _binary(types: dict[str, str], col: str):
+def _typed_columns(pipeline: Pipeline, types: set[str]) -> frozenset[str]:
+    """The key and value columns declared with one of ``types``."""
+    declared = pipeline.source.types
+    return frozenset(c for c in (*pipeline.keys, *pipeline.value_columns) if declared[c] in types)
+
+
+def _as_text(cfg: OperatorConfig, col: str):
+    """An operator input column: strings as UTF-8 binary, integers as decimal text in UTF-8
+    binary (OperatorConfig.decode_columns, integer_columns), others as they are."""
     from pyspark.sql import functions as F
 
-    return F.col(col).cast("binary").alias(col) if types.get(col) == "string" else F.col(col)
+    if col in cfg.integer_columns:
+        return F.col(col).cast("string").cast("binary").alias(col)
+    if col in cfg.decode_columns:
+        return F.col(col).cast("binary").alias(col)
+    return F.col(col)
 
 
 # -- the plan ---------------------------------------------------------------------------------
@@ -329,11 +341,9 @@ def build_job(spark: SparkSession, pipeline: Pipeline, records: DataFrame,
             *[F.lit(None).cast(elements_types[c]).alias(c) for c in values],
             *[F.lit(None).cast("string").alias(c) for c in rejected],
         )  # fmt: skip
-        elements_types = dict(elements.dtypes)
-    # strings travel as UTF-8 binary (OperatorConfig.decode_columns)
     elements = elements.select(
         BUCKET, BLOB,
-        *[_binary(elements_types, c) for c in (*pipeline.keys, "ts_us", *values)],
+        *[_as_text(cfg, c) for c in pipeline.keys], "ts_us", *[_as_text(cfg, c) for c in values],
         *[F.col(c).cast("binary").alias(c) for c in rejected],
     )  # fmt: skip
     return apply_operator(elements, cfg)

@@ -123,6 +123,10 @@ class OperatorConfig:
     # pandas 3, PySpark turns string columns into Arrow-backed pandas columns, and it iterates
     # every input row of them in Python, several times slower than plain objects.
     decode_columns: frozenset[str] = frozenset()
+    # Integer key and value columns that arrive as UTF-8 decimal text (binary) and are read back
+    # as ints: pandas turns an integer column with a null (a missing value, or a blob row's
+    # empty columns) into float64, which is inexact beyond 2**53.
+    integer_columns: frozenset[str] = frozenset()
     # BucketProcessor input: ``(bucket, blob, keys..., timestamp, values..., raw, file,
     # reason)``. A row is either *plain* (blob null: one element or rejected record) or a *blob*
     # (the rest null): an Arrow IPC stream of many element rows of that bucket, packed before the
@@ -388,25 +392,39 @@ def _decode(value: Any) -> Any:
     return value
 
 
-def _column(pdf, name: str, decode: frozenset[str] = frozenset()) -> list:
-    """A column as a list, pandas' NaN/NaT nulls as None (and UTF-8 binary decoded)."""
+def _integer(value: Any) -> int:
+    return int(_decode(value))
+
+
+def _reader(config: OperatorConfig, name: str) -> Callable[[Any], Any] | None:
+    """How a plain input column's non-null values become element values (None: as they are)."""
+    if name in config.integer_columns:
+        return _integer
+    if name in config.decode_columns:
+        return _decode
+    return None
+
+
+def _column(pdf, name: str, read: Callable[[Any], Any] | None = None) -> list:
+    """A column as a list, pandas' NaN/NaT nulls as None (and each value ``read``)."""
     col = pdf[name]
     values = col.tolist()
-    if name in decode:
-        return [None if v is None or v != v else _decode(v) for v in values]
+    if read is not None:
+        return [None if v is None or v != v else read(v) for v in values]
     if col.hasnans:
         return [None if v != v or v is None else v for v in values]  # NaN != NaN
     return values
 
 
-def _records(pdf, vcols: list[str], decode: frozenset[str] = frozenset()) -> list[dict]:
+def _records(pdf, vcols: list[str], readers: dict[str, Any] | None = None) -> list[dict]:
     """Rows of ``pdf[vcols]`` as dicts (nulls as None), without per-row pandas work."""
+    readers = readers or {}
     if not vcols:
         return [_NO_VALUES] * len(pdf)
     if len(vcols) == 1:
         name = vcols[0]
-        return [{name: v} for v in _column(pdf, name, decode)]
-    columns = [_column(pdf, c, decode) for c in vcols]
+        return [{name: v} for v in _column(pdf, name, readers.get(name))]
+    columns = [_column(pdf, c, readers.get(c)) for c in vcols]
     return [dict(zip(vcols, row, strict=True)) for row in zip(*columns, strict=True)]
 
 
@@ -461,30 +479,23 @@ class BucketProcessor(PaneProcessor):
     def _plain_elements(self, frames: list) -> dict[Any, list[tuple[Any, int]]]:
         """Plain element rows -> {engine key: [(value, timestamp µs), ...]}."""
         cfg = self.config
-        raw: dict[Any, list[tuple[Any, int]]] = {}
+        by_key: dict[Any, list[tuple[Any, int]]] = {}
         kcols, vcols = list(cfg.key_columns), list(cfg.value_columns)
-        decode = cfg.decode_columns
-        single = self._single_key
+        readers = {c: _reader(cfg, c) for c in (*kcols, *vcols)}
         for pdf in frames:
             ts = map(int, pdf[cfg.timestamp_column].tolist())
-            vals = _records(pdf, vcols, decode)
-            if single:
-                keys = pdf[kcols[0]].tolist()
+            vals = _records(pdf, vcols, readers)
+            if self._single_key:
+                keys = _column(pdf, kcols[0], readers[kcols[0]])
             else:
-                keys = list(zip(*[pdf[c].tolist() for c in kcols], strict=True))
+                keys = list(zip(*[_column(pdf, c, readers[c]) for c in kcols], strict=True))
             for k, v, t in zip(keys, vals, ts, strict=True):
-                got = raw.get(k)
+                got = by_key.get(k)
                 if got is None:
-                    raw[k] = [(v, t)]
+                    by_key[k] = [(v, t)]
                 else:
                     got.append((v, t))
-        if not decode:
-            return raw
-        dec = [c in decode for c in kcols]  # keys as they arrived (bytes) -> engine keys
-        if single:
-            return {_decode(k) if dec[0] else k: e for k, e in raw.items()}
-        return {tuple(_decode(x) if d else x for x, d in zip(k, dec, strict=True)): e
-                for k, e in raw.items()}  # fmt: skip
+        return by_key
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator:
         yield from self._visit({}, timerValues, expiredTimerInfo.getExpiryTimeInMs())
