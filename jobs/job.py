@@ -330,9 +330,8 @@ def build_job(spark: SparkSession, pipeline: Pipeline, records: DataFrame,
     cfg = operator_config(pipeline)
     rejected = (RAW, SOURCE_FILE, "_reason")
     if PACKED and not decoded:
-        packed = elements.select(
-            BUCKET, *pipeline.keys, "ts_us", *values, *rejected
-        ).mapInArrow(pack_by_bucket, PACKED_SCHEMA)
+        columns = (BUCKET, *pipeline.keys, "ts_us", *values, *rejected)
+        packed = elements.select(*columns).mapInArrow(pack_by_bucket, PACKED_SCHEMA)
         # the operator's input: blobs only (plain columns null)
         elements = packed.select(
             BUCKET, BLOB,
