@@ -58,6 +58,7 @@ from jobs.operator import (
 )
 from jobs.pipeline import COLUMN_TYPES, EPOCH_UNITS, INTEGRAL, Pipeline, arrow_type
 from jobs.source import ERROR, RAW, SOURCE_FILE
+from sinks.delta_append import DeltaWriter
 from sinks.pane_log import PaneLog, PaneLogLayout
 from sinks.records import LateLog, RejectedLog
 
@@ -396,16 +397,21 @@ def table_identity(pipeline: Pipeline, table: str, what: str) -> dict[str, Any]:
 class BatchSink:
     """``foreachBatch`` sink: panes, late and rejected rows of a batch, each committed once."""
 
-    def __init__(self, pipeline: Pipeline,
-                 on_batch: Callable[[BatchStats], Any] | None = None) -> None:  # fmt: skip
+    def __init__(self, pipeline: Pipeline, on_batch: Callable[[BatchStats], Any] | None = None,
+                 writer: DeltaWriter | None = None) -> None:  # fmt: skip
+        """``writer``: how each table's commits are written (default: delta-rs)."""
         lay = layout(pipeline)
         self.pipeline = pipeline
+
+        def kw(table: str, what: str) -> dict[str, Any]:
+            return {**table_identity(pipeline, table, what), "writer": writer}
+
         self.pane_log = PaneLog(pipeline.table_path("panes"), pipeline.name, lay,
-                                **table_identity(pipeline, "panes", "pane log"))  # fmt: skip
+                                **kw("panes", "pane log"))  # fmt: skip
         self.late_log = LateLog(pipeline.table_path("late"), pipeline.name, lay,
-                                **table_identity(pipeline, "late", "late table"))  # fmt: skip
+                                **kw("late", "late table"))  # fmt: skip
         self.rejected_log = RejectedLog(pipeline.table_path("rejected"), pipeline.name,
-                                        **table_identity(pipeline, "rejected", "rejected table"))
+                                        **kw("rejected", "rejected table"))  # fmt: skip
         self.on_batch = on_batch
         self.stats: dict[int, BatchStats] = {}
 

@@ -40,6 +40,7 @@ from jobs.job import (
 )
 from jobs.pipeline import Pipeline, PipelineConfigError
 from jobs.source import read_landing_zone
+from sinks.delta_append import SparkDeltaWriter
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -210,7 +211,9 @@ def run(
 
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 0)
     bucket_ids = check_state_layout(pipeline, partitions)
-    sink = BatchSink(pipeline)
+    # delta-spark writes the commits when the session has the Delta extension; else delta-rs
+    sink = BatchSink(pipeline, writer=SparkDeltaWriter(spark) if SparkDeltaWriter.available(spark)
+                     else None)  # fmt: skip
     sink.create_tables()
     kw = dict(follow=follow, interval=interval, records=records, bucket_ids=bucket_ids,
               stop_after_batches=stop_after_batches)  # fmt: skip

@@ -8,19 +8,101 @@ committed version first and skips a batch whose id is not above it.
 
 One writer per (table, pipeline) at a time is assumed: Spark's streaming checkpoint already forbids
 two concurrent runs of one query.
+
+The commit itself goes through a writer: :class:`DeltaRsWriter` (delta-rs, the default) or
+:class:`SparkDeltaWriter` (delta-spark, for sessions that already have the Delta extension: its
+``txnAppId``/``txnVersion`` writer options record the same transaction, and delta-spark itself
+skips a version it has seen). Either way the table is created by delta-rs and is the same table;
+the commit's panestore metadata is in ``commitInfo`` (delta-rs) or in its ``userMetadata`` as JSON
+(delta-spark), and :func:`commit_metadata` reads both.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 
 BATCH_ID_METADATA = "panestore.batchId"
 PIPELINE_METADATA = "panestore.pipeline"
 KIND_METADATA = "panestore.table"
+
+
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+
+
+def commit_metadata(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A Delta history entry's panestore metadata, wherever its writer put it (delta-rs: the
+    ``commitInfo`` fields; delta-spark: ``userMetadata`` as a JSON object)."""
+    found = {k: v for k, v in entry.items() if k.startswith("panestore.")}
+    user = entry.get("userMetadata")
+    if isinstance(user, str) and user.startswith("{"):
+        try:
+            parsed = json.loads(user)
+        except ValueError:
+            parsed = {}
+        if isinstance(parsed, dict):
+            found.update({k: v for k, v in parsed.items() if k.startswith("panestore.")})
+    return found
+
+
+class DeltaWriter(Protocol):
+    """Commits one batch of rows to an existing Delta table as one transaction."""
+
+    def append(self, table: Any, data: pa.Table, app_id: str, version: int,
+               metadata: Mapping[str, str]) -> None: ...  # fmt: skip
+
+
+class DeltaRsWriter:
+    """Appends through delta-rs (``write_deltalake``): the application transaction and the
+    metadata go into the commit's ``txn`` action and ``commitInfo``."""
+
+    def append(self, table: Any, data: pa.Table, app_id: str, version: int,
+               metadata: Mapping[str, str]) -> None:  # fmt: skip
+        from deltalake import CommitProperties, Transaction, write_deltalake
+
+        props = CommitProperties(
+            app_transactions=[Transaction(app_id, version)], custom_metadata=dict(metadata)
+        )
+        write_deltalake(table, data, mode="append", commit_properties=props)
+
+
+@dataclass(frozen=True)
+class SparkDeltaWriter:
+    """Appends through delta-spark in ``spark``, a session with the Delta extension: writer
+    options ``txnAppId``/``txnVersion`` (Delta's idempotent writes) and ``userMetadata`` (the
+    metadata as JSON).
+
+    Not run in this project's tests against a real delta-spark (its jars cannot be fetched
+    here); ``tests/sinks/test_spark_writer.py`` drives it with a stand-in session.
+    """
+
+    spark: Any
+
+    @staticmethod
+    def available(spark: Any) -> bool:
+        """Whether ``spark`` has the Delta extension configured."""
+        try:
+            extensions = spark.conf.get("spark.sql.extensions", "") or ""
+        except Exception:  # pragma: no cover - a session without conf access
+            return False
+        return DELTA_EXTENSION in extensions
+
+    def append(self, table: Any, data: pa.Table, app_id: str, version: int,
+               metadata: Mapping[str, str]) -> None:  # fmt: skip
+        frame = self.spark.createDataFrame(data)
+        (
+            frame.write.format("delta")
+            .mode("append")
+            .option("txnAppId", app_id)
+            .option("txnVersion", version)
+            .option("userMetadata", json.dumps(dict(metadata), sort_keys=True))
+            .save(table.table_uri)
+        )
 
 
 def _as_table(data: Any, schema: pa.Schema) -> pa.Table:
@@ -64,6 +146,7 @@ class ExactlyOnceAppender:
         properties: Mapping[str, str] | None = None,
         check: Callable[[Mapping[str, str]], None] | None = None,
         optional: Sequence[str] = (),
+        writer: DeltaWriter | None = None,
     ) -> None:
         if not pipeline_id:
             raise ValueError("pipeline_id must be a non-empty string")
@@ -78,6 +161,7 @@ class ExactlyOnceAppender:
         self.properties = dict(properties) if properties else None
         self.check = check
         self.optional = tuple(optional)
+        self.writer = writer or DeltaRsWriter()
         self._table = None
 
     # -- table access ---------------------------------------------------------------------------
@@ -114,8 +198,6 @@ class ExactlyOnceAppender:
 
     def append(self, batch_id: int, data: pa.Table | Iterable[Mapping[str, Any]] | None) -> bool:
         """Commit ``data`` as batch ``batch_id``; False (and no write) if already committed."""
-        from deltalake import CommitProperties, Transaction, write_deltalake
-
         if batch_id < 0:
             raise ValueError(f"batch_id must be >= 0, got {batch_id}")
         committed = self.committed_batch_id()
@@ -128,20 +210,12 @@ class ExactlyOnceAppender:
         table = _as_table(data, self.schema)
         if table.num_rows == 0 and not self.commit_empty:
             return False
-        props = CommitProperties(
-            app_transactions=[Transaction(self.pipeline_id, batch_id)],
-            custom_metadata={
-                BATCH_ID_METADATA: str(batch_id),
-                PIPELINE_METADATA: self.pipeline_id,
-                KIND_METADATA: self.kind,
-            },
-        )
-        write_deltalake(
-            self.table(),
-            table,
-            mode="append",
-            commit_properties=props,
-        )
+        metadata = {
+            BATCH_ID_METADATA: str(batch_id),
+            PIPELINE_METADATA: self.pipeline_id,
+            KIND_METADATA: self.kind,
+        }
+        self.writer.append(self.table(), table, self.pipeline_id, batch_id, metadata)
         return True
 
     def read(self) -> pa.Table:

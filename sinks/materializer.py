@@ -51,6 +51,7 @@ import pyarrow.compute as pc
 
 from panes.combiners import Count, Max, Min, Sum, ToList
 from panes.windowing import AccumulationMode
+from sinks.delta_append import BATCH_ID_METADATA, commit_metadata
 from sinks.pane_log import (
     ACCUMULATOR,
     FIXED_NAMES,
@@ -79,7 +80,6 @@ from sinks.spec import (
 
 FOLDED_VERSION_METADATA = "panestore.paneLogVersion"
 FOLDED_FROM_METADATA = "panestore.paneLogFrom"
-BATCH_ID_METADATA = "panestore.batchId"
 VERSION = "_version"  # pane-log version of a pane row (added when reading)
 OP = "_op"
 UPSERT, DELETE = "upsert", "delete"
@@ -280,7 +280,7 @@ def pane_log_commits(dt, after: int, upto: int) -> dict[int, int | None]:
         v = entry.get("version")
         if v is None or not after < v <= upto:
             continue
-        batch = entry.get(BATCH_ID_METADATA)
+        batch = commit_metadata(entry).get(BATCH_ID_METADATA)
         op = str(entry.get("operation", ""))
         if batch is None:
             if op not in NO_DATA_OPERATIONS:

@@ -38,7 +38,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from sinks.delta_append import ExactlyOnceAppender
+from sinks.delta_append import DeltaWriter, ExactlyOnceAppender
 
 # Spark/Delta timestamps must lie within 0001-01-01T00:00:00 .. 9999-12-31T23:59:59.999999 UTC.
 MIN_TIMESTAMP_US = -62_135_596_800_000_000
@@ -393,6 +393,7 @@ class PaneLog:
         commit_empty: bool = True,
         properties: Mapping[str, str] | None = None,
         check: Callable[[Mapping[str, str]], None] | None = None,
+        writer: DeltaWriter | None = None,
     ) -> None:
         self.layout = layout
         self.schema = pane_log_schema(layout)
@@ -406,6 +407,7 @@ class PaneLog:
             properties=properties,
             check=check,
             optional=(ACCUMULATOR,),
+            writer=writer,
         )
 
     @property
