@@ -156,3 +156,37 @@ def test_csv_source_and_ingestion_time(spark, tmp_path):
         ("a,x", "malformed record (not parseable with the source schema)"),
     ]
     assert result.total("late") == 0
+
+
+def test_follow_keeps_running_and_picks_up_files_as_they_land(spark, tmp_path):
+    import threading
+    import time
+
+    from deltalake import DeltaTable
+
+    from jobs.run import run
+
+    pipeline = make_pipeline(tmp_path)
+    put(tmp_path / "landing", "views-0.jsonl", FILES[0])
+    results = []
+    follow = threading.Thread(target=lambda: results.append(run(
+        pipeline, spark=spark, follow=True, interval="1 second", stop_after_batches=3,
+        progress=None)))  # fmt: skip
+    follow.start()
+    panes = pipeline.table_path("panes")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # the first file's batch is committed: land another
+        try:
+            if DeltaTable(panes).transaction_version(pipeline.name) is not None:
+                break
+        except Exception:  # the table does not exist yet
+            pass
+        time.sleep(0.5)
+    put(tmp_path / "landing", "views-1.jsonl", FILES[1])
+    follow.join(timeout=180)
+    assert not follow.is_alive() and results
+    assert results[0].total("rows") >= len(FILES[0]) + len(FILES[1])
+    keys = {r["device_id"] for r in DeltaTable(panes).to_pyarrow_table().to_pylist()}
+    assert "c" in keys  # only in the file that landed while the job was running
+    rejected = DeltaTable(pipeline.table_path("rejected")).to_pyarrow_table().to_pylist()
+    assert {r["raw"] for r in rejected} == {FILES[0][3], FILES[1][3]}
