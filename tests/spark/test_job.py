@@ -170,23 +170,33 @@ def test_follow_keeps_running_and_picks_up_files_as_they_land(spark, tmp_path):
     put(tmp_path / "landing", "views-0.jsonl", FILES[0])
     results = []
     follow = threading.Thread(target=lambda: results.append(run(
-        pipeline, spark=spark, follow=True, interval="1 second", stop_after_batches=3,
-        progress=None)))  # fmt: skip
+        pipeline, spark=spark, follow=True, interval="1 second", progress=None)))  # fmt: skip
     follow.start()
     panes = pipeline.table_path("panes")
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # the first file's batch is committed: land another
-        try:
-            if DeltaTable(panes).transaction_version(pipeline.name) is not None:
-                break
-        except Exception:  # the table does not exist yet
-            pass
-        time.sleep(0.5)
+
+    def wait_for(condition) -> bool:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and follow.is_alive():
+            try:
+                if condition():
+                    return True
+            except Exception:  # the table does not exist yet
+                pass
+            time.sleep(0.5)
+        return False
+
+    def keys() -> set:
+        return {r["device_id"] for r in DeltaTable(panes).to_pyarrow_table().to_pylist()}
+
+    # the first file's batch committed: land another while the job runs
+    assert wait_for(lambda: DeltaTable(panes).transaction_version(pipeline.name) is not None)
     put(tmp_path / "landing", "views-1.jsonl", FILES[1])
-    follow.join(timeout=180)
-    assert not follow.is_alive() and results
+    # c is only in the new file; its session closes when the watermark passes it
+    found = wait_for(lambda: "c" in keys())
+    for query in spark.streams.active:  # what Ctrl-C does to a --follow run
+        query.stop()
+    follow.join(timeout=120)
+    assert found and not follow.is_alive() and results
     assert results[0].total("rows") >= len(FILES[0]) + len(FILES[1])
-    keys = {r["device_id"] for r in DeltaTable(panes).to_pyarrow_table().to_pylist()}
-    assert "c" in keys  # only in the file that landed while the job was running
     rejected = DeltaTable(pipeline.table_path("rejected")).to_pyarrow_table().to_pylist()
     assert {r["raw"] for r in rejected} == {FILES[0][3], FILES[1][3]}
