@@ -12,11 +12,15 @@ transaction (version = batch id), so one micro-batch is committed at most once p
 
 Plan (all rows of one batch)::
 
-    records --valid--> (key, _ts, values) --union-- control rows (drain sentinel)
-                                         withWatermark(_ts, delay)
-                                         drop control rows, ts_us = micros(_ts), drop _ts
-                                         groupBy(keys).transformWithStateInPandas(PaneProcessor)
-    records --invalid--> rejected rows --------------------------------------------- union
+    records: plain rows (one record each), and blobs the JSON-lines decoder packed
+      -> tag plain rows: keys, event time _ts, values; or the reason to reject them
+         (a blob's _ts is its latest event time; rejected rows keep raw line and file)
+      -- union -- control rows (drain sentinel)
+      -> withWatermark(_ts, delay); drop control rows; ts_us = micros(_ts); drop _ts
+      -> bucket = pmod(xxhash64(keys), state_buckets) as the lake's grouping value
+         (rejected rows: REJECTED_BUCKET)
+      -> [no decoder: pack the rows of each Arrow batch into per-bucket blobs (mapInArrow)]
+      -> groupBy(bucket).transformWithStateInPandas(BucketProcessor)
 
 * Event time: the configured column (a timestamp, or an epoch number in ``source.epoch_unit``),
   or with ``watermark.policy = "ingestion_time"`` the batch's timestamp (``current_timestamp()``,
