@@ -21,7 +21,9 @@ strings or integers in range, and their event time a strict ISO-8601 timestamp s
 without a zone only when Spark's session time zone is UTC) of a real date, or an epoch integer
 of the declared unit; anything else, including every record Spark would reject, takes Spark's
 path. Buckets are Spark's own ``pmod(xxhash64(keys), B)`` (:mod:`jobs.key_buckets`), so a key's
-state is found whichever path its rows take.
+state is found whichever path its rows take. Should decoding a batch fail unexpectedly, all its
+lines go to Spark (:meth:`JsonlDecoder.decode_or_pass`): the decoder can make a run slower, never
+stop it.
 
 Pipelines the decoder cannot serve (:meth:`JsonlDecoder.for_pipeline` returns None) are read by
 Spark alone: other formats, ingestion time, keys of other types than string and integer, columns
@@ -114,13 +116,24 @@ class JsonlDecoder:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             if batch.num_rows:
-                yield self.decode(batch)
+                yield self.decode_or_pass(batch)
+
+    def decode_or_pass(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """:meth:`decode`; should it fail unexpectedly, every line of the batch is passed to
+        Spark instead (the outcome is the same, only slower), with a warning on stderr."""
+        try:
+            return self.decode(batch)
+        except Exception as error:  # the decoder is an optimization: it must not stop the job
+            import sys
+
+            print(f"panestore: JSON-lines decoder failed ({error!r}); "
+                  f"{batch.num_rows} lines left to Spark", file=sys.stderr)  # fmt: skip
+            return self._output(batch, [], [], [])
 
     def decode(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """One batch of ``(_raw, _source_file)`` lines -> blobs and passed-through lines."""
         import numpy as np
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         lines = batch.column(0)
         parsed: list[tuple[int, pa.Table]] = []
@@ -138,6 +151,14 @@ class JsonlDecoder:
         passed[rows_ok] = False
         slow = batch.filter(pa.array(passed))
         ids, latest, blobs = self._pack(decoded, ts_us)
+        return self._output(slow, ids, latest, blobs)
+
+    @staticmethod
+    def _output(slow: pa.RecordBatch, ids: list, latest: list, blobs: list) -> pa.RecordBatch:
+        """Blob rows, then the ``slow`` lines passed through (see the module doc)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         nb, ns = len(blobs), slow.num_rows
 
         def column(blob_part: pa.Array, type_: pa.DataType, slow_part: pa.Array | None = None):

@@ -199,3 +199,18 @@ def test_pipelines_the_decoder_cannot_serve():
                                               )) is None  # fmt: skip
     # a session time zone other than UTC: zone-less timestamps are Spark's to read
     assert not JsonlDecoder.for_pipeline(pipeline(), "Europe/Paris").naive_is_utc
+
+
+def test_a_failing_decoder_leaves_the_whole_batch_to_spark(monkeypatch, capsys):
+    from jobs.jsonl_decoder import JsonlDecoder
+
+    def broken(self, table):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(JsonlDecoder, "_valid", broken)
+    lines = [line("a"), line("b")]
+    batch = pa.RecordBatch.from_pydict({"_raw": lines, "_source_file": ["f.jsonl"] * 2})
+    (out,) = list(decoder()(iter([batch])))
+    assert out.column("_raw").to_pylist() == lines
+    assert out.column("pst_blob").null_count == 2
+    assert "decoder failed" in capsys.readouterr().err
