@@ -150,6 +150,14 @@ def _run_query(
 STATE_LAYOUT_FILE = "_state_layout.json"
 
 
+def _shuffle_partitions(spark: SparkSession) -> int | None:
+    """The session's shuffle partitions (what a new checkpoint gets), or None if not a number."""
+    try:
+        return int(spark.conf.get("spark.sql.shuffle.partitions"))
+    except (TypeError, ValueError):
+        return None
+
+
 def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> tuple[int, ...]:
     """The lake's key-bucket grouping values (:func:`jobs.key_buckets.balanced_bucket_ids`),
     refusing to run with a ``state_buckets`` other than the one the lake's checkpoint was
@@ -209,8 +217,7 @@ def run(
             stamp = dt.datetime.now().strftime("%H:%M:%S")
             print(f"[{stamp}] {pipeline.name}: {line}", file=progress, flush=True)
 
-    partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 0)
-    bucket_ids = check_state_layout(pipeline, partitions)
+    bucket_ids = check_state_layout(pipeline, _shuffle_partitions(spark))
     # delta-spark writes the commits when the session has the Delta extension; else delta-rs
     sink = BatchSink(pipeline, writer=SparkDeltaWriter(spark) if SparkDeltaWriter.available(spark)
                      else None)  # fmt: skip
