@@ -13,17 +13,17 @@ and, if need be, reject, exactly as without the decoder. Output rows are of two 
 
 Invariant: the decoder changes no outcome. A record is decoded here only when Arrow's reading of
 it provably equals Spark's: Arrow's parser is stricter than Spark's (no single quotes, duplicate
-fields, several objects on a line, numbers in string columns) and fails where it is unsure, a
-failing line goes to Spark, and so does any non-finite double (the two parsers spell NaN and
-infinities differently). Decoded records are valid by construction: their keys are non-null
-strings or integers in range, and their event time a strict ISO-8601 timestamp string
-(``YYYY-MM-DD``, ``T`` or space, ``HH:MM:SS``, up to 6 fraction digits, ``Z`` or ``+HH:MM``;
-without a zone only when Spark's session time zone is UTC) of a real date, or an epoch integer
-of the declared unit; anything else, including every record Spark would reject, takes Spark's
-path. Buckets are Spark's own ``pmod(xxhash64(keys), B)`` (:mod:`jobs.key_buckets`), so a key's
-state is found whichever path its rows take. Should decoding a batch fail unexpectedly, all its
-lines go to Spark (:meth:`JsonlDecoder.decode_or_pass`): the decoder can make a run slower, never
-stop it.
+fields, several objects on a line, numbers in string columns) and fails where it is unsure (a
+leading byte-order mark is made to fail), a failing line goes to Spark, and so does any
+non-finite double (the two parsers spell NaN and infinities differently). Decoded records are
+valid by construction: their keys are non-null strings or integers in range, and their event
+time a strict ISO-8601 timestamp string (``YYYY-MM-DD``, ``T`` or space, ``HH:MM:SS``, up to 6
+fraction digits, ``Z`` or ``+HH:MM``; without a zone only when Spark's session time zone is UTC)
+of a real date, or an epoch integer of the declared unit; anything else, including every record
+Spark would reject, takes Spark's path. Buckets are Spark's own ``pmod(xxhash64(keys), B)``
+(:mod:`jobs.key_buckets`), so a key's state is found whichever path its rows take. Should
+decoding a batch fail unexpectedly, all its lines go to Spark
+(:meth:`JsonlDecoder.decode_or_pass`): the decoder can make a run slower, never stop it.
 
 Pipelines the decoder cannot serve (:meth:`JsonlDecoder.for_pipeline` returns None) are read by
 Spark alone: other formats, ingestion time, keys of other types than string and integer, columns
@@ -201,11 +201,12 @@ class JsonlDecoder:
         one object of the read schema."""
         import numpy as np
         import pyarrow as pa
+        import pyarrow.compute as pc
         import pyarrow.json as pj
 
         chunk = lines.slice(lo, hi - lo)
-        if chunk.null_count:
-            return None
+        if chunk.null_count or pc.any(pc.starts_with(chunk, "\ufeff")).as_py():
+            return None  # Arrow skips a byte-order mark: whether Spark does is Spark's call
         wide = pa.types.is_large_string(chunk.type) or pa.types.is_large_binary(chunk.type)
         offsets = np.frombuffer(chunk.buffers()[1], np.int64 if wide else np.int32)
         offsets = offsets[chunk.offset : chunk.offset + len(chunk) + 1]

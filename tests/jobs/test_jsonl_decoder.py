@@ -90,6 +90,7 @@ def test_valid_lines_are_decoded_into_their_key_buckets():
         '{"device": "a", "ts": "2024-01-01T00:00:01Z", "seconds": "1.5"}',
         '{"device": "a", "ts": "2024-01-01T00:00:01Z", "ok": "yes"}',  # unused column too
         "[1, 2]",
+        '\ufeff{"device": "a", "ts": "2024-01-01T00:00:01Z"}',  # a byte-order mark
         '{"device": "\\ud800", "ts": "2024-01-01T00:00:01Z"}',
         '{"device": null, "ts": "2024-01-01T00:00:01Z"}',  # rejected by Spark
         '{"ts": "2024-01-01T00:00:01Z"}',
