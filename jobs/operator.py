@@ -113,10 +113,16 @@ class OperatorConfig:
     # columns are all null are not elements but rejected records, passed through as
     # ``record_kind = "rejected"`` rows.
     rejected_columns: tuple[str, str, str] | None = None
-    # Key buckets: with ``buckets = B`` the input carries ``bucket_column`` (0..B-1, a hash of the
-    # key; REJECTED_BUCKET for rejected records) and Spark groups by it: one state value and at
-    # most one timer per *bucket*, holding the engine states of all its keys
+    # Key buckets: with ``buckets = B`` the input carries ``bucket_column`` (the grouping value
+    # of a hash of the key; REJECTED_BUCKET for rejected records) and Spark groups by it: one
+    # state value and at most one timer per *bucket*, holding the engine states of all its keys
     # (:class:`BucketProcessor`). None: group by the key columns (:class:`PaneProcessor`).
+    # BucketProcessor input: ``(bucket, blob, keys..., timestamp, values..., raw, file,
+    # reason)``. A row is either *plain* (blob null: one element or rejected record) or a *blob*
+    # (the rest null): an Arrow IPC stream of many element rows of that bucket, packed before the
+    # shuffle (:func:`pack_by_bucket`, :mod:`jobs.jsonl_decoder`). PySpark converts each input
+    # row of a transformWithStateInPandas to a Python tuple; blobs make that a few thousand rows
+    # per batch instead of one per element.
     buckets: int | None = None
     bucket_column: str = "pst_bucket"
     # Input columns that arrive as UTF-8 *binary* and are decoded here (BucketProcessor): with
@@ -127,12 +133,6 @@ class OperatorConfig:
     # as ints: pandas turns an integer column with a null (a missing value, or a blob row's
     # empty columns) into float64, which is inexact beyond 2**53.
     integer_columns: frozenset[str] = frozenset()
-    # BucketProcessor input: ``(bucket, blob, keys..., timestamp, values..., raw, file,
-    # reason)``. A row is either *plain* (blob null: one element or rejected record) or a *blob*
-    # (the rest null): an Arrow IPC stream of many element rows of that bucket, packed before the
-    # shuffle (:func:`pack_by_bucket`, :mod:`jobs.jsonl_decoder`). PySpark converts each input
-    # row of a transformWithStateInPandas to a Python tuple; blobs make that a few thousand rows
-    # per batch instead of one per element.
     value_of: Callable[[dict], Any] | None = field(default=None, compare=False)
 
     # -- time mapping ---------------------------------------------------------------------------
