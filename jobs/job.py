@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 from jobs.jsonl_decoder import TS as DECODED_TS
 from jobs.operator import (
     BLOB,
+    BUCKET,
     DEFAULT_END_OF_TIME_MS,
     KIND_LATE,
     KIND_PANE,
@@ -70,8 +71,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
 TS = "_ts"
-BUCKET = "pst_bucket"
-# Pack each input batch's rows per bucket before the shuffle (OperatorConfig.buckets).
+# Pack each input batch's rows per bucket before the shuffle (sources the JSON-lines decoder
+# does not serve; it packs its own).
 PACKED = os.environ.get("PANESTORE_PACKED", "1") != "0"
 CONTROL = "_control"
 # The drain sentinel's event time: the last millisecond Spark timestamps can hold.
@@ -269,7 +270,7 @@ def build_job(spark: SparkSession, pipeline: Pipeline, records: DataFrame,
 
     # Rows the JSON-lines decoder packed (jobs.jsonl_decoder) are blobs of valid elements with
     # their bucket and latest event time; every other row is plain: one record, tagged here.
-    if BLOB not in cols:
+    if not decoded:
         records = records.select(
             "*", F.lit(None).cast("int").alias(BUCKET),
             F.lit(None).cast("timestamp").alias(DECODED_TS), F.lit(None).cast("binary").alias(BLOB),
@@ -333,7 +334,7 @@ def build_job(spark: SparkSession, pipeline: Pipeline, records: DataFrame,
             BUCKET, grouping.otherwise(F.element_at(ids, F.col(BUCKET) + 1)).cast("int")
         )
     cfg = operator_config(pipeline)
-    rejected = (RAW, SOURCE_FILE, "_reason")
+    rejected = cfg.rejected_columns
     if PACKED and not decoded:
         columns = (BUCKET, *pipeline.keys, "ts_us", *values, *rejected)
         packed = elements.select(*columns).mapInArrow(pack_by_bucket, PACKED_SCHEMA)

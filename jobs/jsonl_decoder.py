@@ -39,7 +39,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from jobs.key_buckets import HASHED_AS, KeyBuckets
-from jobs.operator import BLOB, blobs_by_bucket
+from jobs.operator import BLOB, BUCKET, blobs_by_bucket
 from jobs.pipeline import EPOCH_UNITS, INTEGRAL
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -47,9 +47,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from jobs.pipeline import Pipeline
 
-BUCKET, TS = "pst_bucket", "pst_ts"
+TS = "pst_ts"
 DECODED_COLUMNS = (BUCKET, TS, BLOB)
-DECODER_OUTPUT = f"{BUCKET} int, {TS} timestamp, {BLOB} binary, _raw string, _source_file string"
+# the lines' columns, in and out (jobs.source.RAW, SOURCE_FILE)
+LINE, FILE = "_raw", "_source_file"
+DECODER_OUTPUT = f"{BUCKET} int, {TS} timestamp, {BLOB} binary, {LINE} string, {FILE} string"
 # declared type -> Arrow type Arrow's JSON reader must produce for it to equal Spark's reading
 _ARROW_TYPE = {"string": "string", "int": "int32", "long": "int64", "bigint": "int64",
                "double": "float64", "boolean": "bool"}  # fmt: skip
@@ -174,10 +176,15 @@ class JsonlDecoder:
                 column(pa.nulls(nb, pa.string()), pa.string(), slow.column(0)),
                 column(pa.nulls(nb, pa.string()), pa.string(), slow.column(1)),
             ],
-            names=[BUCKET, TS, BLOB, "_raw", "_source_file"],
+            names=[BUCKET, TS, BLOB, LINE, FILE],
         )
 
     # -- parsing --------------------------------------------------------------------------------
+
+    @cached_property
+    def types(self) -> dict[str, str]:
+        """Declared type of each source column."""
+        return dict(self.columns)
 
     @cached_property
     def read_schema(self) -> pa.Schema:
@@ -243,7 +250,7 @@ class JsonlDecoder:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        types = dict(self.columns)
+        types = self.types
         ok = pa.array([True] * table.num_rows)
         for k in self.keys:
             col = table.column(k)
@@ -288,8 +295,7 @@ class JsonlDecoder:
 
     @cached_property
     def key_buckets(self) -> KeyBuckets:
-        types = dict(self.columns)
-        return KeyBuckets(tuple(types[k] for k in self.keys), self.buckets)
+        return KeyBuckets(tuple(self.types[k] for k in self.keys), self.buckets)
 
     def _pack(self, decoded: pa.Table | None, ts_us: pa.Array | None) -> tuple[list, list, list]:
         """Decoded records -> (bucket, latest event time, Arrow IPC blob) per bucket, the blob
@@ -300,11 +306,10 @@ class JsonlDecoder:
 
         if decoded is None or decoded.num_rows == 0:
             return [], [], []
-        types = dict(self.columns)
         arrays, names = [], []
         for k in self.keys:
             col = decoded.column(k)
-            if types[k] == "int":
+            if self.types[k] == "int":
                 col = pc.cast(col, pa.int32())
             arrays.append(col)
             names.append(k)
@@ -319,7 +324,7 @@ class JsonlDecoder:
         payload = payload.take(pa.array(order))
         buckets = buckets[order]
         ids, starts, blobs = blobs_by_bucket(buckets, payload)
-        ts_sorted = payload.column(len(self.keys)).to_numpy()
+        ts_sorted = payload.column("ts_us").to_numpy()
         latest = np.maximum.reduceat(ts_sorted, starts) if len(starts) else []
         return ids, list(latest), blobs
 

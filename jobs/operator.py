@@ -32,7 +32,7 @@ from __future__ import annotations
 import operator
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +49,10 @@ END_OF_TIME = 2**63 - 1  # == panes.time.END_OF_TIME
 # Spark timestamps end at 9999-12-31; a drain pushes the Spark watermark to here or beyond.
 DEFAULT_END_OF_TIME_MS = 253_402_300_799_999
 
+# BucketProcessor input: the grouping column (REJECTED_BUCKET for rejected records) and the
+# column of packed element rows (see OperatorConfig.buckets)
+BUCKET, BLOB = "pst_bucket", "pst_blob"
+REJECTED_BUCKET = -1
 KIND_PANE = "pane"
 KIND_LATE = "late"
 KIND_REJECTED = "rejected"
@@ -124,7 +128,7 @@ class OperatorConfig:
     # row of a transformWithStateInPandas to a Python tuple; blobs make that a few thousand rows
     # per batch instead of one per element.
     buckets: int | None = None
-    bucket_column: str = "pst_bucket"
+    bucket_column: str = BUCKET
     # Input columns that arrive as UTF-8 *binary* and are decoded here (BucketProcessor): with
     # pandas 3, PySpark turns string columns into Arrow-backed pandas columns, and it iterates
     # every input row of them in Python, several times slower than plain objects.
@@ -354,15 +358,20 @@ def _group_by_key(tables: list, kcols: list[str], vcols: list[str], ts_col: str)
             out[key] = elements[lo : lo + count]
             lo += count
         return out
-    keys = list(zip(*[table.column(c).to_pylist() for c in kcols], strict=True))
+    keys = zip(*[table.column(c).to_pylist() for c in kcols], strict=True)
     by_key: dict[Any, list[tuple[Any, int]]] = {}
+    _group_into(by_key, keys, elements)
+    return by_key
+
+
+def _group_into(by_key: dict[Any, list], keys: Iterable[Any], elements: Iterable[Any]) -> None:
+    """Append each element to its key's list in ``by_key`` (keys and elements pairwise)."""
     for k, e in zip(keys, elements, strict=True):
         got = by_key.get(k)
         if got is None:
             by_key[k] = [e]
         else:
             got.append(e)
-    return by_key
 
 
 _timestamp = operator.itemgetter(1)  # of a (value, timestamp) element
@@ -468,18 +477,12 @@ class BucketProcessor(PaneProcessor):
         cfg = self.config
         kcols, vcols = list(cfg.key_columns), list(cfg.value_columns)
         by_key = _group_by_key(tables, kcols, vcols, cfg.timestamp_column)
-        for ekey, elements in self._plain_elements(plain).items():
-            got = by_key.get(ekey)
-            if got is None:
-                by_key[ekey] = elements
-            else:
-                got.extend(elements)
+        self._add_plain_elements(plain, by_key)
         yield from self._visit(by_key, timerValues, None)
 
-    def _plain_elements(self, frames: list) -> dict[Any, list[tuple[Any, int]]]:
-        """Plain element rows -> {engine key: [(value, timestamp µs), ...]}."""
+    def _add_plain_elements(self, frames: list, by_key: dict) -> None:
+        """Plain element rows -> appended to ``by_key`` ({engine key: [(value, timestamp µs)]})."""
         cfg = self.config
-        by_key: dict[Any, list[tuple[Any, int]]] = {}
         kcols, vcols = list(cfg.key_columns), list(cfg.value_columns)
         readers = {c: _reader(cfg, c) for c in (*kcols, *vcols)}
         for pdf in frames:
@@ -489,13 +492,7 @@ class BucketProcessor(PaneProcessor):
                 keys = _column(pdf, kcols[0], readers[kcols[0]])
             else:
                 keys = list(zip(*[_column(pdf, c, readers[c]) for c in kcols], strict=True))
-            for k, v, t in zip(keys, vals, ts, strict=True):
-                got = by_key.get(k)
-                if got is None:
-                    by_key[k] = [(v, t)]
-                else:
-                    got.append((v, t))
-        return by_key
+            _group_into(by_key, keys, zip(vals, ts, strict=True))
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator:
         yield from self._visit({}, timerValues, expiredTimerInfo.getExpiryTimeInMs())
@@ -549,9 +546,7 @@ class BucketProcessor(PaneProcessor):
         self.state.update((pickle.dumps(keys, protocol=pickle.HIGHEST_PROTOCOL), want))
 
 
-REJECTED_BUCKET = -1
-BLOB = "pst_blob"
-PACKED_SCHEMA = "pst_bucket int, pst_blob binary"
+PACKED_SCHEMA = f"{BUCKET} int, {BLOB} binary"
 
 
 def blobs_by_bucket(buckets, payload) -> tuple[list[int], Any, list[bytes]]:
@@ -589,7 +584,7 @@ def pack_by_bucket(batches):
         ids, _, blobs = blobs_by_bucket(buckets, payload)
         yield pa.RecordBatch.from_arrays(
             [pa.array(ids, pa.int32()), pa.array(blobs, pa.binary())],
-            names=["pst_bucket", BLOB],
+            names=[BUCKET, BLOB],
         )
 
 

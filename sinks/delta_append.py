@@ -200,7 +200,8 @@ class ExactlyOnceAppender:
         """Commit ``data`` as batch ``batch_id``; False (and no write) if already committed."""
         if batch_id < 0:
             raise ValueError(f"batch_id must be >= 0, got {batch_id}")
-        committed = self.committed_batch_id()
+        delta = self.table()  # brought up to date once: the check and the commit share it
+        committed = delta.transaction_version(self.pipeline_id)
         if committed is not None and batch_id <= committed:
             return False
         if isinstance(data, pa.Table):  # optional columns the existing table lacks
@@ -215,7 +216,7 @@ class ExactlyOnceAppender:
             PIPELINE_METADATA: self.pipeline_id,
             KIND_METADATA: self.kind,
         }
-        self.writer.append(self.table(), table, self.pipeline_id, batch_id, metadata)
+        self.writer.append(delta, table, self.pipeline_id, batch_id, metadata)
         return True
 
     def read(self) -> pa.Table:

@@ -277,11 +277,19 @@ def pane_id(
     rows that would otherwise collide within one batch (not expected from a correct engine, but it
     keeps ids unique rather than silently equal).
     """
-    payload = json.dumps(
-        [pipeline_id, sorted(keys.items()), start_us, end_us, pane_index, is_retraction, ordinal],
-        default=str,
-        separators=(",", ":"),
-    )
+    prefix = _pane_id_prefix(pipeline_id, keys.items())
+    return _pane_id(prefix, start_us, end_us, pane_index, is_retraction, ordinal)
+
+
+def _pane_id_prefix(pipeline_id: str, keys: Iterable[tuple[str, Any]]) -> str:
+    """The part of :func:`pane_id`'s hashed JSON array that a key's panes share."""
+    return json.dumps([pipeline_id, sorted(keys)], default=str, separators=(",", ":"))[:-1]
+
+
+def _pane_id(prefix: str, start_us: int, end_us: int, pane_index: int, is_retraction: bool,
+             ordinal: int) -> str:  # fmt: skip
+    flag = "true" if is_retraction else "false"
+    payload = f"{prefix},{start_us},{end_us},{pane_index},{flag},{ordinal}]"
     return hashlib.sha256(payload.encode()).hexdigest()[:32]
 
 
@@ -360,11 +368,8 @@ def finish_batch(
     ):
         prefix = prefixes.get(key)
         if prefix is None:
-            head = [pipeline_id, sorted(zip(keys, key, strict=True))]
-            prefix = prefixes[key] = json.dumps(head, default=str, separators=(",", ":"))[:-1]
-        flag = "true" if retraction else "false"
-        payload = f"{prefix},{start},{end},{index},{flag},{ordinal}]"
-        ids.append(hashlib.sha256(payload.encode()).hexdigest()[:32])
+            prefix = prefixes[key] = _pane_id_prefix(pipeline_id, zip(keys, key, strict=True))
+        ids.append(_pane_id(prefix, start, end, index, retraction, ordinal))
     out = with_timestamps(core)
     out = out.append_column("pipeline_id", pa.array([pipeline_id] * n, pa.string()))
     out = out.append_column("batch_id", pa.array([batch_id] * n, pa.int64()))
