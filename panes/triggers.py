@@ -592,10 +592,13 @@ class AfterWatermark(Trigger):
         if s[0] >> o & 1:
             if self._early is not None:
                 self._early.reset(s, o + 1)
-            if self._late is not None:
-                self._late.merge_slots(s, self._late_at(o), other)
         elif self._early is not None:
             self._early.merge_slots(s, o + 1, other)
+        # In either phase: a restart (AfterEach restarting the triggers after one that is
+        # unfinished again) leaves the late phase but keeps the late trigger's element state,
+        # and merging must combine it whichever state comes first.
+        if self._late is not None:
+            self._late.merge_slots(s, self._late_at(o), other)
 
     def event_wakeup(self, s: TriggerState, o: int, ctx: TriggerContext) -> int | None:
         if s[0] >> o & 1:
