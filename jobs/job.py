@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from jobs.checkpoint import batch_input, local_path
 from jobs.jsonl_decoder import TS as DECODED_TS
 from jobs.operator import (
     BLOB,
@@ -62,10 +63,10 @@ from jobs.operator import (
     pack_by_bucket,
 )
 from jobs.pipeline import COLUMN_TYPES, EPOCH_UNITS, INTEGRAL, Pipeline, arrow_type
-from jobs.source import ERROR, RAW, SOURCE_FILE
+from jobs.source import ERROR, FILE_SOURCE_OPTIONS, RAW, SOURCE_FILE
 from sinks.delta_append import DeltaWriter
 from sinks.pane_log import PaneLog, PaneLogLayout
-from sinks.records import LateLog, RejectedLog
+from sinks.records import REJECTED_CORE, LateLog, RejectedLog
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -78,6 +79,10 @@ CONTROL = "_control"
 # The drain sentinel's event time: the last millisecond Spark timestamps can hold.
 SENTINEL_MS = DEFAULT_END_OF_TIME_MS
 HOOK_ENV = "PANESTORE_TEST_HOOK"
+VANISHED = (
+    "file vanished: listed for this batch but gone when it was read (deleted or moved after "
+    "it landed); its records are not in this batch: land it again under a new name"
+)
 
 
 # -- layout and operator config ---------------------------------------------------------------
@@ -187,7 +192,8 @@ def control_stream(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
     """Control rows (``{"ts": ...}`` JSON files under ``<lake>/_control``): only the drain
     sentinel so far."""
     Path(pipeline.control_path).mkdir(parents=True, exist_ok=True)
-    return spark.readStream.schema("kind string, ts timestamp").json(pipeline.control_path)
+    reader = spark.readStream.options(**FILE_SOURCE_OPTIONS).schema("kind string, ts timestamp")
+    return reader.json(pipeline.control_path)
 
 
 def write_control(pipeline: Pipeline, kind: str, ts_ms: int) -> Path:
@@ -381,6 +387,7 @@ class BatchStats:
     late: int = 0
     rejected: int = 0
     committed: bool = False  # False: a replay whose tables were already committed
+    vanished: tuple[str, ...] = ()  # listed input files gone before they were read (rejected)
     compute_s: float = 0.0  # running the batch's plan (source, engine) to its output
     commit_s: float = 0.0  # the Delta commits
 
@@ -420,6 +427,23 @@ class BatchSink:
         self.on_batch = on_batch
         self.stats: dict[int, BatchStats] = {}
 
+    def _vanished_input(self, spark, batch_id: int) -> tuple[tuple[str, ...], int | None]:
+        """(the batch's listed input files that no longer exist, the batch timestamp in µs)."""
+        try:
+            listed = batch_input(self.pipeline.checkpoint_path, batch_id)
+        except FileNotFoundError:  # not a checkpointed file-source query (e.g. a test frame)
+            return (), None
+
+        def exists(uri: str) -> bool:
+            local = local_path(uri)
+            if local is not None:
+                return os.path.exists(local)
+            path = spark._jvm.org.apache.hadoop.fs.Path(uri)
+            return bool(path.getFileSystem(spark._jsc.hadoopConfiguration()).exists(path))
+
+        gone = tuple(f for f in listed.files if not exists(f))
+        return gone, listed.timestamp_ms * 1000
+
     def create_tables(self) -> None:
         for log in (self.pane_log, self.late_log, self.rejected_log):
             log.appender.table()
@@ -434,8 +458,11 @@ class BatchSink:
         panes = table.filter(pc.equal(kind, KIND_PANE))
         late = table.filter(pc.equal(kind, KIND_LATE))
         rejected = table.filter(pc.equal(kind, KIND_REJECTED))
+        # After the plan ran: a file gone now was gone when its batch read it (or vanished
+        # while being read). Spark skips such a file with a log warning; we keep it on record.
+        gone, batch_ts_us = self._vanished_input(df.sparkSession, batch_id)
         stats = BatchStats(batch_id, panes=panes.num_rows, late=late.num_rows,
-                           rejected=rejected.num_rows)  # fmt: skip
+                           rejected=rejected.num_rows + len(gone), vanished=gone)  # fmt: skip
         if panes.num_rows:
             for t, n in zip(*pc.value_counts(panes.column("timing")).flatten(), strict=True):
                 stats.by_timing[t.as_py()] = n.as_py()
@@ -445,7 +472,9 @@ class BatchSink:
         hook("between_tables", batch_id)
         done |= self.late_log.append(batch_id, late)
         pt = rejected.column("processing_time_us")[0].as_py() if rejected.num_rows else None
-        done |= self.rejected_log.append(batch_id, rejected, processing_time_us=pt)
+        rows = rejected.select(REJECTED_CORE.names).to_pylist()
+        rows += [{"raw": None, "source_file": f, "reason": VANISHED} for f in gone]
+        done |= self.rejected_log.append(batch_id, rows, processing_time_us=pt or batch_ts_us)
         stats.committed = done
         stats.compute_s = computed - started
         stats.commit_s = time.perf_counter() - computed

@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -96,8 +97,9 @@ def _start(spark: SparkSession, pipeline: Pipeline, sink: BatchSink, *, follow: 
     if records is None:
         Path(pipeline.source.path).mkdir(parents=True, exist_ok=True)
         records = read_landing_zone(spark, pipeline)
-    out = build_job(spark, pipeline, records, control_stream(spark, pipeline),
-                    bucket_ids=bucket_ids)
+    out = build_job(
+        spark, pipeline, records, control_stream(spark, pipeline), bucket_ids=bucket_ids
+    )
     writer = (
         out.writeStream.foreachBatch(sink)
         .queryName(f"panestore_{pipeline.name}")
@@ -115,8 +117,15 @@ def _run_query(
     follow: bool, interval: str, records, bucket_ids: tuple[int, ...],
     stop_after_batches: int | None,
 ) -> None:  # fmt: skip
-    query = _start(spark, pipeline, sink, follow=follow, interval=interval, records=records,
-                   bucket_ids=bucket_ids)
+    query = _start(
+        spark,
+        pipeline,
+        sink,
+        follow=follow,
+        interval=interval,
+        records=records,
+        bucket_ids=bucket_ids,
+    )
     seen: set[int] = set()
     done = 0
 
@@ -131,6 +140,9 @@ def _run_query(
             result.batches.append(rep)
             done += 1
             emit(rep.line())
+            for uri in rep.stats.vanished if rep.stats else ():
+                emit(f"WARNING batch {p.batchId}: input file {uri} vanished before it was read; "
+                     "recorded in the rejected table")  # fmt: skip
 
     try:
         while query.isActive:
@@ -141,10 +153,29 @@ def _run_query(
     except KeyboardInterrupt:
         emit("stopping...")
         query.stop()
+    except Exception:
+        if query.exception() is None:
+            raise  # not the query's failure (reported below)
     drain_progress()
     err = query.exception()
     if err is not None:
+        unreadable = _UNREADABLE.search(str(err))
+        if unreadable:
+            causes = [c for c in _CAUSE.findall(str(err)) if "FAILED_READ_FILE" not in c]
+            raise RuntimeError(
+                f"input file {unreadable.group(1)} could not be read"
+                f"{f' ({causes[0].strip()})' if causes else ''}; nothing of its batch was "
+                "committed. Repair the file, or move it out of the landing directory (the next "
+                "run then records it in the rejected table), and run again"
+            ) from None
         raise RuntimeError(f"the streaming query failed: {err}") from None
+
+
+# Spark's error for an input file it cannot read (corrupt, truncated, not of the format, ...)
+_CAUSE = re.compile(r"Caused by: [\w.$]+: ([^\n]+)")
+_UNREADABLE = re.compile(
+    r"\[FAILED_READ_FILE[^\]]*\] Encountered error while reading file (\S+?)\.?\s"
+)
 
 
 STATE_LAYOUT_FILE = "_state_layout.json"

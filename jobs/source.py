@@ -23,6 +23,12 @@ frame with the schema's columns (``_raw``/``_source_file``/``_error`` are option
 
 Files must appear atomically in the landing directory: write them under a hidden name (``.name``
 or ``_name``, which Spark's file listing skips) or elsewhere, then rename.
+
+Every file source reads with :data:`FILE_SOURCE_OPTIONS`: no file is skipped for its
+modification time (Spark's default ``maxFileAge`` of 7 days, counted from the newest file seen,
+would skip a backfilled ``cp -p`` file, and a file dated in the future would hide every later
+one), and a file that vanishes between listing and reading does not fail the batch: the sink
+reports it in ``rejected`` (:mod:`jobs.checkpoint`).
 """
 
 from __future__ import annotations
@@ -36,6 +42,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
 RAW, SOURCE_FILE, ERROR = "_raw", "_source_file", "_error"
+# maxFileAge: ~274,000 years, so every file is new whatever its modification time (Spark keeps one
+# entry per file seen in the driver's memory either way: see docs/running.md).
+FILE_SOURCE_OPTIONS = {"maxFileAge": "100000000d", "ignoreMissingFiles": "true"}
 CORRUPT = "_corrupt_record"
 MALFORMED = "malformed record (not parseable with the source schema)"
 
@@ -55,9 +64,12 @@ def spark_schema_ddl(pipeline: Pipeline) -> str:
     return ", ".join(f"`{c}` {COLUMN_TYPES[t][0]}" for c, t in pipeline.source.schema)
 
 
-def _text_stream(spark: SparkSession, pipeline: Pipeline):
+def _file_stream(spark: SparkSession, pipeline: Pipeline, fmt: str, schema: str | None = None):
+    """The landing directory read by Spark's ``fmt`` file source (see FILE_SOURCE_OPTIONS)."""
     src = pipeline.source
-    reader = spark.readStream.format("text")
+    reader = spark.readStream.format(fmt).options(**FILE_SOURCE_OPTIONS)
+    if schema is not None:
+        reader = reader.schema(schema)
     if src.max_files_per_trigger is not None:
         reader = reader.option("maxFilesPerTrigger", src.max_files_per_trigger)
     return reader.load(src.path)
@@ -76,10 +88,7 @@ def read_landing_zone(spark: SparkSession, pipeline: Pipeline, *,
     src = pipeline.source
     names = [c for c, _ in src.schema]
     if src.format == "parquet":
-        reader = spark.readStream.schema(spark_schema_ddl(pipeline)).format("parquet")
-        if src.max_files_per_trigger is not None:
-            reader = reader.option("maxFilesPerTrigger", src.max_files_per_trigger)
-        df = reader.load(src.path)
+        df = _file_stream(spark, pipeline, "parquet", spark_schema_ddl(pipeline))
         return df.select(
             *names,
             F.to_json(F.struct(*names)).alias(RAW),
@@ -88,7 +97,7 @@ def read_landing_zone(spark: SparkSession, pipeline: Pipeline, *,
         )
 
     # input_file_name(), not _metadata.file_path: the metadata column costs ~20% of parsing here
-    lines = _text_stream(spark, pipeline).select(
+    lines = _file_stream(spark, pipeline, "text").select(
         F.col("value").alias(RAW), F.input_file_name().alias(SOURCE_FILE)
     )
     ddl = read_schema_ddl(pipeline) + f", `{CORRUPT}` string"

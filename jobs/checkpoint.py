@@ -1,0 +1,93 @@
+"""What Spark's streaming checkpoint says a micro-batch read: its input files and its timestamp.
+
+Spark's file source keeps, per source ``i``, a metadata log of the files each of *its own*
+batches takes (``sources/<i>/<n>``: a ``v1`` line, then one JSON entry per file with its URI
+``path``, modification ``timestamp`` and ``batchId``; every tenth log is compacted into
+``<n>.compact``, which holds every entry up to ``n``). The query's offset log
+(``offsets/<batch>``: a ``v1`` line, the batch metadata with ``batchTimestampMs``, then one
+offset line per source) maps a query batch to each source's log offset, so batch ``b`` of the
+query read the entries of source logs ``(offset(b - 1), offset(b)]``.
+
+:func:`batch_input` reads that back, so the job can tell which listed files a batch could not
+read (Spark skips a file that vanished between its listing and the read with only a log warning)
+and report them instead of losing them silently. Checkpoint files are immutable once written,
+so a replayed batch gets the same answer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+OFFSETS, SOURCES = "offsets", "sources"
+
+
+@dataclass(frozen=True)
+class BatchInput:
+    """The files one query batch read from its file sources, in source and log order."""
+
+    batch_id: int
+    timestamp_ms: int
+    files: tuple[str, ...]
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def _source_offsets(checkpoint: Path, batch_id: int) -> tuple[int, list[int | None]]:
+    """(batch timestamp ms, each source's log offset) of ``batch_id``; -1 before the first."""
+    lines = _lines(checkpoint / OFFSETS / str(batch_id))
+    timestamp_ms = int(json.loads(lines[1]).get("batchTimestampMs", 0))
+    offsets: list[int | None] = []
+    for line in lines[2:]:
+        line = line.strip()
+        offset = json.loads(line).get("logOffset") if line.startswith("{") else None
+        offsets.append(None if offset is None else int(offset))
+    return timestamp_ms, offsets
+
+
+def _log_entries(source_log: Path, n: int) -> list[str]:
+    """The file URIs of source-log batch ``n`` (from its own file or a compacted one)."""
+    own, compact = source_log / str(n), source_log / f"{n}.compact"
+    if own.exists():
+        entries = [json.loads(x) for x in _lines(own)[1:] if x.strip()]
+    elif compact.exists():
+        entries = [e for e in (json.loads(x) for x in _lines(compact)[1:] if x.strip())
+                   if e.get("batchId") == n]  # fmt: skip
+    else:
+        raise FileNotFoundError(f"the checkpoint has no file-source log {own} (nor {compact})")
+    return [e["path"] for e in entries]
+
+
+def batch_input(checkpoint: str | os.PathLike[str], batch_id: int) -> BatchInput:
+    """The files query batch ``batch_id`` took from every file source of the checkpoint.
+
+    Sources whose offset is not a file-source offset (no ``logOffset``) contribute nothing.
+    Raises ``FileNotFoundError`` if the checkpoint has no offsets for the batch.
+    """
+    ckpt = Path(checkpoint)
+    timestamp_ms, upto = _source_offsets(ckpt, batch_id)
+    before: list[int | None] = [None] * len(upto)
+    if batch_id > 0 and (ckpt / OFFSETS / str(batch_id - 1)).exists():
+        before = _source_offsets(ckpt, batch_id - 1)[1]
+        before += [None] * (len(upto) - len(before))
+    files: list[str] = []
+    for i, (end, start) in enumerate(zip(upto, before, strict=True)):
+        if end is None:
+            continue
+        first = -1 if start is None else start
+        for n in range(first + 1, end + 1):
+            files.extend(_log_entries(ckpt / SOURCES / str(i), n))
+    return BatchInput(batch_id, timestamp_ms, tuple(files))
+
+
+def local_path(uri: str) -> str | None:
+    """The local filesystem path of a ``file:`` URI (or a plain path); None for other schemes."""
+    parsed = urlparse(uri)
+    if parsed.scheme in ("", "file"):
+        return unquote(parsed.path)
+    return None

@@ -1,0 +1,65 @@
+"""Reading a micro-batch's input files back from Spark's checkpoint (jobs.checkpoint)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from jobs.checkpoint import batch_input, local_path
+
+
+def _offsets(ckpt, batch_id: int, timestamp_ms: int, *offsets) -> None:
+    lines = ["v1", json.dumps({"batchWatermarkMs": 0, "batchTimestampMs": timestamp_ms})]
+    lines += ["-" if o is None else json.dumps({"logOffset": o}) for o in offsets]
+    (ckpt / "offsets").mkdir(parents=True, exist_ok=True)
+    (ckpt / "offsets" / str(batch_id)).write_text("\n".join(lines))
+
+
+def _source_log(ckpt, source: int, name: str, entries: list[tuple[str, int]]) -> None:
+    folder = ckpt / "sources" / str(source)
+    folder.mkdir(parents=True, exist_ok=True)
+    body = [json.dumps({"path": p, "timestamp": 1, "batchId": b}) for p, b in entries]
+    (folder / name).write_text("\n".join(["v1", *body]))
+
+
+def test_a_batch_reads_the_source_logs_between_its_offsets_and_the_previous_ones(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    _source_log(ckpt, 0, "0", [("file:///l/a.jsonl", 0)])
+    _source_log(ckpt, 0, "1", [("file:///l/b.jsonl", 1), ("file:///l/c%20d.jsonl", 1)])
+    _source_log(ckpt, 0, "2", [("file:///l/e.jsonl", 2)])
+    _source_log(ckpt, 1, "0", [("file:///lake/_control/drain-0.json", 0)])
+    _offsets(ckpt, 0, 1000, 0, None)
+    _offsets(ckpt, 1, 2000, 2, 0)  # two source-log batches in one query batch
+    _offsets(ckpt, 2, 3000, 2, 0)  # a no-data batch: offsets unchanged
+
+    assert batch_input(ckpt, 0).files == ("file:///l/a.jsonl",)
+    got = batch_input(ckpt, 1)
+    assert got.timestamp_ms == 2000
+    assert got.files == ("file:///l/b.jsonl", "file:///l/c%20d.jsonl", "file:///l/e.jsonl",
+                         "file:///lake/_control/drain-0.json")  # fmt: skip
+    assert batch_input(ckpt, 2).files == ()
+
+
+def test_a_compacted_source_log_is_filtered_to_the_batch(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    # Spark compacts every tenth log into <n>.compact (all entries so far) and deletes the rest
+    entries = [(f"file:///l/{n}.jsonl", n) for n in range(10)]
+    _source_log(ckpt, 0, "9.compact", entries)
+    _offsets(ckpt, 8, 1, 8)
+    _offsets(ckpt, 9, 2, 9)
+    assert batch_input(ckpt, 9).files == ("file:///l/9.jsonl",)
+
+
+def test_a_batch_without_offsets_or_source_logs_is_an_error(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        batch_input(tmp_path, 0)
+    _offsets(tmp_path, 0, 1, 0)
+    with pytest.raises(FileNotFoundError, match="no file-source log"):
+        batch_input(tmp_path, 0)
+
+
+def test_local_paths_of_uris():
+    assert local_path("file:///l/c%20d.jsonl") == "/l/c d.jsonl"
+    assert local_path("/plain/path") == "/plain/path"
+    assert local_path("s3a://bucket/key.jsonl") is None
