@@ -56,6 +56,8 @@ from jobs.operator import (
     KIND_LATE,
     KIND_PANE,
     KIND_REJECTED,
+    MAX_EVENT_TIME_US,
+    MIN_EVENT_TIME_US,
     PACKED_SCHEMA,
     REJECTED_BUCKET,
     OperatorConfig,
@@ -79,6 +81,8 @@ CONTROL = "_control"
 # The drain sentinel's event time: the last millisecond Spark timestamps can hold.
 SENTINEL_MS = DEFAULT_END_OF_TIME_MS
 HOOK_ENV = "PANESTORE_TEST_HOOK"
+NOT_UTF8 = "not valid UTF-8 text (a binary file?)"
+EVENT_TIME_RANGE = "accepted from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.998999Z"
 VANISHED = (
     "file vanished: listed for this batch but gone when it was read (deleted or moved after "
     "it landed); its records are not in this batch: land it again under a new name"
@@ -173,7 +177,9 @@ def _event_time(pipeline: Pipeline, df: DataFrame):
         return raw, raw
     if declared in INTEGRAL:
         num = raw.try_cast("bigint") if dtype == "string" else raw.cast("bigint")
-        return F.timestamp_micros(num * F.lit(EPOCH_UNITS[pipeline.source.epoch_unit])), raw
+        # try_multiply: an epoch too large for µs is unparseable, not a failed batch
+        micros = F.try_multiply(num, F.lit(EPOCH_UNITS[pipeline.source.epoch_unit]))
+        return F.timestamp_micros(micros), raw
     text = F.trim(raw.cast("string"))
     return text.try_cast("timestamp"), raw
 
@@ -283,15 +289,29 @@ def build_job(spark: SparkSession, pipeline: Pipeline, records: DataFrame,
         )  # fmt: skip
     plain = F.col(BLOB).isNull()
     ts, raw_ts = _event_time(pipeline, records)
-    reason = F.when(F.col(ERROR).isNotNull(), F.col(ERROR))
+    raw = F.col(RAW)
+    reason = F.when(raw.isNotNull() & ~F.is_valid_utf8(raw), F.lit(NOT_UTF8))
+    reason = reason.when(F.col(ERROR).isNotNull(), F.col(ERROR))
     if raw_ts is not None:
         et = pipeline.event_time
         reason = reason.when(raw_ts.isNull(), F.lit(f"missing event time ({et})"))
         reason = reason.when(ts.isNull(), F.lit(f"unparseable event time ({et})"))
+        micros = F.unix_micros(ts)
+        reason = reason.when(
+            (micros < MIN_EVENT_TIME_US) | (micros > MAX_EVENT_TIME_US),
+            F.lit(f"event time out of range ({et}): {EVENT_TIME_RANGE}"),
+        )
+    types = pipeline.source.types
     for k in pipeline.keys:
         key = _key(pipeline, records, k)
         reason = reason.when(F.col(k).isNull(), F.lit(f"missing key ({k})"))
         reason = reason.when(key.isNull(), F.lit(f"unparseable key ({k})"))
+        if types[k] == "string":
+            reason = reason.when(F.trim(key) == "", F.lit(f"empty key ({k})"))
+    for v in pipeline.value_columns:
+        if types[v] in ("double", "float"):
+            finite = F.col(v).isNull() | ~(F.isnan(v) | F.abs(v).eqNullSafe(float("inf")))
+            reason = reason.when(~finite, F.lit(f"not a finite number ({v})"))
     reason = F.when(plain, reason)
     values = list(pipeline.value_columns)
     # One scan: rejected rows travel with the elements, with null keys (a valid key is never
@@ -300,7 +320,7 @@ def build_job(spark: SparkSession, pipeline: Pipeline, records: DataFrame,
         *[F.when(reason.isNull(), _key(pipeline, records, k)).alias(k) for k in pipeline.keys],
         F.coalesce(F.col(DECODED_TS), F.when(reason.isNull(), ts)).alias(TS),
         *values,
-        F.when(reason.isNotNull(), F.col(RAW)).alias(RAW),
+        F.when(reason.isNotNull(), F.make_valid_utf8(raw)).alias(RAW),  # kept as text
         F.when(reason.isNotNull(), F.col(SOURCE_FILE)).alias(SOURCE_FILE),
         reason.alias("_reason"),
         F.lit(False).alias(CONTROL),

@@ -39,7 +39,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from jobs.key_buckets import HASHED_AS, KeyBuckets
-from jobs.operator import BLOB, BUCKET, blobs_by_bucket
+from jobs.operator import BLOB, BUCKET, MAX_EVENT_TIME_US, blobs_by_bucket
 from jobs.pipeline import EPOCH_UNITS, INTEGRAL
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -57,8 +57,9 @@ _ARROW_TYPE = {"string": "string", "int": "int32", "long": "int64", "bigint": "i
                "double": "float64", "boolean": "bool"}  # fmt: skip
 # A failed chunk is split in two until it is this small; then its lines go to Spark.
 SMALLEST_SPLIT = 16
-# Event times decoded here lie in years 1000..9999; epochs outside go to Spark.
-MIN_US, MAX_US = -30_610_224_000_000_000, 253_402_300_799_999_999
+# Event times decoded here lie in years 1000..9999, up to the job's last accepted event time;
+# epochs outside go to Spark.
+MIN_US, MAX_US = -30_610_224_000_000_000, MAX_EVENT_TIME_US
 _DATE = (
     r"[1-9]\d{3}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])"
     r"[T ]([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?"
@@ -255,6 +256,8 @@ class JsonlDecoder:
         for k in self.keys:
             col = table.column(k)
             ok = pc.and_kleene(ok, pc.is_valid(col))
+            if types[k] == "string":  # an empty key is Spark's to reject
+                ok = pc.and_kleene(ok, pc.not_equal(pc.utf8_trim(col, " "), ""))
             if types[k] == "int":
                 inside = pc.and_(pc.greater_equal(col, -(2**31)), pc.less(col, 2**31))
                 ok = pc.and_kleene(ok, pc.fill_null(inside, False))
@@ -289,6 +292,7 @@ class JsonlDecoder:
                 continue
             ts = pc.if_else(mask, pc.cast(cast, pa.int64()), ts)
             matched = pc.or_(matched, mask)
+        ok = pc.and_kleene(ok, pc.less_equal(ts, MAX_US))  # beyond: Spark rejects it
         return _flat(pc.and_kleene(ok, matched)), _flat(ts)
 
     # -- packing --------------------------------------------------------------------------------

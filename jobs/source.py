@@ -47,6 +47,7 @@ RAW, SOURCE_FILE, ERROR = "_raw", "_source_file", "_error"
 FILE_SOURCE_OPTIONS = {"maxFileAge": "100000000d", "ignoreMissingFiles": "true"}
 CORRUPT = "_corrupt_record"
 MALFORMED = "malformed record (not parseable with the source schema)"
+UNBALANCED_QUOTES = "unbalanced quotes (a quoted CSV field cannot span lines)"
 
 
 def read_schema_ddl(pipeline: Pipeline) -> str:
@@ -116,6 +117,7 @@ def read_landing_zone(spark: SparkSession, pipeline: Pipeline, *,
         parsed = F.from_json(F.col(RAW), ddl, opts)
     else:
         opts["sep"] = src.csv_delimiter
+        opts["escape"] = '"'  # RFC 4180: a quote inside a quoted field is doubled
         if src.csv_header:
             header = src.csv_delimiter.join(names)
             lines = lines.where(F.col(RAW) != header)
@@ -123,13 +125,23 @@ def read_landing_zone(spark: SparkSession, pipeline: Pipeline, *,
         parsed = F.from_csv(F.col(RAW), ddl, opts)
     rec = lines.select(RAW, SOURCE_FILE, *decoded, parsed.alias("_r"))
     malformed = F.col("_r").isNull() | F.col(f"_r.`{CORRUPT}`").isNotNull()
+    checks = [(malformed, MALFORMED)]  # (condition, reason): the first that holds is the error
+    if src.format == "jsonl":
+        # Spark's parser stops after the first JSON value: text after it must not pass
+        checks.insert(0, (~F.rtrim(F.col(RAW)).endswith("}"), MALFORMED))
+    else:
+        # Lines are records: a quoted field spanning lines leaves an odd number of quotes on
+        # each of its lines, and a part of it must not pass for a record.
+        quotes = F.length(RAW) - F.length(F.regexp_replace(RAW, '"', ""))
+        checks.insert(0, (quotes % 2 == 1, UNBALANCED_QUOTES))
+    error = F.lit(None).cast("string")
+    for condition, reason in reversed(checks):
+        # a decoded row has no raw line: it is not malformed
+        error = F.when(F.col(RAW).isNotNull() & condition, F.lit(reason)).otherwise(error)
     return rec.select(
         *[F.col(f"_r.`{c}`").alias(c) for c in names],
         RAW,
         SOURCE_FILE,
-        # a decoded row has no raw line: it is not malformed
-        F.when(F.col(RAW).isNotNull() & malformed, F.lit(MALFORMED))
-        .otherwise(F.lit(None).cast("string"))
-        .alias(ERROR),
+        error.alias(ERROR),
         *decoded,
     )
