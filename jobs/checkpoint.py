@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-OFFSETS, SOURCES = "offsets", "sources"
+OFFSETS, COMMITS, SOURCES = "offsets", "commits", "sources"
 
 
 @dataclass(frozen=True)
@@ -91,3 +91,87 @@ def local_path(uri: str) -> str | None:
     if parsed.scheme in ("", "file"):
         return unquote(parsed.path)
     return None
+
+
+RECOVERY = (
+    "Restore the checkpoint that belongs to these tables, or rebuild: move the lake aside and "
+    "run again, which reprocesses every file still in the landing directory (docs/running.md, "
+    "'Recovering a lake')."
+)
+
+
+class CheckpointError(RuntimeError):
+    """The checkpoint cannot be used with the lake's tables; the message says how to recover."""
+
+
+class CheckpointBehind(CheckpointError):
+    """The lake's tables hold batches the checkpoint does not know: a run would lose data."""
+
+
+def _log_ids(folder: Path) -> list[int]:
+    """The batch ids of a checkpoint log folder, ascending (empty if there is none)."""
+    if not folder.is_dir():
+        return []
+    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
+
+
+def _check_json_file(path: Path, versioned: bool) -> None:
+    """Raise ValueError/OSError unless ``path`` is a JSON (``versioned``: log) file Spark reads."""
+    lines = _lines(path)
+    if versioned:
+        if not (lines and lines[0].startswith("v")):
+            raise ValueError("no log version line")
+        lines = lines[1:]
+    json.loads(lines[0] if lines else "")
+
+
+def check_readable(checkpoint: str | os.PathLike[str]) -> None:
+    """Refuse a damaged checkpoint before Spark reads it, naming the damaged file.
+
+    Checks what Spark reads first: the query ``metadata`` (JSON), the newest two files of the
+    offset and commit logs (a version line, then JSON), and the operator state folder once a
+    batch has been committed. Raises :class:`CheckpointError`.
+    """
+    ckpt = Path(checkpoint)
+    files = [(ckpt / "metadata", False)] if (ckpt / "metadata").exists() else []
+    for log in (OFFSETS, COMMITS):
+        files += [(ckpt / log / str(i), True) for i in _log_ids(ckpt / log)[-2:]]
+    for path, versioned in files:
+        try:
+            _check_json_file(path, versioned)
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            raise CheckpointError(
+                f"the checkpoint file {path} is damaged ({e}). {RECOVERY}"
+            ) from None
+    if _log_ids(ckpt / COMMITS) and not (ckpt / "state").is_dir():
+        raise CheckpointError(
+            f"the checkpoint {ckpt} has committed batches but no operator state "
+            f"({ckpt / 'state'} is missing). {RECOVERY}"
+        )
+
+
+def last_batch(checkpoint: str | os.PathLike[str]) -> int | None:
+    """The highest batch id in the checkpoint's offset log, or None (no checkpoint yet)."""
+    ids = _log_ids(Path(checkpoint) / OFFSETS)
+    return ids[-1] if ids else None
+
+
+def check_not_behind(checkpoint: str | os.PathLike[str], committed: int | None) -> None:
+    """Refuse a checkpoint that is missing or older than the tables' last committed batch.
+
+    The tables skip every batch id they hold (exactly-once), so a checkpoint that starts over
+    (deleted) or was restored from an older copy would number new input with ids the tables
+    already have, and that input would be skipped: silent loss. Raises :class:`CheckpointBehind`
+    saying how to recover.
+    """
+    if committed is None:
+        return
+    have = last_batch(checkpoint)
+    if have is not None and have >= committed:
+        return
+    state = "is missing" if have is None else f"ends at batch {have}"
+    raise CheckpointBehind(
+        f"the checkpoint {checkpoint} {state}, but the lake's tables hold batches up to "
+        f"{committed}: a run would number new input as batches the tables already have and skip "
+        f"it. {RECOVERY}"
+    )

@@ -464,6 +464,12 @@ class BatchSink:
         gone = tuple(f for f in listed.files if not exists(f))
         return gone, listed.timestamp_ms * 1000
 
+    def committed_batch_id(self) -> int | None:
+        """The highest batch id any of the three tables holds, or None."""
+        ids = [log.committed_batch_id() for log in (self.pane_log, self.late_log,
+                                                     self.rejected_log)]  # fmt: skip
+        return max((i for i in ids if i is not None), default=None)
+
     def create_tables(self) -> None:
         for log in (self.pane_log, self.late_log, self.rejected_log):
             log.appender.table()

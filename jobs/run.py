@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from jobs.checkpoint import check_not_behind, check_readable
 from jobs.job import (
     BatchSink,
     BatchStats,
@@ -253,6 +254,8 @@ def run(
     sink = BatchSink(pipeline, writer=SparkDeltaWriter(spark) if SparkDeltaWriter.available(spark)
                      else None)  # fmt: skip
     sink.create_tables()
+    check_readable(pipeline.checkpoint_path)
+    check_not_behind(pipeline.checkpoint_path, sink.committed_batch_id())
     kw = dict(follow=follow, interval=interval, records=records, bucket_ids=bucket_ids,
               stop_after_batches=stop_after_batches)  # fmt: skip
     if pending_watermark(pipeline):

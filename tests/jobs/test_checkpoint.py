@@ -63,3 +63,54 @@ def test_local_paths_of_uris():
     assert local_path("file:///l/c%20d.jsonl") == "/l/c d.jsonl"
     assert local_path("/plain/path") == "/plain/path"
     assert local_path("s3a://bucket/key.jsonl") is None
+
+
+def _commit(ckpt, batch_id: int, body: str = '{"nextBatchWatermarkMs":0}') -> None:
+    (ckpt / "commits").mkdir(parents=True, exist_ok=True)
+    (ckpt / "commits" / str(batch_id)).write_text(f"v1\n{body}")
+
+
+def test_a_checkpoint_behind_the_tables_is_refused(tmp_path):
+    from jobs.checkpoint import CheckpointBehind, check_not_behind
+
+    ckpt = tmp_path / "ckpt"
+    check_not_behind(ckpt, None)  # a new lake
+    with pytest.raises(CheckpointBehind, match="is missing, but the lake's tables hold batches"):
+        check_not_behind(ckpt, 3)  # deleted: new input would be numbered 0.. and skipped
+    for b in range(3):
+        _offsets(ckpt, b, 1, b)
+    with pytest.raises(CheckpointBehind, match=r"ends at batch 2, .* up to 3"):
+        check_not_behind(ckpt, 3)  # restored from an older copy
+    check_not_behind(ckpt, 2)
+    _offsets(ckpt, 3, 1, 3)
+    check_not_behind(ckpt, 3)
+    check_not_behind(ckpt, 2)  # one batch ahead of the tables: the replay of a killed run
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda c: (c / "metadata").write_text("nonsense"), "metadata is damaged"),
+        (lambda c: (c / "offsets" / "1").write_text("garbage\n"), "offsets/1 is damaged"),
+        (lambda c: (c / "commits" / "1").write_text("v1\n{broken"), "commits/1 is damaged"),
+        (lambda c: (c / "commits" / "1").write_bytes(b"\xff\xfe"), "commits/1 is damaged"),
+        (lambda c: (c / "state").rmdir(), "has committed batches but no operator state"),
+    ],
+)
+def test_a_damaged_checkpoint_is_refused_naming_the_file(tmp_path, damage, message):
+    from jobs.checkpoint import CheckpointError, check_readable
+
+    ckpt = tmp_path / "ckpt"
+    check_readable(ckpt)  # none yet
+    (ckpt / "state").mkdir(parents=True)
+    (ckpt / "metadata").write_text('{"id":"q"}')
+    for b in range(2):
+        _offsets(ckpt, b, 1, b)
+        _commit(ckpt, b)
+    check_readable(ckpt)
+    damage(ckpt)
+    with pytest.raises(CheckpointError, match=message) as refused:
+        check_readable(ckpt)
+    assert "Restore the checkpoint" in str(refused.value) and "move the lake aside" in str(
+        refused.value
+    )
