@@ -22,10 +22,12 @@ from panes import (
     AfterWatermark,
     Always,
     DefaultTrigger,
+    FixedWindows,
     Never,
     OrFinally,
     Repeatedly,
     TriggerSyntaxError,
+    Windowing,
     format_duration,
     format_trigger,
     parse_duration,
@@ -33,7 +35,7 @@ from panes import (
 )
 from panes.time import UNITS
 
-# -- strategies (also used by test_trigger_merge) --------------------------------------------
+# -- strategies (also used by test_triggers) --------------------------------------------
 
 durations = st.one_of(
     st.integers(0, 10**7),
@@ -249,3 +251,13 @@ def test_caret_in_the_message_sits_under_the_offending_character():
     source, caret = str(error).splitlines()[-2:]
     assert source.strip() == error.text
     assert caret.index("^") - 2 == 21 == error.position  # both lines are indented by two
+
+
+def test_text_form_drives_the_same_semantics():
+    text = "AfterWatermark(early=AfterCount(2), late=AfterCount(1))"
+    windowing = Windowing(FixedWindows(10), trigger=parse_trigger(text), allowed_lateness=100)
+    assert windowing == Windowing(
+        FixedWindows(10),
+        trigger=AfterWatermark(early=AfterCount(2), late=AfterCount(1)),
+        allowed_lateness=100,
+    )
