@@ -162,6 +162,8 @@ def step(table: Mapping[str, Any]) -> Step:
     dropped = tuple(table.get("dropped", ()))
     for text in panes:
         parse_pane(text)
+    for text in dropped:
+        dropped_reason(text)
     if action == "bundle":
         return Step(action, tuple(element(e) for e in table[action]), None, panes, dropped)
     return Step(action, (), int(table[action]), panes, dropped)
@@ -247,10 +249,19 @@ def dropped_text(key: str, value: Any, timestamp: int, reason: str, window: str 
     return text if window is None else f"{text} {window}"
 
 
+_DROPPED = re.compile(
+    r"(?P<key>\S+) (?P<value>\S+) @(?P<timestamp>-?[\d_]+) (?P<reason>expired|closed|no window)"
+    r"(?: (?P<window>\S+))?"
+)
+
+
 def dropped_reason(text: str) -> str:
-    """The reason of a dropped element's text (``expired``, ``closed``, ``no window``)."""
-    _, _, _, rest = text.split(" ", 3)
-    return next(r for r in ("expired", "closed", "no window") if rest.startswith(r))
+    """The reason of a dropped element's text (``expired``, ``closed``, ``no window``); raises
+    on bad text."""
+    m = _DROPPED.fullmatch(text)
+    if m is None:
+        raise ValueError(f"not a dropped element: {text!r} (see tests/scenarios/format.py)")
+    return m["reason"]
 
 
 _PANE = re.compile(
