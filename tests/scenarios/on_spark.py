@@ -14,9 +14,9 @@ no element moves (so a run is one batch, not one more no-data batch for a waterm
 data) and which is before every window of the scenario (its times lie within a day), so it
 expires nothing and holds nothing back: it stands in for the beginning of time. Only the
 ``watermark`` steps' control rows move it further, to exactly the scenario's watermarks. Hence
-a scenario runs here only if it has no processing-time steps or triggers, its times are whole
-milliseconds within a day of each other, and it avoids the global window (which closes only at
-the drain). Event times are shifted by ``T0`` (2024-01-01)
+a scenario runs here only if it has no processing-time steps or triggers, its watermarks are
+whole milliseconds (Spark's are), its times lie within a day of each other, and it avoids the
+global window (which closes only at the drain). Event times are shifted by ``T0`` (2024-01-01)
 into Spark's timestamp range, and back when the pane log and late table are read.
 
 Each step's panes are read back from the pane log (the rows of that run's batches) and its
@@ -40,14 +40,16 @@ KEY, VALUE, EVENT_TIME = "key", "v", "ts"
 
 def check_runs_on_spark(sc: Scenario) -> None:
     """Raise if ``sc`` cannot run on the Spark job (see the module doc)."""
-    times = [s.time for s in sc.steps if s.action == "watermark"]
-    times += [t for s in sc.steps for _, _, t in s.elements]
+    watermarks = [s.time for s in sc.steps if s.action == "watermark"]
+    times = watermarks + [t for s in sc.steps for _, _, t in s.elements]
     if sc.uses_processing_time:
         raise ValueError(f"{sc.name}: processing time is Spark's batch timestamp")
     if sc.window.startswith("GlobalWindows"):
         raise ValueError(f"{sc.name}: the global window closes only at the drain")
-    if any(t % 1000 for t in times) or max(times) - min(times) >= parse_duration(DELAY):
-        raise ValueError(f"{sc.name}: times must be whole ms, within {DELAY} of each other")
+    if any(t % 1000 for t in watermarks):
+        raise ValueError(f"{sc.name}: Spark's watermark is in whole milliseconds")
+    if max(times) - min(times) >= parse_duration(DELAY):
+        raise ValueError(f"{sc.name}: times must lie within {DELAY} of each other")
 
 
 def pipeline_conf(sc: Scenario, root: Path) -> dict[str, Any]:
