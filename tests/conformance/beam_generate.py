@@ -12,6 +12,12 @@ or, anywhere else, create a throw-away venv first:
 Beam is never a dependency of panestore: this script is run by hand and its output, the JSON
 file, is committed. ``test_beam_conformance.py`` reads only the JSON.
 
+The scenarios are those of ``tests/scenarios/beam_conformance.toml``, in the scenario format of
+``tests/scenarios/format.py`` (standard library only, so it loads in the Beam environment): the
+window function, trigger and allowed lateness in panestore's text forms, and steps (bundles of
+``(key, value, event time)``, watermark and processing-time moves). Only the ``to_list()``
+combiner is supported: each pane records its sorted values.
+
 How Beam is driven (as a black box, the way Beam's own driver transcript tests drive it): one
 ``GeneralTriggerDriver`` per scenario with a test clock for processing time, one
 ``InMemoryUnmergedState`` per key. Each ``input`` step is one bundle per key passed to
@@ -55,28 +61,21 @@ from apache_beam.utils.windowed_value import PaneInfoTiming, WindowedValue
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "beam_expected.json"
+FORMAT = HERE.parent / "scenarios" / "format.py"
 S = 1_000_000
-
-# Fields of a scenario that determine Beam's output (copied into the JSON so the test can tell
-# when the JSON is stale).
-BEAM_FIELDS = (
-    "window",
-    "trigger",
-    "accumulation",
-    "timestamp_combiner",
-    "allowed_lateness",
-    "transcript",
-)
 
 
 def load_scenarios():
-    spec = importlib.util.spec_from_file_location("_conformance_scenarios", HERE / "scenarios.py")
+    """The Beam conformance scenarios (``tests.scenarios.format.Scenario``), loaded by path: this
+    script runs outside the project's environment."""
+    spec = importlib.util.spec_from_file_location("_scenario_format", FORMAT)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses resolve their module through sys.modules
     spec.loader.exec_module(mod)
-    return mod.SCENARIOS
+    return mod.load(mod.BEAM_FILE)
 
 
-# ---- trigger text -> Beam trigger objects ---------------------------------------------------
+# ---- trigger and window-function text -> Beam objects ---------------------------------------
 
 _TOKEN = re.compile(
     r"\s*(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<dur>\d+(?:us|ms|s|m|h)\b)"
@@ -115,7 +114,25 @@ def _seconds(us):
     return us // S
 
 
-def _build(name, args, kwargs):
+def _build_window_fn(name, args, kwargs):
+    def micros(i, key):
+        return Duration(micros=int(args[i] if i < len(args) else kwargs[key]))
+
+    def offset(i):
+        return Timestamp(micros=int(args[i] if i < len(args) else kwargs.get("offset", 0)))
+
+    if name == "FixedWindows":
+        return FixedWindows(micros(0, "size"), offset(1))
+    if name == "SlidingWindows":
+        return SlidingWindows(micros(0, "size"), micros(1, "period"), offset(2))
+    if name == "Sessions":
+        return Sessions(micros(0, "gap"))
+    if name == "GlobalWindows":
+        return GlobalWindows()
+    raise ValueError(f"unknown window function {name}")
+
+
+def _build_trigger(name, args, kwargs):
     if name == "AfterWatermark":
         return bt.AfterWatermark(early=kwargs.get("early"), late=kwargs.get("late"))
     if name == "AfterCount":
@@ -139,6 +156,23 @@ def _build(name, args, kwargs):
 
 
 def parse_trigger(text):
+    return _parse(text, _build_trigger)
+
+
+def parse_window_fn(text):
+    return _parse(text, _build_window_fn)
+
+
+def parse_duration(text):
+    """A duration's text (``10s``, ``0s``) -> microseconds."""
+    ((kind, value),) = _tokenize(text)
+    if kind != "value":
+        raise ValueError(f"not a duration: {text!r}")
+    return int(value)
+
+
+def _parse(text, build):
+    """``Name(arg, ..., key=arg)`` expressions, nested, built bottom-up by ``build``."""
     toks = _tokenize(text)
     pos = 0
 
@@ -171,7 +205,7 @@ def parse_trigger(text):
                 if peek() == ("punct", ","):
                     take("punct", ",")
             take("punct", ")")
-        return _build(name, args, kwargs)
+        return build(name, args, kwargs)
 
     result = expr()
     if pos != len(toks):
@@ -179,24 +213,7 @@ def parse_trigger(text):
     return result
 
 
-# ---- windowing ------------------------------------------------------------------------------
-
-
-def window_fn(spec):
-    kind = spec["type"]
-    if kind == "fixed":
-        return FixedWindows(Duration(micros=spec["size"]), Timestamp(micros=spec.get("offset", 0)))
-    if kind == "sliding":
-        return SlidingWindows(
-            Duration(micros=spec["size"]),
-            Duration(micros=spec["period"]),
-            Timestamp(micros=spec.get("offset", 0)),
-        )
-    if kind == "sessions":
-        return Sessions(Duration(micros=spec["gap"]))
-    if kind == "global":
-        return GlobalWindows()
-    raise ValueError(kind)
+# ---- running a scenario ----------------------------------------------------------------------
 
 
 _COMBINERS = {
@@ -211,26 +228,16 @@ _TIMING = {
 }
 
 
-def _elements(step_input):
-    """Normalize an input step to [(key, timestamp_us)]."""
-    out = []
-    for item in step_input:
-        if isinstance(item, (list, tuple)):
-            key, ts = item
-            out.append((str(key), int(ts)))
-        else:
-            out.append(("k", int(item)))
-    return out
-
-
 def run_scenario(sc):
-    wfn = window_fn(sc["window"])
-    lateness = Duration(micros=sc["allowed_lateness"])
+    if sc.combiner != "to_list()":
+        raise ValueError(f"{sc.name}: only the to_list() combiner runs on Beam")
+    wfn = parse_window_fn(sc.window)
+    lateness = Duration(micros=parse_duration(sc.allowed_lateness))
     windowing = Windowing(
         wfn,
-        parse_trigger(sc["trigger"]),
-        getattr(bt.AccumulationMode, sc["accumulation"]),
-        _COMBINERS[sc["timestamp_combiner"]],
+        parse_trigger(sc.trigger),
+        getattr(bt.AccumulationMode, sc.accumulation),
+        _COMBINERS[sc.timestamp_combiner],
         lateness,
     )
     clock = TestClock(Timestamp(micros=0))
@@ -243,7 +250,7 @@ def run_scenario(sc):
     # functions (an element of a sliding window belongs to several windows), per key for
     # sessions (an element belongs to exactly one, possibly merged, window at a time).
     emitted = defaultdict(set)
-    merging = sc["window"]["type"] == "sessions"
+    merging = isinstance(wfn, Sessions)
     global_max = GlobalWindow().max_timestamp()
 
     def record(key, wv, sink):
@@ -286,30 +293,29 @@ def run_scenario(sc):
                         record(key, wv, sink)
 
     steps = []
-    for step in sc["transcript"]:
-        (action,) = step
+    for step in sc.steps:
         panes, dropped = [], 0
-        if action == "input":
+        if step.action == "bundle":
             by_key = defaultdict(list)
-            for key, ts_us in _elements(step["input"]):
+            for key, value, ts_us in step.elements:
                 ts = Timestamp(micros=ts_us)
-                windows = wfn.assign(WindowFn.AssignContext(ts, ts_us))
+                windows = wfn.assign(WindowFn.AssignContext(ts, value))
                 dropped += sum(1 for w in windows if watermark > w.end + lateness)
-                by_key[key].append(WindowedValue((ts_us, uid), ts, windows))
+                by_key[key].append(WindowedValue((value, uid), ts, windows))
                 uid += 1
             for key, bundle in by_key.items():
                 state = states.setdefault(key, bt.InMemoryUnmergedState())
                 for wv in driver.process_elements(state, bundle, watermark, watermark):
                     record(key, wv, panes)
-        elif action == "watermark":
-            new = Timestamp(micros=step["watermark"])
+        elif step.action == "watermark":
+            new = Timestamp(micros=step.time)
             if new < watermark:
-                raise ValueError(f"{sc['name']}: watermark moves backwards")
+                raise ValueError(f"{sc.name}: watermark moves backwards")
             watermark = new
-        elif action == "processing_time":
-            new = step["processing_time"]
+        elif step.action == "processing_time":
+            new = step.time
             if new % S or new < processing_us:
-                raise ValueError(f"{sc['name']}: processing time must be whole seconds, monotone")
+                raise ValueError(f"{sc.name}: processing time must be whole seconds, monotone")
             clock.advance_time(Duration(micros=new - processing_us))
             processing_us = new
         else:
@@ -318,20 +324,14 @@ def run_scenario(sc):
         panes.sort(
             key=lambda p: (p["key"], p["window"] if p["window"] != "GLOBAL" else [0, 0], p["index"])
         )
-        steps.append({"step": step, "panes": panes, "dropped": dropped})
+        steps.append({"step": step.inputs(), "panes": panes, "dropped": dropped})
     return steps
 
 
 def main():
     out = []
     for sc in load_scenarios():
-        out.append(
-            {
-                "name": sc["name"],
-                "scenario": {f: sc[f] for f in BEAM_FIELDS},
-                "steps": run_scenario(sc),
-            }
-        )
+        out.append({"name": sc.name, "scenario": sc.beam_inputs(), "steps": run_scenario(sc)})
     doc = {
         "generated_by": "tests/conformance/beam_generate.py",
         "beam_version": apache_beam.__version__,

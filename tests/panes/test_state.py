@@ -32,7 +32,7 @@ from panes import (
     Windowing,
     combiners,
 )
-from tests.panes.test_properties import COMBINERS, run, step, windowings
+from tests.panes.test_engine import COMBINERS, run, step, windowings
 
 CLASS_NAMES = [b"panes", b"KeyState", b"WindowState", b"Pane", b"PaneInfo", b"Timing",
                b"Window", b"Trigger", b"Engine"]

@@ -1,8 +1,8 @@
 """The textual form of triggers, as pipeline configurations write it.
 
 Pins the round trip both ways (``parse_trigger(format_trigger(t)) == t`` for random trigger trees
-of every class, and canonical strings print back unchanged), the duration forms and their
-canonical printing, and that malformed expressions raise ``TriggerSyntaxError`` (a
+of every class, and canonical strings print back unchanged), durations in trigger text (the
+durations themselves: ``test_time``), and that malformed expressions raise ``TriggerSyntaxError`` (a
 ``ValueError``) whose ``.position`` points at the offending character.
 """
 
@@ -22,23 +22,18 @@ from panes import (
     AfterWatermark,
     Always,
     DefaultTrigger,
+    FixedWindows,
     Never,
     OrFinally,
     Repeatedly,
     TriggerSyntaxError,
-    format_duration,
+    Windowing,
     format_trigger,
-    parse_duration,
     parse_trigger,
 )
-from panes.time import UNITS
+from tests.panes.test_time import DURATIONS, durations
 
-# -- strategies (also used by test_trigger_merge) --------------------------------------------
-
-durations = st.one_of(
-    st.integers(0, 10**7),
-    st.builds(lambda n, unit: n * UNITS[unit], st.integers(0, 5000), st.sampled_from(list(UNITS))),
-)
+# -- strategies (also used by test_triggers) --------------------------------------------
 
 leaf_triggers = st.one_of(
     st.builds(AfterCount, st.integers(1, 10**6)),
@@ -136,39 +131,14 @@ def test_random_trigger_trees_round_trip(trigger):
     assert format_trigger(parsed) == text
 
 
-# -- durations -------------------------------------------------------------------------------
+# -- durations in trigger text (the durations themselves: test_time) -------------------------
 
 
-@pytest.mark.parametrize(("text", "micros", "canonical"), [
-    ("90s", 90_000_000, "90s"),
-    ("5m", 300_000_000, "5m"),
-    ("2h", 7_200_000_000, "2h"),
-    ("1h30m", 5_400_000_000, "90m"),
-    ("250ms", 250_000, "250ms"),
-    ("10us", 10, "10us"),
-    ("60s", 60_000_000, "1m"),
-    ("1000ms", 1_000_000, "1s"),
-    ("24h", 86_400_000_000, "1d"),
-    ("1m1us", 60_000_001, "60000001us"),
-    ("0s", 0, "0s"),
-])
-def test_durations_parse_to_micros_and_print_canonically(text, micros, canonical):
-    assert parse_duration(text) == micros
-    assert format_duration(micros) == canonical
+@pytest.mark.parametrize(("text", "micros", "canonical"), DURATIONS)
+def test_durations_in_trigger_text_parse_to_micros_and_print_canonically(text, micros, canonical):
     trigger = parse_trigger(f"AfterProcessingTime({text})")
     assert trigger == AfterProcessingTime(micros)
     assert format_trigger(trigger) == f"AfterProcessingTime({canonical})"
-
-
-@given(durations)
-def test_every_duration_prints_in_a_form_that_parses_back(micros):
-    assert parse_duration(format_duration(micros)) == micros
-
-
-@pytest.mark.parametrize("text", ["", "90", "s", "5 m", "1.5s", "-1s", "5mm", "1w"])
-def test_malformed_durations_are_rejected(text):
-    with pytest.raises(ValueError, match="not a duration"):
-        parse_duration(text)
 
 
 # -- errors point at the offending character --------------------------------------------------
@@ -249,3 +219,13 @@ def test_caret_in_the_message_sits_under_the_offending_character():
     source, caret = str(error).splitlines()[-2:]
     assert source.strip() == error.text
     assert caret.index("^") - 2 == 21 == error.position  # both lines are indented by two
+
+
+def test_text_form_drives_the_same_semantics():
+    text = "AfterWatermark(early=AfterCount(2), late=AfterCount(1))"
+    windowing = Windowing(FixedWindows(10), trigger=parse_trigger(text), allowed_lateness=100)
+    assert windowing == Windowing(
+        FixedWindows(10),
+        trigger=AfterWatermark(early=AfterCount(2), late=AfterCount(1)),
+        allowed_lateness=100,
+    )
