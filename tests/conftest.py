@@ -4,8 +4,34 @@ from hypothesis import HealthCheck, settings
 
 # The default (the README's test command, CI) is derandomized: the same examples every run, so
 # a result does not depend on the day. ``PANESTORE_HYPOTHESIS=thorough`` explores at random.
-settings.register_profile("default", max_examples=300, deadline=None, derandomize=True,
-                          suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("thorough", max_examples=5000, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile(
+    "default",
+    max_examples=300,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "thorough", max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 settings.load_profile(os.environ.get("PANESTORE_HYPOTHESIS", "default"))
+
+
+def pytest_addoption(parser):
+    parser.addoption("--run-slow", action="store_true",
+                     help="also run the slow fault tests (random kills; minutes each)")  # fmt: skip
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: a slow fault test, run with --run-slow")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--run-slow"):
+        return
+    import pytest
+
+    skip = pytest.mark.skip(reason="slow fault test: run with ./dev test --run-slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
