@@ -15,7 +15,12 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from sinks.spec import LakeError, as_spec
+import pyarrow as pa
+
+from sinks.duck import connect, history_rows
+from sinks.errors import LakeError
+from sinks.spec import ViewSpec
+from sinks.verify import elements_table
 
 COLORS = {"EARLY": "#f2c94c", "ON_TIME": "#6fcf97", "LATE": "#bb6bd9"}
 
@@ -27,7 +32,7 @@ def _finite(us: int | None, lo: int, hi: int) -> int | None:
 
 
 def plot(
-    pipeline: Any,
+    spec: ViewSpec,
     key: Any,
     out: str,
     *,
@@ -43,9 +48,6 @@ def plot(
     import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
 
-    from sinks.duck import connect, history_rows
-
-    spec = as_spec(pipeline)
     rows = history_rows(spec, key, window_start)
     if not rows:
         raise LakeError(f"no panes for key {key!r}")
@@ -195,11 +197,7 @@ def plot(
 def _element_points(spec, keys, elements, rows) -> list[tuple[int, int, Any]]:
     if elements is None:
         return []
-    import pyarrow as pa
-
     if not isinstance(elements, pa.Table):
-        from sinks.verify import elements_table
-
         elements = elements_table(spec, elements)
     out = []
     first_pt: dict[tuple[int, int], int] = {}

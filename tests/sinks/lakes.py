@@ -25,9 +25,9 @@ from panes import (
 )
 from panes.fold import batch, fold
 from panes.pane import Pane
-from sinks.materializer import open_view
 from sinks.pane_log import PaneLog, PaneLogLayout
 from sinks.spec import ViewSpec
+from sinks.tables import open_view
 
 S = 1_000_000
 MODES = list(AccumulationMode)

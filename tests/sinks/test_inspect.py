@@ -11,9 +11,10 @@ pytest.importorskip("deltalake")
 pytest.importorskip("duckdb")
 
 from panes import AccumulationMode, FixedWindows, Sessions, SlidingWindows, combiners
-from sinks.materializer import Materializer, open_view
+from sinks.errors import ConfigMismatch, ForeignTable, MaterializerBusy, TableMissing
+from sinks.materializer import Materializer
 from sinks.records import LateLog
-from sinks.spec import ConfigMismatch, ForeignTable, MaterializerBusy, TableMissing
+from sinks.tables import open_view
 from tests.sinks.lakes import MODES, S, chunked, random_run, view_dict, window_fns, write_batches
 
 
@@ -128,8 +129,8 @@ def test_a_concurrent_materializer_is_refused(tmp_path):
 
 def test_optimize_and_vacuum_keep_time_travel_and_folding(tmp_path):
     from sinks.duck import current_as_of
+    from sinks.errors import LakeError
     from sinks.maintenance import optimize, vacuum
-    from sinks.spec import LakeError
 
     run = random_run(
         8, str(tmp_path), mode=AccumulationMode.DISCARDING, window_fn=FixedWindows(10 * S)

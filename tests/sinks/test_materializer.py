@@ -22,8 +22,10 @@ from panes import (
     Windowing,
     combiners,
 )
-from sinks.materializer import Materializer, fold_rows, open_view
+from sinks.materializer import Materializer
+from sinks.reducer import fold_rows
 from sinks.spec import ViewSpec
+from sinks.tables import open_view
 from tests.sinks.lakes import (
     MODES,
     S,
@@ -105,7 +107,7 @@ def test_view_rows_record_pane_index_and_version(tmp_path):
     )
     write_batches(run, chunked(run, random.Random(1)))
     Materializer(run.spec).run()
-    from sinks.materializer import open_pane_log
+    from sinks.tables import open_pane_log
 
     log = open_pane_log(run.spec).to_pyarrow_table().to_pylist()
     for r in open_view(run.spec).to_pyarrow_table().to_pylist():
@@ -232,7 +234,8 @@ def test_fold_rows_from_nothing_equals_fold(tmp_path):
     for seed in range(10):
         run = random_run(300 + seed, str(tmp_path / str(seed)))
         write_batches(run, chunked(run, random.Random(seed)))
-        from sinks.materializer import open_pane_log, pane_log_commits, read_pane_rows
+        from sinks.pane_log_changes import pane_log_commits, read_pane_rows
+        from sinks.tables import open_pane_log
 
         dt = open_pane_log(run.spec)
         rows = read_pane_rows(dt, pane_log_commits(dt, -1, dt.version()))
@@ -316,49 +319,32 @@ def test_discarding_mean_folds_from_nothing_and_out_of_order(tmp_path):
         assert view_dict(run.spec) == run.expected(), seed
 
 
-def _old_pane_log(run):
-    """A pane log created before the ``accumulator`` column existed, then appended to."""
-    import pyarrow as pa
+def test_tables_of_another_lake_format_are_refused_untouched(tmp_path):
+    """One lake format version in the table properties, checked when a table is opened: a table
+    without it (an older panestore's) or with another one is neither appended to nor folded."""
+    import os
+
     from deltalake import DeltaTable
 
+    from sinks.errors import FormatMismatch
+    from sinks.lake_format import FORMAT_PROPERTY
     from sinks.pane_log import pane_log_schema
 
-    schema = pane_log_schema(run.layout)
-    old = pa.schema([f for f in schema if f.name != "accumulator"])
-    DeltaTable.create(run.spec.table_path("panes"), old)
-    write_batches(run, chunked(run, random.Random(1)))
-    dt = DeltaTable(run.spec.table_path("panes"))
-    assert "accumulator" not in pa.schema(dt.schema().to_arrow()).names
-    return dt
-
-
-def test_old_pane_logs_without_accumulators_fold_sums_and_refuse_means(tmp_path):
-    from sinks.spec import LakeError
-
-    run = random_run(
-        7, str(tmp_path / "sum"), mode=AccumulationMode.DISCARDING, window_fn=Sessions(10 * S)
-    )
-    _old_pane_log(run)
-    Materializer(run.spec).run()
-    assert view_dict(run.spec) == run.expected() == run.expected_batch()
-
-    for aggs in ("mean", "mixed"):
-        run = random_run(
-            7,
-            str(tmp_path / aggs),
-            mode=AccumulationMode.DISCARDING,
-            window_fn=FixedWindows(10 * S),
-            aggregates=_acc_aggregates()[aggs],
+    for found, configuration in (("no panestore format", None), ("lake format 2", {FORMAT_PROPERTY: "2"})):  # fmt: skip  # noqa: E501
+        run = random_run(7, str(tmp_path / found.replace(" ", "_")), window_fn=Sessions(10 * S))
+        path = run.spec.table_path("panes")
+        DeltaTable.create(
+            path,
+            pane_log_schema(run.layout),
+            configuration=configuration,
+            raise_if_key_not_exists=False,
         )
-        dt = _old_pane_log(run)
-        v = dt.version()
-        with pytest.raises(LakeError, match=r"no accumulator column.*Nothing was written"):
+        with pytest.raises(FormatMismatch, match=rf"{found}.*Nothing was written"):
+            write_batches(run, chunked(run, random.Random(1)))
+        with pytest.raises(FormatMismatch, match=rf"pane log at .* {found}"):
             Materializer(run.spec).run()
-        import os
-
+        assert DeltaTable(path).version() == 0
         assert not os.path.exists(run.spec.table_path("current"))
-        dt.update_incremental()
-        assert dt.version() == v
 
 
 def test_view_is_partitioned_by_day_and_a_merge_rewrites_only_the_days_it_touches(tmp_path):

@@ -21,9 +21,10 @@ from panes import (
     combiners,
 )
 from sinks.delta_append import DELTA_EXTENSION, SparkDeltaWriter
-from sinks.materializer import Materializer, open_view
+from sinks.materializer import Materializer
 from sinks.pane_log import PaneLog, PaneLogLayout
 from sinks.spec import ViewSpec
+from sinks.tables import open_view
 
 S = 1_000_000
 
