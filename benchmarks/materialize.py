@@ -37,7 +37,7 @@ from sinks.lake_format import WINDOW_DAY
 from sinks.materializer import Materializer
 from sinks.pane_log import PaneLogLayout, pane_log_schema
 from sinks.spec import ViewSpec
-from sinks.tables import open_view
+from sinks.tables import open_view, table_identity
 from sinks.view_merge import days_filter
 
 S = 1_000_000
@@ -134,7 +134,11 @@ def measure(shape: str, a: argparse.Namespace) -> None:
         combine_fn=combiners.sum(),
     )
     app = ExactlyOnceAppender(
-        spec.table_path("panes"), "bench", pane_log_schema(layout), kind="pane_log"
+        spec.table_path("panes"),
+        "bench",
+        pane_log_schema(layout),
+        kind="pane_log",
+        **table_identity(spec, "panes", "pane log"),
     )
     t = time.perf_counter()
     n = len(keys)

@@ -99,15 +99,14 @@ def mismatch_text(what: str, path: str, spec: ViewSpec, conf: Mapping[str, str])
 def check_table_properties(
     spec: ViewSpec, what: str, path: str, conf: Mapping[str, str] | None
 ) -> None:
-    """Refuse a table of another lake format, or whose recorded pipeline or fingerprint is not
-    ``spec``'s (a table written without a spec, e.g. a bare ``PaneLog``, records neither)."""
+    """Refuse a table of another lake format, of another pipeline, or whose recorded
+    configuration fingerprint is not ``spec``'s."""
     conf = conf or {}
     check_format(what, path, conf)
-    fp = conf.get(FINGERPRINT_PROPERTY)
-    if fp is not None and fp != spec.fingerprint:
+    if conf.get(FINGERPRINT_PROPERTY) != spec.fingerprint:
         raise ConfigMismatch(mismatch_text(what, path, spec, conf))
     owner = conf.get(PIPELINE_PROPERTY)
-    if owner is not None and owner != spec.name:
+    if owner != spec.name:
         raise ForeignTable(f"{what} at {path} belongs to pipeline {owner!r}, not {spec.name!r}")
 
 

@@ -27,7 +27,7 @@ from panes.fold import batch, fold
 from panes.pane import Pane
 from sinks.pane_log import PaneLog, PaneLogLayout
 from sinks.spec import ViewSpec
-from sinks.tables import open_view
+from sinks.tables import open_view, table_identity
 
 S = 1_000_000
 MODES = list(AccumulationMode)
@@ -148,7 +148,8 @@ def random_run(
 
 
 def write_batches(run: Run, batches: list[list[Pane]], start: int = 0) -> PaneLog:
-    log = PaneLog(run.spec.table_path("panes"), run.spec.name, run.layout)
+    identity = table_identity(run.spec, "panes", "pane log")
+    log = PaneLog(run.spec.table_path("panes"), run.spec.name, run.layout, **identity)
     for i, panes in enumerate(batches):
         log.append(start + i, panes)
     return log

@@ -25,7 +25,7 @@ from panes import (
 from sinks.materializer import Materializer
 from sinks.reducer import fold_rows
 from sinks.spec import ViewSpec
-from sinks.tables import open_view
+from sinks.tables import open_view, table_identity
 from tests.sinks.lakes import (
     MODES,
     S,
@@ -215,7 +215,8 @@ def test_the_paper_figure_14_sequence_ends_as_39_and_12(tmp_path):
             windowing.accumulation_mode,
             combine_fn=combiners.sum(),
         )
-        log = PaneLog(spec.table_path("panes"), "paper", layout)
+        identity = table_identity(spec, "panes", "pane log")
+        log = PaneLog(spec.table_path("panes"), "paper", layout, **identity)
         mat = Materializer(spec, vectorized=vectorized)
         for i, step in enumerate(steps):
             log.append(i, step)
@@ -365,7 +366,9 @@ def test_view_is_partitioned_by_day_and_a_merge_rewrites_only_the_days_it_touche
         AccumulationMode.ACCUMULATING, combine_fn=combiners.sum(),
     )  # fmt: skip
     sim = Simulator(windowing, combiners.sum())
-    log = PaneLog(spec.table_path("panes"), "p", PaneLogLayout())
+    log = PaneLog(
+        spec.table_path("panes"), "p", PaneLogLayout(), **table_identity(spec, "panes", "pane log")
+    )
     elements = [(k, 1.0, t) for t in range(0, 5 * day, 6 * hour) for k in "ab"]
     log.append(0, sim.add_elements(elements))
     Materializer(spec).run()
