@@ -43,6 +43,7 @@ class CombineFn(Generic[A, V, O]):
     #: merging output values is exact; False for a mean (it needs sum and count) and, unless a
     #: combiner says otherwise, for user combiners.
     value_is_accumulator: bool = False
+
     @property
     def reads_value(self) -> bool:
         """Whether the combiner reads its input values (``count()`` only counts them)."""
@@ -338,7 +339,6 @@ BUILTINS: dict[str, type[_FieldCombineFn]] = {
 }
 
 
-
 @dataclass(frozen=True)
 class SqlForm:
     """How SQL computes a built-in combiner: the one place the materializer's vectorized reducer
@@ -372,6 +372,7 @@ def sql_form(fn: CombineFn) -> SqlForm | None:
         if form is not None:
             return form
     return None
+
 
 _AGGREGATE = re.compile(r"\s*([a-z_]+)\s*\(\s*([A-Za-z_][\w.]*)?\s*\)\s*")
 

@@ -136,83 +136,106 @@ class Reducer:
         return row
 
     def apply(self, panes: Iterable[Mapping[str, Any]]) -> None:
-        spec = self.spec
-        names = spec.value_names
+        """Apply pane rows, in pane-log order."""
         for p in panes:
-            key = tuple(p[k] for k in spec.keys)
-            w = (p["window_start_us"], p["window_end_us"])
-            at = (key, w)
-            idx = p["pane_index"]
-            version = p.get(PANE_LOG_VERSION, 0)
+            key = tuple(p[k] for k in self.spec.keys)
+            at = (key, (p["window_start_us"], p["window_end_us"]))
             if p["is_retraction"]:
-                if at in self.owner:
-                    continue
-                self.retracted[at] = max(self.retracted.get(at, -1), idx)
-                row = self.live.get(at)
-                if row is not None and row["pane_index"] <= idx:
-                    del self.live[at]
-                    self.changed.discard(at)
-                continue
-            absorbed_rows: list[dict[str, Any]] = []
-            new_abs: list[tuple[int, int]] = []
-            for s in p.get("supersedes") or ():
-                sw = (s["start_us"], s["end_us"])
-                sat = (key, sw)
-                if sw == w:
-                    continue
-                new_abs.append(sw)
-                srow = self.live.pop(sat, None)
-                if srow is not None:
-                    self.changed.discard(sat)
-                    absorbed_rows.append(srow)
-                    new_abs.extend((a["start_us"], a["end_us"]) for a in srow["absorbed"] or ())
-            values = {n: p[n] for n in names}
-            if self.accumulators:
-                values[ACCUMULATOR] = p.get(ACCUMULATOR)
-            root = self._root(at)
-            if root != at:  # the window was absorbed earlier: its pane belongs to the absorber
-                for sw in new_abs:
-                    self.owner[(key, sw)] = root
-                target = self.live.get(root)
-                if target is None:
-                    continue
-                target["absorbed"] = _window_list(
-                    _dedup([(a["start_us"], a["end_us"]) for a in target["absorbed"]] + new_abs)
-                )
-                if self.discarding:
-                    merged = _merge_values(spec, [target, *absorbed_rows, values])
-                    target.update(merged)
-                    target["pane_log_version"] = max(target["pane_log_version"], version)
-                self.changed.add(root)
-                continue
-            row = self.live.get(at)
-            old_abs = [(a["start_us"], a["end_us"]) for a in row["absorbed"]] if row else []
-            absorbed = _dedup(old_abs + new_abs)
-            for sw in new_abs:
-                self.owner[(key, sw)] = at
-            if self.discarding:
-                parts = [*absorbed_rows, *([row] if row else []), values]
-                merged = _merge_values(spec, parts)
-                if row is not None and row["pane_index"] > idx:
-                    new = dict(row)
-                    new.update(merged)
-                    new["absorbed"] = _window_list(absorbed)
-                    new["pane_log_version"] = max(row["pane_log_version"], version)
-                else:
-                    vers = max([version] + ([row["pane_log_version"]] if row else []))
-                    new = self._row(key, w, p, merged, absorbed, vers)
+                self._retract(at, p["pane_index"])
             else:
-                stale = (row is not None and row["pane_index"] >= idx) or (
-                    self.retracted.get(at, -1) >= idx
-                )
-                if stale:
-                    if row is not None and new_abs:
-                        row["absorbed"] = _window_list(absorbed)
-                        self.changed.add(at)
-                    continue
-                new = self._row(key, w, p, values, absorbed, version)
-            self.live[at] = new
-            self.changed.add(at)
+                self._emit(key, at, p)
+
+    def _retract(self, at: tuple, idx: int) -> None:
+        if at in self.owner:  # an absorbed window: its value is part of the absorber's
+            return
+        self.retracted[at] = max(self.retracted.get(at, -1), idx)
+        row = self.live.get(at)
+        if row is not None and row["pane_index"] <= idx:
+            del self.live[at]
+            self.changed.discard(at)
+
+    def _take_superseded(
+        self, key: tuple, w: tuple[int, int], pane: Mapping[str, Any]
+    ) -> tuple[list[dict[str, Any]], list[tuple[int, int]]]:
+        """Remove the view rows of the windows ``pane`` supersedes: (their rows, the windows
+        now absorbed: the superseded ones and those they had absorbed)."""
+        absorbed_rows: list[dict[str, Any]] = []
+        new_abs: list[tuple[int, int]] = []
+        for s in pane.get("supersedes") or ():
+            sw = (s["start_us"], s["end_us"])
+            sat = (key, sw)
+            if sw == w:
+                continue
+            new_abs.append(sw)
+            srow = self.live.pop(sat, None)
+            if srow is not None:
+                self.changed.discard(sat)
+                absorbed_rows.append(srow)
+                new_abs.extend((a["start_us"], a["end_us"]) for a in srow["absorbed"] or ())
+        return absorbed_rows, new_abs
+
+    def _emit(self, key: tuple, at: tuple, p: Mapping[str, Any]) -> None:
+        w = at[1]
+        idx = p["pane_index"]
+        version = p.get(PANE_LOG_VERSION, 0)
+        absorbed_rows, new_abs = self._take_superseded(key, w, p)
+        values = {n: p[n] for n in self.spec.value_names}
+        if self.accumulators:
+            values[ACCUMULATOR] = p.get(ACCUMULATOR)
+        root = self._root(at)
+        if root != at:  # the window was absorbed earlier: its pane belongs to the absorber
+            self._emit_to_absorber(key, root, new_abs, [*absorbed_rows, values], version)
+            return
+        row = self.live.get(at)
+        old_abs = [(a["start_us"], a["end_us"]) for a in row["absorbed"]] if row else []
+        absorbed = _dedup(old_abs + new_abs)
+        for sw in new_abs:
+            self.owner[(key, sw)] = at
+        if self.discarding:
+            merged = _merge_values(self.spec, [*absorbed_rows, *([row] if row else []), values])
+            if row is not None and row["pane_index"] > idx:
+                new = dict(row)
+                new.update(merged)
+                new["absorbed"] = _window_list(absorbed)
+                new["pane_log_version"] = max(row["pane_log_version"], version)
+            else:
+                vers = max([version] + ([row["pane_log_version"]] if row else []))
+                new = self._row(key, w, p, merged, absorbed, vers)
+        else:
+            stale = (row is not None and row["pane_index"] >= idx) or (
+                self.retracted.get(at, -1) >= idx
+            )
+            if stale:
+                if row is not None and new_abs:
+                    row["absorbed"] = _window_list(absorbed)
+                    self.changed.add(at)
+                return
+            new = self._row(key, w, p, values, absorbed, version)
+        self.live[at] = new
+        self.changed.add(at)
+
+    def _emit_to_absorber(
+        self,
+        key: tuple,
+        root: tuple,
+        new_abs: list[tuple[int, int]],
+        parts: list[Mapping[str, Any]],
+        version: int,
+    ) -> None:
+        """A pane of a window absorbed earlier: its windows and (discarding) values go to the
+        window that absorbed it, ``root``."""
+        for sw in new_abs:
+            self.owner[(key, sw)] = root
+        target = self.live.get(root)
+        if target is None:
+            return
+        target["absorbed"] = _window_list(
+            _dedup([(a["start_us"], a["end_us"]) for a in target["absorbed"]] + new_abs)
+        )
+        if self.discarding:
+            target.update(_merge_values(self.spec, [target, *parts]))
+            target["pane_log_version"] = max(target["pane_log_version"], version)
+        self.changed.add(root)
 
     def changes(self) -> tuple[list[dict[str, Any]], list[tuple]]:
         upserts = [self.live[at] for at in self.changed if at in self.live]
