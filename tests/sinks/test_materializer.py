@@ -23,7 +23,6 @@ from panes import (
     combiners,
 )
 from sinks.materializer import Materializer
-from sinks.reducer import fold_rows
 from sinks.spec import ViewSpec
 from sinks.tables import open_view, table_identity
 from tests.sinks.lakes import (
@@ -231,22 +230,6 @@ def test_the_paper_figure_14_sequence_ends_as_39_and_12(tmp_path):
         assert {(a["start_us"] // S, a["end_us"] // S) for a in big["absorbed"]} >= {(10, 70)}
 
 
-def test_fold_rows_from_nothing_equals_fold(tmp_path):
-    for seed in range(10):
-        run = random_run(300 + seed, str(tmp_path / str(seed)))
-        write_batches(run, chunked(run, random.Random(seed)))
-        from sinks.pane_log_changes import pane_log_commits, read_pane_rows
-        from sinks.tables import open_pane_log
-
-        dt = open_pane_log(run.spec)
-        rows = read_pane_rows(dt, pane_log_commits(dt, -1, dt.version()))
-        got = {
-            at: {n: r[n] for n in run.spec.value_names}
-            for at, r in fold_rows(run.spec, rows).items()
-        }
-        assert got == run.expected()
-
-
 def _acc_aggregates():
     import pyarrow as pa
 
@@ -318,74 +301,3 @@ def test_discarding_mean_folds_from_nothing_and_out_of_order(tmp_path):
                 Materializer(run.spec).run()
         Materializer(run.spec).run()
         assert view_dict(run.spec) == run.expected(), seed
-
-
-def test_tables_of_another_lake_format_are_refused_untouched(tmp_path):
-    """One lake format version in the table properties, checked when a table is opened: a table
-    without it (an older panestore's) or with another one is neither appended to nor folded."""
-    import os
-
-    from deltalake import DeltaTable
-
-    from sinks.errors import FormatMismatch
-    from sinks.lake_format import FORMAT_PROPERTY
-    from sinks.pane_log import pane_log_schema
-
-    for found, configuration in (("no panestore format", None), ("lake format 2", {FORMAT_PROPERTY: "2"})):  # fmt: skip  # noqa: E501
-        run = random_run(7, str(tmp_path / found.replace(" ", "_")), window_fn=Sessions(10 * S))
-        path = run.spec.table_path("panes")
-        DeltaTable.create(
-            path,
-            pane_log_schema(run.layout),
-            configuration=configuration,
-            raise_if_key_not_exists=False,
-        )
-        with pytest.raises(FormatMismatch, match=rf"{found}.*Nothing was written"):
-            write_batches(run, chunked(run, random.Random(1)))
-        with pytest.raises(FormatMismatch, match=rf"pane log at .* {found}"):
-            Materializer(run.spec).run()
-        assert DeltaTable(path).version() == 0
-        assert not os.path.exists(run.spec.table_path("current"))
-
-
-def test_view_is_partitioned_by_day_and_a_merge_rewrites_only_the_days_it_touches(tmp_path):
-    """Streaming panes touch recent windows: the MERGE must leave the other days' files alone."""
-    from deltalake import DeltaTable
-
-    from panes import Repeatedly
-    from sinks.pane_log import PaneLog, PaneLogLayout
-
-    hour, day = 3600 * S, 86400 * S
-    windowing = Windowing(
-        FixedWindows(hour),
-        trigger=Repeatedly(AfterCount(1)),
-        accumulation_mode=AccumulationMode.ACCUMULATING,
-    )
-    spec = ViewSpec(
-        "p", str(tmp_path), ("key",), (("value", combiners.sum()),), FixedWindows(hour),
-        AccumulationMode.ACCUMULATING, combine_fn=combiners.sum(),
-    )  # fmt: skip
-    sim = Simulator(windowing, combiners.sum())
-    log = PaneLog(
-        spec.table_path("panes"), "p", PaneLogLayout(), **table_identity(spec, "panes", "pane log")
-    )
-    elements = [(k, 1.0, t) for t in range(0, 5 * day, 6 * hour) for k in "ab"]
-    log.append(0, sim.add_elements(elements))
-    Materializer(spec).run()
-    view = DeltaTable(spec.table_path("current"))
-    assert view.metadata().partition_columns == ["window_day"]
-    before = set(view.file_uris())
-    assert len(before) == 5  # one file per day
-    recent = [(k, 2.0, 4 * day + t) for t in (S, 6 * hour + S) for k in "abc"]
-    log.append(1, sim.add_elements(recent))
-    result = Materializer(spec).run()
-    assert result.metrics["num_target_files_scanned"] == 1
-    after = set(DeltaTable(spec.table_path("current")).file_uris())
-    gone = before - after
-    assert len(gone) == 1 and "window_day=1970-01-05" in gone.pop()
-    rows = {
-        (r["key"], r["window_start_us"]): r for r in open_view(spec).to_pyarrow_table().to_pylist()
-    }
-    assert rows[("a", 4 * day)]["value"] == 3.0 and rows[("c", 4 * day + 6 * hour)]["value"] == 2.0
-    assert rows[("a", 4 * day)]["window_day"].isoformat() == "1970-01-05"
-    assert view_dict(spec) == view_of_fold(spec, _fold(spec, sim.panes))
