@@ -41,13 +41,14 @@ try:  # pyspark is optional at import time (the pure test suite runs without it)
 except ImportError:  # pragma: no cover - exercised only without pyspark
     _Base = object  # type: ignore[assignment,misc]
 
+from sinks.lake_format import MAX_TIMESTAMP_US
 from sinks.pane_log import DEFAULT_LAYOUT, PaneLogLayout, core_schema, pane_columns
 from sinks.records import dropped_record, late_core_schema
 
 BEGINNING_OF_TIME = -(2**63)  # == panes.time.BEGINNING_OF_TIME (kept here: lazy import)
 END_OF_TIME = 2**63 - 1  # == panes.time.END_OF_TIME
 # Spark timestamps end at 9999-12-31; a drain pushes the Spark watermark to here or beyond.
-DEFAULT_END_OF_TIME_MS = 253_402_300_799_999
+DEFAULT_END_OF_TIME_MS = MAX_TIMESTAMP_US // 1000
 
 # BucketProcessor input: the grouping column (REJECTED_BUCKET for rejected records) and the
 # column of packed element rows (see OperatorConfig.buckets)
