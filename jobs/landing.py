@@ -12,10 +12,10 @@ import pyarrow as pa
 
 from jobs.pipeline import EPOCH_UNITS, Pipeline
 from jobs.view_spec import view_spec
+from sinks.batch_check import VALUE, value_fields
 from sinks.column_types import TYPES
 from sinks.duck import raw_connect
 from sinks.errors import LakeError
-from sinks.verify import VALUE, value_fields
 
 
 def landing_files(path: str) -> list[str]:

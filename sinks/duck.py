@@ -29,8 +29,6 @@ from sinks.refold import view_from_pane_log
 from sinks.spec import ViewSpec
 from sinks.tables import open_view, plain_table
 
-DUCKDB_VERSION = "1.5.5"
-
 
 def delta_extension_file() -> Path:
     """The ``delta.duckdb_extension`` shipped by the ``duckdb-extension-delta`` package."""

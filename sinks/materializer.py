@@ -26,6 +26,7 @@ version merged in), ``absorbed``, and ``accumulator``, the JSON of the row's com
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +34,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from panes.windowing import AccumulationMode
-from sinks.errors import TableMissing
 from sinks.lake_format import (
     FOLDED_FROM_METADATA,
     FOLDED_VERSION_METADATA,
@@ -54,6 +54,8 @@ RETRIES = 5
 
 @dataclass
 class MaterializeResult:
+    """What one run folded, and how (``line()``: its one-line summary)."""
+
     folded_from: int | None  # first pane-log version folded (None: nothing to do)
     folded_to: int | None  # last pane-log version folded
     pane_rows: int = 0
@@ -97,20 +99,12 @@ class Materializer:
         *,
         vectorized: bool | None = None,
         max_versions: int | None = None,
-        hook: Any = None,
+        hook: Callable[[str], None] | None = None,
     ) -> None:
         self.spec = spec
         self.vectorized = vectorized
         self.max_versions = max_versions
         self.hook = hook
-
-    def folded_version(self) -> int | None:
-        """The last pane-log version folded into the view (None: none yet / no view)."""
-        try:
-            dt = open_view(self.spec)
-        except TableMissing:
-            return None
-        return dt.transaction_version(self.spec.app_id)
 
     def run(self, *, upto: int | None = None) -> MaterializeResult:
         from deltalake.exceptions import CommitFailedError
@@ -213,8 +207,3 @@ def load_view_rows(view, spec: ViewSpec, rows: pa.Table) -> dict[tuple, dict[str
         if key in wanted:
             out[(key, (r["window_start_us"], r["window_end_us"]))] = r
     return out
-
-
-def materialize(spec: ViewSpec, **kw: Any) -> MaterializeResult:
-    """Fold what is new in the pane log into ``current`` (see :class:`Materializer`)."""
-    return Materializer(spec, **kw).run()

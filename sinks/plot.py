@@ -19,10 +19,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from sinks.batch_check import elements_table
 from sinks.duck import connect, history_rows
 from sinks.errors import LakeError
 from sinks.spec import ViewSpec
-from sinks.verify import elements_table
 
 COLORS = {"EARLY": "#f2c94c", "ON_TIME": "#6fcf97", "LATE": "#bb6bd9"}
 
