@@ -3,7 +3,7 @@ table properties and commit metadata panestore writes, and the format version.
 
 Every table panestore creates records :data:`FORMAT_VERSION` in its table properties
 (:data:`FORMAT_PROPERTY`); a table is checked once, when it is opened
-(:func:`sinks.tables.check_format`), and one of another format is refused.
+(:func:`check_format`), and one of another format is refused.
 """
 
 from __future__ import annotations

@@ -27,11 +27,14 @@ from panes.windowing import AccumulationMode
 
 @dataclass(frozen=True)
 class ViewSpec:
-    """A pipeline as seen by its readers.
+    """A pipeline's pane log and view, as ``sinks`` knows them.
 
-    ``aggregates``: column name -> combiner, in pane-log column order. ``combine_fn`` is the
-    engine's combiner (its values map to the columns by :meth:`values_of`); by default the
-    :func:`~panes.combiners.aggregates` of ``aggregates``.
+    ``keys``: the key columns. ``aggregates``: column name -> combiner, in pane-log column order.
+    ``combine_fn`` is the engine's combiner (its values map to the columns by
+    :meth:`values_of`); by default the :func:`~panes.combiners.aggregates` of ``aggregates``.
+    ``window_fn`` and ``mode`` are the pipeline's window function and accumulation mode. Tables
+    live under ``lake`` (``tables``: path overrides by table name; ``storage_options``: delta-rs
+    options of a remote lake). Column types are the pane log's (:mod:`sinks.pane_log`).
     """
 
     name: str

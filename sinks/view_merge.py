@@ -46,6 +46,8 @@ def change_table(schema: pa.Schema, table: pa.Table) -> pa.Table:
 def rows_change_table(
     schema: pa.Schema, upserts: list[dict], deletes: list[tuple], keys: Sequence[str]
 ) -> pa.Table:
+    """The change table of the reference reducer's changes: view rows to upsert, and the
+    (key tuple, (start, end)) windows to delete."""
     rows = [dict(r, **{OP: UPSERT}) for r in upserts]
     for key, (s, e) in deletes:
         row = dict(zip(keys, key, strict=True))
