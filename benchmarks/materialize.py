@@ -33,9 +33,12 @@ import pyarrow as pa
 
 from panes import AccumulationMode, FixedWindows, combiners
 from sinks.delta_append import ExactlyOnceAppender
-from sinks.materializer import WINDOW_DAY, Materializer, days_filter, open_view
+from sinks.lake_format import WINDOW_DAY
+from sinks.materializer import Materializer
 from sinks.pane_log import PaneLogLayout, pane_log_schema
 from sinks.spec import ViewSpec
+from sinks.tables import open_view, table_identity
+from sinks.view_merge import days_filter
 
 S = 1_000_000
 MINUTE, HOUR = 60 * S, 3600 * S
@@ -131,7 +134,11 @@ def measure(shape: str, a: argparse.Namespace) -> None:
         combine_fn=combiners.sum(),
     )
     app = ExactlyOnceAppender(
-        spec.table_path("panes"), "bench", pane_log_schema(layout), kind="pane_log"
+        spec.table_path("panes"),
+        "bench",
+        pane_log_schema(layout),
+        kind="pane_log",
+        **table_identity(spec, "panes", "pane log"),
     )
     t = time.perf_counter()
     n = len(keys)
@@ -195,7 +202,7 @@ def measure(shape: str, a: argparse.Namespace) -> None:
             "t.key = s.key AND t.window_start_us = s.window_start_us AND "
             "t.window_end_us = s.window_end_us"
         )
-        days = days_filter(dt, red)
+        days = days_filter(red)
         if days:
             predicate += f" AND {days}"
         cols = ["key", "window_start_us", "window_end_us", "value", "pane_index", WINDOW_DAY]

@@ -171,11 +171,12 @@ def report(pipeline, say, total: int) -> None:
 
 def check(pipeline, say) -> None:
     """The current view through DuckDB, and `panestore verify`."""
+    from jobs.landing import load_source_elements
+    from jobs.view_spec import view_spec
     from sinks.duck import connect
-    from sinks.spec import spec_from_pipeline
-    from sinks.verify import load_source_elements, verify
+    from sinks.verify import verify
 
-    spec = spec_from_pipeline(pipeline)
+    spec = view_spec(pipeline)
     say("\n== the current view (DuckDB over the Delta table `current`) ==")
     con = connect(spec)
     try:
@@ -192,7 +193,7 @@ def check(pipeline, say) -> None:
             say(f"  {device:<14} {sessions:>3} sessions {plays:>4} plays")
     finally:
         con.close()
-    report = verify(spec, elements=load_source_elements(spec))
+    report = verify(spec, elements=load_source_elements(pipeline))
     say("\n== panestore verify ==")
     say(str(report))
 

@@ -17,9 +17,9 @@ def _load(conf: str):
 
 
 def _spec(conf: str):
-    from sinks.spec import spec_from_pipeline
+    from jobs.view_spec import view_spec
 
-    return spec_from_pipeline(_load(conf))
+    return view_spec(_load(conf))
 
 
 def _key(text: str, spec) -> Any:
@@ -43,11 +43,12 @@ def _time_us(text: str | None) -> int | None:
 
 def materialize_after_run(pipeline: Any, out=print) -> int:
     """Fold what the run appended into ``current``; returns 0, or 1 with a message on error."""
+    from jobs.view_spec import view_spec
+    from sinks.errors import LakeError
     from sinks.materializer import Materializer
-    from sinks.spec import LakeError, spec_from_pipeline
 
     try:
-        result = Materializer(spec_from_pipeline(pipeline)).run()
+        result = Materializer(view_spec(pipeline)).run()
     except LakeError as e:
         out(f"materialize: {e}")
         return 1
@@ -69,13 +70,16 @@ def cmd_materialize(a) -> int:
 
 
 def cmd_verify(a) -> int:
-    from sinks.verify import load_source_elements, verify
+    from jobs.landing import load_source_elements
+    from jobs.view_spec import view_spec
+    from sinks.verify import verify
 
-    spec = _spec(a.conf)
+    pipeline = _load(a.conf)
+    spec = view_spec(pipeline)
     elements = None
     if not a.pane_log_only:
         try:
-            elements = load_source_elements(spec)
+            elements = load_source_elements(pipeline)
         except Exception as e:
             print(f"(raw events not checked: {e})")
     report = verify(spec, elements=elements)
@@ -101,16 +105,17 @@ def cmd_history(a) -> int:
 
 
 def cmd_plot(a) -> int:
+    from jobs.landing import load_source_elements
+    from jobs.view_spec import view_spec
     from sinks.plot import plot
 
-    spec = _spec(a.conf)
+    pipeline = _load(a.conf)
+    spec = view_spec(pipeline)
     out = a.out or f"{spec.name}-{a.key}.png"
     elements = None
     if a.elements:
-        from sinks.verify import load_source_elements
-
         try:
-            elements = load_source_elements(spec)
+            elements = load_source_elements(pipeline)
         except Exception as e:
             print(f"(elements not plotted: {e})")
     print(plot(spec, _key(a.key, spec), out, window_start=_time_us(a.window), elements=elements))
@@ -136,7 +141,7 @@ def cmd_vacuum(a) -> int:
 def _guard(fn):
     def run(a) -> int:
         from jobs.pipeline import PipelineConfigError
-        from sinks.spec import LakeError
+        from sinks.errors import LakeError
 
         try:
             return fn(a)

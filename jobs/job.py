@@ -64,8 +64,11 @@ from jobs.operator import (
     apply_operator,
     pack_by_bucket,
 )
-from jobs.pipeline import COLUMN_TYPES, EPOCH_UNITS, INTEGRAL, Pipeline, arrow_type
+from jobs.pipeline import EPOCH_UNITS, Pipeline
 from jobs.source import ERROR, FILE_SOURCE_OPTIONS, RAW, SOURCE_FILE
+from jobs.view_spec import view_spec
+from sinks import tables
+from sinks.column_types import COLUMN_TYPES, INTEGRAL, arrow_type
 from sinks.delta_append import DeltaWriter
 from sinks.pane_log import PaneLog, PaneLogLayout
 from sinks.records import REJECTED_CORE, LateLog, RejectedLog
@@ -415,15 +418,7 @@ class BatchStats:
 def table_identity(pipeline: Pipeline, table: str, what: str) -> dict[str, Any]:
     """``properties`` (the pipeline's configuration fingerprint) written when a table is
     created, and the ``check`` that refuses an existing table of another configuration."""
-    from sinks.spec import check_table_properties, spec_from_pipeline, table_properties
-
-    spec = spec_from_pipeline(pipeline)
-    path = pipeline.table_path(table)
-
-    def check(conf: Any) -> None:
-        check_table_properties(spec, what, path, conf)
-
-    return {"properties": table_properties(spec, table), "check": check}
+    return tables.table_identity(view_spec(pipeline, lake=str(pipeline.lake_path)), table, what)
 
 
 class BatchSink:

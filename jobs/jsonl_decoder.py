@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from jobs.key_buckets import HASHED_AS, KeyBuckets
 from jobs.operator import BLOB, BUCKET, MAX_EVENT_TIME_US, blobs_by_bucket
 from jobs.pipeline import EPOCH_UNITS, INTEGRAL
+from sinks.column_types import ARROW_JSON_TYPES
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -53,8 +54,7 @@ DECODED_COLUMNS = (BUCKET, TS, BLOB)
 LINE, FILE = "_raw", "_source_file"
 DECODER_OUTPUT = f"{BUCKET} int, {TS} timestamp, {BLOB} binary, {LINE} string, {FILE} string"
 # declared type -> Arrow type Arrow's JSON reader must produce for it to equal Spark's reading
-_ARROW_TYPE = {"string": "string", "int": "int32", "long": "int64", "bigint": "int64",
-               "double": "float64", "boolean": "bool"}  # fmt: skip
+_ARROW_TYPE = ARROW_JSON_TYPES
 # A failed chunk is split in two until it is this small; then its lines go to Spark.
 SMALLEST_SPLIT = 16
 # Event times decoded here lie in years 1000..9999, up to the job's last accepted event time;

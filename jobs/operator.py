@@ -41,16 +41,17 @@ try:  # pyspark is optional at import time (the pure test suite runs without it)
 except ImportError:  # pragma: no cover - exercised only without pyspark
     _Base = object  # type: ignore[assignment,misc]
 
+from sinks.lake_format import MAX_TIMESTAMP_US, MIN_TIMESTAMP_US
 from sinks.pane_log import DEFAULT_LAYOUT, PaneLogLayout, core_schema, pane_columns
 from sinks.records import dropped_record, late_core_schema
 
 BEGINNING_OF_TIME = -(2**63)  # == panes.time.BEGINNING_OF_TIME (kept here: lazy import)
 END_OF_TIME = 2**63 - 1  # == panes.time.END_OF_TIME
 # Spark timestamps end at 9999-12-31; a drain pushes the Spark watermark to here or beyond.
-DEFAULT_END_OF_TIME_MS = 253_402_300_799_999
+DEFAULT_END_OF_TIME_MS = MAX_TIMESTAMP_US // 1000
 # Event times the job takes: Spark's timestamp range, ending before the drain sentinel (an event
 # at or after it would move the watermark to the end of time and close every window).
-MIN_EVENT_TIME_US = -62_135_596_800_000_000  # 0001-01-01T00:00:00Z
+MIN_EVENT_TIME_US = MIN_TIMESTAMP_US
 MAX_EVENT_TIME_US = DEFAULT_END_OF_TIME_MS * 1000 - 1
 
 # BucketProcessor input: the grouping column (REJECTED_BUCKET for rejected records) and the

@@ -83,6 +83,7 @@ from panes.triggers import (
     OrFinally,
     Repeatedly,
 )
+from sinks.column_types import COLUMN_TYPES, INTEGRAL
 
 
 class PipelineConfigError(ValueError):
@@ -94,34 +95,12 @@ class PipelineConfigError(ValueError):
         super().__init__(f"{field_name}: {message}")
 
 
-# -- column types ---------------------------------------------------------------------------
+# -- source settings ---------------------------------------------------------------------
 
-# name -> (Spark SQL type name, numeric?)
-COLUMN_TYPES: dict[str, tuple[str, bool]] = {
-    "string": ("string", False),
-    "int": ("int", True),
-    "long": ("bigint", True),
-    "bigint": ("bigint", True),
-    "double": ("double", True),
-    "float": ("float", True),
-    "boolean": ("boolean", False),
-    "timestamp": ("timestamp", False),
-}
-INTEGRAL = {"int", "long", "bigint"}
 FORMATS = ("jsonl", "csv", "parquet")
 EPOCH_UNITS = {"s": 1_000_000, "ms": 1_000, "us": 1}
 WATERMARK_POLICIES = ("bounded_out_of_orderness", "ingestion_time")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def arrow_type(type_name: str):
-    import pyarrow as pa
-
-    return {
-        "string": pa.string(), "int": pa.int32(), "long": pa.int64(), "bigint": pa.int64(),
-        "double": pa.float64(), "float": pa.float32(), "boolean": pa.bool_(),
-        "timestamp": pa.timestamp("us", tz="UTC"),
-    }[type_name]  # fmt: skip
 
 
 # -- window functions (textual form) -------------------------------------------------------
@@ -408,7 +387,7 @@ class Pipeline:
         set_(self, "aggregates", tuple((n, t if isinstance(t, str) else repr(t)) for n, t in aggs))
         set_(self, "_fns", fns)
         set_(self, "_out_types", out_types)
-        from sinks.pane_log import FIXED_NAMES
+        from sinks.lake_format import FIXED_NAMES
 
         clash = [n for n in (*keys, *fns) if n in FIXED_NAMES]
         if clash:

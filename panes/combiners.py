@@ -27,6 +27,7 @@ from __future__ import annotations
 import builtins
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 A = TypeVar("A")  # accumulator
@@ -42,6 +43,15 @@ class CombineFn(Generic[A, V, O]):
     #: merging output values is exact; False for a mean (it needs sum and count) and, unless a
     #: combiner says otherwise, for user combiners.
     value_is_accumulator: bool = False
+
+    @property
+    def reads_value(self) -> bool:
+        """Whether the combiner reads its input values (``count()`` only counts them)."""
+        return True
+
+    def value_as_accumulator(self, value: O) -> A:
+        """The accumulator of an output value; only for ``value_is_accumulator`` combiners."""
+        return value  # type: ignore[return-value]
 
     def create(self) -> A:
         """The accumulator of no values."""
@@ -153,6 +163,10 @@ class Count(_FieldCombineFn):
     def retract(self, acc: int, value: Any) -> int:
         return acc - (self.field is None or self._input(value) is not None)
 
+    @property
+    def reads_value(self) -> bool:
+        return self.field is not None
+
 
 class _Extremum(_FieldCombineFn):
     pick = staticmethod(builtins.min)
@@ -225,6 +239,9 @@ class ToList(_FieldCombineFn):
 
     def merge(self, accs: Sequence[tuple]) -> tuple:
         return tuple(v for acc in accs for v in acc)
+
+    def value_as_accumulator(self, value: list | None) -> tuple:
+        return tuple(value or ())
 
     def extract(self, acc: tuple) -> list:
         return list(acc)
@@ -320,6 +337,42 @@ def aggregates(**fns: CombineFn) -> Aggregates:
 BUILTINS: dict[str, type[_FieldCombineFn]] = {
     cls.name: cls for cls in (Sum, Count, Min, Max, Mean, ToList)
 }
+
+
+@dataclass(frozen=True)
+class SqlForm:
+    """How SQL computes a built-in combiner: the one place the materializer's vectorized reducer
+    and MERGE, and the batch check in DuckDB, learn it from.
+
+    ``merge``: the SQL aggregate (``sum``, ``min`` or ``max``) that merges the output values of
+    parts of a window into the value of the whole; None when output values do not merge so (a
+    mean needs sum and count; a list's order is the panes'). ``batch``: the SQL aggregate over a
+    window's raw values, ``{value}`` standing for the value column (``*`` for a combiner that
+    reads no value) and ``{order}`` for the column giving the elements' order.
+    """
+
+    merge: str | None
+    batch: str
+
+
+SQL_FORMS: dict[type[CombineFn], SqlForm] = {
+    Sum: SqlForm("sum", "coalesce(sum({value}), 0)"),
+    Count: SqlForm("sum", "count({value})"),
+    Min: SqlForm("min", "min({value})"),
+    Max: SqlForm("max", "max({value})"),
+    Mean: SqlForm(None, "avg({value})"),
+    ToList: SqlForm(None, "list({value} ORDER BY {order})"),
+}
+
+
+def sql_form(fn: CombineFn) -> SqlForm | None:
+    """The :class:`SqlForm` of a built-in combiner (or a subclass), None for any other."""
+    for cls in type(fn).__mro__:
+        form = SQL_FORMS.get(cls)
+        if form is not None:
+            return form
+    return None
+
 
 _AGGREGATE = re.compile(r"\s*([a-z_]+)\s*\(\s*([A-Za-z_][\w.]*)?\s*\)\s*")
 

@@ -26,10 +26,34 @@ MergeGroup = tuple[tuple[Window, ...], Window]
 """Windows to merge, and the window they become (which may be one of them)."""
 
 
+@dataclass(frozen=True)
+class Periodic:
+    """Windows of length ``size`` starting at every ``offset + k * period`` (k any integer)."""
+
+    size: int
+    period: int
+    offset: int
+
+
 class WindowFn:
     """The protocol every window function follows (see the module doc)."""
 
     is_merging: ClassVar[bool] = False
+
+    @property
+    def periodic(self) -> Periodic | None:
+        """The windows as a :class:`Periodic` grid (fixed, sliding), None when they are not one."""
+        return None
+
+    @property
+    def only_window(self) -> Window | None:
+        """The one window every element belongs to (global windows), else None."""
+        return None
+
+    def can_produce(self, window: Window) -> bool:
+        """Whether ``window`` can be a window of this function (a check of stored windows
+        against the configuration). True when the function cannot tell (custom functions)."""
+        return True
 
     def assign(self, timestamp: int, value: Any) -> Sequence[Window]:
         """The windows an element belongs to; empty to drop it (it is reported, not lost)."""
@@ -85,6 +109,13 @@ class GlobalWindows(WindowFn):
     def assign(self, timestamp: int, value: Any) -> Sequence[Window]:
         return (GLOBAL_WINDOW,)
 
+    @property
+    def only_window(self) -> Window:
+        return GLOBAL_WINDOW
+
+    def can_produce(self, window: Window) -> bool:
+        return tuple(window) == tuple(GLOBAL_WINDOW)
+
     def assign_bundle(self, elements: Iterable[Element]) -> dict[Window, list[Element]]:
         elements = list(elements)
         return {GLOBAL_WINDOW: elements} if elements else {}
@@ -128,6 +159,14 @@ class FixedWindows(WindowFn):
                 group.append(element)
         return {Window(start, start + size): group for start, group in by_start.items()}
 
+    @property
+    def periodic(self) -> Periodic:
+        return Periodic(self.size, self.size, self.offset)
+
+    def can_produce(self, window: Window) -> bool:
+        start, end = window
+        return end - start == self.size and (start - self.offset) % self.size == 0
+
     def __str__(self) -> str:
         if self.offset:
             return f"FixedWindows({format_duration(self.size)}, {format_duration(self.offset)})"
@@ -162,6 +201,14 @@ class SlidingWindows(WindowFn):
             for start in range(last_start, timestamp - self.size, -self.period)
         )
 
+    @property
+    def periodic(self) -> Periodic:
+        return Periodic(self.size, self.period, self.offset)
+
+    def can_produce(self, window: Window) -> bool:
+        start, end = window
+        return end - start == self.size and (start - self.offset) % self.period == 0
+
     def __str__(self) -> str:
         args = f"{format_duration(self.size)}, {format_duration(self.period)}"
         if self.offset:
@@ -194,6 +241,9 @@ class Sessions(WindowFn):
     def merge_horizon(self, window: Window) -> int:
         # An element overlapping the window is at most at end - 1 and opens [t, t + gap).
         return window.end - 1 + self.gap
+
+    def can_produce(self, window: Window) -> bool:
+        return window.end - window.start >= self.gap
 
     def __str__(self) -> str:
         return f"Sessions({format_duration(self.gap)})"

@@ -20,17 +20,21 @@ the commit's panestore metadata is in ``commitInfo`` (delta-rs) or in its ``user
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import pyarrow as pa
 
-BATCH_ID_METADATA = "panestore.batchId"
-PIPELINE_METADATA = "panestore.pipeline"
-KIND_METADATA = "panestore.table"
-
+from sinks.lake_format import (
+    BATCH_ID_METADATA,
+    FORMAT_PROPERTY,
+    FORMAT_VERSION,
+    KIND_METADATA,
+    PIPELINE_METADATA,
+    check_format,
+)
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 
@@ -127,11 +131,10 @@ class ExactlyOnceAppender:
     """Append one batch of rows per Delta commit, at most once per batch id.
 
     ``path`` is a local path or URI understood by delta-rs; the table is created (empty, with
-    ``schema`` and the table ``properties``) on first use so readers always find it. On first use
+    ``schema``, the table ``properties`` and the lake format version) on first use so readers
+    always find it. On first use the table's format version is checked, and
     ``check(configuration)`` is called with the table's properties (it raises to refuse a table
-    written by another configuration; nothing is written then). ``optional`` columns of
-    ``schema`` may be missing from an existing table (created before they were added): they are
-    then not written.
+    written by another configuration; nothing is written then).
     """
 
     def __init__(
@@ -145,7 +148,6 @@ class ExactlyOnceAppender:
         commit_empty: bool = True,
         properties: Mapping[str, str] | None = None,
         check: Callable[[Mapping[str, str]], None] | None = None,
-        optional: Sequence[str] = (),
         writer: DeltaWriter | None = None,
     ) -> None:
         if not pipeline_id:
@@ -158,9 +160,8 @@ class ExactlyOnceAppender:
         # Committing empty batches keeps the recorded txn version equal to the last batch id, which
         # makes "how far has this sink got" observable; it costs one small commit per batch.
         self.commit_empty = commit_empty
-        self.properties = dict(properties) if properties else None
+        self.properties = {**(properties or {}), FORMAT_PROPERTY: FORMAT_VERSION}
         self.check = check
-        self.optional = tuple(optional)
         self.writer = writer or DeltaRsWriter()
         self._table = None
 
@@ -179,12 +180,10 @@ class ExactlyOnceAppender:
                 raise_if_key_not_exists=False,
                 storage_options=self.storage_options,
             )
+            configuration = table.metadata().configuration or {}
+            check_format(f"{self.kind} table", self.path, configuration)
             if self.check is not None:
-                self.check(table.metadata().configuration or {})
-            names = set(pa.schema(table.schema().to_arrow()).names)
-            absent = [n for n in self.optional if n not in names]
-            if absent:
-                self.schema = pa.schema([f for f in self.schema if f.name not in absent])
+                self.check(configuration)
             self._table = table
         else:
             self._table.update_incremental()
@@ -204,10 +203,6 @@ class ExactlyOnceAppender:
         committed = delta.transaction_version(self.pipeline_id)
         if committed is not None and batch_id <= committed:
             return False
-        if isinstance(data, pa.Table):  # optional columns the existing table lacks
-            data = data.drop_columns(
-                [n for n in self.optional if n in data.column_names and n not in self.schema.names]
-            )
         table = _as_table(data, self.schema)
         if table.num_rows == 0 and not self.commit_empty:
             return False

@@ -12,15 +12,22 @@ timestamp (a ``datetime`` or ISO text: the last view version committed at or bef
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import os
 import tempfile
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sinks.spec import LakeError, as_spec
+import pyarrow as pa
 
-DUCKDB_VERSION = "1.5.5"
+from sinks.errors import LakeError
+from sinks.lake_format import TABLES, representable_us
+from sinks.refold import view_from_pane_log
+from sinks.spec import ViewSpec
+from sinks.tables import open_view, plain_table
 
 
 def delta_extension_file() -> Path:
@@ -93,21 +100,12 @@ def parse_as_of(as_of: Any) -> tuple[str, Any]:
     return "time", ts
 
 
-def current_as_of(pipeline: Any, as_of: Any):
+def current_as_of(spec: ViewSpec, as_of: Any) -> pa.Table:
     """The ``current`` view (an Arrow table) as of a view version, pane-log version or time."""
-    import pyarrow as pa
-
-    from sinks.materializer import _plain, open_view
-
-    spec = as_spec(pipeline)
     kind, at = parse_as_of(as_of)
     if kind == "panes":
-        from sinks.verify import view_from_pane_log
-
         return view_from_pane_log(spec, upto=at)
     if kind == "time" and at.tzinfo is None:
-        from datetime import timezone
-
         at = at.replace(tzinfo=timezone.utc)
     try:
         dt = open_view(spec, version=at)
@@ -115,17 +113,15 @@ def current_as_of(pipeline: Any, as_of: Any):
         if isinstance(e, LakeError):
             raise
         raise LakeError(f"current view has no version as of {as_of!r}: {e}") from None
-    table = dt.to_pyarrow_table()
-    return table.cast(pa.schema([f.with_type(_plain(f.type)) for f in table.schema]))
+    return plain_table(dt.to_pyarrow_table())
 
 
-def connect(pipeline: Any, *, as_of: Any = None, extension_directory: str | None = None):
+def connect(spec: ViewSpec, *, as_of: Any = None, extension_directory: str | None = None):
     """DuckDB connection with views ``panes``, ``current``, ``late``, ``rejected``."""
     from deltalake import DeltaTable
 
-    spec = as_spec(pipeline)
     con = raw_connect(extension_directory)
-    for name in ("panes", "current", "late", "rejected"):
+    for name in TABLES:
         path = spec.table_path(name)
         if name == "current" and as_of is not None:
             con.register("_current_as_of", current_as_of(spec, as_of))
@@ -154,10 +150,6 @@ def write_result(rel, fmt: str = "table", out: str | None = None, max_rows: int 
         opts = {"csv": "FORMAT CSV, HEADER", "json": "FORMAT JSON", "parquet": "FORMAT PARQUET"}
         rel.query("_r", f"COPY (SELECT * FROM _r) TO {_lit(out)} ({opts[fmt]})")
         return ""
-    import csv
-    import io
-    import json
-
     buf = io.StringIO()
     cols = rel.columns
     rows = rel.fetchall()
@@ -197,9 +189,9 @@ def _cell(v: Any) -> str:
 
 
 def query(
-    pipeline: Any, sql: str, fmt: str = "table", out: str | None = None, as_of: Any = None
+    spec: ViewSpec, sql: str, fmt: str = "table", out: str | None = None, as_of: Any = None
 ) -> str:
-    con = connect(pipeline, as_of=as_of)
+    con = connect(spec, as_of=as_of)
     try:
         return write_result(con.sql(sql), fmt, out)
     finally:
@@ -210,21 +202,16 @@ def query(
 
 
 def _us_text(us: int | None) -> str:
-    from sinks.pane_log import representable_us
-
     if us is None:
         return "NULL"
     if representable_us(us) is None:
         return "-inf" if us < 0 else "+inf"
-    from datetime import timezone
-
     dt = datetime.fromtimestamp(us / 1e6, tz=timezone.utc)
     return dt.strftime("%Y-%m-%d %H:%M:%S.%f").rstrip("0").rstrip(".")
 
 
-def history_rows(pipeline: Any, key: Any, window_start: int | None = None) -> list[dict]:
+def history_rows(spec: ViewSpec, key: Any, window_start: int | None = None) -> list[dict]:
     """The pane sequence of a key (or of one window): one dict per pane-log row, in order."""
-    spec = as_spec(pipeline)
     con = connect(spec)
     try:
         keys = spec.key_of(key)
@@ -256,10 +243,9 @@ def history_rows(pipeline: Any, key: Any, window_start: int | None = None) -> li
         con.close()
 
 
-def history(pipeline: Any, key: Any, window_start: int | None = None) -> str:
+def history(spec: ViewSpec, key: Any, window_start: int | None = None) -> str:
     """Readable pane sequence: timing, index, value, retractions, watermark and processing time
     at each emission."""
-    spec = as_spec(pipeline)
     rows = history_rows(spec, key, window_start)
     if not rows:
         return f"no panes for key {key!r}" + (

@@ -11,12 +11,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sinks.spec import LakeError, as_spec
+from sinks.errors import LakeError
+from sinks.lake_format import TABLES
+from sinks.materializer import Materializer
+from sinks.spec import ViewSpec
+from sinks.tables import is_local
 
-TABLES = ("panes", "current", "late", "rejected")
 DEFAULT_RETENTION_HOURS = 168
 
 
@@ -42,7 +48,8 @@ class TableResult:
         return f"{self.table}: {d}"
 
 
-def _tables(spec, tables):
+def _tables(spec: ViewSpec, tables: tuple[str, ...] | None) -> Iterator[tuple[str, str, Any]]:
+    """(name, path, DeltaTable or None when missing) of each of ``tables`` (default: all)."""
     from deltalake import DeltaTable
 
     for name in tables or TABLES:
@@ -54,13 +61,12 @@ def _tables(spec, tables):
 
 
 def optimize(
-    pipeline: Any, tables: tuple[str, ...] | None = None, target_size: int | None = None
+    spec: ViewSpec, tables: tuple[str, ...] | None = None, target_size: int | None = None
 ) -> list[TableResult]:
     """Compact small files of each table (the pane log and the view by default, late and
     rejected too)."""
     from deltalake.exceptions import CommitFailedError
 
-    spec = as_spec(pipeline)
     out = []
     for name, path, dt in _tables(spec, tables):
         if dt is None:
@@ -94,7 +100,7 @@ def retention_hours_of(dt) -> int:
 
 
 def vacuum(
-    pipeline: Any,
+    spec: ViewSpec,
     retention_hours: int | None = None,
     *,
     dry_run: bool = False,
@@ -102,7 +108,6 @@ def vacuum(
     tables: tuple[str, ...] | None = None,
 ) -> list[TableResult]:
     """Delete unreferenced files older than the retention period (see the module doc)."""
-    spec = as_spec(pipeline)
     out = []
     for name, path, dt in _tables(spec, tables):
         if dt is None:
@@ -125,29 +130,20 @@ def vacuum(
     return out
 
 
-def rebuild_view(pipeline: Any) -> str:
+def rebuild_view(spec: ViewSpec) -> str:
     """Replace ``current`` by the whole pane log refolded under the current configuration (after
     a change that only affects the view). Overwrites the view in one commit that also records the
     materializer's transaction."""
-    import shutil
-
-    from sinks.materializer import Materializer, is_local
-
-    spec = as_spec(pipeline)
     path = spec.table_path("current")
     if not is_local(path):
         raise LakeError("--rebuild is only supported for local lakes (delete the view table)")
     tmp = path + ".rebuild"
     shutil.rmtree(tmp, ignore_errors=True)
-    from dataclasses import replace
-
     tables = dict(spec.tables or {})
     tables["current"] = tmp
     result = Materializer(replace(spec, tables=tables)).run()
     old = path + ".old"
     shutil.rmtree(old, ignore_errors=True)
-    import os
-
     if os.path.exists(path):
         os.rename(path, old)
     os.rename(tmp, path)

@@ -18,8 +18,7 @@ Columns (DESIGN.md, "The pane log"):
 - ``accumulator``: the pane's combiner accumulator as JSON (tuples as lists; see
   :func:`accumulator_json`), so discarding mode can fold aggregates whose value is not their
   accumulator (a mean needs sum and count). Null if it is not JSON-representable or the value
-  is the accumulator (sum, count, min, max, to_list: ``PaneLogLayout.accumulators``); pane logs
-  written before the column existed lack it (and are still appended to without it).
+  is the accumulator (sum, count, min, max, to_list: ``PaneLogLayout.accumulators``).
 
 Two stages build a row: :func:`pane_record` turns an engine ``Pane`` into the *core* record, all
 plain ints/strings/bools (what the Spark operator emits; no timestamp columns, no ``pipeline_id`` /
@@ -36,25 +35,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sinks.delta_append import DeltaWriter, ExactlyOnceAppender
-
-# Spark/Delta timestamps must lie within 0001-01-01T00:00:00 .. 9999-12-31T23:59:59.999999 UTC.
-MIN_TIMESTAMP_US = -62_135_596_800_000_000
-MAX_TIMESTAMP_US = 253_402_300_799_999_999
-
-TS = pa.timestamp("us", tz="UTC")
-WINDOW_REF = pa.struct([("start_us", pa.int64()), ("end_us", pa.int64())])
-
-Field = tuple[str, pa.DataType]
-
-
-def representable_us(us: int | None) -> int | None:
-    """``us`` if a Delta/Spark timestamp can hold it, else None."""
-    if us is None or us < MIN_TIMESTAMP_US or us > MAX_TIMESTAMP_US:
-        return None
-    return us
+from sinks.lake_format import (
+    ACCUMULATOR,
+    BATCH_FIELDS,
+    DERIVED_TIMESTAMPS,
+    FIXED_NAMES,
+    MAX_TIMESTAMP_US,
+    MIN_TIMESTAMP_US,
+    NOT_NULL,
+    PANE_CORE,
+    PANE_FIELDS,
+    TIMESTAMP_TYPE,
+    WINDOW_CORE,
+    WINDOW_FIELDS,
+    Field,
+)
 
 
 @dataclass(frozen=True)
@@ -115,46 +115,6 @@ class PaneLogLayout:
         return {names[0]: value}
 
 
-# Columns around the configurable ones. The ``*_CORE`` lists are what the operator emits; the
-# timestamp columns are derived from the ``*_us`` ones by :func:`finish_batch`.
-WINDOW_CORE: list[Field] = [("window_start_us", pa.int64()), ("window_end_us", pa.int64())]
-WINDOW_FIELDS: list[Field] = [*WINDOW_CORE, ("window_start", TS), ("window_end", TS)]
-PANE_CORE: list[Field] = [
-    ("timestamp_us", pa.int64()),
-    ("pane_index", pa.int64()),
-    ("nonspeculative_index", pa.int64()),
-    ("timing", pa.string()),
-    ("is_first", pa.bool_()),
-    ("is_last", pa.bool_()),
-    ("is_retraction", pa.bool_()),
-    ("supersedes", pa.list_(WINDOW_REF)),
-    ("watermark_us", pa.int64()),
-    ("processing_time_us", pa.int64()),
-    ("accumulator", pa.string()),
-]
-ACCUMULATOR = "accumulator"
-PANE_FIELDS: list[Field] = [PANE_CORE[0], ("timestamp", TS), *PANE_CORE[1:]]
-DERIVED_TIMESTAMPS = {
-    "window_start": "window_start_us",
-    "window_end": "window_end_us",
-    "timestamp": "timestamp_us",
-}
-BATCH_FIELDS: list[Field] = [("batch_id", pa.int64()), ("pane_id", pa.string())]
-FIXED_NAMES = ["pipeline_id"] + [n for n, _ in WINDOW_FIELDS + PANE_FIELDS + BATCH_FIELDS]
-NOT_NULL = {
-    "pipeline_id",
-    "window_start_us",
-    "window_end_us",
-    "timestamp_us",
-    "pane_index",
-    "nonspeculative_index",
-    "timing",
-    "is_first",
-    "is_last",
-    "is_retraction",
-    "batch_id",
-    "pane_id",
-}
 DEFAULT_LAYOUT = PaneLogLayout()
 
 
@@ -248,7 +208,7 @@ def pane_columns(panes: Sequence[Any], layout: PaneLogLayout = DEFAULT_LAYOUT) -
     cols["processing_time_us"] = [
         None if p.processing_time is None else int(p.processing_time) for p in panes
     ]
-    cols["accumulator"] = [
+    cols[ACCUMULATOR] = [
         accumulator_json(p.accumulator)
         if layout.accumulators and hasattr(p, "accumulator")
         else None
@@ -296,14 +256,12 @@ def _pane_id(prefix: str, start_us: int, end_us: int, pane_index: int, is_retrac
 def with_timestamps(table: pa.Table) -> pa.Table:
     """``table`` with its timestamp columns (``DERIVED_TIMESTAMPS``) set from their ``*_us``
     columns: null where a timestamp cannot hold the value (the global window's bounds)."""
-    import pyarrow.compute as pc
-
     for ts_name, us_name in DERIVED_TIMESTAMPS.items():
         us = table.column(us_name)
         ok = pc.and_kleene(
             pc.greater_equal(us, MIN_TIMESTAMP_US), pc.less_equal(us, MAX_TIMESTAMP_US)
         )
-        ts = pc.if_else(ok, us, pa.scalar(None, pa.int64())).cast(TS)
+        ts = pc.if_else(ok, us, pa.scalar(None, pa.int64())).cast(TIMESTAMP_TYPE)
         if ts_name in table.column_names:
             table = table.set_column(table.column_names.index(ts_name), ts_name, ts)
         else:
@@ -313,9 +271,6 @@ def with_timestamps(table: pa.Table) -> pa.Table:
 
 def _same_as_previous(table: pa.Table, names: Sequence[str]) -> list[bool]:
     """Per row (in order): whether it equals the previous row in all of ``names`` (nulls equal)."""
-    import numpy as np
-    import pyarrow.compute as pc
-
     n = table.num_rows
     same = np.ones(max(n - 1, 0), bool)
     for name in names:
@@ -411,7 +366,6 @@ class PaneLog:
             commit_empty=commit_empty,
             properties=properties,
             check=check,
-            optional=(ACCUMULATOR,),
             writer=writer,
         )
 

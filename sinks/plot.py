@@ -12,10 +12,17 @@ it an element is drawn at the processing time of the first pane of its window).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from sinks.spec import LakeError, as_spec
+import pyarrow as pa
+
+from sinks.batch_check import elements_table
+from sinks.duck import connect, history_rows
+from sinks.errors import LakeError
+from sinks.spec import ViewSpec
 
 COLORS = {"EARLY": "#f2c94c", "ON_TIME": "#6fcf97", "LATE": "#bb6bd9"}
 
@@ -26,8 +33,22 @@ def _finite(us: int | None, lo: int, hi: int) -> int | None:
     return min(max(us, lo), hi)
 
 
+@dataclass(frozen=True)
+class _Frame:
+    """The plotted ranges: event time ``lo..hi`` across, processing time up; ``h`` is the height
+    of a pane's box (in processing time); ``x``/``y`` map times to axes fractions and back."""
+
+    lo: int
+    hi: int
+    ptlo: int
+    pthi: int
+    h: int
+    x: tuple[Callable[[float], float], Callable[[float], float]]
+    y: tuple[Callable[[float], float], Callable[[float], float]]
+
+
 def plot(
-    pipeline: Any,
+    spec: ViewSpec,
     key: Any,
     out: str,
     *,
@@ -41,38 +62,50 @@ def plot(
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.patches import Rectangle
 
-    from sinks.duck import connect, history_rows
-
-    spec = as_spec(pipeline)
     rows = history_rows(spec, key, window_start)
     if not rows:
         raise LakeError(f"no panes for key {key!r}")
     keys = spec.key_of(key)
-    dropped = []
-    if late:
-        con = connect(spec)
-        try:
-            tables = {
-                r[0]
-                for r in con.execute(
-                    "SELECT table_name FROM duckdb_tables() UNION "
-                    "SELECT view_name FROM duckdb_views()"
-                ).fetchall()
-            }
-            if "late" in tables:
-                where = " AND ".join(f'"{k}" = ?' for k in spec.keys)
-                dropped = con.execute(
-                    f"SELECT timestamp_us, processing_time_us, reason FROM late WHERE {where}",
-                    list(keys),
-                ).fetchall()
-        finally:
-            con.close()
-    # event-time range: the finite windows and elements
+    dropped = _dropped(spec, keys) if late else []
+    el_points = _element_points(spec, keys, elements, rows)
+    frame = _frame(rows, dropped, el_points)
+    fig, ax = plt.subplots(figsize=(11, 6.5), dpi=110)
+    _draw_panes(ax, spec, rows, frame)
+    _draw_watermark(ax, rows, frame)
+    _draw_points(ax, el_points, dropped, frame)
+    _decorate(ax, spec, keys, frame, title, bool(el_points))
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return out
+
+
+def _dropped(spec: ViewSpec, keys: tuple) -> list[tuple]:
+    """(timestamp, processing time, reason) of the key's dropped elements (the ``late`` table)."""
+    con = connect(spec)
+    try:
+        tables = {
+            r[0]
+            for r in con.execute(
+                "SELECT table_name FROM duckdb_tables() UNION SELECT view_name FROM duckdb_views()"
+            ).fetchall()
+        }
+        if "late" not in tables:
+            return []
+        where = " AND ".join(f'"{k}" = ?' for k in spec.keys)
+        return con.execute(
+            f"SELECT timestamp_us, processing_time_us, reason FROM late WHERE {where}",
+            list(keys),
+        ).fetchall()
+    finally:
+        con.close()
+
+
+def _frame(rows: list[dict], dropped: list[tuple], el_points: list[tuple]) -> _Frame:
+    """The ranges of the finite windows, elements and drops, padded, and the pane stacking."""
     finite = [v for r in rows for v in (r["window_start_us"], r["window_end_us"]) if abs(v) < 2**62]
     finite += [d[0] for d in dropped]
-    el_points = _element_points(spec, keys, elements, rows)
     finite += [p[0] for p in el_points]
     lo, hi = (min(finite), max(finite)) if finite else (0, 1)
     pad = max(1, (hi - lo) // 20)
@@ -82,21 +115,25 @@ def plot(
     pts += [d[1] for d in dropped if d[1] is not None] + [p[1] for p in el_points]
     ptlo, pthi = min(pts), max(pts)
     h = max(1, (pthi - ptlo) // 18)
-    scale_x, scale_y = _scale(lo, hi), _scale(ptlo - h, pthi + (stack + 1) * h)
+    return _Frame(lo, hi, ptlo, pthi, h, _scale(lo, hi), _scale(ptlo - h, pthi + (stack + 1) * h))
 
-    fig, ax = plt.subplots(figsize=(11, 6.5), dpi=110)
-    # panes: boxes stacked slightly when several share a processing time
-    seen: dict[tuple, int] = {}
+
+def _draw_panes(ax: Any, spec: ViewSpec, rows: list[dict], frame: _Frame) -> None:
+    """Pane boxes, stacked slightly when several share a processing time."""
+    from matplotlib.patches import Rectangle
+
+    sx, sy, h = frame.x[0], frame.y[0], frame.h
+    seen: dict[Any, int] = {}
     for r in rows:
-        ws = _finite(r["window_start_us"], lo, hi)
-        we = _finite(r["window_end_us"], lo, hi)
+        ws = _finite(r["window_start_us"], frame.lo, frame.hi)
+        we = _finite(r["window_end_us"], frame.lo, frame.hi)
         pt = r["processing_time_us"]
         slot = seen.get(pt, 0)  # retractions come first: they sit below the new pane
         seen[pt] = slot + 1
         y = pt + slot * h * 0.95
-        x0, x1 = scale_x[0](ws), scale_x[0](we)
-        y0 = scale_y[0](y - h * 0.4)
-        height = scale_y[0](y + h * 0.4) - y0
+        x0, x1 = sx(ws), sx(we)
+        y0 = sy(y - h * 0.4)
+        height = sy(y + h * 0.4) - y0
         retract = r["is_retraction"]
         box = Rectangle(
             (x0, y0),
@@ -122,7 +159,10 @@ def plot(
             fontweight="normal" if retract else "bold",
             bbox=dict(facecolor="white", alpha=0.8, pad=0.6, edgecolor="none") if retract else None,
         )
-    # watermark: event time reached at each processing time of an emission
+
+
+def _draw_watermark(ax: Any, rows: list[dict], frame: _Frame) -> None:
+    """The watermark: event time reached at each processing time of an emission."""
     wm = sorted(
         {
             (r["processing_time_us"], r["watermark_us"])
@@ -131,16 +171,18 @@ def plot(
         }
     )
     if wm:
-        xs, ys = [], []
-        for pt, w in wm:
-            xs.append(scale_x[0](_finite(w, lo, hi)))
-            ys.append(scale_y[0](pt))
+        xs = [frame.x[0](_finite(w, frame.lo, frame.hi)) for _, w in wm]
+        ys = [frame.y[0](pt) for pt, _ in wm]
         ax.step(xs, ys, where="post", color="#2d9cdb", linewidth=2, label="watermark")
-    # elements and drops
+
+
+def _draw_points(ax: Any, el_points: list[tuple], dropped: list[tuple], frame: _Frame) -> None:
+    """Elements (dots, labelled with their values) and dropped elements (crosses)."""
+    sx, sy = frame.x[0], frame.y[0]
     if el_points:
         ax.scatter(
-            [scale_x[0](p[0]) for p in el_points],
-            [scale_y[0](p[1]) for p in el_points],
+            [sx(p[0]) for p in el_points],
+            [sy(p[1]) for p in el_points],
             s=28,
             color="#222222",
             zorder=3,
@@ -149,57 +191,50 @@ def plot(
         for x, y, v in el_points:
             if v is not None:
                 ax.annotate(
-                    _fmt(v),
-                    (scale_x[0](x), scale_y[0](y)),
-                    textcoords="offset points",
-                    xytext=(4, 4),
-                    fontsize=7,
+                    _fmt(v), (sx(x), sy(y)), textcoords="offset points", xytext=(4, 4), fontsize=7
                 )
     if dropped:
         ax.scatter(
-            [scale_x[0](d[0]) for d in dropped],
-            [scale_y[0](d[1] if d[1] is not None else ptlo) for d in dropped],
+            [sx(d[0]) for d in dropped],
+            [sy(d[1] if d[1] is not None else frame.ptlo) for d in dropped],
             marker="x",
             s=50,
             color="#c0392b",
             zorder=3,
             label="dropped (late table)",
         )
+
+
+def _decorate(
+    ax: Any, spec: ViewSpec, keys: tuple, frame: _Frame, title: str | None, has_elements: bool
+) -> None:
+    """Axes, ticks, title and legend."""
+    from matplotlib.patches import Patch
+
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
-    ax.set_xticks([i / 6 for i in range(7)], [_tick(scale_x[1](i / 6), hi - lo) for i in range(7)])
-    ax.set_yticks(
-        [i / 6 for i in range(7)], [_tick(scale_y[1](i / 6), pthi - ptlo) for i in range(7)]
-    )
+    ticks = [i / 6 for i in range(7)]
+    ax.set_xticks(ticks, [_tick(frame.x[1](t), frame.hi - frame.lo) for t in ticks])
+    ax.set_yticks(ticks, [_tick(frame.y[1](t), frame.pthi - frame.ptlo) for t in ticks])
     ax.set_xlabel("event time")
     ax.set_ylabel("processing time")
     k = keys[0] if len(keys) == 1 else keys
-    note = "" if el_points else "  (raw elements not in the lake: panes only)"
+    note = "" if has_elements else "  (raw elements not in the lake: panes only)"
     ax.set_title(
         title or f"{spec.name}: key {k!r} — {spec.window_fn}, {spec.mode.name.lower()}{note}",
         fontsize=10,
     )
-    from matplotlib.patches import Patch
-
     handles = [Patch(facecolor=c, edgecolor="#333333", label=t) for t, c in COLORS.items()]
     handles.append(Patch(facecolor="white", edgecolor="#c0392b", hatch="///", label="retraction"))
     h2, _ = ax.get_legend_handles_labels()
     ax.legend(handles=handles + h2, loc="upper left", fontsize=8, framealpha=0.9)
     ax.grid(True, alpha=0.25)
-    fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
-    return out
 
 
 def _element_points(spec, keys, elements, rows) -> list[tuple[int, int, Any]]:
     if elements is None:
         return []
-    import pyarrow as pa
-
     if not isinstance(elements, pa.Table):
-        from sinks.verify import elements_table
-
         elements = elements_table(spec, elements)
     out = []
     first_pt: dict[tuple[int, int], int] = {}

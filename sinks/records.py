@@ -19,7 +19,8 @@ from typing import Any
 import pyarrow as pa
 
 from sinks.delta_append import ExactlyOnceAppender
-from sinks.pane_log import DEFAULT_LAYOUT, TS, PaneLogLayout, representable_us
+from sinks.lake_format import TIMESTAMP_TYPE, representable_us
+from sinks.pane_log import DEFAULT_LAYOUT, PaneLogLayout
 
 
 def _json(value: Any) -> str:
@@ -52,7 +53,7 @@ def late_core_schema(layout: PaneLogLayout = DEFAULT_LAYOUT) -> pa.Schema:
 def late_schema(layout: PaneLogLayout = DEFAULT_LAYOUT) -> pa.Schema:
     core = list(late_core_schema(layout))
     at = [f.name for f in core].index("timestamp_us") + 1
-    core.insert(at, pa.field("timestamp", TS))  # derived from timestamp_us
+    core.insert(at, pa.field("timestamp", TIMESTAMP_TYPE))  # derived from timestamp_us
     return pa.schema(
         [
             pa.field("pipeline_id", pa.string(), nullable=False),
@@ -150,7 +151,7 @@ REJECTED_SCHEMA = pa.schema(
         pa.field("pipeline_id", pa.string(), nullable=False),
         *REJECTED_CORE,
         pa.field("processing_time_us", pa.int64()),
-        pa.field("processing_time", TS),
+        pa.field("processing_time", TIMESTAMP_TYPE),
         pa.field("batch_id", pa.int64(), nullable=False),
         pa.field("record_id", pa.string(), nullable=False),
     ]

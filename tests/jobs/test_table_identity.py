@@ -10,8 +10,10 @@ pytest.importorskip("deltalake")
 
 from jobs.job import BatchSink
 from jobs.pipeline import pipeline_from_dict
+from jobs.view_spec import view_spec
+from sinks.errors import ConfigMismatch
+from sinks.lake_format import FINGERPRINT_PROPERTY
 from sinks.materializer import Materializer
-from sinks.spec import FINGERPRINT_PROPERTY, ConfigMismatch, spec_from_pipeline
 from tests.jobs.test_pipeline import base
 
 
@@ -37,18 +39,18 @@ def test_tables_of_another_configuration_are_refused_untouched(tmp_path, change)
     sink.create_tables()
     assert sink.pane_log.append(0, [])
     conf = DeltaTable(first.table_path("panes")).metadata().configuration
-    assert conf[FINGERPRINT_PROPERTY] == spec_from_pipeline(first).fingerprint
-    Materializer(spec_from_pipeline(first)).run()
+    assert conf[FINGERPRINT_PROPERTY] == view_spec(first).fingerprint
+    Materializer(view_spec(first)).run()
     before = _versions(first)
 
     other = pipeline_from_dict(base(lake=str(tmp_path / "lake"), **change))
-    assert spec_from_pipeline(other).fingerprint != spec_from_pipeline(first).fingerprint
+    assert view_spec(other).fingerprint != view_spec(first).fingerprint
     with pytest.raises(ConfigMismatch, match=r"different pipeline configuration.*Nothing was"):
         BatchSink(other).create_tables()
     with pytest.raises(ConfigMismatch, match="different pipeline configuration"):
         BatchSink(other).pane_log.append(1, [])
     with pytest.raises(ConfigMismatch, match="different pipeline configuration"):
-        Materializer(spec_from_pipeline(other)).run()
+        Materializer(view_spec(other)).run()
     assert _versions(first) == before
 
     # the first configuration still opens them
@@ -62,5 +64,5 @@ def test_the_materializer_refuses_a_pane_log_of_another_configuration(tmp_path):
     BatchSink(first).create_tables()
     other = pipeline_from_dict(base(lake=str(tmp_path / "lake"), window="Sessions(1m)"))
     with pytest.raises(ConfigMismatch, match=r"pane log at .* different pipeline configuration"):
-        Materializer(spec_from_pipeline(other)).run()
+        Materializer(view_spec(other)).run()
     assert not os.path.exists(first.table_path("current"))

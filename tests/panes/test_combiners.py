@@ -332,3 +332,20 @@ def test_value_is_accumulator_says_when_merging_values_is_exact():
     assert not CombineFn().value_is_accumulator  # user combiners: unless they say so
     assert combiners.aggregates(n=combiners.count(), s=combiners.sum("x")).value_is_accumulator
     assert not combiners.aggregates(n=combiners.count(), m=combiners.mean("x")).value_is_accumulator
+
+
+def test_the_sql_table_covers_the_builtins_and_values_fold_back_to_accumulators():
+    from panes.combiners import BUILTINS as BUILTIN_CLASSES
+    from panes.combiners import sql_form
+
+    assert all(sql_form(cls("x")) is not None for cls in BUILTIN_CLASSES.values())
+    merges = [sql_form(parse_aggregate(t)).merge for t in ("sum(x)", "count()", "min(x)", "max(x)")]
+    assert merges == ["sum", "sum", "min", "max"]
+    assert sql_form(parse_aggregate("mean(x)")).merge is None
+    assert sql_form(combiners.aggregates(n=combiners.count())) is None
+    assert not combiners.count().reads_value
+    assert combiners.count("x").reads_value and combiners.sum("x").reads_value
+    xs = combiners.to_list("x")
+    assert xs.value_as_accumulator(xs.extract(("a", "b"))) == ("a", "b")
+    assert xs.value_as_accumulator(None) == ()
+    assert combiners.sum("x").value_as_accumulator(3) == 3

@@ -355,3 +355,35 @@ def test_window_fn_assigning_no_window_reports_the_element_as_dropped():
     (dropped,) = sim.dropped
     assert (dropped.key, dropped.value, dropped.timestamp, dropped.window) == ("k", 3, 4, None)
     assert dropped.reason.startswith("no window")
+
+
+@given(st.integers(-(10**12), 10**12))
+def test_every_assigned_window_can_be_produced_and_periodic_grids_describe_the_assignment(ts):
+    from panes.windowfns import Periodic
+
+    fns = [FixedWindows(60, 7), SlidingWindows(60, 20, 5), Sessions(30), GlobalWindows()]
+    for fn in fns:
+        for w in fn.assign(ts, None):
+            assert fn.can_produce(w)
+        grid = fn.periodic
+        if grid is not None:
+            assert isinstance(grid, Periodic)
+            starts = {w.start for w in fn.assign(ts, None)}
+            grid_starts = {
+                s
+                for s in range(ts - grid.size - grid.period, ts + 1)
+                if (s - grid.offset) % grid.period == 0 and s <= ts < s + grid.size
+            }
+            assert starts == grid_starts
+    assert GlobalWindows().only_window == GLOBAL_WINDOW
+    assert all(fn.only_window is None for fn in fns[:3])
+    assert Sessions(30).periodic is None and GlobalWindows().periodic is None
+
+
+def test_can_produce_refuses_windows_of_another_shape():
+    assert not FixedWindows(60).can_produce(Window(30, 90))
+    assert not FixedWindows(60).can_produce(Window(0, 30))
+    assert not SlidingWindows(60, 20).can_produce(Window(10, 70))
+    assert SlidingWindows(60, 20).can_produce(Window(20, 80))
+    assert not Sessions(30).can_produce(Window(0, 29))
+    assert not GlobalWindows().can_produce(Window(0, 60))

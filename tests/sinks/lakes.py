@@ -25,9 +25,11 @@ from panes import (
 )
 from panes.fold import batch, fold
 from panes.pane import Pane
-from sinks.materializer import open_view
+from sinks.materializer import Materializer
 from sinks.pane_log import PaneLog, PaneLogLayout
+from sinks.records import LateLog
 from sinks.spec import ViewSpec
+from sinks.tables import open_view, table_identity
 
 S = 1_000_000
 MODES = list(AccumulationMode)
@@ -148,7 +150,8 @@ def random_run(
 
 
 def write_batches(run: Run, batches: list[list[Pane]], start: int = 0) -> PaneLog:
-    log = PaneLog(run.spec.table_path("panes"), run.spec.name, run.layout)
+    identity = table_identity(run.spec, "panes", "pane log")
+    log = PaneLog(run.spec.table_path("panes"), run.spec.name, run.layout, **identity)
     for i, panes in enumerate(batches):
         log.append(start + i, panes)
     return log
@@ -175,3 +178,12 @@ def chunked(run: Run, rng: random.Random, shuffle: bool = False) -> list[list[Pa
     chunks = [panes[a:b] for a, b in zip([0, *cuts], [*cuts, len(panes)], strict=True)]
     rng.shuffle(chunks)
     return chunks
+
+
+def materialized_lake(tmp_path: Any, seed: int = 1, **kw: Any) -> Run:
+    """A random run written to a lake under ``tmp_path`` (pane log, late table), materialized."""
+    run = random_run(seed, str(tmp_path), **kw)
+    write_batches(run, chunked(run, random.Random(seed)))
+    LateLog(run.spec.table_path("late"), run.spec.name, run.layout).append(0, run.dropped)
+    Materializer(run.spec).run()
+    return run

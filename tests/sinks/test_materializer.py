@@ -22,8 +22,9 @@ from panes import (
     Windowing,
     combiners,
 )
-from sinks.materializer import Materializer, fold_rows, open_view
+from sinks.materializer import Materializer
 from sinks.spec import ViewSpec
+from sinks.tables import open_view, table_identity
 from tests.sinks.lakes import (
     MODES,
     S,
@@ -105,7 +106,7 @@ def test_view_rows_record_pane_index_and_version(tmp_path):
     )
     write_batches(run, chunked(run, random.Random(1)))
     Materializer(run.spec).run()
-    from sinks.materializer import open_pane_log
+    from sinks.tables import open_pane_log
 
     log = open_pane_log(run.spec).to_pyarrow_table().to_pylist()
     for r in open_view(run.spec).to_pyarrow_table().to_pylist():
@@ -213,7 +214,8 @@ def test_the_paper_figure_14_sequence_ends_as_39_and_12(tmp_path):
             windowing.accumulation_mode,
             combine_fn=combiners.sum(),
         )
-        log = PaneLog(spec.table_path("panes"), "paper", layout)
+        identity = table_identity(spec, "panes", "pane log")
+        log = PaneLog(spec.table_path("panes"), "paper", layout, **identity)
         mat = Materializer(spec, vectorized=vectorized)
         for i, step in enumerate(steps):
             log.append(i, step)
@@ -226,21 +228,6 @@ def test_the_paper_figure_14_sequence_ends_as_39_and_12(tmp_path):
         ]
         big = rows[1]
         assert {(a["start_us"] // S, a["end_us"] // S) for a in big["absorbed"]} >= {(10, 70)}
-
-
-def test_fold_rows_from_nothing_equals_fold(tmp_path):
-    for seed in range(10):
-        run = random_run(300 + seed, str(tmp_path / str(seed)))
-        write_batches(run, chunked(run, random.Random(seed)))
-        from sinks.materializer import open_pane_log, pane_log_commits, read_pane_rows
-
-        dt = open_pane_log(run.spec)
-        rows = read_pane_rows(dt, pane_log_commits(dt, -1, dt.version()))
-        got = {
-            at: {n: r[n] for n in run.spec.value_names}
-            for at, r in fold_rows(run.spec, rows).items()
-        }
-        assert got == run.expected()
 
 
 def _acc_aggregates():
@@ -314,89 +301,3 @@ def test_discarding_mean_folds_from_nothing_and_out_of_order(tmp_path):
                 Materializer(run.spec).run()
         Materializer(run.spec).run()
         assert view_dict(run.spec) == run.expected(), seed
-
-
-def _old_pane_log(run):
-    """A pane log created before the ``accumulator`` column existed, then appended to."""
-    import pyarrow as pa
-    from deltalake import DeltaTable
-
-    from sinks.pane_log import pane_log_schema
-
-    schema = pane_log_schema(run.layout)
-    old = pa.schema([f for f in schema if f.name != "accumulator"])
-    DeltaTable.create(run.spec.table_path("panes"), old)
-    write_batches(run, chunked(run, random.Random(1)))
-    dt = DeltaTable(run.spec.table_path("panes"))
-    assert "accumulator" not in pa.schema(dt.schema().to_arrow()).names
-    return dt
-
-
-def test_old_pane_logs_without_accumulators_fold_sums_and_refuse_means(tmp_path):
-    from sinks.spec import LakeError
-
-    run = random_run(
-        7, str(tmp_path / "sum"), mode=AccumulationMode.DISCARDING, window_fn=Sessions(10 * S)
-    )
-    _old_pane_log(run)
-    Materializer(run.spec).run()
-    assert view_dict(run.spec) == run.expected() == run.expected_batch()
-
-    for aggs in ("mean", "mixed"):
-        run = random_run(
-            7,
-            str(tmp_path / aggs),
-            mode=AccumulationMode.DISCARDING,
-            window_fn=FixedWindows(10 * S),
-            aggregates=_acc_aggregates()[aggs],
-        )
-        dt = _old_pane_log(run)
-        v = dt.version()
-        with pytest.raises(LakeError, match=r"no accumulator column.*Nothing was written"):
-            Materializer(run.spec).run()
-        import os
-
-        assert not os.path.exists(run.spec.table_path("current"))
-        dt.update_incremental()
-        assert dt.version() == v
-
-
-def test_view_is_partitioned_by_day_and_a_merge_rewrites_only_the_days_it_touches(tmp_path):
-    """Streaming panes touch recent windows: the MERGE must leave the other days' files alone."""
-    from deltalake import DeltaTable
-
-    from panes import Repeatedly
-    from sinks.pane_log import PaneLog, PaneLogLayout
-
-    hour, day = 3600 * S, 86400 * S
-    windowing = Windowing(
-        FixedWindows(hour),
-        trigger=Repeatedly(AfterCount(1)),
-        accumulation_mode=AccumulationMode.ACCUMULATING,
-    )
-    spec = ViewSpec(
-        "p", str(tmp_path), ("key",), (("value", combiners.sum()),), FixedWindows(hour),
-        AccumulationMode.ACCUMULATING, combine_fn=combiners.sum(),
-    )  # fmt: skip
-    sim = Simulator(windowing, combiners.sum())
-    log = PaneLog(spec.table_path("panes"), "p", PaneLogLayout())
-    elements = [(k, 1.0, t) for t in range(0, 5 * day, 6 * hour) for k in "ab"]
-    log.append(0, sim.add_elements(elements))
-    Materializer(spec).run()
-    view = DeltaTable(spec.table_path("current"))
-    assert view.metadata().partition_columns == ["window_day"]
-    before = set(view.file_uris())
-    assert len(before) == 5  # one file per day
-    recent = [(k, 2.0, 4 * day + t) for t in (S, 6 * hour + S) for k in "abc"]
-    log.append(1, sim.add_elements(recent))
-    result = Materializer(spec).run()
-    assert result.metrics["num_target_files_scanned"] == 1
-    after = set(DeltaTable(spec.table_path("current")).file_uris())
-    gone = before - after
-    assert len(gone) == 1 and "window_day=1970-01-05" in gone.pop()
-    rows = {
-        (r["key"], r["window_start_us"]): r for r in open_view(spec).to_pyarrow_table().to_pylist()
-    }
-    assert rows[("a", 4 * day)]["value"] == 3.0 and rows[("c", 4 * day + 6 * hour)]["value"] == 2.0
-    assert rows[("a", 4 * day)]["window_day"].isoformat() == "1970-01-05"
-    assert view_dict(spec) == view_of_fold(spec, _fold(spec, sim.panes))

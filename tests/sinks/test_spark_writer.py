@@ -21,9 +21,10 @@ from panes import (
     combiners,
 )
 from sinks.delta_append import DELTA_EXTENSION, SparkDeltaWriter
-from sinks.materializer import Materializer, open_view
+from sinks.materializer import Materializer
 from sinks.pane_log import PaneLog, PaneLogLayout
 from sinks.spec import ViewSpec
+from sinks.tables import open_view, table_identity
 
 S = 1_000_000
 
@@ -95,7 +96,10 @@ def test_delta_spark_commits_once_per_batch_and_fold_like_delta_rs_commits(tmp_p
     windowing = Windowing(FixedWindows(60 * S), trigger=Repeatedly(AfterCount(1)),
                           accumulation_mode=AccumulationMode.ACCUMULATING)  # fmt: skip
     sim = Simulator(windowing, combiners.sum())
-    log = PaneLog(spec.table_path("panes"), "p", PaneLogLayout(), writer=SparkDeltaWriter(spark))
+    identity = table_identity(spec, "panes", "pane log")
+    log = PaneLog(
+        spec.table_path("panes"), "p", PaneLogLayout(), writer=SparkDeltaWriter(spark), **identity
+    )
     first = sim.add_elements([("a", 1.0, S), ("b", 2.0, 2 * S)])
     assert log.append(0, first)
     save = spark.saves[0]

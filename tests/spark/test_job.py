@@ -109,12 +109,13 @@ def test_runs_equal_simulator_then_drain(spark, tmp_path):
 
     # the view folded from the log equals the batch over the accepted raw events
     from jobs.inspect import materialize_after_run
-    from sinks.spec import spec_from_pipeline
-    from sinks.verify import load_source_elements, verify
+    from jobs.landing import load_source_elements
+    from jobs.view_spec import view_spec
+    from sinks.verify import verify
 
     assert materialize_after_run(pipeline, out=lambda line: None) == 0
-    spec = spec_from_pipeline(pipeline)
-    report = verify(spec, elements=load_source_elements(spec))
+    spec = view_spec(pipeline)
+    report = verify(spec, elements=load_source_elements(pipeline))
     assert report.ok, str(report)
     assert len(report.checks) == 2
 

@@ -66,12 +66,12 @@ def view_and_verify(pipeline) -> dict:
     from deltalake import DeltaTable
 
     from jobs.inspect import materialize_after_run
-    from sinks.spec import spec_from_pipeline
-    from sinks.verify import load_source_elements, verify
+    from jobs.landing import load_source_elements
+    from jobs.view_spec import view_spec
+    from sinks.verify import verify
 
     assert materialize_after_run(pipeline, out=lambda line: None) == 0
-    spec = spec_from_pipeline(pipeline)
-    report = verify(spec, elements=load_source_elements(spec))
+    report = verify(view_spec(pipeline), elements=load_source_elements(pipeline))
     assert report.ok, str(report)
     rows = DeltaTable(pipeline.table_path("current")).to_pyarrow_table().to_pylist()
     return {r["device_id"]: r["plays"] for r in rows}

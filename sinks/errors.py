@@ -1,0 +1,27 @@
+"""The errors of a pipeline's lake; each message says what is wrong and what to do."""
+
+from __future__ import annotations
+
+
+class LakeError(RuntimeError):
+    """A problem with the pipeline's tables; the message says what and what to do."""
+
+
+class TableMissing(LakeError):
+    """A table the operation needs does not exist (yet)."""
+
+
+class ForeignTable(LakeError):
+    """A table that is not this pipeline's (another pipeline's, or not panestore's)."""
+
+
+class ConfigMismatch(LakeError):
+    """A table written under another configuration of this pipeline."""
+
+
+class FormatMismatch(LakeError):
+    """A table of another lake format version (or of none)."""
+
+
+class MaterializerBusy(LakeError):
+    """Another materializer holds the lock."""

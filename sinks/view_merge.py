@@ -1,0 +1,143 @@
+"""Change tables and the MERGE that applies them to the ``current`` view.
+
+A change table has the view's columns and ``_op`` (upsert / delete), one row per (key, window).
+:func:`merge_changes` applies one in a single MERGE commit, naming the ``window_day`` partitions
+it touches so only those days' files are rewritten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from panes.combiners import CombineFn
+from sinks.lake_format import DELETE, OP, UPSERT, WINDOW_DAY, WINDOW_REF
+from sinks.pane_log import with_timestamps
+from sinks.spec import ViewSpec
+from sinks.sql_reducer import merge_aggregate, quote_name
+
+# A MERGE names the days it touches (partition pruning) up to this many; more: no filter.
+MAX_PRUNED_DAYS = 1000
+
+
+def change_table(schema: pa.Schema, table: pa.Table) -> pa.Table:
+    """``table`` (view columns, some missing, plus ``_op``) in the view schema plus ``_op``."""
+    if "absorbed" not in table.column_names:
+        table = table.append_column(
+            "absorbed", pa.array([[]] * table.num_rows, pa.list_(WINDOW_REF))
+        )
+    table = with_view_derived(table)
+    cols, fields = [], []
+    for f in schema:
+        if f.name not in table.column_names:  # e.g. ``accumulator`` (not folded vectorized)
+            cols.append(pa.nulls(table.num_rows, f.type))
+            fields.append(f.with_nullable(True))
+            continue
+        col = table.column(f.name).cast(f.type)
+        cols.append(col)
+        fields.append(f.with_nullable(True))
+    cols.append(table.column(OP).cast(pa.string()))
+    fields.append(pa.field(OP, pa.string()))
+    return pa.Table.from_arrays(cols, schema=pa.schema(fields))
+
+
+def rows_change_table(
+    schema: pa.Schema, upserts: list[dict], deletes: list[tuple], keys: Sequence[str]
+) -> pa.Table:
+    """The change table of the reference reducer's changes: view rows to upsert, and the
+    (key tuple, (start, end)) windows to delete."""
+    rows = [dict(r, **{OP: UPSERT}) for r in upserts]
+    for key, (s, e) in deletes:
+        row = dict(zip(keys, key, strict=True))
+        row.update(window_start_us=s, window_end_us=e, pane_index=0, pane_log_version=0)
+        row[OP] = DELETE
+        rows.append(row)
+    fields = [f.with_nullable(True) for f in schema] + [pa.field(OP, pa.string())]
+    return with_view_derived(pa.Table.from_pylist(rows, schema=pa.schema(fields)))
+
+
+def with_view_derived(table: pa.Table) -> pa.Table:
+    """``table`` with the view's derived columns set: the timestamps of the ``*_us`` columns
+    and ``window_day``, the UTC date of ``window_start`` (null when it is not a timestamp)."""
+    table = with_timestamps(table)
+    day = table.column("window_start").cast(pa.date32())
+    if WINDOW_DAY in table.column_names:
+        return table.set_column(table.column_names.index(WINDOW_DAY), WINDOW_DAY, day)
+    return table.append_column(WINDOW_DAY, day)
+
+
+def days_filter(changes: pa.Table) -> str | None:
+    """``t.window_day IN (...)`` naming the days of ``changes`` (the view is partitioned by
+    ``window_day``), None when there are too many days to name."""
+    days = pc.unique(changes.column(WINDOW_DAY))
+    named = [d for d in days.to_pylist() if d is not None]
+    if len(named) > MAX_PRUNED_DAYS:
+        return None
+    parts = []
+    if named:
+        dates = ", ".join(f"DATE '{d.isoformat()}'" for d in named)
+        parts.append(f"t.{WINDOW_DAY} IN ({dates})")
+    if days.null_count:
+        parts.append(f"t.{WINDOW_DAY} IS NULL")
+    return "(" + " OR ".join(parts) + ")"
+
+
+def _merge_predicate(spec: ViewSpec) -> str:
+    parts = [f"t.{quote_name(k)} = s.{quote_name(k)}" for k in spec.keys]
+    parts += ["t.window_start_us = s.window_start_us", "t.window_end_us = s.window_end_us"]
+    return " AND ".join(parts)
+
+
+def _combine_expr(fn: CombineFn, col: str) -> str:
+    t, s = f"t.{col}", f"s.{col}"
+    merge = merge_aggregate(fn)
+    if merge == "sum":
+        return f"{t} + {s}"
+    op = "<" if merge == "min" else ">"
+    return (
+        f"CASE WHEN {t} IS NULL THEN {s} WHEN {s} IS NULL THEN {t} "
+        f"WHEN {s} {op} {t} THEN {s} ELSE {t} END"
+    )
+
+
+def merge_changes(dt, spec: ViewSpec, changes: pa.Table, style: str, commit_properties) -> dict:
+    """Apply a change table in one MERGE commit. ``style``: ``replace`` (rows are final),
+    ``latest`` (keep the higher pane index; deletes name the retracted index) or ``combine``
+    (discarding: merge values into the row)."""
+    names = [n for n in changes.column_names if n != OP]
+    all_cols = {quote_name(n): f"s.{quote_name(n)}" for n in names}
+    predicate = _merge_predicate(spec)
+    days = days_filter(changes)
+    if days is not None:  # each change's window is on its own day: no match is lost
+        predicate = f"{predicate} AND {days}"
+    m = dt.merge(
+        changes,
+        predicate,
+        source_alias="s",
+        target_alias="t",
+        commit_properties=commit_properties,
+    )
+    if style == "replace":
+        m = m.when_matched_delete(f"s.{OP} = '{DELETE}'")
+        m = m.when_matched_update(all_cols, f"s.{OP} = '{UPSERT}'")
+    elif style == "latest":
+        upd = {k: v for k, v in all_cols.items() if k != '"absorbed"'}
+        m = m.when_matched_update(upd, f"s.{OP} = '{UPSERT}' AND s.pane_index > t.pane_index")
+        m = m.when_matched_delete(f"s.{OP} = '{DELETE}' AND t.pane_index <= s.pane_index")
+    elif style == "combine":
+        upd = {quote_name(n): _combine_expr(fn, quote_name(n)) for n, fn in spec.aggregates}
+        newer = "s.pane_index > t.pane_index"
+        for n in ("pane_index", "timing", "is_last", "timestamp_us", "timestamp"):
+            col = quote_name(n)
+            upd[col] = f"CASE WHEN {newer} THEN s.{col} ELSE t.{col} END"
+        upd['"pane_log_version"'] = (
+            "CASE WHEN s.pane_log_version > t.pane_log_version "
+            "THEN s.pane_log_version ELSE t.pane_log_version END"
+        )
+        m = m.when_matched_update(upd)
+    else:  # pragma: no cover
+        raise ValueError(style)
+    m = m.when_not_matched_insert(all_cols, f"s.{OP} = '{UPSERT}'")
+    return m.execute()
