@@ -5,7 +5,8 @@
 
 ``run`` prints one progress line per micro-batch on stderr (batch, input rows, panes by timing,
 late and rejected records, watermark) and a summary; exit status 0 on success, 1 if the job
-failed, 2 for an invalid configuration (the message names the field). More subcommands
+failed, 2 for an invalid configuration (the message names the field), 3 if another run of the
+same lake is running (it holds the lake's run lock; nothing was written). More subcommands
 (materialize, query, ...) are added by :mod:`jobs.inspect` when present.
 """
 
@@ -16,6 +17,9 @@ import sys
 from collections.abc import Sequence
 
 from jobs.pipeline import PipelineConfigError, load_pipeline
+from sinks.errors import LakeBusy
+
+EXIT_BUSY = 3
 
 
 def _interval(text: str) -> str:
@@ -63,6 +67,9 @@ def cmd_run(args) -> int:
     try:
         run(pipeline, spark=spark, follow=args.follow, drain=args.drain,
             interval=args.interval, progress=terminal)  # fmt: skip
+    except LakeBusy as e:
+        print(f"panestore: {e}", file=terminal)
+        return EXIT_BUSY
     except Exception as e:  # the streaming query failed: report, exit 1
         print(f"panestore: run failed: {e}", file=terminal)
         return 1
@@ -86,19 +93,33 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run a pipeline (see docs/running.md).")  # fmt: skip
     p.add_argument("conf", metavar="CONF", help="pipeline configuration (TOML)")
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--follow", action="store_true",
-                      help="keep running: a micro-batch every --interval while files arrive")
+    mode.add_argument(
+        "--follow",
+        action="store_true",
+        help="keep running: a micro-batch every --interval while files arrive",
+    )
     mode.add_argument("--drain", action="store_true",
                       help="after the input, move the watermark to the end of time: close every "
                       "window (backfills, final runs); later data is late")  # fmt: skip
-    p.add_argument("--interval", type=_interval, default="10s",
-                   help="--follow: processing-time trigger interval (default 10s)")
+    p.add_argument(
+        "--interval",
+        type=_interval,
+        default="10s",
+        help="--follow: processing-time trigger interval (default 10s)",
+    )
     p.add_argument("--lake", help="override the configuration's lake directory")
     p.add_argument("--source", help="override the configuration's source.path")
-    p.add_argument("--shuffle-partitions", type=int, default=2,
-                   help="Spark shuffle partitions of a new lake (fixed by its checkpoint)")
-    p.add_argument("--no-materialize", action="store_true",
-                   help="do not fold the pane log into the current view after the run")
+    p.add_argument(
+        "--shuffle-partitions",
+        type=int,
+        default=2,
+        help="Spark shuffle partitions of a new lake (fixed by its checkpoint)",
+    )
+    p.add_argument(
+        "--no-materialize",
+        action="store_true",
+        help="do not fold the pane log into the current view after the run",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="show all of Spark's output")
     p.set_defaults(handler=cmd_run)
 

@@ -10,6 +10,7 @@ import os
 
 import pyarrow as pa
 
+from jobs.operator import MAX_EVENT_TIME_US, MIN_EVENT_TIME_US
 from jobs.pipeline import EPOCH_UNITS, Pipeline
 from jobs.view_spec import view_spec
 from sinks.batch_check import VALUE, value_fields
@@ -62,7 +63,8 @@ def load_source_elements(pipeline: Pipeline) -> pa.Table:
     """The pipeline's landing-zone records as an elements table: key columns, the value columns
     the aggregates read, ``ts_us``.
 
-    Records that the job rejects (missing key or event time) are left out. Requires
+    Records that the job rejects (a missing or empty key, a missing event time or one out of
+    range, a non-finite number; jobs.job) are left out. Requires
     ``event_time`` (an ingestion-time pipeline's event time is the batch time, which the files
     do not hold).
     """
@@ -77,7 +79,13 @@ def load_source_elements(pipeline: Pipeline) -> pa.Table:
     keys = ", ".join(f'"{k}"' for k in spec.keys)
     vals = [f for f in value_fields(spec) if f != VALUE]
     sel = ", ".join([keys, *[f'"{v}"' for v in vals], f"{ts} AS ts_us"])
-    nn = " AND ".join([f'"{k}" IS NOT NULL' for k in spec.keys] + [f"{ts} IS NOT NULL"])
+    types = pipeline.source.types
+    accepted = [f'"{k}" IS NOT NULL' for k in spec.keys]
+    accepted += [f"trim(\"{k}\") <> ''" for k in spec.keys if types[k] == "string"]
+    accepted.append(f"{ts} BETWEEN {MIN_EVENT_TIME_US} AND {MAX_EVENT_TIME_US}")
+    accepted += [f'("{v}" IS NULL OR isfinite("{v}"))' for v in pipeline.value_columns
+                 if types[v] in ("double", "float")]  # fmt: skip
+    nn = " AND ".join(accepted)
     con = raw_connect()
     try:
         return con.sql(f"SELECT {sel} FROM {reader} WHERE {nn}").to_arrow_table()

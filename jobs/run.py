@@ -43,6 +43,7 @@ from jobs.job import (
 from jobs.pipeline import Pipeline, PipelineConfigError
 from jobs.source import read_landing_zone
 from sinks.delta_append import SparkDeltaWriter
+from sinks.lock import LakeLock
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -233,14 +234,14 @@ def run(
     progress: TextIO | None = sys.stderr,
     stop_after_batches: int | None = None,
 ) -> RunResult:
-    """Run ``pipeline`` once (see the module doc); returns what each batch did."""
+    """Run ``pipeline`` once (see the module doc); returns what each batch did.
+
+    Holds the lake's run lock (:class:`sinks.lock.LakeLock`) throughout: a second run of the
+    same lake while this one lives raises :class:`sinks.errors.LakeBusy` and writes nothing.
+    """
     if follow and drain:
         raise ValueError("--follow and --drain exclude each other (a drain ends the input)")
     drain = drain or pipeline.source.bounded
-    if spark is None:
-        from jobs.spark import get_session
-
-        spark = get_session(f"panestore-{pipeline.name}")
     started = time.monotonic()
     result = RunResult()
 
@@ -249,28 +250,33 @@ def run(
             stamp = dt.datetime.now().strftime("%H:%M:%S")
             print(f"[{stamp}] {pipeline.name}: {line}", file=progress, flush=True)
 
-    bucket_ids = check_state_layout(pipeline, _shuffle_partitions(spark))
-    # delta-spark writes the commits when the session has the Delta extension; else delta-rs
-    sink = BatchSink(pipeline, writer=SparkDeltaWriter(spark) if SparkDeltaWriter.available(spark)
-                     else None)  # fmt: skip
-    sink.create_tables()
-    check_readable(pipeline.checkpoint_path)
-    check_not_behind(pipeline.checkpoint_path, sink.committed_batch_id())
-    kw = dict(follow=follow, interval=interval, records=records, bucket_ids=bucket_ids,
-              stop_after_batches=stop_after_batches)  # fmt: skip
-    if pending_watermark(pipeline):
-        emit("the last run stopped before its no-data batch: ticking to fire due timers")
-        write_tick(pipeline)
-    _run_query(spark, pipeline, sink, result, emit, **kw)
-    if not follow and pending_watermark(pipeline):
-        # A replayed last batch is not followed by Spark's no-data batch: tick once more.
-        emit("ticking to fire the timers of the last watermark advance")
-        write_tick(pipeline)
+    with LakeLock(str(pipeline.lake_path), "run", f"another run of pipeline {pipeline.name!r}"):
+        if spark is None:
+            from jobs.spark import get_session
+
+            spark = get_session(f"panestore-{pipeline.name}")
+        bucket_ids = check_state_layout(pipeline, _shuffle_partitions(spark))
+        # delta-spark writes the commits when the session has the Delta extension; else delta-rs
+        writer = SparkDeltaWriter(spark) if SparkDeltaWriter.available(spark) else None
+        sink = BatchSink(pipeline, writer=writer)
+        sink.create_tables()
+        check_readable(pipeline.checkpoint_path)
+        check_not_behind(pipeline.checkpoint_path, sink.committed_batch_id())
+        kw = dict(follow=follow, interval=interval, records=records, bucket_ids=bucket_ids,
+                  stop_after_batches=stop_after_batches)  # fmt: skip
+        if pending_watermark(pipeline):
+            emit("the last run stopped before its no-data batch: ticking to fire due timers")
+            write_tick(pipeline)
         _run_query(spark, pipeline, sink, result, emit, **kw)
-    if drain:
-        emit("drain: moving the watermark to the end of time")
-        write_drain_sentinel(pipeline)
-        _run_query(spark, pipeline, sink, result, emit, **kw)
-    result.seconds = time.monotonic() - started
-    emit(result.summary())
-    return result
+        if not follow and pending_watermark(pipeline):
+            # A replayed last batch is not followed by Spark's no-data batch: tick once more.
+            emit("ticking to fire the timers of the last watermark advance")
+            write_tick(pipeline)
+            _run_query(spark, pipeline, sink, result, emit, **kw)
+        if drain:
+            emit("drain: moving the watermark to the end of time")
+            write_drain_sentinel(pipeline)
+            _run_query(spark, pipeline, sink, result, emit, **kw)
+        result.seconds = time.monotonic() - started
+        emit(result.summary())
+        return result

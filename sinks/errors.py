@@ -23,5 +23,9 @@ class FormatMismatch(LakeError):
     """A table of another lake format version (or of none)."""
 
 
-class MaterializerBusy(LakeError):
+class LakeBusy(LakeError):
+    """Another process holds a lock of the lake (sinks.lock)."""
+
+
+class MaterializerBusy(LakeBusy):
     """Another materializer holds the lock."""

@@ -1,4 +1,10 @@
-"""The materializer's lock: one materializer at a time per (local) lake."""
+"""Lake locks: one materializer, and one run of the job, at a time per (local) lake.
+
+A lock is a file ``<lake>/_locks/<name>.lock`` created exclusively and holding its owner's pid,
+host and start time. A lock whose owner is a dead process on this host is taken over; one held
+by a live process (or by another host, which cannot be asked) is refused with a
+:class:`~sinks.errors.LakeBusy` naming the holder. Object-store lakes are not locked.
+"""
 
 from __future__ import annotations
 
@@ -10,21 +16,32 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from sinks.errors import MaterializerBusy
+from sinks.errors import LakeBusy, MaterializerBusy
 from sinks.spec import ViewSpec
 from sinks.tables import is_local
 
+# Not under ``_control``: the job reads every file there as a control row.
+LOCKS = "_locks"
 
-class Lock:
-    """A lock file ``<lake>/_control/materializer.lock`` (local lakes): one materializer at a
-    time. A lock left by a dead process on this host is taken over."""
 
-    def __init__(self, spec: ViewSpec) -> None:
-        self.path = os.path.join(spec.control_path, "materializer.lock")
-        self.enabled = is_local(spec.lake)
+class LakeLock:
+    """The lock ``<lake>/_locks/<name>.lock`` (see the module doc); a context manager.
+
+    ``what`` names the holder in the refusal (``"another materializer"``), ``busy`` is the
+    error class raised.
+
+    >>> with LakeLock("/tmp/lake", "run", "another run of this pipeline"):
+    ...     pass
+    """
+
+    def __init__(self, lake: str, name: str, what: str,
+                 busy: type[LakeBusy] = LakeBusy) -> None:  # fmt: skip
+        self.path = os.path.join(lake, LOCKS, f"{name}.lock")
+        self.enabled = is_local(lake)
+        self.what, self.busy = what, busy
         self.held = False
 
-    def __enter__(self) -> Lock:
+    def __enter__(self) -> LakeLock:
         if not self.enabled:
             return self
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
@@ -38,8 +55,8 @@ class Lock:
                     since = time.strftime(
                         "%Y-%m-%d %H:%M:%S", time.localtime(holder.get("since", 0))
                     )
-                    raise MaterializerBusy(
-                        f"another materializer is running (pid {holder.get('pid')} on "
+                    raise self.busy(
+                        f"{self.what} is running (pid {holder.get('pid')} on "
                         f"{holder.get('host')}, since {since}; lock {self.path}). Nothing was "
                         f"written; retry when it has finished."
                     ) from None
@@ -50,7 +67,7 @@ class Lock:
                 json.dump(me, f)
             self.held = True
             return self
-        raise MaterializerBusy(f"could not take the materializer lock {self.path}")
+        raise self.busy(f"could not take the lock {self.path}")
 
     def _holder(self) -> dict | None:
         try:
@@ -76,3 +93,8 @@ class Lock:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path)
             self.held = False
+
+
+def materializer_lock(spec: ViewSpec) -> LakeLock:
+    """The materializer's lock of ``spec``'s lake."""
+    return LakeLock(spec.lake, "materializer", "another materializer", MaterializerBusy)

@@ -7,7 +7,7 @@ commit carries an application transaction (``app id = "<pipeline>/materializer"`
 the last pane-log version folded``), read back first on every run, so a re-run or a
 crash-and-retry never folds a version twice; a commit conflict (a concurrent optimize, another
 materializer on another machine) is retried from the start. One materializer runs at a time
-(:class:`sinks.lock.Lock`).
+(:func:`sinks.lock.materializer_lock`).
 
 Two reducers give the same changes: the reference one in Python (:mod:`sinks.reducer`, any
 window function; it reads the view rows of the keys it touches) and a vectorized one in DuckDB
@@ -41,7 +41,7 @@ from sinks.lake_format import (
     PANE_LOG_VERSION,
     PIPELINE_METADATA,
 )
-from sinks.lock import Lock
+from sinks.lock import materializer_lock
 from sinks.pane_log_changes import check_pane_rows, pane_log_commits, read_pane_rows
 from sinks.reducer import Reducer
 from sinks.spec import ViewSpec
@@ -110,7 +110,7 @@ class Materializer:
         from deltalake.exceptions import CommitFailedError
 
         t0 = time.perf_counter()
-        with Lock(self.spec):
+        with materializer_lock(self.spec):
             for attempt in range(RETRIES):
                 try:
                     result = self._run_once(upto)

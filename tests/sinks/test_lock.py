@@ -26,8 +26,8 @@ def test_a_concurrent_materializer_is_refused(tmp_path):
 
     run = random_run(3, str(tmp_path))
     write_batches(run, chunked(run, random.Random(3)))
-    os.makedirs(run.spec.control_path, exist_ok=True)
-    lock = os.path.join(run.spec.control_path, "materializer.lock")
+    lock = os.path.join(run.spec.lake, "_locks", "materializer.lock")
+    os.makedirs(os.path.dirname(lock), exist_ok=True)
     with open(lock, "w") as f:  # a live holder: this very process
         json.dump({"pid": os.getpid(), "host": socket.gethostname(), "since": 0}, f)
     with pytest.raises(MaterializerBusy, match="another materializer"):

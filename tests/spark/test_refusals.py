@@ -1,4 +1,5 @@
-"""A lake whose checkpoint was deleted is refused, and the documented rebuild recovers it."""
+"""Runs that would lose or corrupt data are refused: a deleted checkpoint (and the documented
+rebuild that recovers it), a lake another run holds."""
 
 from __future__ import annotations
 
@@ -35,3 +36,31 @@ def test_a_deleted_checkpoint_is_refused_and_a_rebuild_recovers(spark, tmp_path)
     shutil.move(str(tmp_path / "lake"), str(tmp_path / "lake-aside"))  # the documented rebuild
     run(pipeline, spark=spark, drain=True, progress=None)
     assert view_and_verify(pipeline) == {"a": 1, "b": 1}
+
+
+def test_panestore_run_of_a_busy_lake_exits_3_naming_the_holder(spark, tmp_path, capsys):
+    import json
+    import socket
+    import subprocess
+    import sys
+
+    from jobs.cli import EXIT_BUSY, main
+
+    conf = tmp_path / "busy.toml"
+    conf.write_text(
+        f'name = "busy"\nlake = "{tmp_path / "lake"}"\nkeys = ["k"]\nevent_time = "ts"\n'
+        'window = "FixedWindows(1h)"\n[aggregates]\nn = "count()"\n[source]\n'
+        f'path = "{tmp_path / "landing"}"\nschema = {{ k = "string", ts = "timestamp" }}\n'
+    )
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        lock = tmp_path / "lake" / "_locks" / "run.lock"
+        lock.parent.mkdir(parents=True)
+        lock.write_text(json.dumps({"pid": holder.pid, "host": socket.gethostname(), "since": 0}))
+        assert main(["run", str(conf), "-v"]) == EXIT_BUSY  # -v: stderr as it is
+    finally:
+        holder.kill()
+        holder.wait()
+    err = capsys.readouterr().err
+    assert f"another run of pipeline 'busy' is running (pid {holder.pid}" in err
+    assert sorted(x.name for x in (tmp_path / "lake").iterdir()) == ["_locks"]
