@@ -26,7 +26,7 @@ from typing import Any
 from panes.combiners import CombineFn
 from panes.pane import Dropped, DropReason, Pane, PaneInfo, Timing
 from panes.state import KeyState, WindowState
-from panes.time import BEGINNING_OF_TIME, END_OF_TIME
+from panes.time import BEGINNING_OF_TIME, END_OF_TIME, format_duration
 from panes.triggers import ROOT, TriggerContext, merge_states
 from panes.window import Window
 from panes.windowfns import Element, WindowFn
@@ -99,7 +99,7 @@ class Engine:
         self._horizon_is_end = type(self._window_fn).merge_horizon is WindowFn.merge_horizon
         self._expired_text = (
             f"{DropReason.EXPIRED}: the watermark passed the window's end plus the allowed "
-            f"lateness ({self._lateness}us)"
+            f"lateness ({format_duration(self._lateness)})"
         )
 
     # -- public operations -----------------------------------------------------------------
