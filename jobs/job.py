@@ -19,7 +19,8 @@ Plan (all rows of one batch)::
       -> withWatermark(_ts, delay); drop control rows; ts_us = micros(_ts); drop _ts
       -> bucket = pmod(xxhash64(keys), state_buckets) as the lake's grouping value
          (rejected rows: REJECTED_BUCKET)
-      -> [no decoder: pack the rows of each Arrow batch into per-bucket blobs (mapInArrow)]
+      -> pack the plain rows of each Arrow batch into per-bucket blobs, pass the decoder's
+         blobs through (mapInArrow; :mod:`jobs.operator_input`)
       -> groupBy(bucket).transformWithStateInPandas(BucketProcessor)
 
 * Event time: the configured column (a timestamp, or an epoch number in ``source.epoch_unit``),
@@ -37,6 +38,7 @@ Plan (all rows of one batch)::
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import signal
@@ -47,18 +49,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jobs.jsonl_decoder import TS as DECODED_TS
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from jobs.jsonl_decoder import LATEST_EVENT_TIME
 from jobs.operator import (
-    BLOB,
-    BUCKET,
     DEFAULT_END_OF_TIME_MS,
     KIND_LATE,
     KIND_PANE,
     KIND_REJECTED,
-    PACKED_SCHEMA,
-    REJECTED_BUCKET,
     OperatorConfig,
     apply_operator,
+)
+from jobs.operator_input import (
+    BLOB,
+    BUCKET,
+    PACKED_SCHEMA,
+    REJECTED_BUCKET,
+    REJECTED_COLUMNS,
+    TS_US,
+    bucket_expression,
     pack_by_bucket,
 )
 from jobs.pipeline import COLUMN_TYPES, EPOCH_UNITS, INTEGRAL, Pipeline, arrow_type
@@ -66,18 +76,18 @@ from jobs.source import ERROR, RAW, SOURCE_FILE
 from sinks.delta_append import DeltaWriter
 from sinks.pane_log import PaneLog, PaneLogLayout
 from sinks.records import LateLog, RejectedLog
+from sinks.spec import check_table_properties, spec_from_pipeline, table_properties
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
-TS = "_ts"
-# Pack each input batch's rows per bucket before the shuffle (sources the JSON-lines decoder
-# does not serve; it packs its own).
-PACKED = os.environ.get("PANESTORE_PACKED", "1") != "0"
+EVENT_TIME = "_ts"
+"""The records' event time as a Spark timestamp, the column Spark's watermark follows."""
 CONTROL = "_control"
 # The drain sentinel's event time: the last millisecond Spark timestamps can hold.
 SENTINEL_MS = DEFAULT_END_OF_TIME_MS
-HOOK_ENV = "PANESTORE_TEST_HOOK"
+RAW_TEXT, FROM_FILE, REASON = REJECTED_COLUMNS
+KILL_POINTS = ("before_commit", "between_tables", "after_commit")
 
 
 # -- layout and operator config ---------------------------------------------------------------
@@ -85,11 +95,9 @@ HOOK_ENV = "PANESTORE_TEST_HOOK"
 
 def layout(pipeline: Pipeline) -> PaneLogLayout:
     """Pane-log columns of the pipeline: its key columns and one column per aggregate."""
-    import pyarrow as pa
-
     types = pipeline.source.types
 
-    def out_type(t: str):
+    def out_type(t: str) -> pa.DataType:
         if t.startswith("list<"):
             return pa.list_(arrow_type(t[5:-1]))
         return arrow_type(t)
@@ -115,46 +123,22 @@ def watermark_delay_ms(pipeline: Pipeline) -> int:
     return 0 if pipeline.ingestion_time else -(-pipeline.watermark.delay // 1000)
 
 
-def operator_config(pipeline: Pipeline) -> OperatorConfig:
+def operator_config(pipeline: Pipeline, profile_dir: str | None = None) -> OperatorConfig:
     return OperatorConfig(
         engine_factory=EngineFactory(pipeline),
         key_columns=tuple(pipeline.keys),
-        timestamp_column="ts_us",
         value_columns=pipeline.value_columns,
         layout=layout(pipeline),
         # The sentinel at SENTINEL_MS moves Spark's watermark to SENTINEL_MS - delay.
         end_of_time_ms=SENTINEL_MS - watermark_delay_ms(pipeline),
-        values_as_records=True,
-        rejected_columns=(RAW, SOURCE_FILE, "_reason"),
-        buckets=pipeline.state_buckets,
-        bucket_column=BUCKET,
-        decode_columns=_typed_columns(pipeline, {"string"}),
-        integer_columns=_typed_columns(pipeline, INTEGRAL),
+        profile_dir=profile_dir,
     )
-
-
-def _typed_columns(pipeline: Pipeline, types: set[str]) -> frozenset[str]:
-    """The key and value columns declared with one of ``types``."""
-    declared = pipeline.source.types
-    return frozenset(c for c in (*pipeline.keys, *pipeline.value_columns) if declared[c] in types)
-
-
-def _as_text(cfg: OperatorConfig, col: str):
-    """An operator input column: strings as UTF-8 binary, integers as decimal text in UTF-8
-    binary (OperatorConfig.decode_columns, integer_columns), others as they are."""
-    from pyspark.sql import functions as F
-
-    if col in cfg.integer_columns:
-        return F.col(col).cast("string").cast("binary").alias(col)
-    if col in cfg.decode_columns:
-        return F.col(col).cast("binary").alias(col)
-    return F.col(col)
 
 
 # -- the plan ---------------------------------------------------------------------------------
 
 
-def _event_time(pipeline: Pipeline, df: DataFrame):
+def _event_time(pipeline: Pipeline, df: DataFrame) -> tuple[Column, Column | None]:
     """(converted event time as a timestamp column, the raw column or None)."""
     from pyspark.sql import functions as F
 
@@ -173,7 +157,7 @@ def _event_time(pipeline: Pipeline, df: DataFrame):
     return text.try_cast("timestamp"), raw
 
 
-def _key(pipeline: Pipeline, df: DataFrame, k: str):
+def _key(pipeline: Pipeline, df: DataFrame, k: str) -> Column:
     from pyspark.sql import functions as F
 
     sql_type = COLUMN_TYPES[pipeline.source.types[k]][0]
@@ -192,8 +176,6 @@ def control_stream(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
 
 def write_control(pipeline: Pipeline, kind: str, ts_ms: int) -> Path:
     """Drop a control row (``kind``, event time ``ts_ms``) into ``<lake>/_control``, atomically."""
-    import datetime as dt
-
     ctl = Path(pipeline.control_path)
     ctl.mkdir(parents=True, exist_ok=True)
     ts = dt.datetime.fromtimestamp(ts_ms / 1000, dt.timezone.utc)
@@ -243,15 +225,9 @@ def pending_watermark(pipeline: Pipeline) -> bool:
     return committed.get("nextBatchWatermarkMs", 0) > offsets.get("batchWatermarkMs", 0)
 
 
-def build_job(spark: SparkSession, pipeline: Pipeline, records: DataFrame,
-              control: DataFrame | None = None, *,
-              bucket_ids: Sequence[int] | None = None) -> DataFrame:  # fmt: skip
-    """The job's output stream (``record_kind`` pane / late / rejected) for ``records``.
-
-    A key's bucket is ``pmod(xxhash64(keys), state_buckets)``; Spark groups by
-    ``bucket_ids[bucket]`` (default: the bucket number itself), values chosen per lake so its
-    shuffle partitions get equal shares of buckets (:func:`jobs.run.check_state_layout`).
-    """
+def _complete_records(pipeline: Pipeline, records: DataFrame) -> DataFrame:
+    """``records`` with every column the plan reads: the optional bookkeeping columns of
+    :mod:`jobs.source`, and the JSON-lines decoder's blob columns (null: every row is plain)."""
     from pyspark.sql import functions as F
 
     cols = set(records.columns)
@@ -266,17 +242,23 @@ def build_job(spark: SparkSession, pipeline: Pipeline, records: DataFrame,
     for c in (SOURCE_FILE, ERROR):
         if c not in cols:
             records = records.withColumn(c, F.lit(None).cast("string"))
-    decoded = BLOB in cols
-
-    # Rows the JSON-lines decoder packed (jobs.jsonl_decoder) are blobs of valid elements with
-    # their bucket and latest event time; every other row is plain: one record, tagged here.
-    if not decoded:
+    if BLOB not in cols:
         records = records.select(
-            "*", F.lit(None).cast("int").alias(BUCKET),
-            F.lit(None).cast("timestamp").alias(DECODED_TS), F.lit(None).cast("binary").alias(BLOB),
-        )  # fmt: skip
-    plain = F.col(BLOB).isNull()
-    ts, raw_ts = _event_time(pipeline, records)
+            "*",
+            F.lit(None).cast("int").alias(BUCKET),
+            F.lit(None).cast("timestamp").alias(LATEST_EVENT_TIME),
+            F.lit(None).cast("binary").alias(BLOB),
+        )
+    return records
+
+
+def _rejection_reason(
+    pipeline: Pipeline, records: DataFrame, ts: Column, raw_ts: Column | None
+) -> Column:
+    """Why a plain record cannot become an element (null: it can; always null for a blob), given
+    its converted and raw event time (:func:`_event_time`)."""
+    from pyspark.sql import functions as F
+
     reason = F.when(F.col(ERROR).isNotNull(), F.col(ERROR))
     if raw_ts is not None:
         et = pipeline.event_time
@@ -286,90 +268,101 @@ def build_job(spark: SparkSession, pipeline: Pipeline, records: DataFrame,
         key = _key(pipeline, records, k)
         reason = reason.when(F.col(k).isNull(), F.lit(f"missing key ({k})"))
         reason = reason.when(key.isNull(), F.lit(f"unparseable key ({k})"))
-    reason = F.when(plain, reason)
-    values = list(pipeline.value_columns)
-    # One scan: rejected rows travel with the elements, with null keys (a valid key is never
-    # null), and the operator passes them through (OperatorConfig.rejected_columns).
-    tagged = records.select(
+    return F.when(F.col(BLOB).isNull(), reason)
+
+
+def _tagged(pipeline: Pipeline, records: DataFrame) -> DataFrame:
+    """One row per record or blob: keys, event time, values, and for a rejected record (its
+    keys null: a valid key never is) the raw record, its file and the reason."""
+    from pyspark.sql import functions as F
+
+    ts, raw_ts = _event_time(pipeline, records)
+    reason = _rejection_reason(pipeline, records, ts, raw_ts)
+    return records.select(
         *[F.when(reason.isNull(), _key(pipeline, records, k)).alias(k) for k in pipeline.keys],
-        F.coalesce(F.col(DECODED_TS), F.when(reason.isNull(), ts)).alias(TS),
-        *values,
-        F.when(reason.isNotNull(), F.col(RAW)).alias(RAW),
-        F.when(reason.isNotNull(), F.col(SOURCE_FILE)).alias(SOURCE_FILE),
-        reason.alias("_reason"),
+        F.coalesce(F.col(LATEST_EVENT_TIME), F.when(reason.isNull(), ts)).alias(EVENT_TIME),
+        *pipeline.value_columns,
+        F.when(reason.isNotNull(), F.col(RAW)).alias(RAW_TEXT),
+        F.when(reason.isNotNull(), F.col(SOURCE_FILE)).alias(FROM_FILE),
+        reason.alias(REASON),
         F.lit(False).alias(CONTROL),
         BUCKET,
         BLOB,
     )
-    if control is not None:
-        types = dict(tagged.dtypes)
-        ctl = control.select(
-            *[F.lit(None).cast(types[k]).alias(k) for k in pipeline.keys],
-            F.col("ts").alias(TS),
-            *[F.lit(None).cast(types[v]).alias(v) for v in values],
-            *[F.lit(None).cast("string").alias(c) for c in (RAW, SOURCE_FILE, "_reason")],
-            F.lit(True).alias(CONTROL),
-            F.lit(None).cast("int").alias(BUCKET),
-            F.lit(None).cast("binary").alias(BLOB),
-        )
-        tagged = tagged.unionByName(ctl)
-    elements_types = dict(tagged.dtypes)
+
+
+def _control_rows(pipeline: Pipeline, control: DataFrame, tagged: DataFrame) -> DataFrame:
+    """Control rows in the shape of ``tagged`` (only their event time is set)."""
+    from pyspark.sql import functions as F
+
+    types = dict(tagged.dtypes)
+    return control.select(
+        *[F.lit(None).cast(types[k]).alias(k) for k in pipeline.keys],
+        F.col("ts").alias(EVENT_TIME),
+        *[F.lit(None).cast(types[v]).alias(v) for v in pipeline.value_columns],
+        *[F.lit(None).cast("string").alias(c) for c in REJECTED_COLUMNS],
+        F.lit(True).alias(CONTROL),
+        F.lit(None).cast("int").alias(BUCKET),
+        F.lit(None).cast("binary").alias(BLOB),
+    )
+
+
+def _packed(pipeline: Pipeline, tagged: DataFrame, bucket_ids: Sequence[int] | None) -> DataFrame:
+    """The operator's input (:mod:`jobs.operator_input`): watermarked, control rows dropped,
+    every plain row packed into its key bucket's blob."""
+    from pyspark.sql import functions as F
+
     delay = watermark_delay_ms(pipeline)
-    bucket = F.pmod(F.xxhash64(*pipeline.keys), F.lit(pipeline.state_buckets))
-    elements = (
-        tagged.withWatermark(TS, f"{delay} milliseconds")
+    bucket = bucket_expression(pipeline.keys, pipeline.state_buckets)
+    rows = (
+        tagged.withWatermark(EVENT_TIME, f"{delay} milliseconds")
         # references _ts: Spark must not push this filter below the watermark
-        .where(~(F.col(CONTROL) & F.col(TS).isNotNull()))
-        .withColumn("ts_us", F.when(plain, F.unix_micros(F.col(TS))))
+        .where(~(F.col(CONTROL) & F.col(EVENT_TIME).isNotNull()))
+        .withColumn(TS_US, F.when(F.col(BLOB).isNull(), F.unix_micros(F.col(EVENT_TIME))))
         .withColumn(BUCKET, F.coalesce(
             F.col(BUCKET),
-            F.when(F.col("_reason").isNull(), bucket).otherwise(F.lit(REJECTED_BUCKET)),
+            F.when(F.col(REASON).isNull(), bucket).otherwise(F.lit(REJECTED_BUCKET)),
         ).cast("int"))
     )  # fmt: skip
     if bucket_ids is not None and tuple(bucket_ids) != tuple(range(pipeline.state_buckets)):
         # bucket number -> the lake's grouping value for it (jobs.run.check_state_layout)
         ids = F.array(*[F.lit(int(i)) for i in bucket_ids])
         grouping = F.when(F.col(BUCKET) == REJECTED_BUCKET, F.col(BUCKET))
-        elements = elements.withColumn(
+        rows = rows.withColumn(
             BUCKET, grouping.otherwise(F.element_at(ids, F.col(BUCKET) + 1)).cast("int")
         )
-    cfg = operator_config(pipeline)
-    rejected = cfg.rejected_columns
-    if PACKED and not decoded:
-        columns = (BUCKET, *pipeline.keys, "ts_us", *values, *rejected)
-        packed = elements.select(*columns).mapInArrow(pack_by_bucket, PACKED_SCHEMA)
-        # the operator's input: blobs only (plain columns null)
-        elements = packed.select(
-            BUCKET, BLOB,
-            *[F.lit(None).cast(elements_types[c]).alias(c) for c in pipeline.keys],
-            F.lit(None).cast("bigint").alias("ts_us"),
-            *[F.lit(None).cast(elements_types[c]).alias(c) for c in values],
-            *[F.lit(None).cast("string").alias(c) for c in rejected],
-        )  # fmt: skip
-    elements = elements.select(
-        BUCKET, BLOB,
-        *[_as_text(cfg, c) for c in pipeline.keys], "ts_us", *[_as_text(cfg, c) for c in values],
-        *[F.col(c).cast("binary").alias(c) for c in rejected],
-    )  # fmt: skip
-    return apply_operator(elements, cfg)
+    columns = (BUCKET, BLOB, *pipeline.keys, TS_US, *pipeline.value_columns, *REJECTED_COLUMNS)
+    return rows.select(*columns).mapInArrow(pack_by_bucket, PACKED_SCHEMA)
+
+
+def build_job(spark: SparkSession, pipeline: Pipeline, records: DataFrame,
+              control: DataFrame | None = None, *, bucket_ids: Sequence[int] | None = None,
+              profile_dir: str | None = None) -> DataFrame:  # fmt: skip
+    """The job's output stream (``record_kind`` pane / late / rejected) for ``records``.
+
+    A key's bucket is ``pmod(xxhash64(keys), state_buckets)``; Spark groups by
+    ``bucket_ids[bucket]`` (default: the bucket number itself), values chosen per lake so its
+    shuffle partitions get equal shares of buckets (:func:`jobs.run.check_state_layout`).
+    ``profile_dir``: profile the operator's tasks there (:class:`jobs.operator.OperatorConfig`).
+    """
+    tagged = _tagged(pipeline, _complete_records(pipeline, records))
+    if control is not None:
+        tagged = tagged.unionByName(_control_rows(pipeline, control, tagged))
+    packed = _packed(pipeline, tagged, bucket_ids)
+    return apply_operator(packed, operator_config(pipeline, profile_dir))
 
 
 # -- the sink ---------------------------------------------------------------------------------
 
 
-def hook(point: str, batch_id: int) -> None:
-    """Test hook: ``PANESTORE_TEST_HOOK="point:batch[,point:batch...]"`` SIGKILLs the job (its
-    whole process group when it leads one: driver, JVM, Python workers) at that point."""
-    spec = os.environ.get(HOOK_ENV)
-    if not spec:
-        return
-    for item in spec.split(","):
-        name, _, batch = item.partition(":")
-        if name == point and batch and int(batch) == batch_id:
-            sys.stderr.flush()
-            if os.getpgid(0) == os.getpid():
-                os.killpg(os.getpid(), signal.SIGKILL)
-            os.kill(os.getpid(), signal.SIGKILL)
+def kill(point: str, batch_id: int, kill_at: Sequence[tuple[str, int]]) -> None:
+    """Test hook: SIGKILL the job (its whole process group when it leads one: driver, JVM,
+    Python workers) when ``(point, batch_id)`` is one of ``kill_at`` (points: ``KILL_POINTS``)."""
+    if (point, batch_id) in kill_at:
+        sys.stderr.flush()
+        if os.getpgid(0) == os.getpid():
+            os.killpg(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 @dataclass
@@ -388,8 +381,6 @@ class BatchStats:
 def table_identity(pipeline: Pipeline, table: str, what: str) -> dict[str, Any]:
     """``properties`` (the pipeline's configuration fingerprint) written when a table is
     created, and the ``check`` that refuses an existing table of another configuration."""
-    from sinks.spec import check_table_properties, spec_from_pipeline, table_properties
-
     spec = spec_from_pipeline(pipeline)
     path = pipeline.table_path(table)
 
@@ -403,10 +394,16 @@ class BatchSink:
     """``foreachBatch`` sink: panes, late and rejected rows of a batch, each committed once."""
 
     def __init__(self, pipeline: Pipeline, on_batch: Callable[[BatchStats], Any] | None = None,
-                 writer: DeltaWriter | None = None) -> None:  # fmt: skip
-        """``writer``: how each table's commits are written (default: delta-rs)."""
+                 writer: DeltaWriter | None = None,
+                 kill_at: Sequence[tuple[str, int]] = ()) -> None:  # fmt: skip
+        """``writer``: how each table's commits are written (default: delta-rs); ``kill_at``:
+        test hook, the ``(point, batch id)`` pairs at which to SIGKILL the job (:func:`kill`)."""
+        unknown = [point for point, _ in kill_at if point not in KILL_POINTS]
+        if unknown:
+            raise ValueError(f"unknown kill points {unknown}; known: {KILL_POINTS}")
         lay = layout(pipeline)
         self.pipeline = pipeline
+        self.kill_at = tuple(kill_at)
 
         def kw(table: str, what: str) -> dict[str, Any]:
             return {**table_identity(pipeline, table, what), "writer": writer}
@@ -425,8 +422,6 @@ class BatchSink:
             log.appender.table()
 
     def __call__(self, df, batch_id: int) -> None:
-        import pyarrow.compute as pc
-
         started = time.perf_counter()
         table = df.toArrow()
         computed = time.perf_counter()
@@ -440,16 +435,16 @@ class BatchSink:
             for t, n in zip(*pc.value_counts(panes.column("timing")).flatten(), strict=True):
                 stats.by_timing[t.as_py()] = n.as_py()
             stats.retractions = pc.sum(panes.column("is_retraction")).as_py() or 0
-        hook("before_commit", batch_id)
+        kill("before_commit", batch_id, self.kill_at)
         done = self.pane_log.append(batch_id, panes)
-        hook("between_tables", batch_id)
+        kill("between_tables", batch_id, self.kill_at)
         done |= self.late_log.append(batch_id, late)
         pt = rejected.column("processing_time_us")[0].as_py() if rejected.num_rows else None
         done |= self.rejected_log.append(batch_id, rejected, processing_time_us=pt)
         stats.committed = done
         stats.compute_s = computed - started
         stats.commit_s = time.perf_counter() - computed
-        hook("after_commit", batch_id)
+        kill("after_commit", batch_id, self.kill_at)
         self.stats[batch_id] = stats
         if self.on_batch is not None:
             self.on_batch(stats)

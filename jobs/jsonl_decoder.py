@@ -21,8 +21,8 @@ time a strict ISO-8601 timestamp string (``YYYY-MM-DD``, ``T`` or space, ``HH:MM
 fraction digits, ``Z`` or ``+HH:MM``; without a zone only when Spark's session time zone is UTC)
 of a real date, or an epoch integer of the declared unit; anything else, including every record
 Spark would reject, takes Spark's path. Buckets are Spark's own ``pmod(xxhash64(keys), B)``
-(:mod:`jobs.key_buckets`), so a key's state is found whichever path its rows take. Should
-decoding a batch fail unexpectedly, all its lines go to Spark
+(:class:`jobs.operator_input.KeyBuckets`), so a key's state is found whichever path its rows
+take. Should decoding a batch fail unexpectedly, all its lines go to Spark
 (:meth:`JsonlDecoder.decode_or_pass`): the decoder can make a run slower, never stop it.
 
 Pipelines the decoder cannot serve (:meth:`JsonlDecoder.for_pipeline` returns None) are read by
@@ -33,25 +33,30 @@ key or event-time column (Spark hands those over as the text it read).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from jobs.key_buckets import HASHED_AS, KeyBuckets
-from jobs.operator import BLOB, BUCKET, blobs_by_bucket
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from jobs.operator_input import BLOB, BUCKET, HASHED_AS, TS_US, KeyBuckets, blobs_by_bucket
 from jobs.pipeline import EPOCH_UNITS, INTEGRAL
 
 if TYPE_CHECKING:  # pragma: no cover
-    import pyarrow as pa
-
     from jobs.pipeline import Pipeline
 
-TS = "pst_ts"
-DECODED_COLUMNS = (BUCKET, TS, BLOB)
+LATEST_EVENT_TIME = "pst_ts"
+DECODED_COLUMNS = (BUCKET, LATEST_EVENT_TIME, BLOB)
 # the lines' columns, in and out (jobs.source.RAW, SOURCE_FILE)
 LINE, FILE = "_raw", "_source_file"
-DECODER_OUTPUT = f"{BUCKET} int, {TS} timestamp, {BLOB} binary, {LINE} string, {FILE} string"
+DECODER_OUTPUT = (
+    f"{BUCKET} int, {LATEST_EVENT_TIME} timestamp, {BLOB} binary, {LINE} string, {FILE} string"
+)
 # declared type -> Arrow type Arrow's JSON reader must produce for it to equal Spark's reading
 _ARROW_TYPE = {"string": "string", "int": "int32", "long": "int64", "bigint": "int64",
                "double": "float64", "boolean": "bool"}  # fmt: skip
@@ -126,16 +131,12 @@ class JsonlDecoder:
         try:
             return self.decode(batch)
         except Exception as error:  # the decoder is an optimization: it must not stop the job
-            import sys
-
             print(f"panestore: JSON-lines decoder failed ({error!r}); "
                   f"{batch.num_rows} lines left to Spark", file=sys.stderr)  # fmt: skip
             return self._output(batch, [], [], [])
 
     def decode(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """One batch of ``(_raw, _source_file)`` lines -> blobs and passed-through lines."""
-        import numpy as np
-        import pyarrow as pa
 
         lines = batch.column(0)
         parsed: list[tuple[int, pa.Table]] = []
@@ -158,8 +159,6 @@ class JsonlDecoder:
     @staticmethod
     def _output(slow: pa.RecordBatch, ids: list, latest: list, blobs: list) -> pa.RecordBatch:
         """Blob rows, then the ``slow`` lines passed through (see the module doc)."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
 
         nb, ns = len(blobs), slow.num_rows
 
@@ -176,7 +175,7 @@ class JsonlDecoder:
                 column(pa.nulls(nb, pa.string()), pa.string(), slow.column(0)),
                 column(pa.nulls(nb, pa.string()), pa.string(), slow.column(1)),
             ],
-            names=[BUCKET, TS, BLOB, LINE, FILE],
+            names=[BUCKET, LATEST_EVENT_TIME, BLOB, LINE, FILE],
         )
 
     # -- parsing --------------------------------------------------------------------------------
@@ -190,7 +189,6 @@ class JsonlDecoder:
     def read_schema(self) -> pa.Schema:
         """What Arrow's JSON reader reads: the source schema, with the event time and integer
         keys as int64 from JSON numbers only, and timestamp strings as strings."""
-        import pyarrow as pa
 
         fields = []
         for name, declared in self.columns:
@@ -206,10 +204,6 @@ class JsonlDecoder:
     def _parse(self, lines: pa.Array, lo: int, hi: int) -> pa.Table | None:
         """Lines ``lo..hi`` parsed as one JSON-lines buffer; None unless every line is exactly
         one object of the read schema."""
-        import numpy as np
-        import pyarrow as pa
-        import pyarrow.compute as pc
-        import pyarrow.json as pj
 
         chunk = lines.slice(lo, hi - lo)
         if chunk.null_count or pc.any(pc.starts_with(chunk, "\ufeff")).as_py():
@@ -247,8 +241,6 @@ class JsonlDecoder:
     def _valid(self, table: pa.Table) -> tuple[pa.Array, pa.Array]:
         """(mask of the records decoded here, their event time in µs (int64; garbage where the
         mask is false))."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
 
         types = self.types
         ok = pa.array([True] * table.num_rows)
@@ -300,9 +292,6 @@ class JsonlDecoder:
     def _pack(self, decoded: pa.Table | None, ts_us: pa.Array | None) -> tuple[list, list, list]:
         """Decoded records -> (bucket, latest event time, Arrow IPC blob) per bucket, the blob
         holding the records' ``keys..., ts_us, values...`` (the operator's element columns)."""
-        import numpy as np
-        import pyarrow as pa
-        import pyarrow.compute as pc
 
         if decoded is None or decoded.num_rows == 0:
             return [], [], []
@@ -314,7 +303,7 @@ class JsonlDecoder:
             arrays.append(col)
             names.append(k)
         arrays.append(pa.chunked_array([ts_us]))
-        names.append("ts_us")
+        names.append(TS_US)
         for v in self.values:
             arrays.append(decoded.column(v))
             names.append(v)
@@ -324,13 +313,11 @@ class JsonlDecoder:
         payload = payload.take(pa.array(order))
         buckets = buckets[order]
         ids, starts, blobs = blobs_by_bucket(buckets, payload)
-        ts_sorted = payload.column("ts_us").to_numpy()
+        ts_sorted = payload.column(TS_US).to_numpy()
         latest = np.maximum.reduceat(ts_sorted, starts) if len(starts) else []
         return ids, list(latest), blobs
 
     def _bucket_column(self, payload: pa.RecordBatch) -> Any:
-        import numpy as np
-        import pyarrow.compute as pc
 
         hasher = self.key_buckets
         if len(self.keys) == 1:
@@ -344,9 +331,6 @@ class JsonlDecoder:
 def _real_dates(text: Any) -> Any:
     """Mask of the strings whose first 10 characters, ``YYYY-MM-DD`` digits by precondition,
     are a real date (not 2023-02-29, 2024-04-31)."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
     def part(lo: int, hi: int) -> Any:
         return pc.utf8_slice_codeunits(text, lo, hi).cast(pa.int64()).to_numpy()
@@ -360,6 +344,5 @@ def _real_dates(text: Any) -> Any:
 
 
 def _flat(array: Any) -> Any:
-    import pyarrow as pa
 
     return array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array

@@ -24,7 +24,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -38,8 +38,10 @@ from jobs.job import (
     write_drain_sentinel,
     write_tick,
 )
+from jobs.operator_input import balanced_bucket_ids
 from jobs.pipeline import Pipeline, PipelineConfigError
 from jobs.source import read_landing_zone
+from jobs.spark import get_session
 from sinks.delta_append import SparkDeltaWriter
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -92,12 +94,19 @@ def _watermark(progress) -> str | None:
 
 
 def _start(spark: SparkSession, pipeline: Pipeline, sink: BatchSink, *, follow: bool,
-           interval: str, records: DataFrame | None, bucket_ids: tuple[int, ...]):  # fmt: skip
+           interval: str, records: DataFrame | None, bucket_ids: tuple[int, ...],
+           profile_dir: str | None):  # fmt: skip
     if records is None:
         Path(pipeline.source.path).mkdir(parents=True, exist_ok=True)
         records = read_landing_zone(spark, pipeline)
-    out = build_job(spark, pipeline, records, control_stream(spark, pipeline),
-                    bucket_ids=bucket_ids)
+    out = build_job(
+        spark,
+        pipeline,
+        records,
+        control_stream(spark, pipeline),
+        bucket_ids=bucket_ids,
+        profile_dir=profile_dir,
+    )
     writer = (
         out.writeStream.foreachBatch(sink)
         .queryName(f"panestore_{pipeline.name}")
@@ -113,10 +122,18 @@ def _start(spark: SparkSession, pipeline: Pipeline, sink: BatchSink, *, follow: 
 def _run_query(
     spark, pipeline, sink, result: RunResult, emit: Callable[[str], Any], *,
     follow: bool, interval: str, records, bucket_ids: tuple[int, ...],
-    stop_after_batches: int | None,
+    stop_after_batches: int | None, profile_dir: str | None,
 ) -> None:  # fmt: skip
-    query = _start(spark, pipeline, sink, follow=follow, interval=interval, records=records,
-                   bucket_ids=bucket_ids)
+    query = _start(
+        spark,
+        pipeline,
+        sink,
+        follow=follow,
+        interval=interval,
+        records=records,
+        bucket_ids=bucket_ids,
+        profile_dir=profile_dir,
+    )
     seen: set[int] = set()
     done = 0
 
@@ -148,6 +165,8 @@ def _run_query(
 
 
 STATE_LAYOUT_FILE = "_state_layout.json"
+STATE_LAYOUT_FORMAT = 1
+"""The version of the lake's state layout (``format`` in its layout file)."""
 
 
 def _shuffle_partitions(spark: SparkSession) -> int | None:
@@ -159,17 +178,23 @@ def _shuffle_partitions(spark: SparkSession) -> int | None:
 
 
 def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> tuple[int, ...]:
-    """The lake's key-bucket grouping values (:func:`jobs.key_buckets.balanced_bucket_ids`),
-    refusing to run with a ``state_buckets`` other than the one the lake's checkpoint was
-    written with: the operator's state is laid out by it, so a change would lose every key's
-    state. The first run of a lake records both (``<lake>/_state_layout.json``), the values
-    spread over ``partitions`` (the new checkpoint's shuffle partitions); lakes recorded
-    before the values were keep the bucket numbers themselves."""
-    from jobs.key_buckets import balanced_bucket_ids
+    """The lake's key-bucket grouping values (:func:`jobs.operator_input.balanced_bucket_ids`).
 
+    The operator's state is laid out by ``state_buckets`` and these values: the first run of a
+    lake records both with the layout's format version (``<lake>/_state_layout.json``), the
+    values spread over ``partitions`` (the new checkpoint's shuffle partitions). Every later run
+    reads them back, and refuses a lake of another format version, a checkpoint without a
+    recorded layout, or another ``state_buckets``: running would lose every key's state.
+    """
     path = pipeline.lake_path / STATE_LAYOUT_FILE
     if path.exists():
         recorded = json.loads(path.read_text())
+        if recorded.get("format") != STATE_LAYOUT_FORMAT:
+            raise PipelineConfigError(
+                "lake",
+                f"{path} records state layout format {recorded.get('format')}, this version "
+                f"reads format {STATE_LAYOUT_FORMAT}: start a new lake directory.",
+            )
         if recorded["state_buckets"] != pipeline.state_buckets:
             raise PipelineConfigError(
                 "state_buckets",
@@ -177,15 +202,22 @@ def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> tup
                 f"{recorded['state_buckets']}; running with {pipeline.state_buckets} would lose "
                 f"the state of every key. Keep {recorded['state_buckets']}, or start a new lake.",
             )
-        return tuple(recorded.get("bucket_ids") or range(pipeline.state_buckets))
-    fresh = not Path(pipeline.checkpoint_path).exists()
-    if fresh and partitions:
+        return tuple(recorded["bucket_ids"])
+    if Path(pipeline.checkpoint_path).exists():
+        raise PipelineConfigError(
+            "lake",
+            f"the lake {pipeline.lake_path} has a checkpoint but no {STATE_LAYOUT_FILE}: it was "
+            "written by an older version; start a new lake directory.",
+        )
+    if partitions:
         ids = balanced_bucket_ids(pipeline.state_buckets, partitions)
     else:
         ids = tuple(range(pipeline.state_buckets))
     pipeline.lake_path.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"state_buckets": pipeline.state_buckets, "bucket_ids": ids}))
+    layout = {"format": STATE_LAYOUT_FORMAT, "state_buckets": pipeline.state_buckets,
+              "bucket_ids": ids}  # fmt: skip
+    tmp.write_text(json.dumps(layout))
     os.replace(tmp, path)  # atomic: a killed run leaves the old file or the new one
     return ids
 
@@ -200,14 +232,18 @@ def run(
     records: DataFrame | None = None,
     progress: TextIO | None = sys.stderr,
     stop_after_batches: int | None = None,
+    kill_at: Sequence[tuple[str, int]] = (),
+    profile_dir: str | None = None,
 ) -> RunResult:
-    """Run ``pipeline`` once (see the module doc); returns what each batch did."""
+    """Run ``pipeline`` once (see the module doc); returns what each batch did.
+
+    Developer aids: ``kill_at`` SIGKILLs the job at ``(point, batch id)`` pairs
+    (:func:`jobs.job.kill`); ``profile_dir`` profiles the operator's tasks into that directory.
+    """
     if follow and drain:
         raise ValueError("--follow and --drain exclude each other (a drain ends the input)")
     drain = drain or pipeline.source.bounded
     if spark is None:
-        from jobs.spark import get_session
-
         spark = get_session(f"panestore-{pipeline.name}")
     started = time.monotonic()
     result = RunResult()
@@ -220,10 +256,10 @@ def run(
     bucket_ids = check_state_layout(pipeline, _shuffle_partitions(spark))
     # delta-spark writes the commits when the session has the Delta extension; else delta-rs
     sink = BatchSink(pipeline, writer=SparkDeltaWriter(spark) if SparkDeltaWriter.available(spark)
-                     else None)  # fmt: skip
+                     else None, kill_at=kill_at)  # fmt: skip
     sink.create_tables()
     kw = dict(follow=follow, interval=interval, records=records, bucket_ids=bucket_ids,
-              stop_after_batches=stop_after_batches)  # fmt: skip
+              stop_after_batches=stop_after_batches, profile_dir=profile_dir)  # fmt: skip
     if pending_watermark(pipeline):
         emit("the last run stopped before its no-data batch: ticking to fire due timers")
         write_tick(pipeline)
