@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.event_time import spark_event_time
 from jobs.jsonl_decoder import LATEST_EVENT_TIME
 from jobs.operator import (
     DEFAULT_END_OF_TIME_MS,
@@ -71,7 +72,7 @@ from jobs.operator_input import (
     bucket_expression,
     pack_by_bucket,
 )
-from jobs.pipeline import COLUMN_TYPES, EPOCH_UNITS, INTEGRAL, Pipeline, arrow_type
+from jobs.pipeline import COLUMN_TYPES, Pipeline, arrow_type
 from jobs.source import ERROR, RAW, SOURCE_FILE
 from sinks.delta_append import DeltaWriter
 from sinks.pane_log import PaneLog, PaneLogLayout
@@ -136,25 +137,6 @@ def operator_config(pipeline: Pipeline, profile_dir: str | None = None) -> Opera
 
 
 # -- the plan ---------------------------------------------------------------------------------
-
-
-def _event_time(pipeline: Pipeline, df: DataFrame) -> tuple[Column, Column | None]:
-    """(converted event time as a timestamp column, the raw column or None)."""
-    from pyspark.sql import functions as F
-
-    if pipeline.ingestion_time:
-        return F.current_timestamp(), None
-    col = pipeline.event_time
-    raw = F.col(col)
-    dtype = dict(df.dtypes)[col]
-    declared = pipeline.source.types[col]
-    if dtype == "timestamp":
-        return raw, raw
-    if declared in INTEGRAL:
-        num = raw.try_cast("bigint") if dtype == "string" else raw.cast("bigint")
-        return F.timestamp_micros(num * F.lit(EPOCH_UNITS[pipeline.source.epoch_unit])), raw
-    text = F.trim(raw.cast("string"))
-    return text.try_cast("timestamp"), raw
 
 
 def _key(pipeline: Pipeline, df: DataFrame, k: str) -> Column:
@@ -256,7 +238,7 @@ def _rejection_reason(
     pipeline: Pipeline, records: DataFrame, ts: Column, raw_ts: Column | None
 ) -> Column:
     """Why a plain record cannot become an element (null: it can; always null for a blob), given
-    its converted and raw event time (:func:`_event_time`)."""
+    its converted and raw event time (:func:`jobs.event_time.spark_event_time`)."""
     from pyspark.sql import functions as F
 
     reason = F.when(F.col(ERROR).isNotNull(), F.col(ERROR))
@@ -276,7 +258,7 @@ def _tagged(pipeline: Pipeline, records: DataFrame) -> DataFrame:
     keys null: a valid key never is) the raw record, its file and the reason."""
     from pyspark.sql import functions as F
 
-    ts, raw_ts = _event_time(pipeline, records)
+    ts, raw_ts = spark_event_time(pipeline, records)
     reason = _rejection_reason(pipeline, records, ts, raw_ts)
     return records.select(
         *[F.when(reason.isNull(), _key(pipeline, records, k)).alias(k) for k in pipeline.keys],

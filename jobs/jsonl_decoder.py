@@ -44,8 +44,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from jobs.event_time import EPOCH_UNITS, event_time_us, flat
 from jobs.operator_input import BLOB, BUCKET, HASHED_AS, TS_US, KeyBuckets, blobs_by_bucket
-from jobs.pipeline import EPOCH_UNITS, INTEGRAL
+from jobs.pipeline import INTEGRAL
 
 if TYPE_CHECKING:  # pragma: no cover
     from jobs.pipeline import Pipeline
@@ -62,13 +63,6 @@ _ARROW_TYPE = {"string": "string", "int": "int32", "long": "int64", "bigint": "i
                "double": "float64", "boolean": "bool"}  # fmt: skip
 # A failed chunk is split in two until it is this small; then its lines go to Spark.
 SMALLEST_SPLIT = 16
-# Event times decoded here lie in years 1000..9999; epochs outside go to Spark.
-MIN_US, MAX_US = -30_610_224_000_000_000, 253_402_300_799_999_999
-_DATE = (
-    r"[1-9]\d{3}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])"
-    r"[T ]([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?"
-)
-ISO_TIMESTAMP = rf"^{_DATE}(Z|[+-](0\d|1[0-7]):[0-5]\d)?$"
 
 
 @dataclass(frozen=True)
@@ -254,34 +248,10 @@ class JsonlDecoder:
             if _ARROW_TYPE.get(declared) == "float64":  # NaN and infinities: Spark's call
                 col = table.column(name)
                 ok = pc.and_kleene(ok, pc.or_kleene(pc.is_null(col), pc.is_finite(col)))
-        et = table.column(self.event_time)
-        if self.epoch_us is not None:
-            lo, hi = -(-MIN_US // self.epoch_us), MAX_US // self.epoch_us
-            inside = pc.and_(pc.greater_equal(et, lo), pc.less_equal(et, hi))
-            ok = pc.and_kleene(ok, pc.fill_null(inside, False))
-            ts = pc.multiply(pc.fill_null(et, 0), self.epoch_us)
-            return _flat(ok), _flat(ts)
-        ts = pa.array([0] * table.num_rows, pa.int64())
-        iso = pc.fill_null(pc.match_substring_regex(et, ISO_TIMESTAMP), False)
-        # where ``iso`` holds, the string ends in Z or a +HH:MM / -HH:MM zone, or has no zone
-        text = pc.if_else(iso, et, "2000-01-01T00:00:00")
-        sign = pc.utf8_slice_codeunits(text, -6, -5)
-        zoned = pc.or_(pc.ends_with(text, "Z"), pc.is_in(sign, pa.array(["+", "-"])))
-        real = pc.and_(iso, _real_dates(text))
-        forms = [(pc.and_(real, zoned), pa.timestamp("us", "UTC"), "2000-01-01T00:00:00Z")]
-        if self.naive_is_utc:
-            forms.append(
-                (pc.and_(real, pc.invert(zoned)), pa.timestamp("us"), "2000-01-01T00:00:00")
-            )
-        matched = pa.array([False] * table.num_rows)
-        for mask, arrow_type, dummy in forms:
-            try:  # should not fail (dates are real); if it does, Spark reads these lines
-                cast = pc.cast(pc.if_else(mask, text, dummy), arrow_type)
-            except (pa.ArrowInvalid, ValueError):
-                continue
-            ts = pc.if_else(mask, pc.cast(cast, pa.int64()), ts)
-            matched = pc.or_(matched, mask)
-        return _flat(pc.and_kleene(ok, matched)), _flat(ts)
+        valid, ts = event_time_us(
+            table.column(self.event_time), epoch_us=self.epoch_us, naive_is_utc=self.naive_is_utc
+        )
+        return flat(pc.and_kleene(ok, valid)), ts
 
     # -- packing --------------------------------------------------------------------------------
 
@@ -326,23 +296,3 @@ class JsonlDecoder:
             return per_key[enc.indices.to_numpy(zero_copy_only=False)]
         cols = [payload.column(i).to_pylist() for i in range(len(self.keys))]
         return np.array(hasher.buckets_of(zip(*cols, strict=True)), np.int32)
-
-
-def _real_dates(text: Any) -> Any:
-    """Mask of the strings whose first 10 characters, ``YYYY-MM-DD`` digits by precondition,
-    are a real date (not 2023-02-29, 2024-04-31)."""
-
-    def part(lo: int, hi: int) -> Any:
-        return pc.utf8_slice_codeunits(text, lo, hi).cast(pa.int64()).to_numpy()
-
-    year, month, day = part(0, 4), part(5, 7), part(8, 10)
-    leap = ((year % 4 == 0) & (year % 100 != 0)) | (year % 400 == 0)
-    days = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])[month] + (
-        (month == 2) & leap
-    )
-    return pa.array((day >= 1) & (day <= days))
-
-
-def _flat(array: Any) -> Any:
-
-    return array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array

@@ -45,7 +45,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,7 @@ try:
 except ImportError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
+from jobs.event_time import EPOCH_UNITS
 from panes import (
     AccumulationMode,
     ClosingBehavior,
@@ -100,7 +101,6 @@ COLUMN_TYPES: dict[str, tuple[str, bool]] = {
 }
 INTEGRAL = {"int", "long", "bigint"}
 FORMATS = ("jsonl", "csv", "parquet")
-EPOCH_UNITS = {"s": 1_000_000, "ms": 1_000, "us": 1}
 WATERMARK_POLICIES = ("bounded_out_of_orderness", "ingestion_time")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -464,9 +464,6 @@ class Pipeline:
     @property
     def control_path(self) -> str:
         return str(self.lake_path / "_control")
-
-    def with_overrides(self, **changes: Any) -> Pipeline:
-        return replace(self, **changes)
 
     def describe(self) -> str:
         aggs = ", ".join(f"{n} = {t}" for n, t in self.aggregates)

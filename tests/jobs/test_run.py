@@ -1,6 +1,7 @@
 """jobs.run: a lake remembers how its operator state is laid out, and refuses a run that would
 lose it."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ def test_a_changed_state_buckets_is_refused_naming_the_field(tmp_path):
     pipeline = load_pipeline(DEMO, overrides={"lake": str(tmp_path / "lake")})
     check_state_layout(pipeline)  # first run: records the setting
     check_state_layout(pipeline)  # same setting: fine
-    changed = pipeline.with_overrides(state_buckets=pipeline.state_buckets * 2)
+    changed = replace(pipeline, state_buckets=pipeline.state_buckets * 2)
     with pytest.raises(PipelineConfigError) as error:
         check_state_layout(changed)
     assert error.value.field == "state_buckets"
