@@ -38,24 +38,21 @@ Plan (all rows of one batch)::
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import os
 import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.control import SENTINEL_MS
 from jobs.event_time import spark_event_time
 from jobs.jsonl_decoder import LATEST_EVENT_TIME
 from jobs.operator import (
-    DEFAULT_END_OF_TIME_MS,
     KIND_LATE,
     KIND_PANE,
     KIND_REJECTED,
@@ -69,6 +66,7 @@ from jobs.operator_input import (
     REJECTED_BUCKET,
     REJECTED_COLUMNS,
     TS_US,
+    InputSchema,
     bucket_expression,
     pack_by_bucket,
 )
@@ -85,8 +83,6 @@ if TYPE_CHECKING:  # pragma: no cover
 EVENT_TIME = "_ts"
 """The records' event time as a Spark timestamp, the column Spark's watermark follows."""
 CONTROL = "_control"
-# The drain sentinel's event time: the last millisecond Spark timestamps can hold.
-SENTINEL_MS = DEFAULT_END_OF_TIME_MS
 RAW_TEXT, FROM_FILE, REASON = REJECTED_COLUMNS
 KILL_POINTS = ("before_commit", "between_tables", "after_commit")
 
@@ -147,64 +143,6 @@ def _key(pipeline: Pipeline, df: DataFrame, k: str) -> Column:
     if dtype == sql_type:
         return F.col(k)
     return F.col(k).try_cast(sql_type)
-
-
-def control_stream(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
-    """Control rows (``{"ts": ...}`` JSON files under ``<lake>/_control``): only the drain
-    sentinel so far."""
-    Path(pipeline.control_path).mkdir(parents=True, exist_ok=True)
-    return spark.readStream.schema("kind string, ts timestamp").json(pipeline.control_path)
-
-
-def write_control(pipeline: Pipeline, kind: str, ts_ms: int) -> Path:
-    """Drop a control row (``kind``, event time ``ts_ms``) into ``<lake>/_control``, atomically."""
-    ctl = Path(pipeline.control_path)
-    ctl.mkdir(parents=True, exist_ok=True)
-    ts = dt.datetime.fromtimestamp(ts_ms / 1000, dt.timezone.utc)
-    body = json.dumps({"kind": kind, "ts": ts.isoformat(timespec="milliseconds")}) + "\n"
-    n = len(list(ctl.glob("*.json")))
-    tmp, final = ctl / f".{kind}-{n}.json.tmp", ctl / f"{kind}-{n}.json"
-    tmp.write_text(body)
-    os.replace(tmp, final)
-    return final
-
-
-def write_drain_sentinel(pipeline: Pipeline) -> Path:
-    """The control row that moves the watermark to the end of time (a drain)."""
-    return write_control(pipeline, "drain", SENTINEL_MS)
-
-
-def write_tick(pipeline: Pipeline) -> Path:
-    """A control row that only makes Spark run a batch: its event time (1970) moves nothing; the
-    batch runs at the watermark Spark computed after the previous one, firing due timers."""
-    return write_control(pipeline, "tick", 0)
-
-
-def pending_watermark(pipeline: Pipeline) -> bool:
-    """Whether the checkpoint holds a watermark advance no batch has run with.
-
-    Spark runs the trailing no-data batch (firing the timers of the advance) right after the last
-    data batch, in the same process. Killed after that batch's commit and before the no-data
-    batch started, a restarted query does not run it (no data, and no previous execution in this
-    process to compare watermarks with): the timers would wait for new data. The commit log keeps
-    the advance (``nextBatchWatermarkMs``), so a run can tell and tick (:func:`write_tick`).
-    """
-    ckpt = Path(pipeline.checkpoint_path)
-    try:
-        commits = [int(p.name) for p in (ckpt / "commits").iterdir() if p.name.isdigit()]
-    except FileNotFoundError:
-        return False
-    if not commits:
-        return False
-    last = max(commits)
-    if (ckpt / "offsets" / str(last + 1)).exists():
-        return False  # Spark will run (or replay) that batch itself
-    try:
-        committed = json.loads((ckpt / "commits" / str(last)).read_text().splitlines()[1])
-        offsets = json.loads((ckpt / "offsets" / str(last)).read_text().splitlines()[1])
-    except (OSError, IndexError, ValueError):
-        return False
-    return committed.get("nextBatchWatermarkMs", 0) > offsets.get("batchWatermarkMs", 0)
 
 
 def _complete_records(pipeline: Pipeline, records: DataFrame) -> DataFrame:
@@ -313,8 +251,8 @@ def _packed(pipeline: Pipeline, tagged: DataFrame, bucket_ids: Sequence[int] | N
         rows = rows.withColumn(
             BUCKET, grouping.otherwise(F.element_at(ids, F.col(BUCKET) + 1)).cast("int")
         )
-    columns = (BUCKET, BLOB, *pipeline.keys, TS_US, *pipeline.value_columns, *REJECTED_COLUMNS)
-    return rows.select(*columns).mapInArrow(pack_by_bucket, PACKED_SCHEMA)
+    schema = InputSchema(tuple(pipeline.keys), tuple(pipeline.value_columns))
+    return rows.select(BUCKET, BLOB, *schema.columns).mapInArrow(pack_by_bucket, PACKED_SCHEMA)
 
 
 def build_job(spark: SparkSession, pipeline: Pipeline, records: DataFrame,

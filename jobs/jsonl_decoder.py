@@ -131,7 +131,6 @@ class JsonlDecoder:
 
     def decode(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """One batch of ``(_raw, _source_file)`` lines -> blobs and passed-through lines."""
-
         lines = batch.column(0)
         parsed: list[tuple[int, pa.Table]] = []
         self._parse_chunks(lines, 0, len(lines), parsed)
@@ -153,7 +152,6 @@ class JsonlDecoder:
     @staticmethod
     def _output(slow: pa.RecordBatch, ids: list, latest: list, blobs: list) -> pa.RecordBatch:
         """Blob rows, then the ``slow`` lines passed through (see the module doc)."""
-
         nb, ns = len(blobs), slow.num_rows
 
         def column(blob_part: pa.Array, type_: pa.DataType, slow_part: pa.Array | None = None):
@@ -183,7 +181,6 @@ class JsonlDecoder:
     def read_schema(self) -> pa.Schema:
         """What Arrow's JSON reader reads: the source schema, with the event time and integer
         keys as int64 from JSON numbers only, and timestamp strings as strings."""
-
         fields = []
         for name, declared in self.columns:
             if name == self.event_time:
@@ -198,7 +195,6 @@ class JsonlDecoder:
     def _parse(self, lines: pa.Array, lo: int, hi: int) -> pa.Table | None:
         """Lines ``lo..hi`` parsed as one JSON-lines buffer; None unless every line is exactly
         one object of the read schema."""
-
         chunk = lines.slice(lo, hi - lo)
         if chunk.null_count or pc.any(pc.starts_with(chunk, "\ufeff")).as_py():
             return None  # Arrow skips a byte-order mark: whether Spark does is Spark's call
@@ -235,7 +231,6 @@ class JsonlDecoder:
     def _valid(self, table: pa.Table) -> tuple[pa.Array, pa.Array]:
         """(mask of the records decoded here, their event time in µs (int64; garbage where the
         mask is false))."""
-
         types = self.types
         ok = pa.array([True] * table.num_rows)
         for k in self.keys:
@@ -262,7 +257,6 @@ class JsonlDecoder:
     def _pack(self, decoded: pa.Table | None, ts_us: pa.Array | None) -> tuple[list, list, list]:
         """Decoded records -> (bucket, latest event time, Arrow IPC blob) per bucket, the blob
         holding the records' ``keys..., ts_us, values...`` (the operator's element columns)."""
-
         if decoded is None or decoded.num_rows == 0:
             return [], [], []
         arrays, names = [], []
@@ -288,7 +282,7 @@ class JsonlDecoder:
         return ids, list(latest), blobs
 
     def _bucket_column(self, payload: pa.RecordBatch) -> Any:
-
+        """The key bucket of each row of ``payload`` (its key columns first)."""
         hasher = self.key_buckets
         if len(self.keys) == 1:
             enc = pc.dictionary_encode(payload.column(0))

@@ -29,15 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from jobs.job import (
-    BatchSink,
-    BatchStats,
-    build_job,
-    control_stream,
-    pending_watermark,
-    write_drain_sentinel,
-    write_tick,
-)
+from jobs.control import control_stream, pending_watermark, write_drain_sentinel, write_tick
+from jobs.job import BatchSink, BatchStats, build_job
 from jobs.operator_input import balanced_bucket_ids
 from jobs.pipeline import Pipeline, PipelineConfigError
 from jobs.source import read_landing_zone
