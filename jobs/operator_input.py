@@ -89,26 +89,27 @@ def blobs_by_bucket(buckets: np.ndarray, payload: pa.RecordBatch) -> tuple[list[
 
 def pack_by_bucket(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` function: rows ``(pst_bucket, pst_blob, columns...)`` -> the operator's
-    input rows ``(pst_bucket, pst_blob)``. A row that is already a blob passes through; the
-    others become one blob per bucket and Arrow batch of their other columns."""
+    input rows ``(pst_bucket, pst_blob)``. A row that is already a blob passes through (as Arrow
+    data: never as Python objects); the others become one blob per bucket and Arrow batch of
+    their other columns."""
     for batch in batches:
         if batch.num_rows == 0:
             continue
         is_blob = pc.is_valid(batch.column(BLOB))
-        blobs = batch.filter(is_blob)
+        passed = batch.filter(is_blob)
+        ids = [passed.column(BUCKET).cast(pa.int32())]
+        blobs = [passed.column(BLOB).cast(pa.binary())]
         rows = batch.filter(pc.invert(is_blob))
-        ids: list[int] = blobs.column(BUCKET).to_pylist()
-        packed: list[bytes] = blobs.column(BLOB).to_pylist()
         if rows.num_rows:
             rows = rows.take(pc.sort_indices(rows.column(BUCKET)))
             buckets = rows.column(BUCKET).to_numpy(zero_copy_only=False)
             names = [n for n in rows.schema.names if n not in (BUCKET, BLOB)]
             payload = pa.RecordBatch.from_arrays([rows.column(n) for n in names], names=names)
-            more_ids, _, more_blobs = blobs_by_bucket(buckets, payload)
-            ids += more_ids
-            packed += more_blobs
+            packed_ids, _, packed = blobs_by_bucket(buckets, payload)
+            ids.append(pa.array(packed_ids, pa.int32()))
+            blobs.append(pa.array(packed, pa.binary()))
         yield pa.RecordBatch.from_arrays(
-            [pa.array(ids, pa.int32()), pa.array(packed, pa.binary())], names=[BUCKET, BLOB]
+            [pa.concat_arrays(ids), pa.concat_arrays(blobs)], names=[BUCKET, BLOB]
         )
 
 
