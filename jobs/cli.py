@@ -7,7 +7,7 @@
 late and rejected records, watermark) and a summary; exit status 0 on success, 1 if the job
 failed, 2 for an invalid configuration (the message names the field), 3 if another run of the
 same lake is running (it holds the lake's run lock; nothing was written). More subcommands
-(materialize, query, ...) are added by :mod:`jobs.inspect` when present.
+(materialize, query, ...) come from :mod:`jobs.inspect`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from jobs.pipeline import PipelineConfigError, load_pipeline
+from jobs.inspect import add_subcommands, materialize_after_run
+from jobs.pipeline import Pipeline, PipelineConfigError, load_pipeline
+from jobs.quiet import quiet_spark_stderr
+from jobs.spark import JavaNotFound, get_session
+from panes import parse_duration
 from sinks.errors import LakeBusy
 
 EXIT_BUSY = 3
@@ -24,8 +28,6 @@ EXIT_BUSY = 3
 
 def _interval(text: str) -> str:
     """``10s`` / ``1m`` / ``500ms`` -> a Spark interval string."""
-    from panes import parse_duration
-
     try:
         us = parse_duration(text)
     except ValueError as e:
@@ -33,7 +35,15 @@ def _interval(text: str) -> str:
     return f"{max(us // 1000, 0)} milliseconds"
 
 
-def _load(args) -> object:
+def _kill_point(text: str) -> tuple[str, int]:
+    """``point:batch`` (a point of :func:`jobs.job.kill`, a batch id) -> the pair."""
+    point, _, batch = text.partition(":")
+    if not point or not batch.isdigit():
+        raise argparse.ArgumentTypeError(f"expected POINT:BATCH, got {text!r}")
+    return point, int(batch)
+
+
+def _load(args) -> Pipeline:
     overrides: dict = {}
     if getattr(args, "lake", None):
         overrides["lake"] = args.lake
@@ -51,12 +61,9 @@ def cmd_check(args) -> int:
 
 def cmd_run(args) -> int:
     pipeline = _load(args)
-    from jobs.quiet import quiet_spark_stderr
-
     terminal = sys.stderr if args.verbose else quiet_spark_stderr()
     print(pipeline.describe(), file=terminal, flush=True)
-    from jobs.run import run
-    from jobs.spark import JavaNotFound, get_session
+    from jobs.run import run  # imports pyspark: not for `check`
 
     try:
         spark = get_session(f"panestore-{pipeline.name}",
@@ -66,7 +73,8 @@ def cmd_run(args) -> int:
         return 1
     try:
         run(pipeline, spark=spark, follow=args.follow, drain=args.drain,
-            interval=args.interval, progress=terminal)  # fmt: skip
+            interval=args.interval, progress=terminal, kill_at=args.kill_at,
+            profile_dir=args.profile_dir)  # fmt: skip
     except LakeBusy as e:
         print(f"panestore: {e}", file=terminal)
         return EXIT_BUSY
@@ -74,14 +82,7 @@ def cmd_run(args) -> int:
         print(f"panestore: run failed: {e}", file=terminal)
         return 1
     if not args.no_materialize:
-        try:
-            from jobs.inspect import materialize_after_run
-        except ImportError:
-            pass
-        else:
-            status = materialize_after_run(pipeline, out=lambda s: print(s, file=terminal))
-            if status:
-                return status
+        return materialize_after_run(pipeline, out=lambda s: print(s, file=terminal))
     return 0
 
 
@@ -121,18 +122,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="do not fold the pane log into the current view after the run",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="show all of Spark's output")
+    p.add_argument(
+        "--profile-dir", metavar="DIR", help="developer aid: cProfile the operator's tasks into DIR"
+    )
+    p.add_argument("--kill-at", metavar="POINT:BATCH", type=_kill_point, action="append",
+                   default=[], help="testing: SIGKILL the run at that point of that batch "
+                   "(before_commit, between_tables, after_commit)")  # fmt: skip
     p.set_defaults(handler=cmd_run)
 
     p = sub.add_parser("check", help="validate a pipeline configuration")
     p.add_argument("conf", metavar="CONF")
     p.set_defaults(handler=cmd_check)
 
-    try:
-        from jobs.inspect import add_subcommands
-    except ImportError:
-        pass
-    else:
-        add_subcommands(sub)
+    add_subcommands(sub)
     return ap
 
 

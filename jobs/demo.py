@@ -21,6 +21,12 @@ import sys
 import time
 from pathlib import Path
 
+from jobs.inspect import materialize_after_run
+from jobs.pipeline import load_pipeline
+from jobs.quiet import quiet_spark_stderr
+from jobs.run import run
+from jobs.spark import get_session
+
 ROOT = Path(__file__).resolve().parent.parent
 START = 1_717_228_800  # 2024-06-01T08:00:00Z (event time of the demo)
 ROUND_S = 45 * 60  # each landing round brings ~45 minutes of event time
@@ -73,11 +79,11 @@ def land(landing: Path, rnd: int, rows, rng: random.Random) -> int:
     lines = [json.dumps({"device_id": dev, "ad_id": ad, "ts": iso(t), "seconds": s})
              for _, dev, t, ad, s in rows]  # fmt: skip
     if rnd == 1:
-        lines[len(lines) // 2:len(lines) // 2] = MALFORMED
+        lines[len(lines) // 2 : len(lines) // 2] = MALFORMED
     n_files = 3
     size = -(-len(lines) // n_files) if lines else 0
     for i in range(n_files):
-        chunk = lines[i * size:(i + 1) * size]
+        chunk = lines[i * size : (i + 1) * size]
         if not chunk:
             continue
         rng.shuffle(chunk)  # out of order within a file, too
@@ -94,9 +100,6 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=7)
     args = ap.parse_args(argv)
 
-    from jobs.pipeline import load_pipeline
-    from jobs.quiet import quiet_spark_stderr
-
     work = Path(args.dir).absolute()
     shutil.rmtree(work, ignore_errors=True)
     pipeline = load_pipeline(ROOT / "conf" / "demo.toml", overrides={
@@ -108,9 +111,6 @@ def main(argv=None) -> int:
 
     say(pipeline.describe())
     say(f"work folder: {work}")
-    from jobs.inspect import materialize_after_run
-    from jobs.run import run
-    from jobs.spark import get_session
 
     started = time.monotonic()
     spark = get_session("panestore-demo", shuffle_partitions=2)

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import datetime, timezone
 from typing import Any
 
+from jobs.pipeline import Pipeline, PipelineConfigError, load_pipeline
 
-def _load(conf: str):
-    from jobs.pipeline import load_pipeline
 
+def _load(conf: str) -> Pipeline:
     return load_pipeline(conf)
 
 
@@ -33,8 +34,6 @@ def _time_us(text: str | None) -> int | None:
     t = text.strip()
     if t.lstrip("-").isdigit():
         return int(t)
-    from datetime import datetime, timezone
-
     dt = datetime.fromisoformat(t.replace("Z", "+00:00"))
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
@@ -140,7 +139,6 @@ def cmd_vacuum(a) -> int:
 
 def _guard(fn):
     def run(a) -> int:
-        from jobs.pipeline import PipelineConfigError
         from sinks.errors import LakeError
 
         try:

@@ -19,7 +19,8 @@ Plan (all rows of one batch)::
       -> withWatermark(_ts, delay); drop control rows; ts_us = micros(_ts); drop _ts
       -> bucket = pmod(xxhash64(keys), state_buckets) as the lake's grouping value
          (rejected rows: REJECTED_BUCKET)
-      -> [no decoder: pack the rows of each Arrow batch into per-bucket blobs (mapInArrow)]
+      -> pack the plain rows of each Arrow batch into per-bucket blobs, pass the decoder's
+         blobs through (mapInArrow; :mod:`jobs.operator_input`)
       -> groupBy(bucket).transformWithStateInPandas(BucketProcessor)
 
 * Event time: the configured column (a timestamp, or an epoch number in ``source.epoch_unit``),
@@ -37,55 +38,62 @@ Plan (all rows of one batch)::
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from jobs.checkpoint import batch_input, local_path
-from jobs.jsonl_decoder import TS as DECODED_TS
+from jobs.control import SENTINEL_MS
+from jobs.event_time import (
+    EVENT_TIME_RANGE,
+    MAX_EVENT_TIME_US,
+    MIN_EVENT_TIME_US,
+    spark_event_time,
+)
+from jobs.jsonl_decoder import LATEST_EVENT_TIME
 from jobs.operator import (
-    BLOB,
-    BUCKET,
-    DEFAULT_END_OF_TIME_MS,
     KIND_LATE,
     KIND_PANE,
     KIND_REJECTED,
-    MAX_EVENT_TIME_US,
-    MIN_EVENT_TIME_US,
-    PACKED_SCHEMA,
-    REJECTED_BUCKET,
     OperatorConfig,
     apply_operator,
+)
+from jobs.operator_input import (
+    BLOB,
+    BUCKET,
+    PACKED_SCHEMA,
+    REJECTED_BUCKET,
+    REJECTED_COLUMNS,
+    TS_US,
+    InputSchema,
+    bucket_expression,
     pack_by_bucket,
 )
-from jobs.pipeline import EPOCH_UNITS, Pipeline
-from jobs.source import ERROR, FILE_SOURCE_OPTIONS, RAW, SOURCE_FILE
+from jobs.pipeline import Pipeline
+from jobs.source import ERROR, RAW, SOURCE_FILE
 from jobs.view_spec import view_spec
 from sinks import tables
-from sinks.column_types import COLUMN_TYPES, INTEGRAL, arrow_type
+from sinks.column_types import COLUMN_TYPES, arrow_type
 from sinks.delta_append import DeltaWriter
 from sinks.pane_log import PaneLog, PaneLogLayout
 from sinks.records import REJECTED_CORE, LateLog, RejectedLog
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
-TS = "_ts"
-# Pack each input batch's rows per bucket before the shuffle (sources the JSON-lines decoder
-# does not serve; it packs its own).
-PACKED = os.environ.get("PANESTORE_PACKED", "1") != "0"
+EVENT_TIME = "_ts"
+"""The records' event time as a Spark timestamp, the column Spark's watermark follows."""
 CONTROL = "_control"
-# The drain sentinel's event time: the last millisecond Spark timestamps can hold.
-SENTINEL_MS = DEFAULT_END_OF_TIME_MS
-HOOK_ENV = "PANESTORE_TEST_HOOK"
+RAW_TEXT, FROM_FILE, REASON = REJECTED_COLUMNS
+KILL_POINTS = ("before_commit", "between_tables", "after_commit")
 NOT_UTF8 = "not valid UTF-8 text (a binary file?)"
-EVENT_TIME_RANGE = "accepted from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.998999Z"
 VANISHED = (
     "file vanished: listed for this batch but gone when it was read (deleted or moved after "
     "it landed); its records are not in this batch: land it again under a new name"
@@ -97,11 +105,9 @@ VANISHED = (
 
 def layout(pipeline: Pipeline) -> PaneLogLayout:
     """Pane-log columns of the pipeline: its key columns and one column per aggregate."""
-    import pyarrow as pa
-
     types = pipeline.source.types
 
-    def out_type(t: str):
+    def out_type(t: str) -> pa.DataType:
         if t.startswith("list<"):
             return pa.list_(arrow_type(t[5:-1]))
         return arrow_type(t)
@@ -127,67 +133,22 @@ def watermark_delay_ms(pipeline: Pipeline) -> int:
     return 0 if pipeline.ingestion_time else -(-pipeline.watermark.delay // 1000)
 
 
-def operator_config(pipeline: Pipeline) -> OperatorConfig:
+def operator_config(pipeline: Pipeline, profile_dir: str | None = None) -> OperatorConfig:
     return OperatorConfig(
         engine_factory=EngineFactory(pipeline),
         key_columns=tuple(pipeline.keys),
-        timestamp_column="ts_us",
         value_columns=pipeline.value_columns,
         layout=layout(pipeline),
         # The sentinel at SENTINEL_MS moves Spark's watermark to SENTINEL_MS - delay.
         end_of_time_ms=SENTINEL_MS - watermark_delay_ms(pipeline),
-        values_as_records=True,
-        rejected_columns=(RAW, SOURCE_FILE, "_reason"),
-        buckets=pipeline.state_buckets,
-        bucket_column=BUCKET,
-        decode_columns=_typed_columns(pipeline, {"string"}),
-        integer_columns=_typed_columns(pipeline, INTEGRAL),
+        profile_dir=profile_dir,
     )
-
-
-def _typed_columns(pipeline: Pipeline, types: set[str]) -> frozenset[str]:
-    """The key and value columns declared with one of ``types``."""
-    declared = pipeline.source.types
-    return frozenset(c for c in (*pipeline.keys, *pipeline.value_columns) if declared[c] in types)
-
-
-def _as_text(cfg: OperatorConfig, col: str):
-    """An operator input column: strings as UTF-8 binary, integers as decimal text in UTF-8
-    binary (OperatorConfig.decode_columns, integer_columns), others as they are."""
-    from pyspark.sql import functions as F
-
-    if col in cfg.integer_columns:
-        return F.col(col).cast("string").cast("binary").alias(col)
-    if col in cfg.decode_columns:
-        return F.col(col).cast("binary").alias(col)
-    return F.col(col)
 
 
 # -- the plan ---------------------------------------------------------------------------------
 
 
-def _event_time(pipeline: Pipeline, df: DataFrame):
-    """(converted event time as a timestamp column, the raw column or None)."""
-    from pyspark.sql import functions as F
-
-    if pipeline.ingestion_time:
-        return F.current_timestamp(), None
-    col = pipeline.event_time
-    raw = F.col(col)
-    dtype = dict(df.dtypes)[col]
-    declared = pipeline.source.types[col]
-    if dtype == "timestamp":
-        return raw, raw
-    if declared in INTEGRAL:
-        num = raw.try_cast("bigint") if dtype == "string" else raw.cast("bigint")
-        # try_multiply: an epoch too large for µs is unparseable, not a failed batch
-        micros = F.try_multiply(num, F.lit(EPOCH_UNITS[pipeline.source.epoch_unit]))
-        return F.timestamp_micros(micros), raw
-    text = F.trim(raw.cast("string"))
-    return text.try_cast("timestamp"), raw
-
-
-def _key(pipeline: Pipeline, df: DataFrame, k: str):
+def _key(pipeline: Pipeline, df: DataFrame, k: str) -> Column:
     from pyspark.sql import functions as F
 
     sql_type = COLUMN_TYPES[pipeline.source.types[k]][0]
@@ -197,76 +158,9 @@ def _key(pipeline: Pipeline, df: DataFrame, k: str):
     return F.col(k).try_cast(sql_type)
 
 
-def control_stream(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
-    """Control rows (``{"ts": ...}`` JSON files under ``<lake>/_control``): only the drain
-    sentinel so far."""
-    Path(pipeline.control_path).mkdir(parents=True, exist_ok=True)
-    reader = spark.readStream.options(**FILE_SOURCE_OPTIONS).schema("kind string, ts timestamp")
-    return reader.json(pipeline.control_path)
-
-
-def write_control(pipeline: Pipeline, kind: str, ts_ms: int) -> Path:
-    """Drop a control row (``kind``, event time ``ts_ms``) into ``<lake>/_control``, atomically."""
-    import datetime as dt
-
-    ctl = Path(pipeline.control_path)
-    ctl.mkdir(parents=True, exist_ok=True)
-    ts = dt.datetime.fromtimestamp(ts_ms / 1000, dt.timezone.utc)
-    body = json.dumps({"kind": kind, "ts": ts.isoformat(timespec="milliseconds")}) + "\n"
-    n = len(list(ctl.glob("*.json")))
-    tmp, final = ctl / f".{kind}-{n}.json.tmp", ctl / f"{kind}-{n}.json"
-    tmp.write_text(body)
-    os.replace(tmp, final)
-    return final
-
-
-def write_drain_sentinel(pipeline: Pipeline) -> Path:
-    """The control row that moves the watermark to the end of time (a drain)."""
-    return write_control(pipeline, "drain", SENTINEL_MS)
-
-
-def write_tick(pipeline: Pipeline) -> Path:
-    """A control row that only makes Spark run a batch: its event time (1970) moves nothing; the
-    batch runs at the watermark Spark computed after the previous one, firing due timers."""
-    return write_control(pipeline, "tick", 0)
-
-
-def pending_watermark(pipeline: Pipeline) -> bool:
-    """Whether the checkpoint holds a watermark advance no batch has run with.
-
-    Spark runs the trailing no-data batch (firing the timers of the advance) right after the last
-    data batch, in the same process. Killed after that batch's commit and before the no-data
-    batch started, a restarted query does not run it (no data, and no previous execution in this
-    process to compare watermarks with): the timers would wait for new data. The commit log keeps
-    the advance (``nextBatchWatermarkMs``), so a run can tell and tick (:func:`write_tick`).
-    """
-    ckpt = Path(pipeline.checkpoint_path)
-    try:
-        commits = [int(p.name) for p in (ckpt / "commits").iterdir() if p.name.isdigit()]
-    except FileNotFoundError:
-        return False
-    if not commits:
-        return False
-    last = max(commits)
-    if (ckpt / "offsets" / str(last + 1)).exists():
-        return False  # Spark will run (or replay) that batch itself
-    try:
-        committed = json.loads((ckpt / "commits" / str(last)).read_text().splitlines()[1])
-        offsets = json.loads((ckpt / "offsets" / str(last)).read_text().splitlines()[1])
-    except (OSError, IndexError, ValueError):
-        return False
-    return committed.get("nextBatchWatermarkMs", 0) > offsets.get("batchWatermarkMs", 0)
-
-
-def build_job(spark: SparkSession, pipeline: Pipeline, records: DataFrame,
-              control: DataFrame | None = None, *,
-              bucket_ids: Sequence[int] | None = None) -> DataFrame:  # fmt: skip
-    """The job's output stream (``record_kind`` pane / late / rejected) for ``records``.
-
-    A key's bucket is ``pmod(xxhash64(keys), state_buckets)``; Spark groups by
-    ``bucket_ids[bucket]`` (default: the bucket number itself), values chosen per lake so its
-    shuffle partitions get equal shares of buckets (:func:`jobs.run.check_state_layout`).
-    """
+def _complete_records(pipeline: Pipeline, records: DataFrame) -> DataFrame:
+    """``records`` with every column the plan reads: the optional bookkeeping columns of
+    :mod:`jobs.source`, and the JSON-lines decoder's blob columns (null: every row is plain)."""
     from pyspark.sql import functions as F
 
     cols = set(records.columns)
@@ -281,17 +175,23 @@ def build_job(spark: SparkSession, pipeline: Pipeline, records: DataFrame,
     for c in (SOURCE_FILE, ERROR):
         if c not in cols:
             records = records.withColumn(c, F.lit(None).cast("string"))
-    decoded = BLOB in cols
-
-    # Rows the JSON-lines decoder packed (jobs.jsonl_decoder) are blobs of valid elements with
-    # their bucket and latest event time; every other row is plain: one record, tagged here.
-    if not decoded:
+    if BLOB not in cols:
         records = records.select(
-            "*", F.lit(None).cast("int").alias(BUCKET),
-            F.lit(None).cast("timestamp").alias(DECODED_TS), F.lit(None).cast("binary").alias(BLOB),
-        )  # fmt: skip
-    plain = F.col(BLOB).isNull()
-    ts, raw_ts = _event_time(pipeline, records)
+            "*",
+            F.lit(None).cast("int").alias(BUCKET),
+            F.lit(None).cast("timestamp").alias(LATEST_EVENT_TIME),
+            F.lit(None).cast("binary").alias(BLOB),
+        )
+    return records
+
+
+def _rejection_reason(
+    pipeline: Pipeline, records: DataFrame, ts: Column, raw_ts: Column | None
+) -> Column:
+    """Why a plain record cannot become an element (null: it can; always null for a blob), given
+    its converted and raw event time (:func:`jobs.event_time.spark_event_time`)."""
+    from pyspark.sql import functions as F
+
     raw = F.col(RAW)
     reason = F.when(raw.isNotNull() & ~F.is_valid_utf8(raw), F.lit(NOT_UTF8))
     reason = reason.when(F.col(ERROR).isNotNull(), F.col(ERROR))
@@ -315,90 +215,101 @@ def build_job(spark: SparkSession, pipeline: Pipeline, records: DataFrame,
         if types[v] in ("double", "float"):
             finite = F.col(v).isNull() | ~(F.isnan(v) | F.abs(v).eqNullSafe(float("inf")))
             reason = reason.when(~finite, F.lit(f"not a finite number ({v})"))
-    reason = F.when(plain, reason)
-    values = list(pipeline.value_columns)
-    # One scan: rejected rows travel with the elements, with null keys (a valid key is never
-    # null), and the operator passes them through (OperatorConfig.rejected_columns).
-    tagged = records.select(
+    return F.when(F.col(BLOB).isNull(), reason)
+
+
+def _tagged(pipeline: Pipeline, records: DataFrame) -> DataFrame:
+    """One row per record or blob: keys, event time, values, and for a rejected record (its
+    keys null: a valid key never is) the raw record, its file and the reason."""
+    from pyspark.sql import functions as F
+
+    ts, raw_ts = spark_event_time(pipeline, records)
+    reason = _rejection_reason(pipeline, records, ts, raw_ts)
+    return records.select(
         *[F.when(reason.isNull(), _key(pipeline, records, k)).alias(k) for k in pipeline.keys],
-        F.coalesce(F.col(DECODED_TS), F.when(reason.isNull(), ts)).alias(TS),
-        *values,
-        F.when(reason.isNotNull(), F.make_valid_utf8(raw)).alias(RAW),  # kept as text
-        F.when(reason.isNotNull(), F.col(SOURCE_FILE)).alias(SOURCE_FILE),
-        reason.alias("_reason"),
+        F.coalesce(F.col(LATEST_EVENT_TIME), F.when(reason.isNull(), ts)).alias(EVENT_TIME),
+        *pipeline.value_columns,
+        F.when(reason.isNotNull(), F.make_valid_utf8(RAW)).alias(RAW_TEXT),  # kept as text
+        F.when(reason.isNotNull(), F.col(SOURCE_FILE)).alias(FROM_FILE),
+        reason.alias(REASON),
         F.lit(False).alias(CONTROL),
         BUCKET,
         BLOB,
     )
-    if control is not None:
-        types = dict(tagged.dtypes)
-        ctl = control.select(
-            *[F.lit(None).cast(types[k]).alias(k) for k in pipeline.keys],
-            F.col("ts").alias(TS),
-            *[F.lit(None).cast(types[v]).alias(v) for v in values],
-            *[F.lit(None).cast("string").alias(c) for c in (RAW, SOURCE_FILE, "_reason")],
-            F.lit(True).alias(CONTROL),
-            F.lit(None).cast("int").alias(BUCKET),
-            F.lit(None).cast("binary").alias(BLOB),
-        )
-        tagged = tagged.unionByName(ctl)
-    elements_types = dict(tagged.dtypes)
+
+
+def _control_rows(pipeline: Pipeline, control: DataFrame, tagged: DataFrame) -> DataFrame:
+    """Control rows in the shape of ``tagged`` (only their event time is set)."""
+    from pyspark.sql import functions as F
+
+    types = dict(tagged.dtypes)
+    return control.select(
+        *[F.lit(None).cast(types[k]).alias(k) for k in pipeline.keys],
+        F.col("ts").alias(EVENT_TIME),
+        *[F.lit(None).cast(types[v]).alias(v) for v in pipeline.value_columns],
+        *[F.lit(None).cast("string").alias(c) for c in REJECTED_COLUMNS],
+        F.lit(True).alias(CONTROL),
+        F.lit(None).cast("int").alias(BUCKET),
+        F.lit(None).cast("binary").alias(BLOB),
+    )
+
+
+def _packed(pipeline: Pipeline, tagged: DataFrame, bucket_ids: Sequence[int] | None) -> DataFrame:
+    """The operator's input (:mod:`jobs.operator_input`): watermarked, control rows dropped,
+    every plain row packed into its key bucket's blob."""
+    from pyspark.sql import functions as F
+
     delay = watermark_delay_ms(pipeline)
-    bucket = F.pmod(F.xxhash64(*pipeline.keys), F.lit(pipeline.state_buckets))
-    elements = (
-        tagged.withWatermark(TS, f"{delay} milliseconds")
+    bucket = bucket_expression(pipeline.keys, pipeline.state_buckets)
+    rows = (
+        tagged.withWatermark(EVENT_TIME, f"{delay} milliseconds")
         # references _ts: Spark must not push this filter below the watermark
-        .where(~(F.col(CONTROL) & F.col(TS).isNotNull()))
-        .withColumn("ts_us", F.when(plain, F.unix_micros(F.col(TS))))
+        .where(~(F.col(CONTROL) & F.col(EVENT_TIME).isNotNull()))
+        .withColumn(TS_US, F.when(F.col(BLOB).isNull(), F.unix_micros(F.col(EVENT_TIME))))
         .withColumn(BUCKET, F.coalesce(
             F.col(BUCKET),
-            F.when(F.col("_reason").isNull(), bucket).otherwise(F.lit(REJECTED_BUCKET)),
+            F.when(F.col(REASON).isNull(), bucket).otherwise(F.lit(REJECTED_BUCKET)),
         ).cast("int"))
     )  # fmt: skip
     if bucket_ids is not None and tuple(bucket_ids) != tuple(range(pipeline.state_buckets)):
         # bucket number -> the lake's grouping value for it (jobs.run.check_state_layout)
         ids = F.array(*[F.lit(int(i)) for i in bucket_ids])
         grouping = F.when(F.col(BUCKET) == REJECTED_BUCKET, F.col(BUCKET))
-        elements = elements.withColumn(
+        rows = rows.withColumn(
             BUCKET, grouping.otherwise(F.element_at(ids, F.col(BUCKET) + 1)).cast("int")
         )
-    cfg = operator_config(pipeline)
-    rejected = cfg.rejected_columns
-    if PACKED and not decoded:
-        columns = (BUCKET, *pipeline.keys, "ts_us", *values, *rejected)
-        packed = elements.select(*columns).mapInArrow(pack_by_bucket, PACKED_SCHEMA)
-        # the operator's input: blobs only (plain columns null)
-        elements = packed.select(
-            BUCKET, BLOB,
-            *[F.lit(None).cast(elements_types[c]).alias(c) for c in pipeline.keys],
-            F.lit(None).cast("bigint").alias("ts_us"),
-            *[F.lit(None).cast(elements_types[c]).alias(c) for c in values],
-            *[F.lit(None).cast("string").alias(c) for c in rejected],
-        )  # fmt: skip
-    elements = elements.select(
-        BUCKET, BLOB,
-        *[_as_text(cfg, c) for c in pipeline.keys], "ts_us", *[_as_text(cfg, c) for c in values],
-        *[F.col(c).cast("binary").alias(c) for c in rejected],
-    )  # fmt: skip
-    return apply_operator(elements, cfg)
+    schema = InputSchema(tuple(pipeline.keys), tuple(pipeline.value_columns))
+    return rows.select(BUCKET, BLOB, *schema.columns).mapInArrow(pack_by_bucket, PACKED_SCHEMA)
+
+
+def build_job(spark: SparkSession, pipeline: Pipeline, records: DataFrame,
+              control: DataFrame | None = None, *, bucket_ids: Sequence[int] | None = None,
+              profile_dir: str | None = None) -> DataFrame:  # fmt: skip
+    """The job's output stream (``record_kind`` pane / late / rejected) for ``records``.
+
+    A key's bucket is ``pmod(xxhash64(keys), state_buckets)``; Spark groups by
+    ``bucket_ids[bucket]`` (default: the bucket number itself), values chosen per lake so its
+    shuffle partitions get equal shares of buckets (:func:`jobs.run.check_state_layout`).
+    ``profile_dir``: profile the operator's tasks there (:class:`jobs.operator.OperatorConfig`).
+    """
+    tagged = _tagged(pipeline, _complete_records(pipeline, records))
+    if control is not None:
+        tagged = tagged.unionByName(_control_rows(pipeline, control, tagged))
+    packed = _packed(pipeline, tagged, bucket_ids)
+    return apply_operator(packed, operator_config(pipeline, profile_dir))
 
 
 # -- the sink ---------------------------------------------------------------------------------
 
 
-def hook(point: str, batch_id: int) -> None:
-    """Test hook: ``PANESTORE_TEST_HOOK="point:batch[,point:batch...]"`` SIGKILLs the job (its
-    whole process group when it leads one: driver, JVM, Python workers) at that point."""
-    spec = os.environ.get(HOOK_ENV)
-    if not spec:
-        return
-    for item in spec.split(","):
-        name, _, batch = item.partition(":")
-        if name == point and batch and int(batch) == batch_id:
-            sys.stderr.flush()
-            if os.getpgid(0) == os.getpid():
-                os.killpg(os.getpid(), signal.SIGKILL)
-            os.kill(os.getpid(), signal.SIGKILL)
+def kill(point: str, batch_id: int, kill_at: Sequence[tuple[str, int]]) -> None:
+    """Test hook: SIGKILL the job (its whole process group when it leads one: driver, JVM,
+    Python workers) when ``(point, batch_id)`` is one of ``kill_at`` (points: ``KILL_POINTS``)."""
+    if (point, batch_id) in kill_at:
+        sys.stderr.flush()
+        if os.getpgid(0) == os.getpid():
+            os.killpg(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 @dataclass
@@ -425,10 +336,16 @@ class BatchSink:
     """``foreachBatch`` sink: panes, late and rejected rows of a batch, each committed once."""
 
     def __init__(self, pipeline: Pipeline, on_batch: Callable[[BatchStats], Any] | None = None,
-                 writer: DeltaWriter | None = None) -> None:  # fmt: skip
-        """``writer``: how each table's commits are written (default: delta-rs)."""
+                 writer: DeltaWriter | None = None,
+                 kill_at: Sequence[tuple[str, int]] = ()) -> None:  # fmt: skip
+        """``writer``: how each table's commits are written (default: delta-rs); ``kill_at``:
+        test hook, the ``(point, batch id)`` pairs at which to SIGKILL the job (:func:`kill`)."""
+        unknown = [point for point, _ in kill_at if point not in KILL_POINTS]
+        if unknown:
+            raise ValueError(f"unknown kill points {unknown}; known: {KILL_POINTS}")
         lay = layout(pipeline)
         self.pipeline = pipeline
+        self.kill_at = tuple(kill_at)
 
         def kw(table: str, what: str) -> dict[str, Any]:
             return {**table_identity(pipeline, table, what), "writer": writer}
@@ -441,6 +358,12 @@ class BatchSink:
                                         **kw("rejected", "rejected table"))  # fmt: skip
         self.on_batch = on_batch
         self.stats: dict[int, BatchStats] = {}
+
+    def committed_batch_id(self) -> int | None:
+        """The highest batch id any of the three tables holds, or None."""
+        ids = [log.committed_batch_id() for log in (self.pane_log, self.late_log,
+                                                     self.rejected_log)]  # fmt: skip
+        return max((i for i in ids if i is not None), default=None)
 
     def _vanished_input(self, spark, batch_id: int) -> tuple[tuple[str, ...], int | None]:
         """(the batch's listed input files that no longer exist, the batch timestamp in µs)."""
@@ -459,19 +382,11 @@ class BatchSink:
         gone = tuple(f for f in listed.files if not exists(f))
         return gone, listed.timestamp_ms * 1000
 
-    def committed_batch_id(self) -> int | None:
-        """The highest batch id any of the three tables holds, or None."""
-        ids = [log.committed_batch_id() for log in (self.pane_log, self.late_log,
-                                                     self.rejected_log)]  # fmt: skip
-        return max((i for i in ids if i is not None), default=None)
-
     def create_tables(self) -> None:
         for log in (self.pane_log, self.late_log, self.rejected_log):
             log.appender.table()
 
     def __call__(self, df, batch_id: int) -> None:
-        import pyarrow.compute as pc
-
         started = time.perf_counter()
         table = df.toArrow()
         computed = time.perf_counter()
@@ -488,9 +403,9 @@ class BatchSink:
             for t, n in zip(*pc.value_counts(panes.column("timing")).flatten(), strict=True):
                 stats.by_timing[t.as_py()] = n.as_py()
             stats.retractions = pc.sum(panes.column("is_retraction")).as_py() or 0
-        hook("before_commit", batch_id)
+        kill("before_commit", batch_id, self.kill_at)
         done = self.pane_log.append(batch_id, panes)
-        hook("between_tables", batch_id)
+        kill("between_tables", batch_id, self.kill_at)
         done |= self.late_log.append(batch_id, late)
         pt = rejected.column("processing_time_us")[0].as_py() if rejected.num_rows else None
         rows = rejected.select(REJECTED_CORE.names).to_pylist()
@@ -499,7 +414,7 @@ class BatchSink:
         stats.committed = done
         stats.compute_s = computed - started
         stats.commit_s = time.perf_counter() - computed
-        hook("after_commit", batch_id)
+        kill("after_commit", batch_id, self.kill_at)
         self.stats[batch_id] = stats
         if self.on_batch is not None:
             self.on_batch(stats)

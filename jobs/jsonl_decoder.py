@@ -21,8 +21,8 @@ time a strict ISO-8601 timestamp string (``YYYY-MM-DD``, ``T`` or space, ``HH:MM
 fraction digits, ``Z`` or ``+HH:MM``; without a zone only when Spark's session time zone is UTC)
 of a real date, or an epoch integer of the declared unit; anything else, including every record
 Spark would reject, takes Spark's path. Buckets are Spark's own ``pmod(xxhash64(keys), B)``
-(:mod:`jobs.key_buckets`), so a key's state is found whichever path its rows take. Should
-decoding a batch fail unexpectedly, all its lines go to Spark
+(:class:`jobs.operator_input.KeyBuckets`), so a key's state is found whichever path its rows
+take. Should decoding a batch fail unexpectedly, all its lines go to Spark
 (:meth:`JsonlDecoder.decode_or_pass`): the decoder can make a run slower, never stop it.
 
 Pipelines the decoder cannot serve (:meth:`JsonlDecoder.for_pipeline` returns None) are read by
@@ -33,38 +33,36 @@ key or event-time column (Spark hands those over as the text it read).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from jobs.key_buckets import HASHED_AS, KeyBuckets
-from jobs.operator import BLOB, BUCKET, MAX_EVENT_TIME_US, blobs_by_bucket
-from jobs.pipeline import EPOCH_UNITS, INTEGRAL
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from jobs.event_time import EPOCH_UNITS, event_time_us, flat
+from jobs.operator_input import BLOB, BUCKET, HASHED_AS, TS_US, KeyBuckets, blobs_by_bucket
+from jobs.pipeline import INTEGRAL
 from sinks.column_types import ARROW_JSON_TYPES
 
 if TYPE_CHECKING:  # pragma: no cover
-    import pyarrow as pa
-
     from jobs.pipeline import Pipeline
 
-TS = "pst_ts"
-DECODED_COLUMNS = (BUCKET, TS, BLOB)
+LATEST_EVENT_TIME = "pst_ts"
+DECODED_COLUMNS = (BUCKET, LATEST_EVENT_TIME, BLOB)
 # the lines' columns, in and out (jobs.source.RAW, SOURCE_FILE)
 LINE, FILE = "_raw", "_source_file"
-DECODER_OUTPUT = f"{BUCKET} int, {TS} timestamp, {BLOB} binary, {LINE} string, {FILE} string"
+DECODER_OUTPUT = (
+    f"{BUCKET} int, {LATEST_EVENT_TIME} timestamp, {BLOB} binary, {LINE} string, {FILE} string"
+)
 # declared type -> Arrow type Arrow's JSON reader must produce for it to equal Spark's reading
 _ARROW_TYPE = ARROW_JSON_TYPES
 # A failed chunk is split in two until it is this small; then its lines go to Spark.
 SMALLEST_SPLIT = 16
-# Event times decoded here lie in years 1000..9999, up to the job's last accepted event time;
-# epochs outside go to Spark.
-MIN_US, MAX_US = -30_610_224_000_000_000, MAX_EVENT_TIME_US
-_DATE = (
-    r"[1-9]\d{3}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])"
-    r"[T ]([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?"
-)
-ISO_TIMESTAMP = rf"^{_DATE}(Z|[+-](0\d|1[0-7]):[0-5]\d)?$"
 
 
 @dataclass(frozen=True)
@@ -127,17 +125,12 @@ class JsonlDecoder:
         try:
             return self.decode(batch)
         except Exception as error:  # the decoder is an optimization: it must not stop the job
-            import sys
-
             print(f"panestore: JSON-lines decoder failed ({error!r}); "
                   f"{batch.num_rows} lines left to Spark", file=sys.stderr)  # fmt: skip
             return self._output(batch, [], [], [])
 
     def decode(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """One batch of ``(_raw, _source_file)`` lines -> blobs and passed-through lines."""
-        import numpy as np
-        import pyarrow as pa
-
         lines = batch.column(0)
         parsed: list[tuple[int, pa.Table]] = []
         self._parse_chunks(lines, 0, len(lines), parsed)
@@ -159,9 +152,6 @@ class JsonlDecoder:
     @staticmethod
     def _output(slow: pa.RecordBatch, ids: list, latest: list, blobs: list) -> pa.RecordBatch:
         """Blob rows, then the ``slow`` lines passed through (see the module doc)."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
         nb, ns = len(blobs), slow.num_rows
 
         def column(blob_part: pa.Array, type_: pa.DataType, slow_part: pa.Array | None = None):
@@ -177,7 +167,7 @@ class JsonlDecoder:
                 column(pa.nulls(nb, pa.string()), pa.string(), slow.column(0)),
                 column(pa.nulls(nb, pa.string()), pa.string(), slow.column(1)),
             ],
-            names=[BUCKET, TS, BLOB, LINE, FILE],
+            names=[BUCKET, LATEST_EVENT_TIME, BLOB, LINE, FILE],
         )
 
     # -- parsing --------------------------------------------------------------------------------
@@ -191,8 +181,6 @@ class JsonlDecoder:
     def read_schema(self) -> pa.Schema:
         """What Arrow's JSON reader reads: the source schema, with the event time and integer
         keys as int64 from JSON numbers only, and timestamp strings as strings."""
-        import pyarrow as pa
-
         fields = []
         for name, declared in self.columns:
             if name == self.event_time:
@@ -207,11 +195,6 @@ class JsonlDecoder:
     def _parse(self, lines: pa.Array, lo: int, hi: int) -> pa.Table | None:
         """Lines ``lo..hi`` parsed as one JSON-lines buffer; None unless every line is exactly
         one object of the read schema."""
-        import numpy as np
-        import pyarrow as pa
-        import pyarrow.compute as pc
-        import pyarrow.json as pj
-
         chunk = lines.slice(lo, hi - lo)
         if chunk.null_count or pc.any(pc.starts_with(chunk, "\ufeff")).as_py():
             return None  # Arrow skips a byte-order mark: whether Spark does is Spark's call
@@ -248,9 +231,6 @@ class JsonlDecoder:
     def _valid(self, table: pa.Table) -> tuple[pa.Array, pa.Array]:
         """(mask of the records decoded here, their event time in µs (int64; garbage where the
         mask is false))."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
         types = self.types
         ok = pa.array([True] * table.num_rows)
         for k in self.keys:
@@ -265,35 +245,10 @@ class JsonlDecoder:
             if _ARROW_TYPE.get(declared) == "float64":  # NaN and infinities: Spark's call
                 col = table.column(name)
                 ok = pc.and_kleene(ok, pc.or_kleene(pc.is_null(col), pc.is_finite(col)))
-        et = table.column(self.event_time)
-        if self.epoch_us is not None:
-            lo, hi = -(-MIN_US // self.epoch_us), MAX_US // self.epoch_us
-            inside = pc.and_(pc.greater_equal(et, lo), pc.less_equal(et, hi))
-            ok = pc.and_kleene(ok, pc.fill_null(inside, False))
-            ts = pc.multiply(pc.fill_null(et, 0), self.epoch_us)
-            return _flat(ok), _flat(ts)
-        ts = pa.array([0] * table.num_rows, pa.int64())
-        iso = pc.fill_null(pc.match_substring_regex(et, ISO_TIMESTAMP), False)
-        # where ``iso`` holds, the string ends in Z or a +HH:MM / -HH:MM zone, or has no zone
-        text = pc.if_else(iso, et, "2000-01-01T00:00:00")
-        sign = pc.utf8_slice_codeunits(text, -6, -5)
-        zoned = pc.or_(pc.ends_with(text, "Z"), pc.is_in(sign, pa.array(["+", "-"])))
-        real = pc.and_(iso, _real_dates(text))
-        forms = [(pc.and_(real, zoned), pa.timestamp("us", "UTC"), "2000-01-01T00:00:00Z")]
-        if self.naive_is_utc:
-            forms.append(
-                (pc.and_(real, pc.invert(zoned)), pa.timestamp("us"), "2000-01-01T00:00:00")
-            )
-        matched = pa.array([False] * table.num_rows)
-        for mask, arrow_type, dummy in forms:
-            try:  # should not fail (dates are real); if it does, Spark reads these lines
-                cast = pc.cast(pc.if_else(mask, text, dummy), arrow_type)
-            except (pa.ArrowInvalid, ValueError):
-                continue
-            ts = pc.if_else(mask, pc.cast(cast, pa.int64()), ts)
-            matched = pc.or_(matched, mask)
-        ok = pc.and_kleene(ok, pc.less_equal(ts, MAX_US))  # beyond: Spark rejects it
-        return _flat(pc.and_kleene(ok, matched)), _flat(ts)
+        valid, ts = event_time_us(
+            table.column(self.event_time), epoch_us=self.epoch_us, naive_is_utc=self.naive_is_utc
+        )
+        return flat(pc.and_kleene(ok, valid)), ts
 
     # -- packing --------------------------------------------------------------------------------
 
@@ -304,10 +259,6 @@ class JsonlDecoder:
     def _pack(self, decoded: pa.Table | None, ts_us: pa.Array | None) -> tuple[list, list, list]:
         """Decoded records -> (bucket, latest event time, Arrow IPC blob) per bucket, the blob
         holding the records' ``keys..., ts_us, values...`` (the operator's element columns)."""
-        import numpy as np
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
         if decoded is None or decoded.num_rows == 0:
             return [], [], []
         arrays, names = [], []
@@ -318,7 +269,7 @@ class JsonlDecoder:
             arrays.append(col)
             names.append(k)
         arrays.append(pa.chunked_array([ts_us]))
-        names.append("ts_us")
+        names.append(TS_US)
         for v in self.values:
             arrays.append(decoded.column(v))
             names.append(v)
@@ -328,14 +279,12 @@ class JsonlDecoder:
         payload = payload.take(pa.array(order))
         buckets = buckets[order]
         ids, starts, blobs = blobs_by_bucket(buckets, payload)
-        ts_sorted = payload.column("ts_us").to_numpy()
+        ts_sorted = payload.column(TS_US).to_numpy()
         latest = np.maximum.reduceat(ts_sorted, starts) if len(starts) else []
         return ids, list(latest), blobs
 
     def _bucket_column(self, payload: pa.RecordBatch) -> Any:
-        import numpy as np
-        import pyarrow.compute as pc
-
+        """The key bucket of each row of ``payload`` (its key columns first)."""
         hasher = self.key_buckets
         if len(self.keys) == 1:
             enc = pc.dictionary_encode(payload.column(0))
@@ -343,27 +292,3 @@ class JsonlDecoder:
             return per_key[enc.indices.to_numpy(zero_copy_only=False)]
         cols = [payload.column(i).to_pylist() for i in range(len(self.keys))]
         return np.array(hasher.buckets_of(zip(*cols, strict=True)), np.int32)
-
-
-def _real_dates(text: Any) -> Any:
-    """Mask of the strings whose first 10 characters, ``YYYY-MM-DD`` digits by precondition,
-    are a real date (not 2023-02-29, 2024-04-31)."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    def part(lo: int, hi: int) -> Any:
-        return pc.utf8_slice_codeunits(text, lo, hi).cast(pa.int64()).to_numpy()
-
-    year, month, day = part(0, 4), part(5, 7), part(8, 10)
-    leap = ((year % 4 == 0) & (year % 100 != 0)) | (year % 400 == 0)
-    days = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])[month] + (
-        (month == 2) & leap
-    )
-    return pa.array((day >= 1) & (day <= days))
-
-
-def _flat(array: Any) -> Any:
-    import pyarrow as pa
-
-    return array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array

@@ -10,8 +10,8 @@ import os
 
 import pyarrow as pa
 
-from jobs.operator import MAX_EVENT_TIME_US, MIN_EVENT_TIME_US
-from jobs.pipeline import EPOCH_UNITS, Pipeline
+from jobs.event_time import EPOCH_UNITS, MAX_EVENT_TIME_US, MIN_EVENT_TIME_US
+from jobs.pipeline import Pipeline
 from jobs.view_spec import view_spec
 from sinks.batch_check import VALUE, value_fields
 from sinks.column_types import TYPES

@@ -42,9 +42,10 @@ Relative paths (``lake``, ``source.path``) are relative to the working directory
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -53,14 +54,12 @@ try:
 except ImportError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
+from jobs.event_time import EPOCH_UNITS
 from panes import (
     AccumulationMode,
     ClosingBehavior,
-    FixedWindows,
     GlobalWindows,
     OnTimeBehavior,
-    Sessions,
-    SlidingWindows,
     TimestampCombiner,
     Trigger,
     WindowFn,
@@ -69,21 +68,12 @@ from panes import (
     format_duration,
     parse_duration,
     parse_trigger,
+    parse_window,
 )
 from panes.combiners import CombineFn
-from panes.triggers import (
-    AfterAll,
-    AfterAny,
-    AfterCount,
-    AfterEach,
-    AfterProcessingTime,
-    AfterWatermark,
-    Always,
-    Never,
-    OrFinally,
-    Repeatedly,
-)
+from panes.engine import Engine
 from sinks.column_types import COLUMN_TYPES, INTEGRAL
+from sinks.lake_format import FIXED_NAMES
 
 
 class PipelineConfigError(ValueError):
@@ -98,72 +88,8 @@ class PipelineConfigError(ValueError):
 # -- source settings ---------------------------------------------------------------------
 
 FORMATS = ("jsonl", "csv", "parquet")
-EPOCH_UNITS = {"s": 1_000_000, "ms": 1_000, "us": 1}
 WATERMARK_POLICIES = ("bounded_out_of_orderness", "ingestion_time")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-# -- window functions (textual form) -------------------------------------------------------
-
-_WINDOW = re.compile(r"\s*([A-Za-z]+)\s*\((.*)\)\s*")
-_WINDOW_ARGS = {
-    "FixedWindows": (FixedWindows, ("size", "offset"), 1),
-    "SlidingWindows": (SlidingWindows, ("size", "period", "offset"), 2),
-    "Sessions": (Sessions, ("gap",), 1),
-    "GlobalWindows": (GlobalWindows, (), 0),
-}
-
-
-def parse_window(text: str) -> WindowFn:
-    """``FixedWindows(1m)``, ``FixedWindows(1h, offset=30m)``, ``SlidingWindows(10m, 1m)``,
-    ``Sessions(30m)``, ``GlobalWindows()`` -> the window function (``str()`` gives it back)."""
-    m = _WINDOW.fullmatch(text)
-    if m is None or m.group(1) not in _WINDOW_ARGS:
-        known = ", ".join(f"{n}(...)" for n in _WINDOW_ARGS)
-        raise ValueError(f"not a window function: {text!r} (expected one of {known})")
-    name, body = m.groups()
-    cls, params, required = _WINDOW_ARGS[name]
-    args: dict[str, int] = {}
-    parts = [p.strip() for p in body.split(",")] if body.strip() else []
-    for i, part in enumerate(parts):
-        if "=" in part:
-            pname, _, value = (s.strip() for s in part.partition("="))
-        elif i < len(params):
-            pname, value = params[i], part
-        else:
-            raise ValueError(f"{name} takes at most {len(params)} arguments: {text!r}")
-        if pname not in params or pname in args:
-            raise ValueError(f"{name}: unexpected or repeated argument {pname!r} in {text!r}")
-        args[pname] = parse_duration(value)
-    missing = [p for p in params[:required] if p not in args]
-    if missing:
-        raise ValueError(f"{name} needs {', '.join(params[:required])}: {text!r}")
-    return cls(**args)
-
-
-# -- trigger analysis ----------------------------------------------------------------------
-
-
-def fires_before_end_of_window(trigger: Trigger) -> bool:
-    """Whether ``trigger`` can fire before the watermark passes the end of the window."""
-    t = trigger
-    if isinstance(t, (AfterCount, AfterProcessingTime, Always)):
-        return True
-    if isinstance(t, Never):
-        return False
-    if isinstance(t, AfterWatermark):
-        return t.early is not None and fires_before_end_of_window(t.early)
-    if isinstance(t, Repeatedly):
-        return fires_before_end_of_window(t.trigger)
-    if isinstance(t, OrFinally):
-        return fires_before_end_of_window(t.trigger) or fires_before_end_of_window(t.until)
-    if isinstance(t, AfterAll):
-        return all(fires_before_end_of_window(c) for c in t.triggers)
-    if isinstance(t, AfterEach):
-        return fires_before_end_of_window(t.triggers[0])
-    if isinstance(t, AfterAny):  # also AfterFirst
-        return any(fires_before_end_of_window(c) for c in t.triggers)
-    return True  # unknown node: do not block
 
 
 # -- the pipeline --------------------------------------------------------------------------
@@ -320,7 +246,21 @@ class Pipeline:
     state_buckets: int = 64
 
     def __post_init__(self) -> None:
-        set_ = object.__setattr__
+        self._check_names()
+        types = self.source.types
+        self._check_keys(types)
+        self._check_event_time(types)
+        self._parse_aggregates(types)
+        self._parse_windowing()
+        self._check_traps()
+        try:
+            self.windowing()
+        except (TypeError, ValueError) as e:  # pragma: no cover - covered by the checks above
+            raise PipelineConfigError("window", str(e)) from None
+
+    # -- validation (each step normalizes the fields it checks) ----------------------------
+
+    def _check_names(self) -> None:
         sb = self.state_buckets
         if isinstance(sb, bool) or not isinstance(sb, int) or not 1 <= sb <= 1 << 20:
             raise PipelineConfigError("state_buckets", f"must be an integer 1..1048576, got {sb!r}")
@@ -331,9 +271,9 @@ class Pipeline:
             raise PipelineConfigError("source", f"expected a Source, got {self.source!r}")
         if not self.lake:
             raise PipelineConfigError("lake", "is required (directory of the Delta tables)")
-        set_(self, "lake", str(self.lake))
-        types = self.source.types
+        object.__setattr__(self, "lake", str(self.lake))
 
+    def _check_keys(self, types: dict[str, str]) -> None:
         keys = (self.keys,) if isinstance(self.keys, str) else tuple(self.keys)
         if not keys:
             raise PipelineConfigError("keys", "at least one key column is required")
@@ -344,13 +284,13 @@ class Pipeline:
                 raise PipelineConfigError("keys", f"{k!r} is the event-time column")
         if len(set(keys)) != len(keys):
             raise PipelineConfigError("keys", f"duplicated key column in {list(keys)}")
-        set_(self, "keys", keys)
+        object.__setattr__(self, "keys", keys)
 
+    def _check_event_time(self, types: dict[str, str]) -> None:
         if not isinstance(self.watermark, Watermark):
             raise PipelineConfigError("watermark", f"expected a Watermark, got {self.watermark!r}")
-        ingestion = self.watermark.policy == "ingestion_time"
         if self.event_time is None:
-            if not ingestion:
+            if not self.ingestion_time:
                 raise PipelineConfigError(
                     "event_time", "is required (or use watermark.policy = 'ingestion_time')"
                 )
@@ -360,10 +300,12 @@ class Pipeline:
             )
         elif types[self.event_time] not in ("timestamp", *INTEGRAL):
             raise PipelineConfigError(
-                "event_time", f"column {self.event_time!r} must be a timestamp or an integral "
+                "event_time",
+                f"column {self.event_time!r} must be a timestamp or an integral "
                 f"epoch (source.epoch_unit), not {types[self.event_time]}",
             )
 
+    def _parse_aggregates(self, types: dict[str, str]) -> None:
         aggs = self.aggregates
         aggs = tuple(aggs.items()) if isinstance(aggs, Mapping) else tuple(aggs)
         if not aggs:
@@ -374,7 +316,7 @@ class Pipeline:
             fname = f"aggregates.{name}"
             if not _NAME.fullmatch(name):
                 raise PipelineConfigError(fname, "aggregate names are identifiers")
-            if name in keys:
+            if name in self.keys:
                 raise PipelineConfigError(fname, "an aggregate cannot be named like a key column")
             try:
                 fn = combiners.parse_aggregate(text) if isinstance(text, str) else text
@@ -384,16 +326,16 @@ class Pipeline:
                 raise PipelineConfigError(fname, f"not an aggregate: {text!r}")
             fns[name] = fn
             out_types[name] = _aggregate_type(name, fn, types)
-        set_(self, "aggregates", tuple((n, t if isinstance(t, str) else repr(t)) for n, t in aggs))
-        set_(self, "_fns", fns)
-        set_(self, "_out_types", out_types)
-        from sinks.lake_format import FIXED_NAMES
-
-        clash = [n for n in (*keys, *fns) if n in FIXED_NAMES]
+        clash = [n for n in (*self.keys, *fns) if n in FIXED_NAMES]
         if clash:
             raise PipelineConfigError("aggregates" if clash[0] in fns else "keys",
                                       f"{clash[0]!r} is a reserved pane-log column")  # fmt: skip
+        set_ = object.__setattr__
+        set_(self, "aggregates", tuple((n, t if isinstance(t, str) else repr(t)) for n, t in aggs))
+        set_(self, "_fns", fns)
+        set_(self, "_out_types", out_types)
 
+    def _parse_windowing(self) -> None:
         window = self.window
         if isinstance(window, str):
             try:
@@ -402,8 +344,6 @@ class Pipeline:
                 raise PipelineConfigError("window", str(e)) from None
         if not isinstance(window, WindowFn):
             raise PipelineConfigError("window", f"not a window function: {window!r}")
-        set_(self, "window", window)
-
         trigger = self.trigger
         if isinstance(trigger, str):
             try:
@@ -412,8 +352,9 @@ class Pipeline:
                 raise PipelineConfigError("trigger", str(e)) from None
         if not isinstance(trigger, Trigger):
             raise PipelineConfigError("trigger", f"not a trigger: {trigger!r}")
+        set_ = object.__setattr__
+        set_(self, "window", window)
         set_(self, "trigger", trigger)
-
         set_(self, "accumulation_mode",
              _enum("accumulation_mode", AccumulationMode, self.accumulation_mode))  # fmt: skip
         set_(self, "timestamp_combiner",
@@ -426,8 +367,10 @@ class Pipeline:
         if not isinstance(self.allow_finishing_trigger, bool):
             raise PipelineConfigError("allow_finishing_trigger", "must be true or false")
 
-        # -- the traps ---------------------------------------------------------------------
-        if (isinstance(window, GlobalWindows) and not fires_before_end_of_window(trigger)
+    def _check_traps(self) -> None:
+        """The two traps of the model (see the module doc)."""
+        trigger = self.trigger
+        if (isinstance(self.window, GlobalWindows) and not trigger.fires_before_end_of_window
                 and not self.source.bounded):  # fmt: skip
             raise PipelineConfigError(
                 "trigger",
@@ -436,7 +379,7 @@ class Pipeline:
                 "Add early firings (e.g. AfterWatermark(early=AfterProcessingTime(1m))), use "
                 "Repeatedly(AfterCount(n)), or set source.bounded = true (every run drains).",
             )
-        if trigger.may_finish and not self.allow_finishing_trigger:
+        if trigger.may_finish and not self.allow_finishing_trigger:  # type: ignore[union-attr]
             raise PipelineConfigError(
                 "trigger",
                 f"{trigger} can finish: once it has, every later element of its window is "
@@ -444,10 +387,6 @@ class Pipeline:
                 "late=AfterCount(1))), wrap it in Repeatedly(...), or set "
                 "allow_finishing_trigger = true.",
             )
-        try:
-            self.windowing()
-        except (TypeError, ValueError) as e:  # pragma: no cover - covered by the checks above
-            raise PipelineConfigError("window", str(e)) from None
 
     # -- derived --------------------------------------------------------------------------
 
@@ -465,9 +404,7 @@ class Pipeline:
     def combine_fn(self) -> CombineFn:
         return combiners.aggregates(**self._fns)  # type: ignore[attr-defined]
 
-    def engine(self):
-        from panes.engine import Engine
-
+    def engine(self) -> Engine:
         return Engine(self.windowing(), self.combine_fn())
 
     @property
@@ -506,9 +443,6 @@ class Pipeline:
     def control_path(self) -> str:
         return str(self.lake_path / "_control")
 
-    def with_overrides(self, **changes: Any) -> Pipeline:
-        return replace(self, **changes)
-
     def describe(self) -> str:
         aggs = ", ".join(f"{n} = {t}" for n, t in self.aggregates)
         return (f"pipeline {self.name}: {self.source.format} files in {self.source.path} -> "
@@ -529,8 +463,6 @@ def _check_keys(where: str, table: Mapping[str, Any], allowed: set[str]) -> None
     for k in table:
         if k not in allowed:
             prefix = f"{where}." if where else ""
-            import difflib
-
             close = difflib.get_close_matches(k, sorted(allowed), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise PipelineConfigError(f"{prefix}{k}", f"unknown setting{hint}")
@@ -565,13 +497,14 @@ def pipeline_from_dict(data: Mapping[str, Any], defaults: Mapping[str, Any] | No
     _check_keys("watermark", wm, _WATERMARK)
     aggs = merged["aggregates"]
     if not isinstance(aggs, Mapping):
-        raise PipelineConfigError("aggregates", "must be a table: name = \"count()\", ...")
+        raise PipelineConfigError("aggregates", 'must be a table: name = "count()", ...')
     for n, t in aggs.items():
         if not isinstance(t, str):
             raise PipelineConfigError(f"aggregates.{n}", f"expected text like 'sum(x)', got {t!r}")
     keys = merged["keys"]
-    if not (isinstance(keys, str) or (isinstance(keys, list) and all(isinstance(k, str)
-                                                                     for k in keys))):
+    if not (
+        isinstance(keys, str) or (isinstance(keys, list) and all(isinstance(k, str) for k in keys))
+    ):
         raise PipelineConfigError("keys", "a column name or a list of column names")
     kwargs = {k: v for k, v in merged.items() if k not in ("source", "watermark")}
     return Pipeline(source=Source(**src), watermark=Watermark(**wm), **kwargs)

@@ -25,23 +25,18 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from jobs.checkpoint import check_not_behind, check_readable
-from jobs.job import (
-    BatchSink,
-    BatchStats,
-    build_job,
-    control_stream,
-    pending_watermark,
-    write_drain_sentinel,
-    write_tick,
-)
+from jobs.control import control_stream, pending_watermark, write_drain_sentinel, write_tick
+from jobs.job import BatchSink, BatchStats, build_job
+from jobs.operator_input import balanced_bucket_ids
 from jobs.pipeline import Pipeline, PipelineConfigError
 from jobs.source import read_landing_zone
+from jobs.spark import get_session
 from sinks.delta_append import SparkDeltaWriter
 from sinks.lock import LakeLock
 
@@ -95,12 +90,18 @@ def _watermark(progress) -> str | None:
 
 
 def _start(spark: SparkSession, pipeline: Pipeline, sink: BatchSink, *, follow: bool,
-           interval: str, records: DataFrame | None, bucket_ids: tuple[int, ...]):  # fmt: skip
+           interval: str, records: DataFrame | None, bucket_ids: tuple[int, ...],
+           profile_dir: str | None):  # fmt: skip
     if records is None:
         Path(pipeline.source.path).mkdir(parents=True, exist_ok=True)
         records = read_landing_zone(spark, pipeline)
     out = build_job(
-        spark, pipeline, records, control_stream(spark, pipeline), bucket_ids=bucket_ids
+        spark,
+        pipeline,
+        records,
+        control_stream(spark, pipeline),
+        bucket_ids=bucket_ids,
+        profile_dir=profile_dir,
     )
     writer = (
         out.writeStream.foreachBatch(sink)
@@ -117,7 +118,7 @@ def _start(spark: SparkSession, pipeline: Pipeline, sink: BatchSink, *, follow: 
 def _run_query(
     spark, pipeline, sink, result: RunResult, emit: Callable[[str], Any], *,
     follow: bool, interval: str, records, bucket_ids: tuple[int, ...],
-    stop_after_batches: int | None,
+    stop_after_batches: int | None, profile_dir: str | None,
 ) -> None:  # fmt: skip
     query = _start(
         spark,
@@ -127,6 +128,7 @@ def _run_query(
         interval=interval,
         records=records,
         bucket_ids=bucket_ids,
+        profile_dir=profile_dir,
     )
     seen: set[int] = set()
     done = 0
@@ -181,6 +183,8 @@ _UNREADABLE = re.compile(
 
 
 STATE_LAYOUT_FILE = "_state_layout.json"
+STATE_LAYOUT_FORMAT = 1
+"""The version of the lake's state layout (``format`` in its layout file)."""
 
 
 def _shuffle_partitions(spark: SparkSession) -> int | None:
@@ -192,17 +196,23 @@ def _shuffle_partitions(spark: SparkSession) -> int | None:
 
 
 def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> tuple[int, ...]:
-    """The lake's key-bucket grouping values (:func:`jobs.key_buckets.balanced_bucket_ids`),
-    refusing to run with a ``state_buckets`` other than the one the lake's checkpoint was
-    written with: the operator's state is laid out by it, so a change would lose every key's
-    state. The first run of a lake records both (``<lake>/_state_layout.json``), the values
-    spread over ``partitions`` (the new checkpoint's shuffle partitions); lakes recorded
-    before the values were keep the bucket numbers themselves."""
-    from jobs.key_buckets import balanced_bucket_ids
+    """The lake's key-bucket grouping values (:func:`jobs.operator_input.balanced_bucket_ids`).
 
+    The operator's state is laid out by ``state_buckets`` and these values: the first run of a
+    lake records both with the layout's format version (``<lake>/_state_layout.json``), the
+    values spread over ``partitions`` (the new checkpoint's shuffle partitions). Every later run
+    reads them back, and refuses a lake of another format version, a checkpoint without a
+    recorded layout, or another ``state_buckets``: running would lose every key's state.
+    """
     path = pipeline.lake_path / STATE_LAYOUT_FILE
     if path.exists():
         recorded = json.loads(path.read_text())
+        if recorded.get("format") != STATE_LAYOUT_FORMAT:
+            raise PipelineConfigError(
+                "lake",
+                f"{path} records state layout format {recorded.get('format')}, this version "
+                f"reads format {STATE_LAYOUT_FORMAT}: start a new lake directory.",
+            )
         if recorded["state_buckets"] != pipeline.state_buckets:
             raise PipelineConfigError(
                 "state_buckets",
@@ -210,15 +220,22 @@ def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> tup
                 f"{recorded['state_buckets']}; running with {pipeline.state_buckets} would lose "
                 f"the state of every key. Keep {recorded['state_buckets']}, or start a new lake.",
             )
-        return tuple(recorded.get("bucket_ids") or range(pipeline.state_buckets))
-    fresh = not Path(pipeline.checkpoint_path).exists()
-    if fresh and partitions:
+        return tuple(recorded["bucket_ids"])
+    if Path(pipeline.checkpoint_path).exists():
+        raise PipelineConfigError(
+            "lake",
+            f"the lake {pipeline.lake_path} has a checkpoint but no {STATE_LAYOUT_FILE}: it was "
+            "written by an older version; start a new lake directory.",
+        )
+    if partitions:
         ids = balanced_bucket_ids(pipeline.state_buckets, partitions)
     else:
         ids = tuple(range(pipeline.state_buckets))
     pipeline.lake_path.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"state_buckets": pipeline.state_buckets, "bucket_ids": ids}))
+    layout = {"format": STATE_LAYOUT_FORMAT, "state_buckets": pipeline.state_buckets,
+              "bucket_ids": ids}  # fmt: skip
+    tmp.write_text(json.dumps(layout))
     os.replace(tmp, path)  # atomic: a killed run leaves the old file or the new one
     return ids
 
@@ -233,11 +250,15 @@ def run(
     records: DataFrame | None = None,
     progress: TextIO | None = sys.stderr,
     stop_after_batches: int | None = None,
+    kill_at: Sequence[tuple[str, int]] = (),
+    profile_dir: str | None = None,
 ) -> RunResult:
     """Run ``pipeline`` once (see the module doc); returns what each batch did.
 
     Holds the lake's run lock (:class:`sinks.lock.LakeLock`) throughout: a second run of the
     same lake while this one lives raises :class:`sinks.errors.LakeBusy` and writes nothing.
+    Developer aids: ``kill_at`` SIGKILLs the job at ``(point, batch id)`` pairs
+    (:func:`jobs.job.kill`); ``profile_dir`` profiles the operator's tasks into that directory.
     """
     if follow and drain:
         raise ValueError("--follow and --drain exclude each other (a drain ends the input)")
@@ -252,18 +273,16 @@ def run(
 
     with LakeLock(str(pipeline.lake_path), "run", f"another run of pipeline {pipeline.name!r}"):
         if spark is None:
-            from jobs.spark import get_session
-
             spark = get_session(f"panestore-{pipeline.name}")
         bucket_ids = check_state_layout(pipeline, _shuffle_partitions(spark))
         # delta-spark writes the commits when the session has the Delta extension; else delta-rs
         writer = SparkDeltaWriter(spark) if SparkDeltaWriter.available(spark) else None
-        sink = BatchSink(pipeline, writer=writer)
+        sink = BatchSink(pipeline, writer=writer, kill_at=kill_at)
         sink.create_tables()
         check_readable(pipeline.checkpoint_path)
         check_not_behind(pipeline.checkpoint_path, sink.committed_batch_id())
         kw = dict(follow=follow, interval=interval, records=records, bucket_ids=bucket_ids,
-                  stop_after_batches=stop_after_batches)  # fmt: skip
+                  stop_after_batches=stop_after_batches, profile_dir=profile_dir)  # fmt: skip
         if pending_watermark(pipeline):
             emit("the last run stopped before its no-data batch: ticking to fire due timers")
             write_tick(pipeline)

@@ -12,8 +12,8 @@ from panes.engine import Engine, Output
 from panes.pane import Dropped, DropReason, Pane, PaneInfo, Timing
 from panes.simulator import Simulator
 from panes.state import KeyState
+from panes.syntax import TriggerSyntaxError, parse_trigger, parse_window
 from panes.time import BEGINNING_OF_TIME, END_OF_TIME, format_duration, parse_duration
-from panes.trigger_syntax import TriggerSyntaxError, format_trigger, parse_trigger
 from panes.triggers import (
     AfterAll,
     AfterAny,
@@ -79,7 +79,7 @@ __all__ = [
     "Windowing",
     "combiners",
     "format_duration",
-    "format_trigger",
     "parse_duration",
     "parse_trigger",
+    "parse_window",
 ]

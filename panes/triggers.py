@@ -17,8 +17,8 @@ spec                here
 ``onElement``       :meth:`Trigger.on_elements` (a bundle's *n* elements at once)
 ==================  =====================================================================
 
-Triggers are immutable values: they can be shared, compared, printed and parsed back (see
-:mod:`panes.trigger_syntax`). All mutable state of one window lives outside them, in a flat
+Triggers are immutable values: they can be shared, compared, printed (``str``) and parsed back
+(:func:`panes.syntax.parse_trigger`). All mutable state of one window lives outside them, in a flat
 ``list`` laid out by the trigger tree: ``state[0]`` is a bit set of finished (``Done``) nodes,
 and the node at offset ``o`` (the root is at offset 1) keeps its element summary in
 ``state[o]``. A node of ``size`` *n* owns offsets ``o .. o+n-1``; its children follow it in
@@ -47,7 +47,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from panes.time import Duration, to_micros
+from panes.time import Duration, format_duration, to_micros
 from panes.window import Window
 
 ROOT = 1
@@ -183,16 +183,23 @@ class Trigger:
         """Whether some node waits for processing time."""
         return any(child.has_processing_time for child in self._subtriggers())
 
+    @property
+    def fires_before_end_of_window(self) -> bool:
+        """Whether it can fire before the watermark passes the end of the window (a node that
+        does not say is assumed to: this property only ever refuses configurations)."""
+        return True
+
     def or_finally(self, until: Trigger) -> OrFinally:
         """``self.orFinally(until)``: fire as ``self`` does, and finish when ``until`` fires."""
         return OrFinally(self, until)
 
     def __str__(self) -> str:
-        from panes.trigger_syntax import format_trigger
+        """The canonical textual form, which :func:`panes.syntax.parse_trigger` parses back:
+        ``Name(subtrigger, ...)`` unless a class has arguments of its own."""
+        return f"{type(self).__name__}({', '.join(map(str, self._subtriggers()))})"
 
-        return format_trigger(self)
-
-    __repr__ = __str__
+    def __repr__(self) -> str:
+        return str(self)
 
 
 class _Leaf(Trigger):
@@ -236,6 +243,9 @@ class AfterCount(_Leaf):
     def _combine(self, mine: int, theirs: int) -> int:
         return mine + theirs
 
+    def __str__(self) -> str:
+        return f"AfterCount({self.count})"
+
 
 @dataclass(frozen=True, init=False, repr=False)
 class AfterProcessingTime(_Leaf):
@@ -267,6 +277,9 @@ class AfterProcessingTime(_Leaf):
     @property
     def has_processing_time(self) -> bool:
         return True
+
+    def __str__(self) -> str:
+        return f"AfterProcessingTime({format_duration(self.delay)})"
 
     def processing_wakeup(self, s: TriggerState, o: int, ctx: TriggerContext) -> int | None:
         first = s[o]
@@ -305,6 +318,10 @@ class Never(_Leaf):
     def may_finish(self) -> bool:
         return False
 
+    @property
+    def fires_before_end_of_window(self) -> bool:
+        return False
+
 
 @dataclass(frozen=True, repr=False)
 class Repeatedly(Trigger):
@@ -340,6 +357,10 @@ class Repeatedly(Trigger):
     @property
     def may_finish(self) -> bool:
         return False
+
+    @property
+    def fires_before_end_of_window(self) -> bool:
+        return self.trigger.fires_before_end_of_window
 
 
 @dataclass(frozen=True, init=False, repr=False)
@@ -400,6 +421,10 @@ class AfterAny(_Composite):
     def may_finish(self) -> bool:
         return any(child.may_finish for child in self.triggers)
 
+    @property
+    def fires_before_end_of_window(self) -> bool:
+        return any(child.fires_before_end_of_window for child in self.triggers)
+
 
 AfterFirst = AfterAny
 
@@ -423,6 +448,10 @@ class AfterAll(_Composite):
     @property
     def may_finish(self) -> bool:
         return all(child.may_finish for child in self.triggers)
+
+    @property
+    def fires_before_end_of_window(self) -> bool:
+        return all(child.fires_before_end_of_window for child in self.triggers)
 
 
 @dataclass(frozen=True, init=False, repr=False)
@@ -472,6 +501,10 @@ class AfterEach(_Composite):
     @property
     def may_finish(self) -> bool:
         return all(child.may_finish for child in self.triggers)
+
+    @property
+    def fires_before_end_of_window(self) -> bool:
+        return self.triggers[0].fires_before_end_of_window
 
 
 @dataclass(frozen=True, repr=False)
@@ -524,6 +557,10 @@ class OrFinally(Trigger):
     @property
     def may_finish(self) -> bool:
         return self.trigger.may_finish or self.until.may_finish
+
+    @property
+    def fires_before_end_of_window(self) -> bool:
+        return self.trigger.fires_before_end_of_window or self.until.fires_before_end_of_window
 
 
 @dataclass(frozen=True, repr=False)
@@ -622,6 +659,14 @@ class AfterWatermark(Trigger):
     def has_ontime_pane(self) -> bool:
         return True
 
+    @property
+    def fires_before_end_of_window(self) -> bool:
+        return self.early is not None and self.early.fires_before_end_of_window
+
+    def __str__(self) -> str:
+        phases = (("early", self.early), ("late", self.late))
+        return f"AfterWatermark({', '.join(f'{k}={t}' for k, t in phases if t is not None)})"
+
 
 def _repeat(trigger: Trigger | None) -> Trigger | None:
     if trigger is None or isinstance(trigger, Repeatedly):
@@ -637,6 +682,9 @@ class DefaultTrigger(Repeatedly):
     def __init__(self) -> None:
         object.__setattr__(self, "trigger", AfterWatermark())
         self.__post_init__()
+
+    def __str__(self) -> str:
+        return "DefaultTrigger()"
 
 
 def merge_states(trigger: Trigger, states: Sequence[TriggerState], rewind: bool) -> TriggerState:

@@ -1,95 +1,83 @@
-"""The stateful operator's input, without Spark: blob rows and plain rows of one bucket group,
-with a fake state handle (what transformWithStateInPandas hands the processor)."""
+"""jobs.operator_input: packing element rows into key-bucket blobs, and reading them back."""
 
 from __future__ import annotations
 
 import pytest
 
 pa = pytest.importorskip("pyarrow")
-pd = pytest.importorskip("pandas")
-pytest.importorskip("pyspark")
 
-T0_US = 1_704_067_200 * 1_000_000
-BIG = 2**53 + 1  # not a float64
-
-
-class FakeState:
-    def __init__(self) -> None:
-        self.value = None
-
-    def get(self):
-        return self.value
-
-    def update(self, value) -> None:
-        self.value = value
-
-    def clear(self) -> None:
-        self.value = None
+from jobs.operator_input import (  # noqa: E402
+    InputSchema,
+    KeyBuckets,
+    balanced_bucket_ids,
+    blob_of,
+    elements_by_key,
+    pack_by_bucket,
+    rejected_records,
+    spark_partition_of_int,
+    unpack,
+)
 
 
-class FakeHandle:
-    def __init__(self) -> None:
-        self.state = FakeState()
-        self.timers: set[int] = set()
-
-    def getValueState(self, name, schema):
-        return self.state
-
-    def registerTimer(self, ms: int) -> None:
-        self.timers.add(ms)
-
-    def deleteTimer(self, ms: int) -> None:
-        self.timers.discard(ms)
-
-
-class Clocks:
-    def getCurrentWatermarkInMs(self) -> int:
-        return 0
-
-    def getCurrentProcessingTimeInMs(self) -> int:
-        return T0_US // 1000
-
-
-def processor():
-    from jobs.job import operator_config
-    from jobs.operator import BucketProcessor
-    from jobs.pipeline import pipeline_from_dict
-
-    pipeline = pipeline_from_dict({
-        "name": "p", "lake": "/tmp/unused", "keys": ["user"], "event_time": "t",
-        "window": "FixedWindows(1m)",
-        "trigger": "AfterWatermark(early=AfterCount(1), late=AfterCount(1))",
-        "accumulation_mode": "accumulating", "aggregates": {"ns": "to_list(n)"},
-        "source": {"path": "/tmp/unused", "schema": {"user": "long", "t": "timestamp",
-                                                     "n": "long"}},
+def test_pack_by_bucket_round_trips():
+    batch = pa.RecordBatch.from_pydict({
+        "pst_bucket": pa.array([3, 1, 3, -1, 1], pa.int32()),
+        "pst_blob": pa.nulls(5, pa.binary()),
+        "k": ["a", "b", "c", None, "e"],
+        "ts_us": pa.array([5, 4, 3, None, 1], pa.int64()),
     })  # fmt: skip
-    proc = BucketProcessor(operator_config(pipeline))
-    proc.init(FakeHandle())
-    return proc
+    out = list(pack_by_bucket([batch, batch.slice(0, 0)]))
+    assert len(out) == 1
+    packed = out[0].to_pydict()
+    assert packed["pst_bucket"] == [-1, 1, 3]
+    rows = {b: pa.ipc.open_stream(blob).read_all().to_pydict()
+            for b, blob in zip(packed["pst_bucket"], packed["pst_blob"], strict=True)}  # fmt: skip
+    assert sorted(rows[3]["k"]) == ["a", "c"] and sorted(rows[1]["ts_us"]) == [1, 4]
+    assert rows[-1] == {"k": [None], "ts_us": [None]}
 
 
-def blob(rows: list[dict]) -> bytes:
-    table = pa.Table.from_pylist(rows, pa.schema([("user", pa.int64()), ("ts_us", pa.int64()),
-                                                  ("n", pa.int64())]))  # fmt: skip
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
-
-
-def test_plain_rows_keep_integers_exact_beside_blob_rows_and_nulls():
-    # as Spark sends it: integer columns as decimal text, strings as UTF-8, blob rows' plain
-    # columns null; pandas would hold the integers as float64 (BIG + 1 == BIG there)
-    frame = pd.DataFrame({
-        "pst_bucket": [3, 3, 3],
-        "pst_blob": [blob([{"user": BIG, "ts_us": T0_US + 1, "n": BIG}]), None, None],
-        "user": [None, str(BIG).encode(), str(BIG).encode()],
-        "ts_us": [None, T0_US + 2, T0_US + 3],
-        "n": [None, str(BIG + 2).encode(), None],
-        "_1": [None, None, None], "_2": [None, None, None], "_3": [None, None, None],
+def test_blobs_pass_through_packing_unchanged():
+    decoded = blob_of(pa.table({"k": ["z"], "ts_us": pa.array([7], pa.int64())}))
+    batch = pa.RecordBatch.from_pydict({
+        "pst_bucket": pa.array([2, 2], pa.int32()),
+        "pst_blob": pa.array([decoded, None], pa.binary()),
+        "k": [None, "y"],
+        "ts_us": pa.array([None, 8], pa.int64()),
     })  # fmt: skip
-    out = pd.concat(list(processor().handleInputRows((3,), iter([frame]), Clocks())))
-    panes = out[out["record_kind"] == "pane"]
-    assert set(panes["user"]) == {BIG}
-    last = panes.sort_values("pane_index").iloc[-1]
-    assert list(last["ns"]) == [BIG, BIG + 2, None]
+    packed = next(pack_by_bucket([batch])).to_pydict()
+    assert packed["pst_bucket"] == [2, 2]
+    assert packed["pst_blob"][0] == decoded
+    schema = InputSchema(keys=("k",), values=())
+    assert elements_by_key(unpack(packed["pst_blob"]), schema) == {"z": [({}, 7)], "y": [({}, 8)]}
+
+
+def test_elements_by_key_reads_columns_by_name():
+    schema = InputSchema(keys=("u", "d"), values=("x",))
+    table = pa.table({"x": [1.0, 2.0, 3.0], "ts_us": [30, 10, 20], "d": ["p", "p", "q"],
+                      "u": [1, 1, 1]})  # fmt: skip
+    assert elements_by_key(table, schema) == {
+        (1, "p"): [({"x": 2.0}, 10), ({"x": 1.0}, 30)],
+        (1, "q"): [({"x": 3.0}, 20)],
+    }
+    assert elements_by_key(None, schema) == {}
+
+
+def test_rejected_records_are_read_by_name():
+    table = pa.table({"pst_reason": ["r"], "pst_source_file": ["f"], "pst_raw": ["x"]})
+    assert rejected_records(table) == {"raw": ["x"], "source_file": ["f"], "reason": ["r"]}
+    assert rejected_records(None) == {"raw": [], "source_file": [], "reason": []}
+
+
+def test_key_buckets_are_stable_and_in_range():
+    hasher = KeyBuckets(("string", "int"), 8)
+    keys = [(f"k{i}", i) for i in range(100)]
+    assert hasher.buckets_of(keys) == [KeyBuckets(("string", "int"), 8).bucket(k) for k in keys]
+    assert set(hasher.buckets_of(keys)) <= set(range(8))
+    with pytest.raises(ValueError, match="no Python bucket function"):
+        KeyBuckets(("double",), 8)
+
+
+def test_balanced_bucket_ids_spread_evenly():
+    ids = balanced_bucket_ids(64, 2)
+    assert len(set(ids)) == 64
+    assert [spark_partition_of_int(i, 2) for i in ids].count(0) == 32

@@ -11,9 +11,7 @@ from jobs.pipeline import (
     PipelineConfigError,
     Source,
     Watermark,
-    fires_before_end_of_window,
     load_pipeline,
-    parse_window,
     pipeline_from_dict,
 )
 from panes import (
@@ -21,7 +19,6 @@ from panes import (
     FixedWindows,
     GlobalWindows,
     Sessions,
-    SlidingWindows,
     parse_trigger,
 )
 
@@ -95,21 +92,6 @@ def test_python_and_toml_are_the_same():
 
 
 @pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("FixedWindows(1m)", FixedWindows(60_000_000)),
-        ("FixedWindows(1h, offset=30m)", FixedWindows(3_600_000_000, 1_800_000_000)),
-        ("SlidingWindows(10m, 1m)", SlidingWindows(600_000_000, 60_000_000)),
-        ("Sessions(30m)", Sessions(1_800_000_000)),
-        ("GlobalWindows()", GlobalWindows()),
-    ],
-)
-def test_parse_window(text, expected):
-    assert parse_window(text) == expected
-    assert parse_window(str(expected)) == expected
-
-
-@pytest.mark.parametrize(
     ("over", "field", "fragment"),
     [
         ({"window": "Tumbling(1m)"}, "window", "not a window function"),
@@ -118,10 +100,12 @@ def test_parse_window(text, expected):
         ({"trigger": "AfterWatermark(early=AfterCount(0)"}, "trigger", ""),
         ({"trigger": "AfterWatermark()"}, "trigger", "can finish"),
         ({"trigger": "AfterCount(10)"}, "trigger", "can finish"),
-        ({"window": "GlobalWindows()", "trigger": "DefaultTrigger()"}, "trigger",
-         "never fires"),
-        ({"window": "GlobalWindows()", "trigger": "Repeatedly(AfterWatermark())"}, "trigger",
-         "never fires"),
+        ({"window": "GlobalWindows()", "trigger": "DefaultTrigger()"}, "trigger", "never fires"),
+        (
+            {"window": "GlobalWindows()", "trigger": "Repeatedly(AfterWatermark())"},
+            "trigger",
+            "never fires",
+        ),
         ({"keys": ["nope"]}, "keys", "not in source.schema"),
         ({"keys": []}, "keys", "at least one"),
         ({"event_time": "nope"}, "event_time", "not in source.schema"),
@@ -175,33 +159,16 @@ def test_traps_can_be_allowed_explicitly():
     d["source"] = {**d["source"], "bounded": True}
     assert pipeline_from_dict(d).window == GlobalWindows()
     # early firings make the global window usable on an unbounded source
-    ok = base(window="GlobalWindows()",
-              trigger="AfterWatermark(early=AfterProcessingTime(1m), late=AfterCount(1))")
+    ok = base(
+        window="GlobalWindows()",
+        trigger="AfterWatermark(early=AfterProcessingTime(1m), late=AfterCount(1))",
+    )
     assert pipeline_from_dict(ok)
 
 
 def test_ingestion_time_needs_no_event_time_column():
     p = pipeline_from_dict(base(event_time=None, watermark={"policy": "ingestion_time"}))
     assert p.ingestion_time and p.event_time is None
-
-
-@pytest.mark.parametrize(
-    ("text", "early"),
-    [
-        ("AfterWatermark()", False),
-        ("DefaultTrigger()", False),
-        ("Never()", False),
-        ("AfterWatermark(early=AfterCount(1))", True),
-        ("Repeatedly(AfterCount(3))", True),
-        ("AfterAny(AfterWatermark(), AfterProcessingTime(1m))", True),
-        ("AfterAll(AfterWatermark(), AfterCount(2))", False),
-        ("AfterEach(AfterWatermark(), AfterCount(2))", False),
-        ("OrFinally(Repeatedly(AfterWatermark()), AfterCount(5))", True),
-    ],
-)
-def test_fires_before_end_of_window(text, early):
-    t = parse_trigger(text)
-    assert fires_before_end_of_window(t) is early
 
 
 def test_pipeline_pickles_and_builds_an_engine():

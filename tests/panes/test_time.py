@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from panes import format_duration, parse_duration
 from panes.time import UNITS
 
-# (also used by test_trigger_syntax)
+# (also used by test_syntax)
 durations = st.one_of(
     st.integers(0, 10**7),
     st.builds(lambda n, unit: n * UNITS[unit], st.integers(0, 5000), st.sampled_from(list(UNITS))),

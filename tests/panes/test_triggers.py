@@ -1,4 +1,6 @@
-"""Merging trigger state (the spec's ``further(rewind(R1), rewind(R2), ...)``).
+"""Triggers: merging their state, and their static properties.
+
+Merging trigger state (the spec's ``further(rewind(R1), rewind(R2), ...)``).
 
 Pins that ``panes.triggers.merge_states`` is commutative and associative, with and without
 rewind, for random trigger trees and random *reachable* states (built from ``new_state()`` by
@@ -12,6 +14,7 @@ from __future__ import annotations
 import copy
 import itertools
 
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -28,9 +31,10 @@ from panes import (
     OrFinally,
     Repeatedly,
     Window,
+    parse_trigger,
 )
 from panes.triggers import ROOT, TriggerContext, merge_states
-from tests.panes.test_trigger_syntax import trigger_trees
+from tests.panes.test_syntax import trigger_trees
 
 WINDOW = Window(0, 100)
 
@@ -110,8 +114,9 @@ def test_merging_with_rewind_in_two_steps_equals_merging_at_once():
     must be the same trigger state."""
     trigger, a, b, c = AFTER_EACH, AFTER_EACH.new_state(), PAST_END, AFTER_EACH.new_state()
     at_once = merge_states(trigger, [a, b, c], rewind=True)
-    in_two_steps = merge_states(trigger, [merge_states(trigger, [a, b], rewind=True), c],
-                                rewind=True)
+    in_two_steps = merge_states(
+        trigger, [merge_states(trigger, [a, b], rewind=True), c], rewind=True
+    )
     # As in Beam Java (AfterEachStateMachine.onMerge): EndOfWindow is unfinished again, so the
     # AfterCounts after it are restarted (unfinished; element counts kept).
     assert at_once == in_two_steps == [0, None, None, 0, 1]
@@ -228,8 +233,9 @@ def test_after_each_merge_moves_on_as_far_as_the_furthest_state():
     at R3, which has seen every element of both windows."""
     trigger = AfterEach(AfterCount(1), AfterCount(1), AfterCount(6))
     fresh = _state(trigger, ("el", 1, 0, 0))
-    advanced = _state(trigger, ("el", 1, 0, 0), ("fire", 0, 0), ("el", 1, 0, 0),
-                      ("fire", 0, 0), ("el", 3, 0, 0))
+    advanced = _state(
+        trigger, ("el", 1, 0, 0), ("fire", 0, 0), ("el", 1, 0, 0), ("fire", 0, 0), ("el", 3, 0, 0)
+    )
     ctx = TriggerContext(WINDOW, 0, 0)
     merged = merge_states(trigger, [fresh, advanced], rewind=True)
     # R3 counted every element of both windows, 1 + (1 + 1 + 3) = 6, so it is ready, and its
@@ -237,3 +243,25 @@ def test_after_each_merge_moves_on_as_far_as_the_furthest_state():
     assert trigger.should_fire(merged, ROOT, ctx)
     trigger.on_fire(merged, ROOT, ctx)
     assert trigger.is_done(merged, ROOT)
+
+
+# -- static properties (what a configuration check may ask of a trigger tree) ----------------
+
+
+@pytest.mark.parametrize(
+    ("text", "early"),
+    [
+        ("AfterWatermark()", False),
+        ("DefaultTrigger()", False),
+        ("Never()", False),
+        ("AfterWatermark(early=AfterCount(1))", True),
+        ("Repeatedly(AfterCount(3))", True),
+        ("AfterAny(AfterWatermark(), AfterProcessingTime(1m))", True),
+        ("AfterAll(AfterWatermark(), AfterCount(2))", False),
+        ("AfterEach(AfterWatermark(), AfterCount(2))", False),
+        ("OrFinally(Repeatedly(AfterWatermark()), AfterCount(5))", True),
+    ],
+)
+def test_fires_before_end_of_window(text, early):
+    t = parse_trigger(text)
+    assert t.fires_before_end_of_window is early

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobs.pipeline import parse_window
 from panes import (
     GLOBAL_WINDOW,
     AccumulationMode,
@@ -24,6 +23,7 @@ from panes import (
     combiners,
     parse_duration,
     parse_trigger,
+    parse_window,
 )
 from panes.combiners import CombineFn
 from tests.scenarios.format import Scenario, Step, dropped_text, pane_text, window_text

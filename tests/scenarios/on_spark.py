@@ -80,7 +80,7 @@ def pipeline_conf(sc: Scenario, root: Path) -> dict[str, Any]:
 
 def _do(pipeline: Any, index: int, step: Step, spark: Any) -> list[int]:
     """Land or signal ``step``, run the job once; the ids of the batches the run committed."""
-    from jobs.job import write_control
+    from jobs.control import write_control
     from jobs.run import run
 
     if step.action == "bundle":
@@ -133,7 +133,7 @@ def run(sc: Scenario, root: Path, spark: Any) -> list[tuple[list[str], list[str]
     and the dropped elements of the batches of its run, each sorted."""
     from deltalake import DeltaTable
 
-    from jobs.job import write_control
+    from jobs.control import write_control
     from jobs.pipeline import pipeline_from_dict
 
     check_runs_on_spark(sc)

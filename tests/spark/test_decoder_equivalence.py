@@ -17,7 +17,7 @@ pytestmark = pytest.mark.spark
 def test_key_buckets_equal_sparks(spark):
     from pyspark.sql import functions as F
 
-    from jobs.key_buckets import KeyBuckets
+    from jobs.operator_input import KeyBuckets
 
     rnd = random.Random(7)
     text = ["", "a", "key-0776", "é", "日本語", "x" * 31, "y" * 32, "z" * 33, "q" * 100]
@@ -39,7 +39,7 @@ def test_key_buckets_equal_sparks(spark):
 def test_the_shuffle_partition_of_a_bucket_value_equals_sparks(spark):
     from pyspark.sql import functions as F
 
-    from jobs.key_buckets import spark_partition_of_int
+    from jobs.operator_input import spark_partition_of_int
 
     values = [*range(300), -1, -(2**31), 2**31 - 1, 123_456_789]
     df = spark.createDataFrame([(v,) for v in values], "v int")

@@ -1,8 +1,8 @@
 """Kill safety: SIGKILL the job at several points, rerun, and get the uninterrupted pane log.
 
 Each killed run is a separate ``panestore run`` process (its own process group: driver, JVM and
-Python workers die together, as in a container kill). ``PANESTORE_TEST_HOOK`` makes the sink
-kill the job at a named point of a given batch (see ``jobs.job.hook``):
+Python workers die together, as in a container kill). ``--kill-at point:batch`` makes the sink
+kill the job at a named point of a given batch (see ``jobs.job.kill``):
 
 * ``before_commit``: mid-batch, the engine ran and its state was written, nothing committed;
 * ``between_tables``: the pane log committed, the late and rejected tables not;
@@ -59,13 +59,18 @@ FILES = [
     [view("a", 200), view("a", 30, 7.0), view("b", 130), '{"ts": "' + iso(9) + '"}'],
     [view("b", 400), view("a", 35, 3.0), view("c", 300, 2.0)],
 ]
-# (hook:batch) per killed run. Batches 0-3 read one file each; batch 4 fires the timers of the
+# (point:batch) per killed run. Batches 0-3 read one file each; batch 4 fires the timers of the
 # last watermark advance (Spark's no-data batch, or the tick batch of jobs.run). Killed: mid-batch
 # (1), between the pane-log and the late/rejected commits (2), after a data batch's Delta
 # commits but before Spark's commit (3), during the timer batch (4), and after the timer batch's
 # Delta commits (4, replayed).
-KILLS = ["before_commit:1", "between_tables:2", "after_commit:3", "before_commit:4",
-         "after_commit:4"]
+KILLS = [
+    "before_commit:1",
+    "between_tables:2",
+    "after_commit:3",
+    "before_commit:4",
+    "after_commit:4",
+]
 
 
 def parse(text):
@@ -89,14 +94,11 @@ def land(root):
     return conf
 
 
-def run_cli(conf, hook=None, timeout=240):
-    env = dict(os.environ)
-    env.pop("PANESTORE_TEST_HOOK", None)
-    if hook:
-        env["PANESTORE_TEST_HOOK"] = hook
+def run_cli(conf, kill_at=None, timeout=240):
+    kill = ["--kill-at", kill_at] if kill_at else []
     return subprocess.run(
-        [sys.executable, "-m", "jobs.cli", "run", str(conf), "--no-materialize"],
-        env=env, capture_output=True, text=True, timeout=timeout, start_new_session=True,
+        [sys.executable, "-m", "jobs.cli", "run", str(conf), "--no-materialize", *kill],
+        capture_output=True, text=True, timeout=timeout, start_new_session=True,
     )  # fmt: skip
 
 
@@ -120,9 +122,9 @@ def test_killed_runs_equal_an_uninterrupted_run(spark, tmp_path):
 
     conf = land(tmp_path / "killed")
     pipeline = load_pipeline(conf)
-    for hook in KILLS:
-        proc = run_cli(conf, hook)
-        assert proc.returncode == -signal.SIGKILL, (hook, proc.returncode, proc.stderr[-3000:])
+    for kill_at in KILLS:
+        proc = run_cli(conf, kill_at)
+        assert proc.returncode == -signal.SIGKILL, (kill_at, proc.returncode, proc.stderr[-3000:])
     proc = run_cli(conf)
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = tables(pipeline)

@@ -12,7 +12,8 @@ import pytest
 pytestmark = pytest.mark.spark
 
 T0 = 1_704_067_200  # 2024-01-01T00:00:00Z
-DELAY = "10 seconds"
+DELAY = "10s"
+TRIGGER = "AfterWatermark(early=AfterCount(2), late=AfterCount(1))"
 FILES = [
     [("a", 1, 1.0), ("a", 2, 2.0), ("b", 3, 5.0)],  # early pane for a (count 2)
     [("a", 70, 1.0), ("b", 100, 1.0), ("c", 5, 1.0)],  # watermark moves: on-time panes
@@ -47,39 +48,39 @@ def _offset_log(ckpt):
     return out
 
 
+def _pipeline(tmp_path):
+    from jobs.pipeline import pipeline_from_dict
+
+    return pipeline_from_dict({
+        "name": "t", "lake": str(tmp_path / "lake"), "keys": ["key"], "event_time": "ts",
+        "window": "FixedWindows(1m)", "trigger": TRIGGER,
+        "accumulation_mode": "accumulating_and_retracting", "allowed_lateness": "30s",
+        "watermark": {"delay": DELAY}, "aggregates": {"total": "sum(value)"}, "state_buckets": 4,
+        "source": {"path": str(tmp_path / "in"),
+                   "schema": {"key": "string", "ts": "timestamp", "value": "double"}},
+    })  # fmt: skip
+
+
 def test_pane_log_equals_simulator(spark, tmp_path):
-    from pyspark.sql import functions as F
+    """The operator as the job runs it (packed key buckets), fed by a plain streaming frame."""
     from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
 
-    from jobs.operator import OperatorConfig, apply_operator, split_output
-    from panes import Simulator, combiners
-    from sinks.pane_log import PaneLog, pane_record
-    from sinks.records import LateLog
-    from tests.spark import pipelines
+    from jobs.job import BatchSink, build_job, layout, operator_config
+    from panes import Simulator
+    from sinks.pane_log import pane_record
 
+    pipeline = _pipeline(tmp_path)
     inp, ckpt = tmp_path / "in", tmp_path / "ckpt"
     inp.mkdir()
     schema = StructType([StructField("key", StringType()), StructField("ts", TimestampType()),
                          StructField("value", DoubleType())])  # fmt: skip
-    cfg = OperatorConfig(engine_factory=pipelines.fixed_sum_engine)
-    pane_log = PaneLog(tmp_path / "lake" / "panes", "t")
-    late_log = LateLog(tmp_path / "lake" / "late", "t")
-
-    def sink(df, batch_id):
-        panes, late = split_output(df.toArrow())
-        pane_log.append(batch_id, panes)
-        late_log.append(batch_id, late)
+    cfg = operator_config(pipeline)
+    sink = BatchSink(pipeline)
+    sink.create_tables()
 
     def run():
-        src = (
-            spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(inp))
-            .withColumn("ts_us", F.unix_micros("ts"))
-            .withWatermark("ts", DELAY)
-            # Without the watermarked column below it, Spark does not filter late rows before
-            # the operator: the engine sees them and records the ones it drops.
-            .drop("ts")
-        )  # fmt: skip
-        writer = apply_operator(src, cfg).writeStream.foreachBatch(sink)
+        src = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(inp))
+        writer = build_job(spark, pipeline, src).writeStream.foreachBatch(sink)
         q = writer.option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start()
         q.awaitTermination()
 
@@ -88,7 +89,7 @@ def test_pane_log_equals_simulator(spark, tmp_path):
         run()
 
     # Replay the same batches through the simulator: watermark and batch time from the offset log.
-    sim = Simulator(pipelines.windowing(), combiners.sum())
+    sim = Simulator(pipeline.windowing(), pipeline.combine_fn())
     expected, prev = [], -1
     for batch_id, wm_ms, pt_ms, log_offset in _offset_log(ckpt):
         rows = []
@@ -99,12 +100,12 @@ def test_pane_log_equals_simulator(spark, tmp_path):
                 for rec in open(path).read().splitlines():  # noqa: SIM115
                     r = json.loads(rec)
                     ts = calendar.timegm(time.strptime(r["ts"], "%Y-%m-%dT%H:%M:%SZ"))
-                    rows.append((r["key"], r["value"], ts * 1_000_000))
+                    rows.append((r["key"], {"value": r["value"]}, ts * 1_000_000))
         prev = log_offset
         # One micro-batch == advance both clocks, then add the batch's rows as one bundle.
         out = sim.advance(cfg.model_watermark(wm_ms), pt_ms * 1000)
         out += sim.add_elements(sorted(rows, key=lambda e: (e[0], e[2], repr(e[1]))))
-        expected += [dict(pane_record(p), batch_id=batch_id) for p in out]
+        expected += [dict(pane_record(p, layout(pipeline)), batch_id=batch_id) for p in out]
 
     def norm(r):  # every column, processing_time_us included
         return tuple(
@@ -113,11 +114,11 @@ def test_pane_log_equals_simulator(spark, tmp_path):
             if k in expected[0]
         )
 
-    got = pane_log.read().to_pylist()
+    got = sink.pane_log.read().to_pylist()
     assert sorted(map(norm, got)) == sorted(map(norm, expected))
     assert len(got) == 11
-    late = late_log.read().to_pylist()
+    late = sink.late_log.read().to_pylist()
     assert [(r["key"], r["timestamp_us"]) for r in late] == [("a", (T0 + 50) * 1_000_000)]
     assert [d.timestamp for d in sim.dropped] == [(T0 + 50) * 1_000_000]
     assert late[0]["reason"].startswith("expired")
-    assert pane_log.committed_batch_id() == _offset_log(ckpt)[-1][0]
+    assert sink.pane_log.committed_batch_id() == _offset_log(ckpt)[-1][0]

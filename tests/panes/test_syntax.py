@@ -1,6 +1,6 @@
-"""The textual form of triggers, as pipeline configurations write it.
+"""The textual form of triggers and window functions, as pipeline configurations write it.
 
-Pins the round trip both ways (``parse_trigger(format_trigger(t)) == t`` for random trigger trees
+Pins the round trip both ways (``parse_trigger(str(t)) == t`` for random trigger trees
 of every class, and canonical strings print back unchanged), durations in trigger text (the
 durations themselves: ``test_time``), and that malformed expressions raise ``TriggerSyntaxError`` (a
 ``ValueError``) whose ``.position`` points at the offending character.
@@ -23,13 +23,16 @@ from panes import (
     Always,
     DefaultTrigger,
     FixedWindows,
+    GlobalWindows,
     Never,
     OrFinally,
     Repeatedly,
+    Sessions,
+    SlidingWindows,
     TriggerSyntaxError,
     Windowing,
-    format_trigger,
     parse_trigger,
+    parse_window,
 )
 from tests.panes.test_time import DURATIONS, durations
 
@@ -91,9 +94,9 @@ CANONICAL = [
 @pytest.mark.parametrize("text", CANONICAL)
 def test_canonical_strings_print_back_unchanged(text):
     trigger = parse_trigger(text)
-    assert format_trigger(trigger) == text
     assert str(trigger) == text
-    assert parse_trigger(format_trigger(trigger)) == trigger
+    assert repr(trigger) == text
+    assert parse_trigger(str(trigger)) == trigger
 
 
 def test_parsing_builds_the_trigger_it_names():
@@ -101,7 +104,8 @@ def test_parsing_builds_the_trigger_it_names():
         "AfterWatermark(early=AfterProcessingTime(1m), late=AfterCount(1))"
     ) == AfterWatermark(early=AfterProcessingTime(60_000_000), late=AfterCount(1))
     assert parse_trigger("OrFinally(Repeatedly(AfterCount(2)), AfterWatermark())") == (
-        Repeatedly(AfterCount(2)).or_finally(AfterWatermark()))
+        Repeatedly(AfterCount(2)).or_finally(AfterWatermark())
+    )
     assert parse_trigger("AfterEach(Never(), Always())") == AfterEach(Never(), Always())
     assert parse_trigger("DefaultTrigger()") == DefaultTrigger()
 
@@ -109,10 +113,16 @@ def test_parsing_builds_the_trigger_it_names():
 def test_arguments_may_be_given_by_position_or_keyword_and_white_space_is_free():
     expected = AfterWatermark(early=AfterCount(2), late=AfterProcessingTime(5_000_000))
     assert parse_trigger("AfterWatermark(AfterCount(2), AfterProcessingTime(5s))") == expected
-    assert parse_trigger("AfterWatermark(late=AfterProcessingTime(5s), "
-                         "early=AfterCount(2))") == expected
-    assert parse_trigger(" AfterWatermark (\n  early = AfterCount ( 2 ) ,\n"
-                         "\tlate=AfterProcessingTime( 5s )\n) ") == expected
+    assert (
+        parse_trigger("AfterWatermark(late=AfterProcessingTime(5s), early=AfterCount(2))")
+        == expected
+    )
+    assert (
+        parse_trigger(
+            " AfterWatermark (\n  early = AfterCount ( 2 ) ,\n\tlate=AfterProcessingTime( 5s )\n) "
+        )
+        == expected
+    )
     assert parse_trigger("AfterCount(count=7)") == AfterCount(7)
     assert parse_trigger("AfterProcessingTime(delay=1m)") == AfterProcessingTime(60_000_000)
 
@@ -120,15 +130,15 @@ def test_arguments_may_be_given_by_position_or_keyword_and_white_space_is_free()
 def test_after_first_is_an_alias_of_after_any():
     assert parse_trigger("AfterFirst(AfterCount(1), Never())") == AfterAny(AfterCount(1), Never())
     assert AfterFirst is AfterAny
-    assert format_trigger(AfterFirst(Never())) == "AfterAny(Never())"
+    assert str(AfterFirst(Never())) == "AfterAny(Never())"
 
 
 @given(trigger_trees())
 def test_random_trigger_trees_round_trip(trigger):
-    text = format_trigger(trigger)
+    text = str(trigger)
     parsed = parse_trigger(text)
     assert parsed == trigger
-    assert format_trigger(parsed) == text
+    assert str(parsed) == text
 
 
 # -- durations in trigger text (the durations themselves: test_time) -------------------------
@@ -138,7 +148,7 @@ def test_random_trigger_trees_round_trip(trigger):
 def test_durations_in_trigger_text_parse_to_micros_and_print_canonically(text, micros, canonical):
     trigger = parse_trigger(f"AfterProcessingTime({text})")
     assert trigger == AfterProcessingTime(micros)
-    assert format_trigger(trigger) == f"AfterProcessingTime({canonical})"
+    assert str(trigger) == f"AfterProcessingTime({canonical})"
 
 
 # -- errors point at the offending character --------------------------------------------------
@@ -154,53 +164,61 @@ def _error(text):
     return error
 
 
-@pytest.mark.parametrize(("text", "offending", "message"), [
-    # missing parentheses
-    ("AfterCount(3", 12, "expected ',' or ')'"),
-    ("AfterWatermark(early=AfterCount(3)", 34, "expected ',' or ')'"),
-    ("AfterCount 3)", 11, "expected '('"),
-    ("AfterWatermark", 14, "expected '('"),
-    # unknown names, with a suggestion
-    ("AfterCont(3)", 0, "unknown trigger 'AfterCont' (did you mean AfterCount?)"),
-    ("AfterWatermark(early=AfterProcesingTime(1m))", 21,
-     "did you mean AfterProcessingTime?"),
-    ("Sometimes()", 0, "unknown trigger 'Sometimes'"),
-    # bad counts
-    ("AfterCount(5m)", 11, "expects a count"),
-    ("AfterCount(-1)", 11, "unexpected character '-'"),
-    ("AfterCount(1.5)", 12, "unexpected character '.'"),
-    ("AfterCount()", 11, "needs 1 argument"),
-    # a duration without a unit
-    ("AfterProcessingTime(90)", 20, "expects a duration"),
-    ("AfterWatermark(early=AfterProcessingTime(5))", 41, "expects a duration"),
-    # stray text
-    ("AfterCount(3) AfterCount(4)", 14, "unexpected 'AfterCount' after the trigger"),
-    ("AfterCount(3))", 13, "unexpected ')'"),
-    ("Never() ;", 8, "unexpected character ';'"),
-    # positional after keyword
-    ("AfterWatermark(early=AfterCount(1), AfterCount(2))", 36,
-     "positional argument after a keyword argument"),
-    # too many and repeated arguments, wrong kinds
-    ("AfterCount(1, 2)", 14, "at most 1 argument"),
-    ("AfterWatermark(early=Never(), early=Always())", 36, "'early' given twice"),
-    ("Repeatedly(3)", 11, "expects a trigger"),
-    ("OrFinally(Never())", 17, "needs 2 argument"),
-    ("AfterAll()", 9, "needs at least 1 trigger"),
-    # the empty string
-    ("", 0, "expected a trigger name, found the end"),
-    ("   ", 0, "expected a trigger name, found the end"),
-])
+@pytest.mark.parametrize(
+    ("text", "offending", "message"),
+    [
+        # missing parentheses
+        ("AfterCount(3", 12, "expected ',' or ')'"),
+        ("AfterWatermark(early=AfterCount(3)", 34, "expected ',' or ')'"),
+        ("AfterCount 3)", 11, "expected '('"),
+        ("AfterWatermark", 14, "expected '('"),
+        # unknown names, with a suggestion
+        ("AfterCont(3)", 0, "unknown trigger 'AfterCont' (did you mean AfterCount?)"),
+        ("AfterWatermark(early=AfterProcesingTime(1m))", 21, "did you mean AfterProcessingTime?"),
+        ("Sometimes()", 0, "unknown trigger 'Sometimes'"),
+        # bad counts
+        ("AfterCount(5m)", 11, "expects a count"),
+        ("AfterCount(-1)", 11, "unexpected character '-'"),
+        ("AfterCount(1.5)", 12, "unexpected character '.'"),
+        ("AfterCount()", 11, "needs 1 argument"),
+        # a duration without a unit
+        ("AfterProcessingTime(90)", 20, "expects a duration"),
+        ("AfterWatermark(early=AfterProcessingTime(5))", 41, "expects a duration"),
+        # stray text
+        ("AfterCount(3) AfterCount(4)", 14, "unexpected 'AfterCount' after the trigger"),
+        ("AfterCount(3))", 13, "unexpected ')'"),
+        ("Never() ;", 8, "unexpected character ';'"),
+        # positional after keyword
+        (
+            "AfterWatermark(early=AfterCount(1), AfterCount(2))",
+            36,
+            "positional argument after a keyword argument",
+        ),
+        # too many and repeated arguments, wrong kinds
+        ("AfterCount(1, 2)", 14, "at most 1 argument"),
+        ("AfterWatermark(early=Never(), early=Always())", 36, "'early' given twice"),
+        ("Repeatedly(3)", 11, "expects a trigger"),
+        ("OrFinally(Never())", 17, "needs 2 argument"),
+        ("AfterAll()", 9, "needs at least 1 trigger"),
+        # the empty string
+        ("", 0, "expected a trigger name, found the end"),
+        ("   ", 0, "expected a trigger name, found the end"),
+    ],
+)
 def test_malformed_expressions_point_at_the_offending_position(text, offending, message):
     error = _error(text)
     assert message in error.message
     assert error.position == offending
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("AfterCount(early=AfterCount(1))", "AfterCount has no argument 'early'"),
-    ("AfterAny(early=Never())", "AfterAny takes no keyword arguments"),
-    ("AfterWatermark(erly=Never())", "AfterWatermark has no argument 'erly'"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("AfterCount(early=AfterCount(1))", "AfterCount has no argument 'early'"),
+        ("AfterAny(early=Never())", "AfterAny takes no keyword arguments"),
+        ("AfterWatermark(erly=Never())", "AfterWatermark has no argument 'erly'"),
+    ],
+)
 def test_keyword_on_the_wrong_trigger_points_at_the_keyword(text, message):
     error = _error(text)
     assert message in error.message
@@ -219,6 +237,24 @@ def test_caret_in_the_message_sits_under_the_offending_character():
     source, caret = str(error).splitlines()[-2:]
     assert source.strip() == error.text
     assert caret.index("^") - 2 == 21 == error.position  # both lines are indented by two
+
+
+# -- window functions ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("FixedWindows(1m)", FixedWindows(60_000_000)),
+        ("FixedWindows(1h, offset=30m)", FixedWindows(3_600_000_000, 1_800_000_000)),
+        ("SlidingWindows(10m, 1m)", SlidingWindows(600_000_000, 60_000_000)),
+        ("Sessions(30m)", Sessions(1_800_000_000)),
+        ("GlobalWindows()", GlobalWindows()),
+    ],
+)
+def test_parse_window(text, expected):
+    assert parse_window(text) == expected
+    assert parse_window(str(expected)) == expected
 
 
 def test_text_form_drives_the_same_semantics():

@@ -1,4 +1,5 @@
-"""Tables record their pipeline's configuration fingerprint; another configuration is refused."""
+"""jobs.job: tables record their pipeline's configuration fingerprint; another configuration is
+refused."""
 
 from __future__ import annotations
 

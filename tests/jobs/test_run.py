@@ -1,5 +1,7 @@
-"""A lake remembers how its operator state is laid out, and refuses a run that would lose it."""
+"""jobs.run: a lake remembers how its operator state is laid out, and refuses a run that would
+lose it."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ def test_a_changed_state_buckets_is_refused_naming_the_field(tmp_path):
     pipeline = load_pipeline(DEMO, overrides={"lake": str(tmp_path / "lake")})
     check_state_layout(pipeline)  # first run: records the setting
     check_state_layout(pipeline)  # same setting: fine
-    changed = pipeline.with_overrides(state_buckets=pipeline.state_buckets * 2)
+    changed = replace(pipeline, state_buckets=pipeline.state_buckets * 2)
     with pytest.raises(PipelineConfigError) as error:
         check_state_layout(changed)
     assert error.value.field == "state_buckets"
@@ -24,7 +26,7 @@ def test_a_changed_state_buckets_is_refused_naming_the_field(tmp_path):
 def test_a_new_lake_spreads_its_buckets_evenly_over_the_shuffle_partitions(tmp_path):
     import json
 
-    from jobs.key_buckets import spark_partition_of_int
+    from jobs.operator_input import spark_partition_of_int
 
     pipeline = load_pipeline(DEMO, overrides={"lake": str(tmp_path / "lake")})
     ids = check_state_layout(pipeline, partitions=2)
@@ -38,14 +40,17 @@ def test_a_new_lake_spreads_its_buckets_evenly_over_the_shuffle_partitions(tmp_p
     assert tuple(recorded["bucket_ids"]) == ids
 
 
-def test_lakes_recorded_before_bucket_values_keep_the_bucket_numbers(tmp_path):
+def test_a_lake_of_another_layout_format_is_refused(tmp_path):
     pipeline = load_pipeline(DEMO, overrides={"lake": str(tmp_path / "lake")})
     (tmp_path / "lake").mkdir()
     (tmp_path / "lake" / "_state_layout.json").write_text(
         f'{{"state_buckets": {pipeline.state_buckets}}}'
     )
-    assert check_state_layout(pipeline, partitions=2) == tuple(range(pipeline.state_buckets))
-    # a lake whose checkpoint predates the layout file keeps them too
+    with pytest.raises(PipelineConfigError, match="state layout format None") as error:
+        check_state_layout(pipeline, partitions=2)
+    assert error.value.field == "lake"
+    # a lake whose checkpoint predates the layout file is refused too
     other = load_pipeline(DEMO, overrides={"lake": str(tmp_path / "old")})
     Path(other.checkpoint_path).mkdir(parents=True)
-    assert check_state_layout(other, partitions=2) == tuple(range(other.state_buckets))
+    with pytest.raises(PipelineConfigError, match=r"no _state_layout\.json"):
+        check_state_layout(other, partitions=2)

@@ -1,16 +1,22 @@
-"""The textual form of triggers, as written in pipeline configurations.
+"""The textual form of the model, as pipeline configurations write it: triggers and window
+functions.
 
-``parse_trigger(format_trigger(t)) == t`` for every trigger ``t``.
+Every trigger and window function prints its canonical form with ``str``, and the parsers here
+read it back: ``parse_trigger(str(t)) == t`` and ``parse_window(str(w)) == w``. (Aggregates
+print with ``repr`` and parse with :func:`panes.combiners.parse_aggregate`.)
 
 >>> t = parse_trigger("AfterWatermark(early=AfterProcessingTime(1m), late=AfterCount(1))")
->>> format_trigger(t)
+>>> str(t)
 'AfterWatermark(early=AfterProcessingTime(1m), late=AfterCount(1))'
+>>> str(parse_window("FixedWindows(1h, offset=30m)"))
+'FixedWindows(1h, 30m)'
 
-Grammar (white space is free between tokens)::
+Trigger grammar (white space is free between tokens)::
 
     trigger  := NAME "(" [ argument ("," argument)* ] ")"
     argument := [ NAME "=" ] ( trigger | DURATION | INTEGER )
 
+Window functions are ``NAME "(" [ [NAME "="] DURATION ("," [NAME "="] DURATION)* ] ")"``.
 Durations are a number and a unit, possibly repeated: ``250ms``, ``90s``, ``5m``, ``1h30m``.
 """
 
@@ -21,7 +27,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from panes.time import format_duration, parse_duration
+from panes.time import parse_duration
 from panes.triggers import (
     AfterAll,
     AfterAny,
@@ -36,6 +42,7 @@ from panes.triggers import (
     Repeatedly,
     Trigger,
 )
+from panes.windowfns import FixedWindows, GlobalWindows, Sessions, SlidingWindows, WindowFn
 
 
 class TriggerSyntaxError(ValueError):
@@ -44,31 +51,6 @@ class TriggerSyntaxError(ValueError):
     def __init__(self, message: str, text: str, position: int) -> None:
         self.message, self.text, self.position = message, text, position
         super().__init__(f"{message} at position {position}:\n  {text}\n  {' ' * position}^")
-
-
-def format_trigger(trigger: Trigger) -> str:
-    """The canonical textual form of ``trigger``."""
-    name = type(trigger).__name__
-    if isinstance(trigger, DefaultTrigger | Always | Never):
-        return f"{name}()"
-    if isinstance(trigger, AfterWatermark):
-        parts = [
-            f"{k}={format_trigger(t)}"
-            for k, t in (("early", trigger.early), ("late", trigger.late))
-            if t is not None
-        ]
-        return f"AfterWatermark({', '.join(parts)})"
-    if isinstance(trigger, AfterCount):
-        return f"AfterCount({trigger.count})"
-    if isinstance(trigger, AfterProcessingTime):
-        return f"AfterProcessingTime({format_duration(trigger.delay)})"
-    if isinstance(trigger, Repeatedly):
-        return f"Repeatedly({format_trigger(trigger.trigger)})"
-    if isinstance(trigger, OrFinally):
-        return f"OrFinally({format_trigger(trigger.trigger)}, {format_trigger(trigger.until)})"
-    if isinstance(trigger, AfterEach | AfterAny | AfterAll):
-        return f"{name}({', '.join(format_trigger(t) for t in trigger.triggers)})"
-    raise TypeError(f"no textual form for {name}")
 
 
 _TOKEN = re.compile(
@@ -276,3 +258,43 @@ def parse_trigger(text: str) -> Trigger:
     """Parse the textual form of a trigger; raises :class:`TriggerSyntaxError` (a
     ``ValueError``) pointing at the offending position."""
     return _Parser(text).parse()
+
+
+# -- window functions -------------------------------------------------------------------------
+
+_WINDOW = re.compile(r"\s*([A-Za-z]+)\s*\((.*)\)\s*")
+# name -> (class, parameters in positional order, how many are required)
+_WINDOW_SIGNATURES: dict[str, tuple[type[WindowFn], tuple[str, ...], int]] = {
+    "FixedWindows": (FixedWindows, ("size", "offset"), 1),
+    "SlidingWindows": (SlidingWindows, ("size", "period", "offset"), 2),
+    "Sessions": (Sessions, ("gap",), 1),
+    "GlobalWindows": (GlobalWindows, (), 0),
+}
+
+
+def parse_window(text: str) -> WindowFn:
+    """``FixedWindows(1m)``, ``FixedWindows(1h, offset=30m)``, ``SlidingWindows(10m, 1m)``,
+    ``Sessions(30m)``, ``GlobalWindows()`` -> the window function (``str()`` gives it back).
+    Raises ``ValueError`` naming what is wrong."""
+    m = _WINDOW.fullmatch(text)
+    if m is None or m.group(1) not in _WINDOW_SIGNATURES:
+        known = ", ".join(f"{n}(...)" for n in _WINDOW_SIGNATURES)
+        raise ValueError(f"not a window function: {text!r} (expected one of {known})")
+    name, body = m.groups()
+    cls, params, required = _WINDOW_SIGNATURES[name]
+    args: dict[str, int] = {}
+    parts = [p.strip() for p in body.split(",")] if body.strip() else []
+    for i, part in enumerate(parts):
+        if "=" in part:
+            pname, _, value = (s.strip() for s in part.partition("="))
+        elif i < len(params):
+            pname, value = params[i], part
+        else:
+            raise ValueError(f"{name} takes at most {len(params)} arguments: {text!r}")
+        if pname not in params or pname in args:
+            raise ValueError(f"{name}: unexpected or repeated argument {pname!r} in {text!r}")
+        args[pname] = parse_duration(value)
+    missing = [p for p in params[:required] if p not in args]
+    if missing:
+        raise ValueError(f"{name} needs {', '.join(params[:required])}: {text!r}")
+    return cls(**args)

@@ -1,0 +1,290 @@
+"""The stateful operator's input encoding: key buckets of packed element rows.
+
+Spark groups the operator's input by *key bucket*, not by key: one Spark state value and at most
+one timer per bucket (:class:`jobs.operator.BucketProcessor`). Every input row of the operator is
+``(pst_bucket, pst_blob)``: the bucket's grouping value and an Arrow IPC stream of rows of that
+bucket, whose columns are named by :class:`InputSchema`:
+
+* element rows: the key columns, :data:`TS_US` (event time, int64 µs) and the value columns;
+* rejected records (bucket :data:`REJECTED_BUCKET`): :data:`REJECTED_COLUMNS` (the raw record,
+  its file and why it was rejected), the other columns null.
+
+PySpark converts every input row of ``transformWithStateInPandas`` to a Python tuple (and with
+pandas 3, iterates Arrow-backed string columns row by row): packing makes that a few thousand
+rows per batch instead of one per element, and reading blobs with Arrow keeps integers exact
+(pandas would hold an integer column with nulls as float64). Blobs are packed before the shuffle
+by :func:`pack_by_bucket` (a ``mapInArrow`` function) or, for JSON-lines it decodes, by
+:mod:`jobs.jsonl_decoder` with :func:`blobs_by_bucket`.
+
+A key's bucket is Spark's ``pmod(xxhash64(key columns), state_buckets)``
+(:func:`bucket_expression`), computed identically in Python by :class:`KeyBuckets`, so a key's
+state is found whichever side packed its rows. Spark's ``xxhash64`` is XXH64 with seed 42, chained
+over the columns: each non-null column is hashed with the previous result as the seed; strings as
+their UTF-8 bytes, ``int`` as 4 and ``bigint`` as 8 little-endian bytes; ``pmod`` is Python's
+``%`` with a positive divisor. A lake maps bucket numbers to grouping values that Spark spreads
+evenly over its shuffle partitions (:func:`balanced_bucket_ids`).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import xxhash
+
+BUCKET, BLOB = "pst_bucket", "pst_blob"
+PACKED_SCHEMA = f"{BUCKET} int, {BLOB} binary"
+"""The operator's input rows (Spark DDL)."""
+REJECTED_BUCKET = -1
+TS_US = "ts_us"
+REJECTED_COLUMNS = ("pst_raw", "pst_source_file", "pst_reason")
+"""A rejected record's raw text, its file and why it was rejected (``pst_``: source columns may
+not start with ``_``, and Spark renames ``_`` columns of a stateful operator's input)."""
+
+
+@dataclass(frozen=True)
+class InputSchema:
+    """The named columns of the rows a blob holds (see the module doc)."""
+
+    keys: tuple[str, ...]
+    values: tuple[str, ...]
+
+    @property
+    def element_columns(self) -> tuple[str, ...]:
+        return (*self.keys, TS_US, *self.values)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """Every column of a packed row: an element's, then a rejected record's."""
+        return (*self.element_columns, *REJECTED_COLUMNS)
+
+
+# -- packing ------------------------------------------------------------------------------------
+
+
+def blob_of(rows: pa.RecordBatch | pa.Table) -> bytes:
+    """``rows`` as one Arrow IPC stream."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, rows.schema) as writer:
+        writer.write(rows)
+    return sink.getvalue().to_pybytes()
+
+
+def blobs_by_bucket(buckets: np.ndarray, payload: pa.RecordBatch) -> tuple[list[int], Any, list]:
+    """Rows of ``payload`` sorted by ``buckets`` (one bucket per row) -> (the distinct buckets,
+    the first row of each, one blob of each bucket's rows)."""
+    cuts = np.flatnonzero(np.diff(buckets)) + 1
+    starts = np.concatenate([[0], cuts]).astype(np.int64) if len(buckets) else cuts
+    ends = [*cuts.tolist(), len(buckets)]
+    blobs = [
+        blob_of(payload.slice(lo, hi - lo)) for lo, hi in zip(starts.tolist(), ends, strict=True)
+    ]
+    return buckets[starts].tolist(), starts, blobs
+
+
+def pack_by_bucket(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function: rows ``(pst_bucket, pst_blob, columns...)`` -> the operator's
+    input rows ``(pst_bucket, pst_blob)``. A row that is already a blob passes through (as Arrow
+    data: never as Python objects); the others become one blob per bucket and Arrow batch of
+    their other columns."""
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        is_blob = pc.is_valid(batch.column(BLOB))
+        if batch.column(BLOB).null_count == 0:  # all blobs (the decoder's): no copy
+            yield pa.RecordBatch.from_arrays(
+                [batch.column(BUCKET).cast(pa.int32()), batch.column(BLOB).cast(pa.binary())],
+                names=[BUCKET, BLOB],
+            )
+            continue
+        passed = batch.filter(is_blob)
+        ids = [passed.column(BUCKET).cast(pa.int32())]
+        blobs = [passed.column(BLOB).cast(pa.binary())]
+        rows = batch.filter(pc.invert(is_blob))
+        if rows.num_rows:
+            rows = rows.take(pc.sort_indices(rows.column(BUCKET)))
+            buckets = rows.column(BUCKET).to_numpy(zero_copy_only=False)
+            names = [n for n in rows.schema.names if n not in (BUCKET, BLOB)]
+            payload = pa.RecordBatch.from_arrays([rows.column(n) for n in names], names=names)
+            packed_ids, _, packed = blobs_by_bucket(buckets, payload)
+            ids.append(pa.array(packed_ids, pa.int32()))
+            blobs.append(pa.array(packed, pa.binary()))
+        yield pa.RecordBatch.from_arrays(
+            [pa.concat_arrays(ids), pa.concat_arrays(blobs)], names=[BUCKET, BLOB]
+        )
+
+
+# -- unpacking ----------------------------------------------------------------------------------
+
+
+def unpack(blobs: Iterable[bytes]) -> pa.Table | None:
+    """The rows of ``blobs`` as one table (None for no blobs)."""
+    tables = [pa.ipc.open_stream(blob).read_all() for blob in blobs]
+    if not tables:
+        return None
+    return pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
+
+
+_NO_VALUES: dict = {}
+
+
+def elements_by_key(table: pa.Table | None, schema: InputSchema) -> dict[Any, list]:
+    """Element rows -> {engine key: [(value, timestamp µs), ...]}, each key's elements ordered
+    by timestamp (ties in arrival order). The engine key is the key column's value, or a tuple
+    of them; the value of an element is a dict of the value columns."""
+    if table is None or table.num_rows == 0:
+        return {}
+    kcols, vcols = list(schema.keys), list(schema.values)
+    order = [(c, "ascending") for c in (*kcols, TS_US)]
+    table = table.take(pc.sort_indices(table, sort_keys=order))
+    columns = [table.column(c).to_pylist() for c in vcols]
+    if columns:
+        vals: Iterable = (dict(zip(vcols, row, strict=True)) for row in zip(*columns, strict=True))
+    else:
+        vals = [_NO_VALUES] * table.num_rows
+    elements = list(zip(vals, table.column(TS_US).to_pylist(), strict=True))
+    if len(kcols) == 1:  # sorted by key: one slice per distinct key
+        counts = pc.value_counts(table.column(kcols[0])).flatten()
+        out, lo = {}, 0
+        for key, count in zip(counts[0].to_pylist(), counts[1].to_pylist(), strict=True):
+            out[key] = elements[lo : lo + count]
+            lo += count
+        return out
+    keys = zip(*[table.column(c).to_pylist() for c in kcols], strict=True)
+    by_key: dict[Any, list] = {}
+    for k, e in zip(keys, elements, strict=True):
+        got = by_key.get(k)
+        if got is None:
+            by_key[k] = [e]
+        else:
+            got.append(e)
+    return by_key
+
+
+def rejected_records(table: pa.Table | None) -> dict[str, list]:
+    """Rejected rows -> ``{"raw": [...], "source_file": [...], "reason": [...]}``."""
+    names = [c.removeprefix("pst_") for c in REJECTED_COLUMNS]
+    if table is None:
+        return {n: [] for n in names}
+    return {n: table.column(c).to_pylist() for n, c in zip(names, REJECTED_COLUMNS, strict=True)}
+
+
+# -- key buckets --------------------------------------------------------------------------------
+
+SPARK_SEED = 42
+HASHED_AS = {"string": "utf8", "int": "int32", "long": "int64", "bigint": "int64"}
+"""Declared column type -> how Spark's ``xxhash64`` hashes a value of it."""
+_PACK = {"int32": struct.Struct("<i").pack, "int64": struct.Struct("<q").pack}
+
+
+def bucket_expression(keys: Sequence[str], buckets: int) -> Any:
+    """The bucket of a row's key as a Spark column: ``pmod(xxhash64(keys), buckets)``."""
+    from pyspark.sql import functions as F
+
+    return F.pmod(F.xxhash64(*keys), F.lit(buckets))
+
+
+def _signed(u: int) -> int:
+    return u - (1 << 64) if u >= 1 << 63 else u
+
+
+@dataclass
+class KeyBuckets:
+    """``bucket(key)`` == Spark's ``pmod(xxhash64(key columns), buckets)``, memoized per key.
+
+    ``types`` are the key columns' declared types (each in :data:`HASHED_AS`); a key is the
+    column's value for one key column, else a tuple of them; no value may be null (a valid key
+    never is).
+
+    >>> KeyBuckets(("string",), 64).bucket("key-0776") in range(64)
+    True
+    """
+
+    types: Sequence[str]
+    buckets: int
+    _memo: dict[Any, int] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        unknown = [t for t in self.types if t not in HASHED_AS]
+        if unknown:
+            raise ValueError(f"key types {unknown} have no Python bucket function")
+        if self.buckets < 1:
+            raise ValueError(f"buckets must be >= 1, got {self.buckets}")
+        self._kinds = [HASHED_AS[t] for t in self.types]
+
+    def xxhash64(self, key: Any) -> int:
+        """Spark's ``xxhash64`` of the key columns (a signed 64-bit integer)."""
+        values = (key,) if len(self._kinds) == 1 else key
+        seed = SPARK_SEED
+        for kind, value in zip(self._kinds, values, strict=True):
+            data = value.encode("utf-8") if kind == "utf8" else _PACK[kind](value)
+            seed = xxhash.xxh64_intdigest(data, seed)
+        return _signed(seed)
+
+    def bucket(self, key: Any) -> int:
+        got = self._memo.get(key)
+        if got is None:
+            if len(self._memo) >= 1_000_000:  # a bounded memo: keys repeat, but not forever
+                self._memo.clear()
+            got = self._memo[key] = self.xxhash64(key) % self.buckets
+        return got
+
+    def buckets_of(self, keys: Iterable[Any]) -> list[int]:
+        """The bucket of each key, in order."""
+        bucket = self.bucket
+        return [bucket(k) for k in keys]
+
+
+# -- spreading buckets over Spark's shuffle partitions ------------------------------------------
+
+_M32 = 0xFFFFFFFF
+
+
+def _rotl32(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def spark_partition_of_int(value: int, partitions: int) -> int:
+    """The shuffle partition Spark's hash partitioning gives an ``int`` grouping value:
+    ``pmod(murmur3_32(value, seed 42), partitions)`` (Spark's ``hash()``)."""
+    k1 = (value & _M32) * 0xCC9E2D51 & _M32
+    k1 = _rotl32(k1, 15) * 0x1B873593 & _M32
+    h1 = SPARK_SEED ^ k1
+    h1 = (_rotl32(h1, 13) * 5 + 0xE6546B64) & _M32
+    h1 ^= 4
+    h1 ^= h1 >> 16
+    h1 = h1 * 0x85EBCA6B & _M32
+    h1 ^= h1 >> 13
+    h1 = h1 * 0xC2B2AE35 & _M32
+    h1 ^= h1 >> 16
+    signed = h1 - (1 << 32) if h1 >= 1 << 31 else h1
+    return signed % partitions
+
+
+def balanced_bucket_ids(buckets: int, partitions: int) -> tuple[int, ...]:
+    """Grouping values for buckets ``0..buckets-1`` that Spark spreads evenly over
+    ``partitions`` shuffle partitions: bucket ``b`` gets the smallest unused non-negative int
+    whose partition is ``b % partitions``.
+
+    The values 0..63 themselves land 27/37 on two partitions (Murmur3 of small ints is skewed),
+    and the busier task sets the pace of every operator stage.
+
+    >>> ids = balanced_bucket_ids(64, 2)
+    >>> sorted(spark_partition_of_int(i, 2) for i in ids).count(0)
+    32
+    """
+    ids: list[int] = []
+    candidate = [0] * partitions  # next int to try, per partition
+    for b in range(buckets):
+        p = b % partitions
+        i = candidate[p]
+        while spark_partition_of_int(i, partitions) != p:
+            i += 1
+        ids.append(i)
+        candidate[p] = i + 1
+    return tuple(ids)

@@ -1,0 +1,117 @@
+"""jobs.operator without Spark: a bucket group's blobs through the processor, with a fake state
+handle (what transformWithStateInPandas hands it), and the canonical order of a key's rows."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+pd = pytest.importorskip("pandas")
+pytest.importorskip("pyspark")
+
+from jobs.operator_input import blob_of  # noqa: E402
+
+T0_US = 1_704_067_200 * 1_000_000
+BIG = 2**53 + 1  # not a float64
+
+
+class FakeState:
+    def __init__(self) -> None:
+        self.value = None
+
+    def get(self):
+        return self.value
+
+    def update(self, value) -> None:
+        self.value = value
+
+    def clear(self) -> None:
+        self.value = None
+
+
+class FakeHandle:
+    def __init__(self) -> None:
+        self.state = FakeState()
+        self.timers: set[int] = set()
+
+    def getValueState(self, name, schema):
+        return self.state
+
+    def registerTimer(self, ms: int) -> None:
+        self.timers.add(ms)
+
+    def deleteTimer(self, ms: int) -> None:
+        self.timers.discard(ms)
+
+
+class Clocks:
+    def getCurrentWatermarkInMs(self) -> int:
+        return 0
+
+    def getCurrentProcessingTimeInMs(self) -> int:
+        return T0_US // 1000
+
+
+def processor():
+    from jobs.job import operator_config
+    from jobs.operator import BucketProcessor
+    from jobs.pipeline import pipeline_from_dict
+
+    pipeline = pipeline_from_dict({
+        "name": "p", "lake": "/tmp/unused", "keys": ["user"], "event_time": "t",
+        "window": "FixedWindows(1m)",
+        "trigger": "AfterWatermark(early=AfterCount(1), late=AfterCount(1))",
+        "accumulation_mode": "accumulating", "aggregates": {"ns": "to_list(n)"},
+        "source": {"path": "/tmp/unused", "schema": {"user": "long", "t": "timestamp",
+                                                     "n": "long"}},
+    })  # fmt: skip
+    proc = BucketProcessor(operator_config(pipeline))
+    proc.init(FakeHandle())
+    return proc
+
+
+def blob(rows: list[dict]) -> bytes:
+    return blob_of(pa.Table.from_pylist(rows, pa.schema([
+        ("user", pa.int64()), ("ts_us", pa.int64()), ("n", pa.int64())])))  # fmt: skip
+
+
+def test_blob_rows_keep_integers_exact_and_nulls():
+    # pandas would hold integer columns with nulls as float64 (BIG + 1 == BIG there)
+    frame = pd.DataFrame({
+        "pst_bucket": [3, 3],
+        "pst_blob": [blob([{"user": BIG, "ts_us": T0_US + 1, "n": BIG}]),
+                     blob([{"user": BIG, "ts_us": T0_US + 2, "n": BIG + 2},
+                           {"user": BIG, "ts_us": T0_US + 3, "n": None}])],
+    })  # fmt: skip
+    out = pd.concat(list(processor().handleInputRows((3,), iter([frame]), Clocks())))
+    panes = out[out["record_kind"] == "pane"]
+    assert set(panes["user"]) == {BIG}
+    last = panes.sort_values("pane_index").iloc[-1]
+    assert list(last["ns"]) == [BIG, BIG + 2, None]
+
+
+def test_rejected_records_pass_through_stamped_with_the_batch_time():
+    rejected = pa.table({
+        "pst_raw": ["{bad", "{}"], "pst_source_file": ["f1", "f2"],
+        "pst_reason": ["malformed record", "missing key (user)"],
+    })  # fmt: skip
+    frame = pd.DataFrame({"pst_bucket": [-1], "pst_blob": [blob_of(rejected)]})
+    out = pd.concat(list(processor().handleInputRows((-1,), iter([frame]), Clocks())))
+    assert list(out["record_kind"]) == ["rejected", "rejected"]
+    assert list(out["raw"]) == ["{bad", "{}"] and list(out["source_file"]) == ["f1", "f2"]
+    assert list(out["reason"]) == ["malformed record", "missing key (user)"]
+    assert set(out["processing_time_us"]) == {T0_US}
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_any_arrival_order_gives_the_same_sequence(seed):
+    from jobs.operator import canonical_order
+
+    rows = [({"s": v}, ts) for ts in (3, 5, 5, 5, 9) for v in (ts, ts + 1)]
+    shuffled = rows[:]
+    random.Random(seed).shuffle(shuffled)
+    canonical_order(shuffled)
+    expected = sorted(rows, key=lambda e: (e[1], repr(e[0])))
+    assert shuffled == expected
