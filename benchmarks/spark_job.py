@@ -144,8 +144,13 @@ def native(spark, landing: Path, out: Path, fmt: str, files_per_batch: int) -> t
         df.withWatermark("ts", "5 minutes")
         .groupBy(F.window("ts", "1 minute"), "key")
         .agg(F.sum("value").alias("value"), F.count("*").alias("n"))
-        .select("key", F.col("window.start").alias("window_start"),
-                F.col("window.end").alias("window_end"), "value", "n")
+        .select(
+            "key",
+            F.col("window.start").alias("window_start"),
+            F.col("window.end").alias("window_end"),
+            "value",
+            "n",
+        )
     )
     rows = [0]
 
@@ -213,8 +218,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl")
-    ap.add_argument("--files-per-batch", type=int, default=100,
-                    help="maxFilesPerTrigger (default: all 100 files in one micro-batch)")
+    ap.add_argument(
+        "--files-per-batch",
+        type=int,
+        default=100,
+        help="maxFilesPerTrigger (default: all 100 files in one micro-batch)",
+    )
     ap.add_argument("--shuffle-partitions", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3, help="measurements of each (median shown)")
     ap.add_argument("--no-native", action="store_true")

@@ -50,8 +50,11 @@ def quiet_spark_stderr(pattern: re.Pattern[str] = NOISE) -> TextIO:
                     break
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
-                keep = [ln for ln in lines
-                        if ln.strip() and not pattern.search(ln.decode("utf-8", "replace"))]
+                keep = [
+                    ln
+                    for ln in lines
+                    if ln.strip() and not pattern.search(ln.decode("utf-8", "replace"))
+                ]
                 if keep:
                     os.write(original, b"\n".join(keep) + b"\n")
             if pending:

@@ -11,5 +11,10 @@ def test_readme_example_runs_and_merges_sessions_with_retractions():
     exec(compile(code, "README.md", "exec"), scope)
     panes = scope["sim"].panes
     assert [("-" if p.is_retraction else "+") + str(p.value) for p in panes] == [
-        "+5", "+7", "-5", "-7", "+20"]
+        "+5",
+        "+7",
+        "-5",
+        "-7",
+        "+20",
+    ]
     assert len(panes[-1].supersedes) == 2

@@ -48,18 +48,34 @@ def run_one_by_one(fn, values):
 # -- the built-ins ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("name", "expected"), [
-    ("sum", 13), ("count", 4), ("min", -2), ("max", 8), ("mean", 3.25), ("to_list", [3, 8, -2, 4]),
-])
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("sum", 13),
+        ("count", 4),
+        ("min", -2),
+        ("max", 8),
+        ("mean", 3.25),
+        ("to_list", [3, 8, -2, 4]),
+    ],
+)
 def test_builtin_aggregates_of_plain_values(name, expected):
     fn = getattr(combiners, name)()
     assert run(fn, [3, 8, -2, 4]) == expected
     assert run_one_by_one(fn, [3, 8, -2, 4]) == expected
 
 
-@pytest.mark.parametrize(("name", "expected"), [
-    ("sum", 13), ("count", 4), ("min", -2), ("max", 8), ("mean", 3.25), ("to_list", [3, 8, -2, 4]),
-])
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("sum", 13),
+        ("count", 4),
+        ("min", -2),
+        ("max", 8),
+        ("mean", 3.25),
+        ("to_list", [3, 8, -2, 4]),
+    ],
+)
 def test_builtin_aggregates_read_the_field(name, expected):
     fn = getattr(combiners, name)("x")
     values = [{"x": 3, "y": 100}, {"x": 8}, {"x": -2, "y": -100}, {"x": 4}]
@@ -67,16 +83,31 @@ def test_builtin_aggregates_read_the_field(name, expected):
     assert run_one_by_one(fn, values) == expected
 
 
-@pytest.mark.parametrize(("name", "empty"), [
-    ("sum", 0), ("count", 0), ("min", None), ("max", None), ("mean", None), ("to_list", []),
-])
+@pytest.mark.parametrize(
+    ("name", "empty"),
+    [
+        ("sum", 0),
+        ("count", 0),
+        ("min", None),
+        ("max", None),
+        ("mean", None),
+        ("to_list", []),
+    ],
+)
 def test_builtin_aggregates_of_nothing(name, empty):
     assert run(getattr(combiners, name)(), []) == empty
 
 
-@pytest.mark.parametrize(("name", "expected"), [
-    ("sum", 6), ("count", 5), ("min", 1), ("max", 5), ("mean", 3.0),
-])
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("sum", 6),
+        ("count", 5),
+        ("min", 1),
+        ("max", 5),
+        ("mean", 3.0),
+    ],
+)
 def test_none_is_skipped_by_every_aggregate_but_count(name, expected):
     inputs = [None, 1, 5, None, None]
     fn = getattr(combiners, name)()
@@ -136,7 +167,8 @@ def test_merging_partial_accumulators_equals_adding_all_values(name, chunks):
 def test_add_all_continues_from_an_existing_accumulator(name, first, second):
     fn = getattr(combiners, name)()
     assert fn.add_all(fn.add_all(fn.create(), first), second) == fn.add_all(
-        fn.create(), first + second)
+        fn.create(), first + second
+    )
 
 
 # -- retract ---------------------------------------------------------------------------------
@@ -153,8 +185,12 @@ def test_which_combiners_can_retract():
         combiners.min().retract(5, 5)
 
 
-@given(st.sampled_from(["sum", "count", "mean", "to_list"]), st.booleans(), values,
-       st.one_of(st.none(), st.integers(-1000, 1000)))
+@given(
+    st.sampled_from(["sum", "count", "mean", "to_list"]),
+    st.booleans(),
+    values,
+    st.one_of(st.none(), st.integers(-1000, 1000)),
+)
 def test_retract_is_the_inverse_of_add(name, by_field, before, value):
     fn = getattr(combiners, name)("x" if by_field else None)
 
@@ -185,12 +221,21 @@ def test_retracting_every_added_value_in_any_order_gives_the_empty_accumulator(v
 
 
 def test_aggregates_output_a_dict_by_name():
-    agg = combiners.aggregates(plays=combiners.count(), watched=combiners.sum("seconds"),
-                               longest=combiners.max("seconds"), avg=combiners.mean("seconds"),
-                               ids=combiners.to_list("id"))
+    agg = combiners.aggregates(
+        plays=combiners.count(),
+        watched=combiners.sum("seconds"),
+        longest=combiners.max("seconds"),
+        avg=combiners.mean("seconds"),
+        ids=combiners.to_list("id"),
+    )
     rows = [{"id": 1, "seconds": 30}, {"id": 2, "seconds": None}, {"id": 3, "seconds": 12}]
-    assert run(agg, rows) == {"plays": 3, "watched": 42, "longest": 30, "avg": 21.0,
-                              "ids": [1, 2, 3]}
+    assert run(agg, rows) == {
+        "plays": 3,
+        "watched": 42,
+        "longest": 30,
+        "avg": 21.0,
+        "ids": [1, 2, 3],
+    }
     assert list(run(agg, rows)) == ["plays", "watched", "longest", "avg", "ids"]
     assert run(agg, []) == {"plays": 0, "watched": 0, "longest": None, "avg": None, "ids": []}
 
@@ -216,34 +261,40 @@ def test_aggregates_need_named_combine_fns():
 # -- parse_aggregate -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("count()", combiners.count()),
-    ("count(id)", combiners.count("id")),
-    ("sum(seconds)", combiners.sum("seconds")),
-    ("min(price)", combiners.min("price")),
-    ("max(price)", combiners.max("price")),
-    ("mean(price)", combiners.mean("price")),
-    ("to_list(id)", combiners.to_list("id")),
-    ("  sum ( seconds )  ", combiners.sum("seconds")),
-    ("sum(_private_2)", combiners.sum("_private_2")),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("count()", combiners.count()),
+        ("count(id)", combiners.count("id")),
+        ("sum(seconds)", combiners.sum("seconds")),
+        ("min(price)", combiners.min("price")),
+        ("max(price)", combiners.max("price")),
+        ("mean(price)", combiners.mean("price")),
+        ("to_list(id)", combiners.to_list("id")),
+        ("  sum ( seconds )  ", combiners.sum("seconds")),
+        ("sum(_private_2)", combiners.sum("_private_2")),
+    ],
+)
 def test_parse_aggregate_valid_forms(text, expected):
     assert parse_aggregate(text) == expected
     assert parse_aggregate(repr(expected)) == expected
 
 
-@pytest.mark.parametrize(("text", "problem"), [
-    ("avg(price)", "unknown aggregate 'avg'"),
-    ("median(x)", "known: sum(), count(), min(), max(), mean(), to_list()"),
-    ("sum()", "sum() needs a field"),
-    ("mean()", "mean() needs a field"),
-    ("sum(seconds", "not an aggregate"),
-    ("sum", "not an aggregate"),
-    ("", "not an aggregate"),
-    ("sum(a, b)", "not an aggregate"),
-    ("sum(1x)", "not an aggregate"),
-    ("count() extra", "not an aggregate"),
-])
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("avg(price)", "unknown aggregate 'avg'"),
+        ("median(x)", "known: sum(), count(), min(), max(), mean(), to_list()"),
+        ("sum()", "sum() needs a field"),
+        ("mean()", "mean() needs a field"),
+        ("sum(seconds", "not an aggregate"),
+        ("sum", "not an aggregate"),
+        ("", "not an aggregate"),
+        ("sum(a, b)", "not an aggregate"),
+        ("sum(1x)", "not an aggregate"),
+        ("count() extra", "not an aggregate"),
+    ],
+)
 def test_parse_aggregate_errors_name_the_problem(text, problem):
     with pytest.raises(ValueError, match=re.escape(problem)):
         parse_aggregate(text)
@@ -251,10 +302,19 @@ def test_parse_aggregate_errors_name_the_problem(text, problem):
 
 # -- accumulators are values -----------------------------------------------------------------
 
-ALL_FNS = [getattr(combiners, name)() for name in BUILTINS] + [
-    getattr(combiners, name)("x") for name in BUILTINS] + [
-    combiners.aggregates(n=combiners.count(), s=combiners.sum("x"), m=combiners.mean("x"),
-                         lo=combiners.min("x"), xs=combiners.to_list("x"))]
+ALL_FNS = (
+    [getattr(combiners, name)() for name in BUILTINS]
+    + [getattr(combiners, name)("x") for name in BUILTINS]
+    + [
+        combiners.aggregates(
+            n=combiners.count(),
+            s=combiners.sum("x"),
+            m=combiners.mean("x"),
+            lo=combiners.min("x"),
+            xs=combiners.to_list("x"),
+        )
+    ]
+)
 
 
 @pytest.mark.parametrize("fn", ALL_FNS, ids=repr)
@@ -308,21 +368,27 @@ class Range(CombineFn):
 
 
 def test_user_combine_fn_works_in_the_simulator():
-    windowing = Windowing(FixedWindows(10), trigger=AfterWatermark(early=AfterCount(2)),
-                          accumulation_mode=AccumulationMode.DISCARDING)
+    windowing = Windowing(
+        FixedWindows(10),
+        trigger=AfterWatermark(early=AfterCount(2)),
+        accumulation_mode=AccumulationMode.DISCARDING,
+    )
     fn = Range()
     assert not fn.can_retract
     sim = Simulator(windowing, fn)
     early = sim.add_elements([("k", 5, 1), ("k", 9, 2), ("k", 100, 15)])
-    assert [(p.window, p.value, p.pane.timing.name) for p in early] == [
-        (Window(0, 10), 4, "EARLY")]
+    assert [(p.window, p.value, p.pane.timing.name) for p in early] == [(Window(0, 10), 4, "EARLY")]
     sim.add_elements([("k", 2, 3)])
     sim.advance_watermark(END_OF_TIME)
     assert [(p.window, p.value, p.pane.timing.name) for p in sim.panes[1:]] == [
-        (Window(0, 10), 0, "ON_TIME"), (Window(10, 20), 0, "ON_TIME")]
+        (Window(0, 10), 0, "ON_TIME"),
+        (Window(10, 20), 0, "ON_TIME"),
+    ]
     # Discarding panes fold back through the user's merge to the batch result.
     assert fold(sim.panes, windowing.accumulation_mode, fn) == {
-        ("k", Window(0, 10)): 7, ("k", Window(10, 20)): 0}
+        ("k", Window(0, 10)): 7,
+        ("k", Window(10, 20)): 0,
+    }
 
 
 def test_value_is_accumulator_says_when_merging_values_is_exact():

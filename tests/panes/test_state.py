@@ -34,8 +34,17 @@ from panes import (
 )
 from tests.panes.test_engine import COMBINERS, run, step, windowings
 
-CLASS_NAMES = [b"panes", b"KeyState", b"WindowState", b"Pane", b"PaneInfo", b"Timing",
-               b"Window", b"Trigger", b"Engine"]
+CLASS_NAMES = [
+    b"panes",
+    b"KeyState",
+    b"WindowState",
+    b"Pane",
+    b"PaneInfo",
+    b"Timing",
+    b"Window",
+    b"Trigger",
+    b"Engine",
+]
 
 
 def assert_names_no_class(data):
@@ -66,12 +75,20 @@ def test_reloading_every_key_after_every_step_changes_nothing(windowing, combine
     assert reloaded.dropped == kept.dropped
 
 
-@given(windowings(), st.sampled_from(COMBINERS),
-       st.lists(st.one_of(
-           st.tuples(st.just("bundle"),
-                     st.lists(st.tuples(st.integers(0, 9), st.integers(0, 120)), min_size=1,
-                              max_size=6)),
-           st.tuples(st.just("advance"), st.integers(0, 25), st.integers(0, 6))), max_size=25))
+@given(
+    windowings(),
+    st.sampled_from(COMBINERS),
+    st.lists(
+        st.one_of(
+            st.tuples(
+                st.just("bundle"),
+                st.lists(st.tuples(st.integers(0, 9), st.integers(0, 120)), min_size=1, max_size=6),
+            ),
+            st.tuples(st.just("advance"), st.integers(0, 25), st.integers(0, 6)),
+        ),
+        max_size=25,
+    ),
+)
 def test_engine_driven_directly_per_key_with_reloads_between_calls(windowing, combine_fn, calls):
     """The Spark job's use: one Engine, one key, state stored as bytes between calls, both
     clocks moved by ``advance``."""
@@ -107,8 +124,9 @@ def test_loaded_state_reports_the_same_wake_ups():
 
 
 def test_state_size_does_not_grow_with_the_elements_of_a_window():
-    windowing = Windowing(FixedWindows(60_000_000),
-                          trigger=AfterWatermark(early=AfterCount(100_000)))
+    windowing = Windowing(
+        FixedWindows(60_000_000), trigger=AfterWatermark(early=AfterCount(100_000))
+    )
     engine = Engine(windowing, combiners.sum())
     few, many = engine.new_state(), engine.new_state()
     engine.add_elements(few, "k", [(1, 5)])
@@ -120,14 +138,20 @@ def test_state_size_does_not_grow_with_the_elements_of_a_window():
 def test_retraction_state_survives_a_merge_and_a_reload():
     """Accumulating & retracting sessions: the merged window must still retract the panes of
     the sessions it absorbed after its state went through bytes."""
-    windowing = Windowing(Sessions(10),
-                          trigger=AfterWatermark(early=AfterCount(1), late=AfterCount(1)),
-                          accumulation_mode=AccumulationMode.ACCUMULATING_AND_RETRACTING,
-                          allowed_lateness=100)
+    windowing = Windowing(
+        Sessions(10),
+        trigger=AfterWatermark(early=AfterCount(1), late=AfterCount(1)),
+        accumulation_mode=AccumulationMode.ACCUMULATING_AND_RETRACTING,
+        allowed_lateness=100,
+    )
     engine = Engine(windowing, combiners.to_list())
     data = engine.new_state().to_bytes()
-    for bundle in ([("a", 0)], [("b", 20)], [("c", 40)],
-                   [("bridge", 9), ("bridge", 18), ("bridge", 29), ("bridge", 38)]):
+    for bundle in (
+        [("a", 0)],
+        [("b", 20)],
+        [("c", 40)],
+        [("bridge", 9), ("bridge", 18), ("bridge", 29), ("bridge", 38)],
+    ):
         state = engine.load_state(data)
         out = engine.add_elements(state, "k", bundle)
         data = state.to_bytes()

@@ -80,8 +80,10 @@ def test_fixed_windows_assign_one_aligned_window_containing_the_timestamp(ts, si
     assert (window.start - offset) % size == 0
 
 
-@given(st.lists(st.tuples(st.integers(0, 9), st.integers(-50, 50)), max_size=20),
-       st.sampled_from([FixedWindows(7, offset=3), GlobalWindows(), SlidingWindows(10, 4)]))
+@given(
+    st.lists(st.tuples(st.integers(0, 9), st.integers(-50, 50)), max_size=20),
+    st.sampled_from([FixedWindows(7, offset=3), GlobalWindows(), SlidingWindows(10, 4)]),
+)
 def test_assign_bundle_equals_assigning_one_by_one(elements, window_fn):
     """The protocol allows a faster ``assign_bundle``; it must equal the plain loop."""
     expected: dict = {}
@@ -124,7 +126,8 @@ def test_sliding_windows_with_gaps_assign_no_window_between_them():
 
 @given(timestamps, st.integers(1, 60), st.integers(1, 60), st.integers(-100, 100))
 def test_sliding_windows_are_exactly_the_aligned_windows_containing_the_timestamp(
-        ts, size, period, offset):
+    ts, size, period, offset
+):
     windows = SlidingWindows(size, period, offset).assign(ts, None)
     assert len(set(windows)) == len(windows)
     expected = {
@@ -205,8 +208,9 @@ def test_sessions_in_the_simulator_merge_overlaps_and_keep_touching_sessions_apa
 
 # -- merge_overlapping invariants ------------------------------------------------------------
 
-windows = st.builds(lambda start, length: W(start, start + length),
-                    st.integers(-60, 60), st.integers(1, 25))
+windows = st.builds(
+    lambda start, length: W(start, start + length), st.integers(-60, 60), st.integers(1, 25)
+)
 
 
 @given(st.lists(windows, max_size=12))
@@ -215,7 +219,7 @@ def test_merge_overlapping_invariants(inputs):
     results = [result for _, result in groups]
     # Results are pairwise disjoint.
     for i, a in enumerate(results):
-        for b in results[i + 1:]:
+        for b in results[i + 1 :]:
             assert not a.intersects(b), (a, b)
     for members, result in groups:
         assert len(members) >= 2
@@ -246,8 +250,7 @@ def _merge_to_fixpoint(window_fn, live):
     return live
 
 
-@given(st.lists(windows, min_size=1, max_size=12),
-       st.sampled_from([Sessions(5), DailyBuckets(25)]))
+@given(st.lists(windows, min_size=1, max_size=12), st.sampled_from([Sessions(5), DailyBuckets(25)]))
 def test_merging_as_windows_arrive_ends_where_merging_all_at_once_does(inputs, window_fn):
     """The protocol's order-independence: one merge of everything, or a merge after every
     arrival, ends with the same windows."""
@@ -280,24 +283,28 @@ def test_global_window_fires_once_at_the_end_of_time_with_the_default_trigger():
 def test_constructors_accept_timedelta():
     assert FixedWindows(timedelta(minutes=1)) == FixedWindows(60_000_000)
     assert FixedWindows(timedelta(minutes=1), offset=timedelta(seconds=15)) == FixedWindows(
-        60_000_000, offset=15_000_000)
-    assert SlidingWindows(timedelta(hours=1), timedelta(minutes=10),
-                          timedelta(minutes=1)) == SlidingWindows(
-        3_600_000_000, 600_000_000, 60_000_000)
+        60_000_000, offset=15_000_000
+    )
+    assert SlidingWindows(
+        timedelta(hours=1), timedelta(minutes=10), timedelta(minutes=1)
+    ) == SlidingWindows(3_600_000_000, 600_000_000, 60_000_000)
     assert Sessions(timedelta(seconds=30, microseconds=7)) == Sessions(30_000_007)
     assert FixedWindows(timedelta(days=1)).size == 86_400_000_000
 
 
-@pytest.mark.parametrize(("build", "field"), [
-    (lambda: FixedWindows(0), "size"),
-    (lambda: FixedWindows(-10), "size"),
-    (lambda: FixedWindows(timedelta(0)), "size"),
-    (lambda: SlidingWindows(0, 5), "size"),
-    (lambda: SlidingWindows(10, 0), "period"),
-    (lambda: SlidingWindows(10, -5), "period"),
-    (lambda: Sessions(0), "gap"),
-    (lambda: Sessions(timedelta(seconds=-1)), "gap"),
-])
+@pytest.mark.parametrize(
+    ("build", "field"),
+    [
+        (lambda: FixedWindows(0), "size"),
+        (lambda: FixedWindows(-10), "size"),
+        (lambda: FixedWindows(timedelta(0)), "size"),
+        (lambda: SlidingWindows(0, 5), "size"),
+        (lambda: SlidingWindows(10, 0), "period"),
+        (lambda: SlidingWindows(10, -5), "period"),
+        (lambda: Sessions(0), "gap"),
+        (lambda: Sessions(timedelta(seconds=-1)), "gap"),
+    ],
+)
 def test_invalid_sizes_raise_value_error_naming_the_field(build, field):
     with pytest.raises(ValueError, match=field):
         build()
@@ -315,8 +322,10 @@ def test_durations_of_other_types_are_rejected_naming_the_field(bad):
 
 
 def test_custom_merging_window_fn_assigns_and_merges_in_the_simulator():
-    sim = Simulator(Windowing(DailyBuckets(100), accumulation_mode=AccumulationMode.ACCUMULATING),
-                    combiners.to_list())
+    sim = Simulator(
+        Windowing(DailyBuckets(100), accumulation_mode=AccumulationMode.ACCUMULATING),
+        combiners.to_list(),
+    )
     sim.add_elements([("k", "a", 5), ("k", "b", 50), ("k", "c", 150), ("j", "d", 7)])
     sim.add_elements([("k", "e", 99)])
     sim.advance_watermark(END_OF_TIME)
@@ -332,8 +341,10 @@ def test_custom_merge_horizon_keeps_a_fired_window_until_nothing_can_merge_into_
     """[5,51) fires ON_TIME at watermark 60 but its bucket [0,100) can still grow it: a later
     element at 90 (not late for its own window [90,91)) must merge into it, not open a window
     of its own, and the merged window supersedes the one already emitted."""
-    sim = Simulator(Windowing(DailyBuckets(100), accumulation_mode=AccumulationMode.ACCUMULATING),
-                    combiners.sum())
+    sim = Simulator(
+        Windowing(DailyBuckets(100), accumulation_mode=AccumulationMode.ACCUMULATING),
+        combiners.sum(),
+    )
     sim.add_elements([("k", 1, 5), ("k", 2, 50)])
     (first,) = sim.advance_watermark(60)
     assert (first.window, first.value, first.pane.timing.name) == (W(5, 51), 3, "ON_TIME")
