@@ -47,35 +47,25 @@ def run_one_by_one(fn, values):
 
 # -- the built-ins ---------------------------------------------------------------------------
 
+# each built-in over the values 3, 8, -2, 4
+BUILTIN_RESULTS = [
+    ("sum", 13),
+    ("count", 4),
+    ("min", -2),
+    ("max", 8),
+    ("mean", 3.25),
+    ("to_list", [3, 8, -2, 4]),
+]
 
-@pytest.mark.parametrize(
-    ("name", "expected"),
-    [
-        ("sum", 13),
-        ("count", 4),
-        ("min", -2),
-        ("max", 8),
-        ("mean", 3.25),
-        ("to_list", [3, 8, -2, 4]),
-    ],
-)
+
+@pytest.mark.parametrize(("name", "expected"), BUILTIN_RESULTS)
 def test_builtin_aggregates_of_plain_values(name, expected):
     fn = getattr(combiners, name)()
     assert run(fn, [3, 8, -2, 4]) == expected
     assert run_one_by_one(fn, [3, 8, -2, 4]) == expected
 
 
-@pytest.mark.parametrize(
-    ("name", "expected"),
-    [
-        ("sum", 13),
-        ("count", 4),
-        ("min", -2),
-        ("max", 8),
-        ("mean", 3.25),
-        ("to_list", [3, 8, -2, 4]),
-    ],
-)
+@pytest.mark.parametrize(("name", "expected"), BUILTIN_RESULTS)
 def test_builtin_aggregates_read_the_field(name, expected):
     fn = getattr(combiners, name)("x")
     values = [{"x": 3, "y": 100}, {"x": 8}, {"x": -2, "y": -100}, {"x": 4}]
