@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 
 from jobs.inspect import add_subcommands, materialize_after_run
-from jobs.pipeline import Pipeline, PipelineConfigError, load_pipeline
+from jobs.pipeline import Pipeline, PipelineConfigError, check_paths, load_pipeline
 from jobs.quiet import quiet_spark_stderr
 from jobs.spark import JavaNotFound, get_session
 from panes import parse_duration
@@ -54,6 +54,7 @@ def _load(args) -> Pipeline:
 
 def cmd_check(args) -> int:
     pipeline = _load(args)
+    check_paths(pipeline)
     print(pipeline.describe())
     print("ok")
     return 0
@@ -61,6 +62,7 @@ def cmd_check(args) -> int:
 
 def cmd_run(args) -> int:
     pipeline = _load(args)
+    check_paths(pipeline)  # before Spark: a bad path exits 2 naming the setting
     terminal = sys.stderr if args.verbose else quiet_spark_stderr()
     print(pipeline.describe(), file=terminal, flush=True)
     from jobs.run import run  # imports pyspark: not for `check`

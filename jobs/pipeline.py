@@ -43,6 +43,7 @@ Relative paths (``lake``, ``source.path``) are relative to the working directory
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -89,6 +90,8 @@ class PipelineConfigError(ValueError):
 
 FORMATS = ("jsonl", "csv", "parquet")
 WATERMARK_POLICIES = ("bounded_out_of_orderness", "ingestion_time")
+# Key column types the job groups by (a float key has no exact identity; see Pipeline._check_keys)
+KEY_TYPES = frozenset({"string", "int", "long", "bigint"})
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -103,6 +106,8 @@ class Source:
     explicit (no inference). A ``timestamp`` column is an ISO-8601 string in jsonl/csv; a numeric
     event-time column counts ``epoch_unit`` (s, ms, us) since 1970-01-01 UTC. ``bounded``: the
     input is finite and complete when a run starts, every run drains (see :mod:`jobs.run`).
+    ``create_path``: a missing landing directory is created empty (the producer has not started
+    yet) instead of refused as a likely typo.
     """
 
     path: str
@@ -113,6 +118,7 @@ class Source:
     csv_delimiter: str = ","
     epoch_unit: str = "ms"
     bounded: bool = False
+    create_path: bool = False
 
     def __post_init__(self) -> None:
         schema = self.schema
@@ -120,7 +126,12 @@ class Source:
             schema = tuple(schema.items())
         schema = tuple((str(c), str(t).lower()) for c, t in schema)
         object.__setattr__(self, "schema", schema)
-        object.__setattr__(self, "path", str(self.path))
+        _expect("source.path", self.path, (str, os.PathLike), "a path (text)")
+        object.__setattr__(self, "path", os.fspath(self.path))
+        for name in ("csv_header", "bounded", "create_path"):
+            _expect(f"source.{name}", getattr(self, name), bool, "true or false")
+        _expect("source.csv_delimiter", self.csv_delimiter, str, "one character")
+        _expect("source.epoch_unit", self.epoch_unit, str, f"one of {list(EPOCH_UNITS)}")
         if self.format not in FORMATS:
             raise PipelineConfigError("source.format", f"{self.format!r} is not one of {FORMATS}")
         if not self.path:
@@ -167,6 +178,13 @@ class Watermark:
                 "watermark.policy", f"{self.policy!r} is not one of {WATERMARK_POLICIES}"
             )
         object.__setattr__(self, "delay", _duration("watermark.delay", self.delay))
+
+
+def _expect(name: str, value: Any, kind: type | tuple[type, ...], what: str) -> None:
+    """Refuse ``value`` unless it is of ``kind`` (a bool is no number, a number no path)."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
+        raise PipelineConfigError(name, f"must be {what}, got {value!r}")
 
 
 def _duration(name: str, value: Any) -> int:
@@ -271,7 +289,8 @@ class Pipeline:
             raise PipelineConfigError("source", f"expected a Source, got {self.source!r}")
         if not self.lake:
             raise PipelineConfigError("lake", "is required (directory of the Delta tables)")
-        object.__setattr__(self, "lake", str(self.lake))
+        _expect("lake", self.lake, (str, os.PathLike), "a path (text)")
+        object.__setattr__(self, "lake", os.fspath(self.lake))
 
     def _check_keys(self, types: dict[str, str]) -> None:
         keys = (self.keys,) if isinstance(self.keys, str) else tuple(self.keys)
@@ -282,6 +301,10 @@ class Pipeline:
                 raise PipelineConfigError("keys", f"key column {k!r} is not in source.schema")
             if types[k] == "timestamp" and k == self.event_time:
                 raise PipelineConfigError("keys", f"{k!r} is the event-time column")
+            if types[k] not in KEY_TYPES:
+                raise PipelineConfigError(
+                    "keys", f"key column {k!r} is {types[k]}; keys are one of {sorted(KEY_TYPES)}"
+                )
         if len(set(keys)) != len(keys):
             raise PipelineConfigError("keys", f"duplicated key column in {list(keys)}")
         object.__setattr__(self, "keys", keys)
@@ -540,3 +563,38 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise PipelineConfigError("config", f"file not found: {path}") from None
     except tomllib.TOMLDecodeError as e:
         raise PipelineConfigError("config", f"{path}: not valid TOML: {e}") from None
+
+
+def check_paths(pipeline: Pipeline) -> None:
+    """The filesystem side of a configuration, before Spark starts: the landing directory exists
+    and can be listed and read (or ``source.create_path`` says to create it), and the lake is a
+    directory that is writable or can be created. Paths with a URI scheme (object stores) are
+    left to the storage layer. Raises :class:`PipelineConfigError` naming the setting."""
+    landing = Path(pipeline.source.path)
+    if not _has_scheme(pipeline.source.path):
+        if landing.exists() and not landing.is_dir():
+            raise PipelineConfigError("source.path", f"{landing} is a file, not a directory")
+        if landing.is_dir() and not os.access(landing, os.R_OK | os.X_OK):
+            raise PipelineConfigError("source.path", f"{landing} cannot be read (permissions)")
+        if not landing.exists() and not pipeline.source.create_path:
+            raise PipelineConfigError(
+                "source.path",
+                f"{landing.absolute()} does not exist (a typo?). Create it, or set "
+                "source.create_path = true to have runs create it empty",
+            )
+    if _has_scheme(pipeline.lake):
+        return
+    lake = pipeline.lake_path
+    if lake.exists() and not lake.is_dir():
+        raise PipelineConfigError("lake", f"{lake} is a file, not a directory")
+    existing = next(p for p in (lake, *lake.parents) if p.exists())
+    if not existing.is_dir():
+        raise PipelineConfigError("lake", f"{lake} cannot be created: {existing} is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        what = "is not writable" if existing == lake else f"cannot be created in {existing}"
+        raise PipelineConfigError("lake", f"{lake} {what} (permissions)")
+
+
+def _has_scheme(path: str) -> bool:
+    """A URI with a scheme (``s3://...``): not a local path."""
+    return "://" in path

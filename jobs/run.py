@@ -34,7 +34,7 @@ from jobs.checkpoint import check_not_behind, check_readable
 from jobs.control import control_stream, pending_watermark, write_drain_sentinel, write_tick
 from jobs.job import BatchSink, BatchStats, build_job
 from jobs.operator_input import balanced_bucket_ids
-from jobs.pipeline import Pipeline, PipelineConfigError
+from jobs.pipeline import Pipeline, PipelineConfigError, check_paths
 from jobs.source import read_landing_zone
 from jobs.spark import get_session
 from sinks.delta_append import SparkDeltaWriter
@@ -271,6 +271,7 @@ def run(
             stamp = dt.datetime.now().strftime("%H:%M:%S")
             print(f"[{stamp}] {pipeline.name}: {line}", file=progress, flush=True)
 
+    check_paths(pipeline)
     with LakeLock(str(pipeline.lake_path), "run", f"another run of pipeline {pipeline.name!r}"):
         if spark is None:
             spark = get_session(f"panestore-{pipeline.name}")

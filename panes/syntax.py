@@ -50,7 +50,14 @@ class TriggerSyntaxError(ValueError):
 
     def __init__(self, message: str, text: str, position: int) -> None:
         self.message, self.text, self.position = message, text, position
-        super().__init__(f"{message} at position {position}:\n  {text}\n  {' ' * position}^")
+        lo = max(0, position - 40)
+        shown = (
+            ("..." if lo else "")
+            + text[lo : position + 40]
+            + ("..." if len(text) > position + 40 else "")
+        )
+        caret = position - lo + (3 if lo else 0)
+        super().__init__(f"{message} at position {position}:\n  {shown}\n  {' ' * caret}^")
 
 
 _TOKEN = re.compile(
@@ -95,11 +102,16 @@ def _tokenize(text: str) -> list[_Token]:
     return tokens
 
 
+MAX_TRIGGER_DEPTH = 64
+"""How deep triggers may nest in text: far beyond any real trigger, well within recursion limits."""
+
+
 class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
         self.tokens = _tokenize(text)
         self.i = 0
+        self.depth = 0
 
     def error(self, message: str, token: _Token | None = None) -> TriggerSyntaxError:
         token = token or self.tokens[self.i]
@@ -124,6 +136,9 @@ class _Parser:
 
     def trigger(self) -> Trigger:
         name = self.take("name", what="a trigger name")
+        self.depth += 1
+        if self.depth > MAX_TRIGGER_DEPTH:
+            raise self.error(f"triggers nest at most {MAX_TRIGGER_DEPTH} deep", name)
         build = _BUILDERS.get(name.text)
         if build is None:
             close = difflib.get_close_matches(name.text, _BUILDERS, n=1)
@@ -137,6 +152,7 @@ class _Parser:
                 self.i += 1
                 args.append(self.argument())
         self.take("punct", ")", what="',' or ')'")
+        self.depth -= 1
         return build(self, name, args)
 
     def argument(self) -> _Argument:

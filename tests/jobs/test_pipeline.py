@@ -144,6 +144,13 @@ def test_invalid_configs_name_the_field(over, field, fragment):
         ({"max_files_per_trigger": 0}, "source.max_files_per_trigger"),
         ({"epoch_unit": "ns"}, "source.epoch_unit"),
         ({"maxFilesPerTrigger": 3}, "source.maxFilesPerTrigger"),
+        # strict types: a string is no boolean, a number or a list no path
+        ({"bounded": "yes"}, "source.bounded"),
+        ({"csv_header": "true"}, "source.csv_header"),
+        ({"create_path": 1}, "source.create_path"),
+        ({"path": 5}, "source.path"),
+        ({"path": ["a", "b"]}, "source.path"),
+        ({"csv_delimiter": 44}, "source.csv_delimiter"),
     ],
 )
 def test_invalid_source(src, field):
@@ -192,3 +199,63 @@ def test_missing_file_and_bad_toml(tmp_path):
     bad.write_text("name = \n")
     with pytest.raises(PipelineConfigError, match="not valid TOML"):
         load_pipeline(bad)
+
+
+@pytest.mark.parametrize(("lake", "fragment"), [(5, "a path"), (["a"], "a path"), (True, "a path")])
+def test_the_lake_is_a_path(lake, fragment):
+    e = error(base(lake=lake))
+    assert e.field == "lake" and fragment in e.message
+
+
+@pytest.mark.parametrize("typ", ["double", "float", "timestamp", "boolean"])
+def test_keys_are_of_a_type_the_job_groups_by(typ):
+    d = base(keys=["k"])
+    d["source"] = {**d["source"], "schema": {**d["source"]["schema"], "k": typ}}
+    e = error(d)
+    assert e.field == "keys" and f"key column 'k' is {typ}; keys are one of" in e.message
+
+
+def test_paths_are_checked_on_the_filesystem_before_spark(tmp_path):
+    from jobs.pipeline import check_paths
+
+    def paths(landing, lake, **source):
+        d = base(lake=str(lake))
+        d["source"] = {**d["source"], "path": str(landing), **source}
+        return pipeline_from_dict(d)
+
+    def refused(p) -> PipelineConfigError:
+        with pytest.raises(PipelineConfigError) as e:
+            check_paths(p)
+        return e.value
+
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    e = refused(paths(landing, lake))
+    assert e.field == "source.path" and "does not exist (a typo?)" in e.message
+    check_paths(paths(landing, lake, create_path=True))  # the run creates it
+    landing.mkdir()
+    check_paths(paths(landing, lake))  # the lake is created by the run
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    e = refused(paths(a_file, lake))
+    assert e.field == "source.path" and "is a file, not a directory" in e.message
+    e = refused(paths(landing, a_file))
+    assert e.field == "lake" and "is a file, not a directory" in e.message
+    e = refused(paths(landing, a_file / "lake"))
+    assert e.field == "lake" and f"cannot be created: {a_file} is a file" in e.message
+    check_paths(paths("s3://bucket/landing", "s3://bucket/lake"))  # left to the storage layer
+
+
+def test_panestore_check_and_run_exit_2_naming_a_bad_path(tmp_path, capsys):
+    from jobs.cli import main
+
+    conf = tmp_path / "p.toml"
+    conf.write_text(
+        f'name = "p"\nlake = "{tmp_path / "lake"}"\nkeys = ["k"]\nevent_time = "ts"\n'
+        'window = "FixedWindows(1h)"\n[aggregates]\nn = "count()"\n[source]\n'
+        f'path = "{tmp_path / "landnig"}"\nschema = {{ k = "string", ts = "timestamp" }}\n'
+    )
+    for command in ("check", "run"):
+        assert main([command, str(conf)]) == 2
+        err = capsys.readouterr().err
+        assert f"source.path: {tmp_path / 'landnig'} does not exist (a typo?)" in err
+    assert not (tmp_path / "lake").exists()  # nothing written, no Spark started

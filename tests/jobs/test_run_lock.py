@@ -19,7 +19,8 @@ def pipeline(tmp_path):
     return pipeline_from_dict({
         "name": "locked", "lake": str(tmp_path / "lake"), "keys": ["k"], "event_time": "ts",
         "window": "FixedWindows(1h)", "aggregates": {"n": "count()"},
-        "source": {"path": str(tmp_path / "landing"), "schema": {"k": "string", "ts": "timestamp"}},
+        "source": {"path": str(tmp_path / "landing"), "create_path": True,
+                   "schema": {"k": "string", "ts": "timestamp"}},
     })  # fmt: skip
 
 

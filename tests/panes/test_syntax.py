@@ -265,3 +265,15 @@ def test_text_form_drives_the_same_semantics():
         trigger=AfterWatermark(early=AfterCount(2), late=AfterCount(1)),
         allowed_lateness=100,
     )
+
+
+def test_nesting_is_bounded_with_a_clear_error():
+    from panes.syntax import MAX_TRIGGER_DEPTH
+
+    def nested(depth: int) -> str:
+        return "Repeatedly(" * (depth - 1) + "AfterCount(1)" + ")" * (depth - 1)
+
+    assert parse_trigger(nested(MAX_TRIGGER_DEPTH)) is not None
+    error = _error(nested(5000))
+    assert f"triggers nest at most {MAX_TRIGGER_DEPTH} deep" in str(error)
+    assert error.position == len("Repeatedly(") * MAX_TRIGGER_DEPTH
