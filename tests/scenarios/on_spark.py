@@ -69,6 +69,7 @@ def pipeline_conf(sc: Scenario, root: Path) -> dict[str, Any]:
         "allow_finishing_trigger": True,
         "source": {
             "path": str(root / "landing"),
+            "create_path": True,  # a scenario may move the watermark before its first bundle
             "schema": {KEY: "string", EVENT_TIME: "long", VALUE: "long"},
             "epoch_unit": "us",
         },

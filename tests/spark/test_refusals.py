@@ -50,7 +50,8 @@ def test_panestore_run_of_a_busy_lake_exits_3_naming_the_holder(spark, tmp_path,
     conf.write_text(
         f'name = "busy"\nlake = "{tmp_path / "lake"}"\nkeys = ["k"]\nevent_time = "ts"\n'
         'window = "FixedWindows(1h)"\n[aggregates]\nn = "count()"\n[source]\n'
-        f'path = "{tmp_path / "landing"}"\nschema = {{ k = "string", ts = "timestamp" }}\n'
+        f'path = "{tmp_path / "landing"}"\ncreate_path = true\n'
+        'schema = { k = "string", ts = "timestamp" }\n'
     )
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
