@@ -19,11 +19,11 @@ settings.load_profile(os.environ.get("PANESTORE_HYPOTHESIS", "default"))
 
 def pytest_addoption(parser):
     parser.addoption("--run-slow", action="store_true",
-                     help="also run the slow fault tests (random kills; minutes each)")  # fmt: skip
+                     help="also run the slow tests (random kills, extra variants)")  # fmt: skip
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: a slow fault test, run with --run-slow")
+    config.addinivalue_line("markers", "slow: a slow test, run with --run-slow")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -31,7 +31,7 @@ def pytest_collection_modifyitems(config, items):
         return
     import pytest
 
-    skip = pytest.mark.skip(reason="slow fault test: run with ./dev test --run-slow")
+    skip = pytest.mark.skip(reason="slow: run with ./dev test --run-slow")
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)

@@ -77,7 +77,8 @@ def view_and_verify(pipeline) -> dict:
     return {r["device_id"]: r["plays"] for r in rows}
 
 
-@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+# one listing for every format: Parquet in the slow run only (./dev test --run-slow)
+@pytest.mark.parametrize("fmt", ["jsonl", pytest.param("parquet", marks=pytest.mark.slow)])
 def test_files_of_any_modification_time_reach_the_view(spark, tmp_path, fmt):
     from deltalake import DeltaTable
 
