@@ -20,12 +20,17 @@ on, compaction, vacuum, empty folds) have no changes.
 Where it starts. The table property ``panestore.changeFeedFrom`` is the first view version the
 feed covers: 0 for a view created with it, and for a view created before panestore recorded
 changes, the version of the commit that turned the feed on (:func:`ensure_change_feed`, which
-the materializer calls when it opens the view). Reading from an earlier version is refused
-naming that version. How long changes stay readable (log and vacuum retention): docs/running.md.
+the materializer calls when it opens the view). The log entries of old versions go after the
+table's log retention (``delta.logRetentionDuration``, 30 days by default: delta-rs deletes
+expired entries when it writes a checkpoint), and their changes with them. Reading from a
+version before the first available one (:func:`first_available_version`) is refused naming it.
+Retention and vacuum: docs/running.md.
 """
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -41,7 +46,9 @@ from sinks.lake_format import (
     COMMIT_VERSION,
 )
 from sinks.spec import ViewSpec
-from sinks.tables import arrow_schema, open_view, plain_schema, plain_table
+from sinks.tables import arrow_schema, is_local, open_view, plain_schema, plain_table
+
+LOG_ENTRY = re.compile(r"^(\d{20})\.json$")
 
 
 def first_change_version(dt) -> int | None:
@@ -52,6 +59,33 @@ def first_change_version(dt) -> int | None:
         return None
     start = conf.get(CHANGE_FEED_FROM_PROPERTY)
     return int(start) if start is not None and start.isdigit() else None
+
+
+def earliest_logged_version(path: str) -> int | None:
+    """The oldest version whose log entry is still in the Delta log of the local table at
+    ``path``; None for a table on an object store (not listed) or an empty log."""
+    if not is_local(path):
+        return None
+    log = os.path.join(path.removeprefix("file://"), "_delta_log")
+    found = [int(m.group(1)) for m in map(LOG_ENTRY.match, os.listdir(log)) if m]
+    return min(found, default=None)
+
+
+def first_available_version(dt, path: str) -> tuple[int | None, str]:
+    """The first view version whose changes can be read (None: the feed is off), and why it is
+    not earlier: the feed was turned on then, or the log entries before it expired."""
+    first = first_change_version(dt)
+    if first is None:
+        return None, "the change feed is off"
+    logged = earliest_logged_version(path)
+    if logged is not None and logged > first:
+        return logged, (
+            "the log entries of earlier versions are gone: they expire after the table's log "
+            "retention (delta.logRetentionDuration, 30 days by default)"
+        )
+    if first > 0:
+        return first, "the view was created before panestore recorded changes"
+    return first, "the view's first version"
 
 
 def ensure_change_feed(dt) -> int | None:
@@ -109,7 +143,7 @@ def read_changes(spec: ViewSpec, since: int, until: int | None = None) -> Change
     dt = open_view(spec)
     path = spec.table_path("current")
     latest = dt.version()
-    first = first_change_version(dt)
+    first, why = first_available_version(dt, path)
     if first is None:
         raise LakeError(
             f"the current view at {path} records no changes yet: run `panestore materialize "
@@ -117,10 +151,10 @@ def read_changes(spec: ViewSpec, since: int, until: int | None = None) -> Change
         )
     if since < first:
         raise LakeError(
-            f"--since {since}: the change feed of the current view at {path} starts at view "
-            f"version {first} (the view was created before panestore recorded changes). Read "
-            f"the view as of version {first} (`panestore query CONF ... --as-of view:{first}`), "
-            f"then follow the changes with --since {first + 1}"
+            f"--since {since}: the changes of the current view at {path} are available from "
+            f"view version {first} on ({why}). Read the view in full as of a version V >= "
+            f"{first} (`panestore query CONF ... --as-of view:V`), then follow the changes "
+            f"with --since V+1"
         )
     if since > latest + 1:
         raise LakeError(

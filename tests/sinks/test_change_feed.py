@@ -148,7 +148,7 @@ def test_a_view_created_without_the_feed_gets_it_at_the_materializers_open(tmp_p
     assert f"change feed is on from view version {start}" in result.line()
     conf = open_view(run.spec).metadata().configuration
     assert conf[CHANGE_FEED_PROPERTY] == "true" and conf[CHANGE_FEED_FROM_PROPERTY] == str(start)
-    with pytest.raises(LakeError, match=f"starts at view version {start}"):
+    with pytest.raises(LakeError, match=f"available from view version {start} on .*created bef"):
         read_changes(run.spec, start - 1)
     replayed = replay_changes(
         run.spec, read_changes(run.spec, start).table.to_pylist(), view_rows(run.spec, start)
@@ -179,6 +179,27 @@ def test_since_and_until_bounds(tmp_path):
     assert {c["_commit_version"] for c in read_changes(run.spec, mid, mid).table.to_pylist()} <= {
         mid
     }
+
+
+def test_changes_whose_log_entries_expired_are_refused_naming_the_first_available(tmp_path):
+    run = random_run(7, str(tmp_path), mode=R, window_fn=FixedWindows(10 * S))
+    batches = chunked(run, random.Random(7))
+    half = len(batches) // 2
+    mat = Materializer(run.spec)
+    for i, b in enumerate(batches):
+        if i == half:  # what delta-rs does after a checkpoint once log entries have expired
+            dt = open_view(run.spec)
+            dt.alter.set_table_properties({"delta.logRetentionDuration": "interval 0 seconds"})
+            dt.create_checkpoint()
+            dt.cleanup_metadata()
+            first = dt.version()
+        write_batches(run, [b], start=i)
+        mat.run()
+    with pytest.raises(LakeError, match=rf"available from view version {first} on .*log ret"):
+        read_changes(run.spec, first - 1)
+    later = read_changes(run.spec, first).table.to_pylist()
+    assert later
+    assert replay_changes(run.spec, later, view_rows(run.spec, first)) == view_rows(run.spec)
 
 
 def test_vacuum_keeps_the_change_files(tmp_path):
