@@ -185,8 +185,9 @@ class Watermark:
         object.__setattr__(self, "idle_timeout", idle)
         if self.policy == "writer_noted" and self.delay:
             raise PipelineConfigError(
-                "watermark.delay", "must be 0 with writer_noted: the writers' marks say how far "
-                "event time has come (a writer that lags notes a lower time)"
+                "watermark.delay",
+                "must be 0 with writer_noted: the writers' marks say how far "
+                "event time has come (a writer that lags notes a lower time)",
             )
         if self.policy == "writer_noted" and idle <= 0:
             raise PipelineConfigError("watermark.idle_timeout", "must be positive")
@@ -341,8 +342,9 @@ class Pipeline:
             )
         if self.writer_noted and _has_scheme(self.source.path):
             raise PipelineConfigError(
-                "watermark.policy", "writer_noted reads the writers' marks as local files: "
-                "source.path must be a local (or mounted) directory, not a URI"
+                "watermark.policy",
+                "writer_noted reads the writers' marks as local files: "
+                "source.path must be a local (or mounted) directory, not a URI",
             )
 
     def _parse_aggregates(self, types: dict[str, str]) -> None:

@@ -178,8 +178,14 @@ def _relative(name: str) -> str:
 # -- writing ----------------------------------------------------------------------------------
 
 
-def note_watermark(landing: str | os.PathLike[str], writer: str, time_us: int,
-                   files: Iterable[str] = (), *, noted_at_us: int | None = None) -> Path:  # fmt: skip
+def note_watermark(
+    landing: str | os.PathLike[str],
+    writer: str,
+    time_us: int,
+    files: Iterable[str] = (),
+    *,
+    noted_at_us: int | None = None,
+) -> Path:
     """Note that every record ``writer`` lands from now on has event time >= ``time_us``.
 
     ``files``: the data files it landed since its previous note (relative to ``landing``; they
@@ -197,8 +203,9 @@ def note_watermark(landing: str | os.PathLike[str], writer: str, time_us: int,
     if seqs:
         last = read_mark(landing, writer, seqs[-1])
         if time_us < last.time_us:
-            raise MarkError(f"writer {writer}: time {format_us(time_us)} is before its previous "
-                            f"note {format_us(last.time_us)}; a writer's times never decrease")  # fmt: skip
+            before = f"is before its previous note {format_us(last.time_us)}"
+            raise MarkError(f"writer {writer}: time {format_us(time_us)} {before}; a writer's "
+                            "times never decrease")  # fmt: skip
     mark = Mark(writer, seq, time_us, names, now_us() if noted_at_us is None else noted_at_us)
     final = mark_path(landing, writer, seq)
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -210,8 +217,10 @@ def note_watermark(landing: str | os.PathLike[str], writer: str, time_us: int,
     try:
         os.link(tmp, final)  # no-clobber: fails if another process took this seq
     except FileExistsError:
-        raise MarkError(f"writer {writer}: mark {seq} was written by another process meanwhile; "
-                        "one process notes for a writer at a time") from None
+        raise MarkError(
+            f"writer {writer}: mark {seq} was written by another process meanwhile; "
+            "one process notes for a writer at a time"
+        ) from None
     finally:
         tmp.unlink()
     return final

@@ -148,8 +148,8 @@ def _apply_marks(st: WritersState, marks: Mapping[str, Sequence[Mark]],
         blocked = False
         for m in ms:
             if not blocked and m.seq != w.applied_seq + 1:
-                warnings.append(f"writer {writer}: mark {w.applied_seq + 1} is missing or "
-                                f"unreadable (found {m.seq}): its later marks wait for it")  # fmt: skip
+                gap = f"mark {w.applied_seq + 1} is missing or unreadable (found {m.seq})"
+                warnings.append(f"writer {writer}: {gap}: its later marks wait for it")
                 blocked = True
             if not blocked:
                 pending = [f for f in m.files if f not in st.files and landed(f)]
@@ -159,12 +159,12 @@ def _apply_marks(st: WritersState, marks: Mapping[str, Sequence[Mark]],
                 continue
             for f in m.files:
                 taken = st.files.get(f)
+                named = f"writer {writer}: mark {m.seq} names {f}, which"
                 if taken is None:
-                    warnings.append(f"writer {writer}: mark {m.seq} names {f}, which is neither "
-                                    "in the landing directory nor read by the job: ignored")  # fmt: skip
+                    warnings.append(f"{named} is neither in the landing directory nor read by "
+                                    "the job: ignored")  # fmt: skip
                 elif taken.claimed:
-                    warnings.append(f"writer {writer}: mark {m.seq} names {f}, which an earlier "
-                                    "mark named already")  # fmt: skip
+                    warnings.append(f"{named} an earlier mark named already")
                 else:
                     taken.claimed = True
             w.applied_seq = m.seq

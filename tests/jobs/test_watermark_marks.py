@@ -101,3 +101,16 @@ def test_malformed_marks_are_named(tmp_path):
     path.write_text(good)  # seq 3 in the file named 4
     with pytest.raises(MarkError, match="not its own"):
         read_mark(tmp_path, "w", 4)
+
+
+def test_the_batch_check_does_not_read_marks_as_data(tmp_path):
+    from jobs.landing import landing_files
+
+    w = LandingWriter(tmp_path, "w")
+    w.land("a.jsonl", ["{}"])
+    w.land("sub/b.jsonl", ["{}"])
+    w.note(T)
+    (tmp_path / "_other").mkdir()
+    (tmp_path / "_other" / "c.jsonl").write_text("{}\n")
+    assert landing_files(str(tmp_path)) == [str(tmp_path / "a.jsonl"),
+                                            str(tmp_path / "sub" / "b.jsonl")]  # fmt: skip
