@@ -246,7 +246,8 @@ def save_state(pipeline: Pipeline, state: WritersState) -> None:
 
 def newly_taken(pipeline: Pipeline, after_batch: int) -> tuple[dict[str, int], int]:
     """(landing files taken by offset-log batches after ``after_batch`` -> modification ms,
-    the last batch read). Control files are left out."""
+    the last batch read). Control files (and anything hidden or under a ``_`` folder) are left
+    out."""
     offsets = Path(pipeline.checkpoint_path) / OFFSETS
     ids = sorted(int(p.name) for p in offsets.iterdir() if p.name.isdigit()) if offsets.is_dir() \
         else []  # fmt: skip
@@ -257,9 +258,9 @@ def newly_taken(pipeline: Pipeline, after_batch: int) -> tuple[dict[str, int], i
         listed = batch_input(pipeline.checkpoint_path, b)
         for uri, modified in zip(listed.files, listed.modified_ms, strict=True):
             local = local_path(uri)
-            rel = os.path.relpath(local, landing) if local else ".."
-            if not rel.startswith(".."):
-                taken[rel.replace(os.sep, "/")] = modified
+            parts = Path(os.path.relpath(local, landing)).parts if local else ("..",)
+            if not any(p.startswith((".", "_")) for p in parts):  # data, not control rows
+                taken["/".join(parts)] = modified
         last = b
     return taken, last
 

@@ -228,3 +228,28 @@ def test_files_gone_from_the_landing_directory_are_forgotten_once_they_cannot_ma
     job.on_disk.discard("a0")
     job.fold()
     assert "a0" not in job.state.files
+
+
+def test_the_files_a_batch_took_are_read_from_the_checkpoint(tmp_path):
+    import json
+
+    from jobs.pipeline import Pipeline, Source
+    from jobs.writers_watermark import newly_taken
+
+    landing = tmp_path / "landing"
+    p = Pipeline(name="p", lake=str(tmp_path / "lake"), keys=("k",), event_time="ts",
+                 window="FixedWindows(1m)", aggregates={"n": "count()"},
+                 source=Source(str(landing), {"k": "string", "ts": "timestamp"}))  # fmt: skip
+    ckpt = tmp_path / "lake" / "_checkpoint"
+    for source, entries in (
+        (0, [f"{landing.as_uri()}/a%20b.jsonl", f"{landing.as_uri()}/s/c"]),
+        (1, [(tmp_path / "lake" / "_control" / "w-0.json").as_uri()]),
+    ):
+        (ckpt / "sources" / str(source)).mkdir(parents=True)
+        body = [json.dumps({"path": e, "timestamp": 7, "batchId": 0}) for e in entries]
+        (ckpt / "sources" / str(source) / "0").write_text("\n".join(["v1", *body]))
+    (ckpt / "offsets").mkdir()
+    (ckpt / "offsets" / "0").write_text('v1\n{"batchTimestampMs": 5}\n{"logOffset": 0}\n'
+                                        '{"logOffset": 0}')  # fmt: skip
+    assert newly_taken(p, -1) == ({"a b.jsonl": 7, "s/c": 7}, 0)
+    assert newly_taken(p, 0) == ({}, 0)

@@ -13,11 +13,12 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from jobs.watermark_marks import LandingWriter
-from tests.spark.support import T0, iso
+from tests.spark.support import T0, iso, norm_pane, replay
 
 pytestmark = pytest.mark.spark
 
@@ -109,26 +110,26 @@ def land_two_writers(landing: Landing, part: int) -> None:
 def test_honest_writers_lose_nothing_where_the_heuristic_drops_the_laggard(spark, tmp_path):
     from jobs.run import run
 
-    outcome = {}
-    for name, watermark in (("noted", NOTED.format(idle="1h")), ("heuristic", HEURISTIC)):
-        landing = Landing(tmp_path / name, watermark)
-        pipeline = landing.pipeline()
-        results = []
-        for part in (0, 1):
-            land_two_writers(landing, part)
-            results.append(run(pipeline, spark=spark, progress=None))
-        outcome[name] = (results, *late_and_panes(pipeline))
-
-    results, late, panes = outcome["heuristic"]
+    heuristic = Landing(tmp_path / "heuristic", HEURISTIC)
+    land_two_writers(heuristic, 0)
+    land_two_writers(heuristic, 1)
+    run(heuristic.pipeline(), spark=spark, progress=None)  # one file per batch: a's come first
+    late, _ = late_and_panes(heuristic.pipeline())
     assert late and {r["device_id"] for r in late} == {"d3"}, "b's views were late"
-    results, late, panes = outcome["noted"]
+
+    noted = Landing(tmp_path / "noted", NOTED.format(idle="1h"))
+    pipeline = noted.pipeline()
+    results = []
+    for part in (0, 1):
+        land_two_writers(noted, part)
+        results.append(run(pipeline, spark=spark, progress=None))
+    late, panes = late_and_panes(pipeline)
     assert late == [], "with the writers' marks nothing is late"
     run0, run1 = results
     # the data batches of a run do not move the watermark; the writers' control row does:
     # min(a at 5 min, b at 2.5 min) after the first run, min(10 min, 5 min) after the second
     assert watermarks(run0) == [None, None, None, at(150)]
-    assert watermarks(run1)[-1] == at(300)
-    assert all(w == at(150) for w in watermarks(run1)[:-1])
+    assert watermarks(run1) == [at(150), at(150), at(150), at(300)]
     # every view before the watermark (5 min) is in an on-time pane, counted once
     on_time = sum(p["plays"] for p in panes if p["timing"] == "ON_TIME")
     assert on_time == 2 * 30 + 15 + 15 and max(p["window_end_us"] for p in panes) == (T0 + 300) * S
@@ -168,46 +169,65 @@ def test_an_idle_writer_stops_holding_and_its_late_return_is_recorded(spark, tmp
                    for p in panes), "nothing of b's return was merged into a pane"  # fmt: skip
 
 
+def parse(text: str):
+    """A view line as the simulator's element (key, value, event time µs)."""
+    from jobs.watermark_marks import parse_time
+
+    r = json.loads(text)
+    return r["device_id"], {}, parse_time(r["ts"])
+
+
 def test_a_replayed_batch_runs_at_the_watermark_it_was_planned_with(spark, tmp_path):
     from jobs.checkpoint import last_batch
+    from jobs.job import layout
     from jobs.run import run
+    from sinks.pane_log import pane_record
 
-    def prepare(root):
-        landing = Landing(root, NOTED.format(idle="1h"))
-        land_two_writers(landing, 0)
-        run(landing.pipeline(), spark=spark, progress=None)  # watermark: 2.5 min
-        land_two_writers(landing, 1)
-        return landing
-
-    def note_more(landing):
-        landing.note("a", 700)
-        landing.note("b", 400)
-
-    base = prepare(tmp_path / "base")
-    note_more(base)
-    run(base.pipeline(), spark=spark, progress=None)
-
-    killed = prepare(tmp_path / "killed")
-    pipeline = killed.pipeline()
+    landing = Landing(tmp_path, NOTED.format(idle="1h"))
+    pipeline = landing.pipeline()
+    land_two_writers(landing, 0)
+    run(pipeline, spark=spark, progress=None)  # watermark: 2.5 min
+    land_two_writers(landing, 1)
     batch = last_batch(pipeline.checkpoint_path) + 1
     proc = subprocess.run(
-        [sys.executable, "-m", "jobs.cli", "run", str(killed.conf), "--no-materialize",
+        [sys.executable, "-m", "jobs.cli", "run", str(landing.conf), "--no-materialize",
          "--kill-at", f"before_commit:{batch}"],
         capture_output=True, text=True, timeout=600, start_new_session=True,
     )  # fmt: skip
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
-    planned = (killed.path.parent / "lake" / "_checkpoint" / "offsets" / str(batch)).read_text()
+    planned = (Path(pipeline.checkpoint_path) / "offsets" / str(batch)).read_text()
     assert json.loads(planned.splitlines()[1])["batchWatermarkMs"] == (T0 + 150) * 1000
-    note_more(killed)  # the writers move on: a watermark computed now would be 6:40
+    landing.note("a", 700)  # the writers move on: a watermark computed now would be 6:40
+    landing.note("b", 400)
     rerun = run(pipeline, spark=spark, progress=None)
     assert rerun.batches[0].batch_id == batch and rerun.batches[0].watermark == at(150)
-    assert watermarks(rerun)[-1] == at(400)
+    assert watermarks(rerun) == [at(150), at(150), at(150), at(400)]
+    # the pane log is exactly the simulator's over the batches Spark recorded (their files and
+    # watermarks): the killed batch once, at the watermark it was planned with
+    expected = [dict(pane_record(p, layout(pipeline)), batch_id=b)
+                for b, ps, _ in replay(pipeline, parse) for p in ps]  # fmt: skip
+    late, panes = late_and_panes(pipeline)
+    cols = set(expected[0])
+    assert sorted(norm_pane(r, cols) for r in panes) == sorted(norm_pane(r, cols) for r in expected)
+    assert len({p["pane_id"] for p in panes}) == len(panes) and late == []
 
-    def rows(landing):
-        late, panes = late_and_panes(landing.pipeline())
-        return late, sorted(
-            repr(sorted((k, v) for k, v in p.items() if not k.startswith("processing_time")))
-            for p in panes
-        )
 
-    assert rows(killed) == rows(base)
+def test_a_file_no_mark_names_is_read_back_for_its_earliest_event_time(spark, tmp_path):
+    from jobs.pipeline import Pipeline, Source
+    from jobs.writers_watermark import earliest_event_times
+
+    def pipeline(fmt: str, **src) -> Pipeline:
+        return Pipeline(name="p", lake=str(tmp_path / "lake"), keys=("k",), event_time="ts",
+                        window="FixedWindows(1m)", aggregates={"n": "count()"},
+                        source=Source(str(tmp_path / fmt), {"k": "string", "ts": "timestamp"},
+                                      format=fmt, **src))  # fmt: skip
+
+    lines = ['{"k": "x", "ts": "' + iso(90) + '"}', "not json", '{"k": "x", "ts": "never"}',
+             '{"k": "x", "ts": 5}', '{"k": "y", "ts": "' + iso(30) + '"}']  # fmt: skip
+    LandingWriter(tmp_path / "jsonl", "w").land("sub/f.jsonl", lines)
+    LandingWriter(tmp_path / "jsonl", "w").land("none.jsonl", ["not json"])
+    got = earliest_event_times(spark, pipeline("jsonl"), ["sub/f.jsonl", "none.jsonl", "gone"])
+    assert got == {"sub/f.jsonl": (T0 + 30) * S, "none.jsonl": None, "gone": None}
+    LandingWriter(tmp_path / "csv", "w").land("f.csv", ["k,ts", f"x,{iso(70)}", f"y,{iso(40)}"])
+    got = earliest_event_times(spark, pipeline("csv", csv_header=True), ["f.csv"])
+    assert got == {"f.csv": (T0 + 40) * S}
