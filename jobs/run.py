@@ -329,8 +329,9 @@ def run(
         if pending_watermark(pipeline):
             emit("the last run stopped before its no-data batch: ticking to fire due timers")
             write_tick(pipeline)
-        poll = _writers_poll(spark, pipeline, emit, said) if pipeline.writer_noted else None
-        _run_query(spark, pipeline, sink, result, emit, **kw, poll=poll if follow else None)
+        writers = follow and pipeline.writer_noted
+        poll = _writers_poll(spark, pipeline, emit, said) if writers else None
+        _run_query(spark, pipeline, sink, result, emit, **kw, poll=poll)
         if not follow and pending_watermark(pipeline):
             # A replayed last batch is not followed by Spark's no-data batch: tick once more.
             emit("ticking to fire the timers of the last watermark advance")

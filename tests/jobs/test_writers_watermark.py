@@ -253,3 +253,50 @@ def test_the_files_a_batch_took_are_read_from_the_checkpoint(tmp_path):
                                         '{"logOffset": 0}')  # fmt: skip
     assert newly_taken(p, -1) == ({"a b.jsonl": 7, "s/c": 7}, 0)
     assert newly_taken(p, 0) == ({}, 0)
+
+
+def test_the_job_records_an_advance_as_a_control_row_then_its_state(tmp_path):
+    import json
+
+    from jobs.pipeline import Pipeline, Source, Watermark
+    from jobs.watermark_marks import LandingWriter, marks_dir
+    from jobs.writers_watermark import load_state, record_writers_watermark, state_path
+
+    landing = tmp_path / "landing"
+    p = Pipeline(name="p", lake=str(tmp_path / "lake"), keys=("k",), event_time="ts",
+                 window="FixedWindows(1m)", aggregates={"n": "count()"},
+                 watermark=Watermark("writer_noted", idle_timeout="5m"),
+                 source=Source(str(landing), {"k": "string", "ts": "timestamp"}))  # fmt: skip
+    a = LandingWriter(landing, "a")
+    a.land("a0.jsonl", ["{}"])
+    a.note(T0 + MIN, noted_at_us=T0)
+    ckpt = tmp_path / "lake" / "_checkpoint"
+    (ckpt / "sources" / "0").mkdir(parents=True)
+    entry = {"path": (landing / "a0.jsonl").as_uri(), "timestamp": T0 // 1000, "batchId": 0}
+    (ckpt / "sources" / "0" / "0").write_text("v1\n" + json.dumps(entry))
+    (ckpt / "offsets").mkdir()
+    (ckpt / "offsets" / "0").write_text('v1\n{"batchTimestampMs": 5}\n{"logOffset": 0}')
+    control = tmp_path / "lake" / "_control"
+
+    def rows():
+        return sorted(json.loads(f.read_text())["ts"] for f in control.glob("*.json"))
+
+    no_spark = None  # every taken file is named by a mark: nothing is read back
+    adv = record_writers_watermark(no_spark, p, now=T0)
+    assert adv.watermark_ms == (T0 + MIN) // 1000
+    assert rows() == ["2024-06-01T09:01:00.000+00:00"]
+    assert load_state(p).scanned_batch == 0 and load_state(p).recorded_ms == adv.watermark_ms
+    assert record_writers_watermark(no_spark, p, now=T0).watermark_ms is None
+    assert len(rows()) == 1, "no new row when the watermark did not move"
+    # killed after the control row, before the state: the same value again, harmless
+    state_path(p).unlink()
+    record_writers_watermark(no_spark, p, now=T0)
+    assert rows() == ["2024-06-01T09:01:00.000+00:00"] * 2
+    bad = marks_dir(landing) / "a" / "000000000001.json"
+    bad.write_text("{")
+    adv = record_writers_watermark(no_spark, p, now=T0)
+    assert (
+        adv.warnings
+        and "unreadable mark ignored" in adv.warnings[0]
+        and str(bad) in adv.warnings[0]
+    )
