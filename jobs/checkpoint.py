@@ -32,6 +32,7 @@ class BatchInput:
     batch_id: int
     timestamp_ms: int
     files: tuple[str, ...]
+    modified_ms: tuple[int, ...] = ()  # each file's modification time as Spark listed it
 
 
 def _lines(path: Path) -> list[str]:
@@ -50,8 +51,9 @@ def _source_offsets(checkpoint: Path, batch_id: int) -> tuple[int, list[int | No
     return timestamp_ms, offsets
 
 
-def _log_entries(source_log: Path, n: int) -> list[str]:
-    """The file URIs of source-log batch ``n`` (from its own file or a compacted one)."""
+def _log_entries(source_log: Path, n: int) -> list[tuple[str, int]]:
+    """(file URI, modification time ms) of source-log batch ``n`` (from its own file or a
+    compacted one)."""
     own, compact = source_log / str(n), source_log / f"{n}.compact"
     if own.exists():
         entries = [json.loads(x) for x in _lines(own)[1:] if x.strip()]
@@ -60,7 +62,7 @@ def _log_entries(source_log: Path, n: int) -> list[str]:
                    if e.get("batchId") == n]  # fmt: skip
     else:
         raise FileNotFoundError(f"the checkpoint has no file-source log {own} (nor {compact})")
-    return [e["path"] for e in entries]
+    return [(e["path"], int(e.get("timestamp", 0))) for e in entries]
 
 
 def batch_input(checkpoint: str | os.PathLike[str], batch_id: int) -> BatchInput:
@@ -75,14 +77,15 @@ def batch_input(checkpoint: str | os.PathLike[str], batch_id: int) -> BatchInput
     if batch_id > 0 and (ckpt / OFFSETS / str(batch_id - 1)).exists():
         before = _source_offsets(ckpt, batch_id - 1)[1]
         before += [None] * (len(upto) - len(before))
-    files: list[str] = []
+    files: list[tuple[str, int]] = []
     for i, (end, start) in enumerate(zip(upto, before, strict=True)):
         if end is None:
             continue
         first = -1 if start is None else start
         for n in range(first + 1, end + 1):
             files.extend(_log_entries(ckpt / SOURCES / str(i), n))
-    return BatchInput(batch_id, timestamp_ms, tuple(files))
+    return BatchInput(batch_id, timestamp_ms, tuple(f for f, _ in files),
+                      tuple(t for _, t in files))  # fmt: skip
 
 
 def local_path(uri: str) -> str | None:

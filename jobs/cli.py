@@ -2,6 +2,7 @@
 
     panestore run CONF [--follow [--interval 10s]] [--drain] [--lake DIR] [--source DIR]
     panestore check CONF          # validate a pipeline configuration (no Spark)
+    panestore note-watermark CONF --writer W --time T [--files F ...]   # a writer's mark
 
 ``run`` prints one progress line per micro-batch on stderr (batch, input rows, panes by timing,
 late and rejected records, watermark) and a summary; exit status 0 on success, 1 if the job
@@ -20,6 +21,7 @@ from jobs.inspect import add_subcommands, materialize_after_run
 from jobs.pipeline import Pipeline, PipelineConfigError, check_paths, load_pipeline
 from jobs.quiet import quiet_spark_stderr
 from jobs.spark import JavaNotFound, get_session
+from jobs.watermark_marks import MarkError, note_watermark, parse_time
 from panes import parse_duration
 from sinks.errors import LakeBusy
 
@@ -88,6 +90,20 @@ def cmd_run(args) -> int:
     return 0
 
 
+def cmd_note_watermark(args) -> int:
+    """Land a writer's mark (:func:`jobs.watermark_marks.note_watermark`) in the landing
+    directory of CONF; prints its path. Exit 2 if the mark is refused (the message says why)."""
+    pipeline = _load(args)
+    try:
+        path = note_watermark(pipeline.source.path, args.writer, parse_time(args.time, "--time"),
+                              args.files)  # fmt: skip
+    except MarkError as e:
+        print(f"panestore: mark refused: {e}", file=sys.stderr)
+        return 2
+    print(path)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="panestore", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
@@ -135,6 +151,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="validate a pipeline configuration")
     p.add_argument("conf", metavar="CONF")
     p.set_defaults(handler=cmd_check)
+
+    p = sub.add_parser(
+        "note-watermark",
+        help="a writer notes its progress: everything it lands from now on has event time >= T",
+        description="Write a watermark mark for watermark.policy = 'writer_noted' "
+        "(docs/running.md).",
+    )
+    p.add_argument("conf", metavar="CONF")
+    p.add_argument("--writer", required=True, help="the writer's name")
+    p.add_argument("--time", required=True, help="T, ISO-8601 with a zone (2024-06-01T09:05:00Z)")
+    p.add_argument("--files", nargs="*", default=[], metavar="FILE",
+                   help="the data files it landed since its previous mark (relative to the "
+                   "landing directory)")  # fmt: skip
+    p.add_argument("--source", help="override the configuration's source.path")
+    p.set_defaults(handler=cmd_note_watermark)
 
     add_subcommands(sub)
     return ap

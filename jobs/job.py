@@ -16,7 +16,8 @@ Plan (all rows of one batch)::
       -> tag plain rows: keys, event time _ts, values; or the reason to reject them
          (a blob's _ts is its latest event time; rejected rows keep raw line and file)
       -- union -- control rows (drain sentinel)
-      -> withWatermark(_ts, delay); drop control rows; ts_us = micros(_ts); drop _ts
+      -> withWatermark(_ts, delay) (writer_noted: of the control rows' time only);
+         drop control rows; ts_us = micros(_ts); drop _ts
       -> bucket = pmod(xxhash64(keys), state_buckets) as the lake's grouping value
          (rejected rows: REJECTED_BUCKET)
       -> pack the plain rows of each Arrow batch into per-bucket blobs, pass the decoder's
@@ -30,6 +31,9 @@ Plan (all rows of one batch)::
   column reaches the operator; it does not (``_ts`` is dropped after ``withWatermark``), so the
   engine sees every row and applies the model's droppable rule itself, recording what it drops.
   The model watermark is Spark's (largest event time seen minus the delay), per batch.
+* ``watermark.policy = "writer_noted"``: Spark's watermark follows the control rows only (a
+  column null on data rows, which Spark's maximum leaves out); the driver writes the writers'
+  watermark as control rows (:mod:`jobs.writers_watermark`), delay 0.
 * Drain: a control row at the end of Spark's time range moves Spark's watermark to the end of
   time (``end_of_time_ms``), which the operator maps to ``END_OF_TIME``: every window closes.
   Control rows are removed after the watermark has seen them (the filter references ``_ts`` so
@@ -91,6 +95,8 @@ if TYPE_CHECKING:  # pragma: no cover
 EVENT_TIME = "_ts"
 """The records' event time as a Spark timestamp, the column Spark's watermark follows."""
 CONTROL = "_control"
+WRITERS_TIME = "_writers_ts"
+"""``writer_noted``: the column Spark's watermark follows, the control rows' time (null on data)."""
 RAW_TEXT, FROM_FILE, REASON = REJECTED_COLUMNS
 KILL_POINTS = ("before_commit", "between_tables", "after_commit")
 NOT_UTF8 = "not valid UTF-8 text (a binary file?)"
@@ -261,10 +267,14 @@ def _packed(pipeline: Pipeline, tagged: DataFrame, bucket_ids: Sequence[int] | N
 
     delay = watermark_delay_ms(pipeline)
     bucket = bucket_expression(pipeline.keys, pipeline.state_buckets)
+    watermarked = EVENT_TIME
+    if pipeline.writer_noted:  # only control rows move Spark's watermark (null is not counted)
+        watermarked = WRITERS_TIME
+        tagged = tagged.withColumn(WRITERS_TIME, F.when(F.col(CONTROL), F.col(EVENT_TIME)))
     rows = (
-        tagged.withWatermark(EVENT_TIME, f"{delay} milliseconds")
-        # references _ts: Spark must not push this filter below the watermark
-        .where(~(F.col(CONTROL) & F.col(EVENT_TIME).isNotNull()))
+        tagged.withWatermark(watermarked, f"{delay} milliseconds")
+        # references the watermarked column: Spark must not push this filter below the watermark
+        .where(~(F.col(CONTROL) & F.col(watermarked).isNotNull()))
         .withColumn(TS_US, F.when(F.col(BLOB).isNull(), F.unix_micros(F.col(EVENT_TIME))))
         .withColumn(BUCKET, F.coalesce(
             F.col(BUCKET),

@@ -20,15 +20,14 @@ from sinks.errors import LakeError
 
 
 def landing_files(path: str) -> list[str]:
-    """The input files under ``path`` (hidden and ``_`` files left out), sorted."""
+    """The input files under ``path``, sorted; hidden and ``_`` files and folders are left out,
+    as Spark's listing does (e.g. the writers' marks in ``_watermarks``)."""
     if not os.path.isdir(path):
         raise LakeError(f"landing zone {path} not found")
-    files = [
-        os.path.join(dp, f)
-        for dp, _, fs in os.walk(path)
-        for f in fs
-        if not f.startswith((".", "_"))
-    ]
+    files = []
+    for dp, dirs, fs in os.walk(path):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
+        files += [os.path.join(dp, f) for f in fs if not f.startswith((".", "_"))]
     if not files:
         raise LakeError(f"no input files in {path}")
     return sorted(files)

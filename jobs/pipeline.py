@@ -89,7 +89,7 @@ class PipelineConfigError(ValueError):
 # -- source settings ---------------------------------------------------------------------
 
 FORMATS = ("jsonl", "csv", "parquet")
-WATERMARK_POLICIES = ("bounded_out_of_orderness", "ingestion_time")
+WATERMARK_POLICIES = ("bounded_out_of_orderness", "ingestion_time", "writer_noted")
 # Key column types the job groups by (a float key has no exact identity; see Pipeline._check_keys)
 KEY_TYPES = frozenset({"string", "int", "long", "bigint"})
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -167,10 +167,13 @@ class Source:
 class Watermark:
     """``bounded_out_of_orderness``: watermark = largest event time seen - ``delay`` (heuristic;
     data behind it is late). ``ingestion_time``: arrival (batch) time is the event time, the
-    watermark is perfect and nothing is ever late (paper §2.3)."""
+    watermark is perfect and nothing is ever late (paper §2.3). ``writer_noted``: the minimum of
+    the times the live writers noted (:mod:`jobs.writers_watermark`); a writer that noted nothing
+    for ``idle_timeout`` stops holding it. ``delay`` must be 0 with ``writer_noted``."""
 
     policy: str = "bounded_out_of_orderness"
     delay: int | str = 0
+    idle_timeout: int | str = "5m"
 
     def __post_init__(self) -> None:
         if self.policy not in WATERMARK_POLICIES:
@@ -178,6 +181,16 @@ class Watermark:
                 "watermark.policy", f"{self.policy!r} is not one of {WATERMARK_POLICIES}"
             )
         object.__setattr__(self, "delay", _duration("watermark.delay", self.delay))
+        idle = _duration("watermark.idle_timeout", self.idle_timeout)
+        object.__setattr__(self, "idle_timeout", idle)
+        if self.policy == "writer_noted" and self.delay:
+            raise PipelineConfigError(
+                "watermark.delay",
+                "must be 0 with writer_noted: the writers' marks say how far "
+                "event time has come (a writer that lags notes a lower time)",
+            )
+        if self.policy == "writer_noted" and idle <= 0:
+            raise PipelineConfigError("watermark.idle_timeout", "must be positive")
 
 
 def _expect(name: str, value: Any, kind: type | tuple[type, ...], what: str) -> None:
@@ -327,6 +340,12 @@ class Pipeline:
                 f"column {self.event_time!r} must be a timestamp or an integral "
                 f"epoch (source.epoch_unit), not {types[self.event_time]}",
             )
+        if self.writer_noted and _has_scheme(self.source.path):
+            raise PipelineConfigError(
+                "watermark.policy",
+                "writer_noted reads the writers' marks as local files: "
+                "source.path must be a local (or mounted) directory, not a URI",
+            )
 
     def _parse_aggregates(self, types: dict[str, str]) -> None:
         aggs = self.aggregates
@@ -448,6 +467,11 @@ class Pipeline:
     @property
     def ingestion_time(self) -> bool:
         return self.watermark.policy == "ingestion_time"
+
+    @property
+    def writer_noted(self) -> bool:
+        """The watermark comes from the writers' marks (:mod:`jobs.writers_watermark`)."""
+        return self.watermark.policy == "writer_noted"
 
     @property
     def lake_path(self) -> Path:

@@ -6,6 +6,9 @@
   the cron / Airflow mode: run it again when new files land.
 * ``follow=True`` keeps running with a processing-time trigger (a batch every ``interval`` while
   files arrive) until stopped (Ctrl-C, or ``stop_after_batches``).
+* ``watermark.policy = "writer_noted"``: after the data, the writers' watermark is recorded as
+  a control row (:mod:`jobs.writers_watermark`) and, if it moved, one more query runs on it
+  (firing what became due); with ``follow`` it is recorded every few seconds while running.
 * ``drain=True`` runs as above, then drops the drain sentinel into ``<lake>/_control`` and runs
   once more: the watermark moves to the end of time and every window closes (final panes of
   sessions, the global window, ...). Data that lands after a drain is late for good.
@@ -37,6 +40,7 @@ from jobs.operator_input import balanced_bucket_ids
 from jobs.pipeline import Pipeline, PipelineConfigError, check_paths
 from jobs.source import read_landing_zone
 from jobs.spark import get_session
+from jobs.writers_watermark import record_writers_watermark
 from sinks.delta_append import SparkDeltaWriter
 from sinks.lock import LakeLock
 
@@ -119,7 +123,9 @@ def _run_query(
     spark, pipeline, sink, result: RunResult, emit: Callable[[str], Any], *,
     follow: bool, interval: str, records, bucket_ids: tuple[int, ...],
     stop_after_batches: int | None, profile_dir: str | None,
+    poll: Callable[[], Any] | None = None,
 ) -> None:  # fmt: skip
+    """Run one query to its end, reporting each batch; ``poll`` is called between checks."""
     query = _start(
         spark,
         pipeline,
@@ -152,6 +158,8 @@ def _run_query(
         while query.isActive:
             query.awaitTermination(0.5)
             drain_progress()
+            if poll is not None:
+                poll()
             if stop_after_batches is not None and done >= stop_after_batches:
                 query.stop()
     except KeyboardInterrupt:
@@ -180,6 +188,39 @@ _CAUSE = re.compile(r"Caused by: [\w.$]+: ([^\n]+)")
 _UNREADABLE = re.compile(
     r"\[FAILED_READ_FILE[^\]]*\] Encountered error while reading file (\S+?)\.?\s"
 )
+
+
+WRITERS_POLL_S = 2.0
+"""``--follow`` with ``writer_noted``: how often the writers' watermark is recomputed."""
+
+
+def _record_writers(spark: SparkSession, pipeline: Pipeline, emit: Callable[[str], Any],
+                    said: set[str], *, quiet: bool = False) -> bool:  # fmt: skip
+    """Record the writers' watermark (:mod:`jobs.writers_watermark`) and report it (``quiet``:
+    only when it moved) and each new warning; True when it moved."""
+    adv = record_writers_watermark(spark, pipeline)
+    for warning in adv.warnings:
+        if warning not in said:
+            said.add(warning)
+            emit(f"WARNING {warning}")
+    moved = adv.watermark_ms is not None
+    if moved or not quiet:
+        emit(adv.line())
+    return moved
+
+
+def _writers_poll(spark: SparkSession, pipeline: Pipeline, emit: Callable[[str], Any],
+                  said: set[str]) -> Callable[[], None]:  # fmt: skip
+    """A ``poll`` for ``--follow``: records the writers' watermark every WRITERS_POLL_S, so an
+    idle writer stops holding it even while no data arrives (its control row makes a batch)."""
+    last = [0.0]
+
+    def poll() -> None:
+        if time.monotonic() - last[0] >= WRITERS_POLL_S:
+            last[0] = time.monotonic()
+            _record_writers(spark, pipeline, emit, said, quiet=True)
+
+    return poll
 
 
 STATE_LAYOUT_FILE = "_state_layout.json"
@@ -284,14 +325,20 @@ def run(
         check_not_behind(pipeline.checkpoint_path, sink.committed_batch_id())
         kw = dict(follow=follow, interval=interval, records=records, bucket_ids=bucket_ids,
                   stop_after_batches=stop_after_batches, profile_dir=profile_dir)  # fmt: skip
+        said: set[str] = set()  # writer_noted warnings already reported
         if pending_watermark(pipeline):
             emit("the last run stopped before its no-data batch: ticking to fire due timers")
             write_tick(pipeline)
-        _run_query(spark, pipeline, sink, result, emit, **kw)
+        writers = follow and pipeline.writer_noted
+        poll = _writers_poll(spark, pipeline, emit, said) if writers else None
+        _run_query(spark, pipeline, sink, result, emit, **kw, poll=poll)
         if not follow and pending_watermark(pipeline):
             # A replayed last batch is not followed by Spark's no-data batch: tick once more.
             emit("ticking to fire the timers of the last watermark advance")
             write_tick(pipeline)
+            _run_query(spark, pipeline, sink, result, emit, **kw)
+        if not follow and pipeline.writer_noted and _record_writers(spark, pipeline, emit, said):
+            # the writers' watermark, a control row, moves Spark's after one more batch
             _run_query(spark, pipeline, sink, result, emit, **kw)
         if drain:
             emit("drain: moving the watermark to the end of time")

@@ -126,6 +126,13 @@ def test_python_and_toml_are_the_same():
         ({"watermark": {"policy": "perfect"}}, "watermark.policy", "not one of"),
         ({"watermark": {"delay": "-5m"}}, "watermark.delay", "duration"),
         ({"watermark": {"dealy": "5m"}}, "watermark.dealy", "unknown"),
+        ({"watermark": {"policy": "writer_noted", "delay": "1m"}}, "watermark.delay", "be 0"),
+        (
+            {"watermark": {"policy": "writer_noted", "idle_timeout": "0s"}},
+            "watermark.idle_timeout",
+            "positive",
+        ),
+        ({"watermark": {"idle_timeout": "soon"}}, "watermark.idle_timeout", "duration"),
     ],
 )
 def test_invalid_configs_name_the_field(over, field, fragment):
@@ -171,6 +178,15 @@ def test_traps_can_be_allowed_explicitly():
         trigger="AfterWatermark(early=AfterProcessingTime(1m), late=AfterCount(1))",
     )
     assert pipeline_from_dict(ok)
+
+
+def test_writer_noted_reads_local_marks():
+    p = pipeline_from_dict(base(watermark={"policy": "writer_noted", "idle_timeout": "90s"}))
+    assert p.writer_noted and not p.ingestion_time and p.watermark.idle_timeout == 90_000_000
+    remote = base(watermark={"policy": "writer_noted"})
+    remote["source"] = {**remote["source"], "path": "s3://bucket/landing"}
+    e = error(remote)
+    assert e.field == "watermark.policy" and "local" in e.message
 
 
 def test_ingestion_time_needs_no_event_time_column():
