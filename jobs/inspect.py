@@ -1,7 +1,7 @@
-"""Inspection and maintenance subcommands: materialize, verify, query, history, plot, optimize,
-vacuum. ``add_subcommands(subparsers)`` adds them to the ``panestore`` parser; each handler
-returns an exit status (0 ok, 1 differences / error). ``materialize_after_run(pipeline)`` is what
-``panestore run`` calls at the end of a run."""
+"""Inspection and maintenance subcommands: materialize, verify, query, changes, history, plot,
+optimize, vacuum. ``add_subcommands(subparsers)`` adds them to the ``panestore`` parser; each
+handler returns an exit status (0 ok, 1 differences / error). ``materialize_after_run(pipeline)``
+is what ``panestore run`` calls at the end of a run."""
 
 from __future__ import annotations
 
@@ -26,6 +26,13 @@ def _spec(conf: str):
 def _key(text: str, spec) -> Any:
     parts = text.split(",") if len(spec.keys) > 1 else [text]
     return tuple(parts) if len(parts) > 1 else parts[0]
+
+
+def _version(text: str) -> int:
+    """A Delta table version: a whole number >= 0."""
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"expected a view version (0, 1, ...), got {text!r}")
+    return int(text)
 
 
 def _time_us(text: str | None) -> int | None:
@@ -92,6 +99,16 @@ def cmd_query(a) -> int:
     text = query(_spec(a.conf), a.sql, fmt=a.format, out=a.out, as_of=a.as_of)
     if text:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
+def cmd_changes(a) -> int:
+    from sinks.duck import changes
+
+    text, read = changes(_spec(a.conf), a.since, a.until, fmt=a.format, out=a.out)
+    if text:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    print(read.line(), file=sys.stderr)
     return 0
 
 
@@ -175,6 +192,18 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=["table", "csv", "json", "parquet"], default="table")
     p.add_argument("--out", help="write the result to this file (needed for parquet)")
     p.add_argument("--as-of", help="current as of view:N, panes:N (pane-log version) or a time")
+    p = sub(
+        "changes",
+        cmd_changes,
+        "the current view's change feed: the rows each materialize inserted, updated (pre and "
+        "post image) and deleted, from view version --since on",
+    )
+    p.add_argument("--since", type=_version, required=True, metavar="VERSION",
+                   help="first view version to read (the last one read + 1)")  # fmt: skip
+    p.add_argument("--until", type=_version, metavar="VERSION",
+                   help="last view version to read (default: the latest)")  # fmt: skip
+    p.add_argument("--format", choices=["table", "csv", "json", "parquet"], default="table")
+    p.add_argument("--out", help="write the result to this file (needed for parquet)")
     p = sub("history", cmd_history, "the pane sequence of a key's windows")
     p.add_argument("--key", required=True, help="key value (comma-separated for several keys)")
     p.add_argument("--window", help="window start (µs or ISO time)")

@@ -1,4 +1,5 @@
-"""DuckDB over a pipeline's lake, offline: ``connect(spec)`` and :func:`history`.
+"""DuckDB over a pipeline's lake, offline: ``connect(spec)``, :func:`query`, :func:`changes` (the
+view's change feed) and :func:`history`.
 
 The ``delta`` extension is installed from the ``duckdb-extension-delta`` package (a file inside
 it) into a private extension directory, and auto-install / auto-load are disabled: DuckDB never
@@ -23,6 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from sinks.change_feed import Changes, read_changes
 from sinks.errors import LakeError
 from sinks.lake_format import TABLES, representable_us
 from sinks.refold import view_from_pane_log
@@ -194,6 +196,21 @@ def query(
     con = connect(spec, as_of=as_of)
     try:
         return write_result(con.sql(sql), fmt, out)
+    finally:
+        con.close()
+
+
+def changes(
+    spec: ViewSpec, since: int, until: int | None = None, fmt: str = "table", out: str | None = None
+) -> tuple[str, Changes]:
+    """The change feed of ``current`` for view versions ``since..until``
+    (:func:`sinks.change_feed.read_changes`) rendered as :func:`query` renders a result; the
+    rendered text and what was read (its ``line()`` tells where to continue)."""
+    read = read_changes(spec, since, until)
+    con = raw_connect()
+    try:
+        con.register("changes", read.table)
+        return write_result(con.sql("SELECT * FROM changes"), fmt, out), read
     finally:
         con.close()
 

@@ -25,6 +25,10 @@ FINGERPRINT_PROPERTY = "panestore.fingerprint"
 CONFIG_PROPERTY = "panestore.config"
 PIPELINE_PROPERTY = "panestore.pipeline"
 KIND_PROPERTY = "panestore.table"
+# The view's change feed: Delta's change data feed, and the first view version it covers (the
+# version of the commit that enabled it: 0 for views created with it).
+CHANGE_FEED_PROPERTY = "delta.enableChangeDataFeed"
+CHANGE_FEED_FROM_PROPERTY = "panestore.changeFeedFrom"
 
 TABLES = ("panes", "current", "late", "rejected")
 
@@ -146,6 +150,19 @@ VIEW_NOT_NULL = frozenset({"window_start_us", "window_end_us", "pane_index", "pa
 # The view is partitioned by the UTC day its windows start on (null: the global window), so a
 # MERGE rewrites only the days its changes touch: the recent ones, in a streaming pipeline.
 WINDOW_DAY = "window_day"
+
+# -- the view's change feed (Delta's change data feed columns) ------------------------------------
+
+CHANGE_TYPE = "_change_type"  # one of CHANGE_TYPES
+COMMIT_VERSION = "_commit_version"  # the view version whose commit made the change
+COMMIT_TIMESTAMP = "_commit_timestamp"  # that commit's time
+# In the order a consumer applies the rows of one (key, window) within a version.
+CHANGE_TYPES = ("delete", "update_preimage", "update_postimage", "insert")
+CHANGE_FIELDS: list[Field] = [
+    (CHANGE_TYPE, pa.string()),
+    (COMMIT_VERSION, pa.int64()),
+    (COMMIT_TIMESTAMP, TIMESTAMP_TYPE),
+]
 
 # -- columns of the materializer's intermediate tables --------------------------------------------
 

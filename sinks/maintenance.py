@@ -7,6 +7,12 @@
   retention is the table's ``delta.deletedFileRetentionDuration`` (Delta's default: 7 days), and
   a shorter one is refused unless ``force=True``: time travel to any version committed inside the
   retention period keeps working. ``dry_run`` lists what would go.
+
+The view's change feed (:mod:`sinks.change_feed`) across both: compaction commits change no row,
+so they have no changes; delta-rs's vacuum never deletes ``_change_data`` files (only the data
+files of old versions), so changes stay readable as long as their log entries
+(``delta.logRetentionDuration``). :func:`rebuild_view` makes a new view table: its versions and
+its feed start again at 0.
 """
 
 from __future__ import annotations
@@ -133,7 +139,8 @@ def vacuum(
 def rebuild_view(spec: ViewSpec) -> str:
     """Replace ``current`` by the whole pane log refolded under the current configuration (after
     a change that only affects the view). Overwrites the view in one commit that also records the
-    materializer's transaction."""
+    materializer's transaction. The new table's versions and change feed start at 0: followers
+    of the old feed re-read the view in full."""
     path = spec.table_path("current")
     if not is_local(path):
         raise LakeError("--rebuild is only supported for local lakes (delete the view table)")

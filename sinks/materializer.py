@@ -9,6 +9,10 @@ crash-and-retry never folds a version twice; a commit conflict (a concurrent opt
 materializer on another machine) is retried from the start. One materializer runs at a time
 (:func:`sinks.lock.materializer_lock`).
 
+The view's change feed (:mod:`sinks.change_feed`) records what each MERGE inserted, updated (pre
+and post image) and deleted; a view created before the feed existed gets it turned on when the
+materializer opens it, from that commit on (:attr:`MaterializeResult.change_feed_from`).
+
 Two reducers give the same changes: the reference one in Python (:mod:`sinks.reducer`, any
 window function; it reads the view rows of the keys it touches) and a vectorized one in DuckDB
 (:mod:`sinks.sql_reducer`) for non-merging window functions (fixed, sliding, global), whose
@@ -34,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from panes.windowing import AccumulationMode
+from sinks.change_feed import ensure_change_feed
 from sinks.lake_format import (
     FOLDED_FROM_METADATA,
     FOLDED_VERSION_METADATA,
@@ -65,12 +70,23 @@ class MaterializeResult:
     metrics: dict[str, Any] = field(default_factory=dict)
     retries: int = 0
     seconds: float = 0.0
+    change_feed_from: int | None = None  # set when this run turned the view's change feed on
 
     @property
     def did_work(self) -> bool:
         return self.folded_to is not None
 
     def line(self) -> str:
+        text = self._folded_text()
+        if self.change_feed_from is not None:
+            text += (
+                f"\nmaterialize: the view's change feed is on from view version "
+                f"{self.change_feed_from} (the view was created without it; earlier versions "
+                f"have no changes)"
+            )
+        return text
+
+    def _folded_text(self) -> str:
         if not self.did_work:
             return "materialize: the current view is up to date"
         m = self.metrics
@@ -133,12 +149,13 @@ class Materializer:
         if upto is not None:
             latest = min(latest, upto)
         view = open_view(spec, arrow_schema(panes), create=True)
+        feed_from = ensure_change_feed(view)
         done = view.transaction_version(spec.app_id)
         after = -1 if done is None else done
         if self.max_versions is not None:
             latest = min(latest, after + self.max_versions)
         if latest <= after:
-            return MaterializeResult(None, None)
+            return MaterializeResult(None, None, change_feed_from=feed_from)
         if latest != panes.version():
             panes.load_as_version(latest)
         commits = pane_log_commits(panes, after, latest)
@@ -154,7 +171,9 @@ class Materializer:
                 PIPELINE_METADATA: spec.name,
             },
         )
-        result = MaterializeResult(after + 1, latest, pane_rows=rows.num_rows)
+        result = MaterializeResult(
+            after + 1, latest, pane_rows=rows.num_rows, change_feed_from=feed_from
+        )
         use_fast = self.vectorized is not False and vectorized_applies(spec, rows)
         if rows.num_rows == 0:
             changes, style = None, ""

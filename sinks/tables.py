@@ -18,6 +18,8 @@ import pyarrow as pa
 
 from sinks.errors import ConfigMismatch, ForeignTable, TableMissing
 from sinks.lake_format import (
+    CHANGE_FEED_FROM_PROPERTY,
+    CHANGE_FEED_PROPERTY,
     CONFIG_PROPERTY,
     FINGERPRINT_PROPERTY,
     FORMAT_PROPERTY,
@@ -79,6 +81,16 @@ def table_properties(spec: ViewSpec, kind: str) -> dict[str, str]:
         PIPELINE_PROPERTY: spec.name,
         FINGERPRINT_PROPERTY: spec.fingerprint,
         CONFIG_PROPERTY: json.dumps(spec.config, sort_keys=True),
+    }
+
+
+def view_properties(spec: ViewSpec) -> dict[str, str]:
+    """The table properties of a new ``current`` table: its identity, and Delta's change data
+    feed on from version 0 (:mod:`sinks.change_feed`)."""
+    return {
+        **table_properties(spec, "current"),
+        CHANGE_FEED_PROPERTY: "true",
+        CHANGE_FEED_FROM_PROPERTY: "0",
     }
 
 
@@ -192,8 +204,9 @@ def open_view(
     create: bool = False,
     version: int | str | None = None,
 ):
-    """The ``current`` table (created empty, partitioned by ``window_day``, when ``create`` and
-    missing), checked to be this pipeline's view under this configuration."""
+    """The ``current`` table (created empty, partitioned by ``window_day``, with its change feed
+    on, when ``create`` and missing), checked to be this pipeline's view under this
+    configuration."""
     from deltalake import DeltaTable
 
     path = spec.table_path("current")
@@ -210,7 +223,7 @@ def open_view(
             view_schema(spec, pane_log_schema),
             mode="ignore",
             partition_by=[WINDOW_DAY],
-            configuration=table_properties(spec, "current"),
+            configuration=view_properties(spec),
             raise_if_key_not_exists=False,
             storage_options=dict(spec.storage_options) if spec.storage_options else None,
         )

@@ -29,7 +29,7 @@ from sinks.materializer import Materializer
 from sinks.pane_log import PaneLog, PaneLogLayout
 from sinks.records import LateLog
 from sinks.spec import ViewSpec
-from sinks.tables import open_view, table_identity
+from sinks.tables import open_view, plain_table, table_identity
 
 S = 1_000_000
 MODES = list(AccumulationMode)
@@ -187,3 +187,42 @@ def materialized_lake(tmp_path: Any, seed: int = 1, **kw: Any) -> Run:
     LateLog(run.spec.table_path("late"), run.spec.name, run.layout).append(0, run.dropped)
     Materializer(run.spec).run()
     return run
+
+
+def view_rows(spec: ViewSpec, version: int | None = None) -> dict:
+    """The whole rows of the view (every column), by (key tuple, (start, end))."""
+    table = plain_table(open_view(spec, version=version).to_pyarrow_table())
+    return {
+        (tuple(r[k] for k in spec.keys), (r["window_start_us"], r["window_end_us"])): r
+        for r in table.to_pylist()
+    }
+
+
+def replay_changes(spec: ViewSpec, changes: list[dict], start: dict | None = None) -> dict:
+    """``start`` (view rows by (key, window); default: the empty view) with ``changes`` (rows of
+    the change feed, in order) applied, checking each row against the state it changes: an
+    insert of a new window, a delete or pre-image of exactly the row held, a post-image right
+    after its pre-image."""
+    rows = dict(start or {})
+    pre = None
+    for c in changes:
+        row = {n: v for n, v in c.items() if not n.startswith("_")}
+        at = (tuple(row[k] for k in spec.keys), (row["window_start_us"], row["window_end_us"]))
+        kind = c["_change_type"]
+        if kind == "insert":
+            assert at not in rows, f"insert of a window already in the view: {at}"
+            rows[at] = row
+        elif kind in ("delete", "update_preimage"):
+            assert rows.get(at) == row, f"{kind} of {at} does not match the row held"
+            if kind == "delete":
+                del rows[at]
+            else:
+                pre = (at, c["_commit_version"])
+        elif kind == "update_postimage":
+            assert pre == (at, c["_commit_version"]), f"post-image of {at} without its pre-image"
+            rows[at] = row
+            pre = None
+        else:
+            raise AssertionError(f"unknown change type {kind!r}")
+    assert pre is None, "a pre-image without its post-image"
+    return rows
