@@ -20,8 +20,9 @@ Plan (all rows of one batch)::
          drop control rows; ts_us = micros(_ts); drop _ts
       -> bucket = pmod(xxhash64(keys), state_buckets) as the lake's grouping value
          (rejected rows: REJECTED_BUCKET)
-      -> pack the plain rows of each Arrow batch into per-bucket blobs, pass the decoder's
-         blobs through (mapInArrow; :mod:`jobs.operator_input`)
+      -> the operator's input (:mod:`jobs.operator_input`): with the decoder, its blobs as they
+         are and each plain row in the row encoding (JSON, no further Python stage); without
+         it, the rows of each Arrow batch packed into per-bucket blobs (mapInArrow)
       -> groupBy(bucket).transformWithStateInPandas(BucketProcessor)
 
 * Event time: the configured column (a timestamp, or an epoch number in ``source.epoch_unit``),
@@ -72,13 +73,14 @@ from jobs.operator import (
 from jobs.operator_input import (
     BLOB,
     BUCKET,
-    PACKED_SCHEMA,
+    OPERATOR_INPUT,
     REJECTED_BUCKET,
     REJECTED_COLUMNS,
+    ROW,
     TS_US,
-    InputSchema,
     bucket_expression,
     pack_by_bucket,
+    row_expression,
 )
 from jobs.pipeline import Pipeline
 from jobs.source import ERROR, RAW, SOURCE_FILE
@@ -144,6 +146,10 @@ def operator_config(pipeline: Pipeline, profile_dir: str | None = None) -> Opera
         engine_factory=EngineFactory(pipeline),
         key_columns=tuple(pipeline.keys),
         value_columns=pipeline.value_columns,
+        column_types=tuple(
+            (c, arrow_type(pipeline.source.types[c]))
+            for c in (*pipeline.keys, *pipeline.value_columns)
+        ),
         layout=layout(pipeline),
         # The sentinel at SENTINEL_MS moves Spark's watermark to SENTINEL_MS - delay.
         end_of_time_ms=SENTINEL_MS - watermark_delay_ms(pipeline),
@@ -226,7 +232,7 @@ def _rejection_reason(
 
 def _tagged(pipeline: Pipeline, records: DataFrame) -> DataFrame:
     """One row per record or blob: keys, event time, values, and for a rejected record (its
-    keys null: a valid key never is) the raw record, its file and the reason."""
+    keys and values null: a valid key never is) the raw record, its file and the reason."""
     from pyspark.sql import functions as F
 
     ts, raw_ts = spark_event_time(pipeline, records)
@@ -234,7 +240,7 @@ def _tagged(pipeline: Pipeline, records: DataFrame) -> DataFrame:
     return records.select(
         *[F.when(reason.isNull(), _key(pipeline, records, k)).alias(k) for k in pipeline.keys],
         F.coalesce(F.col(LATEST_EVENT_TIME), F.when(reason.isNull(), ts)).alias(EVENT_TIME),
-        *pipeline.value_columns,
+        *[F.when(reason.isNull(), F.col(v)).alias(v) for v in pipeline.value_columns],
         F.when(reason.isNotNull(), F.make_valid_utf8(RAW)).alias(RAW_TEXT),  # kept as text
         F.when(reason.isNotNull(), F.col(SOURCE_FILE)).alias(FROM_FILE),
         reason.alias(REASON),
@@ -260,9 +266,11 @@ def _control_rows(pipeline: Pipeline, control: DataFrame, tagged: DataFrame) -> 
     )
 
 
-def _packed(pipeline: Pipeline, tagged: DataFrame, bucket_ids: Sequence[int] | None) -> DataFrame:
-    """The operator's input (:mod:`jobs.operator_input`): watermarked, control rows dropped,
-    every plain row packed into its key bucket's blob."""
+def _operator_input(pipeline: Pipeline, tagged: DataFrame, bucket_ids: Sequence[int] | None,
+                    decoded: bool) -> DataFrame:  # fmt: skip
+    """The operator's input (:mod:`jobs.operator_input`): watermarked, control rows dropped, each
+    row in its key bucket. ``decoded``: the records carry the JSON-lines decoder's blobs, which
+    pass as they are, the other rows in the row encoding; else every row is packed."""
     from pyspark.sql import functions as F
 
     delay = watermark_delay_ms(pipeline)
@@ -288,8 +296,11 @@ def _packed(pipeline: Pipeline, tagged: DataFrame, bucket_ids: Sequence[int] | N
         rows = rows.withColumn(
             BUCKET, grouping.otherwise(F.element_at(ids, F.col(BUCKET) + 1)).cast("int")
         )
-    schema = InputSchema(tuple(pipeline.keys), tuple(pipeline.value_columns))
-    return rows.select(BUCKET, BLOB, *schema.columns).mapInArrow(pack_by_bucket, PACKED_SCHEMA)
+    schema = operator_config(pipeline).input_schema
+    if decoded:
+        row = F.when(F.col(BLOB).isNull(), row_expression(schema, dict(rows.dtypes)))
+        return rows.select(BUCKET, BLOB, row.alias(ROW))
+    return rows.select(BUCKET, *schema.columns).mapInArrow(pack_by_bucket, OPERATOR_INPUT)
 
 
 def build_job(spark: SparkSession, pipeline: Pipeline, records: DataFrame,
@@ -302,11 +313,12 @@ def build_job(spark: SparkSession, pipeline: Pipeline, records: DataFrame,
     shuffle partitions get equal shares of buckets (:func:`jobs.run.check_state_layout`).
     ``profile_dir``: profile the operator's tasks there (:class:`jobs.operator.OperatorConfig`).
     """
+    decoded = BLOB in records.columns  # the JSON-lines decoder packed (jobs.jsonl_decoder)
     tagged = _tagged(pipeline, _complete_records(pipeline, records))
     if control is not None:
         tagged = tagged.unionByName(_control_rows(pipeline, control, tagged))
-    packed = _packed(pipeline, tagged, bucket_ids)
-    return apply_operator(packed, operator_config(pipeline, profile_dir))
+    rows = _operator_input(pipeline, tagged, bucket_ids, decoded)
+    return apply_operator(rows, operator_config(pipeline, profile_dir))
 
 
 # -- the sink ---------------------------------------------------------------------------------

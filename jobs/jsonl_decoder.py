@@ -17,13 +17,13 @@ fields, several objects on a line, numbers in string columns) and fails where it
 leading byte-order mark is made to fail), a failing line goes to Spark, and so does any
 non-finite double (the two parsers spell NaN and infinities differently). Decoded records are
 valid by construction: their keys are non-null strings or integers in range, and their event
-time a strict ISO-8601 timestamp string (``YYYY-MM-DD``, ``T`` or space, ``HH:MM:SS``, up to 6
-fraction digits, ``Z`` or ``+HH:MM``; without a zone only when Spark's session time zone is UTC)
-of a real date, or an epoch integer of the declared unit; anything else, including every record
-Spark would reject, takes Spark's path. Buckets are Spark's own ``pmod(xxhash64(keys), B)``
-(:class:`jobs.operator_input.KeyBuckets`), so a key's state is found whichever path its rows
-take. Should decoding a batch fail unexpectedly, all its lines go to Spark
-(:meth:`JsonlDecoder.decode_or_pass`): the decoder can make a run slower, never stop it.
+time is read by the job's own :func:`jobs.event_time.event_time_us` and accepted (a form of
+:data:`jobs.event_time.FORMS`, in range; text without a zone only when Spark's session time zone
+is UTC); anything else, including every record Spark would reject, takes Spark's path. Buckets
+are Spark's own ``pmod(xxhash64(keys), B)`` (:class:`jobs.operator_input.KeyBuckets`), so a key's
+state is found whichever path its rows take. Should decoding a batch fail unexpectedly, all its
+lines go to Spark (:meth:`JsonlDecoder.decode_or_pass`): the decoder can make a run slower, never
+stop it.
 
 Pipelines the decoder cannot serve (:meth:`JsonlDecoder.for_pipeline` returns None) are read by
 Spark alone: other formats, ingestion time, keys of other types than string and integer, columns
@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from jobs.event_time import EPOCH_UNITS, event_time_us, flat
+from jobs.event_time import EPOCH_UNITS, accepted, event_time_us, flat
 from jobs.operator_input import BLOB, BUCKET, HASHED_AS, TS_US, KeyBuckets, blobs_by_bucket
 from jobs.pipeline import INTEGRAL
 from sinks.column_types import ARROW_JSON_TYPES
@@ -245,10 +245,10 @@ class JsonlDecoder:
             if _ARROW_TYPE.get(declared) == "float64":  # NaN and infinities: Spark's call
                 col = table.column(name)
                 ok = pc.and_kleene(ok, pc.or_kleene(pc.is_null(col), pc.is_finite(col)))
-        valid, ts = event_time_us(
+        us = event_time_us(
             table.column(self.event_time), epoch_us=self.epoch_us, naive_is_utc=self.naive_is_utc
         )
-        return flat(pc.and_kleene(ok, valid)), ts
+        return flat(pc.and_kleene(ok, accepted(us))), pc.fill_null(us, 0)
 
     # -- packing --------------------------------------------------------------------------------
 

@@ -10,7 +10,8 @@ import os
 
 import pyarrow as pa
 
-from jobs.event_time import EPOCH_UNITS, MAX_EVENT_TIME_US, MIN_EVENT_TIME_US
+from jobs.event_time import EPOCH_UNITS, accepted, event_time_us
+from jobs.operator_input import TS_US
 from jobs.pipeline import Pipeline
 from jobs.view_spec import view_spec
 from sinks.batch_check import VALUE, value_fields
@@ -34,10 +35,15 @@ def landing_files(path: str) -> list[str]:
 
 
 def reader_sql(pipeline: Pipeline, files: list[str]) -> str:
-    """The DuckDB table function reading ``files`` in the source's format and schema. Malformed
-    records are skipped (the job rejects them too)."""
+    """The DuckDB table function reading ``files`` in the source's format and schema, the event
+    time of text formats as text (as the job reads it: :func:`jobs.event_time.event_time_us`
+    reads it afterwards). Malformed records are skipped (the job rejects them too)."""
     src = pipeline.source
-    cols = "{" + ", ".join(f"'{c}': '{TYPES[t].duckdb}'" for c, t in src.schema) + "}"
+
+    def duckdb_type(column: str, type_name: str) -> str:
+        return "VARCHAR" if column == pipeline.event_time else TYPES[type_name].duckdb
+
+    cols = "{" + ", ".join(f"'{c}': '{duckdb_type(c, t)}'" for c, t in src.schema) + "}"
     flist = "[" + ", ".join("'" + f.replace("'", "''") + "'" for f in files) + "]"
     if src.format == "jsonl":
         return f"read_json({flist}, format='newline_delimited', columns={cols}, ignore_errors=true)"
@@ -49,23 +55,17 @@ def reader_sql(pipeline: Pipeline, files: list[str]) -> str:
     return f"read_parquet({flist})"
 
 
-def event_time_sql(pipeline: Pipeline) -> str:
-    """The SQL expression of a record's event time in µs (null when it does not parse)."""
-    et = pipeline.event_time
-    src = pipeline.source
-    if src.types[et] == "timestamp":
-        return f'epoch_us(TRY_CAST("{et}" AS TIMESTAMPTZ))'
-    return f'("{et}" * {EPOCH_UNITS[src.epoch_unit]})::BIGINT'
+RAW_EVENT_TIME = "pst_event_time"
 
 
 def load_source_elements(pipeline: Pipeline) -> pa.Table:
     """The pipeline's landing-zone records as an elements table: key columns, the value columns
     the aggregates read, ``ts_us``.
 
-    Records that the job rejects (a missing or empty key, a missing event time or one out of
-    range, a non-finite number; jobs.job) are left out. Requires
-    ``event_time`` (an ingestion-time pipeline's event time is the batch time, which the files
-    do not hold).
+    Records that the job rejects (a missing or empty key, a missing, unreadable or out of range
+    event time, a non-finite number; jobs.job) are left out. The event time is read by the job's
+    own :func:`jobs.event_time.event_time_us`. Requires ``event_time`` (an ingestion-time
+    pipeline's event time is the batch time, which the files do not hold).
     """
     if getattr(pipeline, "ingestion_time", False) or not pipeline.event_time:
         raise LakeError(
@@ -74,19 +74,22 @@ def load_source_elements(pipeline: Pipeline) -> pa.Table:
         )
     spec = view_spec(pipeline)
     reader = reader_sql(pipeline, landing_files(pipeline.source.path))
-    ts = event_time_sql(pipeline)
+    et = pipeline.event_time
     keys = ", ".join(f'"{k}"' for k in spec.keys)
     vals = [f for f in value_fields(spec) if f != VALUE]
-    sel = ", ".join([keys, *[f'"{v}"' for v in vals], f"{ts} AS ts_us"])
+    sel = ", ".join([keys, *[f'"{v}"' for v in vals], f'"{et}" AS {RAW_EVENT_TIME}'])
     types = pipeline.source.types
-    accepted = [f'"{k}" IS NOT NULL' for k in spec.keys]
-    accepted += [f"trim(\"{k}\") <> ''" for k in spec.keys if types[k] == "string"]
-    accepted.append(f"{ts} BETWEEN {MIN_EVENT_TIME_US} AND {MAX_EVENT_TIME_US}")
-    accepted += [f'("{v}" IS NULL OR isfinite("{v}"))' for v in pipeline.value_columns
-                 if types[v] in ("double", "float")]  # fmt: skip
-    nn = " AND ".join(accepted)
+    accepted_sql = [f'"{k}" IS NOT NULL' for k in spec.keys]
+    accepted_sql += [f"trim(\"{k}\") <> ''" for k in spec.keys if types[k] == "string"]
+    accepted_sql += [f'("{v}" IS NULL OR isfinite("{v}"))' for v in pipeline.value_columns
+                     if types[v] in ("double", "float")]  # fmt: skip
     con = raw_connect()
     try:
-        return con.sql(f"SELECT {sel} FROM {reader} WHERE {nn}").to_arrow_table()
+        table = con.sql(f"SELECT {sel} FROM {reader} WHERE {' AND '.join(accepted_sql)}")
+        table = table.to_arrow_table()
     finally:
         con.close()
+    epoch_us = EPOCH_UNITS[pipeline.source.epoch_unit] if types[et] != "timestamp" else None
+    us = event_time_us(table.column(RAW_EVENT_TIME), epoch_us=epoch_us)
+    table = table.drop_columns([RAW_EVENT_TIME]).append_column(TS_US, us)
+    return table.filter(accepted(us))

@@ -47,10 +47,11 @@ from jobs.operator_input import (
     BLOB,
     BUCKET,
     REJECTED_BUCKET,
+    ROW,
     InputSchema,
     elements_by_key,
+    input_table,
     rejected_records,
-    unpack,
 )
 from panes.time import BEGINNING_OF_TIME, END_OF_TIME
 from sinks.lake_format import MAX_TIMESTAMP_US
@@ -100,21 +101,25 @@ class OperatorConfig:
 
     ``engine_factory`` builds the ``panes.engine.Engine`` on the worker (a module-level function
     or a picklable callable object); its element values are dicts of the value columns (what
-    named aggregates, ``panes.combiners.aggregates``, read). ``end_of_time_ms``: the Spark
-    watermark of a drain. ``profile_dir``: a developer aid, each task's processor is profiled
+    named aggregates, ``panes.combiners.aggregates``, read). ``column_types``: the Arrow type of
+    each key and value column (:class:`jobs.operator_input.InputSchema`). ``end_of_time_ms``: the
+    Spark watermark of a drain. ``profile_dir``: a developer aid, each task's processor is profiled
     (cProfile) into a file there.
     """
 
     engine_factory: Callable[[], Any]
     key_columns: Sequence[str] = ("key",)
     value_columns: Sequence[str] = ("value",)
+    column_types: tuple[tuple[str, pa.DataType], ...] = ()
     layout: PaneLogLayout = DEFAULT_LAYOUT
     end_of_time_ms: int = DEFAULT_END_OF_TIME_MS
     profile_dir: str | None = None
 
     @property
     def input_schema(self) -> InputSchema:
-        return InputSchema(tuple(self.key_columns), tuple(self.value_columns))
+        return InputSchema(
+            tuple(self.key_columns), tuple(self.value_columns), tuple(self.column_types)
+        )
 
     # -- time mapping ---------------------------------------------------------------------------
 
@@ -198,7 +203,12 @@ class BucketProcessor(_Base):
         return self._engine
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator:
-        table = unpack(blob for pdf in rows for blob in pdf[BLOB].tolist())
+        blobs: list[bytes] = []
+        plain: list[bytes] = []
+        for pdf in rows:  # each input row holds a blob or a row (jobs.operator_input)
+            blobs += [b for b in pdf[BLOB].tolist() if isinstance(b, bytes)]
+            plain += [r for r in pdf[ROW].tolist() if isinstance(r, bytes)]
+        table = input_table(blobs, plain, self.config.input_schema)
         if key[0] == REJECTED_BUCKET:
             yield from self._rejected(table, timerValues)
             return
@@ -315,10 +325,10 @@ class BucketProcessor(_Base):
         yield pd.DataFrame(data, columns=self._columns, dtype=object)
 
 
-def apply_operator(packed, config: OperatorConfig):
-    """``packed`` (streaming, with a watermark; rows ``(pst_bucket, pst_blob)``, see
-    :mod:`jobs.operator_input`) grouped by bucket through :class:`BucketProcessor`."""
-    return packed.groupBy(BUCKET).transformWithStateInPandas(
+def apply_operator(rows, config: OperatorConfig):
+    """``rows`` (streaming, with a watermark; :data:`jobs.operator_input.OPERATOR_INPUT`) grouped
+    by bucket through :class:`BucketProcessor`."""
+    return rows.groupBy(BUCKET).transformWithStateInPandas(
         statefulProcessor=BucketProcessor(config),
         outputStructType=output_spark_schema(config.layout),
         outputMode=OUTPUT_MODE,

@@ -1,20 +1,30 @@
-"""The stateful operator's input encoding: key buckets of packed element rows.
+"""The stateful operator's input encoding: key buckets of element rows, packed or one by one.
 
 Spark groups the operator's input by *key bucket*, not by key: one Spark state value and at most
 one timer per bucket (:class:`jobs.operator.BucketProcessor`). Every input row of the operator is
-``(pst_bucket, pst_blob)``: the bucket's grouping value and an Arrow IPC stream of rows of that
-bucket, whose columns are named by :class:`InputSchema`:
+``(pst_bucket, pst_blob, pst_row)`` (:data:`OPERATOR_INPUT`): the bucket's grouping value and
+exactly one of two encodings of rows whose columns are named and typed by :class:`InputSchema`:
 
-* element rows: the key columns, :data:`TS_US` (event time, int64 µs) and the value columns;
-* rejected records (bucket :data:`REJECTED_BUCKET`): :data:`REJECTED_COLUMNS` (the raw record,
-  its file and why it was rejected), the other columns null.
+* **packed** (``pst_blob``): an Arrow IPC stream of many rows of the bucket;
+* **row** (``pst_row``): one row as a JSON object (UTF-8 bytes) written by Spark's ``to_json``
+  (:func:`row_expression`), timestamps as µs integers and floats as doubles, so JSON holds
+  every value exactly; read back with Arrow's JSON reader (:func:`read_rows`).
+
+A row of either encoding is an element (the key columns, :data:`TS_US` (event time, int64 µs)
+and the value columns) or, in bucket :data:`REJECTED_BUCKET`, a rejected record
+(:data:`REJECTED_COLUMNS`: the raw record, its file and why it was rejected; the other columns
+null). Both encodings read into one Arrow table of :meth:`InputSchema.arrow_schema`
+(:func:`input_table`), whatever mix a group holds.
 
 PySpark converts every input row of ``transformWithStateInPandas`` to a Python tuple (and with
-pandas 3, iterates Arrow-backed string columns row by row): packing makes that a few thousand
-rows per batch instead of one per element, and reading blobs with Arrow keeps integers exact
-(pandas would hold an integer column with nulls as float64). Blobs are packed before the shuffle
-by :func:`pack_by_bucket` (a ``mapInArrow`` function) or, for JSON-lines it decodes, by
-:mod:`jobs.jsonl_decoder` with :func:`blobs_by_bucket`.
+pandas 3, iterates Arrow-backed string columns row by row), so packing makes that a few thousand
+rows per batch instead of one per element; both encodings avoid pandas for the values (it would
+hold an integer column with nulls as float64). Who packs:
+
+* the JSON-lines decoder (:mod:`jobs.jsonl_decoder`) packs the records it decodes in its own
+  Python stage (with :func:`blobs_by_bucket`); the few lines it leaves to Spark reach the
+  operator in the row encoding, so no second Python stage runs before the shuffle;
+* every other source's rows are packed by :func:`pack_by_bucket`, a ``mapInArrow`` function.
 
 A key's bucket is Spark's ``pmod(xxhash64(key columns), state_buckets)``
 (:func:`bucket_expression`), computed identically in Python by :class:`KeyBuckets`, so a key's
@@ -30,16 +40,20 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.json as pj
 import xxhash
 
-BUCKET, BLOB = "pst_bucket", "pst_blob"
-PACKED_SCHEMA = f"{BUCKET} int, {BLOB} binary"
-"""The operator's input rows (Spark DDL)."""
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import Column
+
+BUCKET, BLOB, ROW = "pst_bucket", "pst_blob", "pst_row"
+OPERATOR_INPUT = f"{BUCKET} int, {BLOB} binary, {ROW} binary"
+"""The operator's input rows (Spark DDL): a bucket and one of the two encodings."""
 REJECTED_BUCKET = -1
 TS_US = "ts_us"
 REJECTED_COLUMNS = ("pst_raw", "pst_source_file", "pst_reason")
@@ -49,10 +63,15 @@ not start with ``_``, and Spark renames ``_`` columns of a stateful operator's i
 
 @dataclass(frozen=True)
 class InputSchema:
-    """The named columns of the rows a blob holds (see the module doc)."""
+    """The named, typed columns of the operator's input rows (see the module doc).
+
+    ``types`` gives the Arrow type of each key and value column (``ts_us`` is int64, the rejected
+    columns strings); a column without one is read as a string.
+    """
 
     keys: tuple[str, ...]
     values: tuple[str, ...]
+    types: tuple[tuple[str, pa.DataType], ...] = ()
 
     @property
     def element_columns(self) -> tuple[str, ...]:
@@ -60,8 +79,17 @@ class InputSchema:
 
     @property
     def columns(self) -> tuple[str, ...]:
-        """Every column of a packed row: an element's, then a rejected record's."""
+        """Every column of an input row: an element's, then a rejected record's."""
         return (*self.element_columns, *REJECTED_COLUMNS)
+
+    def arrow_type(self, name: str) -> pa.DataType:
+        if name == TS_US:
+            return pa.int64()
+        return dict(self.types).get(name, pa.string())
+
+    def arrow_schema(self) -> pa.Schema:
+        """The Arrow schema of :attr:`columns`."""
+        return pa.schema([(c, self.arrow_type(c)) for c in self.columns])
 
 
 # -- packing ------------------------------------------------------------------------------------
@@ -88,35 +116,38 @@ def blobs_by_bucket(buckets: np.ndarray, payload: pa.RecordBatch) -> tuple[list[
 
 
 def pack_by_bucket(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` function: rows ``(pst_bucket, pst_blob, columns...)`` -> the operator's
-    input rows ``(pst_bucket, pst_blob)``. A row that is already a blob passes through (as Arrow
-    data: never as Python objects); the others become one blob per bucket and Arrow batch of
-    their other columns."""
-    for batch in batches:
-        if batch.num_rows == 0:
+    """``mapInArrow`` function: rows ``(pst_bucket, columns...)`` -> the operator's input rows
+    in the packed encoding (:data:`OPERATOR_INPUT`), one blob per bucket and Arrow batch."""
+    for rows in batches:
+        if rows.num_rows == 0:
             continue
-        is_blob = pc.is_valid(batch.column(BLOB))
-        if batch.column(BLOB).null_count == 0:  # all blobs (the decoder's): no copy
-            yield pa.RecordBatch.from_arrays(
-                [batch.column(BUCKET).cast(pa.int32()), batch.column(BLOB).cast(pa.binary())],
-                names=[BUCKET, BLOB],
-            )
-            continue
-        passed = batch.filter(is_blob)
-        ids = [passed.column(BUCKET).cast(pa.int32())]
-        blobs = [passed.column(BLOB).cast(pa.binary())]
-        rows = batch.filter(pc.invert(is_blob))
-        if rows.num_rows:
-            rows = rows.take(pc.sort_indices(rows.column(BUCKET)))
-            buckets = rows.column(BUCKET).to_numpy(zero_copy_only=False)
-            names = [n for n in rows.schema.names if n not in (BUCKET, BLOB)]
-            payload = pa.RecordBatch.from_arrays([rows.column(n) for n in names], names=names)
-            packed_ids, _, packed = blobs_by_bucket(buckets, payload)
-            ids.append(pa.array(packed_ids, pa.int32()))
-            blobs.append(pa.array(packed, pa.binary()))
+        rows = rows.take(pc.sort_indices(rows.column(BUCKET)))
+        buckets = rows.column(BUCKET).to_numpy(zero_copy_only=False)
+        names = [n for n in rows.schema.names if n != BUCKET]
+        payload = pa.RecordBatch.from_arrays([rows.column(n) for n in names], names=names)
+        ids, _, blobs = blobs_by_bucket(buckets, payload)
+        no_rows = pa.nulls(len(ids), pa.binary())
         yield pa.RecordBatch.from_arrays(
-            [pa.concat_arrays(ids), pa.concat_arrays(blobs)], names=[BUCKET, BLOB]
+            [pa.array(ids, pa.int32()), pa.array(blobs, pa.binary()), no_rows],
+            names=[BUCKET, BLOB, ROW],
         )
+
+
+def row_expression(schema: InputSchema, spark_types: dict[str, str]) -> Column:
+    """The row encoding of a Spark row of ``schema``'s columns (``spark_types``: their Spark SQL
+    types): a JSON object as UTF-8 bytes, null fields left out, timestamps as µs integers and
+    floats widened to doubles (both exact in JSON)."""
+    from pyspark.sql import functions as F
+
+    def exact(name: str) -> Column:
+        col = F.col(name)
+        if spark_types[name] == "timestamp":
+            col = F.unix_micros(col)
+        elif spark_types[name] == "float":
+            col = col.cast("double")
+        return col.alias(name)
+
+    return F.to_json(F.struct(*[exact(c) for c in schema.columns])).cast("binary")
 
 
 # -- unpacking ----------------------------------------------------------------------------------
@@ -128,6 +159,42 @@ def unpack(blobs: Iterable[bytes]) -> pa.Table | None:
     if not tables:
         return None
     return pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
+
+
+def _json_type(arrow_type: pa.DataType) -> pa.DataType:
+    """What the row encoding writes a column of ``arrow_type`` as (see :func:`row_expression`)."""
+    if pa.types.is_timestamp(arrow_type):
+        return pa.int64()
+    if pa.types.is_float32(arrow_type):
+        return pa.float64()
+    return arrow_type
+
+
+def read_rows(rows: Sequence[bytes], schema: InputSchema) -> pa.Table | None:
+    """Rows in the row encoding -> one table of ``schema.arrow_schema()`` (None for no rows)."""
+    if not rows:
+        return None
+    text = b"\n".join(rows)
+    target = schema.arrow_schema()
+    table = pj.read_json(
+        pa.BufferReader(text),
+        read_options=pj.ReadOptions(use_threads=False, block_size=max(1 << 20, len(text) + 1)),
+        parse_options=pj.ParseOptions(
+            explicit_schema=pa.schema([(f.name, _json_type(f.type)) for f in target]),
+            unexpected_field_behavior="error",
+        ),
+    )
+    return table.select(target.names).cast(target)
+
+
+def input_table(
+    blobs: Sequence[bytes], rows: Sequence[bytes], schema: InputSchema
+) -> pa.Table | None:
+    """A group's input rows of both encodings as one table (None for none)."""
+    tables = [t for t in (unpack(blobs), read_rows(rows, schema)) if t is not None]
+    if len(tables) > 1:
+        return pa.concat_tables(tables, promote_options="permissive")
+    return tables[0] if tables else None
 
 
 _NO_VALUES: dict = {}

@@ -67,6 +67,7 @@ from panes import (
     Windowing,
     combiners,
     format_duration,
+    parse_aggregate,
     parse_duration,
     parse_trigger,
     parse_window,
@@ -361,7 +362,7 @@ class Pipeline:
             if name in self.keys:
                 raise PipelineConfigError(fname, "an aggregate cannot be named like a key column")
             try:
-                fn = combiners.parse_aggregate(text) if isinstance(text, str) else text
+                fn = parse_aggregate(text) if isinstance(text, str) else text
             except ValueError as e:
                 raise PipelineConfigError(fname, str(e)) from None
             if not isinstance(fn, CombineFn):

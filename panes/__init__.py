@@ -12,7 +12,14 @@ from panes.engine import Engine, Output
 from panes.pane import Dropped, DropReason, Pane, PaneInfo, Timing
 from panes.simulator import Simulator
 from panes.state import KeyState
-from panes.syntax import TriggerSyntaxError, parse_trigger, parse_window
+from panes.syntax import (
+    AggregateSyntaxError,
+    ModelSyntaxError,
+    TriggerSyntaxError,
+    parse_aggregate,
+    parse_trigger,
+    parse_window,
+)
 from panes.time import BEGINNING_OF_TIME, END_OF_TIME, format_duration, parse_duration
 from panes.triggers import (
     AfterAll,
@@ -51,6 +58,7 @@ __all__ = [
     "AfterFirst",
     "AfterProcessingTime",
     "AfterWatermark",
+    "AggregateSyntaxError",
     "Always",
     "ClosingBehavior",
     "DefaultTrigger",
@@ -60,6 +68,7 @@ __all__ = [
     "FixedWindows",
     "GlobalWindows",
     "KeyState",
+    "ModelSyntaxError",
     "Never",
     "OnTimeBehavior",
     "OrFinally",
@@ -79,6 +88,7 @@ __all__ = [
     "Windowing",
     "combiners",
     "format_duration",
+    "parse_aggregate",
     "parse_duration",
     "parse_trigger",
     "parse_window",

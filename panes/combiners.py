@@ -19,13 +19,13 @@ Built-ins follow SQL: ``count()`` counts elements, ``count(field)``, ``sum``, ``
 ``array_agg``).
 Each takes an optional ``field``: with it, values are mappings and the aggregate reads
 ``value[field]``. Several named aggregates combine into one with :func:`aggregates`, and the
-textual form ``"sum(seconds)"`` parses with :func:`parse_aggregate`.
+textual form ``"sum(seconds)"`` (what ``str`` prints) parses with
+:func:`panes.syntax.parse_aggregate`.
 """
 
 from __future__ import annotations
 
 import builtins
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -372,24 +372,3 @@ def sql_form(fn: CombineFn) -> SqlForm | None:
         if form is not None:
             return form
     return None
-
-
-_AGGREGATE = re.compile(r"\s*([a-z_]+)\s*\(\s*([A-Za-z_][\w.]*)?\s*\)\s*")
-
-
-def parse_aggregate(text: str) -> CombineFn:
-    """Parse ``count()``, ``sum(seconds)``, ``mean(price)``, ``to_list(id)``, ...
-
-    >>> parse_aggregate("sum(seconds)")
-    sum(seconds)
-    """
-    match = _AGGREGATE.fullmatch(text)
-    if match is None:
-        raise ValueError(f"not an aggregate: {text!r} (expected e.g. count() or sum(seconds))")
-    name, field = match.groups()
-    if name not in BUILTINS:
-        known = ", ".join(f"{n}()" for n in BUILTINS)
-        raise ValueError(f"unknown aggregate {name!r} in {text!r}; known: {known}")
-    if field is None and name != "count":
-        raise ValueError(f"{name}() needs a field, e.g. {name}(seconds)")
-    return BUILTINS[name](field)

@@ -1,9 +1,10 @@
-"""The textual form of the model, as pipeline configurations write it: triggers and window
-functions.
+"""The textual form of the model, as pipeline configurations write it: triggers, window functions
+and aggregates.
 
-Every trigger and window function prints its canonical form with ``str``, and the parsers here
-read it back: ``parse_trigger(str(t)) == t`` and ``parse_window(str(w)) == w``. (Aggregates
-print with ``repr`` and parse with :func:`panes.combiners.parse_aggregate`.)
+Every trigger, window function and built-in aggregate prints its canonical form with ``str``, and
+the parsers here read it back: ``parse_trigger(str(t)) == t``, ``parse_window(str(w)) == w`` and
+``parse_aggregate(str(a)) == a``. A malformed trigger or aggregate raises a
+:class:`ModelSyntaxError` (a ``ValueError``) naming the problem and showing where it is.
 
 >>> t = parse_trigger("AfterWatermark(early=AfterProcessingTime(1m), late=AfterCount(1))")
 >>> str(t)
@@ -18,6 +19,10 @@ Trigger grammar (white space is free between tokens)::
 
 Window functions are ``NAME "(" [ [NAME "="] DURATION ("," [NAME "="] DURATION)* ] ")"``.
 Durations are a number and a unit, possibly repeated: ``250ms``, ``90s``, ``5m``, ``1h30m``.
+
+Aggregates are ``NAME "(" [ FIELD ] ")"``: a built-in combiner of :mod:`panes.combiners`
+(``count()``, ``count(id)``, ``sum(seconds)``, ``mean(price)``, ...) over the element values, or
+over the values' ``FIELD`` (a name, dots allowed). Only ``count`` goes without a field.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from panes.combiners import BUILTINS, CombineFn
 from panes.time import parse_duration
 from panes.triggers import (
     AfterAll,
@@ -45,8 +51,9 @@ from panes.triggers import (
 from panes.windowfns import FixedWindows, GlobalWindows, Sessions, SlidingWindows, WindowFn
 
 
-class TriggerSyntaxError(ValueError):
-    """A malformed trigger expression; ``position`` is the offending character's index."""
+class ModelSyntaxError(ValueError):
+    """Malformed model text; ``position`` is the offending character's index, and the message
+    shows an excerpt of ``text`` with a caret under it."""
 
     def __init__(self, message: str, text: str, position: int) -> None:
         self.message, self.text, self.position = message, text, position
@@ -58,6 +65,14 @@ class TriggerSyntaxError(ValueError):
         )
         caret = position - lo + (3 if lo else 0)
         super().__init__(f"{message} at position {position}:\n  {shown}\n  {' ' * caret}^")
+
+
+class TriggerSyntaxError(ModelSyntaxError):
+    """A malformed trigger expression."""
+
+
+class AggregateSyntaxError(ModelSyntaxError):
+    """A malformed or unknown aggregate."""
 
 
 _TOKEN = re.compile(
@@ -314,3 +329,48 @@ def parse_window(text: str) -> WindowFn:
     if missing:
         raise ValueError(f"{name} needs {', '.join(params[:required])}: {text!r}")
     return cls(**args)
+
+
+# -- aggregates -------------------------------------------------------------------------------
+
+_AGGREGATE_PARTS = (  # (what, pattern) in order; white space is free between them
+    ("an aggregate name like sum", re.compile(r"\s*(?P<name>[A-Za-z_]\w*)")),
+    ("'('", re.compile(r"\s*\(")),
+    ("a field name", re.compile(r"\s*(?P<field>[A-Za-z_][\w.]*)?")),  # optional: always matches
+    ("')'", re.compile(r"\s*\)")),
+    ("the end", re.compile(r"\s*$")),
+)
+
+
+def parse_aggregate(text: str) -> CombineFn:
+    """Parse ``count()``, ``sum(seconds)``, ``mean(price)``, ``to_list(id)``, ... (``str()`` of
+    the combiner gives it back); raises :class:`AggregateSyntaxError` (a ``ValueError``) pointing
+    at the offending position.
+
+    >>> parse_aggregate("sum(seconds)")
+    sum(seconds)
+    """
+    pos = 0
+    found: dict[str, tuple[str | None, int]] = {}
+    for what, pattern in _AGGREGATE_PARTS:
+        match = pattern.match(text, pos)
+        if match is None:
+            if what == "')'" and found["field"][0] is None:
+                what = "a field name or ')'"
+            at = len(text) - len(text[pos:].lstrip())
+            seen = repr(text[at : at + 10]) if at < len(text) else "the end"
+            raise AggregateSyntaxError(f"not an aggregate: expected {what}, found {seen}",
+                                       text, at)  # fmt: skip
+        found.update({k: (v, match.start(k)) for k, v in match.groupdict().items()})
+        pos = match.end()
+    name, at = found["name"]
+    fn = BUILTINS.get(name)
+    if fn is None:
+        close = difflib.get_close_matches(name, BUILTINS, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        known = ", ".join(f"{n}()" for n in BUILTINS)
+        raise AggregateSyntaxError(f"unknown aggregate {name!r}{hint}; known: {known}", text, at)
+    field = found["field"][0]
+    if field is None and name != "count":
+        raise AggregateSyntaxError(f"{name}() needs a field, e.g. {name}(seconds)", text, at)
+    return fn(field)

@@ -1,30 +1,184 @@
-"""jobs.event_time: the event times read in Arrow, and those left to Spark."""
+"""jobs.event_time: one table of accepted forms, and every path that reads event times agrees.
+
+A corpus of good and bad event times (ISO forms, epochs, out of range, garbage) with the outcome
+each must have: its µs, :data:`UNREADABLE` (rejected as ``unparseable event time``) or
+:data:`OUT_OF_RANGE`. Here: the Arrow reading (:func:`jobs.event_time.event_time_us`), the
+JSON-lines decoder (decodes exactly the accepted records, with that time, and passes the others to
+Spark) and ``verify``'s reading of the landing zone (:mod:`jobs.landing`).
+``tests/spark/test_event_time.py`` holds Spark's reading to the same corpus.
+"""
 
 from __future__ import annotations
+
+import datetime as dt
+import json
 
 import pytest
 
 pa = pytest.importorskip("pyarrow")
 
-from jobs.event_time import MAX_US, event_time_us  # noqa: E402
+from jobs.event_time import (  # noqa: E402
+    MAX_EVENT_TIME_US,
+    MIN_EVENT_TIME_US,
+    accepted,
+    event_time_us,
+)
 
+UNREADABLE, OUT_OF_RANGE = "unreadable", "out of range"
 T0_US = 1_704_067_200 * 1_000_000  # 2024-01-01T00:00:00Z
 
 
-def read(values, **kw):
-    mask, us = event_time_us(pa.array(values), **kw)
-    return [u if ok else None for ok, u in zip(mask.to_pylist(), us.to_pylist(), strict=True)]
+def _us(*args: int) -> int:
+    t = dt.datetime(*args, tzinfo=dt.timezone.utc)
+    return (t - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // dt.timedelta(microseconds=1)
 
 
-def test_iso_text_forms():
-    text = ["2024-01-01T00:00:00Z", "2024-01-01 01:00:00+01:00", "2024-01-01T00:00:00.5Z",
-            "2024-01-01T00:00:00", "2023-02-29T00:00:00Z", "yesterday", None]  # fmt: skip
-    assert read(text, epoch_us=None, naive_is_utc=True) == [
-        T0_US, T0_US, T0_US + 500_000, T0_US, None, None, None]  # fmt: skip
-    # without a zone, only where Spark's session time zone is UTC
-    assert read(text[3:4], epoch_us=None, naive_is_utc=False) == [None]
+TEXT = [  # a timestamp column's text (JSON string), its outcome
+    ("2024-01-01T00:00:00Z", T0_US),
+    ("2024-01-01 01:00:00+01:00", T0_US),
+    ("2023-12-31T19:00:00-05:00", T0_US),
+    ("2024-01-01T05:30:00+0530", T0_US),
+    ("2024-01-01T02:00:00+02", T0_US),
+    ("2024-01-01T00:00:00.5Z", T0_US + 500_000),
+    ("2024-01-01T00:00:00.123456Z", T0_US + 123_456),
+    ("2024-01-01T00:00:00", T0_US),  # no zone: the session's, UTC
+    ("2024-01-01T00:00", T0_US),
+    ("2024-01-01", T0_US),
+    ("  2024-01-01T00:00:00Z  ", T0_US),  # spaces are trimmed
+    ("2024-02-29T12:00:00Z", _us(2024, 2, 29, 12)),
+    ("0500-03-01T00:00:00Z", _us(500, 3, 1)),
+    ("0001-01-01T00:00:00Z", MIN_EVENT_TIME_US),
+    ("9999-12-31T23:59:59.998999Z", MAX_EVENT_TIME_US),
+    ("9999-12-31T23:59:59.999Z", OUT_OF_RANGE),  # the drain sentinel's time
+    ("10000-01-01T00:00:00Z", OUT_OF_RANGE),
+    ("0000-01-01T00:00:00Z", OUT_OF_RANGE),
+    ("0001-01-01T00:00:00+01:00", OUT_OF_RANGE),
+    ("2023-02-29T00:00:00Z", UNREADABLE),
+    ("2024-04-31T00:00:00Z", UNREADABLE),
+    ("2024-13-01T00:00:00Z", UNREADABLE),
+    ("2024-01-01T24:00:00Z", UNREADABLE),
+    ("2024-01-01T00:00:60Z", UNREADABLE),
+    ("2024-01-01T00:00:00.1234567Z", UNREADABLE),
+    ("2024-01-01T00:00:00+18:00", UNREADABLE),
+    ("2024-01-01T00:00:00 UTC", UNREADABLE),
+    ("2024-01-01T00:00:00Z\n", UNREADABLE),
+    ("2024-1-1T00:00:00Z", UNREADABLE),
+    ("2024-01-01Z", UNREADABLE),
+    ("\uff12\uff10\uff12\uff14-01-01", UNREADABLE),  # full-width digits
+    ("1704067200", UNREADABLE),  # a number in a timestamp column
+    ("yesterday", UNREADABLE),
+    ("", UNREADABLE),
+]
+EPOCH_MS = [  # an epoch column in ms (a JSON number, or text), its outcome
+    (1_704_067_200_000, T0_US),
+    ("1704067200000", T0_US),
+    (" 1704067200000 ", T0_US),
+    ("+1704067200000", T0_US),
+    (-1, -1000),
+    (10**15, OUT_OF_RANGE),  # 10**18 µs: year 33658
+    (-(10**15), OUT_OF_RANGE),
+    (10**18, UNREADABLE),  # too large for µs
+    (-(10**18), UNREADABLE),
+    (2**63 - 1, UNREADABLE),
+    (10**30, UNREADABLE),
+    (1.5, UNREADABLE),
+    ("1e3", UNREADABLE),
+    ("abc", UNREADABLE),
+]
 
 
-def test_epochs_in_range():
-    values = pa.array([T0_US // 1000, MAX_US // 1000 + 1, None], pa.int64())
-    assert read(values, epoch_us=1000, naive_is_utc=True) == [T0_US, None, None]
+def outcome(us: int | None) -> int | str:
+    if us is None:
+        return UNREADABLE
+    return us if MIN_EVENT_TIME_US <= us <= MAX_EVENT_TIME_US else OUT_OF_RANGE
+
+
+def as_text(value) -> str:
+    """What Spark's JSON parser (and verify's reader) hands over for a JSON value read as text."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+@pytest.mark.parametrize(("raw", "expected"), TEXT)
+def test_text_forms(raw, expected):
+    (us,) = event_time_us(pa.array([raw]), epoch_us=None).to_pylist()
+    assert outcome(us) == expected
+
+
+@pytest.mark.parametrize(("raw", "expected"), EPOCH_MS)
+def test_epochs_as_text_and_as_numbers(raw, expected):
+    (us,) = event_time_us(pa.array([as_text(raw)]), epoch_us=1000).to_pylist()
+    assert outcome(us) == expected
+    if isinstance(raw, int) and -(2**63) <= raw < 2**63:
+        (us,) = event_time_us(pa.array([raw], pa.int64()), epoch_us=1000).to_pylist()
+        assert outcome(us) == expected
+
+
+def test_timestamps_nulls_and_sessions_not_in_utc():
+    stamps = pa.array([dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc), None],
+                      pa.timestamp("us", "UTC"))  # fmt: skip
+    assert event_time_us(stamps, epoch_us=None).to_pylist() == [T0_US, None]
+    assert event_time_us(pa.array([None], pa.string()), epoch_us=None).to_pylist() == [None]
+    # without a zone, only where the session time zone is UTC (else Spark reads it)
+    text = pa.array(["2024-01-01T00:00:00", "2024-01-01T00:00:00Z", "2024-01-01"])
+    assert event_time_us(text, epoch_us=None, naive_is_utc=False).to_pylist() == [
+        None, T0_US, None]  # fmt: skip
+    assert accepted(pa.array([T0_US, None, MAX_EVENT_TIME_US + 1])).to_pylist() == [
+        True, False, False]  # fmt: skip
+
+
+# -- every path -----------------------------------------------------------------------------
+
+
+def corpus_lines() -> list[tuple[str, str, int | str]]:
+    """(pipeline kind, JSON line, outcome) for every corpus entry, key ``k<i>``."""
+    lines = []
+    for kind, corpus in (("text", TEXT), ("epoch", EPOCH_MS)):
+        for i, (raw, expected) in enumerate(corpus):
+            lines.append((kind, json.dumps({"k": f"k{i}", "ts": raw, "v": 1}), expected))
+    return lines
+
+
+def pipeline(tmp_path, kind: str):
+    from jobs.pipeline import pipeline_from_dict
+
+    return pipeline_from_dict({
+        "name": f"p_{kind}", "lake": str(tmp_path / "lake"), "keys": ["k"], "event_time": "ts",
+        "window": "FixedWindows(1h)", "aggregates": {"n": "count()"},
+        "source": {"path": str(tmp_path / kind), "format": "jsonl",
+                   "epoch_unit": "ms" if kind == "epoch" else "s",
+                   "schema": {"k": "string", "ts": "timestamp" if kind == "text" else "long",
+                              "v": "long"}},
+    })  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["text", "epoch"])
+def test_the_decoder_decodes_exactly_the_accepted_event_times(tmp_path, kind):
+    from jobs.jsonl_decoder import JsonlDecoder
+    from jobs.operator_input import unpack
+
+    cases = [(line, expected) for k, line, expected in corpus_lines() if k == kind]
+    decoder = JsonlDecoder.for_pipeline(pipeline(tmp_path, kind))
+    decoded = 0
+    for line, expected in cases:  # one line a batch: a failing line fails its whole chunk
+        batch = pa.RecordBatch.from_pydict({"_raw": [line], "_source_file": ["f"]})
+        out = decoder.decode(batch).to_pydict()
+        blobs = [b for b in out["pst_blob"] if b is not None]
+        if not isinstance(expected, int):
+            assert not blobs and out["_raw"] == [line], line  # left to Spark, which rejects it
+        elif blobs:  # (an accepted one may be left to Spark too: a JSON string for an epoch)
+            assert unpack(blobs).column("ts_us").to_pylist() == [expected], line
+            decoded += 1
+    assert decoded >= 2
+
+
+@pytest.mark.parametrize("kind", ["text", "epoch"])
+def test_verify_reads_the_landing_zone_with_the_same_function(tmp_path, kind):
+    from jobs.landing import load_source_elements
+
+    cases = [(line, expected) for k, line, expected in corpus_lines() if k == kind]
+    (tmp_path / kind).mkdir()
+    (tmp_path / kind / "corpus.jsonl").write_text("".join(line + "\n" for line, _ in cases))
+    table = load_source_elements(pipeline(tmp_path, kind))
+    got = dict(zip(table.column("k").to_pylist(), table.column("ts_us").to_pylist(), strict=True))
+    want = {json.loads(line)["k"]: e for line, e in cases if isinstance(e, int)}
+    assert got == want

@@ -77,19 +77,21 @@ def blob(rows: list[dict]) -> bytes:
         ("user", pa.int64()), ("ts_us", pa.int64()), ("n", pa.int64())])))  # fmt: skip
 
 
-def test_blob_rows_keep_integers_exact_and_nulls():
+def test_input_rows_of_both_encodings_keep_integers_exact_and_nulls():
     # pandas would hold integer columns with nulls as float64 (BIG + 1 == BIG there)
     frame = pd.DataFrame({
-        "pst_bucket": [3, 3],
+        "pst_bucket": [3, 3, 3],
         "pst_blob": [blob([{"user": BIG, "ts_us": T0_US + 1, "n": BIG}]),
                      blob([{"user": BIG, "ts_us": T0_US + 2, "n": BIG + 2},
-                           {"user": BIG, "ts_us": T0_US + 3, "n": None}])],
+                           {"user": BIG, "ts_us": T0_US + 3, "n": None}]), None],
+        # a row in the row encoding (a record Spark parsed, beside the decoder's blobs)
+        "pst_row": [None, None, f'{{"user":{BIG},"ts_us":{T0_US + 4},"n":{BIG + 4}}}'.encode()],
     })  # fmt: skip
     out = pd.concat(list(processor().handleInputRows((3,), iter([frame]), Clocks())))
     panes = out[out["record_kind"] == "pane"]
     assert set(panes["user"]) == {BIG}
     last = panes.sort_values("pane_index").iloc[-1]
-    assert list(last["ns"]) == [BIG, BIG + 2, None]
+    assert list(last["ns"]) == [BIG, BIG + 2, None, BIG + 4]
 
 
 def test_rejected_records_pass_through_stamped_with_the_batch_time():
@@ -97,7 +99,7 @@ def test_rejected_records_pass_through_stamped_with_the_batch_time():
         "pst_raw": ["{bad", "{}"], "pst_source_file": ["f1", "f2"],
         "pst_reason": ["malformed record", "missing key (user)"],
     })  # fmt: skip
-    frame = pd.DataFrame({"pst_bucket": [-1], "pst_blob": [blob_of(rejected)]})
+    frame = pd.DataFrame({"pst_bucket": [-1], "pst_blob": [blob_of(rejected)], "pst_row": [None]})
     out = pd.concat(list(processor().handleInputRows((-1,), iter([frame]), Clocks())))
     assert list(out["record_kind"]) == ["rejected", "rejected"]
     assert list(out["raw"]) == ["{bad", "{}"] and list(out["source_file"]) == ["f1", "f2"]

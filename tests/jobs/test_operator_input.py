@@ -1,6 +1,9 @@
-"""jobs.operator_input: packing element rows into key-bucket blobs, and reading them back."""
+"""jobs.operator_input: the packed and the row encoding of the operator's input, and reading
+both back."""
 
 from __future__ import annotations
+
+import datetime as dt
 
 import pytest
 
@@ -12,17 +15,17 @@ from jobs.operator_input import (  # noqa: E402
     balanced_bucket_ids,
     blob_of,
     elements_by_key,
+    input_table,
     pack_by_bucket,
+    read_rows,
     rejected_records,
     spark_partition_of_int,
-    unpack,
 )
 
 
 def test_pack_by_bucket_round_trips():
     batch = pa.RecordBatch.from_pydict({
         "pst_bucket": pa.array([3, 1, 3, -1, 1], pa.int32()),
-        "pst_blob": pa.nulls(5, pa.binary()),
         "k": ["a", "b", "c", None, "e"],
         "ts_us": pa.array([5, 4, 3, None, 1], pa.int64()),
     })  # fmt: skip
@@ -30,25 +33,48 @@ def test_pack_by_bucket_round_trips():
     assert len(out) == 1
     packed = out[0].to_pydict()
     assert packed["pst_bucket"] == [-1, 1, 3]
+    assert packed["pst_row"] == [None, None, None]  # the packed encoding only
     rows = {b: pa.ipc.open_stream(blob).read_all().to_pydict()
             for b, blob in zip(packed["pst_bucket"], packed["pst_blob"], strict=True)}  # fmt: skip
     assert sorted(rows[3]["k"]) == ["a", "c"] and sorted(rows[1]["ts_us"]) == [1, 4]
     assert rows[-1] == {"k": [None], "ts_us": [None]}
 
 
-def test_blobs_pass_through_packing_unchanged():
-    decoded = blob_of(pa.table({"k": ["z"], "ts_us": pa.array([7], pa.int64())}))
-    batch = pa.RecordBatch.from_pydict({
-        "pst_bucket": pa.array([2, 2], pa.int32()),
-        "pst_blob": pa.array([decoded, None], pa.binary()),
-        "k": [None, "y"],
-        "ts_us": pa.array([None, 8], pa.int64()),
-    })  # fmt: skip
-    packed = next(pack_by_bucket([batch])).to_pydict()
-    assert packed["pst_bucket"] == [2, 2]
-    assert packed["pst_blob"][0] == decoded
-    schema = InputSchema(keys=("k",), values=())
-    assert elements_by_key(unpack(packed["pst_blob"]), schema) == {"z": [({}, 7)], "y": [({}, 8)]}
+BIG = 2**53 + 1  # not a float64
+TYPED = InputSchema(
+    keys=("k",), values=("n", "t", "f"),
+    types=(("k", pa.int64()), ("n", pa.int64()), ("t", pa.timestamp("us", tz="UTC")),
+           ("f", pa.float32())),
+)  # fmt: skip
+
+
+def test_the_row_encoding_reads_every_value_exactly():
+    # what Spark's to_json writes (jobs.operator_input.row_expression): nulls left out,
+    # timestamps as µs, floats as doubles
+    rows = [
+        b'{"k":9007199254740993,"ts_us":253402300799998999,"n":-9007199254740993,'
+        b'"t":1704067200000001,"f":1.100000023841858}',
+        b'{"k":1,"ts_us":2}',
+    ]
+    table = read_rows(rows, TYPED)
+    assert table.schema == TYPED.arrow_schema()
+    first, second = table.to_pylist()
+    assert (first["k"], first["ts_us"], first["n"]) == (BIG, 253402300799998999, -BIG)
+    assert first["t"] == dt.datetime(2024, 1, 1, 0, 0, 0, 1, tzinfo=dt.timezone.utc)
+    assert first["f"] == pa.array([1.1], pa.float32())[0].as_py()
+    assert second == {"k": 1, "ts_us": 2, "n": None, "t": None, "f": None,
+                      "pst_raw": None, "pst_source_file": None, "pst_reason": None}  # fmt: skip
+    assert read_rows([], TYPED) is None
+
+
+def test_a_group_of_both_encodings_is_one_table():
+    blob = blob_of(pa.table({"k": pa.array([7], pa.int64()), "ts_us": pa.array([3], pa.int64()),
+                             "n": pa.array([BIG], pa.int64())}))  # fmt: skip
+    table = input_table([blob], [b'{"k":7,"ts_us":1,"n":5}'], TYPED)
+    assert elements_by_key(table, TYPED) == {
+        7: [({"n": 5, "t": None, "f": None}, 1), ({"n": BIG, "t": None, "f": None}, 3)]
+    }
+    assert input_table([], [], TYPED) is None
 
 
 def test_elements_by_key_reads_columns_by_name():

@@ -3,14 +3,13 @@
 Pins the built-in aggregates (sum, count, min, max, mean, to_list) with and without ``field``,
 their SQL-like ``None`` handling (skipped by all but ``count()`` and ``to_list``), that merging
 partial accumulators equals adding everything, that ``retract`` undoes ``add`` where supported,
-named ``aggregates(...)``, the textual form ``parse_aggregate``, that accumulators and inputs
-are never mutated, and that a user CombineFn works in the Simulator.
+named ``aggregates(...)``, that accumulators and inputs are never mutated, and that a user
+CombineFn works in the Simulator. (The textual form of aggregates: ``test_syntax``.)
 """
 
 from __future__ import annotations
 
 import copy
-import re
 from collections import Counter
 
 import pytest
@@ -28,8 +27,9 @@ from panes import (
     Windowing,
     combiners,
 )
-from panes.combiners import CombineFn, parse_aggregate
+from panes.combiners import CombineFn
 from panes.fold import fold
+from panes.syntax import parse_aggregate
 
 BUILTINS = ["sum", "count", "min", "max", "mean", "to_list"]
 
@@ -246,48 +246,6 @@ def test_aggregates_need_named_combine_fns():
         combiners.aggregates()
     with pytest.raises(TypeError, match="'total'"):
         combiners.aggregates(total=sum)
-
-
-# -- parse_aggregate -------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("count()", combiners.count()),
-        ("count(id)", combiners.count("id")),
-        ("sum(seconds)", combiners.sum("seconds")),
-        ("min(price)", combiners.min("price")),
-        ("max(price)", combiners.max("price")),
-        ("mean(price)", combiners.mean("price")),
-        ("to_list(id)", combiners.to_list("id")),
-        ("  sum ( seconds )  ", combiners.sum("seconds")),
-        ("sum(_private_2)", combiners.sum("_private_2")),
-    ],
-)
-def test_parse_aggregate_valid_forms(text, expected):
-    assert parse_aggregate(text) == expected
-    assert parse_aggregate(repr(expected)) == expected
-
-
-@pytest.mark.parametrize(
-    ("text", "problem"),
-    [
-        ("avg(price)", "unknown aggregate 'avg'"),
-        ("median(x)", "known: sum(), count(), min(), max(), mean(), to_list()"),
-        ("sum()", "sum() needs a field"),
-        ("mean()", "mean() needs a field"),
-        ("sum(seconds", "not an aggregate"),
-        ("sum", "not an aggregate"),
-        ("", "not an aggregate"),
-        ("sum(a, b)", "not an aggregate"),
-        ("sum(1x)", "not an aggregate"),
-        ("count() extra", "not an aggregate"),
-    ],
-)
-def test_parse_aggregate_errors_name_the_problem(text, problem):
-    with pytest.raises(ValueError, match=re.escape(problem)):
-        parse_aggregate(text)
 
 
 # -- accumulators are values -----------------------------------------------------------------

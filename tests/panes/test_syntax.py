@@ -1,9 +1,11 @@
-"""The textual form of triggers and window functions, as pipeline configurations write it.
+"""The textual form of triggers, window functions and aggregates, as pipeline configurations
+write it.
 
 Pins the round trip both ways (``parse_trigger(str(t)) == t`` for random trigger trees
 of every class, and canonical strings print back unchanged), durations in trigger text (the
 durations themselves: ``test_time``), and that malformed expressions raise ``TriggerSyntaxError`` (a
-``ValueError``) whose ``.position`` points at the offending character.
+``ValueError``) whose ``.position`` points at the offending character; the same for
+aggregates (``AggregateSyntaxError``), which round-trip through ``str`` too.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from panes import (
     AfterFirst,
     AfterProcessingTime,
     AfterWatermark,
+    AggregateSyntaxError,
     Always,
     DefaultTrigger,
     FixedWindows,
@@ -31,6 +34,8 @@ from panes import (
     SlidingWindows,
     TriggerSyntaxError,
     Windowing,
+    combiners,
+    parse_aggregate,
     parse_trigger,
     parse_window,
 )
@@ -277,3 +282,54 @@ def test_nesting_is_bounded_with_a_clear_error():
     error = _error(nested(5000))
     assert f"triggers nest at most {MAX_TRIGGER_DEPTH} deep" in str(error)
     assert error.position == len("Repeatedly(") * MAX_TRIGGER_DEPTH
+
+
+# -- aggregates -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("count()", combiners.count()),
+        ("count(id)", combiners.count("id")),
+        ("sum(seconds)", combiners.sum("seconds")),
+        ("min(price)", combiners.min("price")),
+        ("max(price)", combiners.max("price")),
+        ("mean(price)", combiners.mean("price")),
+        ("to_list(id)", combiners.to_list("id")),
+        ("  sum ( seconds )  ", combiners.sum("seconds")),
+        ("sum(_private_2)", combiners.sum("_private_2")),
+        ("sum(play.seconds)", combiners.sum("play.seconds")),
+    ],
+)
+def test_aggregates_parse_and_print_back(text, expected):
+    assert parse_aggregate(text) == expected
+    assert parse_aggregate(str(expected)) == expected
+    assert str(parse_aggregate(text)) == "".join(text.split())
+
+
+@pytest.mark.parametrize(
+    ("text", "offending", "problem"),
+    [
+        ("avg(price)", "avg", "unknown aggregate 'avg'"),
+        ("median(x)", "median", "known: sum(), count(), min(), max(), mean(), to_list()"),
+        ("coutn()", "coutn", "did you mean count?"),
+        ("sum()", "sum", "sum() needs a field"),
+        ("mean( )", "mean", "mean() needs a field"),
+        ("sum(seconds", "", "expected ')', found the end"),
+        ("sum(", "", "expected a field name or ')', found the end"),
+        ("sum", "", "expected '('"),
+        ("", "", "expected an aggregate name like sum"),
+        ("sum(a, b)", ", b)", "expected ')', found ', b)'"),
+        ("sum(1x)", "1x)", "not an aggregate: expected a field name or ')'"),
+        ("count() extra", "extra", "expected the end, found 'extra'"),
+    ],
+)
+def test_malformed_aggregates_point_at_the_offending_position(text, offending, problem):
+    with pytest.raises(AggregateSyntaxError) as info:
+        parse_aggregate(text)
+    error = info.value
+    assert isinstance(error, ValueError)
+    assert problem in str(error)
+    assert text[error.position :].startswith(offending) or not offending
+    assert f"at position {error.position}:" in str(error)  # with an excerpt and a caret

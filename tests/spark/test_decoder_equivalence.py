@@ -79,7 +79,7 @@ AWKWARD = [
     '{"ts": "2024-01-01T00:00:11Z"}',
     '{"device_id": "a"}',
     '{"device_id": "a", "ts": "yesterday"}',
-    '{"device_id": "a", "ts": " 2024-01-01T00:00:12Z "}',
+    '{"device_id": "a", "ts": "2024-01-01T00:00:12 UTC"}',  # not a form of jobs.event_time
     '{"device_id": "a", "ts": "2024-01-01T00:00:12.1234567Z"}',
     '{"device_id": "a", "ts": "2024-02-30T00:00:12Z"}',
     "[1, 2]",
@@ -88,6 +88,7 @@ AWKWARD = [
 ODD = [
     '{"device_id": "a", "ts": "2024-01-01 00:00:13"}',
     '{"device_id": "a", "ts": "2024-01-01T01:00:14+01:00", "seconds": 2.5}',
+    '{"device_id": "a", "ts": " 2024-01-01T00:00:12Z "}',  # trimmed by both
     '{"device_id": "\\u00e9", "ts": "2024-01-01T00:00:15Z", "extra": [1, {"x": null}]}',
 ]
 

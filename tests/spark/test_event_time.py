@@ -1,0 +1,36 @@
+"""Spark reads event times as the Arrow reading does: the corpus of ``tests/jobs/test_event_time``
+through :func:`jobs.event_time.spark_event_time` gives every entry the same µs or rejection."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.jobs.test_event_time import (
+    EPOCH_MS,
+    OUT_OF_RANGE,
+    TEXT,
+    UNREADABLE,
+    as_text,
+    outcome,
+    pipeline,
+)
+
+pytestmark = pytest.mark.spark
+
+
+def test_spark_reads_the_corpus_as_arrow_does(spark, tmp_path):
+    from pyspark.sql import functions as F
+
+    from jobs.event_time import spark_event_time
+
+    for kind, corpus in (("text", TEXT), ("epoch", EPOCH_MS)):
+        # the job's parsers hand the event time over as text (jobs.source.read_schema_ddl)
+        df = spark.createDataFrame([(as_text(raw),) for raw, _ in corpus], "ts string")
+        ts, _ = spark_event_time(pipeline(tmp_path, kind), df)
+        got = [r[0] for r in df.select(F.unix_micros(ts)).collect()]
+        outcomes = [outcome(us) for us in got]
+        expected = [e for _, e in corpus]
+        assert outcomes == expected, [
+            (raw, o, e) for (raw, e), o in zip(corpus, outcomes, strict=True) if o != e
+        ]
+        assert UNREADABLE in outcomes and OUT_OF_RANGE in outcomes
