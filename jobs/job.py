@@ -72,10 +72,12 @@ from jobs.operator_input import (
     REJECTED_BUCKET,
     REJECTED_COLUMNS,
     TS_US,
+    WEIGHT,
     InputSchema,
     bucket_expression,
     pack_by_bucket,
 )
+from jobs.pane_log_source import tagged as pane_log_tagged
 from jobs.pipeline import Pipeline
 from jobs.source import ERROR, RAW, SOURCE_FILE
 from jobs.view_spec import view_spec
@@ -142,6 +144,7 @@ def operator_config(pipeline: Pipeline, profile_dir: str | None = None) -> Opera
         # The sentinel at SENTINEL_MS moves Spark's watermark to SENTINEL_MS - delay.
         end_of_time_ms=SENTINEL_MS - watermark_delay_ms(pipeline),
         profile_dir=profile_dir,
+        weighted=pipeline.weighted,
     )
 
 
@@ -243,6 +246,7 @@ def _control_rows(pipeline: Pipeline, control: DataFrame, tagged: DataFrame) -> 
     from pyspark.sql import functions as F
 
     types = dict(tagged.dtypes)
+    weighted = [F.lit(None).cast("bigint").alias(TS_US), F.lit(None).cast("int").alias(WEIGHT)]
     return control.select(
         *[F.lit(None).cast(types[k]).alias(k) for k in pipeline.keys],
         F.col("ts").alias(EVENT_TIME),
@@ -251,6 +255,7 @@ def _control_rows(pipeline: Pipeline, control: DataFrame, tagged: DataFrame) -> 
         F.lit(True).alias(CONTROL),
         F.lit(None).cast("int").alias(BUCKET),
         F.lit(None).cast("binary").alias(BLOB),
+        *(weighted if TS_US in types else []),
     )
 
 
@@ -261,11 +266,14 @@ def _packed(pipeline: Pipeline, tagged: DataFrame, bucket_ids: Sequence[int] | N
 
     delay = watermark_delay_ms(pipeline)
     bucket = bucket_expression(pipeline.keys, pipeline.state_buckets)
+    # a pane-log source carries the event time in TS_US (EVENT_TIME is the upstream watermark)
+    given = TS_US in tagged.columns
+    event_time_us = F.col(TS_US) if given else F.unix_micros(F.col(EVENT_TIME))
     rows = (
         tagged.withWatermark(EVENT_TIME, f"{delay} milliseconds")
         # references _ts: Spark must not push this filter below the watermark
         .where(~(F.col(CONTROL) & F.col(EVENT_TIME).isNotNull()))
-        .withColumn(TS_US, F.when(F.col(BLOB).isNull(), F.unix_micros(F.col(EVENT_TIME))))
+        .withColumn(TS_US, F.when(F.col(BLOB).isNull(), event_time_us))
         .withColumn(BUCKET, F.coalesce(
             F.col(BUCKET),
             F.when(F.col(REASON).isNull(), bucket).otherwise(F.lit(REJECTED_BUCKET)),
@@ -278,7 +286,7 @@ def _packed(pipeline: Pipeline, tagged: DataFrame, bucket_ids: Sequence[int] | N
         rows = rows.withColumn(
             BUCKET, grouping.otherwise(F.element_at(ids, F.col(BUCKET) + 1)).cast("int")
         )
-    schema = InputSchema(tuple(pipeline.keys), tuple(pipeline.value_columns))
+    schema = InputSchema(tuple(pipeline.keys), tuple(pipeline.value_columns), pipeline.weighted)
     return rows.select(BUCKET, BLOB, *schema.columns).mapInArrow(pack_by_bucket, PACKED_SCHEMA)
 
 
@@ -292,7 +300,10 @@ def build_job(spark: SparkSession, pipeline: Pipeline, records: DataFrame,
     shuffle partitions get equal shares of buckets (:func:`jobs.run.check_state_layout`).
     ``profile_dir``: profile the operator's tasks there (:class:`jobs.operator.OperatorConfig`).
     """
-    tagged = _tagged(pipeline, _complete_records(pipeline, records))
+    if pipeline.source.is_pane_log:
+        tagged = pane_log_tagged(pipeline, records, EVENT_TIME, REJECTED_COLUMNS, CONTROL)
+    else:
+        tagged = _tagged(pipeline, _complete_records(pipeline, records))
     if control is not None:
         tagged = tagged.unionByName(_control_rows(pipeline, control, tagged))
     packed = _packed(pipeline, tagged, bucket_ids)

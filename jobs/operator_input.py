@@ -5,7 +5,9 @@ one timer per bucket (:class:`jobs.operator.BucketProcessor`). Every input row o
 ``(pst_bucket, pst_blob)``: the bucket's grouping value and an Arrow IPC stream of rows of that
 bucket, whose columns are named by :class:`InputSchema`:
 
-* element rows: the key columns, :data:`TS_US` (event time, int64 µs) and the value columns;
+* element rows: the key columns, :data:`TS_US` (event time, int64 µs), the value columns, and
+  for weighted input (a pane-log source) :data:`WEIGHT` (int32: +1, or -1 for an element that
+  withdraws its value: :class:`panes.weights.Retracted`);
 * rejected records (bucket :data:`REJECTED_BUCKET`): :data:`REJECTED_COLUMNS` (the raw record,
   its file and why it was rejected), the other columns null.
 
@@ -37,11 +39,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
+from panes.weights import Retracted
+
 BUCKET, BLOB = "pst_bucket", "pst_blob"
 PACKED_SCHEMA = f"{BUCKET} int, {BLOB} binary"
 """The operator's input rows (Spark DDL)."""
 REJECTED_BUCKET = -1
 TS_US = "ts_us"
+WEIGHT = "pst_weight"
 REJECTED_COLUMNS = ("pst_raw", "pst_source_file", "pst_reason")
 """A rejected record's raw text, its file and why it was rejected (``pst_``: source columns may
 not start with ``_``, and Spark renames ``_`` columns of a stateful operator's input)."""
@@ -53,10 +58,11 @@ class InputSchema:
 
     keys: tuple[str, ...]
     values: tuple[str, ...]
+    weighted: bool = False
 
     @property
     def element_columns(self) -> tuple[str, ...]:
-        return (*self.keys, TS_US, *self.values)
+        return (*self.keys, TS_US, *self.values, *((WEIGHT,) if self.weighted else ()))
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -136,7 +142,8 @@ _NO_VALUES: dict = {}
 def elements_by_key(table: pa.Table | None, schema: InputSchema) -> dict[Any, list]:
     """Element rows -> {engine key: [(value, timestamp µs), ...]}, each key's elements ordered
     by timestamp (ties in arrival order). The engine key is the key column's value, or a tuple
-    of them; the value of an element is a dict of the value columns."""
+    of them; the value of an element is a dict of the value columns, wrapped in
+    :class:`~panes.weights.Retracted` when its weight is -1 (weighted input)."""
     if table is None or table.num_rows == 0:
         return {}
     kcols, vcols = list(schema.keys), list(schema.values)
@@ -147,6 +154,9 @@ def elements_by_key(table: pa.Table | None, schema: InputSchema) -> dict[Any, li
         vals: Iterable = (dict(zip(vcols, row, strict=True)) for row in zip(*columns, strict=True))
     else:
         vals = [_NO_VALUES] * table.num_rows
+    if schema.weighted:
+        weights = table.column(WEIGHT).to_pylist()
+        vals = [v if w > 0 else Retracted(v) for v, w in zip(vals, weights, strict=True)]
     elements = list(zip(vals, table.column(TS_US).to_pylist(), strict=True))
     if len(kcols) == 1:  # sorted by key: one slice per distinct key
         counts = pc.value_counts(table.column(kcols[0])).flatten()
