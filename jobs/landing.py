@@ -17,6 +17,7 @@ from sinks.batch_check import VALUE, value_fields
 from sinks.column_types import TYPES
 from sinks.duck import raw_connect
 from sinks.errors import LakeError
+from sinks.upstream import final_view_elements
 
 
 def landing_files(path: str) -> list[str]:
@@ -59,15 +60,31 @@ def event_time_sql(pipeline: Pipeline) -> str:
     return f'("{et}" * {EPOCH_UNITS[src.epoch_unit]})::BIGINT'
 
 
+def source_elements_are(pipeline: Pipeline) -> str:
+    """What :func:`load_source_elements` reads, as ``panestore verify`` names it."""
+    up = pipeline.source.upstream
+    if up is not None:
+        return f"the final windows of {up.name} (its current view)"
+    return "accepted raw events"
+
+
 def load_source_elements(pipeline: Pipeline) -> pa.Table:
     """The pipeline's landing-zone records as an elements table: key columns, the value columns
     the aggregates read, ``ts_us``.
+
+    For a pipeline over another pipeline's pane log, the elements are the upstream's current
+    view (its final windows; materialize the upstream first):
+    :func:`sinks.upstream.final_view_elements`.
 
     Records that the job rejects (a missing or empty key, a missing event time or one out of
     range, a non-finite number; jobs.job) are left out. Requires
     ``event_time`` (an ingestion-time pipeline's event time is the batch time, which the files
     do not hold).
     """
+    if pipeline.source.upstream is not None:
+        upstream = pipeline.source.upstream
+        wanted = [*pipeline.keys, *[c for c in pipeline.value_columns if c not in pipeline.keys]]
+        return final_view_elements(upstream.view, wanted)
     if getattr(pipeline, "ingestion_time", False) or not pipeline.event_time:
         raise LakeError(
             "ingestion-time pipelines cannot be checked against raw events: their "

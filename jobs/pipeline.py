@@ -199,6 +199,11 @@ class Upstream:
         return self.columns.pipeline
 
     @property
+    def view(self) -> str:
+        """The path of the upstream's current view (next to its pane log)."""
+        return str(Path(self.pane_log).parent / "current")
+
+    @property
     def schema(self) -> dict[str, str]:
         """The columns a downstream can use: key and aggregate columns, with their types."""
         return dict((*self.columns.keys, *self.columns.values))

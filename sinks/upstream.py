@@ -136,3 +136,17 @@ def read_elements(
     data = [rows.column(c).cast(t) for c, t in columns]
     data += [rows.column("timestamp_us"), rows.column("watermark_us"), weight]
     return pa.table(data, schema=out_schema)
+
+
+def final_view_elements(view_path: str, columns: Sequence[str]) -> pa.Table:
+    """The upstream's current view as elements of a batch computation: ``columns`` (key and
+    aggregate columns) and ``ts_us``, each window's output timestamp (what its last pane said).
+    This is the batch check's input of a pipeline over this upstream (``panestore verify``):
+    its view must equal the batch over the upstream's final windows."""
+    from deltalake import DeltaTable
+
+    try:
+        view = DeltaTable(view_path).to_pyarrow_table(columns=[*columns, "timestamp_us"])
+    except Exception as e:  # no view yet, or not a panestore view
+        raise LakeError(f"cannot read the upstream's view at {view_path}: {e}") from None
+    return view.rename_columns([*columns, "ts_us"])
