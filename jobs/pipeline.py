@@ -593,12 +593,16 @@ class Pipeline:
 
     def describe(self) -> str:
         aggs = ", ".join(f"{n} = {t}" for n, t in self.aggregates)
-        src = self.source
-        origin = (f"the pane log of {src.upstream.name} ({src.upstream.pane_log})" if src.upstream
-                  else f"{src.format} files in {src.path}")  # fmt: skip
+        up = self.source.upstream
+        if up is not None:
+            origin = f"the pane log of {up.name} ({up.pane_log})"
+            event_time = "the upstream panes' output timestamps"
+        else:
+            origin = f"{self.source.format} files in {self.source.path}"
+            event_time = self.event_time or "(ingestion time)"
         return (f"pipeline {self.name}: {origin} -> "
-                f"{self.lake}\n  keys {list(self.keys)}, event time "
-                f"{self.event_time or '(ingestion time)'}, {self.window}, trigger {self.trigger}, "
+                f"{self.lake}\n  keys {list(self.keys)}, event time {event_time}, "
+                f"{self.window}, trigger {self.trigger}, "
                 f"{self.accumulation_mode.name.lower()}, allowed lateness "  # type: ignore[union-attr]
                 f"{format_duration(self.allowed_lateness)}\n  aggregates: {aggs}")  # type: ignore[arg-type]  # fmt: skip
 

@@ -120,7 +120,9 @@ def read_elements(
     )
     if upto <= after:
         return out_schema.empty_table()
-    dt = DeltaTable(path, version=upto)
+    # The newest version: rows are found by their batch ids, which compaction keeps, while the
+    # files of an old version may have been vacuumed.
+    dt = DeltaTable(path)
     rows = read_pane_rows(dt, pane_log_commits(dt, after, upto))
     if rows.num_rows == 0:
         return out_schema.empty_table()

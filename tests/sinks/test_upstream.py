@@ -118,3 +118,16 @@ def test_a_downstream_over_the_version_ranges_equals_the_batch_over_the_final_vi
                      FixedWindows(30 * S), totals)  # fmt: skip
     assert fold(down.panes, RETRACTING, totals) == expected
     assert len(final) == len(fold(upstream.panes, RETRACTING, upstream.spec.combine_fn))
+
+
+def test_a_replay_after_optimize_and_a_forced_vacuum_reads_the_same_rows(upstream):
+    from sinks.maintenance import optimize, vacuum
+
+    path = upstream.spec.table_path("panes")
+    last = latest_version(path)
+    before = read_elements(path, "p", 0, last, COLUMNS)
+    optimize(upstream.spec, tables=("panes",))
+    vacuum(upstream.spec, retention_hours=0, force=True, tables=("panes",))
+    assert latest_version(path) > last  # maintenance commits, which add no rows
+    assert read_elements(path, "p", 0, last, COLUMNS).equals(before)
+    assert read_elements(path, "p", last, latest_version(path), COLUMNS).num_rows == 0
