@@ -218,6 +218,13 @@ def report_hourly(hourly, say) -> None:
         ).fetchall()
     finally:
         con.close()
+    up = DeltaTable(hourly.source.upstream.pane_log).to_pandas()
+    adds, withdrawals = up[~up["is_retraction"]], up[up["is_retraction"]]
+    net_plays = adds["plays"].sum() - withdrawals["plays"].sum()
+    say(f"read {len(up)} session panes: {len(adds)} add (weight +1), {len(withdrawals)} "
+        f"withdraw (weight -1); without the withdrawals the totals would count {len(adds)} "
+        f"sessions and {adds['plays'].sum()} plays, not {len(adds) - len(withdrawals)} and "
+        f"{net_plays}")  # fmt: skip
     say("  hour   country  sessions  plays  watched")
     for hour, country, sessions, plays, watched in rows:
         say(f"  {hour}  {country:<7}  {sessions:>8}  {plays:>5}  {watched:>7.0f}")
