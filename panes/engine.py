@@ -16,6 +16,11 @@ Panes, as changes to the set of results: a firing emits the window's value (in d
 the value of the elements since the previous firing). In accumulating & retracting mode it
 first retracts this window's previous pane and the last panes of the windows merged into it.
 In every mode a pane names the emitted windows it supersedes.
+
+With weighted input (``Engine(..., weighted=True)``) an element whose value is a
+:class:`~panes.weights.Retracted` weighs -1 and withdraws its value from its windows; a window
+whose weight drops to zero fires only the retractions of what it emitted (it leaves the view).
+The rules: docs/semantics.md, "Weighted input".
 """
 
 from __future__ import annotations
