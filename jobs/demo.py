@@ -8,6 +8,10 @@ that comes back online more than an hour later (its sessions get LATE panes), on
 back after the allowed lateness (its views land in the ``late`` table), and a few malformed lines
 (the ``rejected`` table). Then it runs the pipeline after each landing round, as a scheduler
 would, drains at the end, and prints what happened.
+
+A second stage, conf/demo_hourly.toml, runs after the first each time: hourly totals per country
+read from the sessions' pane log, retractions included (a merged or refined session withdraws
+what it added), so its view equals the batch over the final sessions.
 """
 
 from __future__ import annotations
@@ -32,6 +36,12 @@ START = 1_717_228_800  # 2024-06-01T08:00:00Z (event time of the demo)
 ROUND_S = 45 * 60  # each landing round brings ~45 minutes of event time
 ROUNDS = 4
 ADS = [f"ad-{i:02d}" for i in range(12)]
+COUNTRIES = ("de", "es", "fr", "it")
+
+
+def country_of(device: str) -> str:
+    """A device's country (fixed per device)."""
+    return COUNTRIES[sum(map(ord, device)) % len(COUNTRIES)]
 
 
 def iso(t: float) -> str:
@@ -76,7 +86,8 @@ MALFORMED = [
 def land(landing: Path, rnd: int, rows, rng: random.Random) -> int:
     """Write one round's views as a few files (arrival order, shuffled within a file)."""
     landing.mkdir(parents=True, exist_ok=True)
-    lines = [json.dumps({"device_id": dev, "ad_id": ad, "ts": iso(t), "seconds": s})
+    lines = [json.dumps({"device_id": dev, "country": country_of(dev), "ad_id": ad,
+                         "ts": iso(t), "seconds": s})
              for _, dev, t, ad, s in rows]  # fmt: skip
     if rnd == 1:
         lines[len(lines) // 2 : len(lines) // 2] = MALFORMED
@@ -104,6 +115,7 @@ def main(argv=None) -> int:
     shutil.rmtree(work, ignore_errors=True)
     pipeline = load_pipeline(ROOT / "conf" / "demo.toml", overrides={
         "lake": str(work / "lake"), "source": {"path": str(work / "landing")}})  # fmt: skip
+    hourly = None  # the second stage reads the first's pane log: loaded once it exists
     out = quiet_spark_stderr()
 
     def say(text: str = "") -> None:
@@ -126,14 +138,27 @@ def main(argv=None) -> int:
             f" event time); scheduled run ==")  # fmt: skip
         run(pipeline, spark=spark, progress=out)
         materialize_after_run(pipeline, out=say)  # as `panestore run` does
-    say("\n== final run with --drain: the watermark goes to the end of time ==")
-    run(pipeline, spark=spark, drain=True, progress=out)
-    materialize_after_run(pipeline, out=say)
+        hourly = hourly or load_hourly(work)
+        say(f"-- second stage: {hourly.name} --")
+        run(hourly, spark=spark, progress=out)
+        materialize_after_run(hourly, out=say)
+    say("\n== final runs with --drain: the watermark goes to the end of time ==")
+    for stage in (pipeline, hourly):
+        run(stage, spark=spark, drain=True, progress=out)
+        materialize_after_run(stage, out=say)
     spark.stop()
     report(pipeline, say, total)
     check(pipeline, say)
+    report_hourly(hourly, say)
     say(f"\ndemo finished in {time.monotonic() - started:.0f}s; tables under {work / 'lake'}")
     return 0
+
+
+def load_hourly(work: Path):
+    """The second stage, over the first stage's lake under ``work``."""
+    return load_pipeline(ROOT / "conf" / "demo_hourly.toml", overrides={
+        "lake": str(work / "lake-hourly"),
+        "source": {"path": str(work / "lake"), "pipeline": "ad_views"}})  # fmt: skip
 
 
 def report(pipeline, say, total: int) -> None:
@@ -167,6 +192,46 @@ def report(pipeline, say, total: int) -> None:
         say(f"  {r['batch_id']:>5}  {iso(r['window_start_us'] / 1e6)[11:16]}-"
             f"{iso(r['window_end_us'] / 1e6)[11:16]}     {r['plays']:>5}  {r['watched']:>7.1f}  "
             f"{r['timing']:<8} {'yes' if r['is_retraction'] else '':<11} {wm_s}")  # fmt: skip
+
+
+def report_hourly(hourly, say) -> None:
+    """The second stage: what it read and wrote, its view, and its verification against the
+    batch over the first stage's final sessions."""
+    from deltalake import DeltaTable
+
+    from jobs.landing import load_source_elements, source_elements_are
+    from jobs.view_spec import view_spec
+    from sinks.duck import connect
+    from sinks.verify import verify
+
+    panes = DeltaTable(hourly.table_path("panes")).to_pandas()
+    late = DeltaTable(hourly.table_path("late")).to_pandas()
+    say(f"\n== second stage: {hourly.name} (hourly totals per country over the sessions) ==")
+    say(f"pane log: {len(panes)} rows, {int(panes['is_retraction'].sum())} retractions "
+        f"(hours that lost or changed sessions); late table: {len(late)} rows")  # fmt: skip
+    spec = view_spec(hourly)
+    con = connect(spec)
+    try:
+        rows = con.sql(
+            "SELECT strftime(window_start, '%H:%M') AS hour, country, sessions, plays, "
+            "round(watched) FROM current ORDER BY window_start, country"
+        ).fetchall()
+    finally:
+        con.close()
+    up = DeltaTable(hourly.source.upstream.pane_log).to_pandas()
+    adds, withdrawals = up[~up["is_retraction"]], up[up["is_retraction"]]
+    net_plays = adds["plays"].sum() - withdrawals["plays"].sum()
+    say(f"read {len(up)} session panes: {len(adds)} add (weight +1), {len(withdrawals)} "
+        f"withdraw (weight -1); without the withdrawals the totals would count {len(adds)} "
+        f"sessions and {adds['plays'].sum()} plays, not {len(adds) - len(withdrawals)} and "
+        f"{net_plays}")  # fmt: skip
+    say("  hour   country  sessions  plays  watched")
+    for hour, country, sessions, plays, watched in rows:
+        say(f"  {hour}  {country:<7}  {sessions:>8}  {plays:>5}  {watched:>7.0f}")
+    report = verify(spec, elements=load_source_elements(hourly),
+                    elements_are=source_elements_are(hourly))  # fmt: skip
+    say("\n== panestore verify (second stage) ==")
+    say(str(report))
 
 
 def check(pipeline, say) -> None:

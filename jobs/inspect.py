@@ -76,7 +76,7 @@ def cmd_materialize(a) -> int:
 
 
 def cmd_verify(a) -> int:
-    from jobs.landing import load_source_elements
+    from jobs.landing import load_source_elements, source_elements_are
     from jobs.view_spec import view_spec
     from sinks.verify import verify
 
@@ -88,7 +88,7 @@ def cmd_verify(a) -> int:
             elements = load_source_elements(pipeline)
         except Exception as e:
             print(f"(raw events not checked: {e})")
-    report = verify(spec, elements=elements)
+    report = verify(spec, elements=elements, elements_are=source_elements_are(pipeline))
     print(report)
     return 0 if report.ok else 1
 

@@ -78,10 +78,12 @@ from jobs.operator_input import (
     REJECTED_COLUMNS,
     ROW,
     TS_US,
+    WEIGHT,
     bucket_expression,
     pack_by_bucket,
     row_expression,
 )
+from jobs.pane_log_source import tagged as pane_log_tagged
 from jobs.pipeline import Pipeline
 from jobs.source import ERROR, RAW, SOURCE_FILE
 from jobs.view_spec import view_spec
@@ -154,6 +156,7 @@ def operator_config(pipeline: Pipeline, profile_dir: str | None = None) -> Opera
         # The sentinel at SENTINEL_MS moves Spark's watermark to SENTINEL_MS - delay.
         end_of_time_ms=SENTINEL_MS - watermark_delay_ms(pipeline),
         profile_dir=profile_dir,
+        weighted=pipeline.weighted,
     )
 
 
@@ -255,6 +258,7 @@ def _control_rows(pipeline: Pipeline, control: DataFrame, tagged: DataFrame) -> 
     from pyspark.sql import functions as F
 
     types = dict(tagged.dtypes)
+    weighted = [F.lit(None).cast("bigint").alias(TS_US), F.lit(None).cast("int").alias(WEIGHT)]
     return control.select(
         *[F.lit(None).cast(types[k]).alias(k) for k in pipeline.keys],
         F.col("ts").alias(EVENT_TIME),
@@ -263,6 +267,7 @@ def _control_rows(pipeline: Pipeline, control: DataFrame, tagged: DataFrame) -> 
         F.lit(True).alias(CONTROL),
         F.lit(None).cast("int").alias(BUCKET),
         F.lit(None).cast("binary").alias(BLOB),
+        *(weighted if TS_US in types else []),
     )
 
 
@@ -275,6 +280,9 @@ def _operator_input(pipeline: Pipeline, tagged: DataFrame, bucket_ids: Sequence[
 
     delay = watermark_delay_ms(pipeline)
     bucket = bucket_expression(pipeline.keys, pipeline.state_buckets)
+    # a pane-log source carries the event time in TS_US (EVENT_TIME is the upstream watermark)
+    given = TS_US in tagged.columns
+    event_time_us = F.col(TS_US) if given else F.unix_micros(F.col(EVENT_TIME))
     watermarked = EVENT_TIME
     if pipeline.writer_noted:  # only control rows move Spark's watermark (null is not counted)
         watermarked = WRITERS_TIME
@@ -283,7 +291,7 @@ def _operator_input(pipeline: Pipeline, tagged: DataFrame, bucket_ids: Sequence[
         tagged.withWatermark(watermarked, f"{delay} milliseconds")
         # references the watermarked column: Spark must not push this filter below the watermark
         .where(~(F.col(CONTROL) & F.col(watermarked).isNotNull()))
-        .withColumn(TS_US, F.when(F.col(BLOB).isNull(), F.unix_micros(F.col(EVENT_TIME))))
+        .withColumn(TS_US, F.when(F.col(BLOB).isNull(), event_time_us))
         .withColumn(BUCKET, F.coalesce(
             F.col(BUCKET),
             F.when(F.col(REASON).isNull(), bucket).otherwise(F.lit(REJECTED_BUCKET)),
@@ -314,7 +322,10 @@ def build_job(spark: SparkSession, pipeline: Pipeline, records: DataFrame,
     ``profile_dir``: profile the operator's tasks there (:class:`jobs.operator.OperatorConfig`).
     """
     decoded = BLOB in records.columns  # the JSON-lines decoder packed (jobs.jsonl_decoder)
-    tagged = _tagged(pipeline, _complete_records(pipeline, records))
+    if pipeline.source.is_pane_log:
+        tagged = pane_log_tagged(pipeline, records, EVENT_TIME, REJECTED_COLUMNS, CONTROL)
+    else:
+        tagged = _tagged(pipeline, _complete_records(pipeline, records))
     if control is not None:
         tagged = tagged.unionByName(_control_rows(pipeline, control, tagged))
     rows = _operator_input(pipeline, tagged, bucket_ids, decoded)

@@ -18,6 +18,7 @@ from sinks.batch_check import VALUE, value_fields
 from sinks.column_types import TYPES
 from sinks.duck import raw_connect
 from sinks.errors import LakeError
+from sinks.upstream import final_view_elements
 
 
 def landing_files(path: str) -> list[str]:
@@ -58,15 +59,31 @@ def reader_sql(pipeline: Pipeline, files: list[str]) -> str:
 RAW_EVENT_TIME = "pst_event_time"
 
 
+def source_elements_are(pipeline: Pipeline) -> str:
+    """What :func:`load_source_elements` reads, as ``panestore verify`` names it."""
+    up = pipeline.source.upstream
+    if up is not None:
+        return f"the final windows of {up.name} (its current view)"
+    return "accepted raw events"
+
+
 def load_source_elements(pipeline: Pipeline) -> pa.Table:
     """The pipeline's landing-zone records as an elements table: key columns, the value columns
     the aggregates read, ``ts_us``.
+
+    For a pipeline over another pipeline's pane log, the elements are the upstream's current
+    view (its final windows; materialize the upstream first):
+    :func:`sinks.upstream.final_view_elements`.
 
     Records that the job rejects (a missing or empty key, a missing, unreadable or out of range
     event time, a non-finite number; jobs.job) are left out. The event time is read by the job's
     own :func:`jobs.event_time.event_time_us`. Requires ``event_time`` (an ingestion-time
     pipeline's event time is the batch time, which the files do not hold).
     """
+    if pipeline.source.upstream is not None:
+        upstream = pipeline.source.upstream
+        wanted = [*pipeline.keys, *[c for c in pipeline.value_columns if c not in pipeline.keys]]
+        return final_view_elements(upstream.view, wanted)
     if getattr(pipeline, "ingestion_time", False) or not pipeline.event_time:
         raise LakeError(
             "ingestion-time pipelines cannot be checked against raw events: their "

@@ -54,6 +54,7 @@ from jobs.operator_input import (
     rejected_records,
 )
 from panes.time import BEGINNING_OF_TIME, END_OF_TIME
+from panes.weights import Retracted
 from sinks.lake_format import MAX_TIMESTAMP_US
 from sinks.pane_log import DEFAULT_LAYOUT, PaneLogLayout, core_schema, pane_columns
 from sinks.records import dropped_record, late_core_schema
@@ -63,6 +64,8 @@ DEFAULT_END_OF_TIME_MS = MAX_TIMESTAMP_US // 1000
 KIND_PANE = "pane"
 KIND_LATE = "late"
 KIND_REJECTED = "rejected"
+RETRACTION_NOTE = "(a retraction: weight -1, its value stays in the window)"
+"""Appended to the late-table reason of a dropped element of weight -1 (weighted input)."""
 REJECTED_OUTPUT = ("raw", "source_file", "reason")  # (see jobs.operator_input.rejected_records)
 TIMEMODE = "EventTime"
 OUTPUT_MODE = "Append"
@@ -114,11 +117,15 @@ class OperatorConfig:
     layout: PaneLogLayout = DEFAULT_LAYOUT
     end_of_time_ms: int = DEFAULT_END_OF_TIME_MS
     profile_dir: str | None = None
+    weighted: bool = False
 
     @property
     def input_schema(self) -> InputSchema:
         return InputSchema(
-            tuple(self.key_columns), tuple(self.value_columns), tuple(self.column_types)
+            tuple(self.key_columns),
+            tuple(self.value_columns),
+            tuple(self.column_types),
+            self.weighted,
         )
 
     # -- time mapping ---------------------------------------------------------------------------
@@ -317,6 +324,8 @@ class BucketProcessor(_Base):
         data = {c: list(got[c]) if c in got else [None] * n for c in self._columns}
         data["record_kind"] = [KIND_PANE] * n
         for d in dropped:
+            if type(d.value) is Retracted:  # its value as read, the weight in the reason
+                d = d._replace(value=d.value.value, reason=f"{d.reason} {RETRACTION_NOTE}")
             r = dropped_record(d, layout)
             r["record_kind"] = KIND_LATE
             for c, column in data.items():

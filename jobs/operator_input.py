@@ -10,8 +10,10 @@ exactly one of two encodings of rows whose columns are named and typed by :class
   (:func:`row_expression`), timestamps as µs integers and floats as doubles, so JSON holds
   every value exactly; read back with Arrow's JSON reader (:func:`read_rows`).
 
-A row of either encoding is an element (the key columns, :data:`TS_US` (event time, int64 µs)
-and the value columns) or, in bucket :data:`REJECTED_BUCKET`, a rejected record
+A row of either encoding is an element (the key columns, :data:`TS_US` (event time, int64 µs),
+the value columns and, for weighted input (a pane-log source),
+:data:`WEIGHT` (int32: +1, or -1 for an element that withdraws its value:
+:class:`panes.weights.Retracted`)) or, in bucket :data:`REJECTED_BUCKET`, a rejected record
 (:data:`REJECTED_COLUMNS`: the raw record, its file and why it was rejected; the other columns
 null). Both encodings read into one Arrow table of :meth:`InputSchema.arrow_schema`
 (:func:`input_table`), whatever mix a group holds.
@@ -48,6 +50,8 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import xxhash
 
+from panes.weights import Retracted
+
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column
 
@@ -56,6 +60,7 @@ OPERATOR_INPUT = f"{BUCKET} int, {BLOB} binary, {ROW} binary"
 """The operator's input rows (Spark DDL): a bucket and one of the two encodings."""
 REJECTED_BUCKET = -1
 TS_US = "ts_us"
+WEIGHT = "pst_weight"
 REJECTED_COLUMNS = ("pst_raw", "pst_source_file", "pst_reason")
 """A rejected record's raw text, its file and why it was rejected (``pst_``: source columns may
 not start with ``_``, and Spark renames ``_`` columns of a stateful operator's input)."""
@@ -72,10 +77,11 @@ class InputSchema:
     keys: tuple[str, ...]
     values: tuple[str, ...]
     types: tuple[tuple[str, pa.DataType], ...] = ()
+    weighted: bool = False
 
     @property
     def element_columns(self) -> tuple[str, ...]:
-        return (*self.keys, TS_US, *self.values)
+        return (*self.keys, TS_US, *self.values, *((WEIGHT,) if self.weighted else ()))
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -85,6 +91,8 @@ class InputSchema:
     def arrow_type(self, name: str) -> pa.DataType:
         if name == TS_US:
             return pa.int64()
+        if name == WEIGHT:
+            return pa.int32()
         return dict(self.types).get(name, pa.string())
 
     def arrow_schema(self) -> pa.Schema:
@@ -203,7 +211,8 @@ _NO_VALUES: dict = {}
 def elements_by_key(table: pa.Table | None, schema: InputSchema) -> dict[Any, list]:
     """Element rows -> {engine key: [(value, timestamp µs), ...]}, each key's elements ordered
     by timestamp (ties in arrival order). The engine key is the key column's value, or a tuple
-    of them; the value of an element is a dict of the value columns."""
+    of them; the value of an element is a dict of the value columns, wrapped in
+    :class:`~panes.weights.Retracted` when its weight is -1 (weighted input)."""
     if table is None or table.num_rows == 0:
         return {}
     kcols, vcols = list(schema.keys), list(schema.values)
@@ -214,6 +223,9 @@ def elements_by_key(table: pa.Table | None, schema: InputSchema) -> dict[Any, li
         vals: Iterable = (dict(zip(vcols, row, strict=True)) for row in zip(*columns, strict=True))
     else:
         vals = [_NO_VALUES] * table.num_rows
+    if schema.weighted:
+        weights = table.column(WEIGHT).to_pylist()
+        vals = [v if w > 0 else Retracted(v) for v, w in zip(vals, weights, strict=True)]
     elements = list(zip(vals, table.column(TS_US).to_pylist(), strict=True))
     if len(kcols) == 1:  # sorted by key: one slice per distinct key
         counts = pc.value_counts(table.column(kcols[0])).flatten()

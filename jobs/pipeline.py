@@ -75,7 +75,9 @@ from panes import (
 from panes.combiners import CombineFn
 from panes.engine import Engine
 from sinks.column_types import COLUMN_TYPES, INTEGRAL
+from sinks.errors import LakeError
 from sinks.lake_format import FIXED_NAMES
+from sinks.upstream import PaneLogColumns, pane_log_columns
 
 
 class PipelineConfigError(ValueError):
@@ -89,7 +91,7 @@ class PipelineConfigError(ValueError):
 
 # -- source settings ---------------------------------------------------------------------
 
-FORMATS = ("jsonl", "csv", "parquet")
+FORMATS = ("jsonl", "csv", "parquet", "pane_log")
 WATERMARK_POLICIES = ("bounded_out_of_orderness", "ingestion_time", "writer_noted")
 # Key column types the job groups by (a float key has no exact identity; see Pipeline._check_keys)
 KEY_TYPES = frozenset({"string", "int", "long", "bigint"})
@@ -120,8 +122,14 @@ class Source:
     epoch_unit: str = "ms"
     bounded: bool = False
     create_path: bool = False
+    pipeline: str | None = None
+    upstream: Upstream | None = None
 
     def __post_init__(self) -> None:
+        if self.format == "pane_log" and not isinstance(self.upstream, Upstream):
+            raise PipelineConfigError(
+                "source.path", "a pane_log source needs its upstream (load it with load_pipeline)"
+            )
         schema = self.schema
         if isinstance(schema, Mapping):
             schema = tuple(schema.items())
@@ -162,6 +170,75 @@ class Source:
     @property
     def types(self) -> dict[str, str]:
         return dict(self.schema)
+
+    @property
+    def is_pane_log(self) -> bool:
+        return self.format == "pane_log"
+
+    def unknown_column(self, column: str) -> str:
+        """Why ``column`` cannot be read from this source."""
+        if self.upstream is not None:
+            return (
+                f"column {column!r} is not a column of the upstream pane log "
+                f"{self.upstream.pane_log} ({self.upstream.columns.describe()})"
+            )
+        return f"column {column!r} is not in source.schema"
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """The pipeline a ``pane_log`` source reads: the path of its pane-log table and what the
+    table offers (:class:`sinks.upstream.PaneLogColumns`). Its panes become elements: key and
+    aggregate columns as fields, output timestamp as event time, weight -1 for a retraction
+    (docs/running.md, "A pipeline over another pipeline's pane log")."""
+
+    pane_log: str
+    columns: PaneLogColumns
+
+    @property
+    def name(self) -> str:
+        return self.columns.pipeline
+
+    @property
+    def view(self) -> str:
+        """The path of the upstream's current view (next to its pane log)."""
+        return str(Path(self.pane_log).parent / "current")
+
+    @property
+    def schema(self) -> dict[str, str]:
+        """The columns a downstream can use: key and aggregate columns, with their types."""
+        return dict((*self.columns.keys, *self.columns.values))
+
+
+def resolve_upstream(path: str, pipeline: str | None) -> Upstream:
+    """The upstream of a ``pane_log`` source: ``path`` is the upstream's configuration file
+    (TOML), or its lake directory (then its pane log's table says what it holds; ``pipeline``,
+    if given, must be the name it was written by)."""
+    location = Path(path)
+    if location.is_file():
+        up = load_pipeline(location)
+        if pipeline is not None and pipeline != up.name:
+            raise PipelineConfigError(
+                "source.pipeline", f"{path} configures pipeline {up.name!r}, not {pipeline!r}"
+            )
+        types = up.source.types
+        values = [(n, t) for n, t in up.aggregate_types.items() if t in COLUMN_TYPES]
+        columns = PaneLogColumns(
+            up.name,
+            tuple((k, types[k]) for k in up.keys),
+            tuple(values),
+            up.accumulation_mode.name,  # type: ignore[union-attr]
+        )
+        return Upstream(up.table_path("panes"), columns)
+    if not location.is_dir():
+        raise PipelineConfigError(
+            "source.path", f"{path} is neither the upstream's configuration file nor its lake"
+        )
+    pane_log = str(location.absolute() / "panes")
+    try:
+        return Upstream(pane_log, pane_log_columns(pane_log, pipeline))
+    except LakeError as e:
+        raise PipelineConfigError("source.path", str(e)) from None
 
 
 @dataclass(frozen=True)
@@ -284,6 +361,7 @@ class Pipeline:
         self._check_event_time(types)
         self._parse_aggregates(types)
         self._parse_windowing()
+        self._check_weighted()
         self._check_traps()
         try:
             self.windowing()
@@ -312,7 +390,7 @@ class Pipeline:
             raise PipelineConfigError("keys", "at least one key column is required")
         for k in keys:
             if k not in types:
-                raise PipelineConfigError("keys", f"key column {k!r} is not in source.schema")
+                raise PipelineConfigError("keys", f"key {self.source.unknown_column(k)}")
             if types[k] == "timestamp" and k == self.event_time:
                 raise PipelineConfigError("keys", f"{k!r} is the event-time column")
             if types[k] not in KEY_TYPES:
@@ -326,7 +404,9 @@ class Pipeline:
     def _check_event_time(self, types: dict[str, str]) -> None:
         if not isinstance(self.watermark, Watermark):
             raise PipelineConfigError("watermark", f"expected a Watermark, got {self.watermark!r}")
-        if self.event_time is None:
+        if self.source.is_pane_log:
+            self._check_pane_log_time()
+        elif self.event_time is None:
             if not self.ingestion_time:
                 raise PipelineConfigError(
                     "event_time", "is required (or use watermark.policy = 'ingestion_time')"
@@ -346,6 +426,42 @@ class Pipeline:
                 "watermark.policy",
                 "writer_noted reads the writers' marks as local files: "
                 "source.path must be a local (or mounted) directory, not a URI",
+            )
+
+    def _check_pane_log_time(self) -> None:
+        """A pane-log source's event time is the pane's output timestamp and its watermark the
+        upstream's: nothing to configure."""
+        if self.event_time is not None:
+            raise PipelineConfigError(
+                "event_time",
+                "a pane_log source's event time is the upstream pane's output timestamp: "
+                "remove event_time",
+            )
+        if self.watermark.policy != "bounded_out_of_orderness" or self.watermark.delay != 0:
+            raise PipelineConfigError(
+                "watermark",
+                "a pane_log source follows the upstream's watermark (recorded with each pane): "
+                "remove the watermark policy and delay",
+            )
+
+    def _check_weighted(self) -> None:
+        """A source with retractions (weight -1 elements) needs aggregates that withdraw and
+        the accumulating & retracting mode (:func:`panes.weights.check_weighted`)."""
+        if not self.weighted:
+            return
+        for name, fn in self._fns.items():  # type: ignore[attr-defined]
+            if not fn.can_retract:
+                raise PipelineConfigError(
+                    f"aggregates.{name}",
+                    f"{fn!r} cannot withdraw a value, and the upstream "
+                    f"{self.source.upstream.name!r} writes retractions; use sum, count, mean, "  # type: ignore[union-attr]
+                    "to_list",
+                )
+        if self.accumulation_mode is not AccumulationMode.ACCUMULATING_AND_RETRACTING:
+            raise PipelineConfigError(
+                "accumulation_mode",
+                "must be accumulating_and_retracting over an upstream that writes retractions: "
+                "a window whose elements were all withdrawn must leave the view",
             )
 
     def _parse_aggregates(self, types: dict[str, str]) -> None:
@@ -368,6 +484,9 @@ class Pipeline:
             if not isinstance(fn, CombineFn):
                 raise PipelineConfigError(fname, f"not an aggregate: {text!r}")
             fns[name] = fn
+            col = getattr(fn, "field", None)
+            if col is not None and col not in types:
+                raise PipelineConfigError(fname, self.source.unknown_column(col))
             out_types[name] = _aggregate_type(name, fn, types)
         clash = [n for n in (*self.keys, *fns) if n in FIXED_NAMES]
         if clash:
@@ -448,7 +567,13 @@ class Pipeline:
         return combiners.aggregates(**self._fns)  # type: ignore[attr-defined]
 
     def engine(self) -> Engine:
-        return Engine(self.windowing(), self.combine_fn())
+        return Engine(self.windowing(), self.combine_fn(), weighted=self.weighted)
+
+    @property
+    def weighted(self) -> bool:
+        """Whether elements can weigh -1: the source is the pane log of a retracting upstream."""
+        up = self.source.upstream
+        return up is not None and up.columns.retracting
 
     @property
     def aggregate_types(self) -> dict[str, str]:
@@ -493,9 +618,16 @@ class Pipeline:
 
     def describe(self) -> str:
         aggs = ", ".join(f"{n} = {t}" for n, t in self.aggregates)
-        return (f"pipeline {self.name}: {self.source.format} files in {self.source.path} -> "
-                f"{self.lake}\n  keys {list(self.keys)}, event time "
-                f"{self.event_time or '(ingestion time)'}, {self.window}, trigger {self.trigger}, "
+        up = self.source.upstream
+        if up is not None:
+            origin = f"the pane log of {up.name} ({up.pane_log})"
+            event_time = "the upstream panes' output timestamps"
+        else:
+            origin = f"{self.source.format} files in {self.source.path}"
+            event_time = self.event_time or "(ingestion time)"
+        return (f"pipeline {self.name}: {origin} -> "
+                f"{self.lake}\n  keys {list(self.keys)}, event time {event_time}, "
+                f"{self.window}, trigger {self.trigger}, "
                 f"{self.accumulation_mode.name.lower()}, allowed lateness "  # type: ignore[union-attr]
                 f"{format_duration(self.allowed_lateness)}\n  aggregates: {aggs}")  # type: ignore[arg-type]  # fmt: skip
 
@@ -503,7 +635,7 @@ class Pipeline:
 # -- TOML -----------------------------------------------------------------------------------
 
 _TOP = {f.name for f in fields(Pipeline)}
-_SOURCE = {f.name for f in fields(Source)}
+_SOURCE = {f.name for f in fields(Source)} - {"upstream"}
 _WATERMARK = {f.name for f in fields(Watermark)}
 
 
@@ -534,6 +666,8 @@ def pipeline_from_dict(data: Mapping[str, Any], defaults: Mapping[str, Any] | No
     if not isinstance(src, Mapping):
         raise PipelineConfigError("source", "must be a table ([source])")
     _check_keys("source", src, _SOURCE)
+    if src.get("format") == "pane_log":
+        src = _pane_log_source(src)
     if not isinstance(src.get("schema"), Mapping):
         raise PipelineConfigError("source.schema", "is required: a table of column = type")
     for k in ("path",):
@@ -556,6 +690,25 @@ def pipeline_from_dict(data: Mapping[str, Any], defaults: Mapping[str, Any] | No
         raise PipelineConfigError("keys", "a column name or a list of column names")
     kwargs = {k: v for k, v in merged.items() if k not in ("source", "watermark")}
     return Pipeline(source=Source(**src), watermark=Watermark(**wm), **kwargs)
+
+
+def _pane_log_source(src: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``[source]`` of a ``pane_log`` source, completed with its upstream and the schema the
+    upstream's pane log offers."""
+    if "schema" in src:
+        raise PipelineConfigError(
+            "source.schema", "a pane_log source's columns are the upstream's: remove the schema"
+        )
+    path = src.get("path")
+    if not isinstance(path, str) or not path:
+        raise PipelineConfigError(
+            "source.path", "is required: the upstream's configuration file or lake directory"
+        )
+    name = src.get("pipeline")
+    if name is not None and not isinstance(name, str):
+        raise PipelineConfigError("source.pipeline", f"must be a pipeline name, got {name!r}")
+    upstream = resolve_upstream(path, name)
+    return {**src, "schema": upstream.schema, "upstream": upstream}
 
 
 DEFAULTS_FILE = Path(__file__).resolve().parent.parent / "conf" / "defaults.toml"
@@ -596,7 +749,7 @@ def check_paths(pipeline: Pipeline) -> None:
     directory that is writable or can be created. Paths with a URI scheme (object stores) are
     left to the storage layer. Raises :class:`PipelineConfigError` naming the setting."""
     landing = Path(pipeline.source.path)
-    if not _has_scheme(pipeline.source.path):
+    if not _has_scheme(pipeline.source.path) and not pipeline.source.is_pane_log:
         if landing.exists() and not landing.is_dir():
             raise PipelineConfigError("source.path", f"{landing} is a file, not a directory")
         if landing.is_dir() and not os.access(landing, os.R_OK | os.X_OK):

@@ -97,7 +97,8 @@ def _start(spark: SparkSession, pipeline: Pipeline, sink: BatchSink, *, follow: 
            interval: str, records: DataFrame | None, bucket_ids: tuple[int, ...],
            profile_dir: str | None):  # fmt: skip
     if records is None:
-        Path(pipeline.source.path).mkdir(parents=True, exist_ok=True)
+        if not pipeline.source.is_pane_log:
+            Path(pipeline.source.path).mkdir(parents=True, exist_ok=True)
         records = read_landing_zone(spark, pipeline)
     out = build_job(
         spark,

@@ -36,6 +36,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from jobs.jsonl_decoder import DECODED_COLUMNS, DECODER_OUTPUT, JsonlDecoder
+from jobs.pane_log_source import read_pane_log
 from jobs.pipeline import COLUMN_TYPES, Pipeline
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -87,6 +88,8 @@ def read_landing_zone(spark: SparkSession, pipeline: Pipeline, *,
     from pyspark.sql import functions as F
 
     src = pipeline.source
+    if src.is_pane_log:
+        return read_pane_log(spark, pipeline)
     names = [c for c, _ in src.schema]
     if src.format == "parquet":
         df = _file_stream(spark, pipeline, "parquet", spark_schema_ddl(pipeline))

@@ -36,6 +36,7 @@ from panes.triggers import (
     Repeatedly,
     Trigger,
 )
+from panes.weights import Retracted, WeightedInputError
 from panes.window import GLOBAL_WINDOW, Window
 from panes.windowfns import FixedWindows, GlobalWindows, Sessions, SlidingWindows, WindowFn
 from panes.windowing import (
@@ -76,6 +77,7 @@ __all__ = [
     "Pane",
     "PaneInfo",
     "Repeatedly",
+    "Retracted",
     "Sessions",
     "Simulator",
     "SlidingWindows",
@@ -83,6 +85,7 @@ __all__ = [
     "TimestampCombiner",
     "Trigger",
     "TriggerSyntaxError",
+    "WeightedInputError",
     "Window",
     "WindowFn",
     "Windowing",

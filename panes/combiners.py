@@ -76,11 +76,15 @@ class CombineFn(Generic[A, V, O]):
         raise NotImplementedError
 
     def retract(self, acc: A, value: V) -> A:
-        """``acc`` without one earlier added ``value``. Optional (see :attr:`can_retract`)."""
+        """``acc`` without one earlier added ``value``: the inverse of :meth:`add`, so that
+        ``retract(add(acc, v), v) == acc``. Optional (see :attr:`can_retract`); a combiner that
+        defines it can read weighted input (elements of weight -1, :mod:`panes.weights`)."""
         raise NotImplementedError(f"{self} cannot retract values")
 
     @property
     def can_retract(self) -> bool:
+        """Whether the combiner defines :meth:`retract` (min and max do not: they keep no
+        multiset of their values)."""
         return type(self).retract is not CombineFn.retract
 
 

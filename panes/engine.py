@@ -16,6 +16,11 @@ Panes, as changes to the set of results: a firing emits the window's value (in d
 the value of the elements since the previous firing). In accumulating & retracting mode it
 first retracts this window's previous pane and the last panes of the windows merged into it.
 In every mode a pane names the emitted windows it supersedes.
+
+With weighted input (``Engine(..., weighted=True)``) an element whose value is a
+:class:`~panes.weights.Retracted` weighs -1 and withdraws its value from its windows; a window
+whose weight drops to zero fires only the retractions of what it emitted (it leaves the view).
+The rules: docs/semantics.md, "Weighted input".
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from panes.pane import Dropped, DropReason, Pane, PaneInfo, Timing
 from panes.state import KeyState, WindowState
 from panes.time import BEGINNING_OF_TIME, END_OF_TIME, format_duration
 from panes.triggers import ROOT, TriggerContext, merge_states
+from panes.weights import check_weighted, split_by_weight
 from panes.window import Window
 from panes.windowfns import Element, WindowFn
 from panes.windowing import (
@@ -79,9 +85,14 @@ class Engine:
     [([0, 10), 3, 'ON_TIME')]
     """
 
-    def __init__(self, windowing: Windowing, combine_fn: CombineFn) -> None:
+    def __init__(self, windowing: Windowing, combine_fn: CombineFn, weighted: bool = False) -> None:
+        """``weighted``: elements may be :class:`~panes.weights.Retracted` (weight -1); the
+        configuration must be able to withdraw values (:func:`~panes.weights.check_weighted`)."""
         if not isinstance(combine_fn, CombineFn):
             raise TypeError(f"combine_fn must be a CombineFn, got {combine_fn!r}")
+        if weighted:
+            check_weighted(windowing, combine_fn)
+        self.weighted = weighted
         self.windowing = windowing
         self.combine_fn = combine_fn
         self._window_fn = windowing.window_fn
@@ -189,7 +200,10 @@ class Engine:
                 self._drop(out, key, group, window, _CLOSED, wm, pt)
                 continue
             n = len(group)
-            ws.acc = combine.add_all(ws.acc, [element[-2] for element in group])
+            if self.weighted:
+                self._add_weighted(ws, [element[-2] for element in group])
+            else:
+                ws.acc = combine.add_all(ws.acc, [element[-2] for element in group])
             ws.fresh += n
             if end_of_window_holds:
                 if window.end > wm:
@@ -209,6 +223,16 @@ class Engine:
                 state.next_processing_time is None or due < state.next_processing_time
             ):
                 state.next_processing_time = due
+
+    def _add_weighted(self, ws: WindowState, values: list[Any]) -> None:
+        """Add the +1 values, then withdraw the -1 ones, and count the window's weight."""
+        added, withdrawn = split_by_weight(values)
+        combine = self.combine_fn
+        acc = combine.add_all(ws.acc, added) if added else ws.acc
+        for value in withdrawn:
+            acc = combine.retract(acc, value)
+        ws.acc = acc
+        ws.weight += len(added) - len(withdrawn)
 
     def _expired(self, window: Window, watermark: int) -> bool:
         """Whether elements of ``window`` (an element's own window, before merging) are
@@ -290,6 +314,7 @@ class Engine:
         ws = WindowState(self.combine_fn.merge([m.acc for m in states]), trigger)
         for window, member in members:
             ws.fresh += member.fresh
+            ws.weight += member.weight
             ws.superseded += member.superseded
             ws.retractions += member.retractions
             if window == result:
@@ -399,7 +424,9 @@ class Engine:
             emit = (timing is ON_TIME and self._ontime_always) or (
                 finished and self._closing_always
             )
-        if emit:
+        if emit and self.weighted and ws.weight <= 0:
+            self._withdraw(ws, wm, pt, out)
+        elif emit:
             self._emit(key, window, ws, timing, nonspeculative, finished, wm, pt, out)
         if ws.hold is not None and not (wm < window.end and self._holds_until_ontime):
             ws.hold = None
@@ -428,14 +455,7 @@ class Engine:
         info = PaneInfo(index, nonspeculative, timing, index == 0, finished)
         timestamp = window.max_timestamp if ws.hold is None else ws.hold
         if self._retracting:
-            withdrawn = ws.retractions if ws.last is None else [*ws.retractions, ws.last]
-            for old in sorted(withdrawn, key=lambda p: p.window):
-                out.panes.append(
-                    old._replace(
-                        is_retraction=True, supersedes=(), watermark=wm, processing_time=pt
-                    )
-                )
-            ws.retractions = []
+            self._retract_emitted(ws, wm, pt, out)
         pane = Pane(
             key,
             window,
@@ -453,6 +473,26 @@ class Engine:
         ws.emitted = True
         if self._retracting:
             ws.last = pane
+
+    @staticmethod
+    def _retract_emitted(ws: WindowState, wm: int, pt: int, out: Output) -> None:
+        """Emit retractions of the window's last pane and of the last panes of the windows
+        merged into it."""
+        withdrawn = ws.retractions if ws.last is None else [*ws.retractions, ws.last]
+        for old in sorted(withdrawn, key=lambda p: p.window):
+            out.panes.append(
+                old._replace(is_retraction=True, supersedes=(), watermark=wm, processing_time=pt)
+            )
+        ws.retractions = []
+
+    def _withdraw(self, ws: WindowState, wm: int, pt: int, out: Output) -> None:
+        """Fire an empty window (weight <= 0, weighted input): retract what it and the windows
+        merged into it emitted, and emit no value, so the window leaves the view. It stays
+        open for later elements; nothing of it is emitted any more."""
+        self._retract_emitted(ws, wm, pt, out)
+        ws.last = None
+        ws.superseded = []
+        ws.emitted = False
 
     # -- bookkeeping -----------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from panes.combiners import CombineFn
 from panes.pane import Dropped, Pane
+from panes.weights import split_by_weight
 from panes.window import Window
 from panes.windowfns import WindowFn
 from panes.windowing import AccumulationMode
@@ -84,6 +85,11 @@ def batch(
 
     ``dropped`` elements are left out of the windows they were dropped from (an element of
     sliding windows can be dropped from one window and accepted in another).
+
+    Weighted elements (:class:`~panes.weights.Retracted` values, weight -1): windows are
+    assigned and merged over the timestamps of all elements, of either weight; a window's value
+    is its +1 values with the -1 values withdrawn, and a window whose weight is not positive
+    does not exist (the engine's rules for weighted input).
     """
     # Dropped values by (key, timestamp, window); values need not be hashable (records are
     # dicts), so each one is matched by equality and used once.
@@ -107,9 +113,13 @@ def batch(
         for window, value in assigned:
             groups.setdefault(final[window], []).append(value)
         for window, values in groups.items():
-            result[(key, window)] = combine_fn.extract(
-                combine_fn.add_all(combine_fn.create(), values)
-            )
+            added, withdrawn = split_by_weight(values)
+            if len(added) <= len(withdrawn):
+                continue
+            acc = combine_fn.add_all(combine_fn.create(), added)
+            for value in withdrawn:
+                acc = combine_fn.retract(acc, value)
+            result[(key, window)] = combine_fn.extract(acc)
     return result
 
 

@@ -28,8 +28,8 @@ from panes.windowing import Windowing
 class Simulator:
     """Runs one :class:`~panes.engine.Engine` over any number of keys."""
 
-    def __init__(self, windowing: Windowing, combine_fn: CombineFn) -> None:
-        self.engine = Engine(windowing, combine_fn)
+    def __init__(self, windowing: Windowing, combine_fn: CombineFn, weighted: bool = False) -> None:
+        self.engine = Engine(windowing, combine_fn, weighted)
         self.states: dict[Any, KeyState] = {}
         self.watermark = BEGINNING_OF_TIME
         self.processing_time = 0

@@ -16,7 +16,9 @@ from panes.pane import Pane, PaneInfo, Timing
 from panes.time import BEGINNING_OF_TIME
 from panes.window import Window
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2 added each window's weight (1 had none: it is read as 0, as only engines without
+weighted input wrote it)."""
 
 
 class WindowState:
@@ -27,6 +29,8 @@ class WindowState:
     not yet named by an emitted pane; ``retractions`` (accumulating & retracting only) holds
     their last panes, and ``last`` this window's own last pane. A ``closed`` window (its trigger
     finished) keeps nothing else: it only remembers to drop later elements until it expires.
+    ``weight`` (engines with weighted input only; 0 otherwise) is the window's net weight: its
+    +1 elements minus its -1 elements, merged windows' weights included.
     """
 
     __slots__ = (
@@ -43,6 +47,7 @@ class WindowState:
         "retractions",
         "superseded",
         "trigger",
+        "weight",
     )
 
     def __init__(self, acc: Any, trigger: list) -> None:
@@ -50,6 +55,7 @@ class WindowState:
         self.trigger = trigger
         self.hold: int | None = None
         self.fresh = 0
+        self.weight = 0
         self.index = 0
         self.nonspeculative = 0
         self.emitted = False
@@ -114,6 +120,7 @@ class KeyState:
                 tuple(_pane_out(p) for p in ws.retractions),
                 ws.event_due,
                 ws.processing_due,
+                ws.weight,
             )
             for w, ws in self.windows.items()
         ]
@@ -124,35 +131,15 @@ class KeyState:
     @classmethod
     def from_bytes(cls, data: bytes) -> KeyState:
         version, watermark, processing_time, windows = pickle.loads(data)
-        if version != FORMAT_VERSION:
+        if version not in (1, FORMAT_VERSION):
             raise ValueError(
                 f"key state format {version} is not supported (expected {FORMAT_VERSION})"
             )
         state = cls(watermark, processing_time)
-        for (
-            start,
-            end,
-            closed,
-            acc,
-            trigger,
-            hold,
-            fresh,
-            index,
-            nonspeculative,
-            emitted,
-            last,
-            superseded,
-            retractions,
-            event_due,
-            processing_due,
-        ) in windows:
-            ws = WindowState(acc, trigger)
-            ws.closed, ws.hold, ws.fresh, ws.index = closed, hold, fresh, index
-            ws.nonspeculative, ws.emitted, ws.last = nonspeculative, emitted, _pane_in(last)
-            ws.superseded = [Window(s, e) for s, e in superseded]
-            ws.retractions = [_pane_in(p) for p in retractions]
-            ws.event_due, ws.processing_due = event_due, processing_due
-            state.windows[Window(start, end)] = ws
+        for *fields, weight in (w if len(w) == 16 else (*w, 0) for w in windows):
+            ws = _window_state(fields)
+            ws.weight = weight
+            state.windows[Window(fields[0], fields[1])] = ws
         state.bound_wakeups()
         return state
 
@@ -166,6 +153,34 @@ class KeyState:
             if p is not None and (next_processing is None or p < next_processing):
                 next_processing = p
         self.next_event_time, self.next_processing_time = next_event, next_processing
+
+
+def _window_state(fields: list) -> WindowState:
+    """A window's state from its stored fields (all but the weight)."""
+    (
+        _start,
+        _end,
+        closed,
+        acc,
+        trigger,
+        hold,
+        fresh,
+        index,
+        nonspeculative,
+        emitted,
+        last,
+        superseded,
+        retractions,
+        event_due,
+        processing_due,
+    ) = fields
+    ws = WindowState(acc, trigger)
+    ws.closed, ws.hold, ws.fresh, ws.index = closed, hold, fresh, index
+    ws.nonspeculative, ws.emitted, ws.last = nonspeculative, emitted, _pane_in(last)
+    ws.superseded = [Window(s, e) for s, e in superseded]
+    ws.retractions = [_pane_in(p) for p in retractions]
+    ws.event_due, ws.processing_due = event_due, processing_due
+    return ws
 
 
 def _pane_out(pane: Pane | None) -> tuple | None:

@@ -108,11 +108,18 @@ class Report:
 
 
 def verify(
-    spec: ViewSpec, elements: Any = None, late: pa.Table | None = None, *, engine: str = "auto"
+    spec: ViewSpec,
+    elements: Any = None,
+    late: pa.Table | None = None,
+    *,
+    engine: str = "auto",
+    elements_are: str = "accepted raw events",
 ) -> Report:
     """Compare ``current`` with the pane log refolded and (given ``elements``) with the batch.
 
-    ``late``: the late table (default: read from the lake when it exists).
+    ``late``: the late table (default: read from the lake when it exists). ``elements_are``
+    names the batch's input in the report (a pipeline over a pane log: the upstream's final
+    windows).
     """
     from deltalake import DeltaTable
 
@@ -139,9 +146,7 @@ def verify(
         if folded is not None and report.pane_log_version != folded:
             note += "; the view is behind the pane log, so differences may be expected"
         report.checks.append(
-            Check(
-                "view = batch over accepted raw events", diff(expected, actual), len(expected), note
-            )
+            Check(f"view = batch over {elements_are}", diff(expected, actual), len(expected), note)
         )
     return report
 

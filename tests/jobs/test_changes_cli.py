@@ -43,7 +43,7 @@ def demo_lake(tmp_path: Path) -> tuple[str, object]:
         ([("d2", 5 * MIN)], END_OF_TIME),
     ]
     for batch, (plays, watermark) in enumerate(rounds):
-        panes = sim.add_elements([(d, {"seconds": 10.0}, t) for d, t in plays])
+        panes = sim.add_elements([((d, "DE"), {"seconds": 10.0}, t) for d, t in plays])
         panes += sim.advance_watermark(watermark)
         sink.pane_log.append(batch, panes)
         Materializer(spec).run()

@@ -21,6 +21,7 @@ from jobs.operator_input import (  # noqa: E402
     rejected_records,
     spark_partition_of_int,
 )
+from panes import Retracted  # noqa: E402
 
 
 def test_pack_by_bucket_round_trips():
@@ -86,6 +87,14 @@ def test_elements_by_key_reads_columns_by_name():
         (1, "q"): [({"x": 3.0}, 20)],
     }
     assert elements_by_key(None, schema) == {}
+
+
+def test_weighted_rows_withdraw_their_value_when_their_weight_is_negative():
+    schema = InputSchema(keys=("k",), values=("x",), weighted=True)
+    assert schema.element_columns == ("k", "ts_us", "x", "pst_weight")
+    table = pa.table({"k": ["a", "a"], "ts_us": [5, 5], "x": [2.0, 2.0],
+                      "pst_weight": pa.array([1, -1], pa.int32())})  # fmt: skip
+    assert elements_by_key(table, schema) == {"a": [({"x": 2.0}, 5), (Retracted({"x": 2.0}), 5)]}
 
 
 def test_rejected_records_are_read_by_name():
