@@ -57,7 +57,7 @@ def unreferenced(pipeline, table):
     """Parquet files in the table's directory that no commit of the table references."""
     from deltalake import DeltaTable
 
-    referenced = {os.path.basename(f) for f in DeltaTable(pipeline.table_path(table)).files()}
+    referenced = {os.path.basename(f) for f in DeltaTable(pipeline.table_path(table)).file_uris()}
     names = os.listdir(pipeline.table_path(table))
     return [n for n in names if n.endswith(".parquet") and n not in referenced]
 
