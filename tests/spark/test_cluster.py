@@ -13,9 +13,11 @@ lands in the tables' directories: a driver-local path or executor-local state wo
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -36,7 +38,7 @@ def land(landing, files):
         os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))  # Spark reads in mtime order
 
 
-def cli(*args, timeout=400):
+def cli(*args, timeout=900):
     return subprocess.run([sys.executable, "-m", "jobs.cli", *args], capture_output=True,
                           text=True, timeout=timeout, start_new_session=True)  # fmt: skip
 
@@ -62,6 +64,20 @@ def unreferenced(pipeline, table):
     return [n for n in names if n.endswith(".parquet") and n not in referenced]
 
 
+@pytest.fixture
+def executor_work_dirs():
+    """Removes the executors' work directories (``SPARK_HOME/work/app-*``, where a local
+    cluster's workers put them) that appeared during the test."""
+    import pyspark
+
+    work = Path(pyspark.__file__).parent / "work"
+    before = set(work.iterdir()) if work.exists() else set()
+    yield
+    for d in (set(work.iterdir()) if work.exists() else set()) - before:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.mark.usefixtures("executor_work_dirs")
 def test_a_killed_rerun_drained_pipeline_on_a_cluster_equals_local(spark, tmp_path):
     from jobs.pipeline import load_pipeline
     from jobs.run import run
