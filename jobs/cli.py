@@ -70,7 +70,7 @@ def cmd_run(args) -> int:
     from jobs.run import run  # imports pyspark: not for `check`
 
     try:
-        spark = get_session(f"panestore-{pipeline.name}",
+        spark = get_session(f"panestore-{pipeline.name}", master=args.master,
                             shuffle_partitions=args.shuffle_partitions)  # fmt: skip
     except JavaNotFound as e:
         print(f"panestore: {e}", file=terminal)
@@ -128,6 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--lake", help="override the configuration's lake directory")
     p.add_argument("--source", help="override the configuration's source.path")
+    p.add_argument("--master", metavar="URL", help="Spark master (default: spark-submit's, "
+                   "else local[2]); e.g. spark://host:7077, see docs/cluster.md")  # fmt: skip
     p.add_argument(
         "--shuffle-partitions",
         type=int,

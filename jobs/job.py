@@ -7,8 +7,9 @@ streaming frame whose rows are of three kinds (``record_kind``):
 * ``late``: an element the engine dropped for lateness (late-table core record);
 * ``rejected``: an input record that could not become an element (raw record, file, reason).
 
-:class:`BatchSink` (``foreachBatch``) commits each kind to its Delta table with an application
-transaction (version = batch id), so one micro-batch is committed at most once per table.
+:class:`BatchSink` (``foreachBatch``) has the executors write each kind as data files into its
+Delta table (:mod:`jobs.batch_output`) and commits them with an application transaction
+(version = batch id), so one micro-batch is committed at most once per table.
 
 Plan (all rows of one batch)::
 
@@ -47,13 +48,24 @@ import os
 import signal
 import sys
 import time
+import uuid
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from jobs.batch_output import (
+    ROWS_PER_FILE,
+    BatchCounts,
+    TableTarget,
+    batch_counts,
+    cached,
+    finished_frame,
+    table_targets,
+    write_batch_files,
+)
 from jobs.checkpoint import batch_input, local_path
 from jobs.control import SENTINEL_MS
 from jobs.event_time import (
@@ -89,9 +101,10 @@ from jobs.source import ERROR, RAW, SOURCE_FILE
 from jobs.view_spec import view_spec
 from sinks import tables
 from sinks.column_types import COLUMN_TYPES, arrow_type
-from sinks.delta_append import DeltaWriter
+from sinks.data_files import DataFile, write_data_files
+from sinks.delta_append import DeltaWriter, SparkDeltaWriter
 from sinks.pane_log import PaneLog, PaneLogLayout
-from sinks.records import REJECTED_CORE, LateLog, RejectedLog
+from sinks.records import REJECTED_CORE, LateLog, RejectedLog, finish_rejected
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -366,7 +379,18 @@ def table_identity(pipeline: Pipeline, table: str, what: str) -> dict[str, Any]:
 
 
 class BatchSink:
-    """``foreachBatch`` sink: panes, late and rejected rows of a batch, each committed once."""
+    """``foreachBatch`` sink: panes, late and rejected rows of a batch, each committed once.
+
+    Per batch (:mod:`jobs.batch_output`): the tables that already hold the batch are skipped
+    (a replay: their transaction version is at or above the batch id); the output frame is
+    cached on the executors and counted by kind (the batch's figures); Spark's tasks write
+    each kind still to commit as Parquet files into its table's directory; the driver commits
+    each table's files in one Delta commit with the application transaction (pipeline, batch
+    id) through delta-rs, the pane log first. Vanished input files (few) become rejected rows
+    written from the driver into the rejected table's commit. With a :class:`SparkDeltaWriter`
+    (a session with the Delta extension), delta-spark writes and commits each kind's finished
+    rows instead. No output row is collected on the driver either way.
+    """
 
     def __init__(self, pipeline: Pipeline, on_batch: Callable[[BatchStats], Any] | None = None,
                  writer: DeltaWriter | None = None,
@@ -378,6 +402,8 @@ class BatchSink:
             raise ValueError(f"unknown kill points {unknown}; known: {KILL_POINTS}")
         lay = layout(pipeline)
         self.pipeline = pipeline
+        self.layout = lay
+        self.writer = writer
         self.kill_at = tuple(kill_at)
 
         def kw(table: str, what: str) -> dict[str, Any]:
@@ -391,6 +417,18 @@ class BatchSink:
                                         **kw("rejected", "rejected table"))  # fmt: skip
         self.on_batch = on_batch
         self.stats: dict[int, BatchStats] = {}
+        self.appenders = {KIND_PANE: self.pane_log.appender, KIND_LATE: self.late_log.appender,
+                          KIND_REJECTED: self.rejected_log.appender}  # fmt: skip
+        self._targets: dict[str, TableTarget] | None = None
+
+    @property
+    def targets(self) -> dict[str, TableTarget]:
+        """Where each kind's files go (the tables' URIs: the tables are created if need be)."""
+        if self._targets is None:
+            uris = {k: a.table().table_uri for k, a in self.appenders.items()}
+            schemas = {k: a.schema for k, a in self.appenders.items()}
+            self._targets = table_targets(self.layout, uris, schemas)
+        return self._targets
 
     def committed_batch_id(self) -> int | None:
         """The highest batch id any of the three tables holds, or None."""
@@ -420,34 +458,81 @@ class BatchSink:
             log.appender.table()
 
     def __call__(self, df, batch_id: int) -> None:
+        """Write and commit batch ``batch_id`` (the module doc); no output row is collected."""
         started = time.perf_counter()
-        table = df.toArrow()
-        computed = time.perf_counter()
-        kind = table.column("record_kind")
-        panes = table.filter(pc.equal(kind, KIND_PANE))
-        late = table.filter(pc.equal(kind, KIND_LATE))
-        rejected = table.filter(pc.equal(kind, KIND_REJECTED))
+        todo = [self.targets[k] for k, a in self.appenders.items() if not a.is_committed(batch_id)]
         # After the plan ran: a file gone now was gone when its batch read it (or vanished
         # while being read). Spark skips such a file with a log warning; we keep it on record.
-        gone, batch_ts_us = self._vanished_input(df.sparkSession, batch_id)
-        stats = BatchStats(batch_id, panes=panes.num_rows, late=late.num_rows,
-                           rejected=rejected.num_rows + len(gone), vanished=gone)  # fmt: skip
-        if panes.num_rows:
-            for t, n in zip(*pc.value_counts(panes.column("timing")).flatten(), strict=True):
-                stats.by_timing[t.as_py()] = n.as_py()
-            stats.retractions = pc.sum(panes.column("is_retraction")).as_py() or 0
-        kill("before_commit", batch_id, self.kill_at)
-        done = self.pane_log.append(batch_id, panes)
-        kill("between_tables", batch_id, self.kill_at)
-        done |= self.late_log.append(batch_id, late)
-        pt = rejected.column("processing_time_us")[0].as_py() if rejected.num_rows else None
-        rows = rejected.select(REJECTED_CORE.names).to_pylist()
-        rows += [{"raw": None, "source_file": f, "reason": VANISHED} for f in gone]
-        done |= self.rejected_log.append(batch_id, rows, processing_time_us=pt or batch_ts_us)
-        stats.committed = done
+        with cached(df) if todo else nullcontext(df) as frame:
+            counts = batch_counts(frame)  # a replay of committed tables still runs the plan
+            gone, batch_ts_us = self._vanished_input(df.sparkSession, batch_id)
+            if isinstance(self.writer, SparkDeltaWriter):
+                computed = time.perf_counter()
+                done = self._commit_frames(frame, todo, counts, batch_id, gone, batch_ts_us)
+            else:
+                files = write_batch_files(frame, todo, counts, self.pipeline.name, batch_id,
+                                          self.layout)  # fmt: skip
+                computed = time.perf_counter()
+                done = self._commit_files(files, batch_id, gone, batch_ts_us)
+        stats = BatchStats(batch_id, panes=counts.rows.get(KIND_PANE, 0),
+                           by_timing=counts.by_timing, retractions=counts.retractions,
+                           late=counts.rows.get(KIND_LATE, 0),
+                           rejected=counts.rows.get(KIND_REJECTED, 0) + len(gone),
+                           vanished=gone, committed=done)  # fmt: skip
         stats.compute_s = computed - started
         stats.commit_s = time.perf_counter() - computed
         kill("after_commit", batch_id, self.kill_at)
         self.stats[batch_id] = stats
         if self.on_batch is not None:
             self.on_batch(stats)
+
+    def _vanished_table(self, gone: Sequence[str], batch_id: int,
+                        batch_ts_us: int | None) -> pa.Table:  # fmt: skip
+        """Rejected-table rows of the batch's vanished input files (built on the driver)."""
+        core = [{"raw": None, "source_file": f, "reason": VANISHED} for f in gone]
+        return finish_rejected(pa.Table.from_pylist(core, schema=REJECTED_CORE),
+                               self.pipeline.name, batch_id, batch_ts_us)  # fmt: skip
+
+    def _commit_files(self, files: dict[str, list[DataFile]], batch_id: int,
+                      gone: Sequence[str], batch_ts_us: int | None) -> bool:  # fmt: skip
+        """Commit the written files of each kind still to commit (pane log first)."""
+        kill("before_commit", batch_id, self.kill_at)
+        done = False
+        if KIND_PANE in files:
+            done |= self.pane_log.appender.commit_files(batch_id, files[KIND_PANE])
+        kill("between_tables", batch_id, self.kill_at)
+        if KIND_LATE in files:
+            done |= self.late_log.appender.commit_files(batch_id, files[KIND_LATE])
+        if KIND_REJECTED in files:
+            rejected = list(files[KIND_REJECTED])
+            if gone:  # few: written from here into the same commit
+                prefix = f"part-{batch_id:08d}-{uuid.uuid4().hex[:12]}-vanished"
+                target = self.targets[KIND_REJECTED]
+                rejected += write_data_files(target.table_uri,
+                                             self._vanished_table(gone, batch_id, batch_ts_us),
+                                             target.schema, prefix, ROWS_PER_FILE)  # fmt: skip
+            done |= self.rejected_log.appender.commit_files(batch_id, rejected)
+        return done
+
+    def _commit_frames(self, frame, todo: Sequence[TableTarget], counts: BatchCounts,
+                       batch_id: int, gone: Sequence[str],
+                       batch_ts_us: int | None) -> bool:  # fmt: skip
+        """The delta-spark branch: each kind still to commit written and committed by Spark."""
+        kill("before_commit", batch_id, self.kill_at)
+        done = False
+        todo_kinds = {t.kind for t in todo}
+        for kind in (KIND_PANE, KIND_LATE, KIND_REJECTED):
+            if kind == KIND_LATE:
+                kill("between_tables", batch_id, self.kill_at)
+            if kind not in todo_kinds:
+                continue
+            target = self.targets[kind]
+            rows = finished_frame(frame, target, counts, self.pipeline.name, batch_id,
+                                  self.layout)  # fmt: skip
+            if kind == KIND_REJECTED and gone:
+                vanished = self._vanished_table(gone, batch_id, batch_ts_us)
+                rows = rows.unionByName(frame.sparkSession.createDataFrame(vanished))
+            self.writer.append_frame(rows, target.table_uri, self.pipeline.name, batch_id,
+                                     self.appenders[kind].batch_metadata(batch_id))  # fmt: skip
+            done = True
+        return done

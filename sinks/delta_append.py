@@ -20,13 +20,14 @@ the commit's panestore metadata is in ``commitInfo`` (delta-rs) or in its ``user
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import pyarrow as pa
 
+from sinks.data_files import DataFile, commit_data_files
 from sinks.lake_format import (
     BATCH_ID_METADATA,
     FORMAT_PROPERTY,
@@ -98,14 +99,21 @@ class SparkDeltaWriter:
 
     def append(self, table: Any, data: pa.Table, app_id: str, version: int,
                metadata: Mapping[str, str]) -> None:  # fmt: skip
-        frame = self.spark.createDataFrame(data)
+        self.append_frame(self.spark.createDataFrame(data), table.table_uri, app_id, version,
+                          metadata)  # fmt: skip
+
+    @staticmethod
+    def append_frame(frame: Any, table_uri: str, app_id: str, version: int,
+                     metadata: Mapping[str, str]) -> None:  # fmt: skip
+        """Append the Spark DataFrame ``frame`` (rows of the table's schema): its tasks write
+        the data files, delta-spark commits them with the transaction and the metadata."""
         (
             frame.write.format("delta")
             .mode("append")
             .option("txnAppId", app_id)
             .option("txnVersion", version)
             .option("userMetadata", json.dumps(dict(metadata), sort_keys=True))
-            .save(table.table_uri)
+            .save(table_uri)
         )
 
 
@@ -206,12 +214,36 @@ class ExactlyOnceAppender:
         table = _as_table(data, self.schema)
         if table.num_rows == 0 and not self.commit_empty:
             return False
-        metadata = {
+        self.writer.append(delta, table, self.pipeline_id, batch_id, self.batch_metadata(batch_id))
+        return True
+
+    def batch_metadata(self, batch_id: int) -> dict[str, str]:
+        """The panestore metadata of the commit of batch ``batch_id``."""
+        return {
             BATCH_ID_METADATA: str(batch_id),
             PIPELINE_METADATA: self.pipeline_id,
             KIND_METADATA: self.kind,
         }
-        self.writer.append(delta, table, self.pipeline_id, batch_id, metadata)
+
+    def is_committed(self, batch_id: int) -> bool:
+        """Whether batch ``batch_id`` (or a later one) is already committed to this table."""
+        committed = self.committed_batch_id()
+        return committed is not None and batch_id <= committed
+
+    def commit_files(self, batch_id: int, files: Sequence[DataFile]) -> bool:
+        """Commit data files already written into the table directory (by Spark's executors,
+        :mod:`sinks.data_files`) as batch ``batch_id``, through delta-rs whatever ``writer``
+        is; False (and no commit: the files stay unreferenced) if that batch is committed."""
+        if batch_id < 0:
+            raise ValueError(f"batch_id must be >= 0, got {batch_id}")
+        delta = self.table()
+        committed = delta.transaction_version(self.pipeline_id)
+        if committed is not None and batch_id <= committed:
+            return False
+        if not files and not self.commit_empty:
+            return False
+        commit_data_files(delta, files, self.schema, self.pipeline_id, batch_id,
+                          self.batch_metadata(batch_id))  # fmt: skip
         return True
 
     def read(self) -> pa.Table:

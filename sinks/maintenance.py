@@ -3,7 +3,9 @@
 * :func:`optimize` compacts small files (one per micro-batch in the pane log, one per MERGE in
   the view) into larger ones. Compaction commits change no data: the materializer skips them, and
   every earlier version stays readable (time travel) until a vacuum removes its files.
-* :func:`vacuum` deletes files no version inside the retention period needs. The default
+* :func:`vacuum` deletes files no version inside the retention period needs, and files no
+  commit ever referenced (written by an attempt that never committed: :mod:`sinks.data_files`)
+  once they are older than the retention. The default
   retention is the table's ``delta.deletedFileRetentionDuration`` (Delta's default: 7 days), and
   a shorter one is refused unless ``force=True``: time travel to any version committed inside the
   retention period keeps working. ``dry_run`` lists what would go.
@@ -128,7 +130,10 @@ def vacuum(
                 f"Use --force to accept that."
             )
         files = dt.vacuum(
-            retention_hours=hours, dry_run=dry_run, enforce_retention_duration=not force
+            retention_hours=hours,
+            dry_run=dry_run,
+            enforce_retention_duration=not force,
+            full=True,  # also data files no commit ever referenced (sinks.data_files)
         )
         out.append(
             TableResult(name, path, {"files": files, "dry_run": dry_run, "retention_hours": hours})

@@ -83,6 +83,34 @@ def dropped_record(dropped: Any, layout: PaneLogLayout = DEFAULT_LAYOUT) -> dict
     return rec
 
 
+def finish_late(core: pa.Table, pipeline_id: str, batch_id: int,
+                layout: PaneLogLayout = DEFAULT_LAYOUT) -> pa.Table:  # fmt: skip
+    """Late core records of a batch -> late-table rows (pipeline id, batch id, the timestamp,
+    a record id), sorted by key, event time and value.
+
+    A record id hashes the pipeline, the batch, the record's key, event time, value and reason,
+    and its ordinal among identical records of ``core``: all of a batch's identical records
+    must be in ``core`` (they are: they share a key, and a key's records of a batch come from
+    one task), so a subset of a batch can be finished on its own.
+    """
+    core_names = late_core_schema(layout).names
+    rows = core.select(core_names).to_pylist()
+    keys = layout.key_names
+    rows.sort(key=lambda r: (_json([r[k] for k in keys]), r["timestamp_us"], r["value_json"]))
+    seen: dict[str, int] = {}
+    for r in rows:
+        base = _json([[r[k] for k in keys], r["timestamp_us"], r["value_json"], r["reason"]])
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        r.update(
+            pipeline_id=pipeline_id,
+            batch_id=batch_id,
+            timestamp=representable_us(r["timestamp_us"]),
+            record_id=_digest(pipeline_id, batch_id, base, n),
+        )
+    return pa.Table.from_pylist(rows, schema=late_schema(layout))
+
+
 class LateLog:
     """``late`` table of a pipeline; ``append(batch_id, dropped_or_records_or_table)``."""
 
@@ -100,37 +128,26 @@ class LateLog:
     def committed_batch_id(self) -> int | None:
         return self.appender.committed_batch_id()
 
-    def _core_rows(self, data: Any) -> list[dict[str, Any]]:
+    def core_table(self, data: Any) -> pa.Table:
+        """``data`` (a late-core or late table, record batch, dicts or engine ``Dropped``) as a
+        table of late core records."""
         if data is None:
-            return []
+            return self.core.empty_table()
         if isinstance(data, pa.RecordBatch):
             data = pa.Table.from_batches([data])
         if isinstance(data, pa.Table):
-            return data.select(self.core.names).cast(self.core).to_pylist()
+            return data.select(self.core.names).cast(self.core)
         out = []
         for x in data:
             rec = x if isinstance(x, Mapping) else dropped_record(x, self.layout)
             out.append({n: rec.get(n) for n in self.core.names})
-        return out
+        return pa.Table.from_pylist(out, schema=self.core)
 
     def append(self, batch_id: int, data: Any) -> bool:
         committed = self.committed_batch_id()
         if committed is not None and batch_id <= committed:
             return False
-        rows = self._core_rows(data)
-        keys = self.layout.key_names
-        rows.sort(key=lambda r: (_json([r[k] for k in keys]), r["timestamp_us"], r["value_json"]))
-        seen: dict[str, int] = {}
-        for r in rows:
-            base = _json([[r[k] for k in keys], r["timestamp_us"], r["value_json"], r["reason"]])
-            n = seen.get(base, 0)
-            seen[base] = n + 1
-            r.update(
-                pipeline_id=self.appender.pipeline_id,
-                batch_id=batch_id,
-                timestamp=representable_us(r["timestamp_us"]),
-                record_id=_digest(self.appender.pipeline_id, batch_id, base, n),
-            )
+        rows = finish_late(self.core_table(data), self.appender.pipeline_id, batch_id, self.layout)
         return self.appender.append(batch_id, rows)
 
     def read(self) -> pa.Table:
@@ -158,6 +175,32 @@ REJECTED_SCHEMA = pa.schema(
 )
 
 
+def finish_rejected(core: pa.Table | pa.RecordBatch, pipeline_id: str, batch_id: int,
+                    processing_time_us: int | None) -> pa.Table:  # fmt: skip
+    """Rejected core records (``raw``, ``source_file``, ``reason``) of a batch -> rejected-table
+    rows stamped with ``processing_time_us`` (the batch timestamp), sorted by file and record.
+
+    A record id hashes the pipeline, the batch, the file, the raw record and the reason, and
+    its ordinal among identical records of ``core``: all of a batch's identical rejected records
+    must be in ``core`` (the operator passes a batch's rejected records through one group).
+    """
+    rows = core.select(REJECTED_CORE.names).to_pylist()
+    rows.sort(key=lambda r: (r["source_file"] or "", r["raw"] or "", r["reason"]))
+    seen: dict[str, int] = {}
+    for r in rows:
+        base = _json([r["source_file"], r["raw"], r["reason"]])
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        r.update(
+            pipeline_id=pipeline_id,
+            processing_time_us=processing_time_us,
+            processing_time=representable_us(processing_time_us),
+            batch_id=batch_id,
+            record_id=_digest(pipeline_id, batch_id, base, n),
+        )
+    return pa.Table.from_pylist(rows, schema=REJECTED_SCHEMA)
+
+
 class RejectedLog:
     """``rejected`` table of a pipeline; ``append(batch_id, rows, processing_time_us=...)``.
 
@@ -180,24 +223,15 @@ class RejectedLog:
         if committed is not None and batch_id <= committed:
             return False
         if data is None:
-            rows: list[dict[str, Any]] = []
+            core = REJECTED_CORE.empty_table()
         elif isinstance(data, (pa.Table, pa.RecordBatch)):
-            rows = data.select(REJECTED_CORE.names).to_pylist()
+            core = data.select(REJECTED_CORE.names)
         else:
-            rows = [{n: dict(r).get(n) for n in REJECTED_CORE.names} for r in data]
-        rows.sort(key=lambda r: (r["source_file"] or "", r["raw"] or "", r["reason"]))
-        seen: dict[str, int] = {}
-        for r in rows:
-            base = _json([r["source_file"], r["raw"], r["reason"]])
-            n = seen.get(base, 0)
-            seen[base] = n + 1
-            r.update(
-                pipeline_id=self.appender.pipeline_id,
-                processing_time_us=processing_time_us,
-                processing_time=representable_us(processing_time_us),
-                batch_id=batch_id,
-                record_id=_digest(self.appender.pipeline_id, batch_id, base, n),
+            core = pa.Table.from_pylist(
+                [{n: dict(r).get(n) for n in REJECTED_CORE.names} for r in data],
+                schema=REJECTED_CORE,
             )
+        rows = finish_rejected(core, self.appender.pipeline_id, batch_id, processing_time_us)
         return self.appender.append(batch_id, rows)
 
     def read(self) -> pa.Table:
