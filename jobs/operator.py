@@ -181,8 +181,13 @@ class BucketProcessor(_Base):
     # -- Spark callbacks ------------------------------------------------------------------------
 
     def init(self, handle) -> None:
+        self.attach(handle, handle.getValueState(self.STATE_NAME, state_spark_schema()))
+
+    def attach(self, handle, state) -> None:
+        """What ``init`` does, given the bucket's ValueState (made by ``init`` of the
+        :class:`jobs.processor_shell.ProcessorShell` Spark runs)."""
         self.handle = handle
-        self.state = handle.getValueState(self.STATE_NAME, state_spark_schema())
+        self.state = state
         self._columns = output_arrow_schema(self.config.layout).names
         self._profile = None
         if self.config.profile_dir:
@@ -317,9 +322,14 @@ class BucketProcessor(_Base):
 
 def apply_operator(packed, config: OperatorConfig):
     """``packed`` (streaming, with a watermark; rows ``(pst_bucket, pst_blob)``, see
-    :mod:`jobs.operator_input`) grouped by bucket through :class:`BucketProcessor`."""
+    :mod:`jobs.operator_input`) grouped by bucket through :class:`BucketProcessor` (shipped
+    in a :class:`jobs.processor_shell.ProcessorShell`)."""
+    from jobs.processor_shell import ProcessorShell  # needs pyspark
+
+    shell = ProcessorShell(BucketProcessor(config), BucketProcessor.STATE_NAME,
+                           state_spark_schema())  # fmt: skip
     return packed.groupBy(BUCKET).transformWithStateInPandas(
-        statefulProcessor=BucketProcessor(config),
+        statefulProcessor=shell,
         outputStructType=output_spark_schema(config.layout),
         outputMode=OUTPUT_MODE,
         timeMode=TIMEMODE,
