@@ -308,8 +308,8 @@ class BucketProcessor(_Base):
         if not panes and not dropped:
             return
         n = len(panes)
-        got = pane_columns(panes, layout) if panes else {}
-        data = {c: list(got[c]) if c in got else [None] * n for c in self._columns}
+        got = pane_columns(panes, layout) if panes else {}  # fresh lists: appended to below
+        data = {c: got[c] if c in got else [None] * n for c in self._columns}
         data["record_kind"] = [KIND_PANE] * n
         for d in dropped:
             r = dropped_record(d, layout)

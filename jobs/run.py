@@ -93,9 +93,11 @@ class RunResult:
         return sum(getattr(b.stats, what) for b in self.batches if b.stats is not None)
 
     def summary(self) -> str:
+        phases = ", ".join(f"{name} {secs:.1f}s" for name, secs in self.phases.items())
         return (f"{len(self.batches)} batches, {self.total('rows')} rows, "
                 f"{self.total('panes')} panes, {self.total('late')} late, "
-                f"{self.total('rejected')} rejected in {self.seconds:.1f}s")  # fmt: skip
+                f"{self.total('rejected')} rejected in {self.seconds:.1f}s"
+                + (f" ({phases})" if phases else ""))  # fmt: skip
 
 
 def _watermark(progress) -> str | None:
