@@ -1,25 +1,43 @@
-"""Spark job benchmark: the 1,000,000-event workload from files, through Spark, into Delta.
+"""Spark job benchmark: panestore against Spark's own windowed aggregation of the same files.
 
-    .venv/bin/python benchmarks/spark_job.py [--events N] [--format jsonl|parquet]
-                                             [--files-per-batch F] [--repeat R] [--no-native]
+    .venv/bin/python benchmarks/spark_job.py [--workload 1m|10m|small|all ...] [--repeat R]
+        [--format jsonl|parquet] [--files-per-batch F] [--no-native] [--keep DIR]
+        [--compare-code DIR]
 
-The workload of ``benchmarks/workload.py`` (1,000 keys, one hour of event time, ~10% out of order
-by up to 5 minutes) is written as one file per bundle (10,000 events) into a landing directory.
-Then, in one invocation, ``--repeat`` times (default 3) and alternating:
+Workloads (``benchmarks/workload.py``; ~10% of events out of order by up to 5 minutes, one file
+per 10,000 events in a landing directory):
 
-1. **panestore**: ``panestore run`` in scheduled mode (``availableNow``) on a fresh lake:
-   1-minute fixed windows, ``AfterWatermark(early=AfterCount(100), late=AfterCount(1))``,
-   accumulating sum, watermark delay 5 minutes, the engine in ``transformWithStateInPandas``,
-   panes committed to the Delta pane log (delta-rs) with app transactions.
-2. **Spark native** (the ceiling): a Structured Streaming windowed aggregation of the same files
-   (``groupBy(window(ts, "1 minute"), key).sum``, same watermark, append mode, ``availableNow``),
-   written to a Delta table with delta-rs. No triggers, no per-pane history: one row per window.
+* ``1m`` (default): 1,000,000 events, 1,000 keys, one hour of event time, one micro-batch
+  (``--files-per-batch`` 100): the throughput of a large scheduled run.
+* ``10m``: 10,000,000 events, 10,000 keys, six hours of event time, micro-batches of 100 files
+  (1,000,000 events each).
+* ``small``: a small scheduled run. A lake's history (100,000 keys, one event each, over four
+  minutes: no window closes, the state holds every key) is run once, not timed; each
+  measurement starts from a copy of that lake and runs 1,000 new events on random keys of it,
+  which move the watermark far enough to close the windows of 1% of the keys.
+
+Both sides run in scheduled mode (``availableNow``) with 1-minute fixed windows and a 5-minute
+watermark delay:
+
+1. **panestore**: ``panestore run`` with ``AfterWatermark(early=AfterCount(100),
+   late=AfterCount(1))``, accumulating sum, the engine in ``transformWithStateInPandas``, panes
+   committed to the Delta pane log (delta-rs) with app transactions.
+2. **Spark native** (the ceiling): a Structured Streaming windowed aggregation
+   (``groupBy(window(ts, "1 minute"), key)``, same watermark, append mode, its own checkpoint
+   and state), written to a Delta table with delta-rs. No triggers, no per-pane history: one row
+   per window when the watermark closes it.
 
 Each measurement runs in a fresh process, as a scheduled run does: the JVM and session are
-started first, then the run is timed (a JVM warmed by an earlier run in the same process would
-flatter whichever runs second). It prints events/s end to end for each run and the medians, the
-ratio of the medians, and the peak resident memory of the process tree (driver, JVM, Python
-workers). Figures, not a test.
+started first (timed apart), then the run is timed. ``--repeat`` times (default 3) the two sides
+are measured alternately, the order swapped every other round (the machine may be shared: only
+medians and ratios of one invocation mean anything). Printed per workload: each run's time, the
+medians, the ratio of throughputs (native time / panestore time: 1.0 means as fast as native),
+the peak resident memory (process tree; driver Python, JVM and Python workers apart), and a
+table of where the time of a run goes (median per row): JVM and session start, preparing the
+lake, building the query, Spark's phases of each micro-batch (listing, planning, execution with
+the sink's Delta commits, checkpoint writes), and the query's start and stop around them.
+``--compare-code DIR`` measures a third side: panestore from another checkout (before/after).
+Figures, not a test.
 """
 
 from __future__ import annotations
@@ -29,19 +47,53 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.workload import make_bundles  # noqa: E402
+from benchmarks.workload import (  # noqa: E402
+    HOUR_US,
+    iter_bundles,
+    scheduled_run_bundles,
+)
 
 TRIGGER = "AfterWatermark(early=AfterCount(100), late=AfterCount(1))"
+MiB = 2**20
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A benchmark workload: the events of its landing files and how a run takes them."""
+
+    name: str
+    events: int  # the events a timed run reads
+    keys: int
+    span_us: int
+    files_per_batch: int = 100
+    history_keys: int = 0  # > 0: a small scheduled run on a lake holding this many keys
+
+    @property
+    def is_small_run(self) -> bool:
+        return self.history_keys > 0
+
+
+WORKLOADS = {
+    "1m": Workload("1m", 1_000_000, 1_000, HOUR_US),
+    "10m": Workload("10m", 10_000_000, 10_000, 6 * HOUR_US),
+    "small": Workload("small", 1_000, 100_000, HOUR_US, history_keys=100_000),
+}
+
+
+# -- landing files --------------------------------------------------------------------------
 
 
 def _iso(us: int) -> str:
@@ -49,63 +101,115 @@ def _iso(us: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(s)) + f".{frac:06d}Z"
 
 
-def write_landing(directory: Path, bundles, fmt: str) -> int:
+def write_file(name: Path, elements, fmt: str) -> None:
+    """One landing file of ``(key, value, timestamp µs)`` elements, written under a hidden name
+    and renamed (files must appear atomically)."""
+    tmp = name.with_name(f".{name.name}.tmp")
+    if fmt == "jsonl":
+        with open(tmp, "w") as f:
+            f.writelines(f'{{"key": "{key}", "ts": "{_iso(ts)}", "value": {value}}}\n'
+                         for key, value, ts in elements)  # fmt: skip
+    else:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        keys, values, tss = zip(*elements, strict=True)
+        pq.write_table(pa.table({
+            "key": pa.array(keys, pa.string()),
+            "ts": pa.array(tss, pa.timestamp("us", tz="UTC")),
+            "value": pa.array(values, pa.int64()),
+        }), tmp)  # fmt: skip
+    os.replace(tmp, name)
+
+
+def write_landing(directory: Path, bundles: Iterable, fmt: str, prefix: str = "part") -> int:
+    """Each bundle as one file ``<prefix>-NNNNN.<fmt>``; returns the number of events."""
     directory.mkdir(parents=True, exist_ok=True)
     n = 0
     for i, (elements, _wm, _pt) in enumerate(bundles):
-        name = directory / f"part-{i:05d}.{fmt}"
-        if fmt == "jsonl":
-            with open(name, "w") as f:
-                for key, value, ts in elements:
-                    f.write(json.dumps({"key": key, "ts": _iso(ts), "value": value}) + "\n")
-        else:
-            import pyarrow as pa
-            import pyarrow.parquet as pq
-
-            keys, values, tss = zip(*elements, strict=True)
-            pq.write_table(pa.table({
-                "key": pa.array(keys, pa.string()),
-                "ts": pa.array(tss, pa.timestamp("us", tz="UTC")),
-                "value": pa.array(values, pa.int64()),
-            }), name)  # fmt: skip
+        write_file(directory / f"{prefix}-{i:05d}.{fmt}", elements, fmt)
         n += len(elements)
     return n
 
 
+def prepare_landing(work: Path, wl: Workload, fmt: str) -> Path:
+    """The workload's landing directory under ``work``, written unless a previous invocation
+    left the same one (``_workload.json``: Spark skips files named ``_*``)."""
+    landing = work / wl.name / "landing"
+    manifest = {**asdict(wl), "format": fmt, "version": 2}
+    marker = landing / "_workload.json"
+    if marker.exists() and json.loads(marker.read_text()) == manifest:
+        print(f"[{wl.name}] landing files reused from {landing}", flush=True)
+        return landing
+    shutil.rmtree(landing, ignore_errors=True)
+    t = time.perf_counter()
+    if wl.is_small_run:
+        history, _new = scheduled_run_bundles(wl.history_keys, wl.events)
+        n = write_landing(landing, history, fmt, "history")
+        what = f"{n:,} history events ({wl.history_keys:,} keys)"
+    else:
+        bundles = iter_bundles(wl.events, wl.keys, span_us=wl.span_us)
+        n = write_landing(landing, bundles, fmt)
+        what = f"{n:,} events ({wl.keys:,} keys, {wl.span_us / HOUR_US:g} h of event time)"
+    marker.write_text(json.dumps(manifest))
+    print(f"[{wl.name}] wrote {what} as {fmt} in {time.perf_counter() - t:.1f}s under {landing}",
+          flush=True)  # fmt: skip
+    return landing
+
+
+# -- memory ---------------------------------------------------------------------------------
+
+
 class PeakRSS:
-    """Peak resident set size of this process and all its descendants (Linux /proc)."""
+    """Peak resident set size of this process tree (Linux /proc): in total, and of its parts
+    (``driver``: this Python process; ``jvm``: Java processes; ``workers``: the rest, Spark's
+    Python daemon and workers), each part's peak taken on its own."""
+
+    PARTS = ("total", "driver", "jvm", "workers")
 
     def __init__(self, interval: float = 0.2) -> None:
         self.interval = interval
-        self.peak = 0
+        self.peak = dict.fromkeys(self.PARTS, 0)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
-    def _tree_rss(self) -> int:
+    @staticmethod
+    def _processes() -> tuple[dict[int, list[int]], dict[int, tuple[str, int]]]:
         children: dict[int, list[int]] = {}
-        rss: dict[int, int] = {}
+        info: dict[int, tuple[str, int]] = {}
         page = os.sysconf("SC_PAGE_SIZE")
         for d in os.listdir("/proc"):
             if not d.isdigit():
                 continue
             try:
                 with open(f"/proc/{d}/stat") as f:
-                    stat = f.read().rsplit(")", 1)[1].split()
+                    head, rest = f.read().rsplit(")", 1)
             except OSError:
                 continue
+            stat = rest.split()
             pid, ppid = int(d), int(stat[1])
             children.setdefault(ppid, []).append(pid)
-            rss[pid] = int(stat[21]) * page
-        total, todo = 0, [os.getpid()]
+            info[pid] = (head.split("(", 1)[1], int(stat[21]) * page)
+        return children, info
+
+    def sample(self) -> None:
+        children, info = self._processes()
+        now = dict.fromkeys(self.PARTS, 0)
+        me = os.getpid()
+        todo = [me]
         while todo:
             pid = todo.pop()
-            total += rss.get(pid, 0)
+            name, rss = info.get(pid, ("", 0))
+            part = "driver" if pid == me else "jvm" if name == "java" else "workers"
+            now[part] += rss
+            now["total"] += rss
             todo.extend(children.get(pid, ()))
-        return total
+        for part, value in now.items():
+            self.peak[part] = max(self.peak[part], value)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            self.peak = max(self.peak, self._tree_rss())
+            self.sample()
             time.sleep(self.interval)
 
     def __enter__(self) -> PeakRSS:
@@ -115,6 +219,9 @@ class PeakRSS:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
+
+
+# -- one measurement (in a child process) ---------------------------------------------------
 
 
 def panestore_pipeline(landing: Path, lake: Path, fmt: str, files_per_batch: int):
@@ -130,11 +237,44 @@ def panestore_pipeline(landing: Path, lake: Path, fmt: str, files_per_batch: int
     })  # fmt: skip
 
 
-def native(spark, landing: Path, out: Path, fmt: str, files_per_batch: int) -> tuple[float, int]:
+def _batch_record(batch_id: int, rows: int, durations: dict, compute_s=None, commit_s=None):
+    return {"id": batch_id, "rows": rows, "durations_ms": dict(durations),
+            "compute_s": compute_s, "commit_s": commit_s}  # fmt: skip
+
+
+def measure_panestore(spark, landing: Path, lake: Path, fmt: str, files_per_batch: int) -> dict:
+    from deltalake import DeltaTable
+
+    from jobs.run import run
+
+    pipeline = panestore_pipeline(landing, lake, fmt, files_per_batch)
+    start = time.perf_counter()
+    result = run(pipeline, spark=spark, progress=None)
+    secs = time.perf_counter() - start
+    batches = [
+        _batch_record(b.batch_id, b.rows, getattr(b, "durations_ms", {}),
+                      b.stats.compute_s if b.stats else None,
+                      b.stats.commit_s if b.stats else None)
+        for b in result.batches
+    ]  # fmt: skip
+
+    def rows(table: str, column: str) -> int:
+        return DeltaTable(pipeline.table_path(table)).to_pyarrow_table(columns=[column]).num_rows
+
+    return {
+        "seconds": secs,
+        "phases": dict(getattr(result, "phases", {})),
+        "batches": batches,
+        "output": {"panes": rows("panes", "pane_id"), "late": rows("late", "record_id")},
+    }
+
+
+def measure_native(spark, landing: Path, out: Path, fmt: str, files_per_batch: int) -> dict:
     """Spark's own windowed aggregation of the same files into Delta (delta-rs)."""
     from deltalake import write_deltalake
     from pyspark.sql import functions as F
 
+    start = time.perf_counter()
     reader = spark.readStream.schema("key string, ts timestamp, value bigint")
     reader = reader.option("maxFilesPerTrigger", files_per_batch).format(
         "json" if fmt == "jsonl" else "parquet"
@@ -153,118 +293,306 @@ def native(spark, landing: Path, out: Path, fmt: str, files_per_batch: int) -> t
         )
     )
     rows = [0]
+    sink_s: dict[int, float] = {}
 
     def sink(batch, batch_id):
-        t = batch.toArrow()
-        rows[0] += t.num_rows
-        write_deltalake(str(out), t, mode="append")
+        t = time.perf_counter()
+        table = batch.toArrow()
+        rows[0] += table.num_rows
+        write_deltalake(str(out), table, mode="append")
+        sink_s[batch_id] = time.perf_counter() - t
 
-    start = time.perf_counter()
     writer = agg.writeStream.outputMode("append").foreachBatch(sink)
     writer = writer.option("checkpointLocation", str(out) + "_ckpt")
+    started = time.perf_counter()
     q = writer.trigger(availableNow=True).start()
     q.awaitTermination()
-    return time.perf_counter() - start, rows[0]
+    ended = time.perf_counter()
+    batches = [_batch_record(p.batchId, int(p.numInputRows), p.durationMs or {})
+               for p in q.recentProgress if p.batchId in sink_s]  # fmt: skip
+    return {
+        "seconds": ended - start,
+        "phases": {"build": started - start, "query": ended - started},
+        "batches": batches,
+        "output": {"window rows": rows[0]},
+    }
 
 
-def measure_once(what: str, work: Path, fmt: str, files_per_batch: int, shuffle: int) -> dict:
-    """One measurement in this (fresh) process: JVM and session up first, then the timed run."""
+def measure_once(what: str, landing: Path, target: Path, fmt: str, files_per_batch: int,
+                 shuffle: int) -> dict:  # fmt: skip
+    """One measurement in this (fresh) process: JVM and session up first, then the timed run.
+    ``PANESTORE_BENCH_CODE`` in the environment: run the panestore of that checkout."""
+    if os.environ.get("PANESTORE_BENCH_CODE"):
+        sys.path.insert(0, os.environ["PANESTORE_BENCH_CODE"])
     from jobs.quiet import quiet_spark_stderr
-    from jobs.run import run
     from jobs.spark import get_session
 
     quiet_spark_stderr()
-    landing = work / "landing"
     with PeakRSS() as mem:
+        t = time.perf_counter()
         spark = get_session("panestore-bench", shuffle_partitions=shuffle)
         spark.range(1).count()  # JVM and session up before timing
-        if what == "panestore":
-            pipeline = panestore_pipeline(landing, work / "lake", fmt, files_per_batch)
-            start = time.perf_counter()
-            result = run(pipeline, spark=spark, progress=None)
-            secs = time.perf_counter() - start
-            from deltalake import DeltaTable
-
-            out = {
-                "batches": len(result.batches),
-                "panes": DeltaTable(pipeline.table_path("panes")).to_pyarrow_table(
-                    columns=["pane_id"]).num_rows,
-                "late": DeltaTable(pipeline.table_path("late")).to_pyarrow_table(
-                    columns=["record_id"]).num_rows,
-            }  # fmt: skip
-        else:
-            secs, rows = native(spark, landing, work / "native", fmt, files_per_batch)
-            out = {"rows": rows}
+        session_s = time.perf_counter() - t
+        measure = measure_panestore if what == "panestore" else measure_native
+        got = measure(spark, landing, target, fmt, files_per_batch)
         spark.stop()
-    return {"seconds": secs, "peak_rss": mem.peak, **out}
+    return {**got, "session_s": session_s, "peak_rss": mem.peak}
 
 
-def _measure_in_child(what: str, work: Path, args: argparse.Namespace) -> dict:
-    import subprocess
+# -- the parent: runs children, prints figures ----------------------------------------------
 
-    for d in ("lake", "native", "native_ckpt"):
-        shutil.rmtree(work / d, ignore_errors=True)
-    cmd = [sys.executable, __file__, "--measure", what, "--keep", str(work),
-           "--format", args.format, "--files-per-batch", str(args.files_per_batch),
-           "--shuffle-partitions", str(args.shuffle_partitions)]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        raise SystemExit(f"{what} measurement failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return json.loads(lines[-1])
+
+@dataclass(frozen=True)
+class Side:
+    """What is measured: ``panestore`` or ``native``, and the checkout panestore runs from."""
+
+    what: str
+    label: str
+    code: str | None = None
+
+
+ATTEMPTS = 3
+LOAD_FLAKE = "Python worker failed to connect back"
+"""Spark gives a Python process it starts 10 s to connect back (hard-coded): on an overloaded
+machine the driver's pre-init process of transformWithState can miss that. Such a measurement is
+repeated (and says so), at most ``ATTEMPTS`` times."""
+
+
+def _child(side: Side, landing: Path, target: Path, fmt: str, files_per_batch: int,
+           shuffle: int, history: Path | None = None) -> dict:  # fmt: skip
+    cmd = [sys.executable, __file__, "--measure", side.what, "--landing", str(landing),
+           "--target", str(target), "--format", fmt, "--files-per-batch", str(files_per_batch),
+           "--shuffle-partitions", str(shuffle)]  # fmt: skip
+    env = dict(os.environ)
+    if side.code:
+        env["PANESTORE_BENCH_CODE"] = side.code
+        env["PYTHONPATH"] = os.pathsep.join([side.code, env.get("PYTHONPATH", "")])
+    for attempt in range(1, ATTEMPTS + 1):
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        if proc.returncode == 0 and lines:
+            return json.loads(lines[-1])
+        if attempt < ATTEMPTS and LOAD_FLAKE in proc.stderr:
+            print(f"  ({side.label}: {LOAD_FLAKE!r}: the machine is overloaded; measuring again)",
+                  flush=True)  # fmt: skip
+            _reset(target, history)
+            continue
+        raise SystemExit(f"{side.label} measurement failed ({proc.returncode}):\n"
+                         f"{proc.stderr[-3000:]}")  # fmt: skip
+    raise AssertionError("unreachable")
+
+
+def _targets(work: Path, wl: Workload, side: Side) -> tuple[Path, Path | None]:
+    """(where a measurement of ``side`` writes, the history snapshot it starts from)."""
+    name = "lake" if side.what == "panestore" else "native"
+    suffix = "" if side.code is None else "-compare"
+    target = work / wl.name / f"{name}{suffix}"
+    return target, (target.with_name(target.name + ".history") if wl.is_small_run else None)
+
+
+def _reset(target: Path, history: Path | None) -> None:
+    for path in (target, target.with_name(target.name + "_ckpt")):
+        shutil.rmtree(path, ignore_errors=True)
+        if history is not None:
+            snapshot = history.with_name(history.name + path.name[len(target.name) :])
+            if snapshot.exists():
+                shutil.copytree(snapshot, path, symlinks=True)
+
+
+def _prepare_history(work: Path, wl: Workload, landing: Path, sides: list[Side],
+                     fmt: str, shuffle: int) -> None:  # fmt: skip
+    """Small runs: run each side once over the history (not timed), keep the result as the
+    snapshot every measurement starts from, then land the run's new events."""
+    for stale in landing.glob("new-*"):
+        stale.unlink()
+    for side in sides:
+        target, history = _targets(work, wl, side)
+        for path in (history, history.with_name(history.name + "_ckpt")):
+            shutil.rmtree(path, ignore_errors=True)
+        _reset(target, None)
+        t = time.perf_counter()
+        _child(side, landing, target, fmt, wl.files_per_batch, shuffle)
+        shutil.move(target, history)
+        if target.with_name(target.name + "_ckpt").exists():
+            shutil.move(target.with_name(target.name + "_ckpt"),
+                        history.with_name(history.name + "_ckpt"))  # fmt: skip
+        print(f"[{wl.name}] {side.label}: history run in {time.perf_counter() - t:.1f}s "
+              "(not timed)", flush=True)  # fmt: skip
+    _, new = scheduled_run_bundles(wl.history_keys, wl.events)
+    write_landing(landing, new, fmt, "new")
+
+
+def _summary(m: dict) -> str:
+    out = ", ".join(f"{v:,} {k}" for k, v in m["output"].items())
+    return (
+        f"{m['seconds']:.1f}s (+ {m['session_s']:.1f}s JVM and session start; "
+        f"{len(m['batches'])} batches, {out}, peak {m['peak_rss']['total'] / MiB:,.0f} MiB)"
+    )
+
+
+def run_workload(work: Path, wl: Workload, sides: list[Side], args) -> dict[str, list[dict]]:
+    landing = prepare_landing(work, wl, args.format)
+    fpb = args.files_per_batch or wl.files_per_batch
+    if wl.is_small_run:
+        _prepare_history(work, wl, landing, sides, args.format, args.shuffle_partitions)
+    results: dict[str, list[dict]] = {s.label: [] for s in sides}
+    for i in range(args.repeat):
+        for side in sides if i % 2 == 0 else sides[::-1]:
+            target, history = _targets(work, wl, side)
+            _reset(target, history)
+            m = _child(side, landing, target, args.format, fpb, args.shuffle_partitions,
+                       history)  # fmt: skip
+            results[side.label].append(m)
+            print(f"[{wl.name}] run {i + 1}: {side.label} {_summary(m)}", flush=True)
+    raw = work / wl.name / "results.json"
+    raw.write_text(json.dumps(results, indent=1))
+    print(f"[{wl.name}] measurements as JSON: {raw}")
+    report(wl, results)
+    return results
+
+
+# -- the report -----------------------------------------------------------------------------
+
+
+BATCH_PHASES = (
+    ("listing files (latestOffset)", ("latestOffset", "getOffset")),
+    ("planning (queryPlanning)", ("queryPlanning",)),
+    ("getting the batch (getBatch)", ("getBatch",)),
+    ("running it, sink included (addBatch)", ("addBatch",)),
+    ("checkpoint (walCommit, commitOffsets)", ("walCommit", "commitOffsets")),
+)
+"""Spark's progress ``durationMs`` entries shown per batch (of its ``triggerExecution``)."""
+
+
+def _batch_rows(batches: list[dict]) -> list[tuple[str, float | None]]:
+    """Rows of the breakdown for a run's batches: each batch (a long run's middle data batches
+    summed), Spark's phases of it, and the sink's Delta commits."""
+    rows: list[tuple[str, float | None]] = []
+    last = len(batches) - 1
+    groups: list[tuple[str, list[dict]]] = []
+    for i, b in enumerate(batches):
+        kind = (f"{b['rows']:,} rows" if b["rows"] else "no data") + (
+            ", the trailing no-data batch" if i == last and not b["rows"] else ""
+        )
+        if 0 < i < last - 1 and len(batches) > 4:
+            if i == 1:
+                groups.append((f"batches 1-{last - 2} (data, summed)", []))
+            groups[-1][1].append(b)
+        else:
+            groups.append((f"batch {i} ({kind})", [b]))
+    for label, bs in groups:
+        name = label.split(" (")[0]
+        if not all(b["durations_ms"] for b in bs):  # (not reported by an older checkout)
+            rows.append((label, None))
+            continue
+
+        def ms(*names: str, bs=bs) -> float:
+            return sum(b["durations_ms"].get(n, 0) for b in bs for n in names) / 1000
+
+        total = ms("triggerExecution")
+        rows.append((label, total))
+        for phase, names in BATCH_PHASES:
+            rows.append((f"    {name}: {phase}", ms(*names)))
+        commits = [b["commit_s"] for b in bs if b["commit_s"] is not None]
+        rows.append((f"      {name}: of which Delta commits", sum(commits) if commits else None))
+        rest = total - sum(ms(*names) for _, names in BATCH_PHASES)
+        rows.append((f"    {name}: the rest of the trigger", rest))
+    return rows
+
+
+def breakdown(m: dict) -> list[tuple[str, float | None]]:
+    """Where the time of one measurement went, as (label, seconds) rows."""
+    phases = m.get("phases") or {}
+    in_batches = sum(b["durations_ms"].get("triggerExecution", 0) for b in m["batches"]) / 1000
+    rows: list[tuple[str, float | None]] = [
+        ("JVM and session start (not in the run's time)", m["session_s"]),
+        ("run (timed)", m["seconds"]),
+        ("  prepare: lock, state layout, tables, checks", phases.get("prepare")),
+        ("  build the query (DataFrames)", phases.get("build")),
+        ("  query start and stop, outside batches",
+         phases["query"] - in_batches if "query" in phases else None),
+    ]  # fmt: skip
+    rows += [("  " + label, secs) for label, secs in _batch_rows(m["batches"])]
+    accounted = sum(phases.get(p, 0.0) for p in ("prepare", "build", "query"))
+    rows.append(("  the rest (reports, ticks)", m["seconds"] - accounted if phases else None))
+    return rows
+
+
+def _median(values: list[float | None]) -> float | None:
+    got = [v for v in values if v is not None]
+    return statistics.median(got) if got else None
+
+
+def report(wl: Workload, results: dict[str, list[dict]]) -> None:
+    labels = list(results)
+    events = wl.events
+    medians = {s: statistics.median(m["seconds"] for m in ms) for s, ms in results.items()}
+    with_jvm = {s: statistics.median(m["seconds"] + m["session_s"] for m in ms)
+                for s, ms in results.items()}  # fmt: skip
+    print(f"\n== {wl.name}: {events:,} events"
+          + (f" into a lake holding {wl.history_keys:,} keys" if wl.is_small_run else "")
+          + f", medians of {len(next(iter(results.values())))} ==")  # fmt: skip
+    for s in labels:
+        print(f"{s:>22}: {medians[s]:7.2f}s = {events / medians[s]:>10,.0f} events/s   "
+              f"(with JVM and session start {with_jvm[s]:.2f}s)")  # fmt: skip
+    if "native" in results:
+        for s in labels:
+            if s != "native":
+                print(f"ratio {s} / native: throughput {medians['native'] / medians[s]:.2f}, "
+                      f"time {medians[s] / medians['native']:.2f}x (with JVM start: time "
+                      f"{with_jvm[s] / with_jvm['native']:.2f}x)")  # fmt: skip
+    for s in labels:
+        peak = {k: max(m["peak_rss"][k] for m in results[s]) / MiB for k in PeakRSS.PARTS}
+        print(f"peak RSS {s}: {peak['total']:,.0f} MiB (driver Python {peak['driver']:,.0f}, "
+              f"JVM {peak['jvm']:,.0f}, Python workers {peak['workers']:,.0f})")  # fmt: skip
+    tables = {s: [breakdown(m) for m in ms] for s, ms in results.items()}
+    order: list[str] = []
+    for rows in (r for ts in tables.values() for r in ts):
+        order += [label for label, _ in rows if label not in order]
+    print(f"\nwhere the time goes (seconds, median per row)\n{'':<58}"
+          + "".join(f"{s:>22}" for s in labels))  # fmt: skip
+    for label in order:
+        cells = []
+        for s in labels:
+            v = _median([dict(rows).get(label) for rows in tables[s]])
+            cells.append(f"{'-' if v is None else f'{v:.2f}':>22}")
+        print(f"{label:<58}" + "".join(cells))
+    print(flush=True)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--workload", action="append", choices=(*WORKLOADS, "all"),
+                    help="what to measure (repeatable; default 1m)")  # fmt: skip
     ap.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl")
-    ap.add_argument(
-        "--files-per-batch",
-        type=int,
-        default=100,
-        help="maxFilesPerTrigger (default: all 100 files in one micro-batch)",
-    )
+    ap.add_argument("--files-per-batch", type=int, help="maxFilesPerTrigger (default 100)")
     ap.add_argument("--shuffle-partitions", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3, help="measurements of each (median shown)")
     ap.add_argument("--no-native", action="store_true")
-    ap.add_argument("--keep", help="work directory to use and keep (default: a temp dir)")
+    ap.add_argument("--compare-code", metavar="DIR",
+                    help="also measure panestore of this checkout (before a change)")  # fmt: skip
+    ap.add_argument("--keep", help="work directory to use and keep (landing files are reused)")
     ap.add_argument("--measure", choices=("panestore", "native"), help=argparse.SUPPRESS)
+    ap.add_argument("--landing", help=argparse.SUPPRESS)
+    ap.add_argument("--target", help=argparse.SUPPRESS)
     args = ap.parse_args()
 
-    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="panestore-bench-"))
     if args.measure:  # a child: one measurement, printed as JSON
-        print(json.dumps(measure_once(args.measure, work, args.format, args.files_per_batch,
-                                      args.shuffle_partitions)))  # fmt: skip
+        got = measure_once(args.measure, Path(args.landing), Path(args.target), args.format,
+                           args.files_per_batch, args.shuffle_partitions)  # fmt: skip
+        print(json.dumps(got))
         return
-    landing = work / "landing"
-    if landing.exists():
-        shutil.rmtree(landing)
-    bundles = make_bundles(args.events)
-    t = time.perf_counter()
-    n = write_landing(landing, bundles, args.format)
-    print(f"workload: {n:,} events in {len(bundles)} {args.format} files "
-          f"({time.perf_counter() - t:.1f}s to write) under {work}", flush=True)  # fmt: skip
-    ours, theirs = [], []
-    for i in range(args.repeat):
-        m = _measure_in_child("panestore", work, args)
-        ours.append(m)
-        print(f"  run {i + 1}: panestore {m['seconds']:.1f}s = {n / m['seconds']:,.0f} events/s "
-              f"({m['batches']} batches, {m['panes']:,} panes, {m['late']:,} late, peak "
-              f"{m['peak_rss'] / 2**20:,.0f} MiB)", flush=True)  # fmt: skip
-        if not args.no_native:
-            m = _measure_in_child("native", work, args)
-            theirs.append(m)
-            print(f"  run {i + 1}: native {m['seconds']:.1f}s = {n / m['seconds']:,.0f} events/s "
-                  f"({m['rows']:,} window rows)", flush=True)  # fmt: skip
-    med = statistics.median(m["seconds"] for m in ours)
-    print(f"panestore: {n:,} events, median {med:.1f}s of {args.repeat} = {n / med:,.0f} events/s "
-          f"end to end (each run in a fresh process: JVM up, then the timed run)")  # fmt: skip
-    if theirs:
-        nat = statistics.median(m["seconds"] for m in theirs)
-        print(f"spark native windowed aggregation: median {nat:.1f}s = {n / nat:,.0f} events/s")
-        print(f"ratio panestore / native: {nat / med:.2f} (native is {med / nat:.1f}x faster)")
-    print(f"peak memory (process tree RSS) of a panestore run: "
-          f"{max(m['peak_rss'] for m in ours) / 2**20:,.0f} MiB")  # fmt: skip
+    names = args.workload or ["1m"]
+    names = list(WORKLOADS) if "all" in names else list(dict.fromkeys(names))
+    sides = [Side("panestore", "panestore")]
+    if args.compare_code:
+        code = str(Path(args.compare_code).resolve())
+        sides.append(Side("panestore", f"panestore@{Path(code).name}", code))
+    if not args.no_native:
+        sides.append(Side("native", "native"))
+    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="panestore-bench-"))
+    for name in names:
+        run_workload(work, WORKLOADS[name], sides, args)
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -21,10 +21,12 @@ its own venv), so it must stay dependency-free and importable on its own.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 
 MICROS = 1_000_000
 START_US = 1_704_067_200 * MICROS  # 2024-01-01T00:00:00Z
-SPAN_US = 3_600 * MICROS  # one hour of event time
+HOUR_US = 3_600 * MICROS
+SPAN_US = HOUR_US  # one hour of event time
 MAX_DISORDER_US = 5 * 60 * MICROS  # out-of-order events are up to 5 minutes behind
 OUT_OF_ORDER_FRACTION = 0.10
 WATERMARK_LAG_US = 5 * 60 * MICROS
@@ -32,6 +34,38 @@ PROCESSING_LATENCY_US = 60 * MICROS
 
 Element = tuple[str, int, int]  # (key, value, timestamp_us)
 Bundle = tuple[list[Element], int, int]  # (elements, watermark_after_bundle, processing_time)
+
+
+def iter_bundles(
+    n_events: int = 1_000_000,
+    n_keys: int = 1000,
+    bundle_size: int = 10_000,
+    seed: int = 0,
+    span_us: int = SPAN_US,
+    start_us: int = START_US,
+) -> Iterator[Bundle]:
+    """The bundles of :func:`make_bundles`, one at a time (a 10M-event workload does not fit
+    in memory as Python tuples). ``span_us``: the event time the events cover, from
+    ``start_us``."""
+    if n_events < 0 or n_keys < 1 or bundle_size < 1:
+        raise ValueError("n_events >= 0, n_keys >= 1 and bundle_size >= 1 are required")
+    rng = random.Random(seed)
+    width = max(4, len(str(n_keys - 1)))
+    keys = [f"key-{i:0{width}d}" for i in range(n_keys)]
+    step = span_us / max(n_events, 1)
+    elements: list[Element] = []
+    max_seen = start_us
+    watermark = start_us - WATERMARK_LAG_US
+    for i in range(n_events):
+        ts = start_us + int(i * step)
+        if rng.random() < OUT_OF_ORDER_FRACTION:
+            ts = max(start_us, ts - rng.randint(1, MAX_DISORDER_US))
+        elements.append((keys[rng.randrange(n_keys)], rng.randint(1, 100), ts))
+        max_seen = max(max_seen, ts)
+        if len(elements) == bundle_size or i == n_events - 1:
+            watermark = max(watermark, max_seen - WATERMARK_LAG_US)
+            yield elements, watermark, max_seen + PROCESSING_LATENCY_US
+            elements = []
 
 
 def make_bundles(
@@ -45,26 +79,49 @@ def make_bundles(
     ``elements`` are ``(key, value, timestamp_us)`` with keys ``"key-0000"``... and values
     small ints (1..100). Event times cover ``[START_US, START_US + SPAN_US)``.
     """
-    if n_events < 0 or n_keys < 1 or bundle_size < 1:
-        raise ValueError("n_events >= 0, n_keys >= 1 and bundle_size >= 1 are required")
+    return list(iter_bundles(n_events, n_keys, bundle_size, seed))
+
+
+def scheduled_run_bundles(
+    state_keys: int = 100_000,
+    new_events: int = 1_000,
+    bundle_size: int = 10_000,
+    seed: int = 0,
+) -> tuple[list[Bundle], list[Bundle]]:
+    """A lake's history and the input of one small scheduled run on it: ``(history, new)``.
+
+    ``history``: one event per key, ``state_keys`` keys, over four minutes of event time from
+    ``START_US``; every 100th key's event falls in the minute before, the window
+    ``[START_US - 1 min, START_US)``. With the 5-minute watermark lag no window of the history
+    closes: after it, the state holds every key. ``new``: ``new_events`` events on random keys
+    of the history's, from 4.5 to 5.5 minutes after ``START_US``: the watermark moves to
+    ``START_US + 30 s``, so the run's trailing batch closes the windows of every 100th key (one
+    on-time pane each) and leaves the others open.
+    """
     rng = random.Random(seed)
-    keys = [f"key-{i:04d}" for i in range(n_keys)]
-    step = SPAN_US / max(n_events, 1)
-    bundles: list[Bundle] = []
-    elements: list[Element] = []
-    max_seen = START_US
-    watermark = START_US - WATERMARK_LAG_US
-    for i in range(n_events):
-        ts = START_US + int(i * step)
-        if rng.random() < OUT_OF_ORDER_FRACTION:
-            ts = max(START_US, ts - rng.randint(1, MAX_DISORDER_US))
-        elements.append((keys[rng.randrange(n_keys)], rng.randint(1, 100), ts))
-        max_seen = max(max_seen, ts)
-        if len(elements) == bundle_size or i == n_events - 1:
-            watermark = max(watermark, max_seen - WATERMARK_LAG_US)
-            bundles.append((elements, watermark, max_seen + PROCESSING_LATENCY_US))
-            elements = []
-    return bundles
+    keys = [f"key-{i:06d}" for i in range(state_keys)]
+    minute = 60 * MICROS
+    history: list[Element] = []
+    for i, key in enumerate(keys):
+        offset = rng.randrange(4 * minute) if i % 100 else rng.randrange(minute) - minute
+        history.append((key, rng.randint(1, 100), START_US + offset))
+    history.sort(key=lambda e: e[2])
+    new = sorted(
+        ((keys[rng.randrange(state_keys)], rng.randint(1, 100),
+          START_US + 4 * minute + minute // 2 + rng.randrange(minute)) for _ in range(new_events)),
+        key=lambda e: e[2],
+    )  # fmt: skip
+    return _cut(history, bundle_size), _cut(new, bundle_size)
+
+
+def _cut(elements: list[Element], bundle_size: int) -> list[Bundle]:
+    """Time-ordered ``elements`` as bundles, with the watermark and processing time after each."""
+    out: list[Bundle] = []
+    for i in range(0, len(elements), bundle_size):
+        part = elements[i : i + bundle_size]
+        latest = part[-1][2]
+        out.append((part, latest - WATERMARK_LAG_US, latest + PROCESSING_LATENCY_US))
+    return out
 
 
 def prefix(bundles: list[Bundle], n_events: int) -> list[Bundle]:

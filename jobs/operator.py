@@ -193,8 +193,13 @@ class BucketProcessor(_Base):
     # -- Spark callbacks ------------------------------------------------------------------------
 
     def init(self, handle) -> None:
+        self.attach(handle, handle.getValueState(self.STATE_NAME, state_spark_schema()))
+
+    def attach(self, handle, state) -> None:
+        """What ``init`` does, given the bucket's ValueState (made by ``init`` of the
+        :class:`jobs.processor_shell.ProcessorShell` Spark runs)."""
         self.handle = handle
-        self.state = handle.getValueState(self.STATE_NAME, state_spark_schema())
+        self.state = state
         self._columns = output_arrow_schema(self.config.layout).names
         self._profile = None
         if self.config.profile_dir:
@@ -320,8 +325,8 @@ class BucketProcessor(_Base):
         if not panes and not dropped:
             return
         n = len(panes)
-        got = pane_columns(panes, layout) if panes else {}
-        data = {c: list(got[c]) if c in got else [None] * n for c in self._columns}
+        got = pane_columns(panes, layout) if panes else {}  # fresh lists: appended to below
+        data = {c: got[c] if c in got else [None] * n for c in self._columns}
         data["record_kind"] = [KIND_PANE] * n
         for d in dropped:
             if type(d.value) is Retracted:  # its value as read, the weight in the reason
@@ -336,9 +341,14 @@ class BucketProcessor(_Base):
 
 def apply_operator(rows, config: OperatorConfig):
     """``rows`` (streaming, with a watermark; :data:`jobs.operator_input.OPERATOR_INPUT`) grouped
-    by bucket through :class:`BucketProcessor`."""
+    by bucket through :class:`BucketProcessor` (shipped in a
+    :class:`jobs.processor_shell.ProcessorShell`)."""
+    from jobs.processor_shell import ProcessorShell  # needs pyspark
+
+    shell = ProcessorShell(BucketProcessor(config), BucketProcessor.STATE_NAME,
+                           state_spark_schema())  # fmt: skip
     return rows.groupBy(BUCKET).transformWithStateInPandas(
-        statefulProcessor=BucketProcessor(config),
+        statefulProcessor=shell,
         outputStructType=output_spark_schema(config.layout),
         outputMode=OUTPUT_MODE,
         timeMode=TIMEMODE,

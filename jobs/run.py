@@ -50,10 +50,16 @@ if TYPE_CHECKING:  # pragma: no cover
 
 @dataclass
 class BatchReport:
+    """One micro-batch of a run: its input rows, watermark, what the sink did (``stats``) and
+    Spark's own timings of it (``durations_ms``: the progress report's ``durationMs``, e.g.
+    ``latestOffset``, ``queryPlanning``, ``addBatch``, ``walCommit``, ``commitOffsets`` and
+    their total ``triggerExecution``)."""
+
     batch_id: int
     rows: int
     watermark: str | None
     stats: BatchStats | None
+    durations_ms: dict[str, int] = field(default_factory=dict)
 
     def line(self) -> str:
         s = self.stats
@@ -72,8 +78,18 @@ class BatchReport:
 
 @dataclass
 class RunResult:
+    """What a run did: its batches, its wall time, and where that time went (``phases``:
+    seconds by phase, in order: ``session`` (starting Spark, when the run did), ``prepare``
+    (lock, state layout, tables, checkpoint checks), ``build`` (the query's DataFrames),
+    ``query`` (from the query's start to its end, batches included); summed over the queries
+    of a run that ticks or drains)."""
+
     batches: list[BatchReport] = field(default_factory=list)
     seconds: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)
+
+    def add_phase(self, name: str, seconds: float) -> None:
+        self.phases[name] = self.phases.get(name, 0.0) + seconds
 
     def total(self, what: str) -> int:
         if what == "rows":
@@ -81,9 +97,11 @@ class RunResult:
         return sum(getattr(b.stats, what) for b in self.batches if b.stats is not None)
 
     def summary(self) -> str:
+        phases = ", ".join(f"{name} {secs:.1f}s" for name, secs in self.phases.items())
         return (f"{len(self.batches)} batches, {self.total('rows')} rows, "
                 f"{self.total('panes')} panes, {self.total('late')} late, "
-                f"{self.total('rejected')} rejected in {self.seconds:.1f}s")  # fmt: skip
+                f"{self.total('rejected')} rejected in {self.seconds:.1f}s"
+                + (f" ({phases})" if phases else ""))  # fmt: skip
 
 
 def _watermark(progress) -> str | None:
@@ -93,9 +111,10 @@ def _watermark(progress) -> str | None:
     return wm
 
 
-def _start(spark: SparkSession, pipeline: Pipeline, sink: BatchSink, *, follow: bool,
-           interval: str, records: DataFrame | None, bucket_ids: tuple[int, ...],
-           profile_dir: str | None):  # fmt: skip
+def _writer(spark: SparkSession, pipeline: Pipeline, sink: BatchSink, *, follow: bool,
+            interval: str, records: DataFrame | None, bucket_ids: tuple[int, ...],
+            profile_dir: str | None):  # fmt: skip
+    """The query, built and ready to start (a ``DataStreamWriter``)."""
     if records is None:
         if not pipeline.source.is_pane_log:
             Path(pipeline.source.path).mkdir(parents=True, exist_ok=True)
@@ -114,10 +133,8 @@ def _start(spark: SparkSession, pipeline: Pipeline, sink: BatchSink, *, follow: 
         .option("checkpointLocation", pipeline.checkpoint_path)
     )
     if follow:
-        writer = writer.trigger(processingTime=interval)
-    else:
-        writer = writer.trigger(availableNow=True)
-    return writer.start()
+        return writer.trigger(processingTime=interval)
+    return writer.trigger(availableNow=True)
 
 
 def _run_query(
@@ -127,7 +144,8 @@ def _run_query(
     poll: Callable[[], Any] | None = None,
 ) -> None:  # fmt: skip
     """Run one query to its end, reporting each batch; ``poll`` is called between checks."""
-    query = _start(
+    building = time.monotonic()
+    writer = _writer(
         spark,
         pipeline,
         sink,
@@ -137,6 +155,20 @@ def _run_query(
         bucket_ids=bucket_ids,
         profile_dir=profile_dir,
     )
+    starting = time.monotonic()
+    result.add_phase("build", starting - building)
+    query = writer.start()
+    try:
+        _await_query(query, sink, result, emit, stop_after_batches, poll)
+    finally:
+        result.add_phase("query", time.monotonic() - starting)
+
+
+def _await_query(query, sink: BatchSink, result: RunResult, emit: Callable[[str], Any],
+                 stop_after_batches: int | None,
+                 poll: Callable[[], Any] | None = None) -> None:  # fmt: skip
+    """Report each batch of the running ``query`` as it commits, until the query ends;
+    ``poll`` is called between checks."""
     seen: set[int] = set()
     done = 0
 
@@ -147,7 +179,7 @@ def _run_query(
                 continue  # (no sink call: no batch ran, e.g. the final idle progress)
             seen.add(p.batchId)
             rep = BatchReport(p.batchId, int(p.numInputRows), _watermark(p),
-                              sink.stats.get(p.batchId))  # fmt: skip
+                              sink.stats.get(p.batchId), dict(p.durationMs or {}))  # fmt: skip
             result.batches.append(rep)
             done += 1
             emit(rep.line())
@@ -317,6 +349,8 @@ def run(
     with LakeLock(str(pipeline.lake_path), "run", f"another run of pipeline {pipeline.name!r}"):
         if spark is None:
             spark = get_session(f"panestore-{pipeline.name}")
+            result.add_phase("session", time.monotonic() - started)
+        preparing = time.monotonic()
         bucket_ids = check_state_layout(pipeline, _shuffle_partitions(spark))
         # delta-spark writes the commits when the session has the Delta extension; else delta-rs
         writer = SparkDeltaWriter(spark) if SparkDeltaWriter.available(spark) else None
@@ -327,6 +361,7 @@ def run(
         kw = dict(follow=follow, interval=interval, records=records, bucket_ids=bucket_ids,
                   stop_after_batches=stop_after_batches, profile_dir=profile_dir)  # fmt: skip
         said: set[str] = set()  # writer_noted warnings already reported
+        result.add_phase("prepare", time.monotonic() - preparing)
         if pending_watermark(pipeline):
             emit("the last run stopped before its no-data batch: ticking to fire due timers")
             write_tick(pipeline)

@@ -242,8 +242,8 @@ class Engine:
     def _gone(self, window: Window, watermark: int) -> bool:
         """Whether a live window is garbage: nothing that is not droppable can reach it any
         more, not even by merging."""
-        horizon = self._window_fn.merge_horizon(window) + self._lateness
-        return watermark > horizon or watermark >= END_OF_TIME
+        end = window.end if self._horizon_is_end else self._window_fn.merge_horizon(window)
+        return watermark > end + self._lateness or watermark >= END_OF_TIME
 
     def _hold_timestamps(self, ws: WindowState, group: list[Element], wm: int) -> None:
         """Hold the output timestamp at the earliest/latest element not behind the watermark
@@ -359,6 +359,7 @@ class Engine:
             return
         trigger = self._trigger
         due: list[tuple[int, int, Window, WindowState, bool, bool]] = []
+        before = TriggerContext(None, old_watermark, processing_time)  # re-pointed per window
         for window, ws in state.windows.items():
             by_event = event_due and ws.event_due is not None and ws.event_due <= watermark
             by_processing = (
@@ -370,17 +371,17 @@ class Engine:
                 continue
             fires_by_watermark = False
             if by_event and not ws.closed:
-                wake = trigger.event_wakeup(
-                    ws.trigger, ROOT, TriggerContext(window, old_watermark, processing_time)
-                )
+                before.window = window
+                wake = trigger.event_wakeup(ws.trigger, ROOT, before)
                 fires_by_watermark = wake is not None and wake <= watermark
             if by_event:
                 due.append((0, ws.event_due, window, ws, fires_by_watermark, by_processing))
             else:
                 due.append((1, ws.processing_due, window, ws, False, True))
         due.sort(key=lambda d: d[:3])
+        ctx = TriggerContext(None, watermark, processing_time)  # re-pointed per window
         for _, _, window, ws, by_watermark, by_processing in due:
-            ctx = TriggerContext(window, watermark, processing_time)
+            ctx.window = window
             if (by_watermark or by_processing) and trigger.should_fire(ws.trigger, ROOT, ctx):
                 self._fire(key, window, ws, ctx, by_watermark, out)
             if self._gone(window, watermark):
@@ -463,13 +464,14 @@ class Engine:
             timestamp,
             info,
             False,
-            tuple(ws.superseded),
+            tuple(ws.superseded) if ws.superseded else (),
             ws.acc,
             wm,
             pt,
         )
         out.panes.append(pane)
-        ws.superseded = []
+        if ws.superseded:
+            ws.superseded = []
         ws.emitted = True
         if self._retracting:
             ws.last = pane

@@ -136,11 +136,46 @@ class KeyState:
                 f"key state format {version} is not supported (expected {FORMAT_VERSION})"
             )
         state = cls(watermark, processing_time)
-        for *fields, weight in (w if len(w) == 16 else (*w, 0) for w in windows):
-            ws = _window_state(fields)
+        live = state.windows
+        next_event = next_processing = None
+        new_window_state = WindowState.__new__
+        for w in windows:
+            (
+                start,
+                end,
+                closed,
+                acc,
+                trigger,
+                hold,
+                fresh,
+                index,
+                nonspeculative,
+                emitted,
+                last,
+                superseded,
+                retractions,
+                event_due,
+                processing_due,
+                *rest,
+            ) = w
+            weight = rest[0] if rest else 0  # format 1 had no weight
+            # every slot set once (a hot path: a key's windows are loaded at each visit)
+            ws = new_window_state(WindowState)
+            ws.acc, ws.trigger, ws.closed, ws.hold, ws.fresh = acc, trigger, closed, hold, fresh
+            ws.index, ws.nonspeculative, ws.emitted = index, nonspeculative, emitted
+            ws.last = None if last is None else _pane_in(last)
+            ws.superseded = [Window(s, e) for s, e in superseded] if superseded else []
+            ws.retractions = [_pane_in(p) for p in retractions] if retractions else []
+            ws.event_due, ws.processing_due = event_due, processing_due
             ws.weight = weight
-            state.windows[Window(fields[0], fields[1])] = ws
-        state.bound_wakeups()
+            live[Window(start, end)] = ws
+            if event_due is not None and (next_event is None or event_due < next_event):
+                next_event = event_due
+            if processing_due is not None and (
+                next_processing is None or processing_due < next_processing
+            ):
+                next_processing = processing_due
+        state.next_event_time, state.next_processing_time = next_event, next_processing
         return state
 
     def bound_wakeups(self) -> None:
@@ -153,34 +188,6 @@ class KeyState:
             if p is not None and (next_processing is None or p < next_processing):
                 next_processing = p
         self.next_event_time, self.next_processing_time = next_event, next_processing
-
-
-def _window_state(fields: list) -> WindowState:
-    """A window's state from its stored fields (all but the weight)."""
-    (
-        _start,
-        _end,
-        closed,
-        acc,
-        trigger,
-        hold,
-        fresh,
-        index,
-        nonspeculative,
-        emitted,
-        last,
-        superseded,
-        retractions,
-        event_due,
-        processing_due,
-    ) = fields
-    ws = WindowState(acc, trigger)
-    ws.closed, ws.hold, ws.fresh, ws.index = closed, hold, fresh, index
-    ws.nonspeculative, ws.emitted, ws.last = nonspeculative, emitted, _pane_in(last)
-    ws.superseded = [Window(s, e) for s, e in superseded]
-    ws.retractions = [_pane_in(p) for p in retractions]
-    ws.event_due, ws.processing_due = event_due, processing_due
-    return ws
 
 
 def _pane_out(pane: Pane | None) -> tuple | None:

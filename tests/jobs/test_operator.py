@@ -54,7 +54,7 @@ class Clocks:
         return T0_US // 1000
 
 
-def processor():
+def processor(init: bool = True):
     from jobs.job import operator_config
     from jobs.operator import BucketProcessor
     from jobs.pipeline import pipeline_from_dict
@@ -68,7 +68,8 @@ def processor():
                                                      "n": "long"}},
     })  # fmt: skip
     proc = BucketProcessor(operator_config(pipeline))
-    proc.init(FakeHandle())
+    if init:
+        proc.init(FakeHandle())
     return proc
 
 
@@ -117,3 +118,37 @@ def test_any_arrival_order_gives_the_same_sequence(seed):
     canonical_order(shuffled)
     expected = sorted(rows, key=lambda e: (e[1], repr(e[0])))
     assert shuffled == expected
+
+
+def test_the_shell_spark_ships_handles_rows_as_the_processor_does():
+    """What Spark unpickles (also on the driver, only to run ``init``) is the shell: it makes
+    the bucket's state in ``init`` and hands it to the operator it unpickles on first use."""
+    import pickle
+
+    from jobs.operator import BucketProcessor, state_spark_schema
+    from jobs.processor_shell import ProcessorShell
+
+    frame = pd.DataFrame(
+        {
+            "pst_bucket": [3],
+            "pst_blob": [
+                blob(
+                    [
+                        {"user": 7, "ts_us": T0_US + 1, "n": 1},
+                        {"user": 7, "ts_us": T0_US + 2, "n": 2},
+                    ]
+                )
+            ],
+        }
+    )
+    shipped = ProcessorShell(processor(init=False), BucketProcessor.STATE_NAME,
+                             state_spark_schema())  # fmt: skip
+    shell = pickle.loads(pickle.dumps(shipped))
+    handle = FakeHandle()
+    shell.init(handle)
+    got = pd.concat(list(shell.handleInputRows((3,), iter([frame]), Clocks())))
+    want = pd.concat(list(processor().handleInputRows((3,), iter([frame]), Clocks())))
+    assert len(got) > 0
+    assert got.to_dict("records") == want.to_dict("records")
+    assert handle.state.value is not None  # the state made in the shell's init holds the bucket
+    assert pickle.loads(pickle.dumps(shell))._processor is None  # never ships a loaded operator
