@@ -133,7 +133,10 @@ def vacuum(
             retention_hours=hours,
             dry_run=dry_run,
             enforce_retention_duration=not force,
-            full=True,  # also data files no commit ever referenced (sinks.data_files)
+            # full: also the data files no commit ever referenced, which executors leave in the
+            # pane log, late and rejected tables when an attempt dies (sinks.data_files). Not for
+            # the view: a full vacuum deletes the change feed's files (sinks.change_feed).
+            full=name != "current",
         )
         out.append(
             TableResult(name, path, {"files": files, "dry_run": dry_run, "retention_hours": hours})

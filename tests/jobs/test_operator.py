@@ -139,6 +139,7 @@ def test_the_shell_spark_ships_handles_rows_as_the_processor_does():
                     ]
                 )
             ],
+            "pst_row": [None],
         }
     )
     shipped = ProcessorShell(processor(init=False), BucketProcessor.STATE_NAME,
