@@ -14,6 +14,7 @@ same lake is running (it holds the lake's run lock; nothing was written). More s
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -183,5 +184,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
+def command() -> None:
+    """The ``panestore`` command: :func:`main`, then exit without tearing the interpreter down.
+
+    Native thread pools (Arrow's, DuckDB's) can still be winding down when Python finalizes,
+    and finalizing under them aborts the process (``terminate called without an active
+    exception``, SIGABRT) after the command has done and reported its work. Every table write
+    has committed or failed by the time :func:`main` returns, so there is nothing left to
+    clean up; Spark's JVM exits when its gateway's standard input closes.
+    """
+    status = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    command()
