@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from jobs.operator import KIND_LATE, KIND_PANE, KIND_REJECTED
+from jobs.operator import KIND_LATE, KIND_PANE, KIND_REJECTED, RECORD_KIND
 from sinks.data_files import DataFile, write_data_files
 from sinks.pane_log import PaneLogLayout, core_schema, finish_batch
 from sinks.records import REJECTED_CORE, finish_late, finish_rejected, late_core_schema
@@ -53,17 +53,16 @@ if TYPE_CHECKING:  # pragma: no cover
 
 ROWS_PER_FILE = 500_000
 """Most rows of one data file (pane rows: tens of MB of Parquet)."""
-KIND = "record_kind"
 FILE_COLUMNS = pa.schema(
     [
-        pa.field(KIND, pa.string()),
+        pa.field(RECORD_KIND, pa.string()),
         pa.field("path", pa.string()),
         pa.field("size", pa.int64()),
         pa.field("rows", pa.int64()),
         pa.field("stats", pa.string()),
     ]
 )
-FILE_DDL = f"{KIND} string, path string, size bigint, rows bigint, stats string"
+FILE_DDL = f"{RECORD_KIND} string, path string, size bigint, rows bigint, stats string"
 PROCESSING_TIME = "processing_time_us"
 
 
@@ -79,7 +78,7 @@ class BatchCounts:
 def batch_counts(frame: DataFrame) -> BatchCounts:
     """The figures of ``frame`` (the job's output) from one aggregate: a few rows collected."""
     counts = BatchCounts()
-    grouped = frame.groupBy(KIND, "timing", "is_retraction").count().collect()
+    grouped = frame.groupBy(RECORD_KIND, "timing", "is_retraction").count().collect()
     for kind, timing, retraction, n in grouped:
         counts.rows[kind] = counts.rows.get(kind, 0) + n
         if kind == KIND_PANE:
@@ -147,8 +146,15 @@ class FileWriter:
         finished = self.finish(pa.Table.from_batches(got))
         files = write_data_files(self.target.table_uri, finished, self.target.schema, prefix,
                                  self.rows_per_file)  # fmt: skip
-        rows = [{KIND: self.target.kind, **asdict(f)} for f in files]
+        rows = [{RECORD_KIND: self.target.kind, **asdict(f)} for f in files]
         yield pa.RecordBatch.from_pylist(rows, schema=FILE_COLUMNS)
+
+
+def rows_of(frame: DataFrame, target: TableTarget) -> DataFrame:
+    """The rows of ``target``'s kind in ``frame``, with the columns its finishing reads."""
+    from pyspark.sql import functions as F
+
+    return frame.where(F.col(RECORD_KIND) == target.kind).select(*target.columns)
 
 
 def sized(frame: DataFrame, rows: int, identity: Sequence[str],
@@ -165,17 +171,15 @@ def writing_plan(frame: DataFrame, targets: Sequence[TableTarget], counts: Batch
                  rows_per_file: int = ROWS_PER_FILE) -> DataFrame | None:  # fmt: skip
     """One frame of file rows: every target's kind sized and written (None: nothing to write).
     A new attempt id is drawn per call."""
-    from pyspark.sql import functions as F
-
     attempt = uuid.uuid4().hex[:12]
     parts = []
     for target in targets:
         rows = counts.rows.get(target.kind, 0)
         if not rows:
             continue
-        kind = frame.where(F.col(KIND) == target.kind).select(*target.columns)
         writer = FileWriter(target, pipeline_id, batch_id, attempt, layout, rows_per_file)
-        parts.append(sized(kind, rows, target.identity, rows_per_file).mapInArrow(writer, FILE_DDL))
+        kind = sized(rows_of(frame, target), rows, target.identity, rows_per_file)
+        parts.append(kind.mapInArrow(writer, FILE_DDL))
     return functools.reduce(lambda a, b: a.unionByName(b), parts) if parts else None
 
 
@@ -186,7 +190,8 @@ def write_batch_files(frame: DataFrame, targets: Sequence[TableTarget], counts: 
     plan = writing_plan(frame, targets, counts, pipeline_id, batch_id, layout)
     files: dict[str, list[DataFile]] = {t.kind: [] for t in targets}
     for row in plan.collect() if plan is not None else ():
-        files[row[KIND]].append(DataFile(row["path"], row["size"], row["rows"], row["stats"]))
+        found = DataFile(row["path"], row["size"], row["rows"], row["stats"])
+        files[row[RECORD_KIND]].append(found)
     return files
 
 
@@ -219,10 +224,9 @@ class RowFinisher:
 def finished_frame(frame: DataFrame, target: TableTarget, counts: BatchCounts, pipeline_id: str,
                    batch_id: int, layout: PaneLogLayout) -> DataFrame:  # fmt: skip
     """``target``'s kind of ``frame`` as finished table rows, sized by the same rule."""
-    from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
     rows = counts.rows.get(target.kind, 0)
-    kind = frame.where(F.col(KIND) == target.kind).select(*target.columns)
     finisher = RowFinisher(FileWriter(target, pipeline_id, batch_id, "", layout))
-    return sized(kind, rows, target.identity).mapInArrow(finisher, from_arrow_schema(target.schema))
+    kind = sized(rows_of(frame, target), rows, target.identity)
+    return kind.mapInArrow(finisher, from_arrow_schema(target.schema))

@@ -432,8 +432,7 @@ class BatchSink:
 
     def committed_batch_id(self) -> int | None:
         """The highest batch id any of the three tables holds, or None."""
-        ids = [log.committed_batch_id() for log in (self.pane_log, self.late_log,
-                                                     self.rejected_log)]  # fmt: skip
+        ids = [appender.committed_batch_id() for appender in self.appenders.values()]
         return max((i for i in ids if i is not None), default=None)
 
     def _vanished_input(self, spark, batch_id: int) -> tuple[tuple[str, ...], int | None]:
@@ -454,17 +453,17 @@ class BatchSink:
         return gone, listed.timestamp_ms * 1000
 
     def create_tables(self) -> None:
-        for log in (self.pane_log, self.late_log, self.rejected_log):
-            log.appender.table()
+        for appender in self.appenders.values():
+            appender.table()
 
     def __call__(self, df, batch_id: int) -> None:
         """Write and commit batch ``batch_id`` (the module doc); no output row is collected."""
         started = time.perf_counter()
         todo = [self.targets[k] for k, a in self.appenders.items() if not a.is_committed(batch_id)]
-        # After the plan ran: a file gone now was gone when its batch read it (or vanished
-        # while being read). Spark skips such a file with a log warning; we keep it on record.
         with cached(df) if todo else nullcontext(df) as frame:
             counts = batch_counts(frame)  # a replay of committed tables still runs the plan
+            # After the plan ran: a file gone now was gone when its batch read it (or vanished
+            # while being read). Spark skips such a file with a log warning; we keep it on record.
             gone, batch_ts_us = self._vanished_input(df.sparkSession, batch_id)
             if isinstance(self.writer, SparkDeltaWriter):
                 computed = time.perf_counter()

@@ -61,6 +61,8 @@ from sinks.records import dropped_record, late_core_schema
 
 # Spark timestamps end at 9999-12-31; a drain pushes the Spark watermark to here or beyond.
 DEFAULT_END_OF_TIME_MS = MAX_TIMESTAMP_US // 1000
+RECORD_KIND = "record_kind"
+"""The output column saying what a row is: one of the ``KIND_`` values."""
 KIND_PANE = "pane"
 KIND_LATE = "late"
 KIND_REJECTED = "rejected"
@@ -75,7 +77,7 @@ def output_arrow_schema(layout: PaneLogLayout = DEFAULT_LAYOUT) -> pa.Schema:
     """Arrow schema of the operator's output: ``record_kind`` + pane core + late-only columns +
     the rejected-only columns (``raw``, ``source_file``; ``reason`` and ``processing_time_us``
     are shared with late records)."""
-    fields = [pa.field("record_kind", pa.string(), nullable=False)]
+    fields = [pa.field(RECORD_KIND, pa.string(), nullable=False)]
     names = set()
     for f in (*core_schema(layout), *late_core_schema(layout)):
         if f.name not in names:
@@ -273,7 +275,7 @@ class BucketProcessor(_Base):
             return
         data = {c: [None] * n for c in self._columns}
         data.update(records)
-        data["record_kind"] = [KIND_REJECTED] * n
+        data[RECORD_KIND] = [KIND_REJECTED] * n
         data["processing_time_us"] = [tv.getCurrentProcessingTimeInMs() * 1000] * n
         yield pd.DataFrame(data, columns=self._columns, dtype=object)
 
@@ -327,12 +329,12 @@ class BucketProcessor(_Base):
         n = len(panes)
         got = pane_columns(panes, layout) if panes else {}  # fresh lists: appended to below
         data = {c: got[c] if c in got else [None] * n for c in self._columns}
-        data["record_kind"] = [KIND_PANE] * n
+        data[RECORD_KIND] = [KIND_PANE] * n
         for d in dropped:
             if type(d.value) is Retracted:  # its value as read, the weight in the reason
                 d = d._replace(value=d.value.value, reason=f"{d.reason} {RETRACTION_NOTE}")
             r = dropped_record(d, layout)
-            r["record_kind"] = KIND_LATE
+            r[RECORD_KIND] = KIND_LATE
             for c, column in data.items():
                 column.append(r.get(c))
         # object columns: int64 µs (and the int64 extremes) must not round-trip via float64
