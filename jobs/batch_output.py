@@ -1,58 +1,62 @@
-"""A batch's output rows -> Parquet files written by Spark's executors (no row reaches the driver).
+"""A batch's output -> data files in its tables, written by Spark tasks (no row reaches the driver).
 
 The batch sink (:class:`jobs.job.BatchSink`) hands each micro-batch's output frame (rows of
-``record_kind`` pane / late / rejected, see :mod:`jobs.job`) to :func:`write_batch_files`:
+``record_kind`` pane / late / rejected, and names of files operator tasks wrote:
+:mod:`jobs.output_tables`, :mod:`jobs.task_files`) to :func:`write_batch_files`, which runs one
+Spark job:
 
-1. the frame is cached on the executors (memory, spilling to disk), so the stateful operator
-   runs once however many Spark jobs read its output;
-2. :func:`batch_counts`: one small aggregate (rows per kind, timing and retraction flag) gives
-   the batch's figures and the row count of each kind;
-3. each kind still to be committed is brought to its number of files (the *sizing rule*
-   below) and written by one task per file group (:class:`FileWriter`, a ``mapInArrow``
-   function): the task finishes its rows into table rows (ids, timestamps, pipeline and batch
-   columns: :func:`sinks.pane_log.finish_batch`, :func:`sinks.records.finish_late`,
-   :func:`sinks.records.finish_rejected`) and writes them into the table's directory
-   (:func:`sinks.data_files.write_data_files`); the driver collects one small row per file
-   (path, size, row count, statistics).
+1. the operator's tasks run (the stateful operator runs exactly once per batch: the output is
+   read by this one job only); a task sends few rows of a kind on as rows and writes many
+   itself, as files of about :data:`~jobs.task_files.ROWS_PER_FILE` rows;
+2. their output is shuffled to one *writer task* (:class:`BatchWriter`, a ``mapInArrow``
+   function): it finishes the rows of each kind and writes them as data files of at most
+   ``ROWS_PER_FILE`` rows, and reads the footers of the files the operator tasks wrote (their
+   size, Delta statistics and figures);
+3. the driver collects one small row per file (:data:`FILE_COLUMNS`) and commits them.
 
-Sizing rule: a kind with ``n`` rows in a batch is written as ``ceil(n / ROWS_PER_FILE)`` task
-groups (at least one); a task writes its rows as files of at most :data:`ROWS_PER_FILE` rows,
-of equal sizes. When there are at most as many groups as the frame has partitions, partitions
-are merged without a shuffle (``coalesce``); otherwise the rows are shuffled by their identity
-columns (the key columns; a rejected record's file, text and reason). Either way all rows of one
-key (and all identical rejected records) of a batch are in one task, which is what the
-per-task finishing needs (a row's id numbers identical rows of its batch). So a small batch
-writes one file per table, a big one files of about :data:`ROWS_PER_FILE` rows; a task holds
-its rows in memory while writing them (about ``ROWS_PER_FILE`` rows, or ``n / partitions``
-when ``n`` exceeds ``ROWS_PER_FILE * partitions`` of a coalesced frame: raise
-``spark.sql.shuffle.partitions`` of a new lake for such batches).
+File sizes: a batch writes per kind one file of the rows tasks sent on (none if there are none)
+plus, per task that emitted more than ``ROWS_AS_ROWS`` rows of the kind, files of about
+``ROWS_PER_FILE`` rows and at most one smaller one. A small batch writes one file per table.
 
-File names: ``part-<batch>-<attempt>-<task partition>-<task attempt>-<n>.parquet``, where
-``attempt`` is a random id per call, so a crashed or retried attempt never overwrites a file
-another attempt may commit.
+The batch's id and the kinds its tables already hold reach the tasks as Spark local properties
+of the job (:func:`batch_properties`): a replayed batch runs the operator (Spark's state must
+advance) but writes nothing for a table that holds it.
+
+A session with delta-spark writes through Spark instead: the operator sends every row on
+(``OperatorConfig.writing`` None), :func:`cached` keeps its output for the jobs that read it,
+:func:`batch_counts` counts it and :func:`finished_frame` gives each kind's finished rows.
 """
 
 from __future__ import annotations
 
-import functools
-import uuid
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from jobs.operator import KIND_LATE, KIND_PANE, KIND_REJECTED, RECORD_KIND
-from sinks.data_files import DataFile, write_data_files
-from sinks.pane_log import PaneLogLayout, core_schema, finish_batch
-from sinks.records import REJECTED_CORE, finish_late, finish_rejected, late_core_schema
+from jobs.output_tables import (
+    DATA_FILE,
+    FIGURES_KEY,
+    KIND_PANE,
+    RECORD_KIND,
+    OutputTables,
+    TableTarget,
+)
+from jobs.task_files import (
+    BATCH_ID_PROPERTY,
+    COMMITTED_PROPERTY,
+    ROWS_PER_FILE,
+    attempt_id,
+)
+from sinks.data_files import DataFile, read_data_file, split_rows, write_data_file
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
-ROWS_PER_FILE = 500_000
-"""Most rows of one data file (pane rows: tens of MB of Parquet)."""
 FILE_COLUMNS = pa.schema(
     [
         pa.field(RECORD_KIND, pa.string()),
@@ -60,10 +64,11 @@ FILE_COLUMNS = pa.schema(
         pa.field("size", pa.int64()),
         pa.field("rows", pa.int64()),
         pa.field("stats", pa.string()),
+        pa.field("figures", pa.string()),
     ]
 )
-FILE_DDL = f"{RECORD_KIND} string, path string, size bigint, rows bigint, stats string"
-PROCESSING_TIME = "processing_time_us"
+FILE_DDL = (f"{RECORD_KIND} string, path string, size bigint, rows bigint, stats string, "
+            "figures string")  # fmt: skip
 
 
 @dataclass
@@ -74,125 +79,112 @@ class BatchCounts:
     by_timing: dict[str, int] = field(default_factory=dict)
     retractions: int = 0
 
+    def add(self, kind: str, rows: int, figures: Mapping) -> None:
+        self.rows[kind] = self.rows.get(kind, 0) + rows
+        for timing, n in figures.get("by_timing", {}).items():
+            self.by_timing[timing] = self.by_timing.get(timing, 0) + n
+        self.retractions += figures.get("retractions", 0)
+
 
 def batch_counts(frame: DataFrame) -> BatchCounts:
-    """The figures of ``frame`` (the job's output) from one aggregate: a few rows collected."""
+    """The figures of ``frame`` (the operator's output, every row sent on) from one aggregate."""
     counts = BatchCounts()
     grouped = frame.groupBy(RECORD_KIND, "timing", "is_retraction").count().collect()
     for kind, timing, retraction, n in grouped:
-        counts.rows[kind] = counts.rows.get(kind, 0) + n
-        if kind == KIND_PANE:
-            counts.by_timing[timing] = counts.by_timing.get(timing, 0) + n
-            counts.retractions += n if retraction else 0
+        figures = {"by_timing": {timing: n}, "retractions": n if retraction else 0}
+        counts.add(kind, n, figures if kind == KIND_PANE else {})
     return counts
 
 
 @dataclass(frozen=True)
-class TableTarget:
-    """Where and how one kind of the output is written: the table's URI and schema, the
-    columns the finishing reads, and the columns whose equal values must share a task."""
+class BatchWriter:
+    """``mapInArrow`` function of the writer task (the module doc): the batch's output rows ->
+    one :data:`FILE_COLUMNS` row per data file, written here or named by an operator task.
+    Picklable."""
 
-    kind: str
-    table_uri: str
-    schema: pa.Schema
-    columns: tuple[str, ...]
-    identity: tuple[str, ...]
-
-
-def table_targets(layout: PaneLogLayout, uris: Mapping[str, str],
-                  schemas: Mapping[str, pa.Schema]) -> dict[str, TableTarget]:  # fmt: skip
-    """The three targets of a pipeline (``uris``/``schemas`` by kind)."""
-    keys = tuple(layout.key_names)
-    columns = {
-        KIND_PANE: tuple(core_schema(layout).names),
-        KIND_LATE: tuple(late_core_schema(layout).names),
-        KIND_REJECTED: (*REJECTED_CORE.names, PROCESSING_TIME),
-    }
-    identity = {KIND_PANE: keys, KIND_LATE: keys, KIND_REJECTED: tuple(REJECTED_CORE.names)}
-    return {k: TableTarget(k, uris[k], schemas[k], columns[k], identity[k]) for k in columns}
-
-
-@dataclass(frozen=True)
-class FileWriter:
-    """``mapInArrow`` function: one task's rows of one kind -> finished table rows written as
-    data files; yields one row per file (:data:`FILE_COLUMNS`). Picklable."""
-
-    target: TableTarget
-    pipeline_id: str
+    tables: OutputTables
     batch_id: int
-    attempt: str
-    layout: PaneLogLayout
+    committed: frozenset[str] = frozenset()
     rows_per_file: int = ROWS_PER_FILE
 
-    def finish(self, core: pa.Table) -> pa.Table:
-        kind = self.target.kind
-        if kind == KIND_PANE:
-            return finish_batch(core, self.pipeline_id, self.batch_id, self.layout)
-        if kind == KIND_LATE:
-            return finish_late(core, self.pipeline_id, self.batch_id, self.layout)
-        # every rejected row of a batch carries the batch timestamp
-        return finish_rejected(core, self.pipeline_id, self.batch_id,
-                               core.column(PROCESSING_TIME)[0].as_py())  # fmt: skip
-
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
+        named: list[tuple[str, str]] = []
+        rows: dict[str, list[pa.Table]] = {}
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            table = pa.Table.from_batches([batch])
+            is_file = pc.is_valid(table.column(DATA_FILE))
+            files = table.filter(is_file)
+            named += zip(files.column(RECORD_KIND).to_pylist(),
+                         files.column(DATA_FILE).to_pylist(), strict=True)  # fmt: skip
+            records = table.filter(pc.invert(is_file))
+            for kind in set(records.column(RECORD_KIND).to_pylist()):
+                of_kind = records.filter(pc.equal(records.column(RECORD_KIND), kind))
+                rows.setdefault(kind, []).append(of_kind)
+        out = [self._read(kind, name) for kind, name in named]
+        for kind, chunks in rows.items():
+            if kind not in self.committed:
+                out += self._write(kind, pa.concat_tables(chunks))
+        if out:
+            yield pa.RecordBatch.from_pylist(out, schema=FILE_COLUMNS)
 
-        got = [b for b in batches if b.num_rows]
-        if not got:
-            return
-        task = TaskContext.get()
-        part, attempt = (task.partitionId(), task.attemptNumber()) if task else (0, 0)
-        prefix = f"part-{self.batch_id:08d}-{self.attempt}-{part:05d}-{attempt}"
-        finished = self.finish(pa.Table.from_batches(got))
-        files = write_data_files(self.target.table_uri, finished, self.target.schema, prefix,
-                                 self.rows_per_file)  # fmt: skip
-        rows = [{RECORD_KIND: self.target.kind, **asdict(f)} for f in files]
-        yield pa.RecordBatch.from_pylist(rows, schema=FILE_COLUMNS)
+    def _read(self, kind: str, name: str) -> dict:
+        found, metadata = read_data_file(self.tables.targets[kind].table_uri, name)
+        return self._row(kind, found, metadata.get(FIGURES_KEY, "{}"))
 
+    def _write(self, kind: str, records: pa.Table) -> list[dict]:
+        target: TableTarget = self.tables.targets[kind]
+        core = records.select(target.columns).cast(target.core)
+        prefix = f"part-{self.batch_id:08d}-{attempt_id()}-w"
+        out = []
+        for n, (offset, length) in enumerate(split_rows(core.num_rows, self.rows_per_file)):
+            part = core.slice(offset, length)
+            figures = self.tables.figures(kind, part)
+            finished = self.tables.finish(kind, part, self.batch_id)
+            found = write_data_file(target.table_uri, f"{prefix}-{n:03d}.parquet", finished,
+                                    target.schema, {FIGURES_KEY: figures})  # fmt: skip
+            out.append(self._row(kind, found, figures))
+        return out
 
-def rows_of(frame: DataFrame, target: TableTarget) -> DataFrame:
-    """The rows of ``target``'s kind in ``frame``, with the columns its finishing reads."""
-    from pyspark.sql import functions as F
-
-    return frame.where(F.col(RECORD_KIND) == target.kind).select(*target.columns)
-
-
-def sized(frame: DataFrame, rows: int, identity: Sequence[str],
-          rows_per_file: int = ROWS_PER_FILE) -> DataFrame:  # fmt: skip
-    """``frame`` (one kind's ``rows`` rows) in the task groups of the sizing rule (module doc)."""
-    groups = max(1, -(-rows // rows_per_file))
-    if groups <= frame.rdd.getNumPartitions():
-        return frame.coalesce(groups)
-    return frame.repartition(groups, *identity)
-
-
-def writing_plan(frame: DataFrame, targets: Sequence[TableTarget], counts: BatchCounts,
-                 pipeline_id: str, batch_id: int, layout: PaneLogLayout,
-                 rows_per_file: int = ROWS_PER_FILE) -> DataFrame | None:  # fmt: skip
-    """One frame of file rows: every target's kind sized and written (None: nothing to write).
-    A new attempt id is drawn per call."""
-    attempt = uuid.uuid4().hex[:12]
-    parts = []
-    for target in targets:
-        rows = counts.rows.get(target.kind, 0)
-        if not rows:
-            continue
-        writer = FileWriter(target, pipeline_id, batch_id, attempt, layout, rows_per_file)
-        kind = sized(rows_of(frame, target), rows, target.identity, rows_per_file)
-        parts.append(kind.mapInArrow(writer, FILE_DDL))
-    return functools.reduce(lambda a, b: a.unionByName(b), parts) if parts else None
+    @staticmethod
+    def _row(kind: str, found: DataFile, figures: str) -> dict:
+        return {RECORD_KIND: kind, "path": found.path, "size": found.size, "rows": found.rows,
+                "stats": found.stats, "figures": figures}  # fmt: skip
 
 
-def write_batch_files(frame: DataFrame, targets: Sequence[TableTarget], counts: BatchCounts,
-                      pipeline_id: str, batch_id: int,
-                      layout: PaneLogLayout) -> dict[str, list[DataFile]]:  # fmt: skip
-    """Write ``targets``' kinds of ``frame`` as data files (one Spark job); the files by kind."""
-    plan = writing_plan(frame, targets, counts, pipeline_id, batch_id, layout)
-    files: dict[str, list[DataFile]] = {t.kind: [] for t in targets}
-    for row in plan.collect() if plan is not None else ():
-        found = DataFile(row["path"], row["size"], row["rows"], row["stats"])
-        files[row[RECORD_KIND]].append(found)
-    return files
+@contextmanager
+def batch_properties(spark: SparkSession, batch_id: int,
+                     committed: Sequence[str]) -> Iterator[None]:  # fmt: skip
+    """The batch's id and committed kinds as local properties of the jobs started meanwhile
+    (read by the operator's tasks: :class:`jobs.task_files.BatchOfTask`)."""
+    sc = spark.sparkContext
+    sc.setLocalProperty(BATCH_ID_PROPERTY, str(batch_id))
+    sc.setLocalProperty(COMMITTED_PROPERTY, ",".join(sorted(committed)))
+    try:
+        yield
+    finally:
+        sc.setLocalProperty(BATCH_ID_PROPERTY, None)
+        sc.setLocalProperty(COMMITTED_PROPERTY, None)
+
+
+def write_batch_files(
+    frame: DataFrame, tables: OutputTables, batch_id: int, committed: Sequence[str]
+) -> tuple[dict[str, list[DataFile]], BatchCounts]:
+    """Run the batch (one Spark job, the module doc): its data files by kind, and its figures
+    (the kinds in ``committed`` are neither written nor counted)."""
+    writer = BatchWriter(tables, batch_id, frozenset(committed))
+    plan = frame.repartition(1).mapInArrow(writer, FILE_DDL)
+    with batch_properties(frame.sparkSession, batch_id, committed):
+        got = plan.collect()
+    files: dict[str, list[DataFile]] = {}
+    counts = BatchCounts()
+    for row in got:
+        kind = row[RECORD_KIND]
+        files.setdefault(kind, []).append(DataFile(row["path"], row["size"], row["rows"],
+                                                   row["stats"]))  # fmt: skip
+        counts.add(kind, row["rows"], json.loads(row["figures"]))
+    return files, counts
 
 
 @contextmanager
@@ -207,26 +199,43 @@ def cached(frame: DataFrame) -> Iterator[DataFrame]:
         kept.unpersist()
 
 
+def sized(frame: DataFrame, rows: int, identity: Sequence[str],
+          rows_per_file: int = ROWS_PER_FILE) -> DataFrame:  # fmt: skip
+    """``frame`` (one kind's ``rows`` rows) as ``ceil(rows / rows_per_file)`` partitions (at
+    least one), all rows of equal ``identity`` in one: merged without a shuffle when there are
+    enough partitions, else shuffled by ``identity``."""
+    groups = max(1, -(-rows // rows_per_file))
+    if groups <= frame.rdd.getNumPartitions():
+        return frame.coalesce(groups)
+    return frame.repartition(groups, *identity)
+
+
 @dataclass(frozen=True)
 class RowFinisher:
     """``mapInArrow`` function: one task's rows of one kind -> finished table rows (for a
     writer that writes a frame itself: delta-spark). Picklable."""
 
-    writer: FileWriter
+    tables: OutputTables
+    kind: str
+    batch_id: int
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        target = self.tables.targets[self.kind]
         got = [b for b in batches if b.num_rows]
         if got:
-            finished = self.writer.finish(pa.Table.from_batches(got))
-            yield from finished.select(self.writer.target.schema.names).to_batches()
+            core = pa.Table.from_batches(got).select(target.columns).cast(target.core)
+            finished = self.tables.finish(self.kind, core, self.batch_id)
+            yield from finished.select(target.schema.names).cast(target.schema).to_batches()
 
 
-def finished_frame(frame: DataFrame, target: TableTarget, counts: BatchCounts, pipeline_id: str,
-                   batch_id: int, layout: PaneLogLayout) -> DataFrame:  # fmt: skip
-    """``target``'s kind of ``frame`` as finished table rows, sized by the same rule."""
+def finished_frame(frame: DataFrame, tables: OutputTables, kind: str, counts: BatchCounts,
+                   batch_id: int) -> DataFrame:  # fmt: skip
+    """``kind``'s rows of ``frame`` (every row sent on) as finished table rows, in
+    ``ceil(n / ROWS_PER_FILE)`` tasks, all rows of a key in one."""
+    from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    rows = counts.rows.get(target.kind, 0)
-    finisher = RowFinisher(FileWriter(target, pipeline_id, batch_id, "", layout))
-    kind = sized(rows_of(frame, target), rows, target.identity)
-    return kind.mapInArrow(finisher, from_arrow_schema(target.schema))
+    target = tables.targets[kind]
+    rows = frame.where(F.col(RECORD_KIND) == kind).select(*target.columns)
+    rows = sized(rows, counts.rows.get(kind, 0), target.identity)
+    return rows.mapInArrow(RowFinisher(tables, kind, batch_id), from_arrow_schema(target.schema))

@@ -57,13 +57,10 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from jobs.batch_output import (
-    ROWS_PER_FILE,
     BatchCounts,
-    TableTarget,
     batch_counts,
     cached,
     finished_frame,
-    table_targets,
     write_batch_files,
 )
 from jobs.checkpoint import batch_input, local_path
@@ -75,13 +72,7 @@ from jobs.event_time import (
     spark_event_time,
 )
 from jobs.jsonl_decoder import LATEST_EVENT_TIME
-from jobs.operator import (
-    KIND_LATE,
-    KIND_PANE,
-    KIND_REJECTED,
-    OperatorConfig,
-    apply_operator,
-)
+from jobs.operator import OperatorConfig, apply_operator
 from jobs.operator_input import (
     BLOB,
     BUCKET,
@@ -95,9 +86,11 @@ from jobs.operator_input import (
     pack_by_bucket,
     row_expression,
 )
+from jobs.output_tables import KIND_LATE, KIND_PANE, KIND_REJECTED, KINDS, OutputTables
 from jobs.pane_log_source import tagged as pane_log_tagged
 from jobs.pipeline import Pipeline
 from jobs.source import ERROR, RAW, SOURCE_FILE
+from jobs.task_files import ROWS_PER_FILE, TaskWriting
 from jobs.view_spec import view_spec
 from sinks import tables
 from sinks.column_types import COLUMN_TYPES, arrow_type
@@ -156,7 +149,8 @@ def watermark_delay_ms(pipeline: Pipeline) -> int:
     return 0 if pipeline.ingestion_time else -(-pipeline.watermark.delay // 1000)
 
 
-def operator_config(pipeline: Pipeline, profile_dir: str | None = None) -> OperatorConfig:
+def operator_config(pipeline: Pipeline, profile_dir: str | None = None,
+                    writing: TaskWriting | None = None) -> OperatorConfig:  # fmt: skip
     return OperatorConfig(
         engine_factory=EngineFactory(pipeline),
         key_columns=tuple(pipeline.keys),
@@ -170,6 +164,7 @@ def operator_config(pipeline: Pipeline, profile_dir: str | None = None) -> Opera
         end_of_time_ms=SENTINEL_MS - watermark_delay_ms(pipeline),
         profile_dir=profile_dir,
         weighted=pipeline.weighted,
+        writing=writing,
     )
 
 
@@ -326,13 +321,16 @@ def _operator_input(pipeline: Pipeline, tagged: DataFrame, bucket_ids: Sequence[
 
 def build_job(spark: SparkSession, pipeline: Pipeline, records: DataFrame,
               control: DataFrame | None = None, *, bucket_ids: Sequence[int] | None = None,
+              writing: TaskWriting | None = None,
               profile_dir: str | None = None) -> DataFrame:  # fmt: skip
     """The job's output stream (``record_kind`` pane / late / rejected) for ``records``.
 
     A key's bucket is ``pmod(xxhash64(keys), state_buckets)``; Spark groups by
     ``bucket_ids[bucket]`` (default: the bucket number itself), values chosen per lake so its
     shuffle partitions get equal shares of buckets (:func:`jobs.run.check_state_layout`).
-    ``profile_dir``: profile the operator's tasks there (:class:`jobs.operator.OperatorConfig`).
+    ``writing``: how tasks write many rows themselves (:attr:`BatchSink.task_writing`; None:
+    every row is sent on). ``profile_dir``: profile the operator's tasks there
+    (:class:`jobs.operator.OperatorConfig`).
     """
     decoded = BLOB in records.columns  # the JSON-lines decoder packed (jobs.jsonl_decoder)
     if pipeline.source.is_pane_log:
@@ -342,7 +340,7 @@ def build_job(spark: SparkSession, pipeline: Pipeline, records: DataFrame,
     if control is not None:
         tagged = tagged.unionByName(_control_rows(pipeline, control, tagged))
     rows = _operator_input(pipeline, tagged, bucket_ids, decoded)
-    return apply_operator(rows, operator_config(pipeline, profile_dir))
+    return apply_operator(rows, operator_config(pipeline, profile_dir, writing))
 
 
 # -- the sink ---------------------------------------------------------------------------------
@@ -382,14 +380,15 @@ class BatchSink:
     """``foreachBatch`` sink: panes, late and rejected rows of a batch, each committed once.
 
     Per batch (:mod:`jobs.batch_output`): the tables that already hold the batch are skipped
-    (a replay: their transaction version is at or above the batch id); the output frame is
-    cached on the executors and counted by kind (the batch's figures); Spark's tasks write
-    each kind still to commit as Parquet files into its table's directory; the driver commits
-    each table's files in one Delta commit with the application transaction (pipeline, batch
-    id) through delta-rs, the pane log first. Vanished input files (few) become rejected rows
-    written from the driver into the rejected table's commit. With a :class:`SparkDeltaWriter`
-    (a session with the Delta extension), delta-spark writes and commits each kind's finished
-    rows instead. No output row is collected on the driver either way.
+    (a replay: their transaction version is at or above the batch id); one Spark job runs the
+    batch and writes each kind still to commit as Parquet files into its table's directory
+    (operator tasks that emit many rows write them themselves, the rest one writer task); the
+    driver collects a row per file (path, size, statistics, figures) and commits each table's
+    files in one Delta commit with the application transaction (pipeline, batch id) through
+    delta-rs, the pane log first. Vanished input files (few) become rejected rows written from
+    the driver into the rejected table's commit. With a :class:`SparkDeltaWriter` (a session with
+    the Delta extension), delta-spark writes and commits each kind's finished rows instead. No
+    output row is collected on the driver either way.
     """
 
     def __init__(self, pipeline: Pipeline, on_batch: Callable[[BatchStats], Any] | None = None,
@@ -419,16 +418,22 @@ class BatchSink:
         self.stats: dict[int, BatchStats] = {}
         self.appenders = {KIND_PANE: self.pane_log.appender, KIND_LATE: self.late_log.appender,
                           KIND_REJECTED: self.rejected_log.appender}  # fmt: skip
-        self._targets: dict[str, TableTarget] | None = None
+        self._tables: OutputTables | None = None
 
     @property
-    def targets(self) -> dict[str, TableTarget]:
+    def tables(self) -> OutputTables:
         """Where each kind's files go (the tables' URIs: the tables are created if need be)."""
-        if self._targets is None:
+        if self._tables is None:
             uris = {k: a.table().table_uri for k, a in self.appenders.items()}
             schemas = {k: a.schema for k, a in self.appenders.items()}
-            self._targets = table_targets(self.layout, uris, schemas)
-        return self._targets
+            self._tables = OutputTables.of(self.pipeline.name, self.layout, uris, schemas)
+        return self._tables
+
+    @property
+    def task_writing(self) -> TaskWriting | None:
+        """How the operator's tasks write for this sink (:func:`build_job`'s ``writing``): None
+        for delta-spark, which writes every row itself."""
+        return None if isinstance(self.writer, SparkDeltaWriter) else TaskWriting(self.tables)
 
     def committed_batch_id(self) -> int | None:
         """The highest batch id any of the three tables holds, or None."""
@@ -457,22 +462,23 @@ class BatchSink:
             appender.table()
 
     def __call__(self, df, batch_id: int) -> None:
-        """Write and commit batch ``batch_id`` (the module doc); no output row is collected."""
+        """Write and commit batch ``batch_id`` (the class doc); no output row is collected."""
         started = time.perf_counter()
-        todo = [self.targets[k] for k, a in self.appenders.items() if not a.is_committed(batch_id)]
-        with cached(df) if todo else nullcontext(df) as frame:
-            counts = batch_counts(frame)  # a replay of committed tables still runs the plan
+        committed = [k for k, a in self.appenders.items() if a.is_committed(batch_id)]
+        todo = [k for k in KINDS if k not in committed]
+        if isinstance(self.writer, SparkDeltaWriter):
+            with cached(df) if todo else nullcontext(df) as frame:
+                counts = batch_counts(frame)  # a replay of committed tables still runs the plan
+                gone, batch_ts_us = self._vanished_input(df.sparkSession, batch_id)
+                computed = time.perf_counter()
+                done = self._commit_frames(frame, todo, counts, batch_id, gone, batch_ts_us)
+        else:
+            files, counts = write_batch_files(df, self.tables, batch_id, committed)
             # After the plan ran: a file gone now was gone when its batch read it (or vanished
             # while being read). Spark skips such a file with a log warning; we keep it on record.
             gone, batch_ts_us = self._vanished_input(df.sparkSession, batch_id)
-            if isinstance(self.writer, SparkDeltaWriter):
-                computed = time.perf_counter()
-                done = self._commit_frames(frame, todo, counts, batch_id, gone, batch_ts_us)
-            else:
-                files = write_batch_files(frame, todo, counts, self.pipeline.name, batch_id,
-                                          self.layout)  # fmt: skip
-                computed = time.perf_counter()
-                done = self._commit_files(files, batch_id, gone, batch_ts_us)
+            computed = time.perf_counter()
+            done = self._commit_files(files, todo, batch_id, gone, batch_ts_us)
         stats = BatchStats(batch_id, panes=counts.rows.get(KIND_PANE, 0),
                            by_timing=counts.by_timing, retractions=counts.retractions,
                            late=counts.rows.get(KIND_LATE, 0),
@@ -492,46 +498,43 @@ class BatchSink:
         return finish_rejected(pa.Table.from_pylist(core, schema=REJECTED_CORE),
                                self.pipeline.name, batch_id, batch_ts_us)  # fmt: skip
 
-    def _commit_files(self, files: dict[str, list[DataFile]], batch_id: int,
-                      gone: Sequence[str], batch_ts_us: int | None) -> bool:  # fmt: skip
+    def _commit_files(self, files: dict[str, list[DataFile]], todo: Sequence[str],
+                      batch_id: int, gone: Sequence[str],
+                      batch_ts_us: int | None) -> bool:  # fmt: skip
         """Commit the written files of each kind still to commit (pane log first)."""
         kill("before_commit", batch_id, self.kill_at)
         done = False
-        if KIND_PANE in files:
-            done |= self.pane_log.appender.commit_files(batch_id, files[KIND_PANE])
-        kill("between_tables", batch_id, self.kill_at)
-        if KIND_LATE in files:
-            done |= self.late_log.appender.commit_files(batch_id, files[KIND_LATE])
-        if KIND_REJECTED in files:
-            rejected = list(files[KIND_REJECTED])
-            if gone:  # few: written from here into the same commit
+        for kind in KINDS:
+            if kind == KIND_LATE:
+                kill("between_tables", batch_id, self.kill_at)
+            if kind not in todo:
+                continue
+            found = list(files.get(kind, ()))
+            if kind == KIND_REJECTED and gone:  # few: written from here into the same commit
                 prefix = f"part-{batch_id:08d}-{uuid.uuid4().hex[:12]}-vanished"
-                target = self.targets[KIND_REJECTED]
-                rejected += write_data_files(target.table_uri,
-                                             self._vanished_table(gone, batch_id, batch_ts_us),
-                                             target.schema, prefix, ROWS_PER_FILE)  # fmt: skip
-            done |= self.rejected_log.appender.commit_files(batch_id, rejected)
+                target = self.tables.targets[KIND_REJECTED]
+                found += write_data_files(target.table_uri,
+                                          self._vanished_table(gone, batch_id, batch_ts_us),
+                                          target.schema, prefix, ROWS_PER_FILE)  # fmt: skip
+            done |= self.appenders[kind].commit_files(batch_id, found)
         return done
 
-    def _commit_frames(self, frame, todo: Sequence[TableTarget], counts: BatchCounts,
-                       batch_id: int, gone: Sequence[str],
-                       batch_ts_us: int | None) -> bool:  # fmt: skip
+    def _commit_frames(self, frame, todo: Sequence[str], counts: BatchCounts, batch_id: int,
+                       gone: Sequence[str], batch_ts_us: int | None) -> bool:  # fmt: skip
         """The delta-spark branch: each kind still to commit written and committed by Spark."""
         kill("before_commit", batch_id, self.kill_at)
         done = False
-        todo_kinds = {t.kind for t in todo}
-        for kind in (KIND_PANE, KIND_LATE, KIND_REJECTED):
+        for kind in KINDS:
             if kind == KIND_LATE:
                 kill("between_tables", batch_id, self.kill_at)
-            if kind not in todo_kinds:
+            if kind not in todo:
                 continue
-            target = self.targets[kind]
-            rows = finished_frame(frame, target, counts, self.pipeline.name, batch_id,
-                                  self.layout)  # fmt: skip
+            rows = finished_frame(frame, self.tables, kind, counts, batch_id)
             if kind == KIND_REJECTED and gone:
                 vanished = self._vanished_table(gone, batch_id, batch_ts_us)
                 rows = rows.unionByName(frame.sparkSession.createDataFrame(vanished))
-            self.writer.append_frame(rows, target.table_uri, self.pipeline.name, batch_id,
+            self.writer.append_frame(rows, self.tables.targets[kind].table_uri,
+                                     self.pipeline.name, batch_id,
                                      self.appenders[kind].batch_metadata(batch_id))  # fmt: skip
             done = True
         return done

@@ -35,7 +35,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pandas as pd
 import pyarrow as pa
 
 try:  # pyspark is optional at import time (the pure test suite runs without it)
@@ -53,6 +52,15 @@ from jobs.operator_input import (
     input_table,
     rejected_records,
 )
+from jobs.output_tables import (
+    DATA_FILE,
+    KIND_LATE,
+    KIND_PANE,
+    KIND_REJECTED,
+    PROCESSING_TIME,
+    RECORD_KIND,
+)
+from jobs.task_files import TaskOutput, TaskWriting
 from panes.time import BEGINNING_OF_TIME, END_OF_TIME
 from panes.weights import Retracted
 from sinks.lake_format import MAX_TIMESTAMP_US
@@ -61,11 +69,6 @@ from sinks.records import dropped_record, late_core_schema
 
 # Spark timestamps end at 9999-12-31; a drain pushes the Spark watermark to here or beyond.
 DEFAULT_END_OF_TIME_MS = MAX_TIMESTAMP_US // 1000
-RECORD_KIND = "record_kind"
-"""The output column saying what a row is: one of the ``KIND_`` values."""
-KIND_PANE = "pane"
-KIND_LATE = "late"
-KIND_REJECTED = "rejected"
 RETRACTION_NOTE = "(a retraction: weight -1, its value stays in the window)"
 """Appended to the late-table reason of a dropped element of weight -1 (weighted input)."""
 REJECTED_OUTPUT = ("raw", "source_file", "reason")  # (see jobs.operator_input.rejected_records)
@@ -74,9 +77,10 @@ OUTPUT_MODE = "Append"
 
 
 def output_arrow_schema(layout: PaneLogLayout = DEFAULT_LAYOUT) -> pa.Schema:
-    """Arrow schema of the operator's output: ``record_kind`` + pane core + late-only columns +
-    the rejected-only columns (``raw``, ``source_file``; ``reason`` and ``processing_time_us``
-    are shared with late records)."""
+    """Arrow schema of the operator's output (:mod:`jobs.output_tables`): ``record_kind`` + pane
+    core + late-only columns + the rejected-only columns (``raw``, ``source_file``; ``reason``
+    and ``processing_time_us`` are shared with late records) + ``data_file`` (a file the task
+    wrote, :mod:`jobs.task_files`)."""
     fields = [pa.field(RECORD_KIND, pa.string(), nullable=False)]
     names = set()
     for f in (*core_schema(layout), *late_core_schema(layout)):
@@ -84,6 +88,7 @@ def output_arrow_schema(layout: PaneLogLayout = DEFAULT_LAYOUT) -> pa.Schema:
             fields.append(f.with_nullable(True))
             names.add(f.name)
     fields += [pa.field(n, pa.string()) for n in REJECTED_OUTPUT if n not in names]
+    fields.append(pa.field(DATA_FILE, pa.string()))
     return pa.schema(fields)
 
 
@@ -108,8 +113,9 @@ class OperatorConfig:
     or a picklable callable object); its element values are dicts of the value columns (what
     named aggregates, ``panes.combiners.aggregates``, read). ``column_types``: the Arrow type of
     each key and value column (:class:`jobs.operator_input.InputSchema`). ``end_of_time_ms``: the
-    Spark watermark of a drain. ``profile_dir``: a developer aid, each task's processor is profiled
-    (cProfile) into a file there.
+    Spark watermark of a drain. ``writing``: how a task that emits many rows writes them itself
+    (:mod:`jobs.task_files`; None: every row leaves the task as a row). ``profile_dir``: a
+    developer aid, each task's processor is profiled (cProfile) into a file there.
     """
 
     engine_factory: Callable[[], Any]
@@ -120,6 +126,7 @@ class OperatorConfig:
     end_of_time_ms: int = DEFAULT_END_OF_TIME_MS
     profile_dir: str | None = None
     weighted: bool = False
+    writing: TaskWriting | None = None
 
     @property
     def input_schema(self) -> InputSchema:
@@ -203,6 +210,7 @@ class BucketProcessor(_Base):
         self.handle = handle
         self.state = state
         self._columns = output_arrow_schema(self.config.layout).names
+        self.output = TaskOutput(self._columns, self.config.writing)
         self._profile = None
         if self.config.profile_dir:
             self._profile = cProfile.Profile()
@@ -233,6 +241,8 @@ class BucketProcessor(_Base):
         yield from self._visit({}, timerValues, expiredTimerInfo.getExpiryTimeInMs())
 
     def close(self) -> None:
+        """The end of the task: the files still collecting rows are written."""
+        self.output.close()
         if self._profile is not None:
             self._profile.disable()
             self._profile.dump_stats(self._profile_path)
@@ -271,13 +281,8 @@ class BucketProcessor(_Base):
         """Rows that could not become elements, passed through as rejected records."""
         records = rejected_records(table)
         n = len(records["raw"])
-        if not n:
-            return
-        data = {c: [None] * n for c in self._columns}
-        data.update(records)
-        data[RECORD_KIND] = [KIND_REJECTED] * n
-        data["processing_time_us"] = [tv.getCurrentProcessingTimeInMs() * 1000] * n
-        yield pd.DataFrame(data, columns=self._columns, dtype=object)
+        records[PROCESSING_TIME] = [tv.getCurrentProcessingTimeInMs() * 1000] * n
+        yield from self.output.emit(KIND_REJECTED, records, n)
 
     @staticmethod
     def _store(keys: dict, ekey: Any, state) -> None:
@@ -320,25 +325,21 @@ class BucketProcessor(_Base):
         return want
 
     def _emit(self, outs) -> Iterator:
-        """One pandas frame of the outputs' panes and late elements (in the output schema)."""
+        """The outputs' panes and late elements (:class:`jobs.task_files.TaskOutput`)."""
         layout = self.config.layout
         panes = [p for out in outs for p in out.panes]
+        if panes:
+            yield from self.output.emit(KIND_PANE, pane_columns(panes, layout), len(panes))
         dropped = [d for out in outs for d in out.dropped]
-        if not panes and not dropped:
-            return
-        n = len(panes)
-        got = pane_columns(panes, layout) if panes else {}  # fresh lists: appended to below
-        data = {c: got[c] if c in got else [None] * n for c in self._columns}
-        data[RECORD_KIND] = [KIND_PANE] * n
-        for d in dropped:
-            if type(d.value) is Retracted:  # its value as read, the weight in the reason
-                d = d._replace(value=d.value.value, reason=f"{d.reason} {RETRACTION_NOTE}")
-            r = dropped_record(d, layout)
-            r[RECORD_KIND] = KIND_LATE
-            for c, column in data.items():
-                column.append(r.get(c))
-        # object columns: int64 µs (and the int64 extremes) must not round-trip via float64
-        yield pd.DataFrame(data, columns=self._columns, dtype=object)
+        if dropped:
+            late = {c: [] for c in late_core_schema(layout).names}
+            for d in dropped:
+                if type(d.value) is Retracted:  # its value as read, the weight in the reason
+                    d = d._replace(value=d.value.value, reason=f"{d.reason} {RETRACTION_NOTE}")
+                r = dropped_record(d, layout)
+                for c, column in late.items():
+                    column.append(r.get(c))
+            yield from self.output.emit(KIND_LATE, late, len(dropped))
 
 
 def apply_operator(rows, config: OperatorConfig):

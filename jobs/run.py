@@ -125,6 +125,7 @@ def _writer(spark: SparkSession, pipeline: Pipeline, sink: BatchSink, *, follow:
         records,
         control_stream(spark, pipeline),
         bucket_ids=bucket_ids,
+        writing=sink.task_writing,
         profile_dir=profile_dir,
     )
     writer = (

@@ -14,11 +14,11 @@ Invariants of a written file:
 * its name is unique per writing attempt (``<prefix>-<part>.parquet``, the caller's prefix
   names the batch, the attempt and the task attempt), so a crashed or retried attempt never
   overwrites a file another attempt may commit;
-* its statistics (:func:`file_stats`) are Delta's ``numRecords``, ``nullCount``,
-  ``minValues`` and ``maxValues`` of the top-level primitive columns, so delta-rs and DuckDB
-  keep skipping files by them. Timestamp bounds are widened to milliseconds (Delta's
-  precision); strings longer than :data:`MAX_STRING_STAT` characters and non-finite floats
-  leave that column's bounds out (a missing bound only costs skipping).
+* its statistics (:func:`file_stats`, also kept in its footer) are Delta's ``numRecords``,
+  ``nullCount``, ``minValues`` and ``maxValues`` of the top-level primitive columns, so
+  delta-rs and DuckDB keep skipping files by them. Timestamp bounds are widened to
+  milliseconds (Delta's precision); strings longer than :data:`MAX_STRING_STAT` characters
+  and non-finite floats leave that column's bounds out (a missing bound only costs skipping).
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ from sinks.lake_format import MAX_TIMESTAMP_US
 MAX_STRING_STAT = 64
 """Longest string (characters) whose value goes into a file's min/max statistics."""
 ROW_GROUP_ROWS = 128 * 1024
+STATS_KEY = "panestore.delta_stats"
+"""Key of a file's Delta statistics in its Parquet key-value metadata."""
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
@@ -124,29 +126,50 @@ def split_rows(rows: int, rows_per_file: int) -> list[tuple[int, int]]:
     return out
 
 
+def write_data_file(table_uri: str, name: str, table: pa.Table, schema: pa.Schema,
+                    metadata: Mapping[str, str] | None = None) -> DataFile:  # fmt: skip
+    """Write ``table`` (cast to ``schema``, the Delta table's) as one file ``name`` in the table
+    directory at ``table_uri``. Its statistics (:data:`STATS_KEY`) and ``metadata`` go into the
+    file's key-value metadata, so :func:`read_data_file` rebuilds the :class:`DataFile` from the
+    file alone. Not a commit: see :func:`commit_data_files`."""
+    table = table.select(schema.names).cast(schema)
+    stats = file_stats(table)
+    footer = {**(metadata or {}), STATS_KEY: stats}
+    fs, root = _filesystem(table_uri)
+    pq.write_table(
+        table.replace_schema_metadata({**(schema.metadata or {}), **footer}),
+        f"{root}/{name}",
+        filesystem=fs,
+        compression="snappy",
+        row_group_size=ROW_GROUP_ROWS,
+        coerce_timestamps="us",
+        use_deprecated_int96_timestamps=False,
+    )
+    size = fs.get_file_info(f"{root}/{name}").size
+    return DataFile(name, size, table.num_rows, stats)
+
+
+def read_data_file(table_uri: str, name: str) -> tuple[DataFile, dict[str, str]]:
+    """The :class:`DataFile` of a file :func:`write_data_file` wrote, and the metadata it was
+    given (read from the file's footer: a few kilobytes)."""
+    fs, root = _filesystem(table_uri)
+    path = f"{root}/{name}"
+    footer = pq.read_metadata(path, filesystem=fs)
+    found = {k.decode(): v.decode() for k, v in (footer.metadata or {}).items()
+             if not k.startswith(b"ARROW:")}  # fmt: skip
+    stats = found.pop(STATS_KEY)
+    return DataFile(name, fs.get_file_info(path).size, footer.num_rows, stats), found
+
+
 def write_data_files(table_uri: str, table: pa.Table, schema: pa.Schema, prefix: str,
                      rows_per_file: int) -> list[DataFile]:  # fmt: skip
-    """Write ``table`` (cast to ``schema``, the Delta table's) into the table directory at
-    ``table_uri`` as files of at most ``rows_per_file`` rows named ``<prefix>-<n>.parquet``;
-    nothing for an empty table. Not a commit: see :func:`commit_data_files`."""
-    table = table.select(schema.names).cast(schema)
-    fs, root = _filesystem(table_uri)
-    written = []
-    for n, (offset, length) in enumerate(split_rows(table.num_rows, rows_per_file)):
-        part = table.slice(offset, length)
-        name = f"{prefix}-{n:03d}.parquet"
-        pq.write_table(
-            part,
-            f"{root}/{name}",
-            filesystem=fs,
-            compression="snappy",
-            row_group_size=ROW_GROUP_ROWS,
-            coerce_timestamps="us",
-            use_deprecated_int96_timestamps=False,
-        )
-        size = fs.get_file_info(f"{root}/{name}").size
-        written.append(DataFile(name, size, part.num_rows, file_stats(part)))
-    return written
+    """Write ``table`` into the table directory at ``table_uri`` as files of at most
+    ``rows_per_file`` rows named ``<prefix>-<n>.parquet`` (:func:`write_data_file`); nothing for
+    an empty table."""
+    return [
+        write_data_file(table_uri, f"{prefix}-{n:03d}.parquet", table.slice(offset, length), schema)
+        for n, (offset, length) in enumerate(split_rows(table.num_rows, rows_per_file))
+    ]
 
 
 def commit_data_files(delta: Any, files: Sequence[DataFile], schema: pa.Schema, app_id: str,
