@@ -46,8 +46,7 @@ import pyarrow.json as pj
 
 from jobs.event_time import EPOCH_UNITS, accepted, event_time_us, flat
 from jobs.operator_input import BLOB, BUCKET, HASHED_AS, TS_US, KeyBuckets, blobs_by_bucket
-from jobs.pipeline import INTEGRAL
-from sinks.column_types import ARROW_JSON_TYPES
+from sinks.column_types import ARROW_JSON_TYPES, INTEGRAL
 
 if TYPE_CHECKING:  # pragma: no cover
     from jobs.pipeline import Pipeline

@@ -219,8 +219,11 @@ def elements_by_key(table: pa.Table | None, schema: InputSchema) -> dict[Any, li
     order = [(c, "ascending") for c in (*kcols, TS_US)]
     table = table.take(pc.sort_indices(table, sort_keys=order))
     columns = [table.column(c).to_pylist() for c in vcols]
-    if columns:
-        vals: Iterable = (dict(zip(vcols, row, strict=True)) for row in zip(*columns, strict=True))
+    if len(columns) == 1:
+        name = vcols[0]
+        vals: Iterable = [{name: v} for v in columns[0]]
+    elif columns:
+        vals = [dict(zip(vcols, row, strict=True)) for row in zip(*columns, strict=True)]
     else:
         vals = [_NO_VALUES] * table.num_rows
     if schema.weighted:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 
 import pytest
 
@@ -20,6 +21,7 @@ pa = pytest.importorskip("pyarrow")
 from jobs.event_time import (  # noqa: E402
     MAX_EVENT_TIME_US,
     MIN_EVENT_TIME_US,
+    _zoned_iso_us,
     accepted,
     event_time_us,
 )
@@ -102,6 +104,19 @@ def as_text(value) -> str:
 def test_text_forms(raw, expected):
     (us,) = event_time_us(pa.array([raw]), epoch_us=None).to_pylist()
     assert outcome(us) == expected
+
+
+def test_a_batch_reads_each_text_as_alone():
+    """A batch whose texts all carry a zone takes Arrow's ISO-8601 reading, any other the
+    part-by-part one: each text's outcome is its own either way."""
+    readable = [(r, e) for r, e in TEXT if e not in (UNREADABLE, OUT_OF_RANGE)]
+    with_zone = re.compile(r"[T ]\d\d:\d\d.*(Z|[+-]\d\d(:?\d\d)?)$")
+    zoned = [(r, e) for r, e in readable if with_zone.search(r.strip())]
+    assert len(zoned) >= 6
+    assert _zoned_iso_us(pa.array([r.strip() for r, _ in zoned])) is not None  # the fast path
+    for batch in (TEXT, readable, zoned):
+        got = event_time_us(pa.array([r for r, _ in batch]), epoch_us=None).to_pylist()
+        assert [outcome(us) for us in got] == [e for _, e in batch]
 
 
 @pytest.mark.parametrize(("raw", "expected"), EPOCH_MS)
