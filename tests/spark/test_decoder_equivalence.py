@@ -1,6 +1,10 @@
 """The JSON-lines decoder changes no outcome: Spark agrees on buckets (and on the shuffle
 partition of a bucket's grouping value), and a job over a landing zone full of awkward lines
-writes the same tables with and without it."""
+writes the same tables with and without it.
+
+The run without the decoder also has its operator tasks write every row themselves
+(:mod:`jobs.task_files`: at most one row sent on, files of seven rows), where the run with it
+sends its few rows to the writer task: who writes the files changes no outcome either."""
 
 from __future__ import annotations
 
@@ -106,13 +110,15 @@ def _landing(seed: int, start: int) -> list[str]:
     return lines
 
 
-def test_the_job_writes_the_same_tables_with_and_without_the_decoder(spark, tmp_path):
+def test_the_job_writes_the_same_tables_with_and_without_the_decoder(spark, tmp_path, monkeypatch):
     import pyarrow as pa
     from deltalake import DeltaTable
 
+    from jobs.job import BatchSink
     from jobs.jsonl_decoder import JsonlDecoder
     from jobs.run import run
     from jobs.source import read_landing_zone
+    from jobs.task_files import TaskWriting
 
     files = [_landing(1, 0), _landing(2, 140)]
     decoder = JsonlDecoder.for_pipeline(_pipeline(tmp_path, "with"))
@@ -129,6 +135,14 @@ def test_the_job_writes_the_same_tables_with_and_without_the_decoder(spark, tmp_
     assert passed([*ODD, plain]) == []
 
     pipelines = {name: _pipeline(tmp_path, name) for name in ("with", "without")}
+    default = BatchSink.task_writing
+
+    def task_writing(sink: BatchSink) -> TaskWriting | None:
+        if sink.pipeline.lake_path != pipelines["without"].lake_path:
+            return default.fget(sink)
+        return TaskWriting(sink.tables, rows_as_rows=1, rows_per_file=7)
+
+    monkeypatch.setattr(BatchSink, "task_writing", property(task_writing))
 
     def run_both(drain: bool = False) -> None:  # the same batches for both lakes
         for name, pipeline in pipelines.items():
@@ -153,3 +167,10 @@ def test_the_job_writes_the_same_tables_with_and_without_the_decoder(spark, tmp_
     assert len(with_["panes"]) > 50 and with_["late"] and len(with_["rejected"]) >= 10
     for t in ("panes", "late", "rejected"):
         assert comparable(with_[t]) == comparable(without[t]), t
+    for t in ("panes", "rejected"):  # written by the operator's tasks / by the writer task
+        names = {n: [f.rsplit("/", 1)[-1] for f in DeltaTable(p.table_path(t)).file_uris()]
+                 for n, p in pipelines.items()}  # fmt: skip
+        assert any("-t0" in f for f in names["without"]), t
+        assert not any("-t0" in f for f in names["with"]), t
+        if t == "panes":  # files of about seven rows
+            assert len(names["without"]) > len(names["with"])
