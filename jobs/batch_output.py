@@ -44,7 +44,6 @@ from jobs.output_tables import (
     KIND_PANE,
     RECORD_KIND,
     OutputTables,
-    TableTarget,
 )
 from jobs.task_files import (
     BATCH_ID_PROPERTY,
@@ -134,7 +133,7 @@ class BatchWriter:
         return self._row(kind, found, metadata.get(FIGURES_KEY, "{}"))
 
     def _write(self, kind: str, records: pa.Table) -> list[dict]:
-        target: TableTarget = self.tables.targets[kind]
+        target = self.tables.targets[kind]
         core = records.select(target.columns).cast(target.core)
         prefix = f"part-{self.batch_id:08d}-{attempt_id()}-w"
         out = []

@@ -48,7 +48,6 @@ import os
 import signal
 import sys
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -90,7 +89,7 @@ from jobs.output_tables import KIND_LATE, KIND_PANE, KIND_REJECTED, KINDS, Outpu
 from jobs.pane_log_source import tagged as pane_log_tagged
 from jobs.pipeline import Pipeline
 from jobs.source import ERROR, RAW, SOURCE_FILE
-from jobs.task_files import ROWS_PER_FILE, TaskWriting
+from jobs.task_files import ROWS_PER_FILE, TaskWriting, attempt_id
 from jobs.view_spec import view_spec
 from sinks import tables
 from sinks.column_types import COLUMN_TYPES, arrow_type
@@ -511,7 +510,7 @@ class BatchSink:
                 continue
             found = list(files.get(kind, ()))
             if kind == KIND_REJECTED and gone:  # few: written from here into the same commit
-                prefix = f"part-{batch_id:08d}-{uuid.uuid4().hex[:12]}-vanished"
+                prefix = f"part-{batch_id:08d}-{attempt_id()}-vanished"
                 target = self.tables.targets[KIND_REJECTED]
                 found += write_data_files(target.table_uri,
                                           self._vanished_table(gone, batch_id, batch_ts_us),
