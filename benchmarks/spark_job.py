@@ -162,8 +162,9 @@ def prepare_landing(work: Path, wl: Workload, fmt: str) -> Path:
 
 class PeakRSS:
     """Peak resident set size of this process tree (Linux /proc): in total, and of its parts
-    (``driver``: this Python process; ``jvm``: Java processes; ``workers``: the rest, Spark's
-    Python daemon and workers), each part's peak taken on its own."""
+    (``driver``: this Python process; ``jvm``: Java processes; ``workers``: the other Python
+    processes, Spark's daemon and workers), each part's peak taken on its own. Other processes
+    (the JVM's short-lived helpers) are not counted."""
 
     PARTS = ("total", "driver", "jvm", "workers")
 
@@ -192,6 +193,16 @@ class PeakRSS:
             info[pid] = (head.split("(", 1)[1], int(stat[21]) * page)
         return children, info
 
+    @staticmethod
+    def _part(is_driver: bool, name: str) -> str | None:
+        """The part a process counts in, or None for a helper the JVM spawns (``chmod``, ``rm``):
+        just forked, such a process reports the JVM's pages as its own."""
+        if is_driver:
+            return "driver"
+        if name == "java":
+            return "jvm"
+        return "workers" if name.startswith("python") else None
+
     def sample(self) -> None:
         children, info = self._processes()
         now = dict.fromkeys(self.PARTS, 0)
@@ -200,9 +211,10 @@ class PeakRSS:
         while todo:
             pid = todo.pop()
             name, rss = info.get(pid, ("", 0))
-            part = "driver" if pid == me else "jvm" if name == "java" else "workers"
-            now[part] += rss
-            now["total"] += rss
+            part = self._part(pid == me, name)
+            if part is not None:
+                now[part] += rss
+                now["total"] += rss
             todo.extend(children.get(pid, ()))
         for part, value in now.items():
             self.peak[part] = max(self.peak[part], value)
