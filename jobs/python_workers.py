@@ -62,7 +62,7 @@ def worker_python(master: str | None, cache_dir: Path | None = None) -> str:
         return sys.executable
     try:
         made = launcher(cache_dir or _cache_dir())
-    except OSError:
+    except (OSError, subprocess.SubprocessError):
         return sys.executable
     return str(made) if made is not None else sys.executable
 
