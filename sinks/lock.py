@@ -82,10 +82,11 @@ class LakeLock:
         except BaseException:
             os.close(fd)
             raise
-        me = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(me).encode(), 0)
         self._fd = fd
+        me = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+        with contextlib.suppress(OSError):  # the name only informs (a full disk: no name)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(me).encode(), 0)
         return self
 
     def holder(self) -> Holder:
