@@ -8,6 +8,7 @@ import os
 import shutil
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pyarrow as pa
 import pytest
@@ -140,3 +141,40 @@ def test_the_reader_refuses_another_table_when_it_lists_plans_or_reads(chain):
     shutil.rmtree(pane_log.parent)
     with pytest.raises(UpstreamChanged, match=f"is gone, not table {old}"):
         first.latestOffset()
+
+
+def test_panestore_run_refuses_a_rebuilt_upstream_before_spark_starts(chain, tmp_path, capsys):
+    from jobs.cli import main
+
+    down, pane_log = chain
+    old = make_table(pane_log, 2)
+    write_offset(Path(down.checkpoint_path), 0, {"version": 1, "table": old}, committed=True)
+    rebuild(pane_log, 3)
+    assert (
+        main(["run", str(tmp_path / "down.toml")]) == 2
+    )  # (Spark would take seconds to start: it is not)
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("panestore: the upstream 'sessions' was rebuilt: its pane log")
+    assert f"Rebuild hourly too: move its lake aside (mv {down.lake_path} " in line
+
+
+def test_a_follow_run_whose_upstream_is_rebuilt_under_it_stops_with_the_sources_line():
+    """The source's refusal reaches the driver inside Spark's error (a Python trace)."""
+    from jobs.run import RunResult, _await_query
+
+    trace = (
+        "[PYTHON_DATA_SOURCE_ERROR] Failed when Python streaming data source perform "
+        "latestOffset: Traceback (most recent call last):\n  File ...\n"
+        "sinks.errors.UpstreamChanged: the upstream pane log at /u/panes is table B now, not "
+        "table A that this pipeline has read: the upstream was rebuilt. Rebuild this pipeline "
+        "too\n\tat org.apache.spark..."
+    )
+    query = SimpleNamespace(isActive=False, recentProgress=[], exception=lambda: trace)
+    sink = SimpleNamespace(stats={})
+
+    with pytest.raises(UpstreamChanged) as e:
+        _await_query(query, sink, RunResult(), print, None)
+    assert str(e.value) == (
+        "the upstream pane log at /u/panes is table B now, not table A that this pipeline has "
+        "read: the upstream was rebuilt. Rebuild this pipeline too"
+    )
