@@ -45,7 +45,11 @@ def reader_sql(pipeline: Pipeline, files: list[str]) -> str:
 
     cols = "{" + ", ".join(f"'{c}': '{duckdb_type(c, t)}'" for c, t in src.schema) + "}"
     # each file literally: DuckDB would read a name holding [, * or ? as a glob pattern
-    flist = "[" + ", ".join("'" + duckdb_literal(f).replace("'", "''") + "'" for f in files) + "]"
+    try:
+        literal = [duckdb_literal(f) for f in files]
+    except ValueError as e:
+        raise LakeError(str(e)) from None
+    flist = "[" + ", ".join("'" + f.replace("'", "''") + "'" for f in literal) + "]"
     if src.format == "jsonl":
         return f"read_json({flist}, format='newline_delimited', columns={cols}, ignore_errors=true)"
     if src.format == "csv":

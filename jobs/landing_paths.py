@@ -65,23 +65,33 @@ def spark_path(path: str) -> str:
 
 def duckdb_literal(path: str) -> str:
     """``path`` escaped for DuckDB's file readers' globbing (each special character as a
-    one-character class): DuckDB then reads exactly that file."""
+    one-character class): DuckDB then reads exactly that file. Raises ValueError for a path
+    DuckDB cannot name literally: one holding ``\\`` (a separator to DuckDB's globbing) and a
+    special character."""
+    if not any(c in DUCKDB_GLOB_CHARS for c in path):
+        return path
+    if "\\" in path:
+        raise ValueError(f"DuckDB cannot read {path!r} literally (it holds '\\' and one of [ * ?)")
     return "".join(f"[{c}]" if c in DUCKDB_GLOB_CHARS else c for c in path)
 
 
-def spark_path_problem(path: str) -> str | None:
-    """Why Spark cannot read the directory ``path`` literally, or None.
+def landing_path_problem(path: str) -> str | None:
+    """Why Spark or ``panestore verify`` cannot read the landing directory ``path`` literally
+    (None: they can).
 
     Hadoop reads a path with pattern characters component by component, and a component holding
-    ``:`` is then parsed as a URI with a scheme and refused; without pattern characters a ``:``
-    is harmless. Spaces, ``%``, ``#`` and the pattern characters alone work (escaped).
+    ``:`` is then parsed as a URI with a scheme and refused; DuckDB's globbing (``verify``) takes
+    ``\\`` for a separator. Without pattern characters either is harmless; spaces, ``%``, ``#``
+    and the pattern characters alone work (escaped).
     """
     local = path if has_scheme(path) else os.path.abspath(path)
     rest = local.split("://", 1)[1] if has_scheme(local) else local
-    if ":" in rest and any(c in HADOOP_GLOB_CHARS for c in rest):
-        special = " ".join(sorted({c for c in rest if c in HADOOP_GLOB_CHARS}))
-        return (
-            f"{path!r} holds ':' and one of {special}: Spark cannot read such a path; "
-            "rename the directory (or a parent) to drop the ':'"
-        )
+    readers = ((":", HADOOP_GLOB_CHARS, "Spark"), ("\\", DUCKDB_GLOB_CHARS, "panestore verify"))
+    for odd, specials, reader in readers:
+        found = " ".join(sorted({c for c in rest if c in specials and c != odd}))
+        if odd in rest and found:
+            return (
+                f"{path!r} holds {odd!r} and {found}: {reader} cannot read such a path "
+                f"literally; rename the directory (or a parent) without the {odd!r}"
+            )
     return None
