@@ -13,6 +13,7 @@ import pytest
 
 from jobs.landing import landing_files
 from jobs.landing_paths import hadoop_literal
+from tests.spark.support import put
 
 # (relative path, input?) by Spark's listing rule, which landing_files mirrors
 TREE = [
@@ -54,17 +55,18 @@ def _pipeline(tmp_path, landing):
     })  # fmt: skip
 
 
-@pytest.mark.parametrize("name", ["land[1]", "land*", "land?", "land{1,2}", "land1 #%20:"])
-def test_verify_reads_the_landing_directory_named_not_a_sibling_it_matches(tmp_path, name):
+@pytest.mark.parametrize("name", ["land[1]", "land*", "land?", "land{1,2} #%20"])
+def test_verify_reads_each_landing_file_by_its_name_not_as_a_pattern(tmp_path, name):
+    """``land[1]`` as a pattern matches the sibling ``land1``, ``v[1].jsonl`` the file ``v1.jsonl``
+    next to it: each file is read once, from the landing directory named."""
     from jobs.landing import load_source_elements
 
-    record = {"ts": "2024-06-01T09:00:00Z"}
-    for folder, key in ((name, "own"), ("land1", "sibling"), ("landx", "sibling")):
-        sub = tmp_path / folder / "gw[1]"
-        sub.mkdir(parents=True, exist_ok=True)
-        (sub / "v*1?.jsonl").write_text(json.dumps({**record, "k": key}) + "\n")
+    for folder, tag in ((name, "own"), ("land1", "sibling"), ("landx", "sibling")):
+        for file in ("v[1].jsonl", "v1.jsonl"):
+            record = {"ts": "2024-06-01T09:00:00Z", "k": f"{tag} {file}"}
+            put(tmp_path / folder / "gw-1", file, [json.dumps(record)])
     elements = load_source_elements(_pipeline(tmp_path, tmp_path / name))
-    assert elements.column("k").to_pylist() == ["own"]
+    assert sorted(elements.column("k").to_pylist()) == ["own v1.jsonl", "own v[1].jsonl"]
 
 
 def test_check_refuses_a_landing_path_spark_cannot_read(tmp_path, capsys):
