@@ -193,3 +193,28 @@ def test_a_landing_path_like_a_pattern_and_its_subfolders_are_read_as_named(spar
     assert main(["verify", str(conf)]) == 0
     view = DeltaTable(str(tmp_path / "lake" / "current")).to_pyarrow_table().to_pylist()
     assert {r["device_id"]: r["plays"] for r in view} == {"a": 1, "b": 1, "c": 1, "d": 1}
+
+
+def test_data_appended_to_a_file_after_it_was_read_is_reported_once(spark, tmp_path):
+    from deltalake import DeltaTable
+
+    from jobs.landing_changes import CHANGED
+    from jobs.run import run
+
+    pipeline = make_pipeline(tmp_path)
+    path = land(tmp_path, "jsonl", "growing", "a", 10)
+    run(pipeline, spark=spark, progress=None)
+    # a writer appends to the file the run read (its modification time moves)
+    with open(path, "a") as f:
+        f.write(json.dumps({"device_id": "b", "ts": iso(20), "seconds": 2.0}) + "\n")
+    os.utime(path, (time.time() + 5, time.time() + 5))
+    out = io.StringIO()
+    second = run(pipeline, spark=spark, progress=out)
+    third = run(pipeline, spark=spark, progress=None)  # reported once, not on every run
+
+    rejected = DeltaTable(pipeline.table_path("rejected")).to_pyarrow_table().to_pylist()
+    assert [(r["raw"], r["reason"]) for r in rejected] == [(None, CHANGED)]
+    assert rejected[0]["source_file"].endswith("/growing.jsonl")
+    assert (second.total("rejected"), third.total("rejected")) == (1, 0)
+    assert "input file file://" in out.getvalue()
+    assert "growing.jsonl changed after it was read (modified " in out.getvalue()
