@@ -28,6 +28,7 @@ import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from urllib.parse import unquote
 
 from jobs.checkpoint import SOURCES, local_path
 from jobs.landing_paths import has_scheme
@@ -62,11 +63,20 @@ def _log_ids(folder: Path) -> tuple[int | None, list[int]]:
     return newest, [n for n in plain if newest is None or n > newest]
 
 
-def taken_files(checkpoint: str | os.PathLike[str], landing: str) -> dict[str, int]:
-    """Every file below ``landing`` that the checkpoint's file sources took: URI -> modification
-    time (ms) as Spark listed it."""
-    root = os.path.abspath(landing)
-    out: dict[str, int] = {}
+def _local(uri: str) -> str | None:
+    """The local path of a ``file:`` URI of Spark's log (fast for the common forms)."""
+    for prefix in ("file:///", "file:/"):
+        if uri.startswith(prefix):
+            path = "/" + uri[len(prefix) :]
+            return unquote(path) if "%" in path else path
+    return local_path(uri)
+
+
+def taken_files(checkpoint: str | os.PathLike[str], landing: str) -> dict[str, tuple[str, int]]:
+    """Every file below ``landing`` that the checkpoint's file sources took: URI -> (its local
+    path, its modification time in ms as Spark listed it)."""
+    inside = os.path.join(os.path.abspath(landing), "")
+    out: dict[str, tuple[str, int]] = {}
     sources = Path(checkpoint) / SOURCES
     for folder in sorted(sources.iterdir()) if sources.is_dir() else ():
         newest, plain = _log_ids(folder)
@@ -77,19 +87,19 @@ def taken_files(checkpoint: str | os.PathLike[str], landing: str) -> dict[str, i
                 if not line.strip():
                     continue
                 entry = json.loads(line)
-                local = local_path(entry["path"])
-                if local is not None and os.path.commonpath([root, local]) == root:
-                    out[entry["path"]] = int(entry.get("timestamp", 0))
+                local = _local(entry["path"])
+                if local is not None and local.startswith(inside):
+                    out[entry["path"]] = (local, int(entry.get("timestamp", 0)))
     return out
 
 
-def find_changes(taken: dict[str, int]) -> list[ChangedFile]:
-    """The taken files (URI -> listed modification ms) whose modification time is another now;
-    files no longer present are left out (a vanished file is reported by the sink)."""
+def find_changes(taken: dict[str, tuple[str, int]]) -> list[ChangedFile]:
+    """The taken files (URI -> (local path, listed modification ms)) whose modification time is
+    another now; files no longer present are left out (the sink reports a vanished file)."""
     changed = []
-    for uri, listed_ms in taken.items():
+    for uri, (local, listed_ms) in taken.items():
         try:
-            now_ms = os.stat(local_path(uri) or uri).st_mtime_ns // 1_000_000
+            now_ms = os.stat(local).st_mtime_ns // 1_000_000
         except OSError:
             continue
         if now_ms != listed_ms:
