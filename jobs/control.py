@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from jobs.landing_paths import spark_path
 from jobs.operator import DEFAULT_END_OF_TIME_MS
 from jobs.pipeline import Pipeline
 from jobs.source import FILE_SOURCE_OPTIONS
@@ -34,7 +35,7 @@ def control_stream(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
     that is not a control row (no readable ``ts``) moves nothing and is ignored."""
     Path(pipeline.control_path).mkdir(parents=True, exist_ok=True)
     reader = spark.readStream.options(**FILE_SOURCE_OPTIONS).schema("kind string, ts timestamp")
-    return reader.json(pipeline.control_path).where("ts IS NOT NULL")
+    return reader.json(spark_path(pipeline.control_path)).where("ts IS NOT NULL")
 
 
 def write_control(pipeline: Pipeline, kind: str, ts_ms: int) -> Path:

@@ -71,6 +71,7 @@ from jobs.event_time import (
     spark_event_time,
 )
 from jobs.jsonl_decoder import LATEST_EVENT_TIME
+from jobs.landing_changes import CHANGED, ChangedFile, bind_changes
 from jobs.operator import OperatorConfig, apply_operator
 from jobs.operator_input import (
     BLOB,
@@ -365,6 +366,7 @@ class BatchStats:
     rejected: int = 0
     committed: bool = False  # False: a replay whose tables were already committed
     vanished: tuple[str, ...] = ()  # listed input files gone before they were read (rejected)
+    changed: tuple[ChangedFile, ...] = ()  # input files changed after a batch read them (rejected)
     compute_s: float = 0.0  # running the batch's plan (source, engine) to its output
     commit_s: float = 0.0  # the Delta commits
 
@@ -465,24 +467,29 @@ class BatchSink:
         started = time.perf_counter()
         committed = [k for k, a in self.appenders.items() if a.is_committed(batch_id)]
         todo = [k for k in KINDS if k not in committed]
+        # landing files changed after an earlier batch read them (jobs.landing_changes): bound to
+        # this batch before its rejected rows commit, so a replay records the same rows
+        changed = tuple(bind_changes(self.pipeline, batch_id)) if KIND_REJECTED in todo else ()
         if isinstance(self.writer, SparkDeltaWriter):
             with cached(df) if todo else nullcontext(df) as frame:
                 counts = batch_counts(frame)  # a replay of committed tables still runs the plan
                 gone, batch_ts_us = self._vanished_input(df.sparkSession, batch_id)
+                notes = self._file_notes(gone, changed)
                 computed = time.perf_counter()
-                done = self._commit_frames(frame, todo, counts, batch_id, gone, batch_ts_us)
+                done = self._commit_frames(frame, todo, counts, batch_id, notes, batch_ts_us)
         else:
             files, counts = write_batch_files(df, self.tables, batch_id, committed)
             # After the plan ran: a file gone now was gone when its batch read it (or vanished
             # while being read). Spark skips such a file with a log warning; we keep it on record.
             gone, batch_ts_us = self._vanished_input(df.sparkSession, batch_id)
+            notes = self._file_notes(gone, changed)
             computed = time.perf_counter()
-            done = self._commit_files(files, todo, batch_id, gone, batch_ts_us)
+            done = self._commit_files(files, todo, batch_id, notes, batch_ts_us)
         stats = BatchStats(batch_id, panes=counts.rows.get(KIND_PANE, 0),
                            by_timing=counts.by_timing, retractions=counts.retractions,
                            late=counts.rows.get(KIND_LATE, 0),
-                           rejected=counts.rows.get(KIND_REJECTED, 0) + len(gone),
-                           vanished=gone, committed=done)  # fmt: skip
+                           rejected=counts.rows.get(KIND_REJECTED, 0) + len(notes),
+                           vanished=gone, changed=changed, committed=done)  # fmt: skip
         stats.compute_s = computed - started
         stats.commit_s = time.perf_counter() - computed
         kill("after_commit", batch_id, self.kill_at)
@@ -490,15 +497,21 @@ class BatchSink:
         if self.on_batch is not None:
             self.on_batch(stats)
 
-    def _vanished_table(self, gone: Sequence[str], batch_id: int,
-                        batch_ts_us: int | None) -> pa.Table:  # fmt: skip
-        """Rejected-table rows of the batch's vanished input files (built on the driver)."""
-        core = [{"raw": None, "source_file": f, "reason": VANISHED} for f in gone]
+    @staticmethod
+    def _file_notes(gone: Sequence[str], changed: Sequence[ChangedFile]) -> list[tuple[str, str]]:
+        """(file URI, reason) of each input file the batch records as a whole: vanished before
+        it was read, or changed after an earlier batch read it."""
+        return [(f, VANISHED) for f in gone] + [(c.uri, CHANGED) for c in changed]
+
+    def _file_table(self, notes: Sequence[tuple[str, str]], batch_id: int,
+                    batch_ts_us: int | None) -> pa.Table:  # fmt: skip
+        """Rejected-table rows of the batch's file notes (few: built on the driver)."""
+        core = [{"raw": None, "source_file": f, "reason": reason} for f, reason in notes]
         return finish_rejected(pa.Table.from_pylist(core, schema=REJECTED_CORE),
                                self.pipeline.name, batch_id, batch_ts_us)  # fmt: skip
 
     def _commit_files(self, files: dict[str, list[DataFile]], todo: Sequence[str],
-                      batch_id: int, gone: Sequence[str],
+                      batch_id: int, notes: Sequence[tuple[str, str]],
                       batch_ts_us: int | None) -> bool:  # fmt: skip
         """Commit the written files of each kind still to commit (pane log first)."""
         kill("before_commit", batch_id, self.kill_at)
@@ -509,17 +522,18 @@ class BatchSink:
             if kind not in todo:
                 continue
             found = list(files.get(kind, ()))
-            if kind == KIND_REJECTED and gone:  # few: written from here into the same commit
-                prefix = f"part-{batch_id:08d}-{attempt_id()}-vanished"
+            if kind == KIND_REJECTED and notes:  # few: written from here into the same commit
+                prefix = f"part-{batch_id:08d}-{attempt_id()}-files"
                 target = self.tables.targets[KIND_REJECTED]
                 found += write_data_files(target.table_uri,
-                                          self._vanished_table(gone, batch_id, batch_ts_us),
+                                          self._file_table(notes, batch_id, batch_ts_us),
                                           target.schema, prefix, ROWS_PER_FILE)  # fmt: skip
             done |= self.appenders[kind].commit_files(batch_id, found)
         return done
 
     def _commit_frames(self, frame, todo: Sequence[str], counts: BatchCounts, batch_id: int,
-                       gone: Sequence[str], batch_ts_us: int | None) -> bool:  # fmt: skip
+                       notes: Sequence[tuple[str, str]],
+                       batch_ts_us: int | None) -> bool:  # fmt: skip
         """The delta-spark branch: each kind still to commit written and committed by Spark."""
         kill("before_commit", batch_id, self.kill_at)
         done = False
@@ -529,9 +543,9 @@ class BatchSink:
             if kind not in todo:
                 continue
             rows = finished_frame(frame, self.tables, kind, counts, batch_id)
-            if kind == KIND_REJECTED and gone:
-                vanished = self._vanished_table(gone, batch_id, batch_ts_us)
-                rows = rows.unionByName(frame.sparkSession.createDataFrame(vanished))
+            if kind == KIND_REJECTED and notes:
+                noted = self._file_table(notes, batch_id, batch_ts_us)
+                rows = rows.unionByName(frame.sparkSession.createDataFrame(noted))
             self.writer.append_frame(rows, self.tables.targets[kind].table_uri,
                                      self.pipeline.name, batch_id,
                                      self.appenders[kind].batch_metadata(batch_id))  # fmt: skip

@@ -11,6 +11,8 @@ import os
 import pyarrow as pa
 
 from jobs.event_time import EPOCH_UNITS, accepted, event_time_us
+from jobs.landing_paths import duckdb_literal
+from jobs.landing_paths import landing_files as input_files
 from jobs.operator_input import TS_US
 from jobs.pipeline import Pipeline
 from jobs.upstream_identity import check_upstream
@@ -23,14 +25,11 @@ from sinks.upstream import final_view_elements
 
 
 def landing_files(path: str) -> list[str]:
-    """The input files under ``path``, sorted; hidden and ``_`` files and folders are left out,
-    as Spark's listing does (e.g. the writers' marks in ``_watermarks``)."""
+    """The input files under ``path``, sorted: the files the job reads (every depth, hidden
+    names left out at every level: :func:`jobs.landing_paths.landing_files`)."""
     if not os.path.isdir(path):
         raise LakeError(f"landing zone {path} not found")
-    files = []
-    for dp, dirs, fs in os.walk(path):
-        dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
-        files += [os.path.join(dp, f) for f in fs if not f.startswith((".", "_"))]
+    files = input_files(path)
     if not files:
         raise LakeError(f"no input files in {path}")
     return sorted(files)
@@ -46,7 +45,12 @@ def reader_sql(pipeline: Pipeline, files: list[str]) -> str:
         return "VARCHAR" if column == pipeline.event_time else TYPES[type_name].duckdb
 
     cols = "{" + ", ".join(f"'{c}': '{duckdb_type(c, t)}'" for c, t in src.schema) + "}"
-    flist = "[" + ", ".join("'" + f.replace("'", "''") + "'" for f in files) + "]"
+    # each file literally: DuckDB would read a name holding [, * or ? as a glob pattern
+    try:
+        literal = [duckdb_literal(f) for f in files]
+    except ValueError as e:
+        raise LakeError(str(e)) from None
+    flist = "[" + ", ".join("'" + f.replace("'", "''") + "'" for f in literal) + "]"
     if src.format == "jsonl":
         return f"read_json({flist}, format='newline_delimited', columns={cols}, ignore_errors=true)"
     if src.format == "csv":

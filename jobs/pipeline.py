@@ -56,6 +56,7 @@ except ImportError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 from jobs.event_time import EPOCH_UNITS
+from jobs.landing_paths import landing_path_problem
 from panes import (
     AccumulationMode,
     ClosingBehavior,
@@ -166,6 +167,9 @@ class Source:
             )
         if len(self.csv_delimiter) != 1:
             raise PipelineConfigError("source.csv_delimiter", "must be one character")
+        problem = None if self.is_pane_log else landing_path_problem(self.path)
+        if problem is not None:
+            raise PipelineConfigError("source.path", problem)
 
     @property
     def types(self) -> dict[str, str]:

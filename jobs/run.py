@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from jobs.checkpoint import check_not_behind, check_readable
 from jobs.control import control_stream, pending_watermark, write_drain_sentinel, write_tick
 from jobs.job import BatchSink, BatchStats, build_job
+from jobs.landing_changes import note_changes
 from jobs.operator_input import balanced_bucket_ids
 from jobs.pipeline import Pipeline, PipelineConfigError, check_paths
 from jobs.source import read_landing_zone
@@ -103,6 +104,12 @@ class RunResult:
                 f"{self.total('panes')} panes, {self.total('late')} late, "
                 f"{self.total('rejected')} rejected in {self.seconds:.1f}s"
                 + (f" ({phases})" if phases else ""))  # fmt: skip
+
+
+def _iso_ms(ms: int) -> str:
+    """Milliseconds since 1970 as ISO-8601 UTC text."""
+    t = dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
+    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _watermark(progress) -> str | None:
@@ -188,6 +195,13 @@ def _await_query(query, sink: BatchSink, result: RunResult, emit: Callable[[str]
             for uri in rep.stats.vanished if rep.stats else ():
                 emit(f"WARNING batch {p.batchId}: input file {uri} vanished before it was read; "
                      "recorded in the rejected table")  # fmt: skip
+            for c in rep.stats.changed if rep.stats else ():
+                when = (
+                    f"modified {_iso_ms(c.modified_ms)}, read as of {_iso_ms(c.read_modified_ms)}"
+                )
+                emit(f"WARNING batch {p.batchId}: input file {c.uri} changed after it was read "
+                     f"({when}): what was written after the read is not in the tables; recorded "
+                     "in the rejected table")  # fmt: skip
 
     try:
         while query.isActive:
@@ -369,6 +383,8 @@ def run(
                   stop_after_batches=stop_after_batches, profile_dir=profile_dir)  # fmt: skip
         said: set[str] = set()  # writer_noted warnings already reported
         result.add_phase("prepare", time.monotonic() - preparing)
+        if note_changes(pipeline):  # a batch records them: make sure one runs
+            write_tick(pipeline)
         if pending_watermark(pipeline):
             emit("the last run stopped before its no-data batch: ticking to fire due timers")
             write_tick(pipeline)

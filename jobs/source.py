@@ -21,6 +21,11 @@ a record parsed here from a line the decoder passed through.
 Any other Spark streaming source plugs into :func:`jobs.job.build_job` the same way: give it a
 frame with the schema's columns (``_raw``/``_source_file``/``_error`` are optional).
 
+Every file below the landing directory is read, at any depth (``recursiveFileLookup``: date
+folders, one folder per writer), except hidden names at any level (:mod:`jobs.landing_paths`,
+the rule ``panestore verify`` and the writers' watermark share). The directory's path is taken
+literally (escaped for Hadoop's globbing: ``land[1]`` is not a pattern).
+
 Files must appear atomically in the landing directory: write them under a hidden name (``.name``
 or ``_name``, which Spark's file listing skips) or elsewhere, then rename.
 
@@ -36,6 +41,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from jobs.jsonl_decoder import DECODED_COLUMNS, DECODER_OUTPUT, JsonlDecoder
+from jobs.landing_paths import spark_path
 from jobs.pane_log_source import read_pane_log
 from jobs.pipeline import COLUMN_TYPES, Pipeline
 
@@ -46,6 +52,8 @@ RAW, SOURCE_FILE, ERROR = "_raw", "_source_file", "_error"
 # maxFileAge: ~274,000 years, so every file is new whatever its modification time (Spark keeps one
 # entry per file seen in the driver's memory either way: see docs/running.md).
 FILE_SOURCE_OPTIONS = {"maxFileAge": "100000000d", "ignoreMissingFiles": "true"}
+# the landing source reads subfolders too (no partition inference: folder names are not columns)
+LANDING_OPTIONS = {**FILE_SOURCE_OPTIONS, "recursiveFileLookup": "true"}
 CORRUPT = "_corrupt_record"
 MALFORMED = "malformed record (not parseable with the source schema)"
 UNBALANCED_QUOTES = "unbalanced quotes (a quoted CSV field cannot span lines)"
@@ -67,14 +75,15 @@ def spark_schema_ddl(pipeline: Pipeline) -> str:
 
 
 def _file_stream(spark: SparkSession, pipeline: Pipeline, fmt: str, schema: str | None = None):
-    """The landing directory read by Spark's ``fmt`` file source (see FILE_SOURCE_OPTIONS)."""
+    """The landing directory (recursively, its path literal) read by Spark's ``fmt`` file source
+    (see LANDING_OPTIONS)."""
     src = pipeline.source
-    reader = spark.readStream.format(fmt).options(**FILE_SOURCE_OPTIONS)
+    reader = spark.readStream.format(fmt).options(**LANDING_OPTIONS)
     if schema is not None:
         reader = reader.schema(schema)
     if src.max_files_per_trigger is not None:
         reader = reader.option("maxFilesPerTrigger", src.max_files_per_trigger)
-    return reader.load(src.path)
+    return reader.load(spark_path(src.path))
 
 
 def read_landing_zone(spark: SparkSession, pipeline: Pipeline, *,

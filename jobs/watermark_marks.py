@@ -41,6 +41,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from jobs.landing_paths import is_hidden
+
 MARKS_DIR = "_watermarks"
 MARK_FORMAT = 1
 SEQ_DIGITS = 12
@@ -170,7 +172,7 @@ def _relative(name: str) -> str:
     parts = PurePosixPath(name.replace(os.sep, "/")).parts
     if not parts or name.startswith("/") or any(p in ("", ".", "..") for p in parts):
         raise MarkError(f"file {name!r}: give the path relative to the landing directory")
-    if any(p.startswith((".", "_")) for p in parts):
+    if is_hidden(parts[-1]) or any(is_hidden(p, folder=True) for p in parts[:-1]):
         raise MarkError(f"file {name!r}: hidden and '_' names are not data (the job skips them)")
     return "/".join(parts)
 

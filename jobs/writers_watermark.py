@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 from jobs.checkpoint import OFFSETS, batch_input, local_path
 from jobs.control import write_control
 from jobs.event_time import MAX_EVENT_TIME_US, MIN_EVENT_TIME_US, spark_event_time
+from jobs.landing_paths import is_hidden, spark_path
 from jobs.pipeline import Pipeline
 from jobs.source import read_schema_ddl, spark_schema_ddl
 from jobs.watermark_marks import (
@@ -259,7 +260,8 @@ def newly_taken(pipeline: Pipeline, after_batch: int) -> tuple[dict[str, int], i
         for uri, modified in zip(listed.files, listed.modified_ms, strict=True):
             local = local_path(uri)
             parts = Path(os.path.relpath(local, landing)).parts if local else ("..",)
-            if not any(p.startswith((".", "_")) for p in parts):  # data, not control rows
+            hidden = is_hidden(parts[-1]) or any(is_hidden(p, folder=True) for p in parts[:-1])
+            if not hidden:  # data, not control rows (../)
                 taken["/".join(parts)] = modified
         last = b
     return taken, last
@@ -293,7 +295,7 @@ def earliest_event_times(spark: SparkSession, pipeline: Pipeline, names: list[st
     if not present:
         return out
     src = pipeline.source
-    paths = [str(landing / n) for n in present.values()]
+    paths = [spark_path(str(landing / n)) for n in present.values()]  # literal, not globs
     if src.format == "parquet":
         df = spark.read.schema(spark_schema_ddl(pipeline)).parquet(*paths)
     else:

@@ -242,7 +242,15 @@ def test_the_files_a_batch_took_are_read_from_the_checkpoint(tmp_path):
                  source=Source(str(landing), {"k": "string", "ts": "timestamp"}))  # fmt: skip
     ckpt = tmp_path / "lake" / "_checkpoint"
     for source, entries in (
-        (0, [f"{landing.as_uri()}/a%20b.jsonl", f"{landing.as_uri()}/s/c"]),
+        # Spark reads `_` names holding `=` (partition folders): they are data here too
+        (
+            0,
+            [
+                f"{landing.as_uri()}/a%20b.jsonl",
+                f"{landing.as_uri()}/s/c",
+                f"{landing.as_uri()}/_year=2024/d.jsonl",
+            ],
+        ),
         (1, [(tmp_path / "lake" / "_control" / "w-0.json").as_uri()]),
     ):
         (ckpt / "sources" / str(source)).mkdir(parents=True)
@@ -251,7 +259,7 @@ def test_the_files_a_batch_took_are_read_from_the_checkpoint(tmp_path):
     (ckpt / "offsets").mkdir()
     (ckpt / "offsets" / "0").write_text('v1\n{"batchTimestampMs": 5}\n{"logOffset": 0}\n'
                                         '{"logOffset": 0}')  # fmt: skip
-    assert newly_taken(p, -1) == ({"a b.jsonl": 7, "s/c": 7}, 0)
+    assert newly_taken(p, -1) == ({"a b.jsonl": 7, "s/c": 7, "_year=2024/d.jsonl": 7}, 0)
     assert newly_taken(p, 0) == ({}, 0)
 
 

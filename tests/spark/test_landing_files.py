@@ -161,3 +161,60 @@ def test_an_unreadable_file_stops_the_run_until_it_is_repaired_or_moved_away(spa
         ("bad.parquet", VANISHED)
     ]
     assert view_and_verify(pipeline) == {"a": 1}
+
+
+def test_a_landing_path_like_a_pattern_and_its_subfolders_are_read_as_named(spark, tmp_path):
+    """``land[1] #%20`` is not a glob matching the sibling ``land1 #%20``; files in subfolders
+    (a writer's folder, date folders) are input; hidden names at any depth are not. The view
+    and ``panestore verify`` agree."""
+    from deltalake import DeltaTable
+
+    from jobs.cli import main
+
+    landing, sibling = tmp_path / "land[1] #%20", tmp_path / "land1 #%20"
+    files = {
+        landing: {"top.jsonl": "a", "gw-1/views-0007.jsonl": "b", "2024/06/01/v.jsonl": "c",
+                  "gw-1/v[2]*.jsonl": "d", "_watermarks/gw-1/000000000000.json": "hidden",
+                  "gw-1/.views-0008.jsonl.tmp": "hidden", "2024/_tmp/v.jsonl": "hidden"},
+        sibling: {"top.jsonl": "sibling"},
+    }  # fmt: skip
+    for root, named in files.items():
+        for i, (name, device) in enumerate(named.items()):
+            rec = {"device_id": device, "ts": iso(10 * i), "seconds": 2.0}
+            put((root / name).parent, (root / name).name, [json.dumps(rec)])
+    conf = tmp_path / "globs.toml"
+    conf.write_text(
+        f"name = 'globs'\nlake = '{tmp_path / 'lake'}'\nkeys = ['device_id']\nevent_time = 'ts'\n"
+        "window = 'FixedWindows(1h)'\n[aggregates]\nplays = 'count()'\n[source]\n"
+        f"path = '{landing}'\n"
+        "schema = { device_id = 'string', ts = 'timestamp', seconds = 'double' }\n"
+    )
+    assert main(["run", str(conf), "--drain"]) == 0
+    assert main(["verify", str(conf)]) == 0
+    view = DeltaTable(str(tmp_path / "lake" / "current")).to_pyarrow_table().to_pylist()
+    assert {r["device_id"]: r["plays"] for r in view} == {"a": 1, "b": 1, "c": 1, "d": 1}
+
+
+def test_data_appended_to_a_file_after_it_was_read_is_reported_once(spark, tmp_path):
+    from deltalake import DeltaTable
+
+    from jobs.landing_changes import CHANGED
+    from jobs.run import run
+
+    pipeline = make_pipeline(tmp_path)
+    path = land(tmp_path, "jsonl", "growing", "a", 10)
+    run(pipeline, spark=spark, progress=None)
+    # a writer appends to the file the run read (its modification time moves)
+    with open(path, "a") as f:
+        f.write(json.dumps({"device_id": "b", "ts": iso(20), "seconds": 2.0}) + "\n")
+    os.utime(path, (time.time() + 5, time.time() + 5))
+    out = io.StringIO()
+    second = run(pipeline, spark=spark, progress=out)
+    third = run(pipeline, spark=spark, progress=None)  # reported once, not on every run
+
+    rejected = DeltaTable(pipeline.table_path("rejected")).to_pyarrow_table().to_pylist()
+    assert [(r["raw"], r["reason"]) for r in rejected] == [(None, CHANGED)]
+    assert rejected[0]["source_file"].endswith("/growing.jsonl")
+    assert (second.total("rejected"), third.total("rejected")) == (1, 0)
+    assert "input file file://" in out.getvalue()
+    assert "growing.jsonl changed after it was read (modified " in out.getvalue()
