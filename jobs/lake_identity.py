@@ -50,7 +50,7 @@ class LakeIdentity:
     """Where a lake is and which landing directory it reads.
 
     ``lake``: the lake directory, absolute, symlinks resolved. ``landing``: the landing
-    directory as Spark names the files it takes (absolute, symlinks kept), and
+    directory as Spark names the files it takes (absolute, symlinks kept; a URI as it is), and
     ``landing_resolved``: the directory it leads to; both None for a source that is not a
     landing directory (another pipeline's pane log).
     """
@@ -65,6 +65,8 @@ class LakeIdentity:
         lake = str(pipeline.lake_path.resolve())
         if pipeline.source.is_pane_log:
             return cls(lake, None, None)
+        if "://" in pipeline.source.path:  # an object store: Spark names its files by this URI
+            return cls(lake, pipeline.source.path, pipeline.source.path)
         landing = Path(pipeline.source.path).absolute()
         return cls(lake, str(landing), str(landing.resolve()))
 

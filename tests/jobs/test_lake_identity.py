@@ -102,6 +102,16 @@ def test_a_changed_landing_directory_is_refused_naming_source_path(tmp_path, mon
     assert e.field == "source.path" and f"is now {root / 'in'} (-> {root / 'b2'})" in e.message
 
 
+def test_a_landing_uri_is_the_same_from_any_working_directory(tmp_path, monkeypatch):
+    root = project(tmp_path / "proj")
+    remote = {"lake": str(root / "lake"), "source": {"path": "s3://bucket/landing"}}
+    check_lake_identity(pipeline_in(root, monkeypatch, **remote), record=True)
+    monkeypatch.chdir("/")  # cron runs it from elsewhere
+    elsewhere = load_pipeline(root / "p.toml", overrides=remote)
+    check_lake_identity(elsewhere)
+    assert LakeIdentity.of(elsewhere).landing == "s3://bucket/landing"
+
+
 def legacy_checkpoint(lake: Path, landing: Path) -> None:
     """A checkpoint as Spark writes it (file-source logs, operator metadata), no identity file."""
     ckpt = lake / "_checkpoint"
