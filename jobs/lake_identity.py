@@ -119,8 +119,8 @@ def checkpoint_paths(checkpoint: Path) -> list[str]:
     source's newest log, and the state schema files of each operator's newest metadata.
 
     Unreadable or unexpected files contribute nothing (:func:`jobs.checkpoint.check_readable`
-    reports damage); only the first line of an entry is read, so a large compacted log costs
-    nothing."""
+    reports damage); only the first entry of a log is read, so a large compacted log costs
+    little."""
     found: list[str] = []
     for source in _children(checkpoint / SOURCES):
         newest = _newest_log(source)
