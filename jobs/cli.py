@@ -21,6 +21,7 @@ import sys
 from collections.abc import Sequence
 
 from jobs.inspect import add_subcommands, materialize_after_run
+from jobs.lake_identity import check_lake_identity
 from jobs.pipeline import Pipeline, PipelineConfigError, check_paths, load_pipeline
 from jobs.quiet import quiet_spark_stderr
 from jobs.spark import JavaNotFound, get_session
@@ -60,6 +61,7 @@ def _load(args) -> Pipeline:
 def cmd_check(args) -> int:
     pipeline = _load(args)
     check_paths(pipeline)
+    check_lake_identity(pipeline)
     print(pipeline.describe())
     print("ok")
     return 0
@@ -68,6 +70,7 @@ def cmd_check(args) -> int:
 def cmd_run(args) -> int:
     pipeline = _load(args)
     check_paths(pipeline)  # before Spark: a bad path exits 2 naming the setting
+    check_lake_identity(pipeline)  # ... and so does a copied or moved lake
     if pipeline.source.is_pane_log:
         from jobs.upstream_identity import check_upstream
 

@@ -37,6 +37,7 @@ from jobs.checkpoint import check_not_behind, check_readable
 from jobs.control import control_stream, pending_watermark, write_drain_sentinel, write_tick
 from jobs.job import BatchSink, BatchStats, build_job
 from jobs.landing_changes import note_changes
+from jobs.lake_identity import check_lake_identity
 from jobs.operator_input import balanced_bucket_ids
 from jobs.pipeline import Pipeline, PipelineConfigError, check_paths
 from jobs.source import read_landing_zone
@@ -368,6 +369,7 @@ def run(
 
     check_paths(pipeline)
     with LakeLock(str(pipeline.lake_path), "run", f"another run of pipeline {pipeline.name!r}"):
+        check_lake_identity(pipeline, record=True)  # a copied or moved lake: before Spark reads it
         if spark is None:
             spark = get_session(f"panestore-{pipeline.name}")
             result.add_phase("session", time.monotonic() - started)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -258,7 +259,7 @@ def test_paths_are_checked_on_the_filesystem_before_spark(tmp_path):
     assert e.field == "lake" and "is a file, not a directory" in e.message
     e = refused(paths(landing, a_file / "lake"))
     assert e.field == "lake" and f"cannot be created: {a_file} is a file" in e.message
-    check_paths(paths("s3://bucket/landing", "s3://bucket/lake"))  # left to the storage layer
+    check_paths(paths("s3://bucket/landing", lake))  # a remote landing: left to the storage layer
 
 
 def test_panestore_check_and_run_exit_2_naming_a_bad_path(tmp_path, capsys):
@@ -275,3 +276,43 @@ def test_panestore_check_and_run_exit_2_naming_a_bad_path(tmp_path, capsys):
         err = capsys.readouterr().err
         assert f"source.path: {tmp_path / 'landnig'} does not exist (a typo?)" in err
     assert not (tmp_path / "lake").exists()  # nothing written, no Spark started
+
+
+@pytest.mark.parametrize(
+    ("lake", "says"),
+    [
+        ("s3://lakes/prod/x", "is a URI: object-store lakes are not supported yet"),
+        ("file:///tmp/lake", "is a URI: object-store lakes are not supported yet"),
+        ("lakes/a%20b", "contains '%'"),
+        ("lakes/a#b", "contains '#'"),
+        ("lakes/what?", "contains '?'"),
+        ("lakes/[x]", "contains '['"),
+        ("lakes/a:b", "contains ':'"),
+        ("lakes/a\nb", "contains '\\n'"),
+    ],
+)
+def test_panestore_check_and_run_refuse_a_lake_path_engines_read_elsewhere(
+    tmp_path, monkeypatch, capsys, lake, says
+):
+    """Spark, Hadoop and delta-rs take these for URI or glob syntax (a run would fail after
+    Spark started, or write tables its folds cannot read, or write ``s3://`` to a local folder
+    ``s3:``): ``check`` and ``run`` refuse them before Spark, naming ``lake``."""
+    from jobs.cli import main
+    from jobs.run import run
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "in").mkdir()
+    conf = tmp_path / "p.toml"
+    conf.write_text(
+        f'name = "p"\nlake = {json.dumps(lake)}\nkeys = ["k"]\nevent_time = "ts"\n'
+        'window = "FixedWindows(1h)"\n[aggregates]\nn = "count()"\n[source]\n'
+        'path = "in"\nschema = { k = "string", ts = "timestamp" }\n'
+    )
+    assert main(["check", str(conf)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"panestore: invalid configuration {conf}: lake: ") and says in err
+    assert err.count("\n") == 1
+    with pytest.raises(PipelineConfigError) as e:
+        run(load_pipeline(conf), spark=object(), progress=None)  # refused before using Spark
+    assert e.value.field == "lake" and says in e.value.message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "p.toml"]  # nothing written

@@ -3,7 +3,9 @@ rebuild that recovers it), a lake another run holds."""
 
 from __future__ import annotations
 
+import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -34,7 +36,7 @@ def test_a_deleted_checkpoint_is_refused_and_a_rebuild_recovers(spark, tmp_path)
     assert {t: DeltaTable(pipeline.table_path(t)).version() for t in versions} == versions
 
     shutil.move(str(tmp_path / "lake"), str(tmp_path / "lake-aside"))  # the documented rebuild
-    run(pipeline, spark=spark, drain=True, progress=None)
+    run(pipeline, spark=spark, progress=None)
     assert view_and_verify(pipeline) == {"a": 1, "b": 1}
 
 
@@ -54,3 +56,56 @@ def test_panestore_run_of_a_busy_lake_exits_3_naming_the_holder(spark, tmp_path,
     err = capsys.readouterr().err
     assert f"another run of pipeline 'busy' is running (pid {pid}" in err
     assert sorted(x.name for x in (tmp_path / "lake").iterdir()) == ["_locks"]
+
+
+def test_a_copied_or_moved_project_is_refused_before_spark(spark, tmp_path):
+    """Spark's checkpoint names landing files and operator state by absolute path: run in a
+    ``cp -a`` copy, every landing file was taken again (each event counted twice, exit 0); run
+    after ``mv``, the operator created directories at the old place and failed. Both are now
+    refused before Spark starts (exit 2, naming the lake), and neither lake changes."""
+    import subprocess
+    import sys
+
+    from jobs.pipeline import load_pipeline
+    from jobs.run import run
+
+    proj = tmp_path / "proj"
+    conf = proj / "p.toml"
+    put(proj / "landing", "a.jsonl", [view("a", 10), view("b", 20)])
+    put(proj / "landing", "b.jsonl", [view("a", 30)])
+    conf.write_text(  # a project as users keep one: relative paths
+        'name = "moves"\nlake = "lake"\nkeys = ["device_id"]\nevent_time = "ts"\n'
+        'window = "FixedWindows(1h)"\n[aggregates]\nplays = "count()"\n[source]\n'
+        'path = "landing"\n'
+        'schema = { device_id = "string", ts = "timestamp", seconds = "double" }\n'
+    )
+    # the first run, in this process's session: as a run in proj names the paths
+    here = {"lake": str(proj / "lake"), "source": {"path": str(proj / "landing")}}
+    run(load_pipeline(conf, overrides=here), spark=spark, progress=None)
+
+    def tree(lake):
+        return sorted(str(p.relative_to(lake)) for p in lake.rglob("*"))
+
+    def run_in(root):
+        return subprocess.run(
+            [sys.executable, "-m", "jobs.cli", "run", "p.toml", "--no-materialize"],
+            cwd=root, capture_output=True, text=True, timeout=300,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        )  # fmt: skip
+
+    copy = tmp_path / "copy"
+    subprocess.run(["cp", "-a", str(proj), str(copy)], check=True)
+    before = tree(copy / "lake")
+    proc = run_in(copy)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert (f"lake: the lake {copy / 'lake'} was created at {proj / 'lake'}: it was copied or "
+            "moved") in proc.stderr  # fmt: skip
+    assert tree(copy / "lake") == before  # nothing taken again, nothing written
+
+    moved = tmp_path / "moved"
+    proj.rename(moved)
+    proc = run_in(moved)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert f"lake: the lake {moved / 'lake'} was created at {proj / 'lake'}" in proc.stderr
+    assert not proj.exists()  # nothing created at the old place
+    assert tree(moved / "lake") == before
