@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 from jobs.checkpoint import check_not_behind, check_readable
 from jobs.control import control_stream, pending_watermark, write_drain_sentinel, write_tick
 from jobs.job import BatchSink, BatchStats, build_job
-from jobs.landing_changes import note_changes
 from jobs.lake_identity import check_lake_identity
+from jobs.landing_changes import note_changes
 from jobs.operator_input import balanced_bucket_ids
 from jobs.pipeline import Pipeline, PipelineConfigError, check_paths
 from jobs.source import read_landing_zone
