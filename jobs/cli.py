@@ -18,6 +18,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from jobs.fingerprint import check_lake_configuration
 from jobs.inspect import add_subcommands, materialize_after_run
 from jobs.pipeline import Pipeline, PipelineConfigError, check_paths, load_pipeline
 from jobs.quiet import quiet_spark_stderr
@@ -58,6 +59,7 @@ def _load(args) -> Pipeline:
 def cmd_check(args) -> int:
     pipeline = _load(args)
     check_paths(pipeline)
+    check_lake_configuration(pipeline)  # an existing lake: bound to its configuration
     print(pipeline.describe())
     print("ok")
     return 0
@@ -66,6 +68,7 @@ def cmd_check(args) -> int:
 def cmd_run(args) -> int:
     pipeline = _load(args)
     check_paths(pipeline)  # before Spark: a bad path exits 2 naming the setting
+    check_lake_configuration(pipeline)  # before Spark: ... and so does a lake's changed setting
     terminal = sys.stderr if args.verbose else quiet_spark_stderr()
     print(pipeline.describe(), file=terminal, flush=True)
     from jobs.run import run  # imports pyspark: not for `check`

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from jobs.checkpoint import check_not_behind, check_readable
 from jobs.control import control_stream, pending_watermark, write_drain_sentinel, write_tick
+from jobs.fingerprint import bind_lake_configuration
 from jobs.job import BatchSink, BatchStats, build_job
 from jobs.operator_input import balanced_bucket_ids
 from jobs.pipeline import Pipeline, PipelineConfigError, check_paths
@@ -348,6 +349,7 @@ def run(
 
     check_paths(pipeline)
     with LakeLock(str(pipeline.lake_path), "run", f"another run of pipeline {pipeline.name!r}"):
+        bind_lake_configuration(pipeline)  # before Spark: a lake keeps its configuration
         if spark is None:
             spark = get_session(f"panestore-{pipeline.name}")
             result.add_phase("session", time.monotonic() - started)
