@@ -163,6 +163,7 @@ class Fingerprint:
         return None
 
     def to_json(self) -> str:
+        """The text of the fingerprint file: format version, digest and settings."""
         return json.dumps(
             {"format": FINGERPRINT_FORMAT, "digest": self.digest, "settings": dict(self.settings)},
             indent=1,
@@ -175,18 +176,17 @@ class Fingerprint:
         try:
             recorded = json.loads(path.read_text())
             fmt = recorded.get("format")
-            settings = recorded["settings"]
+            if fmt == FINGERPRINT_FORMAT:
+                return cls(tuple((str(k), str(v)) for k, v in recorded["settings"].items()))
         except (OSError, ValueError, AttributeError, KeyError, TypeError) as e:
             raise PipelineConfigError(
                 "lake", f"{path} cannot be read ({type(e).__name__}: {e}); restore it from the "
                 f"lake's backup, or rebuild the lake ({REBUILD})"
             ) from None  # fmt: skip
-        if fmt != FINGERPRINT_FORMAT:
-            raise PipelineConfigError(
-                "lake", f"{path} records fingerprint format {fmt}, this version reads format "
-                f"{FINGERPRINT_FORMAT}: rebuild the lake ({REBUILD})"
-            )  # fmt: skip
-        return cls(tuple((str(k), str(v)) for k, v in settings.items()))
+        raise PipelineConfigError(
+            "lake", f"{path} records fingerprint format {fmt}, this version reads format "
+            f"{FINGERPRINT_FORMAT}: rebuild the lake ({REBUILD})"
+        )  # fmt: skip
 
 
 def holds_data(pipeline: Pipeline) -> bool:

@@ -171,6 +171,9 @@ def test_an_unreadable_fingerprint_is_refused_naming_the_lake(tmp_path, lake):
     with pytest.raises(PipelineConfigError, match="cannot be read") as error:
         check_lake_configuration(lake)
     assert error.value.field == "lake"
+    (lake.lake_path / FINGERPRINT_FILE).write_text('{"format": 1, "settings": ["window"]}')
+    with pytest.raises(PipelineConfigError, match="cannot be read"):
+        check_lake_configuration(lake)
     (lake.lake_path / FINGERPRINT_FILE).write_text('{"format": 7, "settings": {}}')
     with pytest.raises(PipelineConfigError, match="fingerprint format 7"):
         check_lake_configuration(lake)

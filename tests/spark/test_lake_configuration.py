@@ -56,7 +56,8 @@ def test_a_changed_value_type_or_trigger_is_refused_naming_it(spark, tmp_path):
     run(pipeline, spark=spark, progress=None)  # the windows of hour 0 stay open, in state
     panes = DeltaTable(pipeline.table_path("panes"))
     version = panes.version()
-    put(tmp_path / "landing", "b.jsonl", [record("a", 30, 1.5)])
+    # for a held window: a value both configurations read, and one only a double column holds
+    put(tmp_path / "landing", "b.jsonl", [record("a", 30, 2), record("a", 40, 1.5)])
 
     early = "AfterWatermark(early=AfterProcessingTime(1m), late=AfterCount(1))"
     for changed, setting, was in [
