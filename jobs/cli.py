@@ -6,9 +6,11 @@
 
 ``run`` prints one progress line per micro-batch on stderr (batch, input rows, panes by timing,
 late and rejected records, watermark) and a summary; exit status 0 on success, 1 if the job
-failed, 2 for an invalid configuration (the message names the field), 3 if another run of the
-same lake is running (it holds the lake's run lock; nothing was written). More subcommands
-(materialize, query, ...) come from :mod:`jobs.inspect`.
+failed, 2 for an invalid configuration (the message names the field) or an upstream pane log
+that is not the table the pipeline has read (the upstream was rebuilt; the message says how to
+rebuild this pipeline too), 3 if another run of the same lake is running (it holds the lake's
+run lock; nothing was written). More subcommands (materialize, query, ...) come from
+:mod:`jobs.inspect`.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from jobs.quiet import quiet_spark_stderr
 from jobs.spark import JavaNotFound, get_session
 from jobs.watermark_marks import MarkError, note_watermark, parse_time
 from panes import parse_duration
-from sinks.errors import LakeBusy
+from sinks.errors import LakeBusy, UpstreamChanged
 
 EXIT_BUSY = 3
 
@@ -69,6 +71,14 @@ def cmd_run(args) -> int:
     pipeline = _load(args)
     check_paths(pipeline)  # before Spark: a bad path exits 2 naming the setting
     check_lake_configuration(pipeline)  # before Spark: ... and so does a lake's changed setting
+    if pipeline.source.is_pane_log:
+        from jobs.upstream_identity import check_upstream
+
+        try:
+            check_upstream(pipeline)  # before Spark: a rebuilt upstream exits 2
+        except UpstreamChanged as e:
+            print(f"panestore: {e}", file=sys.stderr)
+            return 2
     terminal = sys.stderr if args.verbose else quiet_spark_stderr()
     print(pipeline.describe(), file=terminal, flush=True)
     from jobs.run import run  # imports pyspark: not for `check`
@@ -86,6 +96,9 @@ def cmd_run(args) -> int:
     except LakeBusy as e:
         print(f"panestore: {e}", file=terminal)
         return EXIT_BUSY
+    except UpstreamChanged as e:  # rebuilt since the check above, or while running
+        print(f"panestore: {e}", file=terminal)
+        return 2
     except Exception as e:  # the streaming query failed: report, exit 1
         print(f"panestore: run failed: {e}", file=terminal)
         return 1

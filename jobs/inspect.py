@@ -78,17 +78,24 @@ def cmd_materialize(a) -> int:
 def cmd_verify(a) -> int:
     from jobs.landing import load_source_elements, source_elements_are
     from jobs.view_spec import view_spec
-    from sinks.verify import verify
+    from sinks.errors import UpstreamChanged
+    from sinks.verify import Check, verify
 
     pipeline = _load(a.conf)
     spec = view_spec(pipeline)
     elements = None
+    refused: UpstreamChanged | None = None
     if not a.pane_log_only:
         try:
             elements = load_source_elements(pipeline)
+        except UpstreamChanged as e:  # the upstream's view is not of what the view was read from
+            refused = e
         except Exception as e:
             print(f"(raw events not checked: {e})")
-    report = verify(spec, elements=elements, elements_are=source_elements_are(pipeline))
+    elements_are = source_elements_are(pipeline)
+    report = verify(spec, elements=elements, elements_are=elements_are)
+    if refused is not None:
+        report.checks.append(Check(f"view = batch over {elements_are}", [str(refused)]))
     print(report)
     return 0 if report.ok else 1
 

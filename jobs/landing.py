@@ -13,6 +13,7 @@ import pyarrow as pa
 from jobs.event_time import EPOCH_UNITS, accepted, event_time_us
 from jobs.operator_input import TS_US
 from jobs.pipeline import Pipeline
+from jobs.upstream_identity import check_upstream
 from jobs.view_spec import view_spec
 from sinks.batch_check import VALUE, value_fields
 from sinks.column_types import TYPES
@@ -73,7 +74,9 @@ def load_source_elements(pipeline: Pipeline) -> pa.Table:
 
     For a pipeline over another pipeline's pane log, the elements are the upstream's current
     view (its final windows; materialize the upstream first):
-    :func:`sinks.upstream.final_view_elements`.
+    :func:`sinks.upstream.final_view_elements`; refused with
+    :class:`sinks.errors.UpstreamChanged` if the upstream is not the table the pipeline has read
+    (rebuilt since: its view is not what the pipeline's view was computed from).
 
     Records that the job rejects (a missing or empty key, a missing, unreadable or out of range
     event time, a non-finite number; jobs.job) are left out. The event time is read by the job's
@@ -81,6 +84,7 @@ def load_source_elements(pipeline: Pipeline) -> pa.Table:
     pipeline's event time is the batch time, which the files do not hold).
     """
     if pipeline.source.upstream is not None:
+        check_upstream(pipeline)
         upstream = pipeline.source.upstream
         wanted = [*pipeline.keys, *[c for c in pipeline.value_columns if c not in pipeline.keys]]
         return final_view_elements(upstream.view, wanted)

@@ -2,10 +2,16 @@
 
 The pane log is read incrementally by a PySpark Python streaming data source
 (:class:`PaneLogDataSource`, no delta-spark jars): its offsets are pane-log versions
-(``{"version": v}``, -1 before the first), and a micro-batch reads the rows of the versions
+and the table they belong to (``{"version": v, "table": id}``, version -1 before the first;
+:class:`jobs.upstream_identity.PaneLogOffset`), and a micro-batch reads the rows of the versions
 ``(start, end]`` with delta-rs (:func:`sinks.upstream.read_elements`). Spark records both offsets
 in its offset log before the batch runs, so a replayed batch reads exactly the same rows: the
 exactly-once chain is the upstream's exactly-once pane log plus this fixed version range.
+
+A version range means something only in its table: the reader is given the table the driver
+checked (:func:`jobs.upstream_identity.check_upstream`, before the query starts) and refuses
+another (an upstream rebuilt while the downstream runs) when it looks for new versions, plans a
+batch or reads one, with :class:`sinks.errors.UpstreamChanged`.
 
 Each upstream pane row becomes one element (:func:`tagged`):
 
@@ -35,9 +41,11 @@ except ImportError:  # pragma: no cover - exercised only without pyspark
 from jobs.operator import DEFAULT_END_OF_TIME_MS
 from jobs.operator_input import BLOB, BUCKET, TS_US, WEIGHT
 from jobs.pipeline import Pipeline
+from jobs.upstream_identity import PaneLogOffset, check_upstream
 from panes.time import END_OF_TIME
 from sinks.column_types import COLUMN_TYPES, arrow_type
-from sinks.upstream import EVENT_TIME_US, WATERMARK_US, latest_version, read_elements
+from sinks.errors import UpstreamChanged
+from sinks.upstream import EVENT_TIME_US, WATERMARK_US, pane_log_head, read_elements
 from sinks.upstream import WEIGHT as UPSTREAM_WEIGHT
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -48,35 +56,57 @@ FORMAT_NAME = "panestore_pane_log"
 
 
 class VersionRange(InputPartition):
-    """One micro-batch's input: pane-log versions ``after < v <= upto``."""
+    """One micro-batch's input: pane-log versions ``after < v <= upto`` of the table ``table``
+    (None: not named, by offsets of an older panestore that the driver checked)."""
 
-    def __init__(self, after: int, upto: int) -> None:
-        self.value = (after, upto)
-        self.after, self.upto = after, upto
+    def __init__(self, after: int, upto: int, table: str | None) -> None:
+        self.value = (after, upto, table)
+        self.after, self.upto, self.table = after, upto, table
 
 
 class PaneLogStreamReader(DataSourceStreamReader):
-    """Offsets are pane-log versions; one partition per micro-batch (see the module doc)."""
+    """Offsets are pane-log versions of one table; one partition per micro-batch (see the module
+    doc). ``options["table"]``: the table id the driver checked ("" while there is no table and
+    nothing was read: then the first table seen is kept)."""
 
     def __init__(self, options: dict[str, str], columns: Sequence[tuple[str, str]]) -> None:
         self.path = options["path"]
         self.pipeline = options["pipeline"]
+        self.table = options.get("table") or None
         self.columns = tuple(columns)
 
+    def _changed(self, now: str | None, read: str) -> UpstreamChanged:
+        where = f"is table {now} now" if now else "is gone"
+        return UpstreamChanged(
+            f"the upstream pane log at {self.path} {where}, not table {read} that this "
+            f"pipeline has read: the upstream was rebuilt. Rebuild this pipeline too "
+            f"(docs/running.md, 'Recovering a lake')"
+        )
+
     def initialOffset(self) -> dict:
-        return {"version": -1}
+        return PaneLogOffset(-1).to_json()
 
     def latestOffset(self) -> dict:
-        return {"version": latest_version(self.path)}
+        head = pane_log_head(self.path)
+        if self.table is None:
+            self.table = head.table
+        elif head.table != self.table:
+            raise self._changed(head.table, self.table)
+        return PaneLogOffset(head.version, head.table).to_json()
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        after, upto = int(start["version"]), int(end["version"])
-        return [VersionRange(after, upto)] if upto > after else []
+        first, last = PaneLogOffset.from_json(start), PaneLogOffset.from_json(end)
+        if first.version >= 0 and first.table is not None and last.table != first.table:
+            raise self._changed(last.table, first.table)
+        if last.version > first.version:
+            return [VersionRange(first.version, last.version, last.table)]
+        return []
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, VersionRange)
         columns = [(c, arrow_type(t)) for c, t in self.columns]
-        table = read_elements(self.path, self.pipeline, partition.after, partition.upto, columns)
+        table = read_elements(self.path, self.pipeline, partition.after, partition.upto, columns,
+                              partition.table)  # fmt: skip
         yield from table.to_batches()
 
     def commit(self, end: dict) -> None:
@@ -85,7 +115,8 @@ class PaneLogStreamReader(DataSourceStreamReader):
 
 class PaneLogDataSource(DataSource):
     """``spark.readStream.format("panestore_pane_log")`` with options ``path`` (the pane-log
-    table), ``pipeline`` (its writer) and ``columns`` (``name:type,...``, configuration types)."""
+    table), ``pipeline`` (its writer), ``table`` (its table id, see :class:`PaneLogStreamReader`)
+    and ``columns`` (``name:type,...``, configuration types)."""
 
     @classmethod
     def name(cls) -> str:
@@ -106,9 +137,12 @@ class PaneLogDataSource(DataSource):
 def read_pane_log(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
     """The upstream's pane log as a streaming frame of element rows: the downstream's key and
     value columns, and the event time, watermark and weight columns of
-    :func:`sinks.upstream.read_elements`."""
+    :func:`sinks.upstream.read_elements`. Raises :class:`UpstreamChanged` before the query
+    starts if the upstream is not the table the pipeline has read
+    (:func:`jobs.upstream_identity.check_upstream`)."""
     upstream = pipeline.source.upstream
     assert upstream is not None
+    table = check_upstream(pipeline)
     spark.dataSource.register(PaneLogDataSource)
     types = pipeline.source.types
     wanted = [*pipeline.keys, *[c for c in pipeline.value_columns if c not in pipeline.keys]]
@@ -116,6 +150,7 @@ def read_pane_log(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
         spark.readStream.format(FORMAT_NAME)
         .option("path", upstream.pane_log)
         .option("pipeline", upstream.name)
+        .option("table", table or "")
         .option("columns", ",".join(f"{c}:{types[c]}" for c in wanted))
         .load()
     )

@@ -43,6 +43,7 @@ from jobs.source import read_landing_zone
 from jobs.spark import get_session
 from jobs.writers_watermark import record_writers_watermark
 from sinks.delta_append import SparkDeltaWriter
+from sinks.errors import UpstreamChanged
 from sinks.lock import LakeLock
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -206,6 +207,9 @@ def _await_query(query, sink: BatchSink, result: RunResult, emit: Callable[[str]
     drain_progress()
     err = query.exception()
     if err is not None:
+        changed = _UPSTREAM_CHANGED.search(str(err))
+        if changed:  # the pane-log source found another upstream table (rebuilt while running)
+            raise UpstreamChanged(changed.group(1).strip()) from None
         unreadable = _UNREADABLE.search(str(err))
         if unreadable:
             causes = [c for c in _CAUSE.findall(str(err)) if "FAILED_READ_FILE" not in c]
@@ -218,6 +222,8 @@ def _await_query(query, sink: BatchSink, result: RunResult, emit: Callable[[str]
         raise RuntimeError(f"the streaming query failed: {err}") from None
 
 
+# The pane-log source's refusal of another upstream table, inside Spark's error (a Python trace)
+_UPSTREAM_CHANGED = re.compile(r"UpstreamChanged: ([^\n]+)")
 # Spark's error for an input file it cannot read (corrupt, truncated, not of the format, ...)
 _CAUSE = re.compile(r"Caused by: [\w.$]+: ([^\n]+)")
 _UNREADABLE = re.compile(

@@ -382,9 +382,12 @@ class Engine:
         ctx = TriggerContext(None, watermark, processing_time)  # re-pointed per window
         for _, _, window, ws, by_watermark, by_processing in due:
             ctx.window = window
+            gone = self._gone(window, watermark)
             if (by_watermark or by_processing) and trigger.should_fire(ws.trigger, ROOT, ctx):
-                self._fire(key, window, ws, ctx, by_watermark, out)
-            if self._gone(window, watermark):
+                # the window's last pane unless a closing pane follows it (FIRE_ALWAYS)
+                last = gone and not self._closing_always
+                self._fire(key, window, ws, ctx, by_watermark, out, last=last)
+            if gone:
                 if not ws.closed and (ws.fresh or self._closing_always):
                     self._fire(key, window, ws, ctx, True, out, closing=True)
                 del state.windows[window]
@@ -403,9 +406,12 @@ class Engine:
         by_watermark: bool,
         out: Output,
         closing: bool = False,
+        last: bool = False,
     ) -> None:
         """Fire ``window``: move its trigger on (unless it is closing at expiry) and emit a pane
-        if it is non-empty or the on-time/closing behavior asks for one."""
+        if it is non-empty or the on-time/closing behavior asks for one. The pane is the window's
+        last (``is_last``) when its trigger finished, it is the closing pane, or ``last`` says
+        the window expires right after this firing."""
         if closing:
             finished = True
         else:
@@ -428,7 +434,7 @@ class Engine:
         if emit and self.weighted and ws.weight <= 0:
             self._withdraw(ws, wm, pt, out)
         elif emit:
-            self._emit(key, window, ws, timing, nonspeculative, finished, wm, pt, out)
+            self._emit(key, window, ws, timing, nonspeculative, finished or last, wm, pt, out)
         if ws.hold is not None and not (wm < window.end and self._holds_until_ontime):
             ws.hold = None
         ws.fresh = 0

@@ -29,3 +29,8 @@ class LakeBusy(LakeError):
 
 class MaterializerBusy(LakeBusy):
     """Another materializer holds the lock."""
+
+
+class UpstreamChanged(LakeError):
+    """The upstream pane log a downstream reads is not the table it has read so far (the
+    upstream was rebuilt, or is gone): continuing would skip or repeat its rows."""

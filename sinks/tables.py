@@ -160,10 +160,20 @@ def open_table(
     opts = dict(storage_options) if storage_options else None
     if not DeltaTable.is_deltatable(path, storage_options=opts):
         local = path.removeprefix("file://")
-        if is_local(path) and os.path.exists(local) and os.listdir(local):
+        exists = is_local(path) and os.path.exists(local) and bool(os.listdir(local))
+        if exists and not _creation_never_committed(local):
             raise ForeignTable(f"{what} at {path} exists but is not a Delta table")
         raise TableMissing(f"{what} not found at {path}")
     return DeltaTable(path, version=version, storage_options=opts)
+
+
+def _creation_never_committed(local: str) -> bool:
+    """Whether the folder ``local`` is what a table creation that failed before its first commit
+    (a full disk, a kill) leaves: a ``_delta_log`` without commits, maybe data files."""
+    log = os.path.join(local, "_delta_log")
+    if not os.path.isdir(log):
+        return False
+    return not any(n.endswith((".json", ".checkpoint.parquet")) for n in os.listdir(log))
 
 
 def open_pane_log(spec: ViewSpec, version: int | None = None):

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sinks.column_types import TYPES
-from sinks.errors import ForeignTable, LakeError
+from sinks.errors import ForeignTable, LakeError, UpstreamChanged
 from sinks.lake_format import CONFIG_PROPERTY, PANE_LOG_VERSION, PIPELINE_PROPERTY
 from sinks.pane_log_changes import pane_log_commits, read_pane_rows
 from sinks.tables import arrow_schema
@@ -92,22 +92,60 @@ def pane_log_columns(path: str, pipeline: str | None = None) -> PaneLogColumns:
     )
 
 
-def latest_version(path: str) -> int:
-    """The pane log's newest version, -1 if it does not exist yet (the upstream has not run)."""
+@dataclass(frozen=True)
+class PaneLogHead:
+    """Where a pane log stands: its Delta table id (``metaData.id``, new for every table created
+    at the path: a rebuilt upstream's pane log has another) and its newest version; ``table`` is
+    None and ``version`` -1 when there is no table (yet)."""
+
+    table: str | None
+    version: int
+
+
+def pane_log_head(path: str) -> PaneLogHead:
+    """The pane log's table id and newest version (see :class:`PaneLogHead`)."""
     from deltalake import DeltaTable
 
     try:
-        return DeltaTable(path).version()
+        dt = DeltaTable(path)
     except Exception:  # not created yet
-        return -1
+        return PaneLogHead(None, -1)
+    return PaneLogHead(str(dt.metadata().id), dt.version())
+
+
+def latest_version(path: str) -> int:
+    """The pane log's newest version, -1 if it does not exist yet (the upstream has not run)."""
+    return pane_log_head(path).version
+
+
+def commit_times_ms(path: str, since: int) -> dict[int, int]:
+    """{version: commit timestamp in ms} of the pane log's versions from ``since`` on, as far as
+    its history still holds them (a cleaned-up log has lost its oldest commits)."""
+    from deltalake import DeltaTable
+
+    dt = DeltaTable(path)
+    entries = dt.history(limit=max(1, dt.version() - since + 1))
+    return {
+        int(e["version"]): int(e["timestamp"])
+        for e in entries
+        if e.get("version") is not None and e.get("timestamp") is not None
+    }
 
 
 def read_elements(
-    path: str, pipeline: str, after: int, upto: int, columns: Sequence[tuple[str, pa.DataType]]
+    path: str,
+    pipeline: str,
+    after: int,
+    upto: int,
+    columns: Sequence[tuple[str, pa.DataType]],
+    table: str | None = None,
 ) -> pa.Table:
     """The element rows of pane-log versions ``after < v <= upto`` (see the module doc): the
     ``columns`` (name, Arrow type), then :data:`EVENT_TIME_US`, :data:`WATERMARK_US` and
-    :data:`WEIGHT`; in version order, and by pane id within a version (deterministic)."""
+    :data:`WEIGHT`; in version order, and by pane id within a version (deterministic).
+
+    ``table``: the pane log's table id the versions belong to; another table at ``path`` (the
+    upstream was rebuilt since the range was planned) raises :class:`UpstreamChanged`."""
     from deltalake import DeltaTable
 
     out_schema = pa.schema(
@@ -123,6 +161,11 @@ def read_elements(
     # The newest version: rows are found by their batch ids, which compaction keeps, while the
     # files of an old version may have been vacuumed.
     dt = DeltaTable(path)
+    if table is not None and str(dt.metadata().id) != table:
+        raise UpstreamChanged(
+            f"the pane log at {path} is table {dt.metadata().id} now, not table {table} whose "
+            f"versions {after + 1}..{upto} this batch reads: the upstream was rebuilt"
+        )
     rows = read_pane_rows(dt, pane_log_commits(dt, after, upto))
     if rows.num_rows == 0:
         return out_schema.empty_table()

@@ -31,6 +31,11 @@ applied:
 6. Triggers are evaluated after each bundle with the current watermark and processing time;
    watermark timers fire in advance_watermark, processing-time ones in
    advance_processing_time. The generator drives Beam the same way, so nothing is adjusted.
+7. ``is_last`` at expiry. A firing after which its window expires (the same watermark step
+   passes the window's end plus the allowed lateness) is the window's last pane, as in Beam
+   Java; Beam Python leaves the flag unset. Unless ``closing_behavior`` is FIRE_ALWAYS (a
+   closing pane, the last, follows), Beam's last kept pane of such a window is marked last,
+   applied to every scenario.
 
 Run ``python -m tests.conformance.test_beam_conformance`` for a report of every scenario.
 """
@@ -45,6 +50,7 @@ from typing import Any
 import pytest
 
 from panes import DropReason, parse_duration
+from panes.time import END_OF_TIME
 from tests.scenarios.format import (
     BEAM_FILE,
     END_OF_GLOBAL_WINDOW,
@@ -89,8 +95,9 @@ def beam_as_panestore(sc: Scenario, beam_steps: list[dict]) -> list[tuple[list[s
     emitted: defaultdict[tuple, int] = defaultdict(int)  # (key, window) -> panes kept so far
     nonspec: defaultdict[tuple, int] = defaultdict(int)  # (key, window) -> ON_TIME/LATE kept
     steps = []
-    for st in beam_steps:
+    for step, st in zip(sc.steps, beam_steps, strict=True):
         kept = []
+        last_kept: dict[tuple, int] = {}  # (key, window) -> its last kept pane in this step
         for p in st["panes"]:
             keep = (
                 p["n_new"] > 0
@@ -107,11 +114,22 @@ def beam_as_panestore(sc: Scenario, beam_steps: list[dict]) -> list[tuple[list[s
             else:
                 nonspeculative_index = nonspec[wid]
                 nonspec[wid] += 1
-            kept.append(
-                _beam_pane_text({**p, "index": index, "nonspeculative_index": nonspeculative_index})
-            )
-        steps.append((kept, st["dropped"]))
+            last_kept[wid] = len(kept)
+            kept.append({**p, "index": index, "nonspeculative_index": nonspeculative_index})
+        if step.action == "watermark" and not closing_always:  # difference 7
+            for i in last_kept.values():
+                if _expires(sc, step, kept[i]["window"]):
+                    kept[i] = {**kept[i], "is_last": True}
+        steps.append(([_beam_pane_text(p) for p in kept], st["dropped"]))
     return steps
+
+
+def _expires(sc: Scenario, step: Step, window: Any) -> bool:
+    """Does ``window`` (a Beam window, or GLOBAL) expire in the watermark ``step``?"""
+    assert step.time is not None
+    if window == GLOBAL:
+        return step.time >= END_OF_TIME
+    return step.time > window[1] + parse_duration(sc.allowed_lateness)
 
 
 # ---- comparison -----------------------------------------------------------------------------

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import os
-import socket
-import subprocess
-import sys
-import time
-
 import pytest
 
 from jobs.pipeline import pipeline_from_dict
 from sinks.errors import LakeBusy
+from tests.lock_holder import lock_held
 
 
 def pipeline(tmp_path):
@@ -24,35 +18,12 @@ def pipeline(tmp_path):
     })  # fmt: skip
 
 
-def hold(lock, pid: int) -> None:
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    lock.write_text(json.dumps({"pid": pid, "host": socket.gethostname(), "since": time.time()}))
-
-
 def test_a_second_run_of_a_lake_is_refused_before_spark_and_writes_nothing(tmp_path):
     from jobs.run import run
 
     p = pipeline(tmp_path)
-    lock = tmp_path / "lake" / "_locks" / "run.lock"
-    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    try:
-        hold(lock, holder.pid)
+    with lock_held(tmp_path / "lake", "run") as pid:
         with pytest.raises(LakeBusy, match=rf"another run of pipeline 'locked' is running \(pid "
-                                           rf"{holder.pid} on "):  # fmt: skip
+                                           rf"{pid} on "):  # fmt: skip
             run(p, spark=None)  # refused before a Spark session is asked for
         assert sorted(x.name for x in (tmp_path / "lake").iterdir()) == ["_locks"]
-    finally:
-        holder.kill()
-        holder.wait()
-
-
-def test_a_lock_left_by_a_dead_run_is_taken_over(tmp_path):
-    from sinks.lock import LakeLock
-
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    lock = tmp_path / "lake" / "_locks" / "run.lock"
-    hold(lock, dead.pid)
-    with LakeLock(str(tmp_path / "lake"), "run", "another run"):
-        assert json.loads(lock.read_text())["pid"] == os.getpid()
-    assert not lock.exists()

@@ -71,10 +71,10 @@ def test_a_full_lake_fails_without_a_partial_commit_and_resumes(small_fs):
     fill(small_fs)
     with pytest.raises(Exception, match=r"(?i)no space|space left|os error 28"):
         Materializer(run.spec).run()
-    assert (
-        not os.path.exists(run.spec.table_path("current"))
-        or DeltaTable(run.spec.table_path("current")).version() == 0
-    )  # created at most, nothing merged
+    current_log = os.path.join(run.spec.table_path("current"), "_delta_log")
+    commits = [f for f in os.listdir(current_log) if f.endswith(".json")] if os.path.isdir(
+        current_log) else []  # fmt: skip
+    assert commits in ([], ["00000000000000000000.json"])  # created at most, nothing merged
     free(small_fs)
     Materializer(run.spec).run()
     assert view_dict(run.spec) == run.expected()

@@ -94,3 +94,83 @@ def test_hourly_totals_over_retracting_sessions_equal_the_batch_over_the_final_s
     }
     assert view == {("de", 8): (1, 1, 1.0), ("fr", 9): (1, 3, 12.0), ("fr", 10): (2, 2, 3.0)}
     assert DeltaTable(down.table_path("late")).to_pyarrow_table().num_rows == 0
+
+
+DOWNSTREAM_TOML = """
+name = "hourly"
+lake = "{lake}"
+keys = ["country"]
+window = "FixedWindows(1h)"
+trigger = "AfterWatermark(late=AfterCount(1))"
+accumulation_mode = "accumulating_and_retracting"
+allowed_lateness = "4h"
+state_buckets = 4
+[source]
+format = "pane_log"
+path = "{upstream}"
+pipeline = "sessions"
+[aggregates]
+sessions = "count()"
+plays = "sum(plays)"
+watched = "sum(watched)"
+"""
+
+
+def test_a_downstream_refuses_a_rebuilt_upstream_until_rebuilt_itself(spark, tmp_path, capsys):
+    import shutil
+    import subprocess
+    import sys
+
+    from deltalake import DeltaTable
+
+    from jobs.cli import main
+    from jobs.inspect import materialize_after_run
+    from jobs.pipeline import load_pipeline
+    from jobs.run import run
+    from jobs.upstream_identity import recorded_offsets
+
+    up = upstream(tmp_path)
+    first = [("d1", "fr", "08:00", 3.0), ("d1", "fr", "08:50", 4.0), ("d2", "de", "08:10", 1.0),
+             ("d3", "fr", "09:40", 2.0)]  # fmt: skip
+    land(tmp_path, "r0.jsonl", first)
+    run(up, spark=spark, progress=None)
+    conf = tmp_path / "hourly.toml"
+    conf.write_text(DOWNSTREAM_TOML.format(lake=tmp_path / "down", upstream=tmp_path / "up"))
+    down = load_pipeline(conf)
+    run(down, spark=spark, progress=None)  # reads the upstream's first pane log
+    materialize_after_run(down, out=lambda _: None)
+    assert max(r.offset.version for r in recorded_offsets(down.checkpoint_path)) > 0
+
+    # The upstream rebuilt the documented way: its lake moved aside, run again (a new pane log
+    # whose versions start at 0 again), with a file more.
+    land(tmp_path, "r1.jsonl", [("d1", "fr", "08:25", 5.0), ("d3", "fr", "10:30", 1.0)])
+    shutil.move(str(tmp_path / "up"), str(tmp_path / "up.old"))
+    run(up, spark=spark, progress=None, drain=True)
+    materialize_after_run(up, out=lambda _: None)
+    down = load_pipeline(conf)
+    before = DeltaTable(down.table_path("panes")).version()
+
+    proc = subprocess.run([sys.executable, "-m", "jobs.cli", "run", str(conf)],
+                          capture_output=True, text=True, timeout=600,
+                          start_new_session=True)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    (line,) = [x for x in proc.stderr.splitlines() if x.startswith("panestore: ")]
+    assert "the upstream 'sessions' was rebuilt" in line
+    assert "Traceback" not in proc.stderr
+    rebuild = f"Rebuild hourly too: move its lake aside (mv {down.lake_path} {down.lake_path}.old)"
+    assert rebuild in line
+    assert DeltaTable(down.table_path("panes")).version() == before  # nothing read or written
+
+    capsys.readouterr()
+    assert main(["verify", str(conf)]) == 1  # not compared with the new upstream's view as if
+    assert "the upstream 'sessions' was rebuilt" in capsys.readouterr().out  # it were its own
+
+    shutil.move(str(down.lake_path), f"{down.lake_path}.old")  # as the message says
+    run(down, spark=spark, progress=None, drain=True)
+    materialize_after_run(down, out=lambda _: None)
+    assert main(["verify", str(conf)]) == 0, capsys.readouterr().out
+    view = {
+        (r["country"], r["window_start"].hour): (r["sessions"], r["plays"], r["watched"])
+        for r in DeltaTable(str(down.lake_path / "current")).to_pyarrow_table().to_pylist()
+    }
+    assert view == {("de", 8): (1, 1, 1.0), ("fr", 9): (1, 3, 12.0), ("fr", 10): (2, 2, 3.0)}

@@ -39,12 +39,8 @@ def test_a_deleted_checkpoint_is_refused_and_a_rebuild_recovers(spark, tmp_path)
 
 
 def test_panestore_run_of_a_busy_lake_exits_3_naming_the_holder(spark, tmp_path, capsys):
-    import json
-    import socket
-    import subprocess
-    import sys
-
     from jobs.cli import EXIT_BUSY, main
+    from tests.lock_holder import lock_held
 
     conf = tmp_path / "busy.toml"
     conf.write_text(
@@ -53,15 +49,8 @@ def test_panestore_run_of_a_busy_lake_exits_3_naming_the_holder(spark, tmp_path,
         f'path = "{tmp_path / "landing"}"\ncreate_path = true\n'
         'schema = { k = "string", ts = "timestamp" }\n'
     )
-    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    try:
-        lock = tmp_path / "lake" / "_locks" / "run.lock"
-        lock.parent.mkdir(parents=True)
-        lock.write_text(json.dumps({"pid": holder.pid, "host": socket.gethostname(), "since": 0}))
+    with lock_held(tmp_path / "lake", "run") as pid:
         assert main(["run", str(conf), "-v"]) == EXIT_BUSY  # -v: stderr as it is
-    finally:
-        holder.kill()
-        holder.wait()
     err = capsys.readouterr().err
-    assert f"another run of pipeline 'busy' is running (pid {holder.pid}" in err
+    assert f"another run of pipeline 'busy' is running (pid {pid}" in err
     assert sorted(x.name for x in (tmp_path / "lake").iterdir()) == ["_locks"]
