@@ -70,7 +70,6 @@ def cmd_check(args) -> int:
 def cmd_run(args) -> int:
     pipeline = _load(args)
     check_paths(pipeline)  # before Spark: a bad path exits 2 naming the setting
-    check_lake_configuration(pipeline)  # before Spark: ... and so does a lake's changed setting
     if pipeline.source.is_pane_log:
         from jobs.upstream_identity import check_upstream
 
@@ -79,6 +78,7 @@ def cmd_run(args) -> int:
         except UpstreamChanged as e:
             print(f"panestore: {e}", file=sys.stderr)
             return 2
+    check_lake_configuration(pipeline)  # before Spark: a lake's changed setting exits 2
     terminal = sys.stderr if args.verbose else quiet_spark_stderr()
     print(pipeline.describe(), file=terminal, flush=True)
     from jobs.run import run  # imports pyspark: not for `check`
