@@ -20,6 +20,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from jobs.fingerprint import check_lake_configuration
 from jobs.inspect import add_subcommands, materialize_after_run
 from jobs.lake_identity import check_lake_identity
 from jobs.pipeline import Pipeline, PipelineConfigError, check_paths, load_pipeline
@@ -62,6 +63,7 @@ def cmd_check(args) -> int:
     pipeline = _load(args)
     check_paths(pipeline)
     check_lake_identity(pipeline)
+    check_lake_configuration(pipeline)  # an existing lake: bound to its configuration
     print(pipeline.describe())
     print("ok")
     return 0
@@ -79,6 +81,7 @@ def cmd_run(args) -> int:
         except UpstreamChanged as e:
             print(f"panestore: {e}", file=sys.stderr)
             return 2
+    check_lake_configuration(pipeline)  # before Spark: a lake's changed setting exits 2
     terminal = sys.stderr if args.verbose else quiet_spark_stderr()
     print(pipeline.describe(), file=terminal, flush=True)
     from jobs.run import run  # imports pyspark: not for `check`

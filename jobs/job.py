@@ -122,15 +122,9 @@ VANISHED = (
 def layout(pipeline: Pipeline) -> PaneLogLayout:
     """Pane-log columns of the pipeline: its key columns and one column per aggregate."""
     types = pipeline.source.types
-
-    def out_type(t: str) -> pa.DataType:
-        if t.startswith("list<"):
-            return pa.list_(arrow_type(t[5:-1]))
-        return arrow_type(t)
-
     return PaneLogLayout(
         key_fields=tuple((k, arrow_type(types[k])) for k in pipeline.keys),
-        value_fields=tuple((n, out_type(t)) for n, t in pipeline.aggregate_types.items()),
+        value_fields=tuple((n, arrow_type(t)) for n, t in pipeline.aggregate_types.items()),
         accumulators=not pipeline.combine_fn().value_is_accumulator,
     )
 

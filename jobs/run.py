@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from jobs.checkpoint import check_not_behind, check_readable
 from jobs.control import control_stream, pending_watermark, write_drain_sentinel, write_tick
+from jobs.fingerprint import bind_lake_configuration
 from jobs.job import BatchSink, BatchStats, build_job
 from jobs.lake_identity import check_lake_identity
 from jobs.landing_changes import note_changes
@@ -370,6 +371,7 @@ def run(
     check_paths(pipeline)
     with LakeLock(str(pipeline.lake_path), "run", f"another run of pipeline {pipeline.name!r}"):
         check_lake_identity(pipeline, record=True)  # a copied or moved lake: before Spark reads it
+        bind_lake_configuration(pipeline)  # before Spark: a lake keeps its configuration
         if spark is None:
             spark = get_session(f"panestore-{pipeline.name}")
             result.add_phase("session", time.monotonic() - started)

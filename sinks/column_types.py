@@ -44,5 +44,7 @@ ARROW_JSON_TYPES: dict[str, str] = {n: t.arrow_json for n, t in TYPES.items() if
 
 
 def arrow_type(type_name: str) -> pa.DataType:
-    """The Arrow type of a configuration type name."""
+    """The Arrow type of a configuration type name, or of an aggregate's ``list<name>``."""
+    if type_name.startswith("list<") and type_name.endswith(">"):
+        return pa.list_(arrow_type(type_name[5:-1]))
     return TYPES[type_name].arrow
