@@ -36,7 +36,7 @@ def test_a_deleted_checkpoint_is_refused_and_a_rebuild_recovers(spark, tmp_path)
     assert {t: DeltaTable(pipeline.table_path(t)).version() for t in versions} == versions
 
     shutil.move(str(tmp_path / "lake"), str(tmp_path / "lake-aside"))  # the documented rebuild
-    run(pipeline, spark=spark, progress=None)
+    run(pipeline, spark=spark, drain=True, progress=None)
     assert view_and_verify(pipeline) == {"a": 1, "b": 1}
 
 
