@@ -29,3 +29,8 @@ class LakeBusy(LakeError):
 
 class MaterializerBusy(LakeBusy):
     """Another materializer holds the lock."""
+
+
+class InvalidRequest(LakeError):
+    """A request the lake cannot answer as asked: a version or key that is not there, SQL that
+    does not parse or bind, an output that cannot be written. Nothing was written."""
