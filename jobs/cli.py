@@ -5,12 +5,26 @@
     panestore note-watermark CONF --writer W --time T [--files F ...]   # a writer's mark
 
 ``run`` prints one progress line per micro-batch on stderr (batch, input rows, panes by timing,
-late and rejected records, watermark) and a summary; exit status 0 on success, 1 if the job
-failed, 2 for an invalid configuration (the message names the field) or an upstream pane log
-that is not the table the pipeline has read (the upstream was rebuilt; the message says how to
-rebuild this pipeline too), 3 if another run of the same lake is running (it holds the lake's
-run lock; nothing was written). More subcommands (materialize, query, ...) come from
-:mod:`jobs.inspect`.
+late and rejected records, watermark) and a summary, then folds the pane log into the view
+(unless ``--no-materialize``). SIGINT (Ctrl-C) or SIGTERM stops it cleanly: the batch in flight
+finishes (a second signal abandons it), the run folds, releases the lake's lock and exits 0
+(:mod:`jobs.stopping`). More subcommands (materialize, query, ...) come from :mod:`jobs.inspect`.
+
+Every error is one line on stderr. Exit statuses (:class:`jobs.exit_status.ExitStatus`):
+
+====  ========================================================================================
+0     done; also a run stopped by a signal, and a run whose fold found another materializer
+      running (its batches are committed; the next ``panestore materialize`` folds them)
+1     the job or the command failed (``verify``: differences found)
+2     misuse: bad arguments, an invalid or unreadable configuration (the message names the
+      field), a lake copied or moved, an upstream pane log that is not the table this pipeline
+      has read (the upstream was rebuilt: the message says how to rebuild this pipeline too),
+      SQL that does not run, a table that does not exist yet; nothing was written
+3     busy: another run holds the lake's run lock (``run``), or another materializer its
+      materializer lock (``materialize``); nothing was written
+130   interrupted by Ctrl-C outside a run's batches (a run's Spark session was starting, or
+      another command ran); every write is transactional: done in full or not at all
+====  ========================================================================================
 """
 
 from __future__ import annotations
@@ -20,17 +34,26 @@ import os
 import sys
 from collections.abc import Sequence
 
+from jobs.exit_status import ExitStatus
 from jobs.fingerprint import check_lake_configuration
 from jobs.inspect import add_subcommands, materialize_after_run
 from jobs.lake_identity import check_lake_identity
 from jobs.pipeline import Pipeline, PipelineConfigError, check_paths, load_pipeline
 from jobs.quiet import quiet_spark_stderr
 from jobs.spark import JavaNotFound, get_session
+from jobs.stopping import stop_on_signals
 from jobs.watermark_marks import MarkError, note_watermark, parse_time
 from panes import parse_duration
 from sinks.errors import LakeBusy, UpstreamChanged
 
-EXIT_BUSY = 3
+EXIT_BUSY = ExitStatus.BUSY
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (the usage is on ``--help``)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(ExitStatus.MISUSE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def _interval(text: str) -> str:
@@ -40,6 +63,13 @@ def _interval(text: str) -> str:
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
     return f"{max(us // 1000, 0)} milliseconds"
+
+
+def _positive(text: str) -> int:
+    """A whole number >= 1."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(text)
 
 
 def _kill_point(text: str) -> tuple[str, int]:
@@ -91,23 +121,27 @@ def cmd_run(args) -> int:
                             shuffle_partitions=args.shuffle_partitions)  # fmt: skip
     except JavaNotFound as e:
         print(f"panestore: {e}", file=terminal)
-        return 1
-    try:
-        run(pipeline, spark=spark, follow=args.follow, drain=args.drain,
-            interval=args.interval, progress=terminal, kill_at=args.kill_at,
-            profile_dir=args.profile_dir)  # fmt: skip
-    except LakeBusy as e:
-        print(f"panestore: {e}", file=terminal)
-        return EXIT_BUSY
-    except UpstreamChanged as e:  # rebuilt since the check above, or while running
-        print(f"panestore: {e}", file=terminal)
-        return 2
-    except Exception as e:  # the streaming query failed: report, exit 1
-        print(f"panestore: run failed: {e}", file=terminal)
-        return 1
-    if not args.no_materialize:
-        return materialize_after_run(pipeline, out=lambda s: print(s, file=terminal))
-    return 0
+        return ExitStatus.FAILED
+    # From here on SIGINT and SIGTERM stop the run cleanly (jobs.stopping), through the fold; set
+    # after the session, whose SparkContext installs a SIGINT handler of its own.
+    with stop_on_signals() as stop:
+        try:
+            result = run(pipeline, spark=spark, follow=args.follow, drain=args.drain,
+                         interval=args.interval, progress=terminal, kill_at=args.kill_at,
+                         profile_dir=args.profile_dir, stop=stop)  # fmt: skip
+        except LakeBusy as e:
+            print(f"panestore: {e}", file=terminal)
+            return ExitStatus.BUSY
+        except UpstreamChanged as e:  # rebuilt since the check above, or while running
+            print(f"panestore: {e}", file=terminal)
+            return ExitStatus.MISUSE
+        except Exception as e:  # the streaming query failed: report, exit 1
+            print(f"panestore: run failed: {e}", file=terminal)
+            return ExitStatus.FAILED
+        if args.no_materialize:
+            return ExitStatus.OK
+        return materialize_after_run(pipeline, out=lambda s: print(s, file=terminal),
+                                     committed=result.committed())  # fmt: skip
 
 
 def cmd_note_watermark(args) -> int:
@@ -125,7 +159,7 @@ def cmd_note_watermark(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="panestore", description=__doc__.split("\n\n")[0])
+    ap = _Parser(prog="panestore", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("run", help="run a pipeline: process what has landed, fire, commit, exit",
@@ -152,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "else local[2]); e.g. spark://host:7077, see docs/cluster.md")  # fmt: skip
     p.add_argument(
         "--shuffle-partitions",
-        type=int,
+        type=_positive,
         default=2,
         help="Spark shuffle partitions of a new lake (fixed by its checkpoint)",
     )
@@ -162,12 +196,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="do not fold the pane log into the current view after the run",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="show all of Spark's output")
-    p.add_argument(
-        "--profile-dir", metavar="DIR", help="developer aid: cProfile the operator's tasks into DIR"
-    )
+    # Developer and test aids, not on --help: --profile-dir DIR cProfiles the operator's tasks
+    # into DIR; --kill-at POINT:BATCH SIGKILLs the run at that point (before_commit,
+    # between_tables, after_commit) of that batch.
+    p.add_argument("--profile-dir", metavar="DIR", help=argparse.SUPPRESS)
     p.add_argument("--kill-at", metavar="POINT:BATCH", type=_kill_point, action="append",
-                   default=[], help="testing: SIGKILL the run at that point of that batch "
-                   "(before_commit, between_tables, after_commit)")  # fmt: skip
+                   default=[], help=argparse.SUPPRESS)  # fmt: skip
     p.set_defaults(handler=cmd_run)
 
     p = sub.add_parser("check", help="validate a pipeline configuration")
@@ -194,13 +228,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command of ``argv`` (default: the process's arguments); its exit status."""
     args = build_parser().parse_args(argv)
     try:
         return int(args.handler(args) or 0)
     except PipelineConfigError as e:
         conf = getattr(args, "conf", "")
         print(f"panestore: invalid configuration {conf}: {e}", file=sys.stderr)
-        return 2
+        return ExitStatus.MISUSE
+    except KeyboardInterrupt:  # not within a run (jobs.stopping): every write is transactional
+        print(f"panestore {args.command}: interrupted", file=sys.stderr)
+        return ExitStatus.INTERRUPTED
 
 
 def command() -> None:

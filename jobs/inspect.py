@@ -1,15 +1,21 @@
 """Inspection and maintenance subcommands: materialize, verify, query, changes, history, plot,
 optimize, vacuum. ``add_subcommands(subparsers)`` adds them to the ``panestore`` parser; each
-handler returns an exit status (0 ok, 1 differences / error). ``materialize_after_run(pipeline)``
-is what ``panestore run`` calls at the end of a run."""
+handler returns an :class:`~jobs.exit_status.ExitStatus` (0 ok; 1 an error, or differences
+found by ``verify``; 2 misuse: bad arguments, an invalid configuration, a table that does not
+exist yet; 3 another materializer holds the lake's materializer lock), with a one-line message
+on stderr. ``materialize_after_run(pipeline)`` is what ``panestore run`` calls at the end of a
+run."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+from jobs.exit_status import ExitStatus
 from jobs.pipeline import Pipeline, PipelineConfigError, load_pipeline
 
 
@@ -35,31 +41,72 @@ def _version(text: str) -> int:
     return int(text)
 
 
-def _time_us(text: str | None) -> int | None:
-    if text is None:
-        return None
+def _time_us(text: str) -> int:
+    """A window start: microseconds since the epoch, or an ISO-8601 time (UTC if no zone)."""
     t = text.strip()
     if t.lstrip("-").isdigit():
         return int(t)
-    dt = datetime.fromisoformat(t.replace("Z", "+00:00"))
+    try:
+        dt = datetime.fromisoformat(t.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected microseconds since the epoch or an ISO-8601 time "
+            f"(2024-06-01T09:00:00Z), got {text!r}"
+        ) from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
     return int(dt.timestamp() * 1_000_000)
 
 
-def materialize_after_run(pipeline: Any, out=print) -> int:
-    """Fold what the run appended into ``current``; returns 0, or 1 with a message on error."""
+def _hours(text: str) -> int:
+    """A retention in whole hours, >= 0."""
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"expected whole hours (0, 24, 168, ...), got {text!r}")
+    return int(text)
+
+
+def _out_file(text: str) -> str:
+    """An output file whose directory exists."""
+    directory = os.path.dirname(os.path.abspath(text))
+    if not os.path.isdir(directory):
+        raise argparse.ArgumentTypeError(f"{text}: the directory {directory} does not exist")
+    return text
+
+
+def _batches(ids: Sequence[int]) -> str:
+    """``batches 3..5`` / ``batch 3`` / ``batches 3, 5``: batch ids as a reader says them."""
+    if len(ids) == 1:
+        return f"batch {ids[0]}"
+    if list(ids) == list(range(ids[0], ids[0] + len(ids))):
+        return f"batches {ids[0]}..{ids[-1]}"
+    return "batches " + ", ".join(map(str, ids))
+
+
+def materialize_after_run(pipeline: Any, out=print, committed: Sequence[int] = ()) -> int:
+    """Fold what the run appended (``committed``: the ids of the batches it committed) into
+    ``current``; returns 0, or 1 with a message on error.
+
+    Another materializer holding the lake's materializer lock is not an error of the run: its
+    batches are committed and the next ``panestore materialize`` folds them. That is said, and
+    0 is returned.
+    """
     from jobs.view_spec import view_spec
-    from sinks.errors import LakeError
+    from sinks.errors import LakeError, MaterializerBusy
     from sinks.materializer import Materializer
 
     try:
         result = Materializer(view_spec(pipeline)).run()
+    except MaterializerBusy as e:
+        holder = str(e).split(". Nothing was written")[0]  # the lock's refusal, as to a fold
+        what = f"run committed {_batches(committed)}" if committed else "run committed no batch"
+        out(f"{what}; the fold was skipped: {holder}; the next `panestore materialize` folds "
+            f"{'them' if committed else 'what the pane log holds'}")  # fmt: skip
+        return ExitStatus.OK
     except LakeError as e:
         out(f"materialize: {e}")
-        return 1
+        return ExitStatus.FAILED
     out(result.line())
-    return 0
+    return ExitStatus.OK
 
 
 def cmd_materialize(a) -> int:
@@ -123,7 +170,7 @@ def cmd_history(a) -> int:
     from sinks.duck import history
 
     spec = _spec(a.conf)
-    print(history(spec, _key(a.key, spec), _time_us(a.window)))
+    print(history(spec, _key(a.key, spec), a.window))
     return 0
 
 
@@ -141,7 +188,7 @@ def cmd_plot(a) -> int:
             elements = load_source_elements(pipeline)
         except Exception as e:
             print(f"(elements not plotted: {e})")
-    print(plot(spec, _key(a.key, spec), out, window_start=_time_us(a.window), elements=elements))
+    print(plot(spec, _key(a.key, spec), out, window_start=a.window, elements=elements))
     return 0
 
 
@@ -162,16 +209,35 @@ def cmd_vacuum(a) -> int:
 
 
 def _guard(fn):
+    """``fn`` reporting the lake's and the configuration's errors on one line of stderr, with
+    their exit status (:func:`error_status`)."""
+
     def run(a) -> int:
         from sinks.errors import LakeError
 
         try:
             return fn(a)
-        except (LakeError, PipelineConfigError) as e:
-            print(f"panestore {a.command}: {e}", file=sys.stderr)
-            return 2 if isinstance(e, PipelineConfigError) else 1
+        except (LakeError, PipelineConfigError, OSError) as e:  # OSError: writing --out
+            print(f"panestore {a.command}: {one_line(e)}", file=sys.stderr)
+            return error_status(e)
 
     return run
+
+
+def error_status(error: Exception) -> ExitStatus:
+    """The exit status of a command that ``error`` ended (:class:`ExitStatus`)."""
+    from sinks.errors import InvalidRequest, LakeBusy, TableMissing
+
+    if isinstance(error, LakeBusy):
+        return ExitStatus.BUSY
+    if isinstance(error, (PipelineConfigError, InvalidRequest, TableMissing)):
+        return ExitStatus.MISUSE
+    return ExitStatus.FAILED
+
+
+def one_line(error: Exception) -> str:
+    """``error``'s message on one line (a message from Delta or DuckDB may span several)."""
+    return " ".join(str(error).split())
 
 
 def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
@@ -197,7 +263,8 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     p = sub("query", cmd_query, "SQL over the tables panes, current, late, rejected (DuckDB)")
     p.add_argument("sql")
     p.add_argument("--format", choices=["table", "csv", "json", "parquet"], default="table")
-    p.add_argument("--out", help="write the result to this file (needed for parquet)")
+    p.add_argument("--out", type=_out_file,
+                   help="write the result to this file (needed for parquet)")  # fmt: skip
     p.add_argument("--as-of", help="current as of view:N, panes:N (pane-log version) or a time")
     p = sub(
         "changes",
@@ -210,14 +277,15 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--until", type=_version, metavar="VERSION",
                    help="last view version to read (default: the latest)")  # fmt: skip
     p.add_argument("--format", choices=["table", "csv", "json", "parquet"], default="table")
-    p.add_argument("--out", help="write the result to this file (needed for parquet)")
+    p.add_argument("--out", type=_out_file,
+                   help="write the result to this file (needed for parquet)")  # fmt: skip
     p = sub("history", cmd_history, "the pane sequence of a key's windows")
     p.add_argument("--key", required=True, help="key value (comma-separated for several keys)")
-    p.add_argument("--window", help="window start (µs or ISO time)")
+    p.add_argument("--window", type=_time_us, help="window start (µs or ISO time)")
     p = sub("plot", cmd_plot, "PNG of how a key's windows evolved (event vs processing time)")
     p.add_argument("--key", required=True)
-    p.add_argument("--window", help="window start (µs or ISO time)")
-    p.add_argument("--out", help="PNG file (default NAME-KEY.png)")
+    p.add_argument("--window", type=_time_us, help="window start (µs or ISO time)")
+    p.add_argument("--out", type=_out_file, help="PNG file (default NAME-KEY.png)")
     p.add_argument(
         "--elements",
         action="store_true",
@@ -227,7 +295,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     p = sub("vacuum", cmd_vacuum, "delete unreferenced files older than the retention period")
     p.add_argument(
         "--retention-hours",
-        type=int,
+        type=_hours,
         default=None,
         help="default: the table's retention (7 days); shorter needs --force",
     )

@@ -743,6 +743,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
             return tomllib.load(f)
     except FileNotFoundError:
         raise PipelineConfigError("config", f"file not found: {path}") from None
+    except OSError as e:  # a directory, no permission, ...
+        raise PipelineConfigError("config", f"{path}: cannot be read: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise PipelineConfigError("config", f"{path}: not valid TOML: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as e:
         raise PipelineConfigError("config", f"{path}: not valid TOML: {e}") from None
 

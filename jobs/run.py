@@ -22,11 +22,13 @@ batch skip it.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
 import re
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +45,7 @@ from jobs.operator_input import balanced_bucket_ids
 from jobs.pipeline import Pipeline, PipelineConfigError, check_paths
 from jobs.source import read_landing_zone
 from jobs.spark import get_session
+from jobs.stopping import StopRequest, stop_on_signals
 from jobs.writers_watermark import record_writers_watermark
 from sinks.delta_append import SparkDeltaWriter
 from sinks.errors import UpstreamChanged
@@ -91,9 +94,14 @@ class RunResult:
     batches: list[BatchReport] = field(default_factory=list)
     seconds: float = 0.0
     phases: dict[str, float] = field(default_factory=dict)
+    stopped_by: str = ""  # the signal that stopped the run (SIGINT, SIGTERM), if one did
 
     def add_phase(self, name: str, seconds: float) -> None:
         self.phases[name] = self.phases.get(name, 0.0) + seconds
+
+    def committed(self) -> list[int]:
+        """The ids of the batches this run committed (replayed batches it skipped excluded)."""
+        return [b.batch_id for b in self.batches if b.stats is not None and b.stats.committed]
 
     def total(self, what: str) -> int:
         if what == "rows":
@@ -152,9 +160,10 @@ def _run_query(
     spark, pipeline, sink, result: RunResult, emit: Callable[[str], Any], *,
     follow: bool, interval: str, records, bucket_ids: tuple[int, ...],
     stop_after_batches: int | None, profile_dir: str | None,
-    poll: Callable[[], Any] | None = None,
+    poll: Callable[[], Any] | None = None, stop: StopRequest | None = None,
 ) -> None:  # fmt: skip
-    """Run one query to its end, reporting each batch; ``poll`` is called between checks."""
+    """Run one query to its end, reporting each batch (:func:`_await_query`: ``poll``,
+    ``stop``)."""
     building = time.monotonic()
     writer = _writer(
         spark,
@@ -170,18 +179,22 @@ def _run_query(
     result.add_phase("build", starting - building)
     query = writer.start()
     try:
-        _await_query(query, sink, result, emit, stop_after_batches, poll)
+        _await_query(query, sink, result, emit, stop_after_batches, poll, stop)
     finally:
         result.add_phase("query", time.monotonic() - starting)
 
 
 def _await_query(query, sink: BatchSink, result: RunResult, emit: Callable[[str], Any],
-                 stop_after_batches: int | None,
-                 poll: Callable[[], Any] | None = None) -> None:  # fmt: skip
+                 stop_after_batches: int | None, poll: Callable[[], Any] | None = None,
+                 stop: StopRequest | None = None) -> None:  # fmt: skip
     """Report each batch of the running ``query`` as it commits, until the query ends;
-    ``poll`` is called between checks."""
+    ``poll`` is called between checks. When ``stop`` is requested (a signal,
+    :mod:`jobs.stopping`), the query is stopped once no batch is in flight, or at once when
+    ``stop.abandon``; a batch that then fails was abandoned (nothing of it is committed, the next
+    run replays it) and is reported, not raised."""
     seen: set[int] = set()
     done = 0
+    waiting = False  # said that the stop waits for the batch in flight
 
     def drain_progress() -> None:
         nonlocal done
@@ -209,6 +222,14 @@ def _await_query(query, sink: BatchSink, result: RunResult, emit: Callable[[str]
         while query.isActive:
             query.awaitTermination(0.5)
             drain_progress()
+            if stop is not None and stop.requested:
+                if stop.abandon or not query.status.get("isTriggerActive"):
+                    query.stop()
+                elif not waiting:
+                    waiting = True
+                    emit(f"{stop.name}: stopping after the batch in flight "
+                         "(send it again to abandon that batch)")  # fmt: skip
+                continue
             if poll is not None:
                 poll()
             if stop_after_batches is not None and done >= stop_after_batches:
@@ -221,6 +242,11 @@ def _await_query(query, sink: BatchSink, result: RunResult, emit: Callable[[str]
             raise  # not the query's failure (reported below)
     drain_progress()
     err = query.exception()
+    if err is not None and stop is not None and stop.requested:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        emit(f"{stop.name}: the batch in flight was abandoned ({first}); nothing of it is "
+             "committed and the next run replays it")  # fmt: skip
+        return
     if err is not None:
         changed = _UPSTREAM_CHANGED.search(str(err))
         if changed:  # the pane-log source found another upstream table (rebuilt while running)
@@ -349,11 +375,16 @@ def run(
     stop_after_batches: int | None = None,
     kill_at: Sequence[tuple[str, int]] = (),
     profile_dir: str | None = None,
+    stop: StopRequest | None = None,
 ) -> RunResult:
     """Run ``pipeline`` once (see the module doc); returns what each batch did.
 
     Holds the lake's run lock (:class:`sinks.lock.LakeLock`) throughout: a second run of the
     same lake while this one lives raises :class:`sinks.errors.LakeBusy` and writes nothing.
+    A stop requested in ``stop`` (by default, and on the main thread, SIGINT or SIGTERM during
+    the run: :func:`jobs.stopping.stop_on_signals`) ends the run after the batch in flight,
+    skipping its remaining queries (tick, writers' watermark, drain); ``stopped_by`` of the
+    result names the signal.
     Developer aids: ``kill_at`` SIGKILLs the job at ``(point, batch id)`` pairs
     (:func:`jobs.job.kill`); ``profile_dir`` profiles the operator's tasks into that directory.
     """
@@ -369,12 +400,15 @@ def run(
             print(f"[{stamp}] {pipeline.name}: {line}", file=progress, flush=True)
 
     check_paths(pipeline)
-    with LakeLock(str(pipeline.lake_path), "run", f"another run of pipeline {pipeline.name!r}"):
+    lock = LakeLock(str(pipeline.lake_path), "run", f"another run of pipeline {pipeline.name!r}")
+    with lock, contextlib.ExitStack() as scope:
         check_lake_identity(pipeline, record=True)  # a copied or moved lake: before Spark reads it
         bind_lake_configuration(pipeline)  # before Spark: a lake keeps its configuration
         if spark is None:
             spark = get_session(f"panestore-{pipeline.name}")
             result.add_phase("session", time.monotonic() - started)
+        if stop is None and threading.current_thread() is threading.main_thread():
+            stop = scope.enter_context(stop_on_signals())  # after the session: see its doc
         preparing = time.monotonic()
         bucket_ids = check_state_layout(pipeline, _shuffle_partitions(spark))
         # delta-spark writes the commits when the session has the Delta extension; else delta-rs
@@ -384,8 +418,13 @@ def run(
         check_readable(pipeline.checkpoint_path)
         check_not_behind(pipeline.checkpoint_path, sink.committed_batch_id())
         kw = dict(follow=follow, interval=interval, records=records, bucket_ids=bucket_ids,
-                  stop_after_batches=stop_after_batches, profile_dir=profile_dir)  # fmt: skip
+                  stop_after_batches=stop_after_batches, profile_dir=profile_dir,
+                  stop=stop)  # fmt: skip
         said: set[str] = set()  # writer_noted warnings already reported
+
+        def stopped() -> bool:
+            return stop is not None and stop.requested
+
         result.add_phase("prepare", time.monotonic() - preparing)
         if note_changes(pipeline):  # a batch records them: make sure one runs
             write_tick(pipeline)
@@ -395,18 +434,23 @@ def run(
         writers = follow and pipeline.writer_noted
         poll = _writers_poll(spark, pipeline, emit, said) if writers else None
         _run_query(spark, pipeline, sink, result, emit, **kw, poll=poll)
-        if not follow and pending_watermark(pipeline):
+        if not follow and not stopped() and pending_watermark(pipeline):
             # A replayed last batch is not followed by Spark's no-data batch: tick once more.
             emit("ticking to fire the timers of the last watermark advance")
             write_tick(pipeline)
             _run_query(spark, pipeline, sink, result, emit, **kw)
-        if not follow and pipeline.writer_noted and _record_writers(spark, pipeline, emit, said):
+        record_writers = not follow and not stopped() and pipeline.writer_noted
+        if record_writers and _record_writers(spark, pipeline, emit, said):
             # the writers' watermark, a control row, moves Spark's after one more batch
             _run_query(spark, pipeline, sink, result, emit, **kw)
-        if drain:
+        if drain and not stopped():
             emit("drain: moving the watermark to the end of time")
             write_drain_sentinel(pipeline)
             _run_query(spark, pipeline, sink, result, emit, **kw)
         result.seconds = time.monotonic() - started
+        if stop is not None and stop.requested:
+            result.stopped_by = stop.name
+            undrained = "; the drain did not run: run again with --drain" if drain else ""
+            emit(f"stopped on {stop.name}{undrained}")
         emit(result.summary())
         return result

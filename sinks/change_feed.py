@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sinks.errors import LakeError
+from sinks.errors import InvalidRequest, LakeError
 from sinks.lake_format import (
     CHANGE_FEED_FROM_PROPERTY,
     CHANGE_FEED_PROPERTY,
@@ -138,8 +138,9 @@ def read_changes(spec: ViewSpec, since: int, until: int | None = None) -> Change
     """The changes of the ``current`` view from version ``since`` to ``until`` (default: the
     latest version), both included. ``since`` may be one past the latest version (a consumer
     that has read everything): no changes. Refused with a :class:`LakeError` saying what to do:
-    a view without a change feed, ``since`` before the feed's first version or after the
-    latest version, ``until`` before ``since`` or after the latest version."""
+    a view without a change feed; an :class:`InvalidRequest` for ``since`` before the feed's
+    first version or after the latest version, ``until`` before ``since`` or after the latest
+    version."""
     dt = open_view(spec)
     path = spec.table_path("current")
     latest = dt.version()
@@ -150,21 +151,21 @@ def read_changes(spec: ViewSpec, since: int, until: int | None = None) -> Change
             f"CONF` once (it turns the change feed on) and read the changes from then on"
         )
     if since < first:
-        raise LakeError(
+        raise InvalidRequest(
             f"--since {since}: the changes of the current view at {path} are available from "
             f"view version {first} on ({why}). Read the view in full as of a version V >= "
             f"{first} (`panestore query CONF ... --as-of view:V`), then follow the changes "
             f"with --since V+1"
         )
     if since > latest + 1:
-        raise LakeError(
+        raise InvalidRequest(
             f"--since {since} is after the latest version of the current view at {path} "
             f"({latest}). A view rebuilt by `panestore materialize --rebuild` is a new table "
             f"whose versions start again at 0: read it in full, then follow it from its "
             f"latest version + 1"
         )
     if until is not None and not since <= until <= latest:
-        raise LakeError(
+        raise InvalidRequest(
             f"--until {until}: expected a view version from --since ({since}) to the latest "
             f"version ({latest})"
         )

@@ -18,6 +18,8 @@ import io
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,7 @@ from typing import Any
 import pyarrow as pa
 
 from sinks.change_feed import Changes, read_changes
-from sinks.errors import LakeError
+from sinks.errors import InvalidRequest, LakeError, TableMissing
 from sinks.lake_format import TABLES, representable_us
 from sinks.refold import view_from_pane_log
 from sinks.spec import ViewSpec
@@ -88,17 +90,19 @@ def parse_as_of(as_of: Any) -> tuple[str, Any]:
     if isinstance(as_of, int):
         return "view", as_of
     text = str(as_of).strip()
+    expected = f"--as-of {text!r}: expected view:N, panes:N, N (view version) or an ISO timestamp"
     for prefix in ("view:", "panes:"):
         if text.startswith(prefix):
-            return prefix[:-1], int(text[len(prefix) :])
+            number = text[len(prefix) :].strip()
+            if not number.isdigit():
+                raise InvalidRequest(f"{expected}; {number!r} is not a version (0, 1, ...)")
+            return prefix[:-1], int(number)
     if text.isdigit():
         return "view", int(text)
     try:
         ts = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise LakeError(
-            f"--as-of {text!r}: expected view:N, panes:N, N (view version) or an ISO timestamp"
-        ) from None
+        raise InvalidRequest(expected) from None
     return "time", ts
 
 
@@ -109,12 +113,18 @@ def current_as_of(spec: ViewSpec, as_of: Any) -> pa.Table:
         return view_from_pane_log(spec, upto=at)
     if kind == "time" and at.tzinfo is None:
         at = at.replace(tzinfo=timezone.utc)
+    if kind == "view":
+        latest = open_view(spec).version()
+        if at > latest:
+            raise InvalidRequest(
+                f"--as-of {as_of!r}: the current view has versions 0..{latest}, not {at}"
+            )
     try:
         dt = open_view(spec, version=at)
     except Exception as e:  # delta-rs: version not found / before the table existed
         if isinstance(e, LakeError):
             raise
-        raise LakeError(f"current view has no version as of {as_of!r}: {e}") from None
+        raise InvalidRequest(f"current view has no version as of {as_of!r}: {e}") from None
     return plain_table(dt.to_pyarrow_table())
 
 
@@ -143,11 +153,11 @@ def write_result(rel, fmt: str = "table", out: str | None = None, max_rows: int 
     """Render a DuckDB relation: a readable table (text), or CSV / JSON (lines) / Parquet.
     Parquet needs ``out``; CSV / JSON go to ``out`` or are returned."""
     if fmt not in FORMATS:
-        raise LakeError(f"unknown output format {fmt!r}; one of {FORMATS}")
+        raise InvalidRequest(f"unknown output format {fmt!r}; one of {FORMATS}")
     if fmt == "table":
         return format_table(rel.columns, rel.fetchmany(max_rows + 1), max_rows)
     if fmt == "parquet" and not out:
-        raise LakeError("parquet output needs an output file (--out FILE)")
+        raise InvalidRequest("parquet output needs an output file (--out FILE)")
     if out:
         opts = {"csv": "FORMAT CSV, HEADER", "json": "FORMAT JSON", "parquet": "FORMAT PARQUET"}
         rel.query("_r", f"COPY (SELECT * FROM _r) TO {_lit(out)} ({opts[fmt]})")
@@ -193,11 +203,35 @@ def _cell(v: Any) -> str:
 def query(
     spec: ViewSpec, sql: str, fmt: str = "table", out: str | None = None, as_of: Any = None
 ) -> str:
+    """Run ``sql`` over the lake's tables (:func:`connect`) and render the result
+    (:func:`write_result`). SQL that DuckDB refuses raises :class:`InvalidRequest`, any other
+    DuckDB failure (writing ``out``, reading a table) a :class:`LakeError`, each with DuckDB's
+    message on one line."""
     con = connect(spec, as_of=as_of)
     try:
-        return write_result(con.sql(sql), fmt, out)
+        with _duckdb_errors():
+            return write_result(con.sql(sql), fmt, out)
     finally:
         con.close()
+
+
+@contextmanager
+def _duckdb_errors() -> Iterator[None]:
+    """DuckDB's errors as :class:`InvalidRequest` (the SQL is wrong) or :class:`LakeError`."""
+    import duckdb
+
+    try:
+        yield
+    except (duckdb.ProgrammingError, duckdb.DataError) as e:
+        raise InvalidRequest(f"the SQL failed: {_one_line(e)}") from None
+    except duckdb.Error as e:
+        raise LakeError(f"DuckDB failed: {_one_line(e)}") from None
+
+
+def _one_line(error: Exception) -> str:
+    """DuckDB's multi-line message on one line (without the caret line under the SQL)."""
+    lines = (line.strip() for line in str(error).splitlines())
+    return "; ".join(line for line in lines if line.strip("^ "))
 
 
 def changes(
@@ -210,7 +244,8 @@ def changes(
     con = raw_connect()
     try:
         con.register("changes", read.table)
-        return write_result(con.sql("SELECT * FROM changes"), fmt, out), read
+        with _duckdb_errors():
+            return write_result(con.sql("SELECT * FROM changes"), fmt, out), read
     finally:
         con.close()
 
@@ -233,7 +268,7 @@ def history_rows(spec: ViewSpec, key: Any, window_start: int | None = None) -> l
     try:
         keys = spec.key_of(key)
         if len(keys) != len(spec.keys):
-            raise LakeError(f"key {key!r} does not match key columns {list(spec.keys)}")
+            raise InvalidRequest(f"key {key!r} does not match key columns {list(spec.keys)}")
         where = " AND ".join(f'"{k}" = ?' for k in spec.keys)
         params: list[Any] = [str(k) if isinstance(k, str) else k for k in keys]
         if window_start is not None:
@@ -252,7 +287,7 @@ def history_rows(spec: ViewSpec, key: Any, window_start: int | None = None) -> l
             )
         except Exception as e:
             if "panes" in str(e) and "does not exist" in str(e):
-                raise LakeError(f"no pane log at {spec.table_path('panes')}") from None
+                raise TableMissing(f"no pane log at {spec.table_path('panes')}") from None
             raise
         cols = [d[0] for d in rel.description]
         return [dict(zip(cols, r, strict=True)) for r in rel.fetchall()]

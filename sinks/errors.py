@@ -34,3 +34,8 @@ class MaterializerBusy(LakeBusy):
 class UpstreamChanged(LakeError):
     """The upstream pane log a downstream reads is not the table it has read so far (the
     upstream was rebuilt, or is gone): continuing would skip or repeat its rows."""
+
+
+class InvalidRequest(LakeError):
+    """A request the lake cannot answer as asked: a version or key that is not there, SQL that
+    does not parse or bind, an output that cannot be written. Nothing was written."""

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from sinks.batch_check import elements_table
 from sinks.duck import connect, history_rows
-from sinks.errors import LakeError
+from sinks.errors import InvalidRequest
 from sinks.spec import ViewSpec
 
 COLORS = {"EARLY": "#f2c94c", "ON_TIME": "#6fcf97", "LATE": "#bb6bd9"}
@@ -65,7 +65,7 @@ def plot(
 
     rows = history_rows(spec, key, window_start)
     if not rows:
-        raise LakeError(f"no panes for key {key!r}")
+        raise InvalidRequest(f"no panes for key {key!r}")
     keys = spec.key_of(key)
     dropped = _dropped(spec, keys) if late else []
     el_points = _element_points(spec, keys, elements, rows)

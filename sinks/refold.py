@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from sinks.errors import LakeError
+from sinks.errors import InvalidRequest
 from sinks.lake_format import OP
 from sinks.pane_log_changes import pane_log_commits, read_pane_rows
 from sinks.reducer import fold_rows
@@ -23,7 +23,7 @@ def view_from_pane_log(spec: ViewSpec, upto: int | None = None) -> pa.Table:
     latest = dt.version()
     upto = latest if upto is None else upto
     if not 0 <= upto <= latest:
-        raise LakeError(f"pane log has versions 0..{latest}, not {upto}")
+        raise InvalidRequest(f"pane log has versions 0..{latest}, not {upto}")
     if upto != latest:
         dt.load_as_version(upto)
     rows = read_pane_rows(dt, pane_log_commits(dt, -1, upto))

@@ -89,7 +89,7 @@ def test_changes_caught_up_and_errors(tmp_path, capsys):
     out = capsys.readouterr()
     assert out.out.count("\n") == 1  # the header only
     assert f"continue with --since {latest + 1}" in out.err
-    assert main(["changes", conf, "--since", str(latest + 5)]) == 1
+    assert main(["changes", conf, "--since", str(latest + 5)]) == 2  # misuse
     assert f"after the latest version of the current view at {spec.lake}" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:
         main(["changes", conf, "--since", "-1"])

@@ -1,0 +1,24 @@
+"""The exit statuses of every ``panestore`` command (the table in docs/running.md)."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitStatus(IntEnum):
+    """What a ``panestore`` command's exit status means; the message on stderr says more."""
+
+    OK = 0
+    """Done. A run stopped by SIGINT or SIGTERM, or whose fold found another materializer
+    running (it said so; the next ``panestore materialize`` folds), also ends with 0."""
+    FAILED = 1
+    """The job or the command failed (or ``verify`` found differences)."""
+    MISUSE = 2
+    """Bad arguments, an invalid configuration, a configuration file that cannot be read, SQL
+    that does not run, or a table that does not exist yet. Nothing was written."""
+    BUSY = 3
+    """Another process holds the lake's lock (a run: the run lock; ``materialize``: the
+    materializer lock). Nothing was written; retry when it has finished."""
+    INTERRUPTED = 130
+    """Ctrl-C outside a run's batches (a run's Spark session was starting, or another command
+    ran); every write is transactional: done in full or not at all."""
