@@ -17,7 +17,6 @@ pytest.importorskip("duckdb")
 from jobs.cli import EXIT_BUSY, main
 from jobs.job import BatchSink, BatchStats
 from jobs.pipeline import load_pipeline
-from jobs.view_spec import view_spec
 from panes import Simulator
 from sinks.tables import open_pane_log, open_view
 from tests.jobs.test_changes_cli import MIN, demo_lake

@@ -41,13 +41,13 @@ class ScriptedQuery:
     fails: Exception | None = None
     polls: int = 0
     stopped_at: int | None = None
-    recentProgress: list = field(default_factory=list)  # noqa: N815 (PySpark's name)
+    recentProgress: list = field(default_factory=list)
 
     @property
-    def isActive(self) -> bool:  # noqa: N802 (PySpark's name)
+    def isActive(self) -> bool:
         return self.stopped_at is None and self.polls < 100
 
-    def awaitTermination(self, timeout: float) -> None:  # noqa: N802 (PySpark's name)
+    def awaitTermination(self, timeout: float) -> None:
         self.polls += 1
         if self.polls in (self.signal_at, self.again_at):
             self.stop_request.note(signal.SIGINT)
@@ -84,8 +84,9 @@ def test_a_stop_waits_for_the_batch_in_flight(stop):
     query = ScriptedQuery(stop, active={3, 4, 5}, signal_at=4)
     said = await_query(query)
     assert query.stopped_at == 6  # the first poll without a batch in flight
-    assert said == ["SIGINT: stopping after the batch in flight (send it again to abandon that "
-                    "batch)"]  # fmt: skip
+    assert said == [
+        "SIGINT: stopping after the batch in flight (send it again to abandon that batch)"
+    ]
 
 
 def test_a_second_signal_abandons_the_batch_in_flight(stop):
@@ -93,8 +94,10 @@ def test_a_second_signal_abandons_the_batch_in_flight(stop):
     query = ScriptedQuery(stop, active=set(range(3, 50)), signal_at=4, again_at=7, fails=failed)
     said = await_query(query)  # no raise: the run goes on to fold and exit 0
     assert query.stopped_at == 7
-    assert said[-1] == ("SIGINT: the batch in flight was abandoned (Job aborted: the query was "
-                        "stopped); nothing of it is committed and the next run replays it")  # fmt: skip
+    assert said[-1] == (
+        "SIGINT: the batch in flight was abandoned (Job aborted: the query was stopped); "
+        "nothing of it is committed and the next run replays it"
+    )
 
 
 def test_without_a_stop_a_failed_query_is_a_failed_run(stop):
