@@ -22,6 +22,7 @@ NOISE = re.compile(
     r"|NativeCodeLoader: Unable to load native-hadoop"
     r"|WARNING: Using incubator modules"
     r"|Disabling AQE since AQE is not supported in stateful workloads"
+    r"|Failed to cancel job group .* Cannot find active jobs"  # a query stopped between batches
 )
 
 _terminal: TextIO | None = None

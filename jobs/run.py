@@ -190,8 +190,8 @@ def _await_query(query, sink: BatchSink, result: RunResult, emit: Callable[[str]
     """Report each batch of the running ``query`` as it commits, until the query ends;
     ``poll`` is called between checks. When ``stop`` is requested (a signal,
     :mod:`jobs.stopping`), the query is stopped once no batch is in flight, or at once when
-    ``stop.abandon``; a batch that then fails was abandoned (nothing of it is committed, the next
-    run replays it) and is reported, not raised."""
+    ``stop.abandon``; a batch that then fails was abandoned (the next run replays it; tables that
+    had committed it skip it) and is reported, not raised."""
     seen: set[int] = set()
     done = 0
     waiting = False  # said that the stop waits for the batch in flight
@@ -244,8 +244,7 @@ def _await_query(query, sink: BatchSink, result: RunResult, emit: Callable[[str]
     err = query.exception()
     if err is not None and stop is not None and stop.requested:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        emit(f"{stop.name}: the batch in flight was abandoned ({first}); nothing of it is "
-             "committed and the next run replays it")  # fmt: skip
+        emit(f"{stop.name}: the batch in flight was abandoned ({first}); the next run replays it")
         return
     if err is not None:
         changed = _UPSTREAM_CHANGED.search(str(err))
