@@ -143,7 +143,9 @@ def read_pane_log(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
     upstream = pipeline.source.upstream
     assert upstream is not None
     table = check_upstream(pipeline)
-    spark.dataSource.register(PaneLogDataSource)
+    if not getattr(spark, "_panestore_pane_log", False):  # once: Spark warns on a re-register
+        spark.dataSource.register(PaneLogDataSource)
+        spark._panestore_pane_log = True  # type: ignore[attr-defined]
     types = pipeline.source.types
     wanted = [*pipeline.keys, *[c for c in pipeline.value_columns if c not in pipeline.keys]]
     return (

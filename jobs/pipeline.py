@@ -179,6 +179,13 @@ class Source:
     def is_pane_log(self) -> bool:
         return self.format == "pane_log"
 
+    @property
+    def has_available_now(self) -> bool:
+        """Whether Spark's source for it runs ``availableNow`` (files do). A Python data source
+        (the pane log) cannot: a scheduled run then runs until the query is idle
+        (:mod:`jobs.run`)."""
+        return not self.is_pane_log
+
     def unknown_column(self, column: str) -> str:
         """Why ``column`` cannot be read from this source."""
         if self.upstream is not None:

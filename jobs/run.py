@@ -95,6 +95,7 @@ class RunResult:
     seconds: float = 0.0
     phases: dict[str, float] = field(default_factory=dict)
     stopped_by: str = ""  # the signal that stopped the run (SIGINT, SIGTERM), if one did
+    queries: int = 0  # the streaming queries it ran (one, plus one for a drain or a tick)
 
     def add_phase(self, name: str, seconds: float) -> None:
         self.phases[name] = self.phases.get(name, 0.0) + seconds
@@ -153,7 +154,21 @@ def _writer(spark: SparkSession, pipeline: Pipeline, sink: BatchSink, *, follow:
     )
     if follow:
         return writer.trigger(processingTime=interval)
+    if not pipeline.source.has_available_now:
+        return writer.trigger(processingTime="0 seconds")  # stopped when idle: see _idle
     return writer.trigger(availableNow=True)
+
+
+IDLE = "Waiting for data to arrive"
+"""The status message of a query whose last trigger found nothing to run: no new input in any
+source, and no no-data batch due (Spark runs one after a batch that moved the watermark)."""
+
+
+def _idle(query) -> bool:
+    """Whether the scheduled run of a source without ``availableNow`` is done: the query took
+    every input its sources had and fired what that made due."""
+    status = query.status
+    return status.get("message") == IDLE and not status.get("isTriggerActive")
 
 
 def _run_query(
@@ -178,20 +193,22 @@ def _run_query(
     starting = time.monotonic()
     result.add_phase("build", starting - building)
     query = writer.start()
+    result.queries += 1
+    until_idle = not follow and not pipeline.source.has_available_now
     try:
-        _await_query(query, sink, result, emit, stop_after_batches, poll, stop)
+        _await_query(query, sink, result, emit, stop_after_batches, poll, stop, until_idle)
     finally:
         result.add_phase("query", time.monotonic() - starting)
 
 
 def _await_query(query, sink: BatchSink, result: RunResult, emit: Callable[[str], Any],
                  stop_after_batches: int | None, poll: Callable[[], Any] | None = None,
-                 stop: StopRequest | None = None) -> None:  # fmt: skip
-    """Report each batch of the running ``query`` as it commits, until the query ends;
-    ``poll`` is called between checks. When ``stop`` is requested (a signal,
-    :mod:`jobs.stopping`), the query is stopped once no batch is in flight, or at once when
-    ``stop.abandon``; a batch that then fails was abandoned (the next run replays it; tables that
-    had committed it skip it) and is reported, not raised."""
+                 stop: StopRequest | None = None, until_idle: bool = False) -> None:  # fmt: skip
+    """Report each batch of the running ``query`` as it commits, until the query ends (or, with
+    ``until_idle``, until it is idle: :func:`_idle`); ``poll`` is called between checks. When
+    ``stop`` is requested (a signal, :mod:`jobs.stopping`), the query is stopped once no batch is
+    in flight, or at once when ``stop.abandon``; a batch that then fails was abandoned (the next
+    run replays it; tables that had committed it skip it) and is reported, not raised."""
     seen: set[int] = set()
     done = 0
     waiting = False  # said that the stop waits for the batch in flight
@@ -232,7 +249,8 @@ def _await_query(query, sink: BatchSink, result: RunResult, emit: Callable[[str]
                 continue
             if poll is not None:
                 poll()
-            if stop_after_batches is not None and done >= stop_after_batches:
+            enough = stop_after_batches is not None and done >= stop_after_batches
+            if enough or (until_idle and _idle(query)):
                 query.stop()
     except KeyboardInterrupt:
         emit("stopping...")

@@ -174,3 +174,36 @@ def test_a_downstream_refuses_a_rebuilt_upstream_until_rebuilt_itself(spark, tmp
         for r in DeltaTable(str(down.lake_path / "current")).to_pyarrow_table().to_pylist()
     }
     assert view == {("de", 8): (1, 1, 1.0), ("fr", 9): (1, 3, 12.0), ("fr", 10): (2, 2, 3.0)}
+
+
+def test_a_downstream_run_is_one_query_and_its_drain_closes_every_window_at_once(spark, tmp_path):
+    """A pane-log source has no ``availableNow`` (a Python data source): a scheduled downstream
+    run runs until its query is idle, so Spark's no-data batch fires what the data made due in
+    the same query, and a drain closes every window before the run returns."""
+    from deltalake import DeltaTable
+
+    from jobs.run import run
+
+    up = upstream(tmp_path)
+    views = [("d1", "fr", "08:00", 3.0), ("d2", "de", "08:10", 1.0), ("d1", "fr", "09:50", 2.0),
+             ("d1", "fr", "09:55", 2.0)]  # fmt: skip
+    land(tmp_path, "r0.jsonl", views)
+    # not drained: the 08:xx sessions close (watermark 09:50); [09:50, 10:25) fires early only
+    run(up, spark=spark, progress=None)
+    down = downstream(tmp_path)
+
+    def panes() -> list[dict]:
+        return DeltaTable(down.table_path("panes")).to_pyarrow_table().to_pylist()
+
+    plain = run(down, spark=spark, progress=None)
+    assert plain.queries == 1  # no second query ticking for the no-data batch
+    # the 08:00 hour closed downstream when the upstream's watermark passed it: in this run
+    assert {(p["country"], p["timing"]) for p in panes()} == {("fr", "ON_TIME"), ("de", "ON_TIME")}
+
+    drained = run(down, spark=spark, progress=None, drain=True)
+    assert drained.queries == 2  # the data (none) and the drain
+    closing = [p for p in panes() if p["batch_id"] in drained.committed()]
+    # the 10:00 hour held the upstream's early pane: the drain run itself closes it
+    assert [(p["country"], p["window_start"].hour, p["timing"], p["is_last"]) for p in closing] == [
+        ("fr", 10, "ON_TIME", True)
+    ]
