@@ -57,28 +57,42 @@ if TYPE_CHECKING:  # pragma: no cover
 
 @dataclass
 class BatchReport:
-    """One micro-batch of a run: its input rows, watermark, what the sink did (``stats``) and
-    Spark's own timings of it (``durations_ms``: the progress report's ``durationMs``, e.g.
-    ``latestOffset``, ``queryPlanning``, ``addBatch``, ``walCommit``, ``commitOffsets`` and
-    their total ``triggerExecution``)."""
+    """One micro-batch of a run: its input records (``rows``) and control rows (a drain, a tick,
+    the writers' watermark: rows that only move the watermark), watermark, what the sink did
+    (``stats``) and Spark's own timings of it (``durations_ms``: the progress report's
+    ``durationMs``, e.g. ``latestOffset``, ``queryPlanning``, ``addBatch``, ``walCommit``,
+    ``commitOffsets`` and their total ``triggerExecution``)."""
 
     batch_id: int
     rows: int
     watermark: str | None
     stats: BatchStats | None
     durations_ms: dict[str, int] = field(default_factory=dict)
+    control_rows: int = 0
+
+    @classmethod
+    def of(cls, progress, stats: BatchStats | None) -> BatchReport:
+        """The report of a query's progress event. The job's last source is its control stream
+        (:func:`jobs.job.build_job` unions it after the records)."""
+        per_source = [int(s.numInputRows) for s in progress.sources or ()]
+        control = per_source[-1] if len(per_source) > 1 else 0
+        return cls(progress.batchId, int(progress.numInputRows) - control,
+                   _watermark(progress), stats, dict(progress.durationMs or {}),
+                   control)  # fmt: skip
 
     def line(self) -> str:
         s = self.stats
         wm = self.watermark or "-"
+        rows = f"{self.rows} rows" + (f" (+{_control(self.control_rows)})" if self.control_rows
+                                      else "")  # fmt: skip
         if s is None:
-            return f"batch {self.batch_id}: {self.rows} rows, watermark {wm}"
+            return f"batch {self.batch_id}: {rows}, watermark {wm}"
         timing = ", ".join(f"{n} {t.lower().replace('_', '-')}"
                            for t, n in sorted(s.by_timing.items()))  # fmt: skip
         panes = f"{s.panes} panes" + (f" ({timing}; {s.retractions} retractions)" if s.panes
                                       else "")  # fmt: skip
         note = "" if s.committed else "  [replayed batch: already committed, skipped]"
-        return (f"batch {self.batch_id}: {self.rows} rows -> {panes}, {s.late} late, "
+        return (f"batch {self.batch_id}: {rows} -> {panes}, {s.late} late, "
                 f"{s.rejected} rejected; watermark {wm} ({s.compute_s:.1f}s + commit "
                 f"{s.commit_s:.1f}s){note}")  # fmt: skip
 
@@ -111,10 +125,16 @@ class RunResult:
 
     def summary(self) -> str:
         phases = ", ".join(f"{name} {secs:.1f}s" for name, secs in self.phases.items())
-        return (f"{len(self.batches)} batches, {self.total('rows')} rows, "
+        control = sum(b.control_rows for b in self.batches)
+        rows = f"{self.total('rows')} rows" + (f" (+{_control(control)})" if control else "")
+        return (f"{len(self.batches)} batches, {rows}, "
                 f"{self.total('panes')} panes, {self.total('late')} late, "
                 f"{self.total('rejected')} rejected in {self.seconds:.1f}s"
                 + (f" ({phases})" if phases else ""))  # fmt: skip
+
+
+def _control(n: int) -> str:
+    return f"{n} control row{'s' if n != 1 else ''}: watermark moves"
 
 
 def _iso_ms(ms: int) -> str:
@@ -219,8 +239,7 @@ def _await_query(query, sink: BatchSink, result: RunResult, emit: Callable[[str]
             if p.batchId in seen or p.batchId not in sink.stats:
                 continue  # (no sink call: no batch ran, e.g. the final idle progress)
             seen.add(p.batchId)
-            rep = BatchReport(p.batchId, int(p.numInputRows), _watermark(p),
-                              sink.stats.get(p.batchId), dict(p.durationMs or {}))  # fmt: skip
+            rep = BatchReport.of(p, sink.stats.get(p.batchId))
             result.batches.append(rep)
             done += 1
             emit(rep.line())

@@ -54,3 +54,27 @@ def test_a_lake_of_another_layout_format_is_refused(tmp_path):
     Path(other.checkpoint_path).mkdir(parents=True)
     with pytest.raises(PipelineConfigError, match=r"no _state_layout\.json"):
         check_state_layout(other, partitions=2)
+
+
+def test_progress_lines_count_input_records_and_say_what_control_rows_were():
+    """A drain batch read one control row (the sentinel) and no record: its line says 0 rows, and
+    the run's summary does not count the control row as input."""
+    from types import SimpleNamespace as Progress
+
+    from jobs.job import BatchStats
+    from jobs.run import BatchReport, RunResult
+
+    def progress(batch_id: int, records: int, control: int) -> Progress:
+        sources = [Progress(numInputRows=records), Progress(numInputRows=control)]
+        return Progress(batchId=batch_id, numInputRows=records + control, sources=sources,
+                        eventTime={}, durationMs={})  # fmt: skip
+
+    data = BatchReport.of(progress(0, 98, 0), BatchStats(0, panes=98, committed=True))
+    drain = BatchReport.of(progress(1, 0, 1), BatchStats(1, panes=4, committed=True))
+    assert (data.rows, data.control_rows, drain.rows, drain.control_rows) == (98, 0, 0, 1)
+    assert drain.line().startswith("batch 1: 0 rows (+1 control row: watermark moves) -> 4 panes")
+    assert (
+        RunResult([data, drain])
+        .summary()
+        .startswith("2 batches, 98 rows (+1 control row: watermark moves), 102 panes")
+    )
