@@ -78,7 +78,7 @@ from panes.engine import Engine
 from sinks.column_types import COLUMN_TYPES, INTEGRAL
 from sinks.errors import LakeError
 from sinks.lake_format import FIXED_NAMES
-from sinks.upstream import PaneLogColumns, pane_log_columns
+from sinks.upstream import PaneLogColumns, has_pane_log, pane_log_columns
 
 
 class PipelineConfigError(ValueError):
@@ -243,9 +243,18 @@ def resolve_upstream(path: str, pipeline: str | None) -> Upstream:
         return Upstream(up.table_path("panes"), columns)
     if not location.is_dir():
         raise PipelineConfigError(
-            "source.path", f"{path} is neither the upstream's configuration file nor its lake"
+            "source.path",
+            f"{path} does not exist: name the upstream's configuration file or its lake directory "
+            "(an upstream that has not run yet has no lake: name its configuration file)",
         )
     pane_log = str(location.absolute() / "panes")
+    if not has_pane_log(pane_log):
+        raise PipelineConfigError(
+            "source.path",
+            f"the upstream has no pane log yet ({pane_log}): run it first, or name its "
+            "configuration file as source.path, which tells this pipeline its columns so it can "
+            "run before the upstream has (reading nothing)",
+        )
     try:
         return Upstream(pane_log, pane_log_columns(pane_log, pipeline))
     except LakeError as e:

@@ -56,6 +56,13 @@ class PaneLogColumns:
         return f"keys {keys}; aggregates {values}"
 
 
+def has_pane_log(path: str) -> bool:
+    """Whether a Delta table (a pane log, once checked) is at ``path``."""
+    from deltalake import DeltaTable
+
+    return DeltaTable.is_deltatable(path)
+
+
 def pane_log_columns(path: str, pipeline: str | None = None) -> PaneLogColumns:
     """The columns of the pane log at ``path`` (its table properties and schema); refuses a
     table that is not a panestore pane log, or one of another pipeline than ``pipeline``."""
