@@ -640,7 +640,7 @@ class Pipeline:
         aggs = ", ".join(f"{n} = {t}" for n, t in self.aggregates)
         up = self.source.upstream
         if up is not None:
-            origin = f"the pane log of {up.name} ({up.pane_log})"
+            origin = f"the pane log of {up.name} ({up.pane_log}: {up.columns.describe()})"
             event_time = "the upstream panes' output timestamps"
         else:
             origin = f"{self.source.format} files in {self.source.path}"

@@ -51,8 +51,8 @@ class PaneLogColumns:
         return self.mode == "ACCUMULATING_AND_RETRACTING"
 
     def describe(self) -> str:
-        keys = ", ".join(n for n, _ in self.keys)
-        values = ", ".join(n for n, _ in self.values)
+        keys = ", ".join(f"{n} {t}" for n, t in self.keys)
+        values = ", ".join(f"{n} {t}" for n, t in self.values)
         return f"keys {keys}; aggregates {values}"
 
 

@@ -76,7 +76,11 @@ def test_the_upstreams_key_and_aggregate_columns_are_the_source_columns(tmp_path
     ("over", "field", "fragment"),
     [
         ({"keys": '["ad_id"]'}, "keys", "not a column of the upstream pane log"),
-        ({"aggregates": 'x = "sum(seconds)"'}, "aggregates.x", "keys device_id, country"),
+        (
+            {"aggregates": 'x = "sum(seconds)"'},
+            "aggregates.x",
+            "keys device_id string, country string; aggregates plays long, watched double",
+        ),
         ({"aggregates": 'longest = "max(watched)"'}, "aggregates.longest", "cannot withdraw"),
         ({"mode": "accumulating"}, "accumulation_mode", "accumulating_and_retracting"),
         ({"extra": 'event_time = "ts"'}, "event_time", "output timestamp"),
