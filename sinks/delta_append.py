@@ -28,8 +28,10 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from sinks.data_files import DataFile, commit_data_files
+from sinks.errors import ConfigMismatch
 from sinks.lake_format import (
     BATCH_ID_METADATA,
+    DERIVED_TIMESTAMPS,
     FORMAT_PROPERTY,
     FORMAT_VERSION,
     KIND_METADATA,
@@ -192,10 +194,30 @@ class ExactlyOnceAppender:
             check_format(f"{self.kind} table", self.path, configuration)
             if self.check is not None:
                 self.check(configuration)
+            self._add_new_columns(table)
             self._table = table
         else:
             self._table.update_incremental()
         return self._table
+
+    def _add_new_columns(self, table) -> None:
+        """Add the derived timestamp columns (:data:`DERIVED_TIMESTAMPS`) of the schema that a
+        table written by an earlier version lacks (the ``late`` table's ``window_start`` and
+        ``window_end``): one metadata commit; its older rows hold null there. Any other missing
+        column is refused."""
+        from deltalake.schema import Field
+
+        have = set(table.schema().to_arrow().names)
+        new = [f for f in self.schema if f.name not in have]
+        if not new:
+            return
+        if not all(f.nullable and f.name in DERIVED_TIMESTAMPS for f in new):
+            names = [f.name for f in new]
+            raise ConfigMismatch(
+                f"{self.kind} table at {self.path} has no column(s) {names}: it was written by "
+                "another version of panestore. Nothing was written."
+            )
+        table.alter.add_columns([Field.from_arrow(f) for f in new])
 
     def committed_batch_id(self) -> int | None:
         """The highest batch id committed to this table for this pipeline, or None."""

@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from sinks.delta_append import ExactlyOnceAppender
-from sinks.lake_format import TIMESTAMP_TYPE, representable_us
+from sinks.lake_format import DERIVED_TIMESTAMPS, TIMESTAMP_TYPE, representable_us
 from sinks.pane_log import DEFAULT_LAYOUT, PaneLogLayout
 
 
@@ -51,9 +51,13 @@ def late_core_schema(layout: PaneLogLayout = DEFAULT_LAYOUT) -> pa.Schema:
 
 
 def late_schema(layout: PaneLogLayout = DEFAULT_LAYOUT) -> pa.Schema:
+    """The ``late`` table's schema: the core records, with the timestamps the ``panes`` and
+    ``current`` tables have too (``timestamp``, ``window_start``, ``window_end``, each derived
+    from its ``*_us`` column), and the pipeline, batch and record ids."""
     core = list(late_core_schema(layout))
-    at = [f.name for f in core].index("timestamp_us") + 1
-    core.insert(at, pa.field("timestamp", TIMESTAMP_TYPE))  # derived from timestamp_us
+    for derived, base in DERIVED_TIMESTAMPS.items():
+        at = [f.name for f in core].index(base) + 1
+        core.insert(at, pa.field(derived, TIMESTAMP_TYPE))
     return pa.schema(
         [
             pa.field("pipeline_id", pa.string(), nullable=False),
@@ -105,8 +109,8 @@ def finish_late(core: pa.Table, pipeline_id: str, batch_id: int,
         r.update(
             pipeline_id=pipeline_id,
             batch_id=batch_id,
-            timestamp=representable_us(r["timestamp_us"]),
             record_id=_digest(pipeline_id, batch_id, base, n),
+            **{derived: representable_us(r[us]) for derived, us in DERIVED_TIMESTAMPS.items()},
         )
     return pa.Table.from_pylist(rows, schema=late_schema(layout))
 
