@@ -252,6 +252,9 @@ def test_late_and_rejected_tables(tmp_path):
     assert len(rows) == 2 and len({r["record_id"] for r in rows}) == 2
     assert rows[0]["watermark_us"] == 99 and rows[0]["value_json"] == '{"seconds":3}'
     assert deltalake.DeltaTable(str(tmp_path / "late")).transaction_version("pipe") == 4
+    # the window as panes and current have it, so one query reads all three tables
+    window = (rows[0]["window_start"], rows[0]["window_end"])
+    assert [int(t.timestamp() * 1_000_000) for t in window] == [0, 10]
 
     rej = RejectedLog(tmp_path / "rejected", "pipe")
     bad = [{"raw": "{not json", "source_file": "file:/in/f1.json", "reason": "unparseable"}]
@@ -259,3 +262,27 @@ def test_late_and_rejected_tables(tmp_path):
     assert rej.append(0, bad) is False
     (row,) = rej.read().to_pylist()
     assert row["raw"] == "{not json" and row["processing_time"] is None
+
+
+def test_a_late_table_of_an_earlier_version_gets_the_window_timestamps_added(tmp_path):
+    """A late table written before ``window_start``/``window_end`` existed: opening it adds
+    them (null for its older rows); a missing column that is not a derived timestamp is refused."""
+    from sinks.delta_append import ExactlyOnceAppender
+    from sinks.errors import ConfigMismatch
+    from sinks.records import late_schema
+
+    path = tmp_path / "late"
+    schema = late_schema()
+    old = pa.schema([f for f in schema if f.name not in ("window_start", "window_end")])
+    ExactlyOnceAppender(path, "pipe", old, kind="late").table()
+    late = LateLog(path, "pipe")
+    d = FakeDropped("a", {"seconds": 3}, 5, W(0, 10), "droppable", 99, 7)
+    assert late.append(0, [d]) is True
+    (row,) = late.read().to_pylist()
+    assert row["window_end"] is not None
+    assert set(deltalake.DeltaTable(str(path)).schema().to_arrow().names) == set(schema.names)
+
+    fewer = pa.schema([f for f in schema if f.name != "value_json"])
+    ExactlyOnceAppender(tmp_path / "older", "pipe", fewer, kind="late").table()
+    with pytest.raises(ConfigMismatch, match=r"no column\(s\) \['value_json'\]"):
+        LateLog(tmp_path / "older", "pipe").append(0, [d])
