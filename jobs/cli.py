@@ -40,7 +40,7 @@ from jobs.inspect import add_subcommands, materialize_after_run
 from jobs.lake_identity import check_lake_identity
 from jobs.pipeline import Pipeline, PipelineConfigError, check_paths, load_pipeline
 from jobs.quiet import quiet_spark_stderr
-from jobs.spark import JavaNotFound, get_session
+from jobs.spark import SHUFFLE_PARTITIONS, JavaNotFound, get_session
 from jobs.stopping import stop_on_signals
 from jobs.watermark_marks import MarkError, note_watermark, parse_time
 from panes import parse_duration
@@ -187,8 +187,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--shuffle-partitions",
         type=_positive,
-        default=2,
-        help="Spark shuffle partitions of a new lake (fixed by its checkpoint)",
+        default=SHUFFLE_PARTITIONS,
+        help=f"Spark shuffle partitions of a new lake (fixed by its checkpoint; default "
+        f"{SHUFFLE_PARTITIONS})",
     )
     p.add_argument(
         "--no-materialize",

@@ -731,16 +731,16 @@ def _pane_log_source(src: Mapping[str, Any]) -> dict[str, Any]:
     return {**src, "schema": upstream.schema, "upstream": upstream}
 
 
-DEFAULTS_FILE = Path(__file__).resolve().parent.parent / "conf" / "defaults.toml"
+DEFAULTS_FILE = Path(__file__).resolve().parent / "defaults.toml"
+"""The defaults under every configuration, shipped in the package (package data)."""
 
 
 def load_pipeline(path: str | Path, *, defaults: str | Path | None = DEFAULTS_FILE,
                   overrides: Mapping[str, Any] | None = None) -> Pipeline:  # fmt: skip
-    """Load a pipeline from TOML (``defaults`` first, if the file exists; ``overrides`` last,
-    e.g. ``{"lake": ..., "source": {"path": ...}}``)."""
-    base: dict[str, Any] = {}
-    if defaults is not None and Path(defaults).exists():
-        base = _read_toml(Path(defaults))
+    """Load a pipeline from TOML (``defaults`` first, None for none; ``overrides`` last,
+    e.g. ``{"lake": ..., "source": {"path": ...}}``). A defaults file that is missing is an
+    error, not a silent fall-back (an installation without its package data)."""
+    base = {} if defaults is None else _read_toml(Path(defaults))
     data = _read_toml(Path(path))
     if overrides:
         merged = dict(data)

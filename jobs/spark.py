@@ -85,9 +85,14 @@ def find_java_home() -> Path:
     )
 
 
+SHUFFLE_PARTITIONS = 2
+"""Spark shuffle partitions of a new lake's checkpoint (fixed by it: later runs keep it), the
+one default of the command line, :func:`get_session` and :func:`local_conf`."""
+
+
 def local_conf(
     *,
-    shuffle_partitions: int = 4,
+    shuffle_partitions: int = SHUFFLE_PARTITIONS,
     driver_memory: str | None = None,
     extra: dict[str, str] | None = None,
 ) -> dict[str, str]:
@@ -154,7 +159,7 @@ def get_session(
     app_name: str = "panestore",
     *,
     master: str | None = None,
-    shuffle_partitions: int = 4,
+    shuffle_partitions: int = SHUFFLE_PARTITIONS,
     driver_memory: str | None = None,
     extra: dict[str, str] | None = None,
 ):

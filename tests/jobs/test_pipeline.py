@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from jobs.pipeline import (
+    DEFAULTS_FILE,
     Pipeline,
     PipelineConfigError,
     Source,
@@ -74,7 +75,7 @@ def test_defaults_file_matches_python_defaults():
     plain = pipeline_from_dict(base())
     import tomllib
 
-    defaults = tomllib.loads((CONF / "defaults.toml").read_text())
+    defaults = tomllib.loads(DEFAULTS_FILE.read_text())
     with_defaults = pipeline_from_dict(base(), defaults)
     assert with_defaults == plain
 

@@ -1,0 +1,39 @@
+"""An installed (non-editable) copy of panestore behaves as the checkout does: its package data
+(the defaults under every configuration) is in the wheel."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_an_installed_wheel_checks_the_demo_configuration_with_its_defaults(tmp_path):
+    def sh(*args: str | Path, cwd: Path = tmp_path) -> str:
+        done = subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout
+
+    sh(sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet",
+       "-w", tmp_path / "dist", ROOT)  # fmt: skip
+    (wheel,) = (tmp_path / "dist").glob("panestore-*.whl")
+    venv = tmp_path / "venv"
+    sh(sys.executable, "-m", "venv", "--without-pip", venv)
+    python = venv / "bin" / "python"
+    site = Path(sh(python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))").strip())
+    # the dependencies from this interpreter's site-packages, after the venv's own: the editable
+    # install there is a .pth hook, which a path added this way does not run
+    (site / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    sh(sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet",
+       "--prefix", venv, wheel)  # fmt: skip
+
+    where = sh(
+        python, "-c", "import jobs.pipeline as p; print(p.__file__, p.DEFAULTS_FILE.exists())"
+    )
+    assert where.startswith(str(site)), where  # the installed copy, not the checkout
+    assert where.split()[-1] == "True", where  # with its defaults
+    out = sh(python, "-m", "jobs.cli", "check", ROOT / "conf" / "demo.toml")
+    assert out.splitlines()[-1] == "ok"
