@@ -109,7 +109,7 @@ class _FieldCombineFn(CombineFn):
         return self.add_all(acc, (value,))
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.field == self.field  # type: ignore[attr-defined]
+        return type(other) is type(self) and other.field == self.field
 
     def __hash__(self) -> int:
         return hash((type(self), self.field))
@@ -173,8 +173,12 @@ class Count(_FieldCombineFn):
 
 
 class _Extremum(_FieldCombineFn):
-    pick = staticmethod(builtins.min)
     value_is_accumulator = True
+
+    @staticmethod
+    def pick(values: list[Any]) -> Any:
+        """The extremum of a non-empty list of values."""
+        raise NotImplementedError
 
     def create(self) -> Any:
         return None
@@ -195,12 +199,18 @@ class _Extremum(_FieldCombineFn):
 
 class Min(_Extremum):
     name = "min"
-    pick = staticmethod(builtins.min)
+
+    @staticmethod
+    def pick(values: list[Any]) -> Any:
+        return builtins.min(values)
 
 
 class Max(_Extremum):
     name = "max"
-    pick = staticmethod(builtins.max)
+
+    @staticmethod
+    def pick(values: list[Any]) -> Any:
+        return builtins.max(values)
 
 
 class Mean(_FieldCombineFn):

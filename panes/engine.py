@@ -26,7 +26,7 @@ The rules: docs/semantics.md, "Weighted input".
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from panes.combiners import CombineFn
 from panes.pane import Dropped, DropReason, Pane, PaneInfo, Timing
@@ -50,6 +50,8 @@ _CLOSED = f"{DropReason.CLOSED}: the window's trigger had finished"
 _MERGES_WITH_CLOSED = (
     f"{DropReason.CLOSED}: the window merges with a window whose trigger had finished"
 )
+# The window of a TriggerContext made before a loop that points it at each window in turn.
+_UNPOINTED = cast(Window, None)
 _NO_WINDOW = f"{DropReason.NO_WINDOW}: the window function assigned no window"
 
 
@@ -168,9 +170,10 @@ class Engine:
 
     def _add(self, state: KeyState, key: Any, elements: Iterable[Element], out: Output) -> None:
         wm, pt = state.watermark, state.processing_time
-        groups = self._window_fn.assign_bundle(elements)
-        if None in groups:
-            self._drop(out, key, groups.pop(None), None, _NO_WINDOW, wm, pt)
+        bundle = self._window_fn.assign_bundle(elements)
+        if None in bundle:
+            self._drop(out, key, bundle.pop(None), None, _NO_WINDOW, wm, pt)
+        groups = cast(dict[Window, list[Element]], bundle)  # its None key was popped above
         merging = self._window_fn.is_merging
         if merging and groups:
             # Lateness is judged on the element's own window, before it merges.
@@ -180,7 +183,7 @@ class Engine:
 
         combine, trigger, windows = self.combine_fn, self._trigger, state.windows
         end_of_window_holds = self._timestamps is TimestampCombiner.END_OF_WINDOW
-        ctx = TriggerContext(None, wm, pt)  # one context, re-pointed at each window
+        ctx = TriggerContext(_UNPOINTED, wm, pt)  # one context, re-pointed at each window
         # Not merging: an element's window is the window it is added to; it is droppable when
         # wm > end + allowed lateness, i.e. end < cutoff (see _expired).
         if merging:
@@ -359,7 +362,7 @@ class Engine:
             return
         trigger = self._trigger
         due: list[tuple[int, int, Window, WindowState, bool, bool]] = []
-        before = TriggerContext(None, old_watermark, processing_time)  # re-pointed per window
+        before = TriggerContext(_UNPOINTED, old_watermark, processing_time)  # re-pointed per window
         for window, ws in state.windows.items():
             by_event = event_due and ws.event_due is not None and ws.event_due <= watermark
             by_processing = (
@@ -374,12 +377,15 @@ class Engine:
                 before.window = window
                 wake = trigger.event_wakeup(ws.trigger, ROOT, before)
                 fires_by_watermark = wake is not None and wake <= watermark
+            # by_event implies ws.event_due is set, and otherwise by_processing implies
+            # ws.processing_due is set.
             if by_event:
-                due.append((0, ws.event_due, window, ws, fires_by_watermark, by_processing))
+                at = cast(int, ws.event_due)
+                due.append((0, at, window, ws, fires_by_watermark, by_processing))
             else:
-                due.append((1, ws.processing_due, window, ws, False, True))
+                due.append((1, cast(int, ws.processing_due), window, ws, False, True))
         due.sort(key=lambda d: d[:3])
-        ctx = TriggerContext(None, watermark, processing_time)  # re-pointed per window
+        ctx = TriggerContext(_UNPOINTED, watermark, processing_time)  # re-pointed per window
         for _, _, window, ws, by_watermark, by_processing in due:
             ctx.window = window
             gone = self._gone(window, watermark)

@@ -27,7 +27,8 @@ class PaneInfo(NamedTuple):
     counting again at 0.
     """
 
-    index: int
+    # The field shadows tuple.index; the name is Beam's and part of the public API.
+    index: int  # type: ignore[assignment]
     nonspeculative_index: int
     timing: Timing
     is_first: bool

@@ -70,7 +70,10 @@ class WindowState:
 
     def close(self) -> None:
         self.closed = True
-        self.acc = self.trigger = self.hold = self.last = None
+        self.acc = self.hold = self.last = None
+        # A closed window's trigger state is dropped: the engine never reads it again, so the
+        # field keeps its open-window type rather than making every hot-path read check None.
+        self.trigger = None  # type: ignore[assignment]
         self.superseded, self.retractions = [], []
         self.fresh = 0
 
@@ -213,9 +216,7 @@ def _pane_out(pane: Pane | None) -> tuple | None:
     )
 
 
-def _pane_in(data: tuple | None) -> Pane | None:
-    if data is None:
-        return None
+def _pane_in(data: tuple) -> Pane:
     (
         key,
         start,

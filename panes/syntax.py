@@ -111,6 +111,7 @@ def _tokenize(text: str) -> list[_Token]:
             start = pos + len(text[pos:]) - len(text[pos:].lstrip())
             raise TriggerSyntaxError(f"unexpected character {text[start]!r}", text, start)
         kind = match.lastgroup
+        assert kind is not None  # every alternative of _TOKEN is a named group
         tokens.append(_Token(kind, match.group(kind), match.start(kind)))
         pos = match.end()
     tokens.append(_Token("end", "", len(text.rstrip())))
@@ -364,6 +365,7 @@ def parse_aggregate(text: str) -> CombineFn:
         found.update({k: (v, match.start(k)) for k, v in match.groupdict().items()})
         pos = match.end()
     name, at = found["name"]
+    assert name is not None  # the first part's name group is not optional
     fn = BUILTINS.get(name)
     if fn is None:
         close = difflib.get_close_matches(name, BUILTINS, n=1)

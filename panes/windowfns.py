@@ -79,13 +79,13 @@ class WindowFn:
         """
         return window.end
 
-    def assign_bundle(self, elements: Iterable[Element]) -> dict[Window, list[Element]]:
+    def assign_bundle(self, elements: Iterable[Element]) -> dict[Window | None, list[Element]]:
         """Group a bundle of elements by window, in first-seen order.
 
         Elements assigned to no window are collected under ``None``. Subclasses may override
         this with a faster equivalent; the result must be the same as this loop's.
         """
-        groups: dict[Any, list[Element]] = {}
+        groups: dict[Window | None, list[Element]] = {}
         for element in elements:
             windows = self.assign(element[-1], element[-2])
             if not windows:
@@ -116,7 +116,7 @@ class GlobalWindows(WindowFn):
     def can_produce(self, window: Window) -> bool:
         return tuple(window) == tuple(GLOBAL_WINDOW)
 
-    def assign_bundle(self, elements: Iterable[Element]) -> dict[Window, list[Element]]:
+    def assign_bundle(self, elements: Iterable[Element]) -> dict[Window | None, list[Element]]:
         elements = list(elements)
         return {GLOBAL_WINDOW: elements} if elements else {}
 
@@ -146,7 +146,7 @@ class FixedWindows(WindowFn):
         start = timestamp - (timestamp - self.offset) % self.size
         return (Window(start, start + self.size),)
 
-    def assign_bundle(self, elements: Iterable[Element]) -> dict[Window, list[Element]]:
+    def assign_bundle(self, elements: Iterable[Element]) -> dict[Window | None, list[Element]]:
         size, offset = self.size, self.offset
         by_start: dict[int, list[Element]] = {}
         for element in elements:
@@ -263,9 +263,9 @@ def merge_overlapping(windows: Iterable[Window]) -> list[MergeGroup]:
             members.append(window)
             span = span.span(window)
             continue
-        if len(members) > 1:
+        if span is not None and len(members) > 1:
             groups.append((tuple(members), span))
         members, span = [window], window
-    if len(members) > 1:
+    if span is not None and len(members) > 1:
         groups.append((tuple(members), span))
     return groups

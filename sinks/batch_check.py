@@ -196,8 +196,11 @@ def batch_engine(spec: ViewSpec, elements: pa.Table, late: pa.Table | None = Non
         if len(windows) == 1:  # the element's only window: leave the element out
             gone.add(i)
         else:  # (values must be hashable here: panes.fold.batch counts drops)
-            dropped.append(Dropped(key, value, ts, Window(ws, ends[ws]), "", None, None))
+            # batch() reads a drop's key, value, timestamp and window only; the clocks are unknown
+            drop = Dropped(key, value, ts, Window(ws, ends[ws]), "", None, None)  # type: ignore[arg-type]
+            dropped.append(drop)
     els = [e for i, e in enumerate(els) if i not in gone]
+    assert spec.combine_fn is not None  # ViewSpec.__post_init__ sets it
     result = batch(els, spec.window_fn, spec.combine_fn, dropped)
     return {(spec.key_of(k), (w.start, w.end)): spec.values_of(v) for (k, w), v in result.items()}
 

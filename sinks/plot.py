@@ -27,9 +27,7 @@ from sinks.spec import ViewSpec
 COLORS = {"EARLY": "#f2c94c", "ON_TIME": "#6fcf97", "LATE": "#bb6bd9"}
 
 
-def _finite(us: int | None, lo: int, hi: int) -> int | None:
-    if us is None:
-        return None
+def _finite(us: int, lo: int, hi: int) -> int:
     return min(max(us, lo), hi)
 
 
