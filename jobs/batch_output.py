@@ -30,7 +30,7 @@ A session with delta-spark writes through Spark instead: the operator sends ever
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -106,7 +106,7 @@ class BatchWriter:
     committed: frozenset[str] = frozenset()
     rows_per_file: int = ROWS_PER_FILE
 
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         named: list[tuple[str, str]] = []
         rows: dict[str, list[pa.Table]] = {}
         for batch in batches:
@@ -162,9 +162,9 @@ def batch_properties(spark: SparkSession, batch_id: int,
     sc.setLocalProperty(COMMITTED_PROPERTY, ",".join(sorted(committed)))
     try:
         yield
-    finally:
-        sc.setLocalProperty(BATCH_ID_PROPERTY, None)
-        sc.setLocalProperty(COMMITTED_PROPERTY, None)
+    finally:  # None removes a local property (pyspark's annotation says str only)
+        sc.setLocalProperty(BATCH_ID_PROPERTY, None)  # type: ignore[arg-type]
+        sc.setLocalProperty(COMMITTED_PROPERTY, None)  # type: ignore[arg-type]
 
 
 def write_batch_files(
@@ -218,7 +218,7 @@ class RowFinisher:
     kind: str
     batch_id: int
 
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         target = self.tables.targets[self.kind]
         got = [b for b in batches if b.num_rows]
         if got:

@@ -33,6 +33,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from jobs.exit_status import ExitStatus
 from jobs.fingerprint import check_lake_configuration
@@ -52,7 +53,7 @@ EXIT_BUSY = ExitStatus.BUSY
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose errors are one line (the usage is on ``--help``)."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.exit(ExitStatus.MISUSE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from jobs.inspect import materialize_after_run
-from jobs.pipeline import load_pipeline
+from jobs.pipeline import Pipeline, load_pipeline
 from jobs.quiet import quiet_spark_stderr
 from jobs.run import run
 from jobs.spark import get_session
@@ -115,7 +115,8 @@ def main(argv=None) -> int:
     shutil.rmtree(work, ignore_errors=True)
     pipeline = load_pipeline(ROOT / "conf" / "demo.toml", overrides={
         "lake": str(work / "lake"), "source": {"path": str(work / "landing")}})  # fmt: skip
-    hourly = None  # the second stage reads the first's pane log: loaded once it exists
+    # the second stage reads the first's pane log: loaded once it exists
+    hourly: Pipeline | None = None
     out = quiet_spark_stderr()
 
     def say(text: str = "") -> None:
@@ -143,6 +144,7 @@ def main(argv=None) -> int:
         run(hourly, spark=spark, progress=out)
         materialize_after_run(hourly, out=say)
     say("\n== final runs with --drain: the watermark goes to the end of time ==")
+    assert hourly is not None  # loaded by the first round
     for stage in (pipeline, hourly):
         run(stage, spark=spark, drain=True, progress=out)
         materialize_after_run(stage, out=say)
@@ -154,7 +156,7 @@ def main(argv=None) -> int:
     return 0
 
 
-def load_hourly(work: Path):
+def load_hourly(work: Path) -> Pipeline:
     """The second stage, over the first stage's lake under ``work``."""
     return load_pipeline(ROOT / "conf" / "demo_hourly.toml", overrides={
         "lake": str(work / "lake-hourly"),

@@ -221,6 +221,7 @@ def spark_event_time(pipeline: Pipeline, df: DataFrame) -> tuple[Column, Column 
     if pipeline.ingestion_time:
         return F.current_timestamp(), None
     col = pipeline.event_time
+    assert col is not None  # Pipeline requires it unless the event time is ingestion time
     raw = F.col(col)
     dtype = dict(df.dtypes)[col]
     if dtype == "timestamp":

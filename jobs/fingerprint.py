@@ -135,14 +135,15 @@ class Fingerprint:
         out.append(("aggregates", ", ".join(n for n, _ in pipeline.aggregates)))
         out += [(f"aggregates.{n}", repr(fn)) for n, fn in view_spec(pipeline).aggregates]
         out += [(f"source.schema.{c}", types[c]) for c in pipeline.value_columns]
+        w = pipeline.windowing()
         out += [
-            ("window", str(pipeline.window)),
-            ("trigger", str(pipeline.trigger)),
-            ("accumulation_mode", pipeline.accumulation_mode.name.lower()),  # type: ignore[union-attr]
-            ("allowed_lateness", format_duration(pipeline.allowed_lateness)),  # type: ignore[arg-type]
-            ("timestamp_combiner", pipeline.timestamp_combiner.name.lower()),  # type: ignore[union-attr]
-            ("on_time_behavior", pipeline.on_time_behavior.name.lower()),  # type: ignore[union-attr]
-            ("closing_behavior", pipeline.closing_behavior.name.lower()),  # type: ignore[union-attr]
+            ("window", str(w.window_fn)),
+            ("trigger", str(w.trigger)),
+            ("accumulation_mode", w.accumulation_mode.name.lower()),
+            ("allowed_lateness", format_duration(w.allowed_lateness)),
+            ("timestamp_combiner", w.timestamp_combiner.name.lower()),
+            ("on_time_behavior", w.on_time_behavior.name.lower()),
+            ("closing_behavior", w.closing_behavior.name.lower()),
             ("state_buckets", str(pipeline.state_buckets)),
         ]
         return cls(tuple(dict(out).items()))  # a column both key and value is listed once

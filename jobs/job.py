@@ -140,7 +140,7 @@ class EngineFactory:
 
 
 def watermark_delay_ms(pipeline: Pipeline) -> int:
-    return 0 if pipeline.ingestion_time else -(-pipeline.watermark.delay // 1000)
+    return 0 if pipeline.ingestion_time else -(-pipeline.watermark.delay_us // 1000)
 
 
 def operator_config(pipeline: Pipeline, profile_dir: str | None = None,
@@ -529,6 +529,8 @@ class BatchSink:
                        notes: Sequence[tuple[str, str]],
                        batch_ts_us: int | None) -> bool:  # fmt: skip
         """The delta-spark branch: each kind still to commit written and committed by Spark."""
+        writer = self.writer
+        assert isinstance(writer, SparkDeltaWriter)  # the only writer that takes frames
         kill("before_commit", batch_id, self.kill_at)
         done = False
         for kind in KINDS:
@@ -540,7 +542,7 @@ class BatchSink:
             if kind == KIND_REJECTED and notes:
                 noted = self._file_table(notes, batch_id, batch_ts_us)
                 rows = rows.unionByName(frame.sparkSession.createDataFrame(noted))
-            self.writer.append_frame(rows, self.tables.targets[kind].table_uri,
+            writer.append_frame(rows, self.tables.targets[kind].table_uri,
                                      self.pipeline.name, batch_id,
                                      self.appenders[kind].batch_metadata(batch_id))  # fmt: skip
             done = True

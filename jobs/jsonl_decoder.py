@@ -279,7 +279,7 @@ class JsonlDecoder:
         buckets = buckets[order]
         ids, starts, blobs = blobs_by_bucket(buckets, payload)
         ts_sorted = payload.column(TS_US).to_numpy()
-        latest = np.maximum.reduceat(ts_sorted, starts) if len(starts) else []
+        latest = np.maximum.reduceat(ts_sorted, starts) if len(starts) else ()
         return ids, list(latest), blobs
 
     def _bucket_column(self, payload: pa.RecordBatch) -> Any:

@@ -132,7 +132,8 @@ def checkpoint_paths(checkpoint: Path) -> list[str]:
     for operator in _children(checkpoint / "state"):
         newest = _newest_log(operator / "_metadata" / "v2")
         if newest is not None:
-            for store in _json_field(_line(newest, 1), "stateStoreInfo") or ():
+            stores = _json_field(_line(newest, 1), "stateStoreInfo")
+            for store in stores if isinstance(stores, list) else ():
                 if isinstance(store, dict):
                     found += [
                         p for p in store.get("stateSchemaFilePaths", ()) if isinstance(p, str)

@@ -340,7 +340,7 @@ class BucketProcessor(_Base):
             yield from self.output.emit(KIND_PANE, pane_columns(panes, layout), len(panes))
         dropped = [d for out in outs for d in out.dropped]
         if dropped:
-            late = {c: [] for c in late_core_schema(layout).names}
+            late: dict[str, list[Any]] = {c: [] for c in late_core_schema(layout).names}
             for d in dropped:
                 if type(d.value) is Retracted:  # its value as read, the weight in the reason
                     d = d._replace(value=d.value.value, reason=f"{d.reason} {RETRACTION_NOTE}")

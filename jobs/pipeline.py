@@ -45,15 +45,17 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
-try:
+if sys.version_info >= (3, 11):
     import tomllib
-except ImportError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+else:
+    import tomli as tomllib
 
 from jobs.event_time import EPOCH_UNITS
 from jobs.landing_paths import landing_path_problem
@@ -238,7 +240,7 @@ def resolve_upstream(path: str, pipeline: str | None) -> Upstream:
             up.name,
             tuple((k, types[k]) for k in up.keys),
             tuple(values),
-            up.accumulation_mode.name,  # type: ignore[union-attr]
+            up.windowing().accumulation_mode.name,
         )
         return Upstream(up.table_path("panes"), columns)
     if not location.is_dir():
@@ -290,6 +292,15 @@ class Watermark:
         if self.policy == "writer_noted" and idle <= 0:
             raise PipelineConfigError("watermark.idle_timeout", "must be positive")
 
+    # __post_init__ replaced the textual durations by µs: these read them as such.
+    @property
+    def delay_us(self) -> int:
+        return cast(int, self.delay)
+
+    @property
+    def idle_timeout_us(self) -> int:
+        return cast(int, self.idle_timeout)
+
 
 def _expect(name: str, value: Any, kind: type | tuple[type, ...], what: str) -> None:
     """Refuse ``value`` unless it is of ``kind`` (a bool is no number, a number no path)."""
@@ -315,7 +326,10 @@ def _duration(name: str, value: Any) -> int:
     return us
 
 
-def _enum(name: str, enum: type, value: Any):
+_E = TypeVar("_E", bound=Enum)
+
+
+def _enum(name: str, enum: type[_E], value: Any) -> _E:
     if isinstance(value, enum):
         return value
     try:
@@ -327,6 +341,7 @@ def _enum(name: str, enum: type, value: Any):
 
 # aggregate -> output type given its input column type
 def _aggregate_type(name: str, fn: CombineFn, types: dict[str, str]) -> str:
+    # Built-in aggregates (panes.combiners) have a name and a field; CombineFn does not.
     kind = type(fn).name  # type: ignore[attr-defined]
     col = fn.field  # type: ignore[attr-defined]
     if kind == "count":
@@ -467,14 +482,15 @@ class Pipeline:
     def _check_weighted(self) -> None:
         """A source with retractions (weight -1 elements) needs aggregates that withdraw and
         the accumulating & retracting mode (:func:`panes.weights.check_weighted`)."""
-        if not self.weighted:
+        up = self.source.upstream
+        if up is None or not up.columns.retracting:  # not self.weighted
             return
-        for name, fn in self._fns.items():  # type: ignore[attr-defined]
+        for name, fn in self._aggregate_fns.items():
             if not fn.can_retract:
                 raise PipelineConfigError(
                     f"aggregates.{name}",
                     f"{fn!r} cannot withdraw a value, and the upstream "
-                    f"{self.source.upstream.name!r} writes retractions; use sum, count, mean, "  # type: ignore[union-attr]
+                    f"{up.name!r} writes retractions; use sum, count, mean, "
                     "to_list",
                 )
         if self.accumulation_mode is not AccumulationMode.ACCUMULATING_AND_RETRACTING:
@@ -551,7 +567,7 @@ class Pipeline:
 
     def _check_traps(self) -> None:
         """The two traps of the model (see the module doc)."""
-        trigger = self.trigger
+        trigger = cast(Trigger, self.trigger)  # _parse_windowing parsed it
         if (isinstance(self.window, GlobalWindows) and not trigger.fires_before_end_of_window
                 and not self.source.bounded):  # fmt: skip
             raise PipelineConfigError(
@@ -561,7 +577,7 @@ class Pipeline:
                 "Add early firings (e.g. AfterWatermark(early=AfterProcessingTime(1m))), use "
                 "Repeatedly(AfterCount(n)), or set source.bounded = true (every run drains).",
             )
-        if trigger.may_finish and not self.allow_finishing_trigger:  # type: ignore[union-attr]
+        if trigger.may_finish and not self.allow_finishing_trigger:
             raise PipelineConfigError(
                 "trigger",
                 f"{trigger} can finish: once it has, every later element of its window is "
@@ -573,18 +589,25 @@ class Pipeline:
     # -- derived --------------------------------------------------------------------------
 
     def windowing(self) -> Windowing:
+        """The parsed window, trigger, modes and lateness (the typed form of those fields)."""
+        # _parse_windowing replaced each textual value by the object it names.
         return Windowing(
-            self.window,  # type: ignore[arg-type]
-            trigger=self.trigger,  # type: ignore[arg-type]
-            accumulation_mode=self.accumulation_mode,  # type: ignore[arg-type]
-            allowed_lateness=self.allowed_lateness,  # type: ignore[arg-type]
-            timestamp_combiner=self.timestamp_combiner,  # type: ignore[arg-type]
-            on_time_behavior=self.on_time_behavior,  # type: ignore[arg-type]
-            closing_behavior=self.closing_behavior,  # type: ignore[arg-type]
+            cast(WindowFn, self.window),
+            trigger=cast(Trigger, self.trigger),
+            accumulation_mode=cast(AccumulationMode, self.accumulation_mode),
+            allowed_lateness=cast(int, self.allowed_lateness),
+            timestamp_combiner=cast(TimestampCombiner, self.timestamp_combiner),
+            on_time_behavior=cast(OnTimeBehavior, self.on_time_behavior),
+            closing_behavior=cast(ClosingBehavior, self.closing_behavior),
         )
 
+    @property
+    def _aggregate_fns(self) -> dict[str, CombineFn]:
+        """Aggregate name -> combiner (set by _parse_aggregates)."""
+        return self.__dict__["_fns"]
+
     def combine_fn(self) -> CombineFn:
-        return combiners.aggregates(**self._fns)  # type: ignore[attr-defined]
+        return combiners.aggregates(**self._aggregate_fns)
 
     def engine(self) -> Engine:
         return Engine(self.windowing(), self.combine_fn(), weighted=self.weighted)
@@ -598,13 +621,13 @@ class Pipeline:
     @property
     def aggregate_types(self) -> dict[str, str]:
         """Aggregate name -> output column type."""
-        return dict(self._out_types)  # type: ignore[attr-defined]
+        return dict(self.__dict__["_out_types"])  # set by _parse_aggregates
 
     @property
     def value_columns(self) -> tuple[str, ...]:
         """Source columns the aggregates read (the element value is a dict of these)."""
         cols: list[str] = []
-        for fn in self._fns.values():  # type: ignore[attr-defined]
+        for fn in self._aggregate_fns.values():
             col = getattr(fn, "field", None)
             if col is not None and col not in cols:
                 cols.append(col)
@@ -645,11 +668,12 @@ class Pipeline:
         else:
             origin = f"{self.source.format} files in {self.source.path}"
             event_time = self.event_time or "(ingestion time)"
+        w = self.windowing()
         return (f"pipeline {self.name}: {origin} -> "
                 f"{self.lake}\n  keys {list(self.keys)}, event time {event_time}, "
                 f"{self.window}, trigger {self.trigger}, "
-                f"{self.accumulation_mode.name.lower()}, allowed lateness "  # type: ignore[union-attr]
-                f"{format_duration(self.allowed_lateness)}\n  aggregates: {aggs}")  # type: ignore[arg-type]  # fmt: skip
+                f"{w.accumulation_mode.name.lower()}, allowed lateness "
+                f"{format_duration(w.allowed_lateness)}\n  aggregates: {aggs}")  # fmt: skip
 
 
 # -- TOML -----------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import json
 import os
 import re
@@ -348,9 +349,12 @@ STATE_LAYOUT_FORMAT = 1
 
 def _shuffle_partitions(spark: SparkSession) -> int | None:
     """The session's shuffle partitions (what a new checkpoint gets), or None if not a number."""
+    value = spark.conf.get("spark.sql.shuffle.partitions")
+    if value is None:
+        return None
     try:
-        return int(spark.conf.get("spark.sql.shuffle.partitions"))
-    except (TypeError, ValueError):
+        return int(value)
+    except ValueError:
         return None
 
 
@@ -453,9 +457,10 @@ def run(
         sink.create_tables()
         check_readable(pipeline.checkpoint_path)
         check_not_behind(pipeline.checkpoint_path, sink.committed_batch_id())
-        kw = dict(follow=follow, interval=interval, records=records, bucket_ids=bucket_ids,
-                  stop_after_batches=stop_after_batches, profile_dir=profile_dir,
-                  stop=stop)  # fmt: skip
+        run_query = functools.partial(
+            _run_query, spark, pipeline, sink, result, emit, follow=follow, interval=interval,
+            records=records, bucket_ids=bucket_ids, stop_after_batches=stop_after_batches,
+            profile_dir=profile_dir, stop=stop)  # fmt: skip
         said: set[str] = set()  # writer_noted warnings already reported
 
         def stopped() -> bool:
@@ -469,20 +474,20 @@ def run(
             write_tick(pipeline)
         writers = follow and pipeline.writer_noted
         poll = _writers_poll(spark, pipeline, emit, said) if writers else None
-        _run_query(spark, pipeline, sink, result, emit, **kw, poll=poll)
+        run_query(poll=poll)
         if not follow and not stopped() and pending_watermark(pipeline):
             # A replayed last batch is not followed by Spark's no-data batch: tick once more.
             emit("ticking to fire the timers of the last watermark advance")
             write_tick(pipeline)
-            _run_query(spark, pipeline, sink, result, emit, **kw)
+            run_query()
         record_writers = not follow and not stopped() and pipeline.writer_noted
         if record_writers and _record_writers(spark, pipeline, emit, said):
             # the writers' watermark, a control row, moves Spark's after one more batch
-            _run_query(spark, pipeline, sink, result, emit, **kw)
+            run_query()
         if drain and not stopped():
             emit("drain: moving the watermark to the end of time")
             write_drain_sentinel(pipeline)
-            _run_query(spark, pipeline, sink, result, emit, **kw)
+            run_query()
         result.seconds = time.monotonic() - started
         if stop is not None and stop.requested:
             result.stopped_by = stop.name

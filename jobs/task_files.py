@@ -140,7 +140,7 @@ class TaskOutput:
         pending = self._pending.get(kind)
         if pending is None:
             pending = self._pending[kind] = _Pending(self._file_name())
-            named = {c: [None] for c in self.columns}
+            named: dict[str, list[str | None]] = {c: [None] for c in self.columns}
             named[RECORD_KIND], named[DATA_FILE] = [kind], [pending.name]
             yield pd.DataFrame(named, columns=self.columns, dtype=object)
         pending.chunks.append(pa.Table.from_pydict({c: columns[c] for c in target.columns},
@@ -165,6 +165,7 @@ class TaskOutput:
 
     def _write(self, kind: str) -> None:
         pending = self._pending.pop(kind)
+        assert self.writing is not None  # files are collected only by a writing task
         tables, target = self.writing.tables, self.writing.tables.targets[kind]
         core = pa.concat_tables(pending.chunks)
         finished = tables.finish(kind, core, self.batch.batch_id)

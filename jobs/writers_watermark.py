@@ -205,8 +205,8 @@ def fold(state: WritersState, *, taken: Mapping[str, int], scanned_batch: int,
     if unread:
         for f, us in earliest(unread).items():
             st.files[f].earliest_us, st.files[f].read = us, True
-    holders += [Holder(f"file {f}", st.files[f].earliest_us) for f in own
-                if st.files[f].earliest_us is not None]  # type: ignore[misc]  # fmt: skip
+    holders += [Holder(f"file {f}", us) for f in own
+                if (us := st.files[f].earliest_us) is not None]  # fmt: skip
     # forget files gone from the landing directory that cannot matter any more
     for f in [f for f, t in st.files.items() if f not in own and f not in waiting]:
         if not landed(f):
@@ -330,7 +330,7 @@ def record_writers_watermark(spark: SparkSession, pipeline: Pipeline,
     landing = Path(pipeline.source.path)
     adv = fold(state, taken=taken, scanned_batch=last, marks=marks,
                landed=lambda f: (landing / f).is_file(), now=now_us() if now is None else now,
-               idle_timeout_us=pipeline.watermark.idle_timeout,  # type: ignore[arg-type]
+               idle_timeout_us=pipeline.watermark.idle_timeout_us,
                earliest=lambda names: earliest_event_times(spark, pipeline, names))  # fmt: skip
     adv.warnings[:0] = problems
     if adv.watermark_ms is not None:

@@ -10,7 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from jobs.lake_identity import IDENTITY_FILE, LakeIdentity, check_lake_identity
+from jobs.lake_identity import (
+    IDENTITY_FILE,
+    LakeIdentity,
+    check_lake_identity,
+    checkpoint_paths,
+)
 from jobs.pipeline import PipelineConfigError, load_pipeline
 
 CONF = """\
@@ -151,6 +156,17 @@ def test_a_lake_older_than_the_identity_file_is_adopted_only_where_its_checkpoin
     (lake_only / IDENTITY_FILE).unlink()
     e = refused(pipeline_in(old, monkeypatch, lake=str(lake_only)))
     assert f"its checkpoint names {old / 'lake' / '_checkpoint'}/state/0/_stateSchema" in e.message
+
+
+def test_unexpected_operator_metadata_contributes_no_path(tmp_path):
+    """A state metadata file whose stateStoreInfo is not a list is unexpected: it names nothing
+    (the file sources still count), as the function documents, rather than crashing."""
+    legacy_checkpoint(tmp_path / "lake", tmp_path / "landing")
+    meta = tmp_path / "lake" / "_checkpoint" / "state" / "0" / "_metadata" / "v2" / "0"
+    meta.write_text("v2\n" + json.dumps({"stateStoreInfo": 5}) + "\n")
+    assert checkpoint_paths(tmp_path / "lake" / "_checkpoint") == [
+        str(tmp_path / "landing" / "f1.jsonl")
+    ]
 
 
 def test_a_damaged_identity_file_is_refused_naming_it(tmp_path, monkeypatch):
