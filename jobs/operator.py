@@ -41,7 +41,7 @@ import pyarrow as pa
 try:  # pyspark is optional at import time (the pure test suite runs without it)
     from pyspark.sql.streaming import StatefulProcessor as _Base
 except ImportError:  # pragma: no cover - exercised only without pyspark
-    _Base = object  # type: ignore[assignment,misc]
+    _Base = object  # type: ignore[assignment,misc]  # a stand-in so that the module imports
 
 from jobs.operator_input import (
     BLOB,

@@ -36,6 +36,7 @@ import pyarrow as pa
 try:  # pyspark is optional at import time (the pure test suite runs without it)
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 except ImportError:  # pragma: no cover - exercised only without pyspark
+    # stand-ins so that the module imports; mypy checks against pyspark's classes
     DataSource = DataSourceStreamReader = InputPartition = object  # type: ignore[assignment,misc]
 
 from jobs.operator import DEFAULT_END_OF_TIME_MS
@@ -123,7 +124,8 @@ class PaneLogDataSource(DataSource):
         return FORMAT_NAME
 
     def _columns(self) -> list[tuple[str, str]]:
-        return [tuple(item.split(":", 1)) for item in self.options["columns"].split(",")]  # type: ignore[misc]
+        pairs = (item.split(":", 1) for item in self.options["columns"].split(","))
+        return [(name, typ) for name, typ in pairs]
 
     def schema(self) -> str:
         cols = [f"`{c}` {COLUMN_TYPES[t][0]}" for c, t in self._columns()]
@@ -145,6 +147,7 @@ def read_pane_log(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
     table = check_upstream(pipeline)
     if not getattr(spark, "_panestore_pane_log", False):  # once: Spark warns on a re-register
         spark.dataSource.register(PaneLogDataSource)
+        # a marker of ours on the session (SparkSession declares no such attribute)
         spark._panestore_pane_log = True  # type: ignore[attr-defined]
     types = pipeline.source.types
     wanted = [*pipeline.keys, *[c for c in pipeline.value_columns if c not in pipeline.keys]]

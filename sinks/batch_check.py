@@ -208,7 +208,7 @@ def batch_engine(spec: ViewSpec, elements: pa.Table, late: pa.Table | None = Non
 class _Record(dict):
     """A record value that can be hashed (panes.fold.batch counts elements in a Counter)."""
 
-    def __hash__(self) -> int:  # type: ignore[override]
+    def __hash__(self) -> int:  # type: ignore[override]  # dict declares __hash__ None
         return hash(tuple(sorted(self.items())))
 
 
