@@ -21,10 +21,6 @@ plus, per task that emitted more than ``ROWS_AS_ROWS`` rows of the kind, files o
 The batch's id and the kinds its tables already hold reach the tasks as Spark local properties
 of the job (:func:`batch_properties`): a replayed batch runs the operator (Spark's state must
 advance) but writes nothing for a table that holds it.
-
-A session with delta-spark writes through Spark instead: the operator sends every row on
-(``OperatorConfig.writing`` None), :func:`cached` keeps its output for the jobs that read it,
-:func:`batch_counts` counts it and :func:`finished_frame` gives each kind's finished rows.
 """
 
 from __future__ import annotations
@@ -41,7 +37,6 @@ import pyarrow.compute as pc
 from jobs.output_tables import (
     DATA_FILE,
     FIGURES_KEY,
-    KIND_PANE,
     RECORD_KIND,
     OutputTables,
 )
@@ -83,16 +78,6 @@ class BatchCounts:
         for timing, n in figures.get("by_timing", {}).items():
             self.by_timing[timing] = self.by_timing.get(timing, 0) + n
         self.retractions += figures.get("retractions", 0)
-
-
-def batch_counts(frame: DataFrame) -> BatchCounts:
-    """The figures of ``frame`` (the operator's output, every row sent on) from one aggregate."""
-    counts = BatchCounts()
-    grouped = frame.groupBy(RECORD_KIND, "timing", "is_retraction").count().collect()
-    for kind, timing, retraction, n in grouped:
-        figures = {"by_timing": {timing: n}, "retractions": n if retraction else 0}
-        counts.add(kind, n, figures if kind == KIND_PANE else {})
-    return counts
 
 
 @dataclass(frozen=True)
@@ -184,57 +169,3 @@ def write_batch_files(
                                                    row["stats"]))  # fmt: skip
         counts.add(kind, row["rows"], json.loads(row["figures"]))
     return files, counts
-
-
-@contextmanager
-def cached(frame: DataFrame) -> Iterator[DataFrame]:
-    """``frame`` cached on the executors (memory, then disk) while the block runs."""
-    from pyspark import StorageLevel
-
-    kept = frame.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        yield kept
-    finally:
-        kept.unpersist()
-
-
-def sized(frame: DataFrame, rows: int, identity: Sequence[str],
-          rows_per_file: int = ROWS_PER_FILE) -> DataFrame:  # fmt: skip
-    """``frame`` (one kind's ``rows`` rows) as ``ceil(rows / rows_per_file)`` partitions (at
-    least one), all rows of equal ``identity`` in one: merged without a shuffle when there are
-    enough partitions, else shuffled by ``identity``."""
-    groups = max(1, -(-rows // rows_per_file))
-    if groups <= frame.rdd.getNumPartitions():
-        return frame.coalesce(groups)
-    return frame.repartition(groups, *identity)
-
-
-@dataclass(frozen=True)
-class RowFinisher:
-    """``mapInArrow`` function: one task's rows of one kind -> finished table rows (for a
-    writer that writes a frame itself: delta-spark). Picklable."""
-
-    tables: OutputTables
-    kind: str
-    batch_id: int
-
-    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        target = self.tables.targets[self.kind]
-        got = [b for b in batches if b.num_rows]
-        if got:
-            core = pa.Table.from_batches(got).select(target.columns).cast(target.core)
-            finished = self.tables.finish(self.kind, core, self.batch_id)
-            yield from finished.select(target.schema.names).cast(target.schema).to_batches()
-
-
-def finished_frame(frame: DataFrame, tables: OutputTables, kind: str, counts: BatchCounts,
-                   batch_id: int) -> DataFrame:  # fmt: skip
-    """``kind``'s rows of ``frame`` (every row sent on) as finished table rows, in
-    ``ceil(n / ROWS_PER_FILE)`` tasks, all rows of a key in one."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    target = tables.targets[kind]
-    rows = frame.where(F.col(RECORD_KIND) == kind).select(*target.columns)
-    rows = sized(rows, counts.rows.get(kind, 0), target.identity)
-    return rows.mapInArrow(RowFinisher(tables, kind, batch_id), from_arrow_schema(target.schema))

@@ -49,17 +49,12 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from jobs.batch_output import (
-    BatchCounts,
-    batch_counts,
-    cached,
-    finished_frame,
     write_batch_files,
 )
 from jobs.checkpoint import batch_input, local_path
@@ -95,7 +90,6 @@ from jobs.view_spec import view_spec
 from sinks import tables
 from sinks.column_types import COLUMN_TYPES, arrow_type
 from sinks.data_files import DataFile, write_data_files
-from sinks.delta_append import DeltaWriter, SparkDeltaWriter
 from sinks.pane_log import PaneLog, PaneLogLayout
 from sinks.records import REJECTED_CORE, LateLog, RejectedLog, finish_rejected
 
@@ -381,27 +375,23 @@ class BatchSink:
     driver collects a row per file (path, size, statistics, figures) and commits each table's
     files in one Delta commit with the application transaction (pipeline, batch id) through
     delta-rs, the pane log first. Vanished input files (few) become rejected rows written from
-    the driver into the rejected table's commit. With a :class:`SparkDeltaWriter` (a session with
-    the Delta extension), delta-spark writes and commits each kind's finished rows instead. No
-    output row is collected on the driver either way.
+    the driver into the rejected table's commit. No output row is collected on the driver.
     """
 
     def __init__(self, pipeline: Pipeline, on_batch: Callable[[BatchStats], Any] | None = None,
-                 writer: DeltaWriter | None = None,
                  kill_at: Sequence[tuple[str, int]] = ()) -> None:  # fmt: skip
-        """``writer``: how each table's commits are written (default: delta-rs); ``kill_at``:
-        test hook, the ``(point, batch id)`` pairs at which to SIGKILL the job (:func:`kill`)."""
+        """``kill_at``: test hook, the ``(point, batch id)`` pairs at which to SIGKILL the job
+        (:func:`kill`)."""
         unknown = [point for point, _ in kill_at if point not in KILL_POINTS]
         if unknown:
             raise ValueError(f"unknown kill points {unknown}; known: {KILL_POINTS}")
         lay = layout(pipeline)
         self.pipeline = pipeline
         self.layout = lay
-        self.writer = writer
         self.kill_at = tuple(kill_at)
 
         def kw(table: str, what: str) -> dict[str, Any]:
-            return {**table_identity(pipeline, table, what), "writer": writer}
+            return table_identity(pipeline, table, what)
 
         self.pane_log = PaneLog(pipeline.table_path("panes"), pipeline.name, lay,
                                 **kw("panes", "pane log"))  # fmt: skip
@@ -425,10 +415,9 @@ class BatchSink:
         return self._tables
 
     @property
-    def task_writing(self) -> TaskWriting | None:
-        """How the operator's tasks write for this sink (:func:`build_job`'s ``writing``): None
-        for delta-spark, which writes every row itself."""
-        return None if isinstance(self.writer, SparkDeltaWriter) else TaskWriting(self.tables)
+    def task_writing(self) -> TaskWriting:
+        """How the operator's tasks write for this sink (:func:`build_job`'s ``writing``)."""
+        return TaskWriting(self.tables)
 
     def committed_batch_id(self) -> int | None:
         """The highest batch id any of the three tables holds, or None."""
@@ -464,21 +453,13 @@ class BatchSink:
         # landing files changed after an earlier batch read them (jobs.landing_changes): bound to
         # this batch before its rejected rows commit, so a replay records the same rows
         changed = tuple(bind_changes(self.pipeline, batch_id)) if KIND_REJECTED in todo else ()
-        if isinstance(self.writer, SparkDeltaWriter):
-            with cached(df) if todo else nullcontext(df) as frame:
-                counts = batch_counts(frame)  # a replay of committed tables still runs the plan
-                gone, batch_ts_us = self._vanished_input(df.sparkSession, batch_id)
-                notes = self._file_notes(gone, changed)
-                computed = time.perf_counter()
-                done = self._commit_frames(frame, todo, counts, batch_id, notes, batch_ts_us)
-        else:
-            files, counts = write_batch_files(df, self.tables, batch_id, committed)
-            # After the plan ran: a file gone now was gone when its batch read it (or vanished
-            # while being read). Spark skips such a file with a log warning; we keep it on record.
-            gone, batch_ts_us = self._vanished_input(df.sparkSession, batch_id)
-            notes = self._file_notes(gone, changed)
-            computed = time.perf_counter()
-            done = self._commit_files(files, todo, batch_id, notes, batch_ts_us)
+        files, counts = write_batch_files(df, self.tables, batch_id, committed)
+        # After the plan ran: a file gone now was gone when its batch read it (or vanished while
+        # being read). Spark skips such a file with a log warning; we keep it on record.
+        gone, batch_ts_us = self._vanished_input(df.sparkSession, batch_id)
+        notes = self._file_notes(gone, changed)
+        computed = time.perf_counter()
+        done = self._commit_files(files, todo, batch_id, notes, batch_ts_us)
         stats = BatchStats(batch_id, panes=counts.rows.get(KIND_PANE, 0),
                            by_timing=counts.by_timing, retractions=counts.retractions,
                            late=counts.rows.get(KIND_LATE, 0),
@@ -523,27 +504,4 @@ class BatchSink:
                                           self._file_table(notes, batch_id, batch_ts_us),
                                           target.schema, prefix, ROWS_PER_FILE)  # fmt: skip
             done |= self.appenders[kind].commit_files(batch_id, found)
-        return done
-
-    def _commit_frames(self, frame, todo: Sequence[str], counts: BatchCounts, batch_id: int,
-                       notes: Sequence[tuple[str, str]],
-                       batch_ts_us: int | None) -> bool:  # fmt: skip
-        """The delta-spark branch: each kind still to commit written and committed by Spark."""
-        writer = self.writer
-        assert isinstance(writer, SparkDeltaWriter)  # the only writer that takes frames
-        kill("before_commit", batch_id, self.kill_at)
-        done = False
-        for kind in KINDS:
-            if kind == KIND_LATE:
-                kill("between_tables", batch_id, self.kill_at)
-            if kind not in todo:
-                continue
-            rows = finished_frame(frame, self.tables, kind, counts, batch_id)
-            if kind == KIND_REJECTED and notes:
-                noted = self._file_table(notes, batch_id, batch_ts_us)
-                rows = rows.unionByName(frame.sparkSession.createDataFrame(noted))
-            writer.append_frame(rows, self.tables.targets[kind].table_uri,
-                                     self.pipeline.name, batch_id,
-                                     self.appenders[kind].batch_metadata(batch_id))  # fmt: skip
-            done = True
         return done

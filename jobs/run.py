@@ -48,7 +48,6 @@ from jobs.source import read_landing_zone
 from jobs.spark import get_session
 from jobs.stopping import StopRequest, stop_on_signals
 from jobs.writers_watermark import record_writers_watermark
-from sinks.delta_append import SparkDeltaWriter
 from sinks.errors import UpstreamChanged
 from sinks.lock import LakeLock
 
@@ -451,9 +450,7 @@ def run(
             stop = scope.enter_context(stop_on_signals())  # after the session: see its doc
         preparing = time.monotonic()
         bucket_ids = check_state_layout(pipeline, _shuffle_partitions(spark))
-        # delta-spark writes the commits when the session has the Delta extension; else delta-rs
-        writer = SparkDeltaWriter(spark) if SparkDeltaWriter.available(spark) else None
-        sink = BatchSink(pipeline, writer=writer, kill_at=kill_at)
+        sink = BatchSink(pipeline, kill_at=kill_at)
         sink.create_tables()
         check_readable(pipeline.checkpoint_path)
         check_not_behind(pipeline.checkpoint_path, sink.committed_batch_id())

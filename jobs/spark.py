@@ -125,8 +125,8 @@ def local_conf(
         "spark.sql.files.openCostInBytes": str(1 << 20),
         # AQE does not apply to streaming queries (Spark warns and disables it per query).
         "spark.sql.adaptive.enabled": "false",
-        # Parquet that Spark writes (the delta-spark branch) holds timestamps as INT64 µs, like
-        # the files the executors write with pyarrow; never the legacy INT96.
+        # Parquet that Spark writes holds timestamps as INT64 µs, like the files the executors
+        # write with pyarrow; never the legacy INT96.
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     }
     if driver_memory:

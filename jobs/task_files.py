@@ -100,7 +100,8 @@ class _Pending:
 class TaskOutput:
     """One task's output of every kind (the module doc). ``emit`` returns the pandas frames to
     yield (in the operator's output ``columns``); ``close`` writes what is still collected.
-    ``writing`` None: every row leaves as a row (a writer that needs the rows, delta-spark)."""
+    ``writing`` None: every row leaves as a row (a caller that reads the operator's output
+    itself, e.g. a test)."""
 
     def __init__(self, columns: list[str], writing: TaskWriting | None,
                  batch: BatchOfTask | None = None) -> None:  # fmt: skip

@@ -9,21 +9,17 @@ committed version first and skips a batch whose id is not above it.
 One writer per (table, pipeline) at a time is assumed: Spark's streaming checkpoint already forbids
 two concurrent runs of one query.
 
-The commit itself goes through a writer: :class:`DeltaRsWriter` (delta-rs, the default) or
-:class:`SparkDeltaWriter` (delta-spark, for sessions that already have the Delta extension: its
-``txnAppId``/``txnVersion`` writer options record the same transaction, and delta-spark itself
-skips a version it has seen). Either way the table is created by delta-rs and is the same table;
-the commit's panestore metadata is in ``commitInfo`` (delta-rs) or in its ``userMetadata`` as JSON
-(delta-spark), and :func:`commit_metadata` reads both.
+delta-rs creates the tables and writes every commit (the driver commits the data files Spark's
+executors wrote: :meth:`ExactlyOnceAppender.commit_files`); the tables follow the Delta protocol,
+so delta-spark, delta-rs and DuckDB read them. The commit's panestore metadata is in its
+``commitInfo`` (:func:`commit_metadata`).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import pyarrow as pa
 
@@ -39,84 +35,10 @@ from sinks.lake_format import (
     check_format,
 )
 
-DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
-
 
 def commit_metadata(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """A Delta history entry's panestore metadata, wherever its writer put it (delta-rs: the
-    ``commitInfo`` fields; delta-spark: ``userMetadata`` as a JSON object)."""
-    found = {k: v for k, v in entry.items() if k.startswith("panestore.")}
-    user = entry.get("userMetadata")
-    if isinstance(user, str) and user.startswith("{"):
-        try:
-            parsed = json.loads(user)
-        except ValueError:
-            parsed = {}
-        if isinstance(parsed, dict):
-            found.update({k: v for k, v in parsed.items() if k.startswith("panestore.")})
-    return found
-
-
-class DeltaWriter(Protocol):
-    """Commits one batch of rows to an existing Delta table as one transaction."""
-
-    def append(self, table: Any, data: pa.Table, app_id: str, version: int,
-               metadata: Mapping[str, str]) -> None: ...  # fmt: skip
-
-
-class DeltaRsWriter:
-    """Appends through delta-rs (``write_deltalake``): the application transaction and the
-    metadata go into the commit's ``txn`` action and ``commitInfo``."""
-
-    def append(self, table: Any, data: pa.Table, app_id: str, version: int,
-               metadata: Mapping[str, str]) -> None:  # fmt: skip
-        from deltalake import CommitProperties, Transaction, write_deltalake
-
-        props = CommitProperties(
-            app_transactions=[Transaction(app_id, version)], custom_metadata=dict(metadata)
-        )
-        write_deltalake(table, data, mode="append", commit_properties=props)
-
-
-@dataclass(frozen=True)
-class SparkDeltaWriter:
-    """Appends through delta-spark in ``spark``, a session with the Delta extension: writer
-    options ``txnAppId``/``txnVersion`` (Delta's idempotent writes) and ``userMetadata`` (the
-    metadata as JSON).
-
-    Not run in this project's tests against a real delta-spark (its jars cannot be fetched
-    here); ``tests/sinks/test_spark_writer.py`` drives it with a stand-in session.
-    """
-
-    spark: Any
-
-    @staticmethod
-    def available(spark: Any) -> bool:
-        """Whether ``spark`` has the Delta extension configured."""
-        try:
-            extensions = spark.conf.get("spark.sql.extensions", "") or ""
-        except Exception:  # pragma: no cover - a session without conf access
-            return False
-        return DELTA_EXTENSION in extensions
-
-    def append(self, table: Any, data: pa.Table, app_id: str, version: int,
-               metadata: Mapping[str, str]) -> None:  # fmt: skip
-        self.append_frame(self.spark.createDataFrame(data), table.table_uri, app_id, version,
-                          metadata)  # fmt: skip
-
-    @staticmethod
-    def append_frame(frame: Any, table_uri: str, app_id: str, version: int,
-                     metadata: Mapping[str, str]) -> None:  # fmt: skip
-        """Append the Spark DataFrame ``frame`` (rows of the table's schema): its tasks write
-        the data files, delta-spark commits them with the transaction and the metadata."""
-        (
-            frame.write.format("delta")
-            .mode("append")
-            .option("txnAppId", app_id)
-            .option("txnVersion", version)
-            .option("userMetadata", json.dumps(dict(metadata), sort_keys=True))
-            .save(table_uri)
-        )
+    """A Delta history entry's panestore metadata (its ``commitInfo`` fields)."""
+    return {k: v for k, v in entry.items() if k.startswith("panestore.")}
 
 
 def _as_table(data: Any, schema: pa.Schema) -> pa.Table:
@@ -158,7 +80,6 @@ class ExactlyOnceAppender:
         commit_empty: bool = True,
         properties: Mapping[str, str] | None = None,
         check: Callable[[Mapping[str, str]], None] | None = None,
-        writer: DeltaWriter | None = None,
     ) -> None:
         if not pipeline_id:
             raise ValueError("pipeline_id must be a non-empty string")
@@ -172,7 +93,6 @@ class ExactlyOnceAppender:
         self.commit_empty = commit_empty
         self.properties = {**(properties or {}), FORMAT_PROPERTY: FORMAT_VERSION}
         self.check = check
-        self.writer = writer or DeltaRsWriter()
         self._table = None
 
     # -- table access ---------------------------------------------------------------------------
@@ -236,7 +156,13 @@ class ExactlyOnceAppender:
         table = _as_table(data, self.schema)
         if table.num_rows == 0 and not self.commit_empty:
             return False
-        self.writer.append(delta, table, self.pipeline_id, batch_id, self.batch_metadata(batch_id))
+        from deltalake import CommitProperties, Transaction, write_deltalake
+
+        props = CommitProperties(
+            app_transactions=[Transaction(self.pipeline_id, batch_id)],
+            custom_metadata=self.batch_metadata(batch_id),
+        )
+        write_deltalake(delta, table, mode="append", commit_properties=props)
         return True
 
     def batch_metadata(self, batch_id: int) -> dict[str, str]:
@@ -254,8 +180,8 @@ class ExactlyOnceAppender:
 
     def commit_files(self, batch_id: int, files: Sequence[DataFile]) -> bool:
         """Commit data files already written into the table directory (by Spark's executors,
-        :mod:`sinks.data_files`) as batch ``batch_id``, through delta-rs whatever ``writer``
-        is; False (and no commit: the files stay unreferenced) if that batch is committed."""
+        :mod:`sinks.data_files`) as batch ``batch_id``; False (and no commit: the files stay
+        unreferenced) if that batch is committed."""
         if batch_id < 0:
             raise ValueError(f"batch_id must be >= 0, got {batch_id}")
         delta = self.table()

@@ -39,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sinks.delta_append import DeltaWriter, ExactlyOnceAppender
+from sinks.delta_append import ExactlyOnceAppender
 from sinks.lake_format import (
     ACCUMULATOR,
     BATCH_FIELDS,
@@ -353,7 +353,6 @@ class PaneLog:
         commit_empty: bool = True,
         properties: Mapping[str, str] | None = None,
         check: Callable[[Mapping[str, str]], None] | None = None,
-        writer: DeltaWriter | None = None,
     ) -> None:
         self.layout = layout
         self.schema = pane_log_schema(layout)
@@ -366,7 +365,6 @@ class PaneLog:
             commit_empty=commit_empty,
             properties=properties,
             check=check,
-            writer=writer,
         )
 
     @property
