@@ -2,9 +2,10 @@
 
 Runs only in a Python environment with Apache Beam (never panestore's own venv):
 
-    /work/beamenv/venv/bin/python benchmarks/beam_engine.py [--events N] [--repeat R]
+    .beam-venv/bin/python benchmarks/beam_engine.py [--events N] [--repeat R]
 
-(or ``python3.11 -m venv /tmp/beamenv && /tmp/beamenv/bin/pip install apache-beam==2.77.0``).
+(the ``.beam-venv`` that ``./dev bench-engine`` creates, or a new one: ``python3.11 -m venv
+.beam-venv && .beam-venv/bin/pip install apache-beam==2.77.0``).
 panestore's benchmark invokes it through ``subprocess`` and reads one JSON object from stdout:
 ``{"events", "seconds", "events_per_s", "panes", ...}``; ``seconds`` is the median of the runs.
 

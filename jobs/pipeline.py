@@ -267,9 +267,10 @@ def resolve_upstream(path: str, pipeline: str | None) -> Upstream:
 class Watermark:
     """``bounded_out_of_orderness``: watermark = largest event time seen - ``delay`` (heuristic;
     data behind it is late). ``ingestion_time``: arrival (batch) time is the event time, the
-    watermark is perfect and nothing is ever late (paper §2.3). ``writer_noted``: the minimum of
-    the times the live writers noted (:mod:`jobs.writers_watermark`); a writer that noted nothing
-    for ``idle_timeout`` stops holding it. ``delay`` must be 0 with ``writer_noted``."""
+    watermark is perfect and nothing is ever late (the Dataflow paper, §2.3). ``writer_noted``:
+    the minimum of the times the live writers noted (:mod:`jobs.writers_watermark`); a writer that
+    noted nothing for ``idle_timeout`` stops holding it. ``delay`` must be 0 with
+    ``writer_noted``."""
 
     policy: str = "bounded_out_of_orderness"
     delay: int | str = 0

@@ -2,7 +2,7 @@
 task comes.
 
 Two fixed costs of every run, paid before a batch's Python code does any work (measured on a
-scheduled run of 1,000 events, ``docs/spark-notes.md``):
+scheduled run of 1,000 events, ``docs/decisions.md``):
 
 * **Spark's ``pyspark.zip``.** Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` (and py4j's
   zip) first on the path of every Python process it starts. Python cannot cache compiled modules

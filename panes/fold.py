@@ -3,7 +3,7 @@
 :func:`fold` is the reference semantics of the current view: what a consumer that applies the
 pane log in order ends up with. :func:`batch` computes the same windows from the accepted
 elements in one go. For every window function, trigger, accumulation mode and bundling,
-``fold(panes) == batch(accepted elements)`` (DESIGN.md: views equal batch).
+``fold(panes) == batch(accepted elements)``: a view equals the batch result.
 
 Fold rules, per accumulation mode:
 

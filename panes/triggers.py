@@ -1,9 +1,9 @@
 """Triggers: when, in processing time, a window's results are emitted.
 
-The semantics are those of the formal trigger specification (``shared/seeds/004``): every trigger
-is a monotonic predicate *P* over the elements a window received since the trigger last fired and
-the current time; when *P* holds the window fires and the trigger moves on with ``next``. The
-grammar and its functions map onto methods as follows.
+The semantics are those of the formal trigger specification, as ``docs/semantics.md`` states
+them: every trigger is a monotonic predicate *P* over the elements a window received since the
+trigger last fired and the current time; when *P* holds the window fires and the trigger moves on
+with ``next``. The grammar and its functions map onto methods as follows.
 
 ==================  =====================================================================
 spec                here

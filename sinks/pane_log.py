@@ -1,6 +1,6 @@
 """The pane log: one append-only Delta table per pipeline, one row per emitted pane.
 
-Columns (DESIGN.md, "The pane log"):
+Columns:
 
 - ``pipeline_id``; the key column(s) (configured; default one string column ``key``);
 - ``window_start_us`` / ``window_end_us`` (int64 µs, always set) and ``window_start`` /

@@ -1,13 +1,10 @@
 """Generate ``beam_expected.json``: what Apache Beam Python's trigger driver emits per scenario.
 
-Regenerate (from the repository root) with the isolated Beam environment:
+Regenerate (from the repository root) in an isolated Beam environment, e.g. the ``.beam-venv``
+that ``./dev bench-engine`` creates, or a new one:
 
-    /work/beamenv/venv/bin/python tests/conformance/beam_generate.py
-
-or, anywhere else, create a throw-away venv first:
-
-    python3.11 -m venv /tmp/beamenv && /tmp/beamenv/bin/pip install apache-beam==2.77.0
-    /tmp/beamenv/bin/python tests/conformance/beam_generate.py
+    python3.11 -m venv .beam-venv && .beam-venv/bin/pip install apache-beam==2.77.0
+    .beam-venv/bin/python tests/conformance/beam_generate.py
 
 Beam is never a dependency of panestore: this script is run by hand and its output, the JSON
 file, is committed. ``test_beam_conformance.py`` reads only the JSON.
