@@ -30,8 +30,8 @@ measurements are in ``docs/decisions.md`` (how Spark's Python processes start):
 
 The launcher lives in the cache directory (:func:`default_cache_dir`): ``$PANESTORE_CACHE_DIR``
 when set, else ``$XDG_CACHE_HOME/panestore``, else ``~/.cache/panestore``. Its files are named by
-a digest of this interpreter and the packages' paths; deleting the directory is safe (the next
-run makes them again).
+a digest of this interpreter and the packages' paths; deleting the directory between runs is safe
+(the next run makes them again).
 """
 
 from __future__ import annotations
