@@ -27,7 +27,6 @@ watermark moves, and are otherwise honoured the next time the key gets data.
 from __future__ import annotations
 
 import cProfile
-import gc
 import operator
 import os
 import pickle
@@ -61,6 +60,7 @@ from jobs.output_tables import (
     PROCESSING_TIME,
     RECORD_KIND,
 )
+from jobs.python_processes import set_gc_thresholds
 from jobs.task_files import TaskOutput, TaskWriting
 from panes.time import BEGINNING_OF_TIME, END_OF_TIME
 from panes.weights import Retracted
@@ -72,12 +72,6 @@ from sinks.records import dropped_record, late_core_schema
 DEFAULT_END_OF_TIME_MS = MAX_TIMESTAMP_US // 1000
 RETRACTION_NOTE = "(a retraction: weight -1, its value stays in the window)"
 """Appended to the late-table reason of a dropped element of weight -1 (weighted input)."""
-GC_THRESHOLDS = (100_000, 50, 100)
-"""The Python worker's garbage-collector thresholds while it runs the operator: a visit makes
-millions of small objects that hold no cycles (elements, value dicts, window states), and
-Python's default (a young collection every 700 allocations) spent about 40% of the operator's
-time collecting them (measured: ``elements_by_key`` and the engine over 500,000 elements,
-2.2 s -> 1.3 s)."""
 REJECTED_OUTPUT = ("raw", "source_file", "reason")  # (see jobs.operator_input.rejected_records)
 TIMEMODE = "EventTime"
 OUTPUT_MODE = "Append"
@@ -214,7 +208,7 @@ class BucketProcessor(_Base):
     def attach(self, handle, state) -> None:
         """What ``init`` does, given the bucket's ValueState (made by ``init`` of the
         :class:`jobs.processor_shell.ProcessorShell` Spark runs)."""
-        gc.set_threshold(*GC_THRESHOLDS)
+        set_gc_thresholds()
         self.handle = handle
         self.state = state
         self._columns = output_arrow_schema(self.config.layout).names

