@@ -57,15 +57,24 @@ def write_landing(directory: Path, events: int) -> None:
 def pipeline_of(work: Path):
     from jobs.pipeline import pipeline_from_dict
 
-    return pipeline_from_dict({
-        "name": "memory", "lake": str(work / "lake"), "keys": ["key"], "event_time": "ts",
-        "window": "SlidingWindows(60m, 1m)", "trigger": "Repeatedly(AfterCount(1))",
-        "accumulation_mode": "discarding",
-        "source": {"path": str(work / "landing"), "max_files_per_trigger": 100_000,
-                   "schema": {"key": "string", "ts": "timestamp", "value": "long"}},
-        "watermark": {"delay": "1d"},
-        "aggregates": {"value": "sum(value)"},
-    })  # fmt: skip
+    return pipeline_from_dict(
+        {
+            "name": "memory",
+            "lake": str(work / "lake"),
+            "keys": ["key"],
+            "event_time": "ts",
+            "window": "SlidingWindows(60m, 1m)",
+            "trigger": "Repeatedly(AfterCount(1))",
+            "accumulation_mode": "discarding",
+            "source": {
+                "path": str(work / "landing"),
+                "max_files_per_trigger": 100_000,
+                "schema": {"key": "string", "ts": "timestamp", "value": "long"},
+            },
+            "watermark": {"delay": "1d"},
+            "aggregates": {"value": "sum(value)"},
+        }
+    )
 
 
 def jvm_peak_rss(spark) -> int:
@@ -93,8 +102,9 @@ def measure(panes: int, master: str, driver_memory: str) -> dict:
     work = Path(tempfile.mkdtemp(prefix="panestore-memory-"))
     events = -(-panes // WINDOWS_PER_EVENT)
     write_landing(work / "landing", events)
-    spark = get_session("panestore-memory", master=master, driver_memory=driver_memory,
-                        shuffle_partitions=2)  # fmt: skip
+    spark = get_session(
+        "panestore-memory", master=master, driver_memory=driver_memory, shuffle_partitions=2
+    )
     spark.range(1).count()
     started = {"python": python_peak_rss(), "jvm": jvm_peak_rss(spark)}
     pipeline = pipeline_of(work)
@@ -105,8 +115,15 @@ def measure(panes: int, master: str, driver_memory: str) -> dict:
     spark.stop()
     rows = DeltaTable(pipeline.table_path("panes")).to_pyarrow_table(columns=["batch_id"])
     largest = max((b.stats.panes for b in result.batches if b.stats), default=0)
-    return {"events": events, "panes": rows.num_rows, "largest_batch": largest,
-            "seconds": seconds, "started": started, "peak": peak, "work": str(work)}  # fmt: skip
+    return {
+        "events": events,
+        "panes": rows.num_rows,
+        "largest_batch": largest,
+        "seconds": seconds,
+        "started": started,
+        "peak": peak,
+        "work": str(work),
+    }
 
 
 def main() -> None:
@@ -123,24 +140,38 @@ def main() -> None:
     print(f"master {args.master}, driver JVM heap {args.driver_memory} (spark.driver.memory)")
     figures = []
     for panes in (int(p) for p in args.panes.split(",")):
-        cmd = [sys.executable, __file__, "--measure", str(panes), "--master", args.master,
-               "--driver-memory", args.driver_memory]  # fmt: skip
+        cmd = [
+            sys.executable,
+            __file__,
+            "--measure",
+            str(panes),
+            "--master",
+            args.master,
+            "--driver-memory",
+            args.driver_memory,
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
         if proc.returncode != 0 or not lines:
-            raise SystemExit(f"run of {panes} panes failed ({proc.returncode}):\n"
-                             f"{proc.stderr[-3000:]}")  # fmt: skip
+            raise SystemExit(
+                f"run of {panes} panes failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
+            )
         m = json.loads(lines[-1])
         figures.append(m)
-        print(f"{m['panes']:>10,} pane rows ({m['largest_batch']:,} in one batch, "
-              f"{m['events']:,} events) in {m['seconds']:.1f}s: driver peak RSS Python "
-              f"{m['peak']['python'] / mib:,.0f} MiB (after session start "
-              f"{m['started']['python'] / mib:,.0f}), JVM {m['peak']['jvm'] / mib:,.0f} MiB "
-              f"(after session start {m['started']['jvm'] / mib:,.0f})", flush=True)  # fmt: skip
+        print(
+            f"{m['panes']:>10,} pane rows ({m['largest_batch']:,} in one batch, "
+            f"{m['events']:,} events) in {m['seconds']:.1f}s: driver peak RSS Python "
+            f"{m['peak']['python'] / mib:,.0f} MiB (after session start "
+            f"{m['started']['python'] / mib:,.0f}), JVM {m['peak']['jvm'] / mib:,.0f} MiB "
+            f"(after session start {m['started']['jvm'] / mib:,.0f})",
+            flush=True,
+        )
     if len(figures) > 1:
         first, last = figures[0]["peak"], figures[-1]["peak"]
-        print("largest / smallest run: " + ", ".join(
-            f"{k} {last[k] / first[k]:.2f}x" for k in ("python", "jvm")))  # fmt: skip
+        print(
+            "largest / smallest run: "
+            + ", ".join(f"{k} {last[k] / first[k]:.2f}x" for k in ("python", "jvm"))
+        )
 
 
 if __name__ == "__main__":

@@ -107,18 +107,25 @@ def write_file(name: Path, elements, fmt: str) -> None:
     tmp = name.with_name(f".{name.name}.tmp")
     if fmt == "jsonl":
         with open(tmp, "w") as f:
-            f.writelines(f'{{"key": "{key}", "ts": "{_iso(ts)}", "value": {value}}}\n'
-                         for key, value, ts in elements)  # fmt: skip
+            f.writelines(
+                f'{{"key": "{key}", "ts": "{_iso(ts)}", "value": {value}}}\n'
+                for key, value, ts in elements
+            )
     else:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         keys, values, tss = zip(*elements, strict=True)
-        pq.write_table(pa.table({
-            "key": pa.array(keys, pa.string()),
-            "ts": pa.array(tss, pa.timestamp("us", tz="UTC")),
-            "value": pa.array(values, pa.int64()),
-        }), tmp)  # fmt: skip
+        pq.write_table(
+            pa.table(
+                {
+                    "key": pa.array(keys, pa.string()),
+                    "ts": pa.array(tss, pa.timestamp("us", tz="UTC")),
+                    "value": pa.array(values, pa.int64()),
+                }
+            ),
+            tmp,
+        )
     os.replace(tmp, name)
 
 
@@ -152,8 +159,10 @@ def prepare_landing(work: Path, wl: Workload, fmt: str) -> Path:
         n = write_landing(landing, bundles, fmt)
         what = f"{n:,} events ({wl.keys:,} keys, {wl.span_us / HOUR_US:g} h of event time)"
     marker.write_text(json.dumps(manifest))
-    print(f"[{wl.name}] wrote {what} as {fmt} in {time.perf_counter() - t:.1f}s under {landing}",
-          flush=True)  # fmt: skip
+    print(
+        f"[{wl.name}] wrote {what} as {fmt} in {time.perf_counter() - t:.1f}s under {landing}",
+        flush=True,
+    )
     return landing
 
 
@@ -239,19 +248,35 @@ class PeakRSS:
 def panestore_pipeline(landing: Path, lake: Path, fmt: str, files_per_batch: int):
     from jobs.pipeline import pipeline_from_dict
 
-    return pipeline_from_dict({
-        "name": "bench", "lake": str(lake), "keys": ["key"], "event_time": "ts",
-        "window": "FixedWindows(1m)", "trigger": TRIGGER, "accumulation_mode": "accumulating",
-        "source": {"format": fmt, "path": str(landing), "max_files_per_trigger": files_per_batch,
-                   "schema": {"key": "string", "ts": "timestamp", "value": "long"}},
-        "watermark": {"delay": "5m"},
-        "aggregates": {"value": "sum(value)"},
-    })  # fmt: skip
+    return pipeline_from_dict(
+        {
+            "name": "bench",
+            "lake": str(lake),
+            "keys": ["key"],
+            "event_time": "ts",
+            "window": "FixedWindows(1m)",
+            "trigger": TRIGGER,
+            "accumulation_mode": "accumulating",
+            "source": {
+                "format": fmt,
+                "path": str(landing),
+                "max_files_per_trigger": files_per_batch,
+                "schema": {"key": "string", "ts": "timestamp", "value": "long"},
+            },
+            "watermark": {"delay": "5m"},
+            "aggregates": {"value": "sum(value)"},
+        }
+    )
 
 
 def _batch_record(batch_id: int, rows: int, durations: dict, compute_s=None, commit_s=None):
-    return {"id": batch_id, "rows": rows, "durations_ms": dict(durations),
-            "compute_s": compute_s, "commit_s": commit_s}  # fmt: skip
+    return {
+        "id": batch_id,
+        "rows": rows,
+        "durations_ms": dict(durations),
+        "compute_s": compute_s,
+        "commit_s": commit_s,
+    }
 
 
 def measure_panestore(spark, landing: Path, lake: Path, fmt: str, files_per_batch: int) -> dict:
@@ -264,11 +289,15 @@ def measure_panestore(spark, landing: Path, lake: Path, fmt: str, files_per_batc
     result = run(pipeline, spark=spark, progress=None)
     secs = time.perf_counter() - start
     batches = [
-        _batch_record(b.batch_id, b.rows, getattr(b, "durations_ms", {}),
-                      b.stats.compute_s if b.stats else None,
-                      b.stats.commit_s if b.stats else None)
+        _batch_record(
+            b.batch_id,
+            b.rows,
+            getattr(b, "durations_ms", {}),
+            b.stats.compute_s if b.stats else None,
+            b.stats.commit_s if b.stats else None,
+        )
         for b in result.batches
-    ]  # fmt: skip
+    ]
 
     def rows(table: str, column: str) -> int:
         return DeltaTable(pipeline.table_path(table)).to_pyarrow_table(columns=[column]).num_rows
@@ -320,8 +349,11 @@ def measure_native(spark, landing: Path, out: Path, fmt: str, files_per_batch: i
     q = writer.trigger(availableNow=True).start()
     q.awaitTermination()
     ended = time.perf_counter()
-    batches = [_batch_record(p.batchId, int(p.numInputRows), p.durationMs or {})
-               for p in q.recentProgress if p.batchId in sink_s]  # fmt: skip
+    batches = [
+        _batch_record(p.batchId, int(p.numInputRows), p.durationMs or {})
+        for p in q.recentProgress
+        if p.batchId in sink_s
+    ]
     return {
         "seconds": ended - start,
         "phases": {"build": started - start, "query": ended - started},
@@ -330,8 +362,9 @@ def measure_native(spark, landing: Path, out: Path, fmt: str, files_per_batch: i
     }
 
 
-def measure_once(what: str, landing: Path, target: Path, fmt: str, files_per_batch: int,
-                 shuffle: int) -> dict:  # fmt: skip
+def measure_once(
+    what: str, landing: Path, target: Path, fmt: str, files_per_batch: int, shuffle: int
+) -> dict:
     """One measurement in this (fresh) process: JVM and session up first, then the timed run.
     ``PANESTORE_BENCH_CODE`` in the environment: run the panestore of that checkout."""
     if os.environ.get("PANESTORE_BENCH_CODE"):
@@ -370,11 +403,31 @@ machine the driver's pre-init process of transformWithState can miss that. Such 
 repeated (and says so), at most ``ATTEMPTS`` times."""
 
 
-def _child(side: Side, landing: Path, target: Path, fmt: str, files_per_batch: int,
-           shuffle: int, history: Path | None = None) -> dict:  # fmt: skip
-    cmd = [sys.executable, __file__, "--measure", side.what, "--landing", str(landing),
-           "--target", str(target), "--format", fmt, "--files-per-batch", str(files_per_batch),
-           "--shuffle-partitions", str(shuffle)]  # fmt: skip
+def _child(
+    side: Side,
+    landing: Path,
+    target: Path,
+    fmt: str,
+    files_per_batch: int,
+    shuffle: int,
+    history: Path | None = None,
+) -> dict:
+    cmd = [
+        sys.executable,
+        __file__,
+        "--measure",
+        side.what,
+        "--landing",
+        str(landing),
+        "--target",
+        str(target),
+        "--format",
+        fmt,
+        "--files-per-batch",
+        str(files_per_batch),
+        "--shuffle-partitions",
+        str(shuffle),
+    ]
     env = dict(os.environ)
     if side.code:
         env["PANESTORE_BENCH_CODE"] = side.code
@@ -385,12 +438,15 @@ def _child(side: Side, landing: Path, target: Path, fmt: str, files_per_batch: i
         if proc.returncode == 0 and lines:
             return json.loads(lines[-1])
         if attempt < ATTEMPTS and LOAD_FLAKE in proc.stderr:
-            print(f"  ({side.label}: {LOAD_FLAKE!r}: the machine is overloaded; measuring again)",
-                  flush=True)  # fmt: skip
+            print(
+                f"  ({side.label}: {LOAD_FLAKE!r}: the machine is overloaded; measuring again)",
+                flush=True,
+            )
             _reset(target, history)
             continue
-        raise SystemExit(f"{side.label} measurement failed ({proc.returncode}):\n"
-                         f"{proc.stderr[-3000:]}")  # fmt: skip
+        raise SystemExit(
+            f"{side.label} measurement failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
+        )
     raise AssertionError("unreachable")
 
 
@@ -411,8 +467,9 @@ def _reset(target: Path, history: Path | None) -> None:
                 shutil.copytree(snapshot, path, symlinks=True)
 
 
-def _prepare_history(work: Path, wl: Workload, landing: Path, sides: list[Side],
-                     fmt: str, shuffle: int) -> None:  # fmt: skip
+def _prepare_history(
+    work: Path, wl: Workload, landing: Path, sides: list[Side], fmt: str, shuffle: int
+) -> None:
     """Small runs: run each side once over the history (not timed), keep the result as the
     snapshot every measurement starts from, then land the run's new events."""
     for stale in landing.glob("new-*"):
@@ -426,10 +483,13 @@ def _prepare_history(work: Path, wl: Workload, landing: Path, sides: list[Side],
         _child(side, landing, target, fmt, wl.files_per_batch, shuffle)
         shutil.move(target, history)
         if target.with_name(target.name + "_ckpt").exists():
-            shutil.move(target.with_name(target.name + "_ckpt"),
-                        history.with_name(history.name + "_ckpt"))  # fmt: skip
-        print(f"[{wl.name}] {side.label}: history run in {time.perf_counter() - t:.1f}s "
-              "(not timed)", flush=True)  # fmt: skip
+            shutil.move(
+                target.with_name(target.name + "_ckpt"), history.with_name(history.name + "_ckpt")
+            )
+        print(
+            f"[{wl.name}] {side.label}: history run in {time.perf_counter() - t:.1f}s (not timed)",
+            flush=True,
+        )
     _, new = scheduled_run_bundles(wl.history_keys, wl.events)
     write_landing(landing, new, fmt, "new")
 
@@ -452,8 +512,7 @@ def run_workload(work: Path, wl: Workload, sides: list[Side], args) -> dict[str,
         for side in sides if i % 2 == 0 else sides[::-1]:
             target, history = _targets(work, wl, side)
             _reset(target, history)
-            m = _child(side, landing, target, args.format, fpb, args.shuffle_partitions,
-                       history)  # fmt: skip
+            m = _child(side, landing, target, args.format, fpb, args.shuffle_partitions, history)
             results[side.label].append(m)
             print(f"[{wl.name}] run {i + 1}: {side.label} {_summary(m)}", flush=True)
     raw = work / wl.name / "results.json"
@@ -521,9 +580,11 @@ def breakdown(m: dict) -> list[tuple[str, float | None]]:
         ("run (timed)", m["seconds"]),
         ("  prepare: lock, state layout, tables, checks", phases.get("prepare")),
         ("  build the query (DataFrames)", phases.get("build")),
-        ("  query start and stop, outside batches",
-         phases["query"] - in_batches if "query" in phases else None),
-    ]  # fmt: skip
+        (
+            "  query start and stop, outside batches",
+            phases["query"] - in_batches if "query" in phases else None,
+        ),
+    ]
     rows += [("  " + label, secs) for label, secs in _batch_rows(m["batches"])]
     accounted = sum(phases.get(p, 0.0) for p in ("prepare", "build", "query"))
     rows.append(("  the rest (reports, ticks)", m["seconds"] - accounted if phases else None))
@@ -539,30 +600,41 @@ def report(wl: Workload, results: dict[str, list[dict]]) -> None:
     labels = list(results)
     events = wl.events
     medians = {s: statistics.median(m["seconds"] for m in ms) for s, ms in results.items()}
-    with_jvm = {s: statistics.median(m["seconds"] + m["session_s"] for m in ms)
-                for s, ms in results.items()}  # fmt: skip
-    print(f"\n== {wl.name}: {events:,} events"
-          + (f" into a lake holding {wl.history_keys:,} keys" if wl.is_small_run else "")
-          + f", medians of {len(next(iter(results.values())))} ==")  # fmt: skip
+    with_jvm = {
+        s: statistics.median(m["seconds"] + m["session_s"] for m in ms) for s, ms in results.items()
+    }
+    print(
+        f"\n== {wl.name}: {events:,} events"
+        + (f" into a lake holding {wl.history_keys:,} keys" if wl.is_small_run else "")
+        + f", medians of {len(next(iter(results.values())))} =="
+    )
     for s in labels:
-        print(f"{s:>22}: {medians[s]:7.2f}s = {events / medians[s]:>10,.0f} events/s   "
-              f"(with JVM and session start {with_jvm[s]:.2f}s)")  # fmt: skip
+        print(
+            f"{s:>22}: {medians[s]:7.2f}s = {events / medians[s]:>10,.0f} events/s   "
+            f"(with JVM and session start {with_jvm[s]:.2f}s)"
+        )
     if "native" in results:
         for s in labels:
             if s != "native":
-                print(f"ratio {s} / native: throughput {medians['native'] / medians[s]:.2f}, "
-                      f"time {medians[s] / medians['native']:.2f}x (with JVM start: time "
-                      f"{with_jvm[s] / with_jvm['native']:.2f}x)")  # fmt: skip
+                print(
+                    f"ratio {s} / native: throughput {medians['native'] / medians[s]:.2f}, "
+                    f"time {medians[s] / medians['native']:.2f}x (with JVM start: time "
+                    f"{with_jvm[s] / with_jvm['native']:.2f}x)"
+                )
     for s in labels:
         peak = {k: max(m["peak_rss"][k] for m in results[s]) / MiB for k in PeakRSS.PARTS}
-        print(f"peak RSS {s}: {peak['total']:,.0f} MiB (driver Python {peak['driver']:,.0f}, "
-              f"JVM {peak['jvm']:,.0f}, Python workers {peak['workers']:,.0f})")  # fmt: skip
+        print(
+            f"peak RSS {s}: {peak['total']:,.0f} MiB (driver Python {peak['driver']:,.0f}, "
+            f"JVM {peak['jvm']:,.0f}, Python workers {peak['workers']:,.0f})"
+        )
     tables = {s: [breakdown(m) for m in ms] for s, ms in results.items()}
     order: list[str] = []
     for rows in (r for ts in tables.values() for r in ts):
         order += [label for label, _ in rows if label not in order]
-    print(f"\nwhere the time goes (seconds, median per row)\n{'':<58}"
-          + "".join(f"{s:>22}" for s in labels))  # fmt: skip
+    print(
+        f"\nwhere the time goes (seconds, median per row)\n{'':<58}"
+        + "".join(f"{s:>22}" for s in labels)
+    )
     for label in order:
         cells = []
         for s in labels:
@@ -574,15 +646,22 @@ def report(wl: Workload, results: dict[str, list[dict]]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workload", action="append", choices=(*WORKLOADS, "all"),
-                    help="what to measure (repeatable; default 1m)")  # fmt: skip
+    ap.add_argument(
+        "--workload",
+        action="append",
+        choices=(*WORKLOADS, "all"),
+        help="what to measure (repeatable; default 1m)",
+    )
     ap.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl")
     ap.add_argument("--files-per-batch", type=int, help="maxFilesPerTrigger (default 100)")
     ap.add_argument("--shuffle-partitions", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3, help="measurements of each (median shown)")
     ap.add_argument("--no-native", action="store_true")
-    ap.add_argument("--compare-code", metavar="DIR",
-                    help="also measure panestore of this checkout (before a change)")  # fmt: skip
+    ap.add_argument(
+        "--compare-code",
+        metavar="DIR",
+        help="also measure panestore of this checkout (before a change)",
+    )
     ap.add_argument("--keep", help="work directory to use and keep (landing files are reused)")
     ap.add_argument("--measure", choices=("panestore", "native"), help=argparse.SUPPRESS)
     ap.add_argument("--landing", help=argparse.SUPPRESS)
@@ -590,8 +669,14 @@ def main() -> None:
     args = ap.parse_args()
 
     if args.measure:  # a child: one measurement, printed as JSON
-        got = measure_once(args.measure, Path(args.landing), Path(args.target), args.format,
-                           args.files_per_batch, args.shuffle_partitions)  # fmt: skip
+        got = measure_once(
+            args.measure,
+            Path(args.landing),
+            Path(args.target),
+            args.format,
+            args.files_per_batch,
+            args.shuffle_partitions,
+        )
         print(json.dumps(got))
         return
     names = args.workload or ["1m"]

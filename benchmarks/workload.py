@@ -107,10 +107,16 @@ def scheduled_run_bundles(
         history.append((key, rng.randint(1, 100), START_US + offset))
     history.sort(key=lambda e: e[2])
     new = sorted(
-        ((keys[rng.randrange(state_keys)], rng.randint(1, 100),
-          START_US + 4 * minute + minute // 2 + rng.randrange(minute)) for _ in range(new_events)),
+        (
+            (
+                keys[rng.randrange(state_keys)],
+                rng.randint(1, 100),
+                START_US + 4 * minute + minute // 2 + rng.randrange(minute),
+            )
+            for _ in range(new_events)
+        ),
         key=lambda e: e[2],
-    )  # fmt: skip
+    )
     return _cut(history, bundle_size), _cut(new, bundle_size)
 
 

@@ -61,8 +61,9 @@ FILE_COLUMNS = pa.schema(
         pa.field("figures", pa.string()),
     ]
 )
-FILE_DDL = (f"{RECORD_KIND} string, path string, size bigint, rows bigint, stats string, "
-            "figures string")  # fmt: skip
+FILE_DDL = (
+    f"{RECORD_KIND} string, path string, size bigint, rows bigint, stats string, figures string"
+)
 
 
 @dataclass
@@ -100,8 +101,11 @@ class BatchWriter:
             table = pa.Table.from_batches([batch])
             is_file = pc.is_valid(table.column(DATA_FILE))
             files = table.filter(is_file)
-            named += zip(files.column(RECORD_KIND).to_pylist(),
-                         files.column(DATA_FILE).to_pylist(), strict=True)  # fmt: skip
+            named += zip(
+                files.column(RECORD_KIND).to_pylist(),
+                files.column(DATA_FILE).to_pylist(),
+                strict=True,
+            )
             records = table.filter(pc.invert(is_file))
             for kind in set(records.column(RECORD_KIND).to_pylist()):
                 of_kind = records.filter(pc.equal(records.column(RECORD_KIND), kind))
@@ -126,20 +130,32 @@ class BatchWriter:
             part = core.slice(offset, length)
             figures = self.tables.figures(kind, part)
             finished = self.tables.finish(kind, part, self.batch_id)
-            found = write_data_file(target.table_uri, f"{prefix}-{n:03d}.parquet", finished,
-                                    target.schema, {FIGURES_KEY: figures})  # fmt: skip
+            found = write_data_file(
+                target.table_uri,
+                f"{prefix}-{n:03d}.parquet",
+                finished,
+                target.schema,
+                {FIGURES_KEY: figures},
+            )
             out.append(self._row(kind, found, figures))
         return out
 
     @staticmethod
     def _row(kind: str, found: DataFile, figures: str) -> dict:
-        return {RECORD_KIND: kind, "path": found.path, "size": found.size, "rows": found.rows,
-                "stats": found.stats, "figures": figures}  # fmt: skip
+        return {
+            RECORD_KIND: kind,
+            "path": found.path,
+            "size": found.size,
+            "rows": found.rows,
+            "stats": found.stats,
+            "figures": figures,
+        }
 
 
 @contextmanager
-def batch_properties(spark: SparkSession, batch_id: int,
-                     committed: Sequence[str]) -> Iterator[None]:  # fmt: skip
+def batch_properties(
+    spark: SparkSession, batch_id: int, committed: Sequence[str]
+) -> Iterator[None]:
     """The batch's id and committed kinds as local properties of the jobs started meanwhile
     (read by the operator's tasks: :class:`jobs.task_files.BatchOfTask`)."""
     sc = spark.sparkContext
@@ -165,7 +181,8 @@ def write_batch_files(
     counts = BatchCounts()
     for row in got:
         kind = row[RECORD_KIND]
-        files.setdefault(kind, []).append(DataFile(row["path"], row["size"], row["rows"],
-                                                   row["stats"]))  # fmt: skip
+        files.setdefault(kind, []).append(
+            DataFile(row["path"], row["size"], row["rows"], row["stats"])
+        )
         counts.add(kind, row["rows"], json.loads(row["figures"]))
     return files, counts

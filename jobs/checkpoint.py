@@ -58,8 +58,11 @@ def _log_entries(source_log: Path, n: int) -> list[tuple[str, int]]:
     if own.exists():
         entries = [json.loads(x) for x in _lines(own)[1:] if x.strip()]
     elif compact.exists():
-        entries = [e for e in (json.loads(x) for x in _lines(compact)[1:] if x.strip())
-                   if e.get("batchId") == n]  # fmt: skip
+        entries = [
+            e
+            for e in (json.loads(x) for x in _lines(compact)[1:] if x.strip())
+            if e.get("batchId") == n
+        ]
     else:
         raise FileNotFoundError(f"the checkpoint has no file-source log {own} (nor {compact})")
     return [(e["path"], int(e.get("timestamp", 0))) for e in entries]
@@ -84,8 +87,9 @@ def batch_input(checkpoint: str | os.PathLike[str], batch_id: int) -> BatchInput
         first = -1 if start is None else start
         for n in range(first + 1, end + 1):
             files.extend(_log_entries(ckpt / SOURCES / str(i), n))
-    return BatchInput(batch_id, timestamp_ms, tuple(f for f, _ in files),
-                      tuple(t for _, t in files))  # fmt: skip
+    return BatchInput(
+        batch_id, timestamp_ms, tuple(f for f, _ in files), tuple(t for _, t in files)
+    )
 
 
 def local_path(uri: str) -> str | None:

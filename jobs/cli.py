@@ -118,8 +118,11 @@ def cmd_run(args) -> int:
     from jobs.run import run  # imports pyspark: not for `check`
 
     try:
-        spark = get_session(f"panestore-{pipeline.name}", master=args.master,
-                            shuffle_partitions=args.shuffle_partitions)  # fmt: skip
+        spark = get_session(
+            f"panestore-{pipeline.name}",
+            master=args.master,
+            shuffle_partitions=args.shuffle_partitions,
+        )
     except JavaNotFound as e:
         print(f"panestore: {e}", file=terminal)
         return ExitStatus.FAILED
@@ -127,9 +130,17 @@ def cmd_run(args) -> int:
     # after the session, whose SparkContext installs a SIGINT handler of its own.
     with stop_on_signals() as stop:
         try:
-            result = run(pipeline, spark=spark, follow=args.follow, drain=args.drain,
-                         interval=args.interval, progress=terminal, kill_at=args.kill_at,
-                         profile_dir=args.profile_dir, stop=stop)  # fmt: skip
+            result = run(
+                pipeline,
+                spark=spark,
+                follow=args.follow,
+                drain=args.drain,
+                interval=args.interval,
+                progress=terminal,
+                kill_at=args.kill_at,
+                profile_dir=args.profile_dir,
+                stop=stop,
+            )
         except LakeBusy as e:
             print(f"panestore: {e}", file=terminal)
             return ExitStatus.BUSY
@@ -141,8 +152,9 @@ def cmd_run(args) -> int:
             return ExitStatus.FAILED
         if args.no_materialize:
             return ExitStatus.OK
-        return materialize_after_run(pipeline, out=lambda s: print(s, file=terminal),
-                                     committed=result.committed())  # fmt: skip
+        return materialize_after_run(
+            pipeline, out=lambda s: print(s, file=terminal), committed=result.committed()
+        )
 
 
 def cmd_note_watermark(args) -> int:
@@ -150,8 +162,9 @@ def cmd_note_watermark(args) -> int:
     directory of CONF; prints its path. Exit 2 if the mark is refused (the message says why)."""
     pipeline = _load(args)
     try:
-        path = note_watermark(pipeline.source.path, args.writer, parse_time(args.time, "--time"),
-                              args.files)  # fmt: skip
+        path = note_watermark(
+            pipeline.source.path, args.writer, parse_time(args.time, "--time"), args.files
+        )
     except MarkError as e:
         print(f"panestore: mark refused: {e}", file=sys.stderr)
         return 2
@@ -163,8 +176,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="panestore", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("run", help="run a pipeline: process what has landed, fire, commit, exit",
-                       description="Run a pipeline (see docs/running.md).")  # fmt: skip
+    p = sub.add_parser(
+        "run",
+        help="run a pipeline: process what has landed, fire, commit, exit",
+        description="Run a pipeline (see docs/running.md).",
+    )
     p.add_argument("conf", metavar="CONF", help="pipeline configuration (TOML)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument(
@@ -172,9 +188,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="keep running: a micro-batch every --interval while files arrive",
     )
-    mode.add_argument("--drain", action="store_true",
-                      help="after the input, move the watermark to the end of time: close every "
-                      "window (backfills, final runs); later data is late")  # fmt: skip
+    mode.add_argument(
+        "--drain",
+        action="store_true",
+        help="after the input, move the watermark to the end of time: close every "
+        "window (backfills, final runs); later data is late",
+    )
     p.add_argument(
         "--interval",
         type=_interval,
@@ -183,8 +202,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--lake", help="override the configuration's lake directory")
     p.add_argument("--source", help="override the configuration's source.path")
-    p.add_argument("--master", metavar="URL", help="Spark master (default: spark-submit's, "
-                   "else local[2]); e.g. spark://host:7077, see docs/cluster.md")  # fmt: skip
+    p.add_argument(
+        "--master",
+        metavar="URL",
+        help="Spark master (default: spark-submit's, "
+        "else local[2]); e.g. spark://host:7077, see docs/cluster.md",
+    )
     p.add_argument(
         "--shuffle-partitions",
         type=_positive,
@@ -202,8 +225,14 @@ def build_parser() -> argparse.ArgumentParser:
     # into DIR; --kill-at POINT:BATCH SIGKILLs the run at that point (before_commit,
     # between_tables, after_commit) of that batch.
     p.add_argument("--profile-dir", metavar="DIR", help=argparse.SUPPRESS)
-    p.add_argument("--kill-at", metavar="POINT:BATCH", type=_kill_point, action="append",
-                   default=[], help=argparse.SUPPRESS)  # fmt: skip
+    p.add_argument(
+        "--kill-at",
+        metavar="POINT:BATCH",
+        type=_kill_point,
+        action="append",
+        default=[],
+        help=argparse.SUPPRESS,
+    )
     p.set_defaults(handler=cmd_run)
 
     p = sub.add_parser("check", help="validate a pipeline configuration")
@@ -219,9 +248,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("conf", metavar="CONF")
     p.add_argument("--writer", required=True, help="the writer's name")
     p.add_argument("--time", required=True, help="T, ISO-8601 with a zone (2024-06-01T09:05:00Z)")
-    p.add_argument("--files", nargs="*", default=[], metavar="FILE",
-                   help="the data files it landed since its previous mark (relative to the "
-                   "landing directory)")  # fmt: skip
+    p.add_argument(
+        "--files",
+        nargs="*",
+        default=[],
+        metavar="FILE",
+        help="the data files it landed since its previous mark (relative to the landing directory)",
+    )
     p.add_argument("--source", help="override the configuration's source.path")
     p.set_defaults(handler=cmd_note_watermark)
 

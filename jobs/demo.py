@@ -86,9 +86,12 @@ MALFORMED = [
 def land(landing: Path, rnd: int, rows, rng: random.Random) -> int:
     """Write one round's views as a few files (arrival order, shuffled within a file)."""
     landing.mkdir(parents=True, exist_ok=True)
-    lines = [json.dumps({"device_id": dev, "country": country_of(dev), "ad_id": ad,
-                         "ts": iso(t), "seconds": s})
-             for _, dev, t, ad, s in rows]  # fmt: skip
+    lines = [
+        json.dumps(
+            {"device_id": dev, "country": country_of(dev), "ad_id": ad, "ts": iso(t), "seconds": s}
+        )
+        for _, dev, t, ad, s in rows
+    ]
     if rnd == 1:
         lines[len(lines) // 2 : len(lines) // 2] = MALFORMED
     n_files = 3
@@ -113,8 +116,10 @@ def main(argv=None) -> int:
 
     work = Path(args.dir).absolute()
     shutil.rmtree(work, ignore_errors=True)
-    pipeline = load_pipeline(ROOT / "conf" / "demo.toml", overrides={
-        "lake": str(work / "lake"), "source": {"path": str(work / "landing")}})  # fmt: skip
+    pipeline = load_pipeline(
+        ROOT / "conf" / "demo.toml",
+        overrides={"lake": str(work / "lake"), "source": {"path": str(work / "landing")}},
+    )
     # the second stage reads the first's pane log: loaded once it exists
     hourly: Pipeline | None = None
     out = quiet_spark_stderr()
@@ -135,8 +140,10 @@ def main(argv=None) -> int:
         rows = [v for v in all_views if lo <= v[0] < hi or (rnd == ROUNDS - 1 and v[0] >= hi)]
         n = land(work / "landing", rnd, rows, rng)
         total += n
-        say(f"\n== round {rnd + 1}: {n} lines landed (arrivals {iso(lo)[11:16]}-{iso(hi)[11:16]}"
-            f" event time); scheduled run ==")  # fmt: skip
+        say(
+            f"\n== round {rnd + 1}: {n} lines landed (arrivals {iso(lo)[11:16]}-{iso(hi)[11:16]}"
+            f" event time); scheduled run =="
+        )
         run(pipeline, spark=spark, progress=out)
         materialize_after_run(pipeline, out=say)  # as `panestore run` does
         hourly = hourly or load_hourly(work)
@@ -158,9 +165,13 @@ def main(argv=None) -> int:
 
 def load_hourly(work: Path) -> Pipeline:
     """The second stage, over the first stage's lake under ``work``."""
-    return load_pipeline(ROOT / "conf" / "demo_hourly.toml", overrides={
-        "lake": str(work / "lake-hourly"),
-        "source": {"path": str(work / "lake"), "pipeline": "ad_views"}})  # fmt: skip
+    return load_pipeline(
+        ROOT / "conf" / "demo_hourly.toml",
+        overrides={
+            "lake": str(work / "lake-hourly"),
+            "source": {"path": str(work / "lake"), "pipeline": "ad_views"},
+        },
+    )
 
 
 def report(pipeline, say, total: int) -> None:
@@ -171,29 +182,41 @@ def report(pipeline, say, total: int) -> None:
     rejected = DeltaTable(pipeline.table_path("rejected")).to_pandas()
     say("\n== what happened ==")
     n_batches, n_devices = panes["batch_id"].nunique(), panes["device_id"].nunique()
-    say(f"{total} input lines; pane log: {len(panes)} rows in {n_batches} batches, "
-        f"{n_devices} devices")  # fmt: skip
-    kinds = panes.assign(kind=panes["timing"] + panes["is_retraction"].map(
-        {True: " retraction", False: ""})).groupby("kind").size()  # fmt: skip
+    say(
+        f"{total} input lines; pane log: {len(panes)} rows in {n_batches} batches, "
+        f"{n_devices} devices"
+    )
+    kinds = (
+        panes.assign(
+            kind=panes["timing"] + panes["is_retraction"].map({True: " retraction", False: ""})
+        )
+        .groupby("kind")
+        .size()
+    )
     for kind, n in kinds.items():
         say(f"  {kind:<22} {n}")
     merged = panes[panes["supersedes"].map(len) > 0]
     say(f"  panes superseding merged sessions: {len(merged)}")
-    say(f"late table: {len(late)} views dropped "
-        f"({', '.join(sorted(set(late['device_id'])))}): {late['reason'].iloc[0] if len(late) else ''}")  # fmt: skip  # noqa: E501
+    devices = ", ".join(sorted(set(late["device_id"])))
+    reason = late["reason"].iloc[0] if len(late) else ""
+    say(f"late table: {len(late)} views dropped ({devices}): {reason}")
     say(f"rejected table: {len(rejected)} records")
     for _, r in rejected.iterrows():
         say(f"  {r['reason']}: {r['raw'][:60]}")
     show = panes[panes["device_id"] == "tablet-late"].sort_values(
-        ["window_start_us", "batch_id", "pane_index", "is_retraction"], ascending=[True, True, True, False])  # fmt: skip  # noqa: E501
+        ["window_start_us", "batch_id", "pane_index", "is_retraction"],
+        ascending=[True, True, True, False],
+    )
     say("\npane history of tablet-late (came back online 75 minutes later):")
     say("  batch  session (UTC)   plays  watched  timing   retraction  watermark")
     for _, r in show.iterrows():
         wm = r["watermark_us"]
         wm_s = iso(wm / 1e6)[11:19] if wm < 10**17 else "end of time"
-        say(f"  {r['batch_id']:>5}  {iso(r['window_start_us'] / 1e6)[11:16]}-"
+        say(
+            f"  {r['batch_id']:>5}  {iso(r['window_start_us'] / 1e6)[11:16]}-"
             f"{iso(r['window_end_us'] / 1e6)[11:16]}     {r['plays']:>5}  {r['watched']:>7.1f}  "
-            f"{r['timing']:<8} {'yes' if r['is_retraction'] else '':<11} {wm_s}")  # fmt: skip
+            f"{r['timing']:<8} {'yes' if r['is_retraction'] else '':<11} {wm_s}"
+        )
 
 
 def report_hourly(hourly, say) -> None:
@@ -209,8 +232,10 @@ def report_hourly(hourly, say) -> None:
     panes = DeltaTable(hourly.table_path("panes")).to_pandas()
     late = DeltaTable(hourly.table_path("late")).to_pandas()
     say(f"\n== second stage: {hourly.name} (hourly totals per country over the sessions) ==")
-    say(f"pane log: {len(panes)} rows, {int(panes['is_retraction'].sum())} retractions "
-        f"(hours that lost or changed sessions); late table: {len(late)} rows")  # fmt: skip
+    say(
+        f"pane log: {len(panes)} rows, {int(panes['is_retraction'].sum())} retractions "
+        f"(hours that lost or changed sessions); late table: {len(late)} rows"
+    )
     spec = view_spec(hourly)
     con = connect(spec)
     try:
@@ -223,15 +248,18 @@ def report_hourly(hourly, say) -> None:
     up = DeltaTable(hourly.source.upstream.pane_log).to_pandas()
     adds, withdrawals = up[~up["is_retraction"]], up[up["is_retraction"]]
     net_plays = adds["plays"].sum() - withdrawals["plays"].sum()
-    say(f"read {len(up)} session panes: {len(adds)} add (weight +1), {len(withdrawals)} "
+    say(
+        f"read {len(up)} session panes: {len(adds)} add (weight +1), {len(withdrawals)} "
         f"withdraw (weight -1); without the withdrawals the totals would count {len(adds)} "
         f"sessions and {adds['plays'].sum()} plays, not {len(adds) - len(withdrawals)} and "
-        f"{net_plays}")  # fmt: skip
+        f"{net_plays}"
+    )
     say("  hour   country  sessions  plays  watched")
     for hour, country, sessions, plays, watched in rows:
         say(f"  {hour}  {country:<7}  {sessions:>8}  {plays:>5}  {watched:>7.0f}")
-    report = verify(spec, elements=load_source_elements(hourly),
-                    elements_are=source_elements_are(hourly))  # fmt: skip
+    report = verify(
+        spec, elements=load_source_elements(hourly), elements_are=source_elements_are(hourly)
+    )
     say("\n== panestore verify (second stage) ==")
     say(str(report))
 

@@ -181,13 +181,15 @@ class Fingerprint:
                 return cls(tuple((str(k), str(v)) for k, v in recorded["settings"].items()))
         except (OSError, ValueError, AttributeError, KeyError, TypeError) as e:
             raise PipelineConfigError(
-                "lake", f"{path} cannot be read ({type(e).__name__}: {e}); restore it from the "
-                f"lake's backup, or rebuild the lake ({REBUILD})"
-            ) from None  # fmt: skip
+                "lake",
+                f"{path} cannot be read ({type(e).__name__}: {e}); restore it from the "
+                f"lake's backup, or rebuild the lake ({REBUILD})",
+            ) from None
         raise PipelineConfigError(
-            "lake", f"{path} records fingerprint format {fmt}, this version reads format "
-            f"{FINGERPRINT_FORMAT}: rebuild the lake ({REBUILD})"
-        )  # fmt: skip
+            "lake",
+            f"{path} records fingerprint format {fmt}, this version reads format "
+            f"{FINGERPRINT_FORMAT}: rebuild the lake ({REBUILD})",
+        )
 
 
 def holds_data(pipeline: Pipeline) -> bool:
@@ -252,9 +254,10 @@ def _check_older_lake(pipeline: Pipeline) -> None:
     except TableMissing:
         if Path(pipeline.checkpoint_path).exists():
             raise PipelineConfigError(
-                "lake", f"{older} and a checkpoint but no pane log: which configuration wrote "
-                f"it cannot be told. Rebuild the lake ({REBUILD})"
-            ) from None  # fmt: skip
+                "lake",
+                f"{older} and a checkpoint but no pane log: which configuration wrote "
+                f"it cannot be told. Rebuild the lake ({REBUILD})",
+            ) from None
         return  # only tables a run created before its first batch: nothing to disagree with
     except LakeError as e:
         raise PipelineConfigError("lake", f"{older}, and {e}") from None
@@ -273,7 +276,8 @@ def _check_older_lake(pipeline: Pipeline) -> None:
         found = plain_type(schema.field(column).type) if column in schema.names else None
         if found != arrow_type(type_name):
             raise PipelineConfigError(
-                setting, f"{older}, and its pane log holds column {column} as {found}, the "
+                setting,
+                f"{older}, and its pane log holds column {column} as {found}, the "
                 f"configuration makes it {arrow_type(type_name)}. Nothing was run: change the "
-                f"configuration back, or rebuild the lake ({REBUILD})."
-            )  # fmt: skip
+                f"configuration back, or rebuild the lake ({REBUILD}).",
+            )

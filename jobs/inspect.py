@@ -99,8 +99,10 @@ def materialize_after_run(pipeline: Any, out=print, committed: Sequence[int] = (
     except MaterializerBusy as e:
         holder = str(e).split(". Nothing was written")[0]  # the lock's refusal, as to a fold
         what = f"run committed {_batches(committed)}" if committed else "run committed no batch"
-        out(f"{what}; the fold was skipped: {holder}; the next `panestore materialize` folds "
-            f"{'them' if committed else 'what the pane log holds'}")  # fmt: skip
+        out(
+            f"{what}; the fold was skipped: {holder}; the next `panestore materialize` folds "
+            f"{'them' if committed else 'what the pane log holds'}"
+        )
         return ExitStatus.OK
     except LakeError as e:
         out(f"materialize: {e}")
@@ -263,8 +265,9 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     p = sub("query", cmd_query, "SQL over the tables panes, current, late, rejected (DuckDB)")
     p.add_argument("sql")
     p.add_argument("--format", choices=["table", "csv", "json", "parquet"], default="table")
-    p.add_argument("--out", type=_out_file,
-                   help="write the result to this file (needed for parquet)")  # fmt: skip
+    p.add_argument(
+        "--out", type=_out_file, help="write the result to this file (needed for parquet)"
+    )
     p.add_argument("--as-of", help="current as of view:N, panes:N (pane-log version) or a time")
     p = sub(
         "changes",
@@ -272,13 +275,23 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
         "the current view's change feed: the rows each materialize inserted, updated (pre and "
         "post image) and deleted, from view version --since on",
     )
-    p.add_argument("--since", type=_version, required=True, metavar="VERSION",
-                   help="first view version to read (the last one read + 1)")  # fmt: skip
-    p.add_argument("--until", type=_version, metavar="VERSION",
-                   help="last view version to read (default: the latest)")  # fmt: skip
+    p.add_argument(
+        "--since",
+        type=_version,
+        required=True,
+        metavar="VERSION",
+        help="first view version to read (the last one read + 1)",
+    )
+    p.add_argument(
+        "--until",
+        type=_version,
+        metavar="VERSION",
+        help="last view version to read (default: the latest)",
+    )
     p.add_argument("--format", choices=["table", "csv", "json", "parquet"], default="table")
-    p.add_argument("--out", type=_out_file,
-                   help="write the result to this file (needed for parquet)")  # fmt: skip
+    p.add_argument(
+        "--out", type=_out_file, help="write the result to this file (needed for parquet)"
+    )
     p = sub("history", cmd_history, "the pane sequence of a key's windows")
     p.add_argument("--key", required=True, help="key value (comma-separated for several keys)")
     p.add_argument("--window", type=_time_us, help="window start (µs or ISO time)")

@@ -137,8 +137,9 @@ def watermark_delay_ms(pipeline: Pipeline) -> int:
     return 0 if pipeline.ingestion_time else -(-pipeline.watermark.delay_us // 1000)
 
 
-def operator_config(pipeline: Pipeline, profile_dir: str | None = None,
-                    writing: TaskWriting | None = None) -> OperatorConfig:  # fmt: skip
+def operator_config(
+    pipeline: Pipeline, profile_dir: str | None = None, writing: TaskWriting | None = None
+) -> OperatorConfig:
     return OperatorConfig(
         engine_factory=EngineFactory(pipeline),
         key_columns=tuple(pipeline.keys),
@@ -267,8 +268,9 @@ def _control_rows(pipeline: Pipeline, control: DataFrame, tagged: DataFrame) -> 
     )
 
 
-def _operator_input(pipeline: Pipeline, tagged: DataFrame, bucket_ids: Sequence[int] | None,
-                    decoded: bool) -> DataFrame:  # fmt: skip
+def _operator_input(
+    pipeline: Pipeline, tagged: DataFrame, bucket_ids: Sequence[int] | None, decoded: bool
+) -> DataFrame:
     """The operator's input (:mod:`jobs.operator_input`): watermarked, control rows dropped, each
     row in its key bucket. ``decoded``: the records carry the JSON-lines decoder's blobs, which
     pass as they are, the other rows in the row encoding; else every row is packed."""
@@ -288,11 +290,14 @@ def _operator_input(pipeline: Pipeline, tagged: DataFrame, bucket_ids: Sequence[
         # references the watermarked column: Spark must not push this filter below the watermark
         .where(~(F.col(CONTROL) & F.col(watermarked).isNotNull()))
         .withColumn(TS_US, F.when(F.col(BLOB).isNull(), event_time_us))
-        .withColumn(BUCKET, F.coalesce(
-            F.col(BUCKET),
-            F.when(F.col(REASON).isNull(), bucket).otherwise(F.lit(REJECTED_BUCKET)),
-        ).cast("int"))
-    )  # fmt: skip
+        .withColumn(
+            BUCKET,
+            F.coalesce(
+                F.col(BUCKET),
+                F.when(F.col(REASON).isNull(), bucket).otherwise(F.lit(REJECTED_BUCKET)),
+            ).cast("int"),
+        )
+    )
     if bucket_ids is not None and tuple(bucket_ids) != tuple(range(pipeline.state_buckets)):
         # bucket number -> the lake's grouping value for it (jobs.run.check_state_layout)
         ids = F.array(*[F.lit(int(i)) for i in bucket_ids])
@@ -307,10 +312,16 @@ def _operator_input(pipeline: Pipeline, tagged: DataFrame, bucket_ids: Sequence[
     return rows.select(BUCKET, *schema.columns).mapInArrow(pack_by_bucket, OPERATOR_INPUT)
 
 
-def build_job(spark: SparkSession, pipeline: Pipeline, records: DataFrame,
-              control: DataFrame | None = None, *, bucket_ids: Sequence[int] | None = None,
-              writing: TaskWriting | None = None,
-              profile_dir: str | None = None) -> DataFrame:  # fmt: skip
+def build_job(
+    spark: SparkSession,
+    pipeline: Pipeline,
+    records: DataFrame,
+    control: DataFrame | None = None,
+    *,
+    bucket_ids: Sequence[int] | None = None,
+    writing: TaskWriting | None = None,
+    profile_dir: str | None = None,
+) -> DataFrame:
     """The job's output stream (``record_kind`` pane / late / rejected) for ``records``.
 
     A key's bucket is ``pmod(xxhash64(keys), state_buckets)``; Spark groups by
@@ -378,8 +389,12 @@ class BatchSink:
     the driver into the rejected table's commit. No output row is collected on the driver.
     """
 
-    def __init__(self, pipeline: Pipeline, on_batch: Callable[[BatchStats], Any] | None = None,
-                 kill_at: Sequence[tuple[str, int]] = ()) -> None:  # fmt: skip
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        on_batch: Callable[[BatchStats], Any] | None = None,
+        kill_at: Sequence[tuple[str, int]] = (),
+    ) -> None:
         """``kill_at``: test hook, the ``(point, batch id)`` pairs at which to SIGKILL the job
         (:func:`kill`)."""
         unknown = [point for point, _ in kill_at if point not in KILL_POINTS]
@@ -393,16 +408,22 @@ class BatchSink:
         def kw(table: str, what: str) -> dict[str, Any]:
             return table_identity(pipeline, table, what)
 
-        self.pane_log = PaneLog(pipeline.table_path("panes"), pipeline.name, lay,
-                                **kw("panes", "pane log"))  # fmt: skip
-        self.late_log = LateLog(pipeline.table_path("late"), pipeline.name, lay,
-                                **kw("late", "late table"))  # fmt: skip
-        self.rejected_log = RejectedLog(pipeline.table_path("rejected"), pipeline.name,
-                                        **kw("rejected", "rejected table"))  # fmt: skip
+        self.pane_log = PaneLog(
+            pipeline.table_path("panes"), pipeline.name, lay, **kw("panes", "pane log")
+        )
+        self.late_log = LateLog(
+            pipeline.table_path("late"), pipeline.name, lay, **kw("late", "late table")
+        )
+        self.rejected_log = RejectedLog(
+            pipeline.table_path("rejected"), pipeline.name, **kw("rejected", "rejected table")
+        )
         self.on_batch = on_batch
         self.stats: dict[int, BatchStats] = {}
-        self.appenders = {KIND_PANE: self.pane_log.appender, KIND_LATE: self.late_log.appender,
-                          KIND_REJECTED: self.rejected_log.appender}  # fmt: skip
+        self.appenders = {
+            KIND_PANE: self.pane_log.appender,
+            KIND_LATE: self.late_log.appender,
+            KIND_REJECTED: self.rejected_log.appender,
+        }
         self._tables: OutputTables | None = None
 
     @property
@@ -460,11 +481,17 @@ class BatchSink:
         notes = self._file_notes(gone, changed)
         computed = time.perf_counter()
         done = self._commit_files(files, todo, batch_id, notes, batch_ts_us)
-        stats = BatchStats(batch_id, panes=counts.rows.get(KIND_PANE, 0),
-                           by_timing=counts.by_timing, retractions=counts.retractions,
-                           late=counts.rows.get(KIND_LATE, 0),
-                           rejected=counts.rows.get(KIND_REJECTED, 0) + len(notes),
-                           vanished=gone, changed=changed, committed=done)  # fmt: skip
+        stats = BatchStats(
+            batch_id,
+            panes=counts.rows.get(KIND_PANE, 0),
+            by_timing=counts.by_timing,
+            retractions=counts.retractions,
+            late=counts.rows.get(KIND_LATE, 0),
+            rejected=counts.rows.get(KIND_REJECTED, 0) + len(notes),
+            vanished=gone,
+            changed=changed,
+            committed=done,
+        )
         stats.compute_s = computed - started
         stats.commit_s = time.perf_counter() - computed
         kill("after_commit", batch_id, self.kill_at)
@@ -478,16 +505,26 @@ class BatchSink:
         it was read, or changed after an earlier batch read it."""
         return [(f, VANISHED) for f in gone] + [(c.uri, CHANGED) for c in changed]
 
-    def _file_table(self, notes: Sequence[tuple[str, str]], batch_id: int,
-                    batch_ts_us: int | None) -> pa.Table:  # fmt: skip
+    def _file_table(
+        self, notes: Sequence[tuple[str, str]], batch_id: int, batch_ts_us: int | None
+    ) -> pa.Table:
         """Rejected-table rows of the batch's file notes (few: built on the driver)."""
         core = [{"raw": None, "source_file": f, "reason": reason} for f, reason in notes]
-        return finish_rejected(pa.Table.from_pylist(core, schema=REJECTED_CORE),
-                               self.pipeline.name, batch_id, batch_ts_us)  # fmt: skip
+        return finish_rejected(
+            pa.Table.from_pylist(core, schema=REJECTED_CORE),
+            self.pipeline.name,
+            batch_id,
+            batch_ts_us,
+        )
 
-    def _commit_files(self, files: dict[str, list[DataFile]], todo: Sequence[str],
-                      batch_id: int, notes: Sequence[tuple[str, str]],
-                      batch_ts_us: int | None) -> bool:  # fmt: skip
+    def _commit_files(
+        self,
+        files: dict[str, list[DataFile]],
+        todo: Sequence[str],
+        batch_id: int,
+        notes: Sequence[tuple[str, str]],
+        batch_ts_us: int | None,
+    ) -> bool:
         """Commit the written files of each kind still to commit (pane log first)."""
         kill("before_commit", batch_id, self.kill_at)
         done = False
@@ -500,8 +537,12 @@ class BatchSink:
             if kind == KIND_REJECTED and notes:  # few: written from here into the same commit
                 prefix = f"part-{batch_id:08d}-{attempt_id()}-files"
                 target = self.tables.targets[KIND_REJECTED]
-                found += write_data_files(target.table_uri,
-                                          self._file_table(notes, batch_id, batch_ts_us),
-                                          target.schema, prefix, ROWS_PER_FILE)  # fmt: skip
+                found += write_data_files(
+                    target.table_uri,
+                    self._file_table(notes, batch_id, batch_ts_us),
+                    target.schema,
+                    prefix,
+                    ROWS_PER_FILE,
+                )
             done |= self.appenders[kind].commit_files(batch_id, found)
         return done

@@ -83,8 +83,9 @@ class JsonlDecoder:
     naive_is_utc: bool = True
 
     @classmethod
-    def for_pipeline(cls, pipeline: Pipeline,
-                     session_time_zone: str = "UTC") -> JsonlDecoder | None:  # fmt: skip
+    def for_pipeline(
+        cls, pipeline: Pipeline, session_time_zone: str = "UTC"
+    ) -> JsonlDecoder | None:
         """The pipeline's decoder, or None when its records must all be read by Spark."""
         src = pipeline.source
         if src.format != "jsonl" or pipeline.ingestion_time or not pipeline.event_time:
@@ -124,8 +125,11 @@ class JsonlDecoder:
         try:
             return self.decode(batch)
         except Exception as error:  # the decoder is an optimization: it must not stop the job
-            print(f"panestore: JSON-lines decoder failed ({error!r}); "
-                  f"{batch.num_rows} lines left to Spark", file=sys.stderr)  # fmt: skip
+            print(
+                f"panestore: JSON-lines decoder failed ({error!r}); "
+                f"{batch.num_rows} lines left to Spark",
+                file=sys.stderr,
+            )
             return self._output(batch, [], [], [])
 
     def decode(self, batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -206,15 +210,17 @@ class JsonlDecoder:
             table = pj.read_json(
                 pa.BufferReader(pa.py_buffer(text)),
                 read_options=pj.ReadOptions(use_threads=False, block_size=max(1 << 20, len(text))),
-                parse_options=pj.ParseOptions(explicit_schema=self.read_schema,
-                                              unexpected_field_behavior="ignore"),
-            )  # fmt: skip
+                parse_options=pj.ParseOptions(
+                    explicit_schema=self.read_schema, unexpected_field_behavior="ignore"
+                ),
+            )
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError):
             return None
         return table if table.num_rows == hi - lo else None  # blank lines, several objects
 
-    def _parse_chunks(self, lines: pa.Array, lo: int, hi: int,
-                      out: list[tuple[int, pa.Table]]) -> None:  # fmt: skip
+    def _parse_chunks(
+        self, lines: pa.Array, lo: int, hi: int, out: list[tuple[int, pa.Table]]
+    ) -> None:
         """Parse ``lo..hi``, halving chunks that fail down to :data:`SMALLEST_SPLIT` lines
         (whose lines are then left to Spark)."""
         table = self._parse(lines, lo, hi)

@@ -149,8 +149,11 @@ def _newest_log(folder: Path) -> Path | None:
     """The highest-numbered log file of a checkpoint log folder (``n`` or ``n.compact``)."""
     if not folder.is_dir():
         return None
-    logs = [(int(p.name.split(".")[0]), p) for p in folder.iterdir()
-            if p.name.removesuffix(".compact").isdigit()]  # fmt: skip
+    logs = [
+        (int(p.name.split(".")[0]), p)
+        for p in folder.iterdir()
+        if p.name.removesuffix(".compact").isdigit()
+    ]
     return max(logs)[1] if logs else None
 
 

@@ -106,8 +106,11 @@ def load_source_elements(pipeline: Pipeline) -> pa.Table:
     types = pipeline.source.types
     accepted_sql = [f'"{k}" IS NOT NULL' for k in spec.keys]
     accepted_sql += [f"trim(\"{k}\") <> ''" for k in spec.keys if types[k] == "string"]
-    accepted_sql += [f'("{v}" IS NULL OR isfinite("{v}"))' for v in pipeline.value_columns
-                     if types[v] in ("double", "float")]  # fmt: skip
+    accepted_sql += [
+        f'("{v}" IS NULL OR isfinite("{v}"))'
+        for v in pipeline.value_columns
+        if types[v] in ("double", "float")
+    ]
     con = raw_connect()
     try:
         table = con.sql(f"SELECT {sel} FROM {reader} WHERE {' AND '.join(accepted_sql)}")

@@ -350,8 +350,9 @@ def apply_operator(rows, config: OperatorConfig):
     :class:`jobs.processor_shell.ProcessorShell`)."""
     from jobs.processor_shell import ProcessorShell  # needs pyspark
 
-    shell = ProcessorShell(BucketProcessor(config), BucketProcessor.STATE_NAME,
-                           state_spark_schema())  # fmt: skip
+    shell = ProcessorShell(
+        BucketProcessor(config), BucketProcessor.STATE_NAME, state_spark_schema()
+    )
     return rows.groupBy(BUCKET).transformWithStateInPandas(
         statefulProcessor=shell,
         outputStructType=output_spark_schema(config.layout),

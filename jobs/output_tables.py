@@ -70,17 +70,27 @@ class OutputTables:
     targets: Mapping[str, TableTarget]
 
     @classmethod
-    def of(cls, pipeline_id: str, layout: PaneLogLayout, uris: Mapping[str, str],
-           schemas: Mapping[str, pa.Schema]) -> OutputTables:  # fmt: skip
+    def of(
+        cls,
+        pipeline_id: str,
+        layout: PaneLogLayout,
+        uris: Mapping[str, str],
+        schemas: Mapping[str, pa.Schema],
+    ) -> OutputTables:
         """The targets of a pipeline whose tables are at ``uris`` with ``schemas`` (by kind)."""
         keys = tuple(layout.key_names)
         rejected = pa.schema([*REJECTED_CORE, pa.field(PROCESSING_TIME, pa.int64())])
-        core = {KIND_PANE: core_schema(layout), KIND_LATE: late_core_schema(layout),
-                KIND_REJECTED: rejected}  # fmt: skip
+        core = {
+            KIND_PANE: core_schema(layout),
+            KIND_LATE: late_core_schema(layout),
+            KIND_REJECTED: rejected,
+        }
         identity = {KIND_PANE: keys, KIND_LATE: keys, KIND_REJECTED: tuple(REJECTED_CORE.names)}
-        return cls(pipeline_id, layout, {
-            k: TableTarget(k, uris[k], schemas[k], core[k], identity[k]) for k in KINDS
-        })  # fmt: skip
+        return cls(
+            pipeline_id,
+            layout,
+            {k: TableTarget(k, uris[k], schemas[k], core[k], identity[k]) for k in KINDS},
+        )
 
     def finish(self, kind: str, core: pa.Table, batch_id: int) -> pa.Table:
         """Core records of ``kind`` of batch ``batch_id`` -> rows of its table."""
@@ -89,8 +99,9 @@ class OutputTables:
         if kind == KIND_LATE:
             return finish_late(core, self.pipeline_id, batch_id, self.layout)
         # every rejected row of a batch carries the batch timestamp
-        return finish_rejected(core, self.pipeline_id, batch_id,
-                               core.column(PROCESSING_TIME)[0].as_py())  # fmt: skip
+        return finish_rejected(
+            core, self.pipeline_id, batch_id, core.column(PROCESSING_TIME)[0].as_py()
+        )
 
     @staticmethod
     def figures(kind: str, core: pa.Table) -> str:
@@ -100,5 +111,6 @@ class OutputTables:
             return "{}"
         timing = pc.value_counts(core.column("timing")).to_pylist()
         retractions = pc.sum(core.column("is_retraction").cast(pa.int64())).as_py() or 0
-        return json.dumps({"by_timing": {t["values"]: t["counts"] for t in timing},
-                           "retractions": retractions})  # fmt: skip
+        return json.dumps(
+            {"by_timing": {t["values"]: t["counts"] for t in timing}, "retractions": retractions}
+        )

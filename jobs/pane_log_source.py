@@ -106,8 +106,9 @@ class PaneLogStreamReader(DataSourceStreamReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, VersionRange)
         columns = [(c, arrow_type(t)) for c, t in self.columns]
-        table = read_elements(self.path, self.pipeline, partition.after, partition.upto, columns,
-                              partition.table)  # fmt: skip
+        table = read_elements(
+            self.path, self.pipeline, partition.after, partition.upto, columns, partition.table
+        )
         yield from table.to_batches()
 
     def commit(self, end: dict) -> None:
@@ -161,8 +162,9 @@ def read_pane_log(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
     )
 
 
-def tagged(pipeline: Pipeline, records: DataFrame, event_time: str, reject: Sequence[str],
-           control: str) -> DataFrame:  # fmt: skip
+def tagged(
+    pipeline: Pipeline, records: DataFrame, event_time: str, reject: Sequence[str], control: str
+) -> DataFrame:
     """The job's tagged rows (:func:`jobs.job.build_job`) of the upstream's element rows:
     ``event_time`` (the column Spark's watermark follows) is the upstream's watermark at
     emission as a timestamp, :data:`TS_US` the element's event time, :data:`WEIGHT` its

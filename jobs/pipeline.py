@@ -354,8 +354,9 @@ def _aggregate_type(name: str, fn: CombineFn, types: dict[str, str]) -> str:
     typ = types[col]
     numeric = COLUMN_TYPES[typ][1]
     if kind in ("sum", "mean") and not numeric:
-        raise PipelineConfigError(f"aggregates.{name}", f"{kind}() needs a numeric column, "
-                                  f"{col!r} is {typ}")  # fmt: skip
+        raise PipelineConfigError(
+            f"aggregates.{name}", f"{kind}() needs a numeric column, {col!r} is {typ}"
+        )
     if kind == "mean":
         return "double"
     if kind == "sum":
@@ -411,8 +412,9 @@ class Pipeline:
         if isinstance(sb, bool) or not isinstance(sb, int) or not 1 <= sb <= 1 << 20:
             raise PipelineConfigError("state_buckets", f"must be an integer 1..1048576, got {sb!r}")
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
-            raise PipelineConfigError("name", f"must be an identifier (letters, digits, _), "
-                                      f"got {self.name!r}")  # fmt: skip
+            raise PipelineConfigError(
+                "name", f"must be an identifier (letters, digits, _), got {self.name!r}"
+            )
         if not isinstance(self.source, Source):
             raise PipelineConfigError("source", f"expected a Source, got {self.source!r}")
         if not self.lake:
@@ -527,8 +529,10 @@ class Pipeline:
             out_types[name] = _aggregate_type(name, fn, types)
         clash = [n for n in (*self.keys, *fns) if n in FIXED_NAMES]
         if clash:
-            raise PipelineConfigError("aggregates" if clash[0] in fns else "keys",
-                                      f"{clash[0]!r} is a reserved pane-log column")  # fmt: skip
+            raise PipelineConfigError(
+                "aggregates" if clash[0] in fns else "keys",
+                f"{clash[0]!r} is a reserved pane-log column",
+            )
         set_ = object.__setattr__
         set_(self, "aggregates", tuple((n, t if isinstance(t, str) else repr(t)) for n, t in aggs))
         set_(self, "_fns", fns)
@@ -554,14 +558,26 @@ class Pipeline:
         set_ = object.__setattr__
         set_(self, "window", window)
         set_(self, "trigger", trigger)
-        set_(self, "accumulation_mode",
-             _enum("accumulation_mode", AccumulationMode, self.accumulation_mode))  # fmt: skip
-        set_(self, "timestamp_combiner",
-             _enum("timestamp_combiner", TimestampCombiner, self.timestamp_combiner))  # fmt: skip
-        set_(self, "on_time_behavior",
-             _enum("on_time_behavior", OnTimeBehavior, self.on_time_behavior))  # fmt: skip
-        set_(self, "closing_behavior",
-             _enum("closing_behavior", ClosingBehavior, self.closing_behavior))  # fmt: skip
+        set_(
+            self,
+            "accumulation_mode",
+            _enum("accumulation_mode", AccumulationMode, self.accumulation_mode),
+        )
+        set_(
+            self,
+            "timestamp_combiner",
+            _enum("timestamp_combiner", TimestampCombiner, self.timestamp_combiner),
+        )
+        set_(
+            self,
+            "on_time_behavior",
+            _enum("on_time_behavior", OnTimeBehavior, self.on_time_behavior),
+        )
+        set_(
+            self,
+            "closing_behavior",
+            _enum("closing_behavior", ClosingBehavior, self.closing_behavior),
+        )
         set_(self, "allowed_lateness", _duration("allowed_lateness", self.allowed_lateness))
         if not isinstance(self.allow_finishing_trigger, bool):
             raise PipelineConfigError("allow_finishing_trigger", "must be true or false")
@@ -569,8 +585,11 @@ class Pipeline:
     def _check_traps(self) -> None:
         """The two traps of the model (see the module doc)."""
         trigger = cast(Trigger, self.trigger)  # _parse_windowing parsed it
-        if (isinstance(self.window, GlobalWindows) and not trigger.fires_before_end_of_window
-                and not self.source.bounded):  # fmt: skip
+        if (
+            isinstance(self.window, GlobalWindows)
+            and not trigger.fires_before_end_of_window
+            and not self.source.bounded
+        ):
             raise PipelineConfigError(
                 "trigger",
                 f"{trigger} only fires when the watermark passes the end of the window, and "
@@ -670,11 +689,13 @@ class Pipeline:
             origin = f"{self.source.format} files in {self.source.path}"
             event_time = self.event_time or "(ingestion time)"
         w = self.windowing()
-        return (f"pipeline {self.name}: {origin} -> "
-                f"{self.lake}\n  keys {list(self.keys)}, event time {event_time}, "
-                f"{self.window}, trigger {self.trigger}, "
-                f"{w.accumulation_mode.name.lower()}, allowed lateness "
-                f"{format_duration(w.allowed_lateness)}\n  aggregates: {aggs}")  # fmt: skip
+        return (
+            f"pipeline {self.name}: {origin} -> "
+            f"{self.lake}\n  keys {list(self.keys)}, event time {event_time}, "
+            f"{self.window}, trigger {self.trigger}, "
+            f"{w.accumulation_mode.name.lower()}, allowed lateness "
+            f"{format_duration(w.allowed_lateness)}\n  aggregates: {aggs}"
+        )
 
 
 # -- TOML -----------------------------------------------------------------------------------
@@ -693,8 +714,9 @@ def _check_keys(where: str, table: Mapping[str, Any], allowed: set[str]) -> None
             raise PipelineConfigError(f"{prefix}{k}", f"unknown setting{hint}")
 
 
-def pipeline_from_dict(data: Mapping[str, Any], defaults: Mapping[str, Any] | None = None
-                       ) -> Pipeline:  # fmt: skip
+def pipeline_from_dict(
+    data: Mapping[str, Any], defaults: Mapping[str, Any] | None = None
+) -> Pipeline:
     """A :class:`Pipeline` from the TOML structure (``defaults`` merged under it)."""
     merged: dict[str, Any] = {}
     for layer in (defaults or {}, data):
@@ -760,8 +782,12 @@ DEFAULTS_FILE = Path(__file__).resolve().parent / "defaults.toml"
 """The defaults under every configuration, shipped in the package (package data)."""
 
 
-def load_pipeline(path: str | Path, *, defaults: str | Path | None = DEFAULTS_FILE,
-                  overrides: Mapping[str, Any] | None = None) -> Pipeline:  # fmt: skip
+def load_pipeline(
+    path: str | Path,
+    *,
+    defaults: str | Path | None = DEFAULTS_FILE,
+    overrides: Mapping[str, Any] | None = None,
+) -> Pipeline:
     """Load a pipeline from TOML (``defaults`` first, None for none; ``overrides`` last,
     e.g. ``{"lake": ..., "source": {"path": ...}}``). A defaults file that is missing is an
     error, not a silent fall-back (an installation without its package data)."""

@@ -76,25 +76,35 @@ class BatchReport:
         (:func:`jobs.job.build_job` unions it after the records)."""
         per_source = [int(s.numInputRows) for s in progress.sources or ()]
         control = per_source[-1] if len(per_source) > 1 else 0
-        return cls(progress.batchId, int(progress.numInputRows) - control,
-                   _watermark(progress), stats, dict(progress.durationMs or {}),
-                   control)  # fmt: skip
+        return cls(
+            progress.batchId,
+            int(progress.numInputRows) - control,
+            _watermark(progress),
+            stats,
+            dict(progress.durationMs or {}),
+            control,
+        )
 
     def line(self) -> str:
         s = self.stats
         wm = self.watermark or "-"
-        rows = f"{self.rows} rows" + (f" (+{_control(self.control_rows)})" if self.control_rows
-                                      else "")  # fmt: skip
+        rows = f"{self.rows} rows" + (
+            f" (+{_control(self.control_rows)})" if self.control_rows else ""
+        )
         if s is None:
             return f"batch {self.batch_id}: {rows}, watermark {wm}"
-        timing = ", ".join(f"{n} {t.lower().replace('_', '-')}"
-                           for t, n in sorted(s.by_timing.items()))  # fmt: skip
-        panes = f"{s.panes} panes" + (f" ({timing}; {s.retractions} retractions)" if s.panes
-                                      else "")  # fmt: skip
+        timing = ", ".join(
+            f"{n} {t.lower().replace('_', '-')}" for t, n in sorted(s.by_timing.items())
+        )
+        panes = f"{s.panes} panes" + (
+            f" ({timing}; {s.retractions} retractions)" if s.panes else ""
+        )
         note = "" if s.committed else "  [replayed batch: already committed, skipped]"
-        return (f"batch {self.batch_id}: {rows} -> {panes}, {s.late} late, "
-                f"{s.rejected} rejected; watermark {wm} ({s.compute_s:.1f}s + commit "
-                f"{s.commit_s:.1f}s){note}")  # fmt: skip
+        return (
+            f"batch {self.batch_id}: {rows} -> {panes}, {s.late} late, "
+            f"{s.rejected} rejected; watermark {wm} ({s.compute_s:.1f}s + commit "
+            f"{s.commit_s:.1f}s){note}"
+        )
 
 
 @dataclass
@@ -127,10 +137,12 @@ class RunResult:
         phases = ", ".join(f"{name} {secs:.1f}s" for name, secs in self.phases.items())
         control = sum(b.control_rows for b in self.batches)
         rows = f"{self.total('rows')} rows" + (f" (+{_control(control)})" if control else "")
-        return (f"{len(self.batches)} batches, {rows}, "
-                f"{self.total('panes')} panes, {self.total('late')} late, "
-                f"{self.total('rejected')} rejected in {self.seconds:.1f}s"
-                + (f" ({phases})" if phases else ""))  # fmt: skip
+        return (
+            f"{len(self.batches)} batches, {rows}, "
+            f"{self.total('panes')} panes, {self.total('late')} late, "
+            f"{self.total('rejected')} rejected in {self.seconds:.1f}s"
+            + (f" ({phases})" if phases else "")
+        )
 
 
 def _control(n: int) -> str:
@@ -150,9 +162,17 @@ def _watermark(progress) -> str | None:
     return wm
 
 
-def _writer(spark: SparkSession, pipeline: Pipeline, sink: BatchSink, *, follow: bool,
-            interval: str, records: DataFrame | None, bucket_ids: tuple[int, ...],
-            profile_dir: str | None):  # fmt: skip
+def _writer(
+    spark: SparkSession,
+    pipeline: Pipeline,
+    sink: BatchSink,
+    *,
+    follow: bool,
+    interval: str,
+    records: DataFrame | None,
+    bucket_ids: tuple[int, ...],
+    profile_dir: str | None,
+):
     """The query, built and ready to start (a ``DataStreamWriter``)."""
     if records is None:
         if not pipeline.source.is_pane_log:
@@ -192,11 +212,21 @@ def _idle(query) -> bool:
 
 
 def _run_query(
-    spark, pipeline, sink, result: RunResult, emit: Callable[[str], Any], *,
-    follow: bool, interval: str, records, bucket_ids: tuple[int, ...],
-    stop_after_batches: int | None, profile_dir: str | None,
-    poll: Callable[[], Any] | None = None, stop: StopRequest | None = None,
-) -> None:  # fmt: skip
+    spark,
+    pipeline,
+    sink,
+    result: RunResult,
+    emit: Callable[[str], Any],
+    *,
+    follow: bool,
+    interval: str,
+    records,
+    bucket_ids: tuple[int, ...],
+    stop_after_batches: int | None,
+    profile_dir: str | None,
+    poll: Callable[[], Any] | None = None,
+    stop: StopRequest | None = None,
+) -> None:
     """Run one query to its end, reporting each batch (:func:`_await_query`: ``poll``,
     ``stop``)."""
     building = time.monotonic()
@@ -221,9 +251,16 @@ def _run_query(
         result.add_phase("query", time.monotonic() - starting)
 
 
-def _await_query(query, sink: BatchSink, result: RunResult, emit: Callable[[str], Any],
-                 stop_after_batches: int | None, poll: Callable[[], Any] | None = None,
-                 stop: StopRequest | None = None, until_idle: bool = False) -> None:  # fmt: skip
+def _await_query(
+    query,
+    sink: BatchSink,
+    result: RunResult,
+    emit: Callable[[str], Any],
+    stop_after_batches: int | None,
+    poll: Callable[[], Any] | None = None,
+    stop: StopRequest | None = None,
+    until_idle: bool = False,
+) -> None:
     """Report each batch of the running ``query`` as it commits, until the query ends (or, with
     ``until_idle``, until it is idle: :func:`_idle`); ``poll`` is called between checks. When
     ``stop`` is requested (a signal, :mod:`jobs.stopping`), the query is stopped once no batch is
@@ -244,15 +281,19 @@ def _await_query(query, sink: BatchSink, result: RunResult, emit: Callable[[str]
             done += 1
             emit(rep.line())
             for uri in rep.stats.vanished if rep.stats else ():
-                emit(f"WARNING batch {p.batchId}: input file {uri} vanished before it was read; "
-                     "recorded in the rejected table")  # fmt: skip
+                emit(
+                    f"WARNING batch {p.batchId}: input file {uri} vanished before it was read; "
+                    "recorded in the rejected table"
+                )
             for c in rep.stats.changed if rep.stats else ():
                 when = (
                     f"modified {_iso_ms(c.modified_ms)}, read as of {_iso_ms(c.read_modified_ms)}"
                 )
-                emit(f"WARNING batch {p.batchId}: input file {c.uri} changed after it was read "
-                     f"({when}): what was written after the read is not in the tables; recorded "
-                     "in the rejected table")  # fmt: skip
+                emit(
+                    f"WARNING batch {p.batchId}: input file {c.uri} changed after it was read "
+                    f"({when}): what was written after the read is not in the tables; recorded "
+                    "in the rejected table"
+                )
 
     try:
         while query.isActive:
@@ -263,8 +304,10 @@ def _await_query(query, sink: BatchSink, result: RunResult, emit: Callable[[str]
                     query.stop()
                 elif not waiting:
                     waiting = True
-                    emit(f"{stop.name}: stopping after the batch in flight "
-                         "(send it again to abandon that batch)")  # fmt: skip
+                    emit(
+                        f"{stop.name}: stopping after the batch in flight "
+                        "(send it again to abandon that batch)"
+                    )
                 continue
             if poll is not None:
                 poll()
@@ -312,8 +355,14 @@ WRITERS_POLL_S = 2.0
 """``--follow`` with ``writer_noted``: how often the writers' watermark is recomputed."""
 
 
-def _record_writers(spark: SparkSession, pipeline: Pipeline, emit: Callable[[str], Any],
-                    said: set[str], *, quiet: bool = False) -> bool:  # fmt: skip
+def _record_writers(
+    spark: SparkSession,
+    pipeline: Pipeline,
+    emit: Callable[[str], Any],
+    said: set[str],
+    *,
+    quiet: bool = False,
+) -> bool:
     """Record the writers' watermark (:mod:`jobs.writers_watermark`) and report it (``quiet``:
     only when it moved) and each new warning; True when it moved."""
     adv = record_writers_watermark(spark, pipeline)
@@ -327,8 +376,9 @@ def _record_writers(spark: SparkSession, pipeline: Pipeline, emit: Callable[[str
     return moved
 
 
-def _writers_poll(spark: SparkSession, pipeline: Pipeline, emit: Callable[[str], Any],
-                  said: set[str]) -> Callable[[], None]:  # fmt: skip
+def _writers_poll(
+    spark: SparkSession, pipeline: Pipeline, emit: Callable[[str], Any], said: set[str]
+) -> Callable[[], None]:
     """A ``poll`` for ``--follow``: records the writers' watermark every WRITERS_POLL_S, so an
     idle writer stops holding it even while no data arrives (its control row makes a batch)."""
     last = [0.0]
@@ -395,8 +445,11 @@ def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> tup
         ids = tuple(range(pipeline.state_buckets))
     pipeline.lake_path.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    layout = {"format": STATE_LAYOUT_FORMAT, "state_buckets": pipeline.state_buckets,
-              "bucket_ids": ids}  # fmt: skip
+    layout = {
+        "format": STATE_LAYOUT_FORMAT,
+        "state_buckets": pipeline.state_buckets,
+        "bucket_ids": ids,
+    }
     tmp.write_text(json.dumps(layout))
     os.replace(tmp, path)  # atomic: a killed run leaves the old file or the new one
     return ids
@@ -455,9 +508,20 @@ def run(
         check_readable(pipeline.checkpoint_path)
         check_not_behind(pipeline.checkpoint_path, sink.committed_batch_id())
         run_query = functools.partial(
-            _run_query, spark, pipeline, sink, result, emit, follow=follow, interval=interval,
-            records=records, bucket_ids=bucket_ids, stop_after_batches=stop_after_batches,
-            profile_dir=profile_dir, stop=stop)  # fmt: skip
+            _run_query,
+            spark,
+            pipeline,
+            sink,
+            result,
+            emit,
+            follow=follow,
+            interval=interval,
+            records=records,
+            bucket_ids=bucket_ids,
+            stop_after_batches=stop_after_batches,
+            profile_dir=profile_dir,
+            stop=stop,
+        )
         said: set[str] = set()  # writer_noted warnings already reported
 
         def stopped() -> bool:

@@ -86,8 +86,9 @@ def _file_stream(spark: SparkSession, pipeline: Pipeline, fmt: str, schema: str 
     return reader.load(spark_path(src.path))
 
 
-def read_landing_zone(spark: SparkSession, pipeline: Pipeline, *,
-                      python_decoder: bool = True) -> DataFrame:  # fmt: skip
+def read_landing_zone(
+    spark: SparkSession, pipeline: Pipeline, *, python_decoder: bool = True
+) -> DataFrame:
     """The pipeline's landing directory as a streaming records frame (see the module doc).
 
     With ``python_decoder`` (and a pipeline it can serve), JSON-lines are first decoded in the

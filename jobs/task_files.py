@@ -82,8 +82,9 @@ class BatchOfTask:
         prop = task.getLocalProperty if task is not None else (lambda _name: None)
         batch = prop(BATCH_ID_PROPERTY) or prop(SPARK_BATCH_ID_PROPERTY)
         if batch is None:
-            raise RuntimeError("an operator task without a batch id: run the query through "
-                               "jobs.job.BatchSink")  # fmt: skip
+            raise RuntimeError(
+                "an operator task without a batch id: run the query through jobs.job.BatchSink"
+            )
         committed = frozenset(k for k in (prop(COMMITTED_PROPERTY) or "").split(",") if k)
         return cls(int(batch), committed)
 
@@ -103,8 +104,9 @@ class TaskOutput:
     ``writing`` None: every row leaves as a row (a caller that reads the operator's output
     itself, e.g. a test)."""
 
-    def __init__(self, columns: list[str], writing: TaskWriting | None,
-                 batch: BatchOfTask | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, columns: list[str], writing: TaskWriting | None, batch: BatchOfTask | None = None
+    ) -> None:
         self.columns = columns
         self.writing = writing
         self._batch = batch
@@ -144,8 +146,9 @@ class TaskOutput:
             named: dict[str, list[str | None]] = {c: [None] for c in self.columns}
             named[RECORD_KIND], named[DATA_FILE] = [kind], [pending.name]
             yield pd.DataFrame(named, columns=self.columns, dtype=object)
-        pending.chunks.append(pa.Table.from_pydict({c: columns[c] for c in target.columns},
-                                                   schema=target.core))  # fmt: skip
+        pending.chunks.append(
+            pa.Table.from_pydict({c: columns[c] for c in target.columns}, schema=target.core)
+        )
         pending.rows += n
         if pending.rows >= self.writing.rows_per_file:
             self._write(kind)
@@ -161,8 +164,10 @@ class TaskOutput:
         task = TaskContext.get()
         part, attempt = (task.partitionId(), task.attemptNumber()) if task else (0, 0)
         self._files += 1
-        return (f"part-{self.batch.batch_id:08d}-{self._task_id}-{part:05d}-{attempt}"
-                f"-t{self._files:03d}.parquet")  # fmt: skip
+        return (
+            f"part-{self.batch.batch_id:08d}-{self._task_id}-{part:05d}-{attempt}"
+            f"-t{self._files:03d}.parquet"
+        )
 
     def _write(self, kind: str) -> None:
         pending = self._pending.pop(kind)
@@ -170,6 +175,11 @@ class TaskOutput:
         tables, target = self.writing.tables, self.writing.tables.targets[kind]
         core = pa.concat_tables(pending.chunks)
         finished = tables.finish(kind, core, self.batch.batch_id)
-        write_data_file(target.table_uri, pending.name, finished, target.schema,
-                        {FIGURES_KEY: tables.figures(kind, core)})  # fmt: skip
+        write_data_file(
+            target.table_uri,
+            pending.name,
+            finished,
+            target.schema,
+            {FIGURES_KEY: tables.figures(kind, core)},
+        )
         self.written.append(pending.name)

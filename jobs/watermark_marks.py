@@ -66,9 +66,16 @@ class Mark:
     noted_at_us: int
 
     def to_json(self) -> str:
-        return json.dumps({"format": MARK_FORMAT, "writer": self.writer, "seq": self.seq,
-                           "time": format_us(self.time_us), "files": list(self.files),
-                           "noted_at": format_us(self.noted_at_us)})  # fmt: skip
+        return json.dumps(
+            {
+                "format": MARK_FORMAT,
+                "writer": self.writer,
+                "seq": self.seq,
+                "time": format_us(self.time_us),
+                "files": list(self.files),
+                "noted_at": format_us(self.noted_at_us),
+            }
+        )
 
 
 # -- time text --------------------------------------------------------------------------------
@@ -103,8 +110,10 @@ def now_us() -> int:
 
 def check_writer(name: str) -> str:
     if not isinstance(name, str) or not _WRITER.fullmatch(name):
-        raise MarkError(f"writer name {name!r}: use letters, digits, '-', '_' and '.', not "
-                        "starting with '_' or '.' (at most 128 characters)")  # fmt: skip
+        raise MarkError(
+            f"writer name {name!r}: use letters, digits, '-', '_' and '.', not "
+            "starting with '_' or '.' (at most 128 characters)"
+        )
     return name
 
 
@@ -125,8 +134,9 @@ def parse_mark(text: str, where: str) -> Mark:
     if not isinstance(data, dict) or sorted(data) != sorted(_FIELDS):
         raise MarkError(f"{where}: a mark has exactly the fields {list(_FIELDS)}")
     if data["format"] != MARK_FORMAT:
-        raise MarkError(f"{where}: mark format {data['format']!r}, this version reads "
-                        f"{MARK_FORMAT}")  # fmt: skip
+        raise MarkError(
+            f"{where}: mark format {data['format']!r}, this version reads {MARK_FORMAT}"
+        )
     seq, files = data["seq"], data["files"]
     if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
         raise MarkError(f"{where}: seq must be an integer >= 0, got {seq!r}")
@@ -134,9 +144,13 @@ def parse_mark(text: str, where: str) -> Mark:
         raise MarkError(f"{where}: files must be a list of paths")
     try:
         writer = check_writer(data["writer"])
-        return Mark(writer, seq, parse_time(data["time"], f"{where}: time"),
-                    tuple(_relative(f) for f in files),
-                    parse_time(data["noted_at"], f"{where}: noted_at"))  # fmt: skip
+        return Mark(
+            writer,
+            seq,
+            parse_time(data["time"], f"{where}: time"),
+            tuple(_relative(f) for f in files),
+            parse_time(data["noted_at"], f"{where}: noted_at"),
+        )
     except MarkError as e:
         raise MarkError(f"{where}: {e}") from None
 
@@ -146,16 +160,19 @@ def mark_seqs(landing: str | os.PathLike[str], writer: str) -> list[int]:
     folder = marks_dir(landing) / writer
     if not folder.is_dir():
         return []
-    return sorted(int(p.name[:SEQ_DIGITS]) for p in folder.iterdir()
-                  if _MARK_NAME.fullmatch(p.name))  # fmt: skip
+    return sorted(
+        int(p.name[:SEQ_DIGITS]) for p in folder.iterdir() if _MARK_NAME.fullmatch(p.name)
+    )
 
 
 def read_mark(landing: str | os.PathLike[str], writer: str, seq: int) -> Mark:
     path = mark_path(landing, writer, seq)
     mark = parse_mark(path.read_text(encoding="utf-8"), str(path))
     if mark.writer != writer or mark.seq != seq:
-        raise MarkError(f"{path}: names writer {mark.writer!r} seq {mark.seq}, not its own "
-                        f"folder and name ({writer!r}, {seq})")  # fmt: skip
+        raise MarkError(
+            f"{path}: names writer {mark.writer!r} seq {mark.seq}, not its own "
+            f"folder and name ({writer!r}, {seq})"
+        )
     return mark
 
 
@@ -198,16 +215,19 @@ def note_watermark(
     names = tuple(_relative(str(f)) for f in files)
     missing = [f for f in names if not (Path(landing) / f).is_file()]
     if missing:
-        raise MarkError(f"writer {writer}: {missing} not in {landing}: land the files first, "
-                        "then note")  # fmt: skip
+        raise MarkError(
+            f"writer {writer}: {missing} not in {landing}: land the files first, then note"
+        )
     seqs = mark_seqs(landing, writer)
     seq = seqs[-1] + 1 if seqs else 0
     if seqs:
         last = read_mark(landing, writer, seqs[-1])
         if time_us < last.time_us:
             before = f"is before its previous note {format_us(last.time_us)}"
-            raise MarkError(f"writer {writer}: time {format_us(time_us)} {before}; a writer's "
-                            "times never decrease")  # fmt: skip
+            raise MarkError(
+                f"writer {writer}: time {format_us(time_us)} {before}; a writer's "
+                "times never decrease"
+            )
     mark = Mark(writer, seq, time_us, names, now_us() if noted_at_us is None else noted_at_us)
     final = mark_path(landing, writer, seq)
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -254,7 +274,8 @@ class LandingWriter:
 
     def note(self, time_us: int, *, noted_at_us: int | None = None) -> Path:
         """Note ``time_us`` naming the files landed since the last note."""
-        path = note_watermark(self.landing, self.writer, time_us, self.unnoted,
-                              noted_at_us=noted_at_us)  # fmt: skip
+        path = note_watermark(
+            self.landing, self.writer, time_us, self.unnoted, noted_at_us=noted_at_us
+        )
         self.unnoted = []
         return path

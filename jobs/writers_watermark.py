@@ -136,8 +136,12 @@ class Advance:
 # -- the fold (pure) --------------------------------------------------------------------------
 
 
-def _apply_marks(st: WritersState, marks: Mapping[str, Sequence[Mark]],
-                 landed: Callable[[str], bool], warnings: list[str]) -> dict[str, str]:  # fmt: skip
+def _apply_marks(
+    st: WritersState,
+    marks: Mapping[str, Sequence[Mark]],
+    landed: Callable[[str], bool],
+    warnings: list[str],
+) -> dict[str, str]:
     """Apply each writer's marks in order while their files are taken; returns the files named
     by marks still waiting (file -> writer)."""
     waiting: dict[str, str] = {}
@@ -162,8 +166,9 @@ def _apply_marks(st: WritersState, marks: Mapping[str, Sequence[Mark]],
                 taken = st.files.get(f)
                 named = f"writer {writer}: mark {m.seq} names {f}, which"
                 if taken is None:
-                    warnings.append(f"{named} is neither in the landing directory nor read by "
-                                    "the job: ignored")  # fmt: skip
+                    warnings.append(
+                        f"{named} is neither in the landing directory nor read by the job: ignored"
+                    )
                 elif taken.claimed:
                     warnings.append(f"{named} an earlier mark named already")
                 else:
@@ -173,10 +178,17 @@ def _apply_marks(st: WritersState, marks: Mapping[str, Sequence[Mark]],
     return waiting
 
 
-def fold(state: WritersState, *, taken: Mapping[str, int], scanned_batch: int,
-         marks: Mapping[str, Sequence[Mark]], landed: Callable[[str], bool], now: int,
-         idle_timeout_us: int,
-         earliest: Callable[[list[str]], Mapping[str, int | None]]) -> Advance:  # fmt: skip
+def fold(
+    state: WritersState,
+    *,
+    taken: Mapping[str, int],
+    scanned_batch: int,
+    marks: Mapping[str, Sequence[Mark]],
+    landed: Callable[[str], bool],
+    now: int,
+    idle_timeout_us: int,
+    earliest: Callable[[list[str]], Mapping[str, int | None]],
+) -> Advance:
     """Fold newly ``taken`` files (name -> modification ms, up to offset-log batch
     ``scanned_batch``) and the writers' unapplied ``marks`` into ``state`` at time ``now`` (µs).
 
@@ -198,15 +210,18 @@ def fold(state: WritersState, *, taken: Mapping[str, int], scanned_batch: int,
         elif w.time_us is not None:
             holders.append(Holder(f"writer {writer}", w.time_us))
             holding.add(writer)
-    own = [f for f, t in sorted(st.files.items())
-           if not t.claimed and waiting.get(f) not in holding
-           and now - t.modified_ms * 1000 <= idle_timeout_us]  # fmt: skip
+    own = [
+        f
+        for f, t in sorted(st.files.items())
+        if not t.claimed
+        and waiting.get(f) not in holding
+        and now - t.modified_ms * 1000 <= idle_timeout_us
+    ]
     unread = [f for f in own if not st.files[f].read]
     if unread:
         for f, us in earliest(unread).items():
             st.files[f].earliest_us, st.files[f].read = us, True
-    holders += [Holder(f"file {f}", us) for f in own
-                if (us := st.files[f].earliest_us) is not None]  # fmt: skip
+    holders += [Holder(f"file {f}", us) for f in own if (us := st.files[f].earliest_us) is not None]
     # forget files gone from the landing directory that cannot matter any more
     for f in [f for f, t in st.files.items() if f not in own and f not in waiting]:
         if not landed(f):
@@ -234,8 +249,10 @@ def load_state(pipeline: Pipeline) -> WritersState:
     try:
         return WritersState.from_json(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"{path} is damaged ({e}); move it aside and run again: the job "
-                         "rebuilds it from the checkpoint and the marks") from None  # fmt: skip
+        raise ValueError(
+            f"{path} is damaged ({e}); move it aside and run again: the job "
+            "rebuilds it from the checkpoint and the marks"
+        ) from None
 
 
 def save_state(pipeline: Pipeline, state: WritersState) -> None:
@@ -250,8 +267,11 @@ def newly_taken(pipeline: Pipeline, after_batch: int) -> tuple[dict[str, int], i
     the last batch read). Control files (and anything hidden or under a ``_`` folder) are left
     out."""
     offsets = Path(pipeline.checkpoint_path) / OFFSETS
-    ids = sorted(int(p.name) for p in offsets.iterdir() if p.name.isdigit()) if offsets.is_dir() \
-        else []  # fmt: skip
+    ids = (
+        sorted(int(p.name) for p in offsets.iterdir() if p.name.isdigit())
+        if offsets.is_dir()
+        else []
+    )
     landing = os.path.abspath(pipeline.source.path)
     taken: dict[str, int] = {}
     last = after_batch
@@ -267,8 +287,9 @@ def newly_taken(pipeline: Pipeline, after_batch: int) -> tuple[dict[str, int], i
     return taken, last
 
 
-def read_new_marks(pipeline: Pipeline, state: WritersState
-                   ) -> tuple[dict[str, list[Mark]], list[str]]:  # fmt: skip
+def read_new_marks(
+    pipeline: Pipeline, state: WritersState
+) -> tuple[dict[str, list[Mark]], list[str]]:
     """Every writer's marks after its last applied one, and a warning per unreadable mark."""
     landing = pipeline.source.path
     marks: dict[str, list[Mark]] = {}
@@ -283,8 +304,9 @@ def read_new_marks(pipeline: Pipeline, state: WritersState
     return marks, problems
 
 
-def earliest_event_times(spark: SparkSession, pipeline: Pipeline, names: list[str]
-                         ) -> dict[str, int | None]:  # fmt: skip
+def earliest_event_times(
+    spark: SparkSession, pipeline: Pipeline, names: list[str]
+) -> dict[str, int | None]:
     """Each file's earliest valid event time in µs (None: none valid, or the file is gone),
     read with Spark by the job's own rules (:func:`jobs.event_time.spark_event_time`)."""
     from pyspark.sql import functions as F
@@ -308,9 +330,13 @@ def earliest_event_times(spark: SparkSession, pipeline: Pipeline, names: list[st
         df = text.select(parsed.alias("_r")).select("_r.*")
     ts, _ = spark_event_time(pipeline, df)
     micros = F.unix_micros(ts)
-    rows = (df.select(F.input_file_name().alias("f"), micros.alias("us"))
-            .where(F.col("us").between(MIN_EVENT_TIME_US, MAX_EVENT_TIME_US))
-            .groupBy("f").agg(F.min("us").alias("us")).collect())  # fmt: skip
+    rows = (
+        df.select(F.input_file_name().alias("f"), micros.alias("us"))
+        .where(F.col("us").between(MIN_EVENT_TIME_US, MAX_EVENT_TIME_US))
+        .groupBy("f")
+        .agg(F.min("us").alias("us"))
+        .collect()
+    )
     by_path = {Path(local_path(u) or u).resolve(): n for u, n in present.items()}
     for r in rows:
         name = by_path.get(Path(local_path(r["f"]) or r["f"]).resolve())
@@ -319,8 +345,9 @@ def earliest_event_times(spark: SparkSession, pipeline: Pipeline, names: list[st
     return out
 
 
-def record_writers_watermark(spark: SparkSession, pipeline: Pipeline,
-                             now: int | None = None) -> Advance:  # fmt: skip
+def record_writers_watermark(
+    spark: SparkSession, pipeline: Pipeline, now: int | None = None
+) -> Advance:
     """Fold what the job took and the new marks into the lake's state; when the watermark
     moved, write it as a ``writers`` control row (then the state). Call it under the run lock,
     between or during queries of a ``writer_noted`` pipeline."""
@@ -328,10 +355,16 @@ def record_writers_watermark(spark: SparkSession, pipeline: Pipeline,
     taken, last = newly_taken(pipeline, state.scanned_batch)
     marks, problems = read_new_marks(pipeline, state)
     landing = Path(pipeline.source.path)
-    adv = fold(state, taken=taken, scanned_batch=last, marks=marks,
-               landed=lambda f: (landing / f).is_file(), now=now_us() if now is None else now,
-               idle_timeout_us=pipeline.watermark.idle_timeout_us,
-               earliest=lambda names: earliest_event_times(spark, pipeline, names))  # fmt: skip
+    adv = fold(
+        state,
+        taken=taken,
+        scanned_batch=last,
+        marks=marks,
+        landed=lambda f: (landing / f).is_file(),
+        now=now_us() if now is None else now,
+        idle_timeout_us=pipeline.watermark.idle_timeout_us,
+        earliest=lambda names: earliest_event_times(spark, pipeline, names),
+    )
     adv.warnings[:0] = problems
     if adv.watermark_ms is not None:
         write_control(pipeline, CONTROL_KIND, adv.watermark_ms)

@@ -360,8 +360,7 @@ def parse_aggregate(text: str) -> CombineFn:
                 what = "a field name or ')'"
             at = len(text) - len(text[pos:].lstrip())
             seen = repr(text[at : at + 10]) if at < len(text) else "the end"
-            raise AggregateSyntaxError(f"not an aggregate: expected {what}, found {seen}",
-                                       text, at)  # fmt: skip
+            raise AggregateSyntaxError(f"not an aggregate: expected {what}, found {seen}", text, at)
         found.update({k: (v, match.start(k)) for k, v in match.groupdict().items()})
         pos = match.end()
     name, at = found["name"]

@@ -74,8 +74,13 @@ def _timestamp_text(us: int, *, ceil: bool) -> str:
 def _bounds(column: pa.ChunkedArray) -> tuple[Any, Any] | None:
     """JSON-ready (min, max) of a primitive column, or None when it gets no bounds."""
     kind = column.type
-    if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_string(kind)
-            or pa.types.is_boolean(kind) or pa.types.is_timestamp(kind)):  # fmt: skip
+    if not (
+        pa.types.is_integer(kind)
+        or pa.types.is_floating(kind)
+        or pa.types.is_string(kind)
+        or pa.types.is_boolean(kind)
+        or pa.types.is_timestamp(kind)
+    ):
         return None
     if column.null_count == len(column):
         return None
@@ -83,8 +88,10 @@ def _bounds(column: pa.ChunkedArray) -> tuple[Any, Any] | None:
         us = pc.min_max(column.cast(pa.int64()))
         if -(-us["max"].as_py() // 1000) > MAX_TIMESTAMP_US // 1000:
             return None  # its millisecond ceiling is not a timestamp
-        return (_timestamp_text(us["min"].as_py(), ceil=False),
-                _timestamp_text(us["max"].as_py(), ceil=True))  # fmt: skip
+        return (
+            _timestamp_text(us["min"].as_py(), ceil=False),
+            _timestamp_text(us["max"].as_py(), ceil=True),
+        )
     found = pc.min_max(column)
     low, high = found["min"].as_py(), found["max"].as_py()
     if pa.types.is_floating(kind) and not (math.isfinite(low) and math.isfinite(high)):
@@ -106,8 +113,7 @@ def file_stats(table: pa.Table) -> str:
         bounds = _bounds(column)
         if bounds is not None:
             mins[name], maxs[name] = bounds
-    stats = {"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs,
-             "nullCount": nulls}  # fmt: skip
+    stats = {"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
     return json.dumps(stats, separators=(",", ":"))
 
 
@@ -126,8 +132,13 @@ def split_rows(rows: int, rows_per_file: int) -> list[tuple[int, int]]:
     return out
 
 
-def write_data_file(table_uri: str, name: str, table: pa.Table, schema: pa.Schema,
-                    metadata: Mapping[str, str] | None = None) -> DataFile:  # fmt: skip
+def write_data_file(
+    table_uri: str,
+    name: str,
+    table: pa.Table,
+    schema: pa.Schema,
+    metadata: Mapping[str, str] | None = None,
+) -> DataFile:
     """Write ``table`` (cast to ``schema``, the Delta table's) as one file ``name`` in the table
     directory at ``table_uri``. Its statistics (:data:`STATS_KEY`) and ``metadata`` go into the
     file's key-value metadata, so :func:`read_data_file` rebuilds the :class:`DataFile` from the
@@ -155,14 +166,18 @@ def read_data_file(table_uri: str, name: str) -> tuple[DataFile, dict[str, str]]
     fs, root = _filesystem(table_uri)
     path = f"{root}/{name}"
     footer = pq.read_metadata(path, filesystem=fs)
-    found = {k.decode(): v.decode() for k, v in (footer.metadata or {}).items()
-             if not k.startswith(b"ARROW:")}  # fmt: skip
+    found = {
+        k.decode(): v.decode()
+        for k, v in (footer.metadata or {}).items()
+        if not k.startswith(b"ARROW:")
+    }
     stats = found.pop(STATS_KEY)
     return DataFile(name, fs.get_file_info(path).size, footer.num_rows, stats), found
 
 
-def write_data_files(table_uri: str, table: pa.Table, schema: pa.Schema, prefix: str,
-                     rows_per_file: int) -> list[DataFile]:  # fmt: skip
+def write_data_files(
+    table_uri: str, table: pa.Table, schema: pa.Schema, prefix: str, rows_per_file: int
+) -> list[DataFile]:
     """Write ``table`` into the table directory at ``table_uri`` as files of at most
     ``rows_per_file`` rows named ``<prefix>-<n>.parquet`` (:func:`write_data_file`); nothing for
     an empty table."""
@@ -172,8 +187,14 @@ def write_data_files(table_uri: str, table: pa.Table, schema: pa.Schema, prefix:
     ]
 
 
-def commit_data_files(delta: Any, files: Sequence[DataFile], schema: pa.Schema, app_id: str,
-                      version: int, metadata: Mapping[str, str]) -> None:  # fmt: skip
+def commit_data_files(
+    delta: Any,
+    files: Sequence[DataFile],
+    schema: pa.Schema,
+    app_id: str,
+    version: int,
+    metadata: Mapping[str, str],
+) -> None:
     """Add ``files`` to the Delta table ``delta`` (a ``deltalake.DeltaTable``, brought up to
     date by the caller) in one append commit carrying the application transaction
     (``app_id``, ``version``) and ``metadata`` in its ``commitInfo``; with no files, the commit

@@ -190,8 +190,9 @@ class ExactlyOnceAppender:
             return False
         if not files and not self.commit_empty:
             return False
-        commit_data_files(delta, files, self.schema, self.pipeline_id, batch_id,
-                          self.batch_metadata(batch_id))  # fmt: skip
+        commit_data_files(
+            delta, files, self.schema, self.pipeline_id, batch_id, self.batch_metadata(batch_id)
+        )
         return True
 
     def read(self) -> pa.Table:

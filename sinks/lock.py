@@ -55,8 +55,7 @@ class LakeLock:
     ...     pass
     """
 
-    def __init__(self, lake: str, name: str, what: str,
-                 busy: type[LakeBusy] = LakeBusy) -> None:  # fmt: skip
+    def __init__(self, lake: str, name: str, what: str, busy: type[LakeBusy] = LakeBusy) -> None:
         self.path = os.path.join(lake, LOCKS, f"{name}.lock")
         self.enabled = is_local(lake)
         self.what, self.busy = what, busy

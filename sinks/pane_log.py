@@ -170,8 +170,13 @@ def _timing_name(timing: Any) -> str:
     return getattr(timing, "name", None) or str(timing)
 
 
-def _split(items: list[Any], names: list[str], to_dict: Callable[[Any], Mapping[str, Any]],
-           plain: bool, dicts_by_get: bool = False) -> dict[str, list[Any]]:  # fmt: skip
+def _split(
+    items: list[Any],
+    names: list[str],
+    to_dict: Callable[[Any], Mapping[str, Any]],
+    plain: bool,
+    dicts_by_get: bool = False,
+) -> dict[str, list[Any]]:
     """Key or value objects -> one list per column: what ``to_dict`` gives per object, without
     calling it in the common cases (``plain``: ``to_dict`` has the default rules)."""
     if plain:
@@ -246,8 +251,9 @@ def _pane_id_prefix(pipeline_id: str, keys: Iterable[tuple[str, Any]]) -> str:
     return json.dumps([pipeline_id, sorted(keys)], default=str, separators=(",", ":"))[:-1]
 
 
-def _pane_id(prefix: str, start_us: int, end_us: int, pane_index: int, is_retraction: bool,
-             ordinal: int) -> str:  # fmt: skip
+def _pane_id(
+    prefix: str, start_us: int, end_us: int, pane_index: int, is_retraction: bool, ordinal: int
+) -> str:
     flag = "true" if is_retraction else "false"
     payload = f"{prefix},{start_us},{end_us},{pane_index},{flag},{ordinal}]"
     return hashlib.sha256(payload.encode()).hexdigest()[:32]

@@ -87,8 +87,9 @@ def dropped_record(dropped: Any, layout: PaneLogLayout = DEFAULT_LAYOUT) -> dict
     return rec
 
 
-def finish_late(core: pa.Table, pipeline_id: str, batch_id: int,
-                layout: PaneLogLayout = DEFAULT_LAYOUT) -> pa.Table:  # fmt: skip
+def finish_late(
+    core: pa.Table, pipeline_id: str, batch_id: int, layout: PaneLogLayout = DEFAULT_LAYOUT
+) -> pa.Table:
     """Late core records of a batch -> late-table rows (pipeline id, batch id, the timestamp,
     a record id), sorted by key, event time and value.
 
@@ -179,8 +180,9 @@ REJECTED_SCHEMA = pa.schema(
 )
 
 
-def finish_rejected(core: pa.Table | pa.RecordBatch, pipeline_id: str, batch_id: int,
-                    processing_time_us: int | None) -> pa.Table:  # fmt: skip
+def finish_rejected(
+    core: pa.Table | pa.RecordBatch, pipeline_id: str, batch_id: int, processing_time_us: int | None
+) -> pa.Table:
     """Rejected core records (``raw``, ``source_file``, ``reason``) of a batch -> rejected-table
     rows stamped with ``processing_time_us`` (the batch timestamp), sorted by file and record.
 

@@ -18,8 +18,11 @@ settings.load_profile(os.environ.get("PANESTORE_HYPOTHESIS", "default"))
 
 
 def pytest_addoption(parser):
-    parser.addoption("--run-slow", action="store_true",
-                     help="also run the slow tests (random kills, extra variants)")  # fmt: skip
+    parser.addoption(
+        "--run-slow",
+        action="store_true",
+        help="also run the slow tests (random kills, extra variants)",
+    )
 
 
 def pytest_configure(config):

@@ -21,9 +21,12 @@ time.sleep(600)
 def lock_held(lake: str | Path, name: str) -> Iterator[int]:
     """Hold the lock ``name`` of ``lake`` in a child process (its pid) until the block ends; the
     child is then SIGKILLed, as a crashed holder would end."""
-    child = subprocess.Popen([sys.executable, "-c", _HOLD, str(lake), name],
-                             stdout=subprocess.PIPE, text=True,
-                             cwd=Path(__file__).resolve().parent.parent)  # fmt: skip
+    child = subprocess.Popen(
+        [sys.executable, "-c", _HOLD, str(lake), name],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     try:
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "held"

@@ -42,8 +42,18 @@ def test_an_installed_wheel_checks_the_demo_configuration_with_its_defaults(tmp_
     # the dependencies from this interpreter's site-packages, after the venv's own: the editable
     # install there is a .pth hook, which a path added this way does not run
     (site / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
-    sh(sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet",
-       "--prefix", venv, wheel)  # fmt: skip
+    sh(
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--no-deps",
+        "--no-index",
+        "--quiet",
+        "--prefix",
+        venv,
+        wheel,
+    )
 
     where = sh(
         python, "-c", "import jobs.pipeline as p; print(p.__file__, p.DEFAULTS_FILE.exists())"

@@ -36,8 +36,12 @@ def test_a_batch_reads_the_source_logs_between_its_offsets_and_the_previous_ones
     assert batch_input(ckpt, 0).files == ("file:///l/a.jsonl",)
     got = batch_input(ckpt, 1)
     assert got.timestamp_ms == 2000
-    assert got.files == ("file:///l/b.jsonl", "file:///l/c%20d.jsonl", "file:///l/e.jsonl",
-                         "file:///lake/_control/drain-0.json")  # fmt: skip
+    assert got.files == (
+        "file:///l/b.jsonl",
+        "file:///l/c%20d.jsonl",
+        "file:///l/e.jsonl",
+        "file:///lake/_control/drain-0.json",
+    )
     assert batch_input(ckpt, 2).files == ()
 
 

@@ -35,38 +35,68 @@ def status_and_stderr(argv: list[str], capsys) -> tuple[int, str]:
 
 CASES = {
     # name: (argv with {conf} / {unwritten} / {root}, what the line says)
-    "window not a time": (["history", "{conf}", "--key", "d1,DE", "--window", "garbage"],
-                          "argument --window: expected microseconds since the epoch"),
-    "plot window not a time": (["plot", "{conf}", "--key", "d1,DE", "--window", "9am"],
-                               "argument --window: expected microseconds"),
-    "as-of version not a number": (["query", "{conf}", "--as-of", "panes:abc", "SELECT 1"],
-                                   "'abc' is not a version"),
-    "as-of not a time": (["query", "{conf}", "--as-of", "yesterday", "SELECT 1"],
-                         "expected view:N, panes:N"),
-    "as-of view version after the latest": (["query", "{conf}", "--as-of", "view:99", "SELECT 1"],
-                                            "the current view has versions 0..3, not 99"),
+    "window not a time": (
+        ["history", "{conf}", "--key", "d1,DE", "--window", "garbage"],
+        "argument --window: expected microseconds since the epoch",
+    ),
+    "plot window not a time": (
+        ["plot", "{conf}", "--key", "d1,DE", "--window", "9am"],
+        "argument --window: expected microseconds",
+    ),
+    "as-of version not a number": (
+        ["query", "{conf}", "--as-of", "panes:abc", "SELECT 1"],
+        "'abc' is not a version",
+    ),
+    "as-of not a time": (
+        ["query", "{conf}", "--as-of", "yesterday", "SELECT 1"],
+        "expected view:N, panes:N",
+    ),
+    "as-of view version after the latest": (
+        ["query", "{conf}", "--as-of", "view:99", "SELECT 1"],
+        "the current view has versions 0..3, not 99",
+    ),
     "as-of pane-log version after the latest": (
-        ["query", "{conf}", "--as-of", "panes:99", "SELECT 1"], "pane log has versions 0..3"),
-    "SQL syntax": (["query", "{conf}", "SELEC 1"], 'the SQL failed: Parser Error: syntax error'),
-    "SQL unknown table": (["query", "{conf}", "SELECT * FROM nosuch"],
-                          "the SQL failed: Catalog Error: Table with name nosuch"),
+        ["query", "{conf}", "--as-of", "panes:99", "SELECT 1"],
+        "pane log has versions 0..3",
+    ),
+    "SQL syntax": (["query", "{conf}", "SELEC 1"], "the SQL failed: Parser Error: syntax error"),
+    "SQL unknown table": (
+        ["query", "{conf}", "SELECT * FROM nosuch"],
+        "the SQL failed: Catalog Error: Table with name nosuch",
+    ),
     "SQL bad cast": (["query", "{conf}", "SELECT CAST('a' AS INT)"], "Conversion Error"),
-    "format unknown": (["query", "{conf}", "--format", "xml", "SELECT 1"],
-                       "argument --format: invalid choice: 'xml'"),
-    "parquet without --out": (["query", "{conf}", "--format", "parquet", "SELECT 1"],
-                              "parquet output needs an output file"),
-    "--out in no directory": (["query", "{conf}", "--out", "{root}/nowhere/x.csv", "SELECT 1"],
-                              "nowhere does not exist"),
-    "plot --out in no directory": (["plot", "{conf}", "--key", "d1,DE", "--out",
-                                    "{root}/nowhere/x.png"], "nowhere does not exist"),
-    "since not a version": (["changes", "{conf}", "--since", "abc"],
-                            "expected a view version (0, 1, ...), got 'abc'"),
-    "since after the latest": (["changes", "{conf}", "--since", "9"],
-                               "--since 9 is after the latest version"),
-    "until before since": (["changes", "{conf}", "--since", "3", "--until", "1"],
-                           "--until 1: expected a view version from --since (3)"),
-    "key of the wrong shape": (["history", "{conf}", "--key", "d1,DE,x"],
-                               "does not match key columns ['device_id', 'country']"),
+    "format unknown": (
+        ["query", "{conf}", "--format", "xml", "SELECT 1"],
+        "argument --format: invalid choice: 'xml'",
+    ),
+    "parquet without --out": (
+        ["query", "{conf}", "--format", "parquet", "SELECT 1"],
+        "parquet output needs an output file",
+    ),
+    "--out in no directory": (
+        ["query", "{conf}", "--out", "{root}/nowhere/x.csv", "SELECT 1"],
+        "nowhere does not exist",
+    ),
+    "plot --out in no directory": (
+        ["plot", "{conf}", "--key", "d1,DE", "--out", "{root}/nowhere/x.png"],
+        "nowhere does not exist",
+    ),
+    "since not a version": (
+        ["changes", "{conf}", "--since", "abc"],
+        "expected a view version (0, 1, ...), got 'abc'",
+    ),
+    "since after the latest": (
+        ["changes", "{conf}", "--since", "9"],
+        "--since 9 is after the latest version",
+    ),
+    "until before since": (
+        ["changes", "{conf}", "--since", "3", "--until", "1"],
+        "--until 1: expected a view version from --since (3)",
+    ),
+    "key of the wrong shape": (
+        ["history", "{conf}", "--key", "d1,DE,x"],
+        "does not match key columns ['device_id', 'country']",
+    ),
     "plot of an unknown key": (["plot", "{conf}", "--key", "nobody,DE"], "no panes for key"),
     "conf missing": (["query", "{root}/missing.toml", "SELECT 1"], "file not found"),
     "conf a directory": (["materialize", "{root}"], "cannot be read: Is a directory"),
@@ -74,12 +104,16 @@ CASES = {
     "lake not written yet": (["materialize", "{unwritten}"], "pane log not found at"),
     "history of no lake": (["history", "{unwritten}", "--key", "d1,DE"], "no pane log at"),
     "changes of no view": (["changes", "{unwritten}", "--since", "0"], "current view not found"),
-    "negative retention": (["vacuum", "{conf}", "--retention-hours", "-5"],
-                           "argument --retention-hours: expected whole hours"),
-    "no shuffle partitions": (["run", "{conf}", "--shuffle-partitions", "0"],
-                              "expected a whole number >= 1"),
+    "negative retention": (
+        ["vacuum", "{conf}", "--retention-hours", "-5"],
+        "argument --retention-hours: expected whole hours",
+    ),
+    "no shuffle partitions": (
+        ["run", "{conf}", "--shuffle-partitions", "0"],
+        "expected a whole number >= 1",
+    ),
     "unknown option": (["query", "{conf}", "SELECT 1", "--bogus"], "unrecognized arguments"),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("case", CASES)

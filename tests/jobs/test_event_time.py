@@ -129,16 +129,19 @@ def test_epochs_as_text_and_as_numbers(raw, expected):
 
 
 def test_timestamps_nulls_and_sessions_not_in_utc():
-    stamps = pa.array([dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc), None],
-                      pa.timestamp("us", "UTC"))  # fmt: skip
+    stamps = pa.array(
+        [dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc), None], pa.timestamp("us", "UTC")
+    )
     assert event_time_us(stamps, epoch_us=None).to_pylist() == [T0_US, None]
     assert event_time_us(pa.array([None], pa.string()), epoch_us=None).to_pylist() == [None]
     # without a zone, only where the session time zone is UTC (else Spark reads it)
     text = pa.array(["2024-01-01T00:00:00", "2024-01-01T00:00:00Z", "2024-01-01"])
-    assert event_time_us(text, epoch_us=None, naive_is_utc=False).to_pylist() == [
-        None, T0_US, None]  # fmt: skip
+    assert event_time_us(text, epoch_us=None, naive_is_utc=False).to_pylist() == [None, T0_US, None]
     assert accepted(pa.array([T0_US, None, MAX_EVENT_TIME_US + 1])).to_pylist() == [
-        True, False, False]  # fmt: skip
+        True,
+        False,
+        False,
+    ]
 
 
 # -- every path -----------------------------------------------------------------------------
@@ -156,14 +159,26 @@ def corpus_lines() -> list[tuple[str, str, int | str]]:
 def pipeline(tmp_path, kind: str):
     from jobs.pipeline import pipeline_from_dict
 
-    return pipeline_from_dict({
-        "name": f"p_{kind}", "lake": str(tmp_path / "lake"), "keys": ["k"], "event_time": "ts",
-        "window": "FixedWindows(1h)", "aggregates": {"n": "count()"},
-        "source": {"path": str(tmp_path / kind), "format": "jsonl",
-                   "epoch_unit": "ms" if kind == "epoch" else "s",
-                   "schema": {"k": "string", "ts": "timestamp" if kind == "text" else "long",
-                              "v": "long"}},
-    })  # fmt: skip
+    return pipeline_from_dict(
+        {
+            "name": f"p_{kind}",
+            "lake": str(tmp_path / "lake"),
+            "keys": ["k"],
+            "event_time": "ts",
+            "window": "FixedWindows(1h)",
+            "aggregates": {"n": "count()"},
+            "source": {
+                "path": str(tmp_path / kind),
+                "format": "jsonl",
+                "epoch_unit": "ms" if kind == "epoch" else "s",
+                "schema": {
+                    "k": "string",
+                    "ts": "timestamp" if kind == "text" else "long",
+                    "v": "long",
+                },
+            },
+        }
+    )
 
 
 @pytest.mark.parametrize("kind", ["text", "epoch"])

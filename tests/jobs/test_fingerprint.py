@@ -29,13 +29,15 @@ def config(tmp_path: Path, **changes: Any) -> dict[str, Any]:
         "window": "FixedWindows(1h)",
         "trigger": "AfterWatermark(early=AfterCount(2), late=AfterCount(1))",
         "allowed_lateness": "1h",
-        "source": {"path": str(tmp_path / "landing"), "create_path": True,
-                   "schema": {"device_id": "string", "ts": "timestamp", "seconds": "long",
-                              "ad": "string"}},
+        "source": {
+            "path": str(tmp_path / "landing"),
+            "create_path": True,
+            "schema": {"device_id": "string", "ts": "timestamp", "seconds": "long", "ad": "string"},
+        },
         "watermark": {"delay": "5m"},
         "aggregates": {"plays": "count()", "watched": "sum(seconds)"},
         "state_buckets": 4,
-    }  # fmt: skip
+    }
     for name, value in changes.items():
         if name in ("source", "watermark"):
             conf[name] = {**conf[name], **value}
@@ -217,8 +219,10 @@ def test_panestore_check_reports_a_changed_setting_of_an_existing_lake(tmp_path,
     from jobs.cli import main
 
     conf = tmp_path / "changed.toml"
-    for changes, status in [({"source": schema(seconds="double")}, 2),
-                            ({"watermark": {"delay": "1h"}}, 0)]:  # fmt: skip
+    for changes, status in [
+        ({"source": schema(seconds="double")}, 2),
+        ({"watermark": {"delay": "1h"}}, 0),
+    ]:
         conf.write_text(
             "\n".join(f"{k} = {toml(v)}" for k, v in config(tmp_path, **changes).items())
         )

@@ -35,8 +35,13 @@ with materializer_lock(view_spec(load_pipeline(sys.argv[1]))):
 
 def hold_materializer_lock(conf: str) -> subprocess.Popen:
     """Another process holding the lake's materializer lock until its stdin closes."""
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, conf], cwd=ROOT, text=True,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, conf],
+        cwd=ROOT,
+        text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
     assert proc.stdout.readline().strip() == "held"
     return proc
 
@@ -85,8 +90,12 @@ def test_a_run_whose_fold_finds_the_materializer_busy_says_what_it_committed(
 
     def run(pipeline, **kw) -> RunResult:  # batches 3 and 4 commit; 4 has no panes
         append_batch(conf, 3)
-        return RunResult([BatchReport(3, 5, None, BatchStats(3, panes=1, committed=True)),
-                          BatchReport(4, 0, None, BatchStats(4, committed=True))])  # fmt: skip
+        return RunResult(
+            [
+                BatchReport(3, 5, None, BatchStats(3, panes=1, committed=True)),
+                BatchReport(4, 0, None, BatchStats(4, committed=True)),
+            ]
+        )
 
     monkeypatch.setattr(jobs.cli, "get_session", lambda *a, **kw: None)
     monkeypatch.setattr(jobs.run, "run", run)
@@ -98,8 +107,10 @@ def test_a_run_whose_fold_finds_the_materializer_busy_says_what_it_committed(
     finally:
         release(holder)
     said = err.splitlines()[-1]
-    assert said.startswith("run committed batches 3..4; the fold was skipped: another "
-                           f"materializer is running (pid {holder.pid} on ")  # fmt: skip
+    assert said.startswith(
+        "run committed batches 3..4; the fold was skipped: another "
+        f"materializer is running (pid {holder.pid} on "
+    )
     assert said.endswith("; the next `panestore materialize` folds them")
     assert "Nothing was written" not in err
     assert open_view(spec).version() == view_version  # not folded, committed

@@ -25,10 +25,17 @@ def decoder(**over):
     from jobs.jsonl_decoder import JsonlDecoder
 
     conf = dict(
-        columns=(("device", "string"), ("ts", "timestamp"), ("seconds", "double"),
-                 ("ok", "boolean")),
-        keys=("device",), event_time="ts", values=("seconds",), buckets=8,
-    )  # fmt: skip
+        columns=(
+            ("device", "string"),
+            ("ts", "timestamp"),
+            ("seconds", "double"),
+            ("ok", "boolean"),
+        ),
+        keys=("device",),
+        event_time="ts",
+        values=("seconds",),
+        buckets=8,
+    )
     conf.update(over)
     return JsonlDecoder(**conf)
 
@@ -73,8 +80,14 @@ def test_valid_lines_are_decoded_into_their_key_buckets():
     assert rows[0].keys() == {"device", "ts_us", "seconds", "bucket"}
     i = 7
     mine = [r for r in rows if r["ts_us"] == (T0 + (i % 60) * 60) * US + i]
-    assert mine == [{"device": "d7", "ts_us": (T0 + 420) * US + 7, "seconds": 1.5, "bucket":
-                     hasher.bucket("d7")}]  # fmt: skip
+    assert mine == [
+        {
+            "device": "d7",
+            "ts_us": (T0 + 420) * US + 7,
+            "seconds": 1.5,
+            "bucket": hasher.bucket("d7"),
+        }
+    ]
 
 
 @pytest.mark.parametrize(
@@ -143,8 +156,11 @@ def test_timestamps_without_a_zone_go_to_spark_unless_its_session_is_utc():
 def test_epoch_event_time_and_integer_keys():
     dec = decoder(
         columns=(("user", "int"), ("region", "string"), ("t", "long"), ("n", "long")),
-        keys=("user", "region"), event_time="t", values=("n",), epoch_us=1000,
-    )  # fmt: skip
+        keys=("user", "region"),
+        event_time="t",
+        values=("n",),
+        epoch_us=1000,
+    )
 
     def rec(user, t, region="eu"):
         return json.dumps({"user": user, "region": region, "t": t, "n": 2})
@@ -155,10 +171,22 @@ def test_epoch_event_time_and_integer_keys():
     from jobs.operator_input import KeyBuckets
 
     hasher = KeyBuckets(("int", "string"), 8)
-    expected = [{"user": 7, "region": "eu", "ts_us": (T0 + 1) * US, "n": 2,
-                 "bucket": hasher.bucket((7, "eu"))},
-                {"user": -3, "region": "eu", "ts_us": (T0 + 1) * US + 500_000, "n": 2,
-                 "bucket": hasher.bucket((-3, "eu"))}]  # fmt: skip
+    expected = [
+        {
+            "user": 7,
+            "region": "eu",
+            "ts_us": (T0 + 1) * US,
+            "n": 2,
+            "bucket": hasher.bucket((7, "eu")),
+        },
+        {
+            "user": -3,
+            "region": "eu",
+            "ts_us": (T0 + 1) * US + 500_000,
+            "n": 2,
+            "bucket": hasher.bucket((-3, "eu")),
+        },
+    ]
     assert sorted(rows, key=repr) == sorted(expected, key=repr)
     padding = [rec(i, 1_704_067_201_000 + i) for i in range(40)]
     for bad in (rec(7, "1704067201000"), rec(7, 1.5e12), rec(2**31, 0), rec(7, 2**62)):
@@ -173,12 +201,19 @@ def test_pipelines_the_decoder_cannot_serve():
 
     def pipeline(**over):
         conf = {
-            "name": "p", "lake": "/tmp/unused", "keys": ["device"], "event_time": "ts",
-            "window": "FixedWindows(1m)", "trigger": "AfterWatermark(late=AfterCount(1))",
-            "accumulation_mode": "discarding", "aggregates": {"s": "sum(seconds)"},
-            "source": {"path": "/tmp/unused", "schema": {"device": "string", "ts": "timestamp",
-                                                         "seconds": "double"}},
-        }  # fmt: skip
+            "name": "p",
+            "lake": "/tmp/unused",
+            "keys": ["device"],
+            "event_time": "ts",
+            "window": "FixedWindows(1m)",
+            "trigger": "AfterWatermark(late=AfterCount(1))",
+            "accumulation_mode": "discarding",
+            "aggregates": {"s": "sum(seconds)"},
+            "source": {
+                "path": "/tmp/unused",
+                "schema": {"device": "string", "ts": "timestamp", "seconds": "double"},
+            },
+        }
         for k, v in over.items():
             if k == "schema":
                 conf["source"]["schema"] = v
@@ -195,8 +230,9 @@ def test_pipelines_the_decoder_cannot_serve():
     assert JsonlDecoder.for_pipeline(pipeline(schema=as_float)) is None
     # (keys of other types than string and integer are refused by the configuration)
     # a value column that is also the key: Spark hands over the text it read
-    assert JsonlDecoder.for_pipeline(pipeline(aggregates={"n": "count()", "d": "max(device)"}
-                                              )) is None  # fmt: skip
+    assert (
+        JsonlDecoder.for_pipeline(pipeline(aggregates={"n": "count()", "d": "max(device)"})) is None
+    )
     # a session time zone other than UTC: zone-less timestamps are Spark's to read
     assert not JsonlDecoder.for_pipeline(pipeline(), "Europe/Paris").naive_is_utc
 

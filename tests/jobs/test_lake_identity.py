@@ -121,9 +121,11 @@ def legacy_checkpoint(lake: Path, landing: Path) -> None:
     """A checkpoint as Spark writes it (file-source logs, operator metadata), no identity file."""
     ckpt = lake / "_checkpoint"
     entry = {"path": f"file://{landing}/f1.jsonl", "timestamp": 1, "batchId": 0}
-    for log, lines in ((ckpt / "sources" / "0" / "0", [entry]),
-                       (ckpt / "sources" / "1" / "0", []),  # the control source: no file yet
-                       (ckpt / "sources" / "0" / "9.compact", [entry])):  # fmt: skip
+    for log, lines in (
+        (ckpt / "sources" / "0" / "0", [entry]),
+        (ckpt / "sources" / "1" / "0", []),  # the control source: no file yet
+        (ckpt / "sources" / "0" / "9.compact", [entry]),
+    ):
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text("v1\n" + "".join(json.dumps(x) + "\n" for x in lines))
     schema = f"file:{ckpt}/state/0/_stateSchema/default/0_x"

@@ -13,20 +13,31 @@ from jobs.landing_changes import bind_changes, note_changes, taken_files
 def _pipeline(tmp_path):
     from jobs.pipeline import pipeline_from_dict
 
-    return pipeline_from_dict({
-        "name": "changes", "lake": str(tmp_path / "lake"), "keys": ["k"], "event_time": "ts",
-        "window": "FixedWindows(1h)", "aggregates": {"n": "count()"},
-        "source": {"format": "jsonl", "path": str(tmp_path / "land [1]"),
-                   "schema": {"k": "string", "ts": "timestamp"}},
-    })  # fmt: skip
+    return pipeline_from_dict(
+        {
+            "name": "changes",
+            "lake": str(tmp_path / "lake"),
+            "keys": ["k"],
+            "event_time": "ts",
+            "window": "FixedWindows(1h)",
+            "aggregates": {"n": "count()"},
+            "source": {
+                "format": "jsonl",
+                "path": str(tmp_path / "land [1]"),
+                "schema": {"k": "string", "ts": "timestamp"},
+            },
+        }
+    )
 
 
 def _take(pipeline, source: int, log: str, paths) -> None:
     """Write a Spark file-source log file taking ``paths`` at their current modification time."""
     folder = os.path.join(pipeline.checkpoint_path, "sources", str(source))
     os.makedirs(folder, exist_ok=True)
-    entries = [{"path": p.as_uri(), "timestamp": os.stat(p).st_mtime_ns // 10**6, "batchId": 0}
-               for p in paths]  # fmt: skip
+    entries = [
+        {"path": p.as_uri(), "timestamp": os.stat(p).st_mtime_ns // 10**6, "batchId": 0}
+        for p in paths
+    ]
     with open(os.path.join(folder, log), "w") as f:
         f.write("v1\n" + "".join(json.dumps(e) + "\n" for e in entries))
 

@@ -47,12 +47,21 @@ def test_hadoop_glob_characters_are_escaped():
 def _pipeline(tmp_path, landing):
     from jobs.pipeline import pipeline_from_dict
 
-    return pipeline_from_dict({
-        "name": "globs", "lake": str(tmp_path / "lake"), "keys": ["k"], "event_time": "ts",
-        "window": "FixedWindows(1h)", "aggregates": {"n": "count()"},
-        "source": {"format": "jsonl", "path": str(landing),
-                   "schema": {"k": "string", "ts": "timestamp"}},
-    })  # fmt: skip
+    return pipeline_from_dict(
+        {
+            "name": "globs",
+            "lake": str(tmp_path / "lake"),
+            "keys": ["k"],
+            "event_time": "ts",
+            "window": "FixedWindows(1h)",
+            "aggregates": {"n": "count()"},
+            "source": {
+                "format": "jsonl",
+                "path": str(landing),
+                "schema": {"k": "string", "ts": "timestamp"},
+            },
+        }
+    )
 
 
 @pytest.mark.parametrize("name", ["land[1]", "land*", "land?", "land{1,2} #%20"])

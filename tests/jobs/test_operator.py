@@ -59,14 +59,22 @@ def processor(init: bool = True):
     from jobs.operator import BucketProcessor
     from jobs.pipeline import pipeline_from_dict
 
-    pipeline = pipeline_from_dict({
-        "name": "p", "lake": "/tmp/unused", "keys": ["user"], "event_time": "t",
-        "window": "FixedWindows(1m)",
-        "trigger": "AfterWatermark(early=AfterCount(1), late=AfterCount(1))",
-        "accumulation_mode": "accumulating", "aggregates": {"ns": "to_list(n)"},
-        "source": {"path": "/tmp/unused", "schema": {"user": "long", "t": "timestamp",
-                                                     "n": "long"}},
-    })  # fmt: skip
+    pipeline = pipeline_from_dict(
+        {
+            "name": "p",
+            "lake": "/tmp/unused",
+            "keys": ["user"],
+            "event_time": "t",
+            "window": "FixedWindows(1m)",
+            "trigger": "AfterWatermark(early=AfterCount(1), late=AfterCount(1))",
+            "accumulation_mode": "accumulating",
+            "aggregates": {"ns": "to_list(n)"},
+            "source": {
+                "path": "/tmp/unused",
+                "schema": {"user": "long", "t": "timestamp", "n": "long"},
+            },
+        }
+    )
     proc = BucketProcessor(operator_config(pipeline))
     if init:
         proc.init(FakeHandle())
@@ -74,20 +82,32 @@ def processor(init: bool = True):
 
 
 def blob(rows: list[dict]) -> bytes:
-    return blob_of(pa.Table.from_pylist(rows, pa.schema([
-        ("user", pa.int64()), ("ts_us", pa.int64()), ("n", pa.int64())])))  # fmt: skip
+    return blob_of(
+        pa.Table.from_pylist(
+            rows, pa.schema([("user", pa.int64()), ("ts_us", pa.int64()), ("n", pa.int64())])
+        )
+    )
 
 
 def test_input_rows_of_both_encodings_keep_integers_exact_and_nulls():
     # pandas would hold integer columns with nulls as float64 (BIG + 1 == BIG there)
-    frame = pd.DataFrame({
-        "pst_bucket": [3, 3, 3],
-        "pst_blob": [blob([{"user": BIG, "ts_us": T0_US + 1, "n": BIG}]),
-                     blob([{"user": BIG, "ts_us": T0_US + 2, "n": BIG + 2},
-                           {"user": BIG, "ts_us": T0_US + 3, "n": None}]), None],
-        # a row in the row encoding (a record Spark parsed, beside the decoder's blobs)
-        "pst_row": [None, None, f'{{"user":{BIG},"ts_us":{T0_US + 4},"n":{BIG + 4}}}'.encode()],
-    })  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "pst_bucket": [3, 3, 3],
+            "pst_blob": [
+                blob([{"user": BIG, "ts_us": T0_US + 1, "n": BIG}]),
+                blob(
+                    [
+                        {"user": BIG, "ts_us": T0_US + 2, "n": BIG + 2},
+                        {"user": BIG, "ts_us": T0_US + 3, "n": None},
+                    ]
+                ),
+                None,
+            ],
+            # a row in the row encoding (a record Spark parsed, beside the decoder's blobs)
+            "pst_row": [None, None, f'{{"user":{BIG},"ts_us":{T0_US + 4},"n":{BIG + 4}}}'.encode()],
+        }
+    )
     out = pd.concat(list(processor().handleInputRows((3,), iter([frame]), Clocks())))
     panes = out[out["record_kind"] == "pane"]
     assert set(panes["user"]) == {BIG}
@@ -96,10 +116,13 @@ def test_input_rows_of_both_encodings_keep_integers_exact_and_nulls():
 
 
 def test_rejected_records_pass_through_stamped_with_the_batch_time():
-    rejected = pa.table({
-        "pst_raw": ["{bad", "{}"], "pst_source_file": ["f1", "f2"],
-        "pst_reason": ["malformed record", "missing key (user)"],
-    })  # fmt: skip
+    rejected = pa.table(
+        {
+            "pst_raw": ["{bad", "{}"],
+            "pst_source_file": ["f1", "f2"],
+            "pst_reason": ["malformed record", "missing key (user)"],
+        }
+    )
     frame = pd.DataFrame({"pst_bucket": [-1], "pst_blob": [blob_of(rejected)], "pst_row": [None]})
     out = pd.concat(list(processor().handleInputRows((-1,), iter([frame]), Clocks())))
     assert list(out["record_kind"]) == ["rejected", "rejected"]
@@ -142,8 +165,9 @@ def test_the_shell_spark_ships_handles_rows_as_the_processor_does():
             "pst_row": [None],
         }
     )
-    shipped = ProcessorShell(processor(init=False), BucketProcessor.STATE_NAME,
-                             state_spark_schema())  # fmt: skip
+    shipped = ProcessorShell(
+        processor(init=False), BucketProcessor.STATE_NAME, state_spark_schema()
+    )
     shell = pickle.loads(pickle.dumps(shipped))
     handle = FakeHandle()
     shell.init(handle)

@@ -25,28 +25,37 @@ from panes import Retracted  # noqa: E402
 
 
 def test_pack_by_bucket_round_trips():
-    batch = pa.RecordBatch.from_pydict({
-        "pst_bucket": pa.array([3, 1, 3, -1, 1], pa.int32()),
-        "k": ["a", "b", "c", None, "e"],
-        "ts_us": pa.array([5, 4, 3, None, 1], pa.int64()),
-    })  # fmt: skip
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "pst_bucket": pa.array([3, 1, 3, -1, 1], pa.int32()),
+            "k": ["a", "b", "c", None, "e"],
+            "ts_us": pa.array([5, 4, 3, None, 1], pa.int64()),
+        }
+    )
     out = list(pack_by_bucket([batch, batch.slice(0, 0)]))
     assert len(out) == 1
     packed = out[0].to_pydict()
     assert packed["pst_bucket"] == [-1, 1, 3]
     assert packed["pst_row"] == [None, None, None]  # the packed encoding only
-    rows = {b: pa.ipc.open_stream(blob).read_all().to_pydict()
-            for b, blob in zip(packed["pst_bucket"], packed["pst_blob"], strict=True)}  # fmt: skip
+    rows = {
+        b: pa.ipc.open_stream(blob).read_all().to_pydict()
+        for b, blob in zip(packed["pst_bucket"], packed["pst_blob"], strict=True)
+    }
     assert sorted(rows[3]["k"]) == ["a", "c"] and sorted(rows[1]["ts_us"]) == [1, 4]
     assert rows[-1] == {"k": [None], "ts_us": [None]}
 
 
 BIG = 2**53 + 1  # not a float64
 TYPED = InputSchema(
-    keys=("k",), values=("n", "t", "f"),
-    types=(("k", pa.int64()), ("n", pa.int64()), ("t", pa.timestamp("us", tz="UTC")),
-           ("f", pa.float32())),
-)  # fmt: skip
+    keys=("k",),
+    values=("n", "t", "f"),
+    types=(
+        ("k", pa.int64()),
+        ("n", pa.int64()),
+        ("t", pa.timestamp("us", tz="UTC")),
+        ("f", pa.float32()),
+    ),
+)
 
 
 def test_the_row_encoding_reads_every_value_exactly():
@@ -63,14 +72,29 @@ def test_the_row_encoding_reads_every_value_exactly():
     assert (first["k"], first["ts_us"], first["n"]) == (BIG, 253402300799998999, -BIG)
     assert first["t"] == dt.datetime(2024, 1, 1, 0, 0, 0, 1, tzinfo=dt.timezone.utc)
     assert first["f"] == pa.array([1.1], pa.float32())[0].as_py()
-    assert second == {"k": 1, "ts_us": 2, "n": None, "t": None, "f": None,
-                      "pst_raw": None, "pst_source_file": None, "pst_reason": None}  # fmt: skip
+    assert second == {
+        "k": 1,
+        "ts_us": 2,
+        "n": None,
+        "t": None,
+        "f": None,
+        "pst_raw": None,
+        "pst_source_file": None,
+        "pst_reason": None,
+    }
     assert read_rows([], TYPED) is None
 
 
 def test_a_group_of_both_encodings_is_one_table():
-    blob = blob_of(pa.table({"k": pa.array([7], pa.int64()), "ts_us": pa.array([3], pa.int64()),
-                             "n": pa.array([BIG], pa.int64())}))  # fmt: skip
+    blob = blob_of(
+        pa.table(
+            {
+                "k": pa.array([7], pa.int64()),
+                "ts_us": pa.array([3], pa.int64()),
+                "n": pa.array([BIG], pa.int64()),
+            }
+        )
+    )
     table = input_table([blob], [b'{"k":7,"ts_us":1,"n":5}'], TYPED)
     assert elements_by_key(table, TYPED) == {
         7: [({"n": 5, "t": None, "f": None}, 1), ({"n": BIG, "t": None, "f": None}, 3)]
@@ -80,8 +104,9 @@ def test_a_group_of_both_encodings_is_one_table():
 
 def test_elements_by_key_reads_columns_by_name():
     schema = InputSchema(keys=("u", "d"), values=("x",))
-    table = pa.table({"x": [1.0, 2.0, 3.0], "ts_us": [30, 10, 20], "d": ["p", "p", "q"],
-                      "u": [1, 1, 1]})  # fmt: skip
+    table = pa.table(
+        {"x": [1.0, 2.0, 3.0], "ts_us": [30, 10, 20], "d": ["p", "p", "q"], "u": [1, 1, 1]}
+    )
     assert elements_by_key(table, schema) == {
         (1, "p"): [({"x": 2.0}, 10), ({"x": 1.0}, 30)],
         (1, "q"): [({"x": 3.0}, 20)],
@@ -92,8 +117,14 @@ def test_elements_by_key_reads_columns_by_name():
 def test_weighted_rows_withdraw_their_value_when_their_weight_is_negative():
     schema = InputSchema(keys=("k",), values=("x",), weighted=True)
     assert schema.element_columns == ("k", "ts_us", "x", "pst_weight")
-    table = pa.table({"k": ["a", "a"], "ts_us": [5, 5], "x": [2.0, 2.0],
-                      "pst_weight": pa.array([1, -1], pa.int32())})  # fmt: skip
+    table = pa.table(
+        {
+            "k": ["a", "a"],
+            "ts_us": [5, 5],
+            "x": [2.0, 2.0],
+            "pst_weight": pa.array([1, -1], pa.int32()),
+        }
+    )
     assert elements_by_key(table, schema) == {"a": [({"x": 2.0}, 5), (Retracted({"x": 2.0}), 5)]}
 
 

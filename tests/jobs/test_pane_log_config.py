@@ -43,14 +43,28 @@ path = "{upstream}"
 """
 
 
-def configs(tmp_path: Path, *, up_mode="accumulating_and_retracting", keys='["country"]',
-            mode="accumulating_and_retracting", extra="", source="",
-            aggregates='sessions = "count()"\nwatched = "sum(watched)"'):  # fmt: skip
+def configs(
+    tmp_path: Path,
+    *,
+    up_mode="accumulating_and_retracting",
+    keys='["country"]',
+    mode="accumulating_and_retracting",
+    extra="",
+    source="",
+    aggregates='sessions = "count()"\nwatched = "sum(watched)"',
+):
     up = tmp_path / "up.toml"
     up.write_text(UPSTREAM.format(lake=tmp_path / "up", landing=tmp_path / "in", mode=up_mode))
     down = tmp_path / "down.toml"
-    text = DOWNSTREAM.format(lake=tmp_path / "down", keys=keys, mode=mode, extra=extra,
-                             upstream=up, source=source, aggregates=aggregates)  # fmt: skip
+    text = DOWNSTREAM.format(
+        lake=tmp_path / "down",
+        keys=keys,
+        mode=mode,
+        extra=extra,
+        upstream=up,
+        source=source,
+        aggregates=aggregates,
+    )
     down.write_text(text)
     return down
 
@@ -65,8 +79,12 @@ def test_the_upstreams_key_and_aggregate_columns_are_the_source_columns(tmp_path
     p = load_pipeline(configs(tmp_path))
     up = p.source.upstream
     assert (up.name, up.pane_log) == ("sessions", str(tmp_path / "up" / "panes"))
-    assert p.source.types == {"device_id": "string", "country": "string", "plays": "long",
-                              "watched": "double"}  # fmt: skip
+    assert p.source.types == {
+        "device_id": "string",
+        "country": "string",
+        "plays": "long",
+        "watched": "double",
+    }
     assert p.weighted and p.engine().weighted
     assert p.value_columns == ("watched",)
     assert "the pane log of sessions" in p.describe()
@@ -96,8 +114,14 @@ def test_what_a_downstream_cannot_read_is_refused_naming_the_field(tmp_path, ove
 
 
 def test_over_an_accumulating_upstream_elements_only_add_so_any_aggregate_is_accepted(tmp_path):
-    p = load_pipeline(configs(tmp_path, up_mode="accumulating", mode="discarding",
-                              aggregates='longest = "max(watched)"'))  # fmt: skip
+    p = load_pipeline(
+        configs(
+            tmp_path,
+            up_mode="accumulating",
+            mode="discarding",
+            aggregates='longest = "max(watched)"',
+        )
+    )
     assert not p.weighted
 
 

@@ -35,10 +35,12 @@ def base(**over):
         "event_time": "ts",
         "window": "FixedWindows(1m)",
         "trigger": "AfterWatermark(late=AfterCount(1))",
-        "source": {"path": "in", "schema": {"device_id": "string", "ts": "timestamp",
-                                             "seconds": "double", "n": "long"}},
+        "source": {
+            "path": "in",
+            "schema": {"device_id": "string", "ts": "timestamp", "seconds": "double", "n": "long"},
+        },
         "aggregates": {"plays": "count()", "watched": "sum(seconds)"},
-    }  # fmt: skip
+    }
     for k, v in over.items():
         if v is None:
             d.pop(k, None)
@@ -62,9 +64,9 @@ def test_demo_config_loads():
     assert p.watermark == Watermark("bounded_out_of_orderness", 5 * 60_000_000)
     assert p.aggregate_types == {"plays": "long", "watched": "double"}
     assert p.value_columns == ("seconds",)
-    assert p.combine_fn().extract(p.combine_fn().add_all(p.combine_fn().create(),
-                                  [{"seconds": 3.0}, {"seconds": 4.5}])) == {
-        "plays": 2, "watched": 7.5}  # fmt: skip
+    assert p.combine_fn().extract(
+        p.combine_fn().add_all(p.combine_fn().create(), [{"seconds": 3.0}, {"seconds": 4.5}])
+    ) == {"plays": 2, "watched": 7.5}
 
 
 def test_defaults_file_matches_python_defaults():
@@ -83,13 +85,17 @@ def test_defaults_file_matches_python_defaults():
 def test_python_and_toml_are_the_same():
     p = pipeline_from_dict(base())
     q = Pipeline(
-        name="ad_views", lake="lake", keys=("device_id",), event_time="ts",
+        name="ad_views",
+        lake="lake",
+        keys=("device_id",),
+        event_time="ts",
         window=FixedWindows(60_000_000),
         trigger=parse_trigger("AfterWatermark(late=AfterCount(1))"),
-        source=Source("in", {"device_id": "string", "ts": "timestamp", "seconds": "double",
-                             "n": "long"}),
+        source=Source(
+            "in", {"device_id": "string", "ts": "timestamp", "seconds": "double", "n": "long"}
+        ),
         aggregates={"plays": "count()", "watched": "sum(seconds)"},
-    )  # fmt: skip
+    )
     assert p == q
 
 

@@ -39,8 +39,9 @@ SPARK_PATH = os.pathsep.join(str(p) for p in sorted(SPARK_LIB.glob("*.zip")))
 def spark_like(exe: str, code: str, extra_path: str = "") -> subprocess.CompletedProcess:
     """Run ``code`` with ``exe`` as Spark runs a Python process: its zips first on the path."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (SPARK_PATH, extra_path) if p)}
-    return subprocess.run([exe, "-c", code], env=env, capture_output=True, text=True,
-                          timeout=120, check=False)  # fmt: skip
+    return subprocess.run(
+        [exe, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
 
 
 def test_a_local_master_runs_the_installed_pyspark_not_the_zip(tmp_path: Path) -> None:
@@ -63,8 +64,12 @@ def test_the_launcher_passes_arguments_and_exit_status(tmp_path: Path) -> None:
     exe = worker_python("local-cluster[2,1,1024]", cache_dir=tmp_path)
     done = spark_like(exe, "import sys; print(sys.argv[1:]); sys.exit(3)")
     assert done.returncode == 3
-    args = subprocess.run([exe, "-c", "import sys; print(sys.argv[1:])", "a b", "$HOME", ""],
-                          capture_output=True, text=True, check=True).stdout  # fmt: skip
+    args = subprocess.run(
+        [exe, "-c", "import sys; print(sys.argv[1:])", "a b", "$HOME", ""],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert args.strip() == repr(["a b", "$HOME", ""])
 
 
@@ -123,8 +128,14 @@ def test_importing_the_module_starts_and_preloads_nothing() -> None:
         "eager = ('pandas', 'pyarrow', 'pyspark', 'pyspark.daemon', 'jobs.operator')\n"
         "print(sorted(m for m in eager if m in sys.modules))"
     )
-    done = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True,
-                          text=True, timeout=60, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
 
@@ -144,9 +155,15 @@ def test_run_as_a_module_it_is_sparks_daemon_with_the_tasks_modules_imported() -
     )
     # PySpark's daemon (in a process group of its own) writes its port, then exits when its
     # standard input closes (with status 1, whatever the reason).
-    done = subprocess.run([sys.executable, "-c", as_spark_runs_it], stdin=subprocess.DEVNULL,
-                          env=env, cwd=PROJECT_ROOT, capture_output=True, timeout=120,
-                          check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", as_spark_runs_it],
+        stdin=subprocess.DEVNULL,
+        env=env,
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
     assert b"Traceback" not in done.stderr, done.stderr.decode()[-2000:]
     (port,) = struct.unpack("!i", done.stdout)
     assert 0 < port < 65536

@@ -66,8 +66,13 @@ def test_progress_lines_count_input_records_and_say_what_control_rows_were():
 
     def progress(batch_id: int, records: int, control: int) -> Progress:
         sources = [Progress(numInputRows=records), Progress(numInputRows=control)]
-        return Progress(batchId=batch_id, numInputRows=records + control, sources=sources,
-                        eventTime={}, durationMs={})  # fmt: skip
+        return Progress(
+            batchId=batch_id,
+            numInputRows=records + control,
+            sources=sources,
+            eventTime={},
+            durationMs={},
+        )
 
     data = BatchReport.of(progress(0, 98, 0), BatchStats(0, panes=98, committed=True))
     drain = BatchReport.of(progress(1, 0, 1), BatchStats(1, panes=4, committed=True))

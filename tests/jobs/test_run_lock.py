@@ -10,12 +10,21 @@ from tests.lock_holder import lock_held
 
 
 def pipeline(tmp_path):
-    return pipeline_from_dict({
-        "name": "locked", "lake": str(tmp_path / "lake"), "keys": ["k"], "event_time": "ts",
-        "window": "FixedWindows(1h)", "aggregates": {"n": "count()"},
-        "source": {"path": str(tmp_path / "landing"), "create_path": True,
-                   "schema": {"k": "string", "ts": "timestamp"}},
-    })  # fmt: skip
+    return pipeline_from_dict(
+        {
+            "name": "locked",
+            "lake": str(tmp_path / "lake"),
+            "keys": ["k"],
+            "event_time": "ts",
+            "window": "FixedWindows(1h)",
+            "aggregates": {"n": "count()"},
+            "source": {
+                "path": str(tmp_path / "landing"),
+                "create_path": True,
+                "schema": {"k": "string", "ts": "timestamp"},
+            },
+        }
+    )
 
 
 def test_a_second_run_of_a_lake_is_refused_before_spark_and_writes_nothing(tmp_path):
@@ -23,7 +32,10 @@ def test_a_second_run_of_a_lake_is_refused_before_spark_and_writes_nothing(tmp_p
 
     p = pipeline(tmp_path)
     with lock_held(tmp_path / "lake", "run") as pid:
-        with pytest.raises(LakeBusy, match=rf"another run of pipeline 'locked' is running \(pid "
-                                           rf"{pid} on "):  # fmt: skip
+        with pytest.raises(
+            LakeBusy,
+            match=rf"another run of pipeline 'locked' is running \(pid "
+            rf"{pid} on ",
+        ):
             run(p, spark=None)  # refused before a Spark session is asked for
         assert sorted(x.name for x in (tmp_path / "lake").iterdir()) == ["_locks"]

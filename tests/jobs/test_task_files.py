@@ -44,19 +44,29 @@ def panes(keys: list[str], timing: str = "EARLY") -> tuple[dict[str, list], int]
     """Core pane records, one per key (window [T0, T0 + 60 s))."""
     n = len(keys)
     cols = {c: [None] * n for c in core_schema(DEFAULT_LAYOUT).names}
-    cols.update(key=keys, window_start_us=[T0] * n, window_end_us=[T0 + 60_000_000] * n,
-                value=[1.0] * n, timestamp_us=[T0 + 59_999_999] * n, pane_index=[0] * n,
-                nonspeculative_index=[-1] * n, timing=[timing] * n, is_first=[True] * n,
-                is_last=[False] * n, is_retraction=[False] * n, supersedes=[[] for _ in keys],
-                watermark_us=[T0] * n, processing_time_us=[T0] * n)  # fmt: skip
+    cols.update(
+        key=keys,
+        window_start_us=[T0] * n,
+        window_end_us=[T0 + 60_000_000] * n,
+        value=[1.0] * n,
+        timestamp_us=[T0 + 59_999_999] * n,
+        pane_index=[0] * n,
+        nonspeculative_index=[-1] * n,
+        timing=[timing] * n,
+        is_first=[True] * n,
+        is_last=[False] * n,
+        is_retraction=[False] * n,
+        supersedes=[[] for _ in keys],
+        watermark_us=[T0] * n,
+        processing_time_us=[T0] * n,
+    )
     return cols, n
 
 
 def late(keys: list[str]) -> tuple[dict[str, list], int]:
     n = len(keys)
     cols = {c: [None] * n for c in late_core_schema(DEFAULT_LAYOUT).names}
-    cols.update(key=keys, value_json=["1.0"] * n, timestamp_us=[T0] * n,
-                reason=["expired"] * n)  # fmt: skip
+    cols.update(key=keys, value_json=["1.0"] * n, timestamp_us=[T0] * n, reason=["expired"] * n)
     return cols, n
 
 
@@ -77,11 +87,13 @@ def collect(frames: list[pd.DataFrame]) -> pa.Table:
 def test_a_task_sends_few_rows_on_and_writes_many_itself(tables):
     writing = TaskWriting(tables, rows_as_rows=3, rows_per_file=4)
     output = TaskOutput(output_arrow_schema(DEFAULT_LAYOUT).names, writing, BatchOfTask(7))
-    sent = [visit(output, KIND_PANE, panes(["a", "b"])),  # 2: sent on
-            visit(output, KIND_PANE, panes(["c", "d"])),  # 4 > 3: a file is named
-            visit(output, KIND_PANE, panes(["e", "f", "g"])),  # the file holds 5 >= 4: written
-            visit(output, KIND_PANE, panes(["h"])),  # a second file
-            visit(output, KIND_LATE, late(["x"]))]  # fmt: skip
+    sent = [
+        visit(output, KIND_PANE, panes(["a", "b"])),  # 2: sent on
+        visit(output, KIND_PANE, panes(["c", "d"])),  # 4 > 3: a file is named
+        visit(output, KIND_PANE, panes(["e", "f", "g"])),  # the file holds 5 >= 4: written
+        visit(output, KIND_PANE, panes(["h"])),  # a second file
+        visit(output, KIND_LATE, late(["x"])),
+    ]
     output.close()
     rows = pd.concat(sent)
     named = rows[rows[DATA_FILE].notna()]

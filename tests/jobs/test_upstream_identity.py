@@ -31,8 +31,14 @@ def make_table(path: Path, versions: int) -> str:
     return str(pane_log_head(str(path)).table)
 
 
-def write_offset(checkpoint: Path, batch_id: int, offset: dict, *, committed: bool,
-                 written_s: float | None = None) -> None:  # fmt: skip
+def write_offset(
+    checkpoint: Path,
+    batch_id: int,
+    offset: dict,
+    *,
+    committed: bool,
+    written_s: float | None = None,
+) -> None:
     """A batch's offset file as Spark writes it (the pane-log source, then the control
     stream's file source); ``committed``: its commit file too; ``written_s``: its mtime."""
     (checkpoint / "offsets").mkdir(parents=True, exist_ok=True)
@@ -99,13 +105,19 @@ def test_offsets_without_table_ids_are_adopted_only_if_the_table_can_have_been_r
 
     for batch in (0, 1, 2):  # the same offsets, written a day before the table's commits
         os.utime(ckpt / "offsets" / str(batch), (0, time.time() - 86_400))
-    with pytest.raises(UpstreamChanged, match=r"version 1 of the upstream's pane log .* was "
-                       r"committed after batch 1 read it: the upstream was rebuilt"):  # fmt: skip
+    with pytest.raises(
+        UpstreamChanged,
+        match=r"version 1 of the upstream's pane log .* was "
+        r"committed after batch 1 read it: the upstream was rebuilt",
+    ):
         check_upstream(down)
 
     rebuild(pane_log, 2)  # shorter than what was read
-    with pytest.raises(UpstreamChanged, match=r"up to version 2, and the upstream's pane log .* "
-                       r"ends at version 1: the upstream was rebuilt"):  # fmt: skip
+    with pytest.raises(
+        UpstreamChanged,
+        match=r"up to version 2, and the upstream's pane log .* "
+        r"ends at version 1: the upstream was rebuilt",
+    ):
         check_upstream(down)
 
     # an older panestore's reader over a rebuilt (then missing) upstream went back to -1

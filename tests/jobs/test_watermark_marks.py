@@ -46,8 +46,9 @@ def test_a_writer_lands_files_and_notes_them_in_order(tmp_path):
     assert (tmp_path / "a.jsonl").read_text() == '{"x": 1}\n'
     second = w.note(T + 60 * S)  # nothing landed since: a mark naming no file
     assert mark_seqs(tmp_path, "gw-1") == [0, 1] and writer_names(tmp_path) == ["gw-1"]
-    assert read_mark(tmp_path, "gw-1", 0) == Mark("gw-1", 0, T, ("a.jsonl", "sub/b.jsonl"),
-                                                  T + 5 * S)  # fmt: skip
+    assert read_mark(tmp_path, "gw-1", 0) == Mark(
+        "gw-1", 0, T, ("a.jsonl", "sub/b.jsonl"), T + 5 * S
+    )
     assert read_mark(tmp_path, "gw-1", 1).files == ()
     assert json.loads(second.read_text())["time"] == "2024-06-01T09:01:00.000000Z"
     assert not [p for p in tmp_path.rglob(".*")], "no temporary file left behind"
@@ -112,5 +113,7 @@ def test_the_batch_check_does_not_read_marks_as_data(tmp_path):
     w.note(T)
     (tmp_path / "_other").mkdir()
     (tmp_path / "_other" / "c.jsonl").write_text("{}\n")
-    assert landing_files(str(tmp_path)) == [str(tmp_path / "a.jsonl"),
-                                            str(tmp_path / "sub" / "b.jsonl")]  # fmt: skip
+    assert landing_files(str(tmp_path)) == [
+        str(tmp_path / "a.jsonl"),
+        str(tmp_path / "sub" / "b.jsonl"),
+    ]

@@ -43,9 +43,16 @@ class Job:
             self.reads.append(names)
             return {n: self.earliest_of[n] for n in names}
 
-        adv = fold(self.state, taken={f: self.now // 1000 for f in taken},
-                   scanned_batch=self.batch, marks=self.marks, landed=self.on_disk.__contains__,
-                   now=self.now, idle_timeout_us=IDLE, earliest=earliest)  # fmt: skip
+        adv = fold(
+            self.state,
+            taken={f: self.now // 1000 for f in taken},
+            scanned_batch=self.batch,
+            marks=self.marks,
+            landed=self.on_disk.__contains__,
+            now=self.now,
+            idle_timeout_us=IDLE,
+            earliest=earliest,
+        )
         self.state = adv.state
         return adv
 
@@ -209,9 +216,16 @@ def test_the_state_survives_its_file_and_the_fold_leaves_its_input_alone():
     job.land("x0", earliest=T0)
     job.note("a", T0 + MIN, "a0")
     before = WritersState()
-    adv = fold(before, taken={"a0": T0 // 1000, "x0": T0 // 1000}, scanned_batch=3, marks=job.marks,
-               landed=job.on_disk.__contains__, now=T0, idle_timeout_us=IDLE,
-               earliest=lambda names: dict.fromkeys(names, T0))  # fmt: skip
+    adv = fold(
+        before,
+        taken={"a0": T0 // 1000, "x0": T0 // 1000},
+        scanned_batch=3,
+        marks=job.marks,
+        landed=job.on_disk.__contains__,
+        now=T0,
+        idle_timeout_us=IDLE,
+        earliest=lambda names: dict.fromkeys(names, T0),
+    )
     assert before == WritersState()
     assert WritersState.from_json(adv.state.to_json()) == adv.state
     assert adv.state.scanned_batch == 3 and adv.state.files["x0"].earliest_us == T0
@@ -237,9 +251,15 @@ def test_the_files_a_batch_took_are_read_from_the_checkpoint(tmp_path):
     from jobs.writers_watermark import newly_taken
 
     landing = tmp_path / "landing"
-    p = Pipeline(name="p", lake=str(tmp_path / "lake"), keys=("k",), event_time="ts",
-                 window="FixedWindows(1m)", aggregates={"n": "count()"},
-                 source=Source(str(landing), {"k": "string", "ts": "timestamp"}))  # fmt: skip
+    p = Pipeline(
+        name="p",
+        lake=str(tmp_path / "lake"),
+        keys=("k",),
+        event_time="ts",
+        window="FixedWindows(1m)",
+        aggregates={"n": "count()"},
+        source=Source(str(landing), {"k": "string", "ts": "timestamp"}),
+    )
     ckpt = tmp_path / "lake" / "_checkpoint"
     for source, entries in (
         # Spark reads `_` names holding `=` (partition folders): they are data here too
@@ -257,8 +277,9 @@ def test_the_files_a_batch_took_are_read_from_the_checkpoint(tmp_path):
         body = [json.dumps({"path": e, "timestamp": 7, "batchId": 0}) for e in entries]
         (ckpt / "sources" / str(source) / "0").write_text("\n".join(["v1", *body]))
     (ckpt / "offsets").mkdir()
-    (ckpt / "offsets" / "0").write_text('v1\n{"batchTimestampMs": 5}\n{"logOffset": 0}\n'
-                                        '{"logOffset": 0}')  # fmt: skip
+    (ckpt / "offsets" / "0").write_text(
+        'v1\n{"batchTimestampMs": 5}\n{"logOffset": 0}\n{"logOffset": 0}'
+    )
     assert newly_taken(p, -1) == ({"a b.jsonl": 7, "s/c": 7, "_year=2024/d.jsonl": 7}, 0)
     assert newly_taken(p, 0) == ({}, 0)
 
@@ -271,10 +292,16 @@ def test_the_job_records_an_advance_as_a_control_row_then_its_state(tmp_path):
     from jobs.writers_watermark import load_state, record_writers_watermark, state_path
 
     landing = tmp_path / "landing"
-    p = Pipeline(name="p", lake=str(tmp_path / "lake"), keys=("k",), event_time="ts",
-                 window="FixedWindows(1m)", aggregates={"n": "count()"},
-                 watermark=Watermark("writer_noted", idle_timeout="5m"),
-                 source=Source(str(landing), {"k": "string", "ts": "timestamp"}))  # fmt: skip
+    p = Pipeline(
+        name="p",
+        lake=str(tmp_path / "lake"),
+        keys=("k",),
+        event_time="ts",
+        window="FixedWindows(1m)",
+        aggregates={"n": "count()"},
+        watermark=Watermark("writer_noted", idle_timeout="5m"),
+        source=Source(str(landing), {"k": "string", "ts": "timestamp"}),
+    )
     a = LandingWriter(landing, "a")
     a.land("a0.jsonl", ["{}"])
     a.note(T0 + MIN, noted_at_us=T0)

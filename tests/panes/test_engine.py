@@ -225,8 +225,9 @@ def describe_key(pane):
 def test_a_dropped_elements_reason_gives_the_lateness_as_the_configuration_writes_it():
     from panes import FixedWindows, Simulator, Windowing, combiners
 
-    sim = Simulator(Windowing(FixedWindows(60_000_000), allowed_lateness=7_200_000_000),
-                    combiners.count())  # fmt: skip
+    sim = Simulator(
+        Windowing(FixedWindows(60_000_000), allowed_lateness=7_200_000_000), combiners.count()
+    )
     sim.advance_watermark(10_000_000_000)
     sim.add_elements([("k", 1, 0)])
     assert [d.reason for d in sim.dropped] == [

@@ -99,9 +99,16 @@ PAST_END = [0b01100, None, None, 0, 1]
 
 @example((AFTER_EACH, [AFTER_EACH.new_state(), PAST_END, AFTER_EACH.new_state()]))
 # AfterEach restarts the second AfterWatermark out of its late phase; its late count is kept
-@example((AfterEach(AfterWatermark(), AfterWatermark(late=AfterCount(1))),
-          [[0, None, None, None, None, 0], [0, None, None, None, None, 0],
-           [12, None, None, None, None, 1]]))  # fmt: skip
+@example(
+    (
+        AfterEach(AfterWatermark(), AfterWatermark(late=AfterCount(1))),
+        [
+            [0, None, None, None, None, 0],
+            [0, None, None, None, None, 0],
+            [12, None, None, None, None, 1],
+        ],
+    )
+)
 @given(trigger_and_states(3))
 def test_merge_with_rewind_is_associative_in_any_order(triple):
     trigger, states = triple

@@ -245,17 +245,23 @@ def run_chain(upstream_mode, views):
     each upstream pane as an element at its output timestamp (a retraction weighs -1) and the
     upstream's watermark."""
     up = Simulator(
-        windowing(Sessions(15), AfterWatermark(early=AfterCount(1), late=AfterCount(1)), 1_000,
-                  upstream_mode),
+        windowing(
+            Sessions(15),
+            AfterWatermark(early=AfterCount(1), late=AfterCount(1)),
+            1_000,
+            upstream_mode,
+        ),
         SESSION_VALUE,
-    )  # fmt: skip
+    )
     down = Simulator(windowing(FixedWindows(100)), TOTALS, weighted=True)
 
     def feed(panes):
-        down.add_elements([
-            (p.key[1], Retracted(p.value) if p.is_retraction else p.value, p.timestamp)
-            for p in panes
-        ])  # fmt: skip
+        down.add_elements(
+            [
+                (p.key[1], Retracted(p.value) if p.is_retraction else p.value, p.timestamp)
+                for p in panes
+            ]
+        )
         down.advance_watermark(up.watermark)
 
     for bundle, watermark in views:

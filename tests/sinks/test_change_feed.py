@@ -71,9 +71,15 @@ def replay_by_version(run: Run, changes: list[dict], views: dict[int, dict]) -> 
         (5, FixedWindows(10 * S), AccumulationMode.DISCARDING, None),
         (3, FixedWindows(10 * S), R, False),
     ],
-    ids=["sessions-retracting", "sessions-acc", "sessions-disc", "sliding-vec", "fixed-disc-vec",
-         "fixed-python"],
-)  # fmt: skip
+    ids=[
+        "sessions-retracting",
+        "sessions-acc",
+        "sessions-disc",
+        "sliding-vec",
+        "fixed-disc-vec",
+        "fixed-python",
+    ],
+)
 def test_replaying_the_feed_from_version_0_rebuilds_the_view_at_every_version(
     tmp_path, seed, window_fn, mode, vectorized
 ):
@@ -91,8 +97,9 @@ def test_replaying_the_feed_from_version_0_rebuilds_the_view_at_every_version(
 def test_session_windows_merged_away_leave_the_view_as_deletes(tmp_path):
     run = random_run(1, str(tmp_path), mode=R, window_fn=Sessions(10 * S), multi=False)
     materialize_rounds(run, 1)
-    deleted = [r for r in read_changes(run.spec, 0).table.to_pylist()
-               if r["_change_type"] == "delete"]  # fmt: skip
+    deleted = [
+        r for r in read_changes(run.spec, 0).table.to_pylist() if r["_change_type"] == "delete"
+    ]
     final = view_dict(run.spec)
     assert deleted
     for r in deleted:  # no deleted window is in the final view unless re-inserted later
@@ -251,8 +258,10 @@ def test_duckdb_alone_reads_the_feed_from_the_delta_log(tmp_path):
         "remove.dataChange) AND NOT bool_or(cdc IS NOT NULL)"
     ).fetchall()
     assert without_cdc == []  # every data change has its change files
-    files = [f"{view}/{p}" for (p,) in con.sql("SELECT cdc.path FROM log WHERE cdc IS NOT NULL")
-             .fetchall()]  # fmt: skip
+    files = [
+        f"{view}/{p}"
+        for (p,) in con.sql("SELECT cdc.path FROM log WHERE cdc IS NOT NULL").fetchall()
+    ]
     theirs = con.sql(DUCKDB_CHANGES.format(files=files, view=view)).arrow().read_all()
     ours = read_changes(run.spec, 0).table
     assert sorted(theirs.column_names) == sorted(ours.column_names)

@@ -109,8 +109,14 @@ def test_one_commit_per_batch_with_the_transaction_and_readers_skip_by_stats(tmp
 
 
 def test_files_of_an_attempt_that_never_committed_are_invisible_and_vacuumed(tmp_path):
-    spec = ViewSpec("p", str(tmp_path), ("key",), (("value", combiners.sum()),),
-                    FixedWindows(60 * S), AccumulationMode.DISCARDING)  # fmt: skip
+    spec = ViewSpec(
+        "p",
+        str(tmp_path),
+        ("key",),
+        (("value", combiners.sum()),),
+        FixedWindows(60 * S),
+        AccumulationMode.DISCARDING,
+    )
     log = appender(spec.table_path("panes"))
     uri = log.table().table_uri
     rows = finish_batch(core_panes(["a"]), "p", 0)

@@ -22,8 +22,9 @@ from tests.sinks.lakes import chunked, random_run, view_dict, write_batches
 def small_fs(tmp_path):
     mount = tmp_path / "fs"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)],
-                          capture_output=True)  # fmt: skip
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)], capture_output=True
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
     yield mount
@@ -72,8 +73,11 @@ def test_a_full_lake_fails_without_a_partial_commit_and_resumes(small_fs):
     with pytest.raises(Exception, match=r"(?i)no space|space left|os error 28"):
         Materializer(run.spec).run()
     current_log = os.path.join(run.spec.table_path("current"), "_delta_log")
-    commits = [f for f in os.listdir(current_log) if f.endswith(".json")] if os.path.isdir(
-        current_log) else []  # fmt: skip
+    commits = (
+        [f for f in os.listdir(current_log) if f.endswith(".json")]
+        if os.path.isdir(current_log)
+        else []
+    )
     assert commits in ([], ["00000000000000000000.json"])  # created at most, nothing merged
     free(small_fs)
     Materializer(run.spec).run()

@@ -41,8 +41,10 @@ def test_contenders_taking_the_lock_at_the_same_moment_never_hold_it_together(tm
     ctx = multiprocessing.get_context("fork")
     barrier = ctx.Barrier(CONTENDERS)
     wins, overlaps = ctx.Value("i", 0), ctx.Value("i", 0)
-    procs = [ctx.Process(target=_contend, args=(str(tmp_path), barrier, ROUNDS, wins, overlaps))
-             for _ in range(CONTENDERS)]  # fmt: skip
+    procs = [
+        ctx.Process(target=_contend, args=(str(tmp_path), barrier, ROUNDS, wins, overlaps))
+        for _ in range(CONTENDERS)
+    ]
     for p in procs:
         p.start()
     for p in procs:

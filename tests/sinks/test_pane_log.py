@@ -142,8 +142,9 @@ def test_rows_carry_pane_fields(tmp_path):
 
 
 def test_accumulator_is_written_only_when_the_layout_asks():
-    pane = FakePane("a", W(0, MIN), 0.5, MIN - 1, Info(0, -1, Timing.EARLY, True, False),
-                    accumulator=(1.0, 2))  # fmt: skip
+    pane = FakePane(
+        "a", W(0, MIN), 0.5, MIN - 1, Info(0, -1, Timing.EARLY, True, False), accumulator=(1.0, 2)
+    )
     assert pane_record(pane)["accumulator"] == "[1.0,2]"
     assert pane_record(pane, PaneLogLayout(accumulators=False))["accumulator"] is None
 
@@ -156,26 +157,50 @@ def test_finish_batch_orders_rows_and_ids_them_by_pane_id():
     lay = PaneLogLayout(key_fields=(("user", pa.string()), ("n", pa.int64())))
     rnd = random.Random(7)
     rows = [
-        dict(user=rnd.choice(["a", 'q"é', None]), n=rnd.choice([1, None]),
-             window_start_us=rnd.choice([0, MIN]), window_end_us=rnd.choice([MIN, 2 * MIN]),
-             value=1.0, timestamp_us=0, pane_index=rnd.randint(0, 2), nonspeculative_index=-1,
-             timing="EARLY", is_first=False, is_last=False, is_retraction=rnd.random() < 0.3,
-             supersedes=[], watermark_us=None, processing_time_us=None, accumulator=None)
+        dict(
+            user=rnd.choice(["a", 'q"é', None]),
+            n=rnd.choice([1, None]),
+            window_start_us=rnd.choice([0, MIN]),
+            window_end_us=rnd.choice([MIN, 2 * MIN]),
+            value=1.0,
+            timestamp_us=0,
+            pane_index=rnd.randint(0, 2),
+            nonspeculative_index=-1,
+            timing="EARLY",
+            is_first=False,
+            is_last=False,
+            is_retraction=rnd.random() < 0.3,
+            supersedes=[],
+            watermark_us=None,
+            processing_time_us=None,
+            accumulator=None,
+        )
         for _ in range(400)
-    ]  # fmt: skip
+    ]
     out = finish_batch(pa.Table.from_pylist(rows, schema=core_schema(lay)), "p", 4, lay)
     got = out.to_pylist()
 
     def order(r):
         keys = (r["user"] is None, r["user"] or "", r["n"] is None, r["n"] or 0)
-        return (*keys, r["window_start_us"], r["window_end_us"], r["pane_index"],
-                not r["is_retraction"])  # fmt: skip
+        return (
+            *keys,
+            r["window_start_us"],
+            r["window_end_us"],
+            r["pane_index"],
+            not r["is_retraction"],
+        )
 
     assert [order(r) for r in got] == sorted(order(r) for r in rows)
     seen: dict = {}
     for r in got:
-        ident = (r["user"], r["n"], r["window_start_us"], r["window_end_us"], r["pane_index"],
-                 r["is_retraction"])  # fmt: skip
+        ident = (
+            r["user"],
+            r["n"],
+            r["window_start_us"],
+            r["window_end_us"],
+            r["pane_index"],
+            r["is_retraction"],
+        )
         ordinal = seen[ident] = seen.get(ident, -1) + 1
         keys = {"user": r["user"], "n": r["n"]}
         assert r["pane_id"] == pane_id("p", keys, *ident[2:], ordinal=ordinal)

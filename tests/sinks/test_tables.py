@@ -60,7 +60,10 @@ def test_tables_of_another_lake_format_are_refused_untouched(tmp_path):
     from sinks.lake_format import FORMAT_PROPERTY
     from sinks.pane_log import pane_log_schema
 
-    for found, configuration in (("no panestore format", None), ("lake format 2", {FORMAT_PROPERTY: "2"})):  # fmt: skip  # noqa: E501
+    for found, configuration in (
+        ("no panestore format", None),
+        ("lake format 2", {FORMAT_PROPERTY: "2"}),
+    ):
         run = random_run(7, str(tmp_path / found.replace(" ", "_")), window_fn=Sessions(10 * S))
         path = run.spec.table_path("panes")
         DeltaTable.create(

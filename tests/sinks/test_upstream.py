@@ -105,17 +105,20 @@ def test_a_downstream_over_the_version_ranges_equals_the_batch_over_the_final_vi
         if watermark is not None:
             down.advance_watermark(watermark)
         values = [{"value": r["value"]} for r in rows]
-        down.add_elements([
-            ("all", v if r[WEIGHT] > 0 else Retracted(v), r[EVENT_TIME_US])
-            for r, v in zip(rows, values, strict=True)
-        ])  # fmt: skip
+        down.add_elements(
+            [
+                ("all", v if r[WEIGHT] > 0 else Retracted(v), r[EVENT_TIME_US])
+                for r, v in zip(rows, values, strict=True)
+            ]
+        )
         marks = [r[WATERMARK_US] for r in rows if r[WATERMARK_US] is not None]
         watermark = max([*marks, *([watermark] if watermark is not None else [])], default=None)
     down.advance_watermark(END_OF_TIME)
     assert not down.dropped
     final = final_view_elements(upstream.spec.table_path("current"), ["key", "value"]).to_pylist()
-    expected = batch([("all", {"value": r["value"]}, r["ts_us"]) for r in final],
-                     FixedWindows(30 * S), totals)  # fmt: skip
+    expected = batch(
+        [("all", {"value": r["value"]}, r["ts_us"]) for r in final], FixedWindows(30 * S), totals
+    )
     assert fold(down.panes, RETRACTING, totals) == expected
     assert len(final) == len(fold(upstream.panes, RETRACTING, upstream.spec.combine_fn))
 

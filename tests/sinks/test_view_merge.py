@@ -40,9 +40,14 @@ def test_view_is_partitioned_by_day_and_a_merge_rewrites_only_the_days_it_touche
         accumulation_mode=AccumulationMode.ACCUMULATING,
     )
     spec = ViewSpec(
-        "p", str(tmp_path), ("key",), (("value", combiners.sum()),), FixedWindows(hour),
-        AccumulationMode.ACCUMULATING, combine_fn=combiners.sum(),
-    )  # fmt: skip
+        "p",
+        str(tmp_path),
+        ("key",),
+        (("value", combiners.sum()),),
+        FixedWindows(hour),
+        AccumulationMode.ACCUMULATING,
+        combine_fn=combiners.sum(),
+    )
     sim = Simulator(windowing, combiners.sum())
     log = PaneLog(
         spec.table_path("panes"), "p", PaneLogLayout(), **table_identity(spec, "panes", "pane log")

@@ -10,8 +10,11 @@ import importlib.util
 
 import pytest
 
-_MISSING = [m for m in ("pyspark", "pyarrow", "pandas", "deltalake", "google.protobuf")
-            if importlib.util.find_spec(m.split(".")[0]) is None]  # fmt: skip
+_MISSING = [
+    m
+    for m in ("pyspark", "pyarrow", "pandas", "deltalake", "google.protobuf")
+    if importlib.util.find_spec(m.split(".")[0]) is None
+]
 
 
 def pytest_collection_modifyitems(config, items):

@@ -29,8 +29,9 @@ def put(directory: Path, name: str, lines: list[str]) -> Path:
 def offset_log(ckpt: Path) -> list[tuple[int, int, int, int | None]]:
     """[(batch id, watermark ms, batch timestamp ms, landing-source log offset)] per batch."""
     out = []
-    for p in sorted((ckpt / "offsets").iterdir(),
-                    key=lambda p: int(p.name) if p.name.isdigit() else -1):  # fmt: skip
+    for p in sorted(
+        (ckpt / "offsets").iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else -1
+    ):
         if not p.name.isdigit():
             continue
         lines = p.read_text().splitlines()

@@ -85,12 +85,22 @@ CSV = [
 def make_pipeline(tmp_path, fmt: str, **source):
     from jobs.pipeline import pipeline_from_dict
 
-    return pipeline_from_dict({
-        "name": f"bad_{fmt}", "lake": str(tmp_path / "lake"), "keys": ["device_id"],
-        "event_time": "ts", "window": "FixedWindows(1h)",
-        "source": {"format": fmt, "path": str(tmp_path / "landing"), "schema": SCHEMA, **source},
-        "aggregates": {"plays": "count()", "watched": "sum(seconds)"},
-    })  # fmt: skip
+    return pipeline_from_dict(
+        {
+            "name": f"bad_{fmt}",
+            "lake": str(tmp_path / "lake"),
+            "keys": ["device_id"],
+            "event_time": "ts",
+            "window": "FixedWindows(1h)",
+            "source": {
+                "format": fmt,
+                "path": str(tmp_path / "landing"),
+                "schema": SCHEMA,
+                **source,
+            },
+            "aggregates": {"plays": "count()", "watched": "sum(seconds)"},
+        }
+    )
 
 
 def tables(spark, pipeline) -> tuple[dict, list[dict]]:
@@ -142,8 +152,12 @@ def test_jsonl_records(spark, tmp_path):
 
 
 def test_epoch_event_times(spark, tmp_path):
-    pipeline = make_pipeline(tmp_path, "jsonl", epoch_unit="ms", schema={
-        "device_id": "string", "ts": "long", "seconds": "double"})  # fmt: skip
+    pipeline = make_pipeline(
+        tmp_path,
+        "jsonl",
+        epoch_unit="ms",
+        schema={"device_id": "string", "ts": "long", "seconds": "double"},
+    )
     put(tmp_path / "landing", "epochs.jsonl", [line for line, _ in EPOCH])
     check(EPOCH, *tables(spark, pipeline))
 
@@ -154,8 +168,7 @@ def test_csv_records(spark, tmp_path):
     view, rejected = tables(spark, pipeline)
     # the keys of the good lines, as CSV unquotes them
     keys = iter(["csv-plain", "csv,comma", 'csv"quote', "csv-quoted-ts"])
-    as_json = [(json.dumps({"device_id": next(keys)}) if why is None else x, why)
-               for x, why in CSV]  # fmt: skip
+    as_json = [(json.dumps({"device_id": next(keys)}) if why is None else x, why) for x, why in CSV]
     check(as_json, view, rejected, raw_of=lambda line: line.split("\n"))
 
 
@@ -170,12 +183,17 @@ def test_parquet_files_of_another_schema(spark, tmp_path):
     landing.mkdir()
     ts = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
     good = {"device_id": "pq", "ts": ts, "seconds": 1.0, "n": 1}
-    pq.write_table(pa.Table.from_pylist([good, {**good, "seconds": float("nan")}]),
-                   landing / "good.parquet")  # fmt: skip
+    pq.write_table(
+        pa.Table.from_pylist([good, {**good, "seconds": float("nan")}]), landing / "good.parquet"
+    )
     # a column missing (the key), a column more
-    pq.write_table(pa.Table.from_pylist([{"ts": ts, "seconds": 1.0, "n": 1, "other": "x"}]),
-                   landing / "no-key.parquet")  # fmt: skip
+    pq.write_table(
+        pa.Table.from_pylist([{"ts": ts, "seconds": 1.0, "n": 1, "other": "x"}]),
+        landing / "no-key.parquet",
+    )
     view, rejected = tables(spark, pipeline)
     assert view == {"pq": 1}
     assert sorted((r["source_file"].rsplit("/", 1)[1], r["reason"]) for r in rejected) == [
-        ("good.parquet", NOT_FINITE), ("no-key.parquet", "missing key (device_id)")]  # fmt: skip
+        ("good.parquet", NOT_FINITE),
+        ("no-key.parquet", "missing key (device_id)"),
+    ]

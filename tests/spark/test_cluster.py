@@ -39,8 +39,13 @@ def land(landing, files):
 
 
 def cli(*args, timeout=900):
-    return subprocess.run([sys.executable, "-m", "jobs.cli", *args], capture_output=True,
-                          text=True, timeout=timeout, start_new_session=True)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "jobs.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        start_new_session=True,
+    )
 
 
 def contents(pipeline):
@@ -50,8 +55,9 @@ def contents(pipeline):
     out = {}
     for t in ("panes", "late", "rejected"):
         rows = DeltaTable(pipeline.table_path(t)).to_pyarrow_table().to_pylist()
-        out[t] = sorted(repr(sorted((k, v) for k, v in r.items() if k not in RUN_DEPENDENT))
-                        for r in rows)  # fmt: skip
+        out[t] = sorted(
+            repr(sorted((k, v) for k, v in r.items() if k not in RUN_DEPENDENT)) for r in rows
+        )
     return out
 
 
@@ -90,8 +96,15 @@ def test_a_killed_rerun_drained_pipeline_on_a_cluster_equals_local(spark, tmp_pa
     on_cluster, local = load_pipeline(confs["cluster"]), load_pipeline(confs["local"])
 
     land(landing, [0, 1])
-    killed = cli("run", str(confs["cluster"]), "--master", CLUSTER, "--no-materialize",
-                 "--kill-at", "between_tables:0")  # fmt: skip
+    killed = cli(
+        "run",
+        str(confs["cluster"]),
+        "--master",
+        CLUSTER,
+        "--no-materialize",
+        "--kill-at",
+        "between_tables:0",
+    )
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     assert unreferenced(on_cluster, "rejected"), "the killed attempt wrote its rejected files"
     rerun = cli("run", str(confs["cluster"]), "--master", CLUSTER, "--no-materialize")

@@ -30,8 +30,12 @@ def test_key_buckets_equal_sparks(spark):
     longs = [0, -1, 2**63 - 1, -(2**63)] + [rnd.randint(-(2**63), 2**63 - 1) for _ in text[4:]]
     rows = list(zip(text, ints, longs, strict=True))
     df = spark.createDataFrame(rows, "s string, i int, l bigint")
-    cases = [(["s"], ("string",), 64), (["i"], ("int",), 7), (["l"], ("long",), 1000),
-             (["s", "i", "l"], ("string", "int", "long"), 5)]  # fmt: skip
+    cases = [
+        (["s"], ("string",), 64),
+        (["i"], ("int",), 7),
+        (["l"], ("long",), 1000),
+        (["s", "i", "l"], ("string", "int", "long"), 5),
+    ]
     for cols, types, n in cases:
         got = df.select(*cols, F.pmod(F.xxhash64(*cols), F.lit(n)).alias("b")).collect()
         hasher = KeyBuckets(types, n)
@@ -55,18 +59,31 @@ def test_the_shuffle_partition_of_a_bucket_value_equals_sparks(spark):
 def _pipeline(tmp_path, name: str):
     from jobs.pipeline import pipeline_from_dict
 
-    return pipeline_from_dict({
-        "name": "views", "lake": str(tmp_path / name), "keys": ["device_id"], "event_time": "ts",
-        "window": "Sessions(1m)",
-        "trigger": "AfterWatermark(early=AfterCount(3), late=AfterCount(1))",
-        "accumulation_mode": "accumulating_and_retracting", "allowed_lateness": "30s",
-        "source": {"path": str(tmp_path / "landing"), "max_files_per_trigger": 1,
-                   "schema": {"device_id": "string", "ts": "timestamp", "seconds": "double",
-                              "n": "int"}},
-        "watermark": {"delay": "10s"},
-        "aggregates": {"plays": "count()", "watched": "sum(seconds)", "most": "max(n)"},
-        "state_buckets": 4,
-    })  # fmt: skip
+    return pipeline_from_dict(
+        {
+            "name": "views",
+            "lake": str(tmp_path / name),
+            "keys": ["device_id"],
+            "event_time": "ts",
+            "window": "Sessions(1m)",
+            "trigger": "AfterWatermark(early=AfterCount(3), late=AfterCount(1))",
+            "accumulation_mode": "accumulating_and_retracting",
+            "allowed_lateness": "30s",
+            "source": {
+                "path": str(tmp_path / "landing"),
+                "max_files_per_trigger": 1,
+                "schema": {
+                    "device_id": "string",
+                    "ts": "timestamp",
+                    "seconds": "double",
+                    "n": "int",
+                },
+            },
+            "watermark": {"delay": "10s"},
+            "aggregates": {"plays": "count()", "watched": "sum(seconds)", "most": "max(n)"},
+            "state_buckets": 4,
+        }
+    )
 
 
 AWKWARD = [
@@ -102,8 +119,12 @@ def _landing(seed: int, start: int) -> list[str]:
     lines = []
     for i in range(300):
         s = start + 60 + i * 0.5 - rnd.choice([0, 0, 0, 0, 20, 45])  # some out of order, some late
-        record = {"device_id": f"d{rnd.randint(0, 11)}", "ts": iso(s),
-                  "seconds": rnd.choice([0.5, 1.0, None]), "n": rnd.randint(0, 9)}  # fmt: skip
+        record = {
+            "device_id": f"d{rnd.randint(0, 11)}",
+            "ts": iso(s),
+            "seconds": rnd.choice([0.5, 1.0, None]),
+            "n": rnd.randint(0, 9),
+        }
         lines.append(json.dumps(record))
     for bad in AWKWARD + ODD:
         lines.insert(rnd.randint(0, len(lines)), bad)
@@ -154,10 +175,12 @@ def test_the_job_writes_the_same_tables_with_and_without_the_decoder(spark, tmp_
         run_both()
     run_both(drain=True)
     tables = {
-        name: {t: DeltaTable(p.table_path(t)).to_pyarrow_table().to_pylist()
-               for t in ("panes", "late", "rejected")}
+        name: {
+            t: DeltaTable(p.table_path(t)).to_pyarrow_table().to_pylist()
+            for t in ("panes", "late", "rejected")
+        }
         for name, p in pipelines.items()
-    }  # fmt: skip
+    }
 
     def comparable(rows: list[dict]) -> list[tuple]:
         skip = {"processing_time_us", "processing_time", "record_id", "pane_id", "batch_id"}
@@ -168,8 +191,10 @@ def test_the_job_writes_the_same_tables_with_and_without_the_decoder(spark, tmp_
     for t in ("panes", "late", "rejected"):
         assert comparable(with_[t]) == comparable(without[t]), t
     for t in ("panes", "rejected"):  # written by the operator's tasks / by the writer task
-        names = {n: [f.rsplit("/", 1)[-1] for f in DeltaTable(p.table_path(t)).file_uris()]
-                 for n, p in pipelines.items()}  # fmt: skip
+        names = {
+            n: [f.rsplit("/", 1)[-1] for f in DeltaTable(p.table_path(t)).file_uris()]
+            for n, p in pipelines.items()
+        }
         assert any("-t0" in f for f in names["without"]), t
         assert not any("-t0" in f for f in names["with"]), t
         if t == "panes":  # files of about seven rows

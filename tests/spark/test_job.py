@@ -25,12 +25,15 @@ def make_pipeline(tmp_path, **over):
         "trigger": "AfterWatermark(early=AfterCount(2), late=AfterCount(1))",
         "accumulation_mode": "accumulating_and_retracting",
         "allowed_lateness": "30s",
-        "source": {"path": str(tmp_path / "landing"), "max_files_per_trigger": 1,
-                   "schema": {"device_id": "string", "ts": "timestamp", "seconds": "double"}},
+        "source": {
+            "path": str(tmp_path / "landing"),
+            "max_files_per_trigger": 1,
+            "schema": {"device_id": "string", "ts": "timestamp", "seconds": "double"},
+        },
         "watermark": {"delay": "10s"},
         "aggregates": {"plays": "count()", "watched": "sum(seconds)"},
         "state_buckets": 4,
-    }  # fmt: skip
+    }
     conf.update(over)
     return pipeline_from_dict(conf)
 
@@ -81,8 +84,11 @@ def test_runs_equal_simulator_then_drain(spark, tmp_path):
     from deltalake import DeltaTable
 
     got = DeltaTable(pipeline.table_path("panes")).to_pyarrow_table().to_pylist()
-    expected = [dict(pane_record(p, _layout(pipeline)), batch_id=b)
-                for b, panes, _ in replay(pipeline, parse) for p in panes]  # fmt: skip
+    expected = [
+        dict(pane_record(p, _layout(pipeline)), batch_id=b)
+        for b, panes, _ in replay(pipeline, parse)
+        for p in panes
+    ]
     columns = set(expected[0])
     from tests.spark.support import norm_pane
 
@@ -138,17 +144,26 @@ def test_csv_source_and_ingestion_time(spark, tmp_path):
     from jobs.run import run
 
     pipeline = make_pipeline(
-        tmp_path, window="FixedWindows(1h)", event_time=None,
-        trigger="AfterWatermark(late=AfterCount(1))", accumulation_mode="discarding",
+        tmp_path,
+        window="FixedWindows(1h)",
+        event_time=None,
+        trigger="AfterWatermark(late=AfterCount(1))",
+        accumulation_mode="discarding",
         watermark={"policy": "ingestion_time"},
-        source={"format": "csv", "csv_header": True, "path": str(tmp_path / "landing"),
-                "schema": {"device_id": "string", "seconds": "double"}},
-    )  # fmt: skip
+        source={
+            "format": "csv",
+            "csv_header": True,
+            "path": str(tmp_path / "landing"),
+            "schema": {"device_id": "string", "seconds": "double"},
+        },
+    )
     put(tmp_path / "landing", "a.csv", ["device_id,seconds", "a,1.5", "b,2", "a,x", ",3"])
     result = run(pipeline, spark=spark, drain=True, progress=None)
     panes = DeltaTable(pipeline.table_path("panes")).to_pyarrow_table().to_pylist()
     assert sorted((p["device_id"], p["plays"], p["watched"]) for p in panes) == [
-        ("a", 1, 1.5), ("b", 1, 2.0)]  # fmt: skip
+        ("a", 1, 1.5),
+        ("b", 1, 2.0),
+    ]
     # arrival time is the event time: panes' windows contain the batch timestamp
     assert all(p["window_start_us"] <= p["processing_time_us"] for p in panes)
     rejected = DeltaTable(pipeline.table_path("rejected")).to_pyarrow_table().to_pylist()
@@ -170,8 +185,11 @@ def test_follow_keeps_running_and_picks_up_files_as_they_land(spark, tmp_path):
     pipeline = make_pipeline(tmp_path)
     put(tmp_path / "landing", "views-0.jsonl", FILES[0])
     results = []
-    follow = threading.Thread(target=lambda: results.append(run(
-        pipeline, spark=spark, follow=True, interval="1 second", progress=None)))  # fmt: skip
+    follow = threading.Thread(
+        target=lambda: results.append(
+            run(pipeline, spark=spark, follow=True, interval="1 second", progress=None)
+        )
+    )
     follow.start()
     panes = pipeline.table_path("panes")
 

@@ -26,8 +26,12 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 def killed_at(args: list[str], after_s: float, timeout_s: float = 300) -> int:
     """Run ``panestore ARGS`` in its own process group, SIGKILL the group ``after_s`` seconds
     in (unless it ended first); its exit status."""
-    proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", *args], start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jobs.cli", *args],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         return proc.wait(timeout=after_s)
     except subprocess.TimeoutExpired:
@@ -53,8 +57,9 @@ def test_runs_killed_at_random_moments_equal_an_uninterrupted_run(spark, tmp_pat
 
     conf = land(tmp_path / "killed")
     rng = random.Random(13)
-    kills = until_done(["run", str(conf), "--no-materialize"],
-                       [rng.uniform(2, 40) for _ in range(4)])  # fmt: skip
+    kills = until_done(
+        ["run", str(conf), "--no-materialize"], [rng.uniform(2, 40) for _ in range(4)]
+    )
     assert kills >= 2  # most moments fall inside a run
     got = tables(load_pipeline(conf))
     panes = got["panes"]

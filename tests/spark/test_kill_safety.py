@@ -95,15 +95,20 @@ def run_cli(conf, kill_at=None, timeout=240):
     kill = ["--kill-at", kill_at] if kill_at else []
     return subprocess.run(
         [sys.executable, "-m", "jobs.cli", "run", str(conf), "--no-materialize", *kill],
-        capture_output=True, text=True, timeout=timeout, start_new_session=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        start_new_session=True,
+    )
 
 
 def tables(pipeline):
     from deltalake import DeltaTable
 
-    return {t: DeltaTable(pipeline.table_path(t)).to_pyarrow_table().to_pylist()
-            for t in ("panes", "late", "rejected")}  # fmt: skip
+    return {
+        t: DeltaTable(pipeline.table_path(t)).to_pyarrow_table().to_pylist()
+        for t in ("panes", "late", "rejected")
+    }
 
 
 def test_killed_runs_equal_an_uninterrupted_run(spark, tmp_path, request):
@@ -131,14 +136,18 @@ def test_killed_runs_equal_an_uninterrupted_run(spark, tmp_path, request):
     panes = got["panes"]
     assert len({p["pane_id"] for p in panes}) == len(panes), "duplicate panes"
     # Exactly the panes of the batches Spark recorded (same offsets, watermarks, batch times).
-    expected = [dict(pane_record(p, layout(pipeline)), batch_id=b)
-                for b, ps, _ in replay(pipeline, parse) for p in ps]  # fmt: skip
+    expected = [
+        dict(pane_record(p, layout(pipeline)), batch_id=b)
+        for b, ps, _ in replay(pipeline, parse)
+        for p in ps
+    ]
     cols = set(expected[0])
     assert sorted(norm_pane(r, cols) for r in panes) == sorted(norm_pane(r, cols) for r in expected)
     # ... and the same panes as the uninterrupted run (batch times differ between the two).
     same = cols - {"processing_time_us"}
     assert sorted(norm_pane(r, same) for r in panes) == sorted(
-        norm_pane(r, same) for r in want["panes"])  # fmt: skip
+        norm_pane(r, same) for r in want["panes"]
+    )
     for t, key in (("late", "timestamp_us"), ("rejected", "raw")):
         assert sorted(r[key] for r in got[t]) == sorted(r[key] for r in want[t]), t
     assert len(got["rejected"]) == 2 and len(got["late"]) == 1

@@ -42,14 +42,23 @@ def test_a_changed_value_type_or_trigger_is_refused_naming_it(spark, tmp_path):
 
     def conf(name: str, trigger: str = TRIGGER, seconds: str = "long"):
         path = tmp_path / name
-        path.write_text(CONF.format(lake=tmp_path / "lake", landing=tmp_path / "landing",
-                                    trigger=trigger, seconds=seconds))  # fmt: skip
+        path.write_text(
+            CONF.format(
+                lake=tmp_path / "lake",
+                landing=tmp_path / "landing",
+                trigger=trigger,
+                seconds=seconds,
+            )
+        )
         return path
 
     def run_cli(path):
-        return subprocess.run([sys.executable, "-m", "jobs.cli", "run", str(path),
-                               "--no-materialize"], capture_output=True, text=True,
-                              timeout=240)  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "jobs.cli", "run", str(path), "--no-materialize"],
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
 
     put(tmp_path / "landing", "a.jsonl", [record("a", 10, 1), record("b", 20, 2)])
     pipeline = load_pipeline(conf("bound.toml"))

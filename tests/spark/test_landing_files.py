@@ -31,11 +31,14 @@ def make_pipeline(tmp_path, fmt: str = "jsonl", **over):
         "keys": ["device_id"],
         "event_time": "ts",
         "window": "FixedWindows(1h)",
-        "source": {"format": fmt, "path": str(tmp_path / "landing"),
-                   "schema": {"device_id": "string", "ts": "timestamp", "seconds": "double"}},
+        "source": {
+            "format": fmt,
+            "path": str(tmp_path / "landing"),
+            "schema": {"device_id": "string", "ts": "timestamp", "seconds": "double"},
+        },
         "aggregates": {"plays": "count()", "watched": "sum(seconds)"},
         "state_buckets": 4,
-    }  # fmt: skip
+    }
     conf.update(over)
     return pipeline_from_dict(conf)
 
@@ -108,12 +111,19 @@ def test_a_file_that_vanishes_before_it_is_read_is_reported(spark, tmp_path, mon
     import jobs.run
     from jobs.job import VANISHED, BatchSink
 
-    pipeline = make_pipeline(tmp_path, source={
-        "path": str(tmp_path / "landing"), "max_files_per_trigger": 1,
-        "schema": {"device_id": "string", "ts": "timestamp", "seconds": "double"}})  # fmt: skip
+    pipeline = make_pipeline(
+        tmp_path,
+        source={
+            "path": str(tmp_path / "landing"),
+            "max_files_per_trigger": 1,
+            "schema": {"device_id": "string", "ts": "timestamp", "seconds": "double"},
+        },
+    )
     now = time.time()
-    paths = [land(tmp_path, "jsonl", f"f{i} {d}", d, 10 * i, mtime=now - 100 + i)
-             for i, d in enumerate("abc")]  # fmt: skip
+    paths = [
+        land(tmp_path, "jsonl", f"f{i} {d}", d, 10 * i, mtime=now - 100 + i)
+        for i, d in enumerate("abc")
+    ]
 
     class DeletingSink(BatchSink):
         """Deletes the second file after the first batch: listed by the run, never read."""
@@ -173,11 +183,17 @@ def test_a_landing_path_like_a_pattern_and_its_subfolders_are_read_as_named(spar
 
     landing, sibling = tmp_path / "land[1] #%20", tmp_path / "land1 #%20"
     files = {
-        landing: {"top.jsonl": "a", "gw-1/views-0007.jsonl": "b", "2024/06/01/v.jsonl": "c",
-                  "gw-1/v[2]*.jsonl": "d", "_watermarks/gw-1/000000000000.json": "hidden",
-                  "gw-1/.views-0008.jsonl.tmp": "hidden", "2024/_tmp/v.jsonl": "hidden"},
+        landing: {
+            "top.jsonl": "a",
+            "gw-1/views-0007.jsonl": "b",
+            "2024/06/01/v.jsonl": "c",
+            "gw-1/v[2]*.jsonl": "d",
+            "_watermarks/gw-1/000000000000.json": "hidden",
+            "gw-1/.views-0008.jsonl.tmp": "hidden",
+            "2024/_tmp/v.jsonl": "hidden",
+        },
         sibling: {"top.jsonl": "sibling"},
-    }  # fmt: skip
+    }
     for root, named in files.items():
         for i, (name, device) in enumerate(named.items()):
             rec = {"device_id": device, "ts": iso(10 * i), "seconds": 2.0}

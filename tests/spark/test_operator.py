@@ -28,8 +28,9 @@ def _iso(s: int) -> str:
 
 def _put(directory, name, recs):
     tmp = directory / f"{name}.tmp"
-    tmp.write_text("".join(json.dumps({"key": k, "ts": _iso(s), "value": v}) + "\n"
-                           for k, s, v in recs))  # fmt: skip
+    tmp.write_text(
+        "".join(json.dumps({"key": k, "ts": _iso(s), "value": v}) + "\n" for k, s, v in recs)
+    )
     os.rename(tmp, directory / f"{name}.json")
 
 
@@ -43,22 +44,39 @@ def _offset_log(ckpt):
             continue
         lines = p.read_text().splitlines()
         meta = json.loads(lines[1])
-        out.append((int(p.name), meta["batchWatermarkMs"], meta["batchTimestampMs"],
-                    json.loads(lines[2])["logOffset"]))  # fmt: skip
+        out.append(
+            (
+                int(p.name),
+                meta["batchWatermarkMs"],
+                meta["batchTimestampMs"],
+                json.loads(lines[2])["logOffset"],
+            )
+        )
     return out
 
 
 def _pipeline(tmp_path):
     from jobs.pipeline import pipeline_from_dict
 
-    return pipeline_from_dict({
-        "name": "t", "lake": str(tmp_path / "lake"), "keys": ["key"], "event_time": "ts",
-        "window": "FixedWindows(1m)", "trigger": TRIGGER,
-        "accumulation_mode": "accumulating_and_retracting", "allowed_lateness": "30s",
-        "watermark": {"delay": DELAY}, "aggregates": {"total": "sum(value)"}, "state_buckets": 4,
-        "source": {"path": str(tmp_path / "in"),
-                   "schema": {"key": "string", "ts": "timestamp", "value": "double"}},
-    })  # fmt: skip
+    return pipeline_from_dict(
+        {
+            "name": "t",
+            "lake": str(tmp_path / "lake"),
+            "keys": ["key"],
+            "event_time": "ts",
+            "window": "FixedWindows(1m)",
+            "trigger": TRIGGER,
+            "accumulation_mode": "accumulating_and_retracting",
+            "allowed_lateness": "30s",
+            "watermark": {"delay": DELAY},
+            "aggregates": {"total": "sum(value)"},
+            "state_buckets": 4,
+            "source": {
+                "path": str(tmp_path / "in"),
+                "schema": {"key": "string", "ts": "timestamp", "value": "double"},
+            },
+        }
+    )
 
 
 def test_pane_log_equals_simulator(spark, tmp_path):
@@ -72,8 +90,13 @@ def test_pane_log_equals_simulator(spark, tmp_path):
     pipeline = _pipeline(tmp_path)
     inp, ckpt = tmp_path / "in", tmp_path / "ckpt"
     inp.mkdir()
-    schema = StructType([StructField("key", StringType()), StructField("ts", TimestampType()),
-                         StructField("value", DoubleType())])  # fmt: skip
+    schema = StructType(
+        [
+            StructField("key", StringType()),
+            StructField("ts", TimestampType()),
+            StructField("value", DoubleType()),
+        ]
+    )
     cfg = operator_config(pipeline)
     sink = BatchSink(pipeline)
     sink.create_tables()

@@ -15,46 +15,59 @@ HOUR = 3600
 def upstream(tmp_path):
     from jobs.pipeline import pipeline_from_dict
 
-    return pipeline_from_dict({
-        "name": "sessions",
-        "lake": str(tmp_path / "up"),
-        "keys": ["device_id", "country"],
-        "event_time": "ts",
-        "window": "Sessions(30m)",
-        "trigger": "AfterWatermark(early=AfterCount(2), late=AfterCount(1))",
-        "accumulation_mode": "accumulating_and_retracting",
-        "allowed_lateness": "2h",
-        "source": {"path": str(tmp_path / "landing"), "max_files_per_trigger": 1,
-                   "schema": {"device_id": "string", "country": "string", "ts": "timestamp",
-                              "seconds": "double"}},
-        "watermark": {"delay": "5m"},
-        "aggregates": {"plays": "count()", "watched": "sum(seconds)"},
-        "state_buckets": 4,
-    })  # fmt: skip
+    return pipeline_from_dict(
+        {
+            "name": "sessions",
+            "lake": str(tmp_path / "up"),
+            "keys": ["device_id", "country"],
+            "event_time": "ts",
+            "window": "Sessions(30m)",
+            "trigger": "AfterWatermark(early=AfterCount(2), late=AfterCount(1))",
+            "accumulation_mode": "accumulating_and_retracting",
+            "allowed_lateness": "2h",
+            "source": {
+                "path": str(tmp_path / "landing"),
+                "max_files_per_trigger": 1,
+                "schema": {
+                    "device_id": "string",
+                    "country": "string",
+                    "ts": "timestamp",
+                    "seconds": "double",
+                },
+            },
+            "watermark": {"delay": "5m"},
+            "aggregates": {"plays": "count()", "watched": "sum(seconds)"},
+            "state_buckets": 4,
+        }
+    )
 
 
 def downstream(tmp_path):
     from jobs.pipeline import pipeline_from_dict
 
-    return pipeline_from_dict({
-        "name": "hourly",
-        "lake": str(tmp_path / "down"),
-        "keys": ["country"],
-        "window": "FixedWindows(1h)",
-        "trigger": "AfterWatermark(late=AfterCount(1))",
-        "accumulation_mode": "accumulating_and_retracting",
-        "allowed_lateness": "4h",
-        "source": {"format": "pane_log", "path": str(tmp_path / "up"), "pipeline": "sessions"},
-        "aggregates": {"sessions": "count()", "plays": "sum(plays)", "watched": "sum(watched)"},
-        "state_buckets": 4,
-    })  # fmt: skip
+    return pipeline_from_dict(
+        {
+            "name": "hourly",
+            "lake": str(tmp_path / "down"),
+            "keys": ["country"],
+            "window": "FixedWindows(1h)",
+            "trigger": "AfterWatermark(late=AfterCount(1))",
+            "accumulation_mode": "accumulating_and_retracting",
+            "allowed_lateness": "4h",
+            "source": {"format": "pane_log", "path": str(tmp_path / "up"), "pipeline": "sessions"},
+            "aggregates": {"sessions": "count()", "plays": "sum(plays)", "watched": "sum(watched)"},
+            "state_buckets": 4,
+        }
+    )
 
 
 def land(tmp_path, name, views):
     folder = tmp_path / "landing"
     folder.mkdir(exist_ok=True)
-    lines = [json.dumps({"device_id": d, "country": c, "ts": f"2024-06-01T{t}:00Z", "seconds": s})
-             for d, c, t, s in views]  # fmt: skip
+    lines = [
+        json.dumps({"device_id": d, "country": c, "ts": f"2024-06-01T{t}:00Z", "seconds": s})
+        for d, c, t, s in views
+    ]
     (folder / name).write_text("\n".join(lines) + "\n")
 
 
@@ -70,8 +83,12 @@ def test_hourly_totals_over_retracting_sessions_equal_the_batch_over_the_final_s
     from sinks.verify import verify
 
     up = upstream(tmp_path)
-    first = [("d1", "fr", "08:00", 3.0), ("d1", "fr", "08:50", 4.0), ("d2", "de", "08:10", 1.0),
-             ("d3", "fr", "09:40", 2.0)]  # fmt: skip
+    first = [
+        ("d1", "fr", "08:00", 3.0),
+        ("d1", "fr", "08:50", 4.0),
+        ("d2", "de", "08:10", 1.0),
+        ("d3", "fr", "09:40", 2.0),
+    ]
     land(tmp_path, "r0.jsonl", first)
     # d1's view at 08:25 bridges its sessions [08:00, 08:30) and [08:50, 09:20): the upstream
     # withdraws both and emits [08:00, 09:20), whose output timestamp lies in the next hour.
@@ -130,8 +147,12 @@ def test_a_downstream_refuses_a_rebuilt_upstream_until_rebuilt_itself(spark, tmp
     from jobs.upstream_identity import recorded_offsets
 
     up = upstream(tmp_path)
-    first = [("d1", "fr", "08:00", 3.0), ("d1", "fr", "08:50", 4.0), ("d2", "de", "08:10", 1.0),
-             ("d3", "fr", "09:40", 2.0)]  # fmt: skip
+    first = [
+        ("d1", "fr", "08:00", 3.0),
+        ("d1", "fr", "08:50", 4.0),
+        ("d2", "de", "08:10", 1.0),
+        ("d3", "fr", "09:40", 2.0),
+    ]
     land(tmp_path, "r0.jsonl", first)
     run(up, spark=spark, progress=None)
     conf = tmp_path / "hourly.toml"
@@ -150,9 +171,13 @@ def test_a_downstream_refuses_a_rebuilt_upstream_until_rebuilt_itself(spark, tmp
     down = load_pipeline(conf)
     before = DeltaTable(down.table_path("panes")).version()
 
-    proc = subprocess.run([sys.executable, "-m", "jobs.cli", "run", str(conf)],
-                          capture_output=True, text=True, timeout=600,
-                          start_new_session=True)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "jobs.cli", "run", str(conf)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        start_new_session=True,
+    )
     assert proc.returncode == 2, proc.stderr
     (line,) = [x for x in proc.stderr.splitlines() if x.startswith("panestore: ")]
     assert "the upstream 'sessions' was rebuilt" in line
@@ -185,8 +210,12 @@ def test_a_downstream_run_is_one_query_and_its_drain_closes_every_window_at_once
     from jobs.run import run
 
     up = upstream(tmp_path)
-    views = [("d1", "fr", "08:00", 3.0), ("d2", "de", "08:10", 1.0), ("d1", "fr", "09:50", 2.0),
-             ("d1", "fr", "09:55", 2.0)]  # fmt: skip
+    views = [
+        ("d1", "fr", "08:00", 3.0),
+        ("d2", "de", "08:10", 1.0),
+        ("d1", "fr", "09:50", 2.0),
+        ("d1", "fr", "09:55", 2.0),
+    ]
     land(tmp_path, "r0.jsonl", views)
     # not drained: the 08:xx sessions close (watermark 09:50); [09:50, 10:25) fires early only
     run(up, spark=spark, progress=None)

@@ -89,17 +89,21 @@ def test_a_copied_or_moved_project_is_refused_before_spark(spark, tmp_path):
     def run_in(root):
         return subprocess.run(
             [sys.executable, "-m", "jobs.cli", "run", "p.toml", "--no-materialize"],
-            cwd=root, capture_output=True, text=True, timeout=300,
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=300,
             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
-        )  # fmt: skip
+        )
 
     copy = tmp_path / "copy"
     subprocess.run(["cp", "-a", str(proj), str(copy)], check=True)
     before = tree(copy / "lake")
     proc = run_in(copy)
     assert proc.returncode == 2, proc.stderr[-3000:]
-    assert (f"lake: the lake {copy / 'lake'} was created at {proj / 'lake'}: it was copied or "
-            "moved") in proc.stderr  # fmt: skip
+    assert (
+        f"lake: the lake {copy / 'lake'} was created at {proj / 'lake'}: it was copied or moved"
+    ) in proc.stderr
     assert tree(copy / "lake") == before  # nothing taken again, nothing written
 
     moved = tmp_path / "moved"

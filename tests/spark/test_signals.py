@@ -41,8 +41,10 @@ def follow_until_a_batch_then(conf, send, sig, timeout=240):
     the exit status and stderr."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "jobs.cli", "run", str(conf), "--follow", "--interval", "1s"],
-        stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     lines: list[str] = []
     batch_seen = threading.Event()
 

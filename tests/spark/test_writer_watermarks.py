@@ -62,8 +62,9 @@ class Landing:
         self.noted_at = lambda: None  # the writers' clock (None: the wall clock)
         self.mtime = time.time() - 1000
         self.conf = root / "p.toml"
-        self.conf.write_text(CONF.format(lake=root / "lake", landing=self.path,
-                                         watermark=watermark))  # fmt: skip
+        self.conf.write_text(
+            CONF.format(lake=root / "lake", landing=self.path, watermark=watermark)
+        )
 
     def land(self, writer: str, name: str, lines: list[str]) -> None:
         w = self.writers.setdefault(writer, LandingWriter(self.path, writer))
@@ -99,8 +100,11 @@ def watermarks(result) -> list[str | None]:
 
 def land_two_writers(landing: Landing, part: int) -> None:
     """Part 0: a at 0-5 min, b (lagging) at 0-2.5 min; part 1: a at 5-10, b at 2.5-5 min."""
-    a, b = (range(0, 300, 10), range(0, 150, 10)) if part == 0 else (
-        range(300, 600, 10), range(150, 300, 10))  # fmt: skip
+    a, b = (
+        (range(0, 300, 10), range(0, 150, 10))
+        if part == 0
+        else (range(300, 600, 10), range(150, 300, 10))
+    )
     landing.land("a", f"a{part}.jsonl", views("d1", a) + views("d2", a))
     landing.note("a", a.stop)
     landing.land("b", f"b{part}.jsonl", views("d3", b))
@@ -165,8 +169,9 @@ def test_an_idle_writer_stops_holding_and_its_late_return_is_recorded(spark, tmp
     assert {r["watermark_us"] for r in late} == {(T0 + 600) * S}
     assert third.total("late") == 15
     assert watermarks(third) == [at(600)], "never moves back"
-    assert not any(p["device_id"] == "d3" and p["window_start_us"] >= (T0 + 150) * S
-                   for p in panes), "nothing of b's return was merged into a pane"  # fmt: skip
+    assert not any(
+        p["device_id"] == "d3" and p["window_start_us"] >= (T0 + 150) * S for p in panes
+    ), "nothing of b's return was merged into a pane"
 
 
 def parse(text: str):
@@ -190,10 +195,21 @@ def test_a_replayed_batch_runs_at_the_watermark_it_was_planned_with(spark, tmp_p
     land_two_writers(landing, 1)
     batch = last_batch(pipeline.checkpoint_path) + 1
     proc = subprocess.run(
-        [sys.executable, "-m", "jobs.cli", "run", str(landing.conf), "--no-materialize",
-         "--kill-at", f"before_commit:{batch}"],
-        capture_output=True, text=True, timeout=600, start_new_session=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "jobs.cli",
+            "run",
+            str(landing.conf),
+            "--no-materialize",
+            "--kill-at",
+            f"before_commit:{batch}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        start_new_session=True,
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
     planned = (Path(pipeline.checkpoint_path) / "offsets" / str(batch)).read_text()
     assert json.loads(planned.splitlines()[1])["batchWatermarkMs"] == (T0 + 150) * 1000
@@ -204,8 +220,11 @@ def test_a_replayed_batch_runs_at_the_watermark_it_was_planned_with(spark, tmp_p
     assert watermarks(rerun) == [at(150), at(150), at(150), at(400)]
     # the pane log is exactly the simulator's over the batches Spark recorded (their files and
     # watermarks): the killed batch once, at the watermark it was planned with
-    expected = [dict(pane_record(p, layout(pipeline)), batch_id=b)
-                for b, ps, _ in replay(pipeline, parse) for p in ps]  # fmt: skip
+    expected = [
+        dict(pane_record(p, layout(pipeline)), batch_id=b)
+        for b, ps, _ in replay(pipeline, parse)
+        for p in ps
+    ]
     late, panes = late_and_panes(pipeline)
     cols = set(expected[0])
     assert sorted(norm_pane(r, cols) for r in panes) == sorted(norm_pane(r, cols) for r in expected)
@@ -217,13 +236,25 @@ def test_a_file_no_mark_names_is_read_back_for_its_earliest_event_time(spark, tm
     from jobs.writers_watermark import earliest_event_times
 
     def pipeline(fmt: str, **src) -> Pipeline:
-        return Pipeline(name="p", lake=str(tmp_path / "lake"), keys=("k",), event_time="ts",
-                        window="FixedWindows(1m)", aggregates={"n": "count()"},
-                        source=Source(str(tmp_path / fmt), {"k": "string", "ts": "timestamp"},
-                                      format=fmt, **src))  # fmt: skip
+        return Pipeline(
+            name="p",
+            lake=str(tmp_path / "lake"),
+            keys=("k",),
+            event_time="ts",
+            window="FixedWindows(1m)",
+            aggregates={"n": "count()"},
+            source=Source(
+                str(tmp_path / fmt), {"k": "string", "ts": "timestamp"}, format=fmt, **src
+            ),
+        )
 
-    lines = ['{"k": "x", "ts": "' + iso(90) + '"}', "not json", '{"k": "x", "ts": "never"}',
-             '{"k": "x", "ts": 5}', '{"k": "y", "ts": "' + iso(30) + '"}']  # fmt: skip
+    lines = [
+        '{"k": "x", "ts": "' + iso(90) + '"}',
+        "not json",
+        '{"k": "x", "ts": "never"}',
+        '{"k": "x", "ts": 5}',
+        '{"k": "y", "ts": "' + iso(30) + '"}',
+    ]
     LandingWriter(tmp_path / "jsonl", "w").land("sub/f.jsonl", lines)
     LandingWriter(tmp_path / "jsonl", "w").land("none.jsonl", ["not json"])
     got = earliest_event_times(spark, pipeline("jsonl"), ["sub/f.jsonl", "none.jsonl", "gone"])
