@@ -39,8 +39,6 @@ from sinks.lake_format import MAX_TIMESTAMP_US, MIN_TIMESTAMP_US
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
 
-    from jobs.pipeline import Pipeline
-
 EPOCH_UNITS = {"s": 1_000_000, "ms": 1_000, "us": 1}
 """``source.epoch_unit`` -> its length in µs."""
 
@@ -212,27 +210,36 @@ def flat(array: pa.Array | pa.ChunkedArray) -> pa.Array:
 # -- Spark --------------------------------------------------------------------------------------
 
 
-def spark_event_time(pipeline: Pipeline, df: DataFrame) -> tuple[Column, Column | None]:
+@dataclass(frozen=True)
+class EventTimeColumn:
+    """Where a pipeline's records hold their event time: the column ``name``, declared a
+    ``timestamp`` (``epoch_us`` None) or an integral epoch of ``epoch_us`` µs per unit."""
+
+    name: str
+    epoch_us: int | None = None
+
+
+def spark_event_time(column: EventTimeColumn | None, df: DataFrame) -> tuple[Column, Column | None]:
     """(the event time of ``df``'s rows as a Spark timestamp column, the raw column or None
-    for ingestion time); the converted column is null where the raw one is unreadable: text
-    not in :data:`FORMS` (Spark's ``CAST`` reads the rest), an epoch too large for µs."""
+    for ingestion time: ``column`` None); the converted column is null where the raw one is
+    unreadable: text not in :data:`FORMS` (Spark's ``CAST`` reads the rest), an epoch too large
+    for µs."""
     from pyspark.sql import functions as F
 
-    if pipeline.ingestion_time:
+    if column is None:
         return F.current_timestamp(), None
-    col = pipeline.event_time
-    assert col is not None  # Pipeline requires it unless the event time is ingestion time
+    col = column.name
     raw = F.col(col)
     dtype = dict(df.dtypes)[col]
     if dtype == "timestamp":
         return raw, raw
     text = F.trim(raw.cast("string"))
-    if pipeline.source.types[col] != "timestamp":  # an integral epoch (Pipeline checks it)
+    if column.epoch_us is not None:  # an integral epoch
         if dtype == "string":
             num = F.when(text.rlike(form_regex(EPOCH_TEXT)), text.try_cast("bigint"))
         else:
             num = raw.cast("bigint")
         # try_multiply: an epoch too large for µs is unreadable, not a failed batch
-        micros = F.try_multiply(num, F.lit(EPOCH_UNITS[pipeline.source.epoch_unit]))
+        micros = F.try_multiply(num, F.lit(column.epoch_us))
         return F.timestamp_micros(micros), raw
     return F.when(text.rlike(form_regex(ISO)), text.try_cast("timestamp")), raw

@@ -235,7 +235,7 @@ def _tagged(pipeline: Pipeline, records: DataFrame) -> DataFrame:
     keys and values null: a valid key never is) the raw record, its file and the reason."""
     from pyspark.sql import functions as F
 
-    ts, raw_ts = spark_event_time(pipeline, records)
+    ts, raw_ts = spark_event_time(pipeline.event_time_column, records)
     reason = _rejection_reason(pipeline, records, ts, raw_ts)
     return records.select(
         *[F.when(reason.isNull(), _key(pipeline, records, k)).alias(k) for k in pipeline.keys],

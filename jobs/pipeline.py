@@ -57,7 +57,7 @@ if sys.version_info >= (3, 11):
 else:
     import tomli as tomllib
 
-from jobs.event_time import EPOCH_UNITS
+from jobs.event_time import EPOCH_UNITS, EventTimeColumn
 from jobs.landing_paths import landing_path_problem
 from panes import (
     AccumulationMode,
@@ -656,6 +656,16 @@ class Pipeline:
     @property
     def ingestion_time(self) -> bool:
         return self.watermark.policy == "ingestion_time"
+
+    @property
+    def event_time_column(self) -> EventTimeColumn | None:
+        """Where the records hold their event time (None: ingestion time, or a pane-log
+        source, whose event time is the upstream pane's output timestamp)."""
+        if self.ingestion_time or self.event_time is None:
+            return None
+        if self.source.types[self.event_time] == "timestamp":
+            return EventTimeColumn(self.event_time)
+        return EventTimeColumn(self.event_time, EPOCH_UNITS[self.source.epoch_unit])
 
     @property
     def writer_noted(self) -> bool:

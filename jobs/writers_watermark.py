@@ -328,7 +328,7 @@ def earliest_event_times(
         else:
             parsed = F.from_csv("value", ddl, {"sep": src.csv_delimiter, "escape": '"'})
         df = text.select(parsed.alias("_r")).select("_r.*")
-    ts, _ = spark_event_time(pipeline, df)
+    ts, _ = spark_event_time(pipeline.event_time_column, df)
     micros = F.unix_micros(ts)
     rows = (
         df.select(F.input_file_name().alias("f"), micros.alias("us"))

@@ -1,8 +1,9 @@
 """The dependency rule of the design: ``jobs -> sinks -> panes`` (and ``jobs -> panes``), one way,
 with no import cycle between modules.
 
-Every import counts, also one inside a function: a lazy import is still a dependency. Imports
-for type checking only (``if TYPE_CHECKING:``) are not: they never run.
+Every import counts, also one inside a function (a lazy import is still a dependency) and one
+for type checking only (``if TYPE_CHECKING:``): it never runs, but the modules still depend on
+each other's meaning, and a cycle there is a cycle of the design.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ def _imports(path: Path) -> set[str]:
     """The project modules ``path`` imports (``from pkg import name`` counts as ``pkg.name``
     when that is a module, else ``pkg``)."""
     found: set[str] = set()
-    for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -34,20 +35,6 @@ def _imports(path: Path) -> set[str]:
             continue
         found.update(n for n in names if n.split(".")[0] in PACKAGES)
     return found
-
-
-def _runtime_nodes(tree: ast.AST):
-    """Every node of ``tree`` but those under ``if TYPE_CHECKING:``."""
-    todo = [tree]
-    while todo:
-        node = todo.pop()
-        yield node
-        for child in ast.iter_child_nodes(node):
-            test = getattr(child, "test", None)
-            if isinstance(child, ast.If) and getattr(test, "id", None) == "TYPE_CHECKING":
-                todo.extend(child.orelse)
-                continue
-            todo.append(child)
 
 
 def _graph() -> dict[str, set[str]]:
@@ -93,3 +80,44 @@ def test_the_rule_is_checked_on_every_module():
     assert "panes.engine" in graph["jobs.pipeline"] or "panes" in _imports(
         ROOT / "jobs" / "pipeline.py"
     )
+
+
+# Code that runs in Spark's executors (Python workers import it per task, so it must import
+# cheaply) and what it must not pull in: the configuration loader, the command line, the
+# materializer, plotting, the driver's run.
+EXECUTOR_MODULES = (
+    "jobs.operator",
+    "jobs.operator_input",
+    "jobs.jsonl_decoder",
+    "jobs.task_files",
+    "jobs.output_tables",
+    "jobs.batch_output",
+    "jobs.processor_shell",
+    "jobs.python_processes",
+)
+NOT_ON_EXECUTORS = (
+    "jobs.pipeline",
+    "jobs.cli",
+    "jobs.inspect",
+    "jobs.run",
+    "jobs.job",
+    "sinks.materializer",
+    "sinks.plot",
+)
+
+
+def test_executor_modules_stay_within_their_import_budget():
+    """Imported in a fresh interpreter, as a Python worker does, the executor modules load none
+    of :data:`NOT_ON_EXECUTORS`."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import importlib, sys\n"
+        f"for m in {EXECUTOR_MODULES!r}: importlib.import_module(m)\n"
+        f"print(sorted(m for m in {NOT_ON_EXECUTORS!r} if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[]"
