@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -13,8 +14,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_an_installed_wheel_checks_the_demo_configuration_with_its_defaults(tmp_path):
+    # not this process's PYTHONPATH (a Spark session of this test process puts the checkout on it)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
     def sh(*args: str | Path, cwd: Path = tmp_path) -> str:
-        done = subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True)
+        done = subprocess.run(
+            [str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True
+        )
         assert done.returncode == 0, done.stderr[-2000:]
         return done.stdout
 
