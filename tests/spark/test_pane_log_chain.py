@@ -236,3 +236,48 @@ def test_a_downstream_run_is_one_query_and_its_drain_closes_every_window_at_once
     assert [(p["country"], p["window_start"].hour, p["timing"], p["is_last"]) for p in closing] == [
         ("fr", 10, "ON_TIME", True)
     ]
+
+
+def test_a_downstream_killed_mid_batch_replays_it_and_reads_on(spark, tmp_path):
+    """A downstream run SIGKILLed after planning its batch (offsets written) and before its
+    commit; the upstream commits more; the next scheduled run replays the planned batch with the
+    same version range, then reads the newer versions in the same run: the view equals the
+    batch answer over the upstream's final windows."""
+    import subprocess
+    import sys
+
+    from deltalake import DeltaTable
+
+    from jobs.inspect import materialize_after_run
+    from jobs.landing import load_source_elements
+    from jobs.pipeline import load_pipeline
+    from jobs.run import run
+    from jobs.view_spec import view_spec
+    from sinks.verify import verify
+
+    up = upstream(tmp_path)
+    land(tmp_path, "r0.jsonl", [("d1", "fr", "08:00", 3.0), ("d2", "de", "08:10", 1.0)])
+    run(up, spark=spark, progress=None)
+    conf = tmp_path / "hourly.toml"
+    conf.write_text(DOWNSTREAM_TOML.format(lake=tmp_path / "down", upstream=tmp_path / "up"))
+    killed = subprocess.run(
+        [sys.executable, "-m", "jobs.cli", "run", str(conf), "--no-materialize",
+         "--kill-at", "before_commit:0"],
+        capture_output=True, text=True, timeout=600, start_new_session=True,
+    )  # fmt: skip
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    down = load_pipeline(conf)
+    assert (down.lake_path / "_checkpoint" / "offsets" / "0").exists()
+    assert DeltaTable(down.table_path("panes")).transaction_version("hourly") is None
+
+    land(tmp_path, "r1.jsonl", [("d1", "fr", "08:25", 5.0), ("d3", "fr", "10:30", 1.0)])
+    run(up, spark=spark, progress=None, drain=True)
+    materialize_after_run(up, out=lambda _: None)
+    upstream_rows = DeltaTable(up.table_path("panes")).to_pyarrow_table().num_rows
+
+    rerun = run(down, spark=spark, progress=None)
+    assert rerun.batches[0].batch_id == 0  # the planned batch, replayed first
+    assert rerun.total("rows") == upstream_rows  # and every newer version in the same run
+    materialize_after_run(down, out=lambda _: None)
+    report = verify(view_spec(down), elements=load_source_elements(down))
+    assert report.ok, str(report)
