@@ -132,7 +132,7 @@ class Fingerprint:
             if types[et] in INTEGRAL:
                 out.append(("source.epoch_unit", source.epoch_unit))
         out.append(("watermark.policy", pipeline.watermark.policy))
-        out.append(("aggregates", ", ".join(n for n, _ in pipeline.aggregates)))
+        out.append(("aggregates", ", ".join(a.name for a in pipeline.aggregates)))
         out += [(f"aggregates.{n}", repr(fn)) for n, fn in view_spec(pipeline).aggregates]
         out += [(f"source.schema.{c}", types[c]) for c in pipeline.value_columns]
         w = pipeline.windowing()

@@ -134,7 +134,7 @@ class EngineFactory:
 
 
 def watermark_delay_ms(pipeline: Pipeline) -> int:
-    return 0 if pipeline.ingestion_time else -(-pipeline.watermark.delay_us // 1000)
+    return 0 if pipeline.ingestion_time else -(-pipeline.watermark.delay // 1000)
 
 
 def operator_config(

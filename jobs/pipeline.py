@@ -1,7 +1,9 @@
 """The pipeline definition: what a ``panestore run`` computes, from where, and where it goes.
 
-A :class:`Pipeline` is a frozen dataclass, built in Python or loaded from TOML with
-:func:`load_pipeline` (``conf/demo.toml`` is a complete example)::
+A :class:`Pipeline` is a frozen dataclass of parsed values (a ``WindowFn``, a ``Trigger``, enums,
+durations in µs), built in Python or parsed from TOML by :func:`load_pipeline` (the defaults file,
+the configuration file and any overrides merged, then parsed; ``conf/demo.toml`` is a complete
+example)::
 
     name = "ad_views"
     lake = "demo-data/lake"            # Delta tables and the Spark checkpoint live here
@@ -46,11 +48,11 @@ import difflib
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -62,6 +64,7 @@ from jobs.landing_paths import landing_path_problem
 from panes import (
     AccumulationMode,
     ClosingBehavior,
+    DefaultTrigger,
     GlobalWindows,
     OnTimeBehavior,
     TimestampCombiner,
@@ -108,12 +111,13 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 class Source:
     """A directory of files that grows over time, read as a Spark streaming file source.
 
-    ``schema`` maps column -> type (string, int, long, double, float, boolean, timestamp); it is
-    explicit (no inference). A ``timestamp`` column is an ISO-8601 string in jsonl/csv; a numeric
-    event-time column counts ``epoch_unit`` (s, ms, us) since 1970-01-01 UTC. ``bounded``: the
-    input is finite and complete when a run starts, every run drains (see :mod:`jobs.run`).
-    ``create_path``: a missing landing directory is created empty (the producer has not started
-    yet) instead of refused as a likely typo.
+    ``schema`` lists (column, type) pairs (types: string, int, long, double, float, boolean,
+    timestamp); it is explicit (no inference). A ``timestamp`` column is an ISO-8601 string in
+    jsonl/csv; a numeric event-time column counts ``epoch_unit`` (s, ms, us) since 1970-01-01
+    UTC. ``bounded``: the input is finite and complete when a run starts, every run drains (see
+    :mod:`jobs.run`). ``create_path``: a missing landing directory is created empty (the
+    producer has not started yet) instead of refused as a likely typo. A ``pane_log`` source
+    reads the pane log of its ``upstream`` (``schema`` is then the columns it offers).
     """
 
     path: str
@@ -129,28 +133,18 @@ class Source:
     upstream: Upstream | None = None
 
     def __post_init__(self) -> None:
-        if self.format == "pane_log" and not isinstance(self.upstream, Upstream):
+        """Check the settings (raising :class:`PipelineConfigError` naming the first bad one)."""
+        if self.format not in FORMATS:
+            raise PipelineConfigError("source.format", f"{self.format!r} is not one of {FORMATS}")
+        if self.is_pane_log and self.upstream is None:
             raise PipelineConfigError(
                 "source.path", "a pane_log source needs its upstream (load it with load_pipeline)"
             )
-        schema = self.schema
-        if isinstance(schema, Mapping):
-            schema = tuple(schema.items())
-        schema = tuple((str(c), str(t).lower()) for c, t in schema)
-        object.__setattr__(self, "schema", schema)
-        _expect("source.path", self.path, (str, os.PathLike), "a path (text)")
-        object.__setattr__(self, "path", os.fspath(self.path))
-        for name in ("csv_header", "bounded", "create_path"):
-            _expect(f"source.{name}", getattr(self, name), bool, "true or false")
-        _expect("source.csv_delimiter", self.csv_delimiter, str, "one character")
-        _expect("source.epoch_unit", self.epoch_unit, str, f"one of {list(EPOCH_UNITS)}")
-        if self.format not in FORMATS:
-            raise PipelineConfigError("source.format", f"{self.format!r} is not one of {FORMATS}")
         if not self.path:
             raise PipelineConfigError("source.path", "is required (the landing directory)")
-        if not schema:
+        if not self.schema:
             raise PipelineConfigError("source.schema", "is required: column = type, ...")
-        for col, typ in schema:
+        for col, typ in self.schema:
             if not _NAME.fullmatch(col) or col.startswith("_"):
                 raise PipelineConfigError(
                     f"source.schema.{col}", "column names are identifiers not starting with _"
@@ -161,7 +155,7 @@ class Source:
                     f"source.schema.{col}", f"unknown type {typ!r}; known: {known}"
                 )
         mf = self.max_files_per_trigger
-        if mf is not None and (isinstance(mf, bool) or not isinstance(mf, int) or mf < 1):
+        if mf is not None and mf < 1:
             raise PipelineConfigError("source.max_files_per_trigger", f"must be >= 1, got {mf!r}")
         if self.epoch_unit not in EPOCH_UNITS:
             raise PipelineConfigError(
@@ -270,134 +264,103 @@ class Watermark:
     watermark is perfect and nothing is ever late (the Dataflow paper, §2.3). ``writer_noted``:
     the minimum of the times the live writers noted (:mod:`jobs.writers_watermark`); a writer that
     noted nothing for ``idle_timeout`` stops holding it. ``delay`` must be 0 with
-    ``writer_noted``."""
+    ``writer_noted``. Durations are in µs."""
 
     policy: str = "bounded_out_of_orderness"
-    delay: int | str = 0
-    idle_timeout: int | str = "5m"
+    delay: int = 0
+    idle_timeout: int = parse_duration("5m")
 
     def __post_init__(self) -> None:
+        """Check the settings (raising :class:`PipelineConfigError` naming the first bad one)."""
         if self.policy not in WATERMARK_POLICIES:
             raise PipelineConfigError(
                 "watermark.policy", f"{self.policy!r} is not one of {WATERMARK_POLICIES}"
             )
-        object.__setattr__(self, "delay", _duration("watermark.delay", self.delay))
-        idle = _duration("watermark.idle_timeout", self.idle_timeout)
-        object.__setattr__(self, "idle_timeout", idle)
+        for name in ("delay", "idle_timeout"):
+            if getattr(self, name) < 0:
+                raise PipelineConfigError(f"watermark.{name}", "must not be negative")
         if self.policy == "writer_noted" and self.delay:
             raise PipelineConfigError(
                 "watermark.delay",
                 "must be 0 with writer_noted: the writers' marks say how far "
                 "event time has come (a writer that lags notes a lower time)",
             )
-        if self.policy == "writer_noted" and idle <= 0:
+        if self.policy == "writer_noted" and self.idle_timeout <= 0:
             raise PipelineConfigError("watermark.idle_timeout", "must be positive")
 
-    # __post_init__ replaced the textual durations by µs: these read them as such.
-    @property
-    def delay_us(self) -> int:
-        return cast(int, self.delay)
+
+@dataclass(frozen=True)
+class Aggregate:
+    """A named aggregate of the pipeline (``watched = "sum(seconds)"``); ``str(fn)`` is its
+    text (``sum(seconds)``)."""
+
+    name: str
+    fn: CombineFn
 
     @property
-    def idle_timeout_us(self) -> int:
-        return cast(int, self.idle_timeout)
+    def column(self) -> str | None:
+        """The source column it reads (None: ``count()``, or a combiner of no column)."""
+        column = getattr(self.fn, "field", None)
+        return column if isinstance(column, str) else None
 
-
-def _expect(name: str, value: Any, kind: type | tuple[type, ...], what: str) -> None:
-    """Refuse ``value`` unless it is of ``kind`` (a bool is no number, a number no path)."""
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
-        raise PipelineConfigError(name, f"must be {what}, got {value!r}")
-
-
-def _duration(name: str, value: Any) -> int:
-    if isinstance(value, bool):
-        raise PipelineConfigError(name, f"expected a duration like '5m', got {value!r}")
-    if isinstance(value, int):
-        us = value
-    elif isinstance(value, str):
-        try:
-            us = parse_duration(value.strip())
-        except ValueError as e:
-            raise PipelineConfigError(name, str(e)) from None
-    else:
-        raise PipelineConfigError(name, f"expected a duration like '5m', got {value!r}")
-    if us < 0:
-        raise PipelineConfigError(name, "must not be negative")
-    return us
-
-
-_E = TypeVar("_E", bound=Enum)
-
-
-def _enum(name: str, enum: type[_E], value: Any) -> _E:
-    if isinstance(value, enum):
-        return value
-    try:
-        return enum[str(value).upper()]
-    except KeyError:
-        known = ", ".join(m.name.lower() for m in enum)
-        raise PipelineConfigError(name, f"{value!r} is not one of: {known}") from None
-
-
-# aggregate -> output type given its input column type
-def _aggregate_type(name: str, fn: CombineFn, types: dict[str, str]) -> str:
-    # Built-in aggregates (panes.combiners) have a name and a field; CombineFn does not.
-    kind = type(fn).name  # type: ignore[attr-defined]
-    col = fn.field  # type: ignore[attr-defined]
-    if kind == "count":
-        return "long"
-    if col not in types:
-        raise PipelineConfigError(
-            f"aggregates.{name}", f"column {col!r} is not in source.schema ({', '.join(types)})"
-        )
-    typ = types[col]
-    numeric = COLUMN_TYPES[typ][1]
-    if kind in ("sum", "mean") and not numeric:
-        raise PipelineConfigError(
-            f"aggregates.{name}", f"{kind}() needs a numeric column, {col!r} is {typ}"
-        )
-    if kind == "mean":
-        return "double"
-    if kind == "sum":
-        return "long" if typ in INTEGRAL else "double"
-    if kind in ("min", "max"):
-        return {"int": "long", "float": "double"}.get(typ, typ)
-    if kind == "to_list":
+    def output_type(self, types: Mapping[str, str]) -> str:
+        """Its output column type, given the source's column types; refuses (naming
+        ``aggregates.<name>``) an aggregate the column's type does not support."""
+        where = f"aggregates.{self.name}"
+        kind = getattr(type(self.fn), "name", None)  # the built-ins' SQL name (panes.combiners)
+        if kind == "count":
+            return "long"
+        col = self.column
+        if kind not in ("sum", "mean", "min", "max", "to_list") or col is None:
+            raise PipelineConfigError(where, f"unsupported aggregate {self.fn!r}")
+        if col not in types:
+            raise PipelineConfigError(
+                where, f"column {col!r} is not in source.schema ({', '.join(types)})"
+            )
+        typ = types[col]
+        numeric = COLUMN_TYPES[typ][1]
+        if kind in ("sum", "mean") and not numeric:
+            raise PipelineConfigError(where, f"{kind}() needs a numeric column, {col!r} is {typ}")
+        if kind == "mean":
+            return "double"
+        if kind == "sum":
+            return "long" if typ in INTEGRAL else "double"
+        if kind in ("min", "max"):
+            return {"int": "long", "float": "double"}.get(typ, typ)
         return f"list<{typ}>"
-    raise PipelineConfigError(f"aggregates.{name}", f"unsupported aggregate {kind}()")
 
 
 @dataclass(frozen=True)
 class Pipeline:
-    """A pipeline definition; see the module doc. Textual values (window, trigger, durations,
-    modes) are parsed on construction; objects (``WindowFn``, ``Trigger``, enums, int µs) are
-    accepted as well."""
+    """A pipeline definition; see the module doc. Every field holds its parsed value (a
+    ``WindowFn``, a ``Trigger``, enums, durations in µs): :func:`pipeline_from_dict` and
+    :func:`load_pipeline` parse the text of a configuration into them. Construction checks the
+    whole (raising :class:`PipelineConfigError` naming the first bad setting)."""
 
     name: str
     source: Source
     lake: str
     keys: tuple[str, ...]
-    aggregates: tuple[tuple[str, str], ...]
-    window: WindowFn | str
+    aggregates: tuple[Aggregate, ...]
+    window: WindowFn
     event_time: str | None = None
-    trigger: Trigger | str = "DefaultTrigger()"
-    accumulation_mode: AccumulationMode | str = AccumulationMode.DISCARDING
-    allowed_lateness: int | str = 0
+    trigger: Trigger = field(default_factory=DefaultTrigger)
+    accumulation_mode: AccumulationMode = AccumulationMode.DISCARDING
+    allowed_lateness: int = 0
     watermark: Watermark = field(default_factory=Watermark)
-    timestamp_combiner: TimestampCombiner | str = TimestampCombiner.END_OF_WINDOW
-    on_time_behavior: OnTimeBehavior | str = OnTimeBehavior.FIRE_ALWAYS
-    closing_behavior: ClosingBehavior | str = ClosingBehavior.FIRE_IF_NON_EMPTY
+    timestamp_combiner: TimestampCombiner = TimestampCombiner.END_OF_WINDOW
+    on_time_behavior: OnTimeBehavior = OnTimeBehavior.FIRE_ALWAYS
+    closing_behavior: ClosingBehavior = ClosingBehavior.FIRE_IF_NON_EMPTY
     allow_finishing_trigger: bool = False
     state_buckets: int = 64
 
     def __post_init__(self) -> None:
+        """Check the settings together (nothing is changed)."""
         self._check_names()
         types = self.source.types
         self._check_keys(types)
         self._check_event_time(types)
-        self._parse_aggregates(types)
-        self._parse_windowing()
+        self._check_aggregates(types)
         self._check_weighted()
         self._check_traps()
         try:
@@ -405,25 +368,23 @@ class Pipeline:
         except (TypeError, ValueError) as e:  # pragma: no cover - covered by the checks above
             raise PipelineConfigError("window", str(e)) from None
 
-    # -- validation (each step normalizes the fields it checks) ----------------------------
+    # -- validation ------------------------------------------------------------------------
 
     def _check_names(self) -> None:
         sb = self.state_buckets
-        if isinstance(sb, bool) or not isinstance(sb, int) or not 1 <= sb <= 1 << 20:
+        if not 1 <= sb <= 1 << 20:
             raise PipelineConfigError("state_buckets", f"must be an integer 1..1048576, got {sb!r}")
-        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
+        if not _NAME.fullmatch(self.name):
             raise PipelineConfigError(
                 "name", f"must be an identifier (letters, digits, _), got {self.name!r}"
             )
-        if not isinstance(self.source, Source):
-            raise PipelineConfigError("source", f"expected a Source, got {self.source!r}")
         if not self.lake:
             raise PipelineConfigError("lake", "is required (directory of the Delta tables)")
-        _expect("lake", self.lake, (str, os.PathLike), "a path (text)")
-        object.__setattr__(self, "lake", os.fspath(self.lake))
+        if self.allowed_lateness < 0:
+            raise PipelineConfigError("allowed_lateness", "must not be negative")
 
     def _check_keys(self, types: dict[str, str]) -> None:
-        keys = (self.keys,) if isinstance(self.keys, str) else tuple(self.keys)
+        keys = self.keys
         if not keys:
             raise PipelineConfigError("keys", "at least one key column is required")
         for k in keys:
@@ -437,11 +398,8 @@ class Pipeline:
                 )
         if len(set(keys)) != len(keys):
             raise PipelineConfigError("keys", f"duplicated key column in {list(keys)}")
-        object.__setattr__(self, "keys", keys)
 
     def _check_event_time(self, types: dict[str, str]) -> None:
-        if not isinstance(self.watermark, Watermark):
-            raise PipelineConfigError("watermark", f"expected a Watermark, got {self.watermark!r}")
         if self.source.is_pane_log:
             self._check_pane_log_time()
         elif self.event_time is None:
@@ -482,17 +440,39 @@ class Pipeline:
                 "remove the watermark policy and delay",
             )
 
+    def _check_aggregates(self, types: dict[str, str]) -> None:
+        if not self.aggregates:
+            raise PipelineConfigError("aggregates", "at least one named aggregate is required")
+        names = [a.name for a in self.aggregates]
+        for agg in self.aggregates:
+            where = f"aggregates.{agg.name}"
+            if not _NAME.fullmatch(agg.name):
+                raise PipelineConfigError(where, "aggregate names are identifiers")
+            if agg.name in self.keys:
+                raise PipelineConfigError(where, "an aggregate cannot be named like a key column")
+            if names.count(agg.name) > 1:
+                raise PipelineConfigError(where, "the name is given twice")
+            if agg.column is not None and agg.column not in types:
+                raise PipelineConfigError(where, self.source.unknown_column(agg.column))
+            agg.output_type(types)
+        clash = [n for n in (*self.keys, *names) if n in FIXED_NAMES]
+        if clash:
+            raise PipelineConfigError(
+                "aggregates" if clash[0] in names else "keys",
+                f"{clash[0]!r} is a reserved pane-log column",
+            )
+
     def _check_weighted(self) -> None:
         """A source with retractions (weight -1 elements) needs aggregates that withdraw and
         the accumulating & retracting mode (:func:`panes.weights.check_weighted`)."""
         up = self.source.upstream
         if up is None or not up.columns.retracting:  # not self.weighted
             return
-        for name, fn in self._aggregate_fns.items():
-            if not fn.can_retract:
+        for agg in self.aggregates:
+            if not agg.fn.can_retract:
                 raise PipelineConfigError(
-                    f"aggregates.{name}",
-                    f"{fn!r} cannot withdraw a value, and the upstream "
+                    f"aggregates.{agg.name}",
+                    f"{agg.fn!r} cannot withdraw a value, and the upstream "
                     f"{up.name!r} writes retractions; use sum, count, mean, "
                     "to_list",
                 )
@@ -503,88 +483,9 @@ class Pipeline:
                 "a window whose elements were all withdrawn must leave the view",
             )
 
-    def _parse_aggregates(self, types: dict[str, str]) -> None:
-        aggs = self.aggregates
-        aggs = tuple(aggs.items()) if isinstance(aggs, Mapping) else tuple(aggs)
-        if not aggs:
-            raise PipelineConfigError("aggregates", "at least one named aggregate is required")
-        fns: dict[str, CombineFn] = {}
-        out_types: dict[str, str] = {}
-        for name, text in aggs:
-            fname = f"aggregates.{name}"
-            if not _NAME.fullmatch(name):
-                raise PipelineConfigError(fname, "aggregate names are identifiers")
-            if name in self.keys:
-                raise PipelineConfigError(fname, "an aggregate cannot be named like a key column")
-            try:
-                fn = parse_aggregate(text) if isinstance(text, str) else text
-            except ValueError as e:
-                raise PipelineConfigError(fname, str(e)) from None
-            if not isinstance(fn, CombineFn):
-                raise PipelineConfigError(fname, f"not an aggregate: {text!r}")
-            fns[name] = fn
-            col = getattr(fn, "field", None)
-            if col is not None and col not in types:
-                raise PipelineConfigError(fname, self.source.unknown_column(col))
-            out_types[name] = _aggregate_type(name, fn, types)
-        clash = [n for n in (*self.keys, *fns) if n in FIXED_NAMES]
-        if clash:
-            raise PipelineConfigError(
-                "aggregates" if clash[0] in fns else "keys",
-                f"{clash[0]!r} is a reserved pane-log column",
-            )
-        set_ = object.__setattr__
-        set_(self, "aggregates", tuple((n, t if isinstance(t, str) else repr(t)) for n, t in aggs))
-        set_(self, "_fns", fns)
-        set_(self, "_out_types", out_types)
-
-    def _parse_windowing(self) -> None:
-        window = self.window
-        if isinstance(window, str):
-            try:
-                window = parse_window(window)
-            except (ValueError, TypeError) as e:
-                raise PipelineConfigError("window", str(e)) from None
-        if not isinstance(window, WindowFn):
-            raise PipelineConfigError("window", f"not a window function: {window!r}")
-        trigger = self.trigger
-        if isinstance(trigger, str):
-            try:
-                trigger = parse_trigger(trigger)
-            except ValueError as e:
-                raise PipelineConfigError("trigger", str(e)) from None
-        if not isinstance(trigger, Trigger):
-            raise PipelineConfigError("trigger", f"not a trigger: {trigger!r}")
-        set_ = object.__setattr__
-        set_(self, "window", window)
-        set_(self, "trigger", trigger)
-        set_(
-            self,
-            "accumulation_mode",
-            _enum("accumulation_mode", AccumulationMode, self.accumulation_mode),
-        )
-        set_(
-            self,
-            "timestamp_combiner",
-            _enum("timestamp_combiner", TimestampCombiner, self.timestamp_combiner),
-        )
-        set_(
-            self,
-            "on_time_behavior",
-            _enum("on_time_behavior", OnTimeBehavior, self.on_time_behavior),
-        )
-        set_(
-            self,
-            "closing_behavior",
-            _enum("closing_behavior", ClosingBehavior, self.closing_behavior),
-        )
-        set_(self, "allowed_lateness", _duration("allowed_lateness", self.allowed_lateness))
-        if not isinstance(self.allow_finishing_trigger, bool):
-            raise PipelineConfigError("allow_finishing_trigger", "must be true or false")
-
     def _check_traps(self) -> None:
         """The two traps of the model (see the module doc)."""
-        trigger = cast(Trigger, self.trigger)  # _parse_windowing parsed it
+        trigger = self.trigger
         if (
             isinstance(self.window, GlobalWindows)
             and not trigger.fires_before_end_of_window
@@ -609,25 +510,20 @@ class Pipeline:
     # -- derived --------------------------------------------------------------------------
 
     def windowing(self) -> Windowing:
-        """The parsed window, trigger, modes and lateness (the typed form of those fields)."""
-        # _parse_windowing replaced each textual value by the object it names.
+        """The window, trigger, modes and lateness, as the model's :class:`Windowing`."""
         return Windowing(
-            cast(WindowFn, self.window),
-            trigger=cast(Trigger, self.trigger),
-            accumulation_mode=cast(AccumulationMode, self.accumulation_mode),
-            allowed_lateness=cast(int, self.allowed_lateness),
-            timestamp_combiner=cast(TimestampCombiner, self.timestamp_combiner),
-            on_time_behavior=cast(OnTimeBehavior, self.on_time_behavior),
-            closing_behavior=cast(ClosingBehavior, self.closing_behavior),
+            self.window,
+            trigger=self.trigger,
+            accumulation_mode=self.accumulation_mode,
+            allowed_lateness=self.allowed_lateness,
+            timestamp_combiner=self.timestamp_combiner,
+            on_time_behavior=self.on_time_behavior,
+            closing_behavior=self.closing_behavior,
         )
 
-    @property
-    def _aggregate_fns(self) -> dict[str, CombineFn]:
-        """Aggregate name -> combiner (set by _parse_aggregates)."""
-        return self.__dict__["_fns"]
-
     def combine_fn(self) -> CombineFn:
-        return combiners.aggregates(**self._aggregate_fns)
+        """The named aggregates as one combiner (its values are dicts name -> value)."""
+        return combiners.aggregates(**{a.name: a.fn for a in self.aggregates})
 
     def engine(self) -> Engine:
         return Engine(self.windowing(), self.combine_fn(), weighted=self.weighted)
@@ -641,17 +537,14 @@ class Pipeline:
     @property
     def aggregate_types(self) -> dict[str, str]:
         """Aggregate name -> output column type."""
-        return dict(self.__dict__["_out_types"])  # set by _parse_aggregates
+        types = self.source.types
+        return {a.name: a.output_type(types) for a in self.aggregates}
 
     @property
     def value_columns(self) -> tuple[str, ...]:
         """Source columns the aggregates read (the element value is a dict of these)."""
-        cols: list[str] = []
-        for fn in self._aggregate_fns.values():
-            col = getattr(fn, "field", None)
-            if col is not None and col not in cols:
-                cols.append(col)
-        return tuple(cols)
+        columns = (a.column for a in self.aggregates)
+        return tuple(dict.fromkeys(c for c in columns if c is not None))
 
     @property
     def ingestion_time(self) -> bool:
@@ -690,7 +583,7 @@ class Pipeline:
         return str(self.lake_path / "_control")
 
     def describe(self) -> str:
-        aggs = ", ".join(f"{n} = {t}" for n, t in self.aggregates)
+        aggs = ", ".join(f"{a.name} = {a.fn}" for a in self.aggregates)
         up = self.source.upstream
         if up is not None:
             origin = f"the pane log of {up.name} ({up.pane_log}: {up.columns.describe()})"
@@ -698,80 +591,85 @@ class Pipeline:
         else:
             origin = f"{self.source.format} files in {self.source.path}"
             event_time = self.event_time or "(ingestion time)"
-        w = self.windowing()
         return (
             f"pipeline {self.name}: {origin} -> "
             f"{self.lake}\n  keys {list(self.keys)}, event time {event_time}, "
             f"{self.window}, trigger {self.trigger}, "
-            f"{w.accumulation_mode.name.lower()}, allowed lateness "
-            f"{format_duration(w.allowed_lateness)}\n  aggregates: {aggs}"
+            f"{self.accumulation_mode.name.lower()}, allowed lateness "
+            f"{format_duration(self.allowed_lateness)}\n  aggregates: {aggs}"
         )
 
 
-# -- TOML -----------------------------------------------------------------------------------
+# -- the parser: TOML structure -> Pipeline -------------------------------------------------
 
 _TOP = {f.name for f in fields(Pipeline)}
 _SOURCE = {f.name for f in fields(Source)} - {"upstream"}
 _WATERMARK = {f.name for f in fields(Watermark)}
 
 
-def _check_keys(where: str, table: Mapping[str, Any], allowed: set[str]) -> None:
-    for k in table:
-        if k not in allowed:
-            prefix = f"{where}." if where else ""
-            close = difflib.get_close_matches(k, sorted(allowed), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise PipelineConfigError(f"{prefix}{k}", f"unknown setting{hint}")
+def merge_layers(*layers: Mapping[str, Any]) -> dict[str, Any]:
+    """The configuration ``layers`` make together, each over the ones before it (defaults,
+    file, overrides): a table (``[source]``, ``[watermark]``) is merged setting by setting;
+    anything else, ``[aggregates]`` included (the list of aggregates is the last layer's), is
+    replaced."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        for k, v in layer.items():
+            if isinstance(v, Mapping) and isinstance(merged.get(k), Mapping) and k != "aggregates":
+                merged[k] = {**merged[k], **v}
+            else:
+                merged[k] = v
+    return merged
 
 
 def pipeline_from_dict(
     data: Mapping[str, Any], defaults: Mapping[str, Any] | None = None
 ) -> Pipeline:
     """A :class:`Pipeline` from the TOML structure (``defaults`` merged under it)."""
-    merged: dict[str, Any] = {}
-    for layer in (defaults or {}, data):
-        for k, v in layer.items():
-            if isinstance(v, Mapping) and isinstance(merged.get(k), Mapping) and k != "aggregates":
-                merged[k] = {**merged[k], **v}
-            else:
-                merged[k] = v
-    _check_keys("", merged, _TOP)
+    return _parse(merge_layers(defaults or {}, data))
+
+
+def _parse(conf: Mapping[str, Any]) -> Pipeline:
+    """Parse the settings of a merged configuration into a :class:`Pipeline`. A setting that is
+    absent takes the dataclass's default; a bad one raises :class:`PipelineConfigError`."""
+    _check_keys("", conf, _TOP)
     for required in ("name", "source", "lake", "keys", "aggregates", "window"):
-        if required not in merged:
+        if required not in conf:
             raise PipelineConfigError(required, "is required")
-    src = merged["source"]
-    if not isinstance(src, Mapping):
-        raise PipelineConfigError("source", "must be a table ([source])")
-    _check_keys("source", src, _SOURCE)
-    if src.get("format") == "pane_log":
-        src = _pane_log_source(src)
-    if not isinstance(src.get("schema"), Mapping):
-        raise PipelineConfigError("source.schema", "is required: a table of column = type")
-    for k in ("path",):
-        if k not in src:
-            raise PipelineConfigError(f"source.{k}", "is required")
-    wm = merged.get("watermark", {})
-    if not isinstance(wm, Mapping):
+    source = _parse_source(conf["source"])
+    watermark = conf.get("watermark", {})
+    if not isinstance(watermark, Mapping):
         raise PipelineConfigError("watermark", "must be a table ([watermark])")
-    _check_keys("watermark", wm, _WATERMARK)
-    aggs = merged["aggregates"]
-    if not isinstance(aggs, Mapping):
-        raise PipelineConfigError("aggregates", 'must be a table: name = "count()", ...')
-    for n, t in aggs.items():
-        if not isinstance(t, str):
-            raise PipelineConfigError(f"aggregates.{n}", f"expected text like 'sum(x)', got {t!r}")
-    keys = merged["keys"]
-    if not (
-        isinstance(keys, str) or (isinstance(keys, list) and all(isinstance(k, str) for k in keys))
-    ):
-        raise PipelineConfigError("keys", "a column name or a list of column names")
-    kwargs = {k: v for k, v in merged.items() if k not in ("source", "watermark")}
-    return Pipeline(source=Source(**src), watermark=Watermark(**wm), **kwargs)
+    _check_keys("watermark", watermark, _WATERMARK)
+    settings = _parse_settings("", conf, _SETTINGS, skip=frozenset({"source", "watermark"}))
+    wm_settings = _parse_settings("watermark.", watermark, _WATERMARK_SETTINGS)
+    return Pipeline(source=source, watermark=Watermark(**wm_settings), **settings)
 
 
-def _pane_log_source(src: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``[source]`` of a ``pane_log`` source, completed with its upstream and the schema the
-    upstream's pane log offers."""
+def _parse_source(table: Any) -> Source:
+    """The ``[source]`` table; a ``pane_log`` source is completed with its upstream and the
+    columns the upstream's pane log offers."""
+    if not isinstance(table, Mapping):
+        raise PipelineConfigError("source", "must be a table ([source])")
+    _check_keys("source", table, _SOURCE)
+    upstream = None
+    schema: Mapping[Any, Any]
+    if table.get("format") == "pane_log":
+        upstream = _pane_log_upstream(table)
+        schema = upstream.schema
+    elif isinstance(table.get("schema"), Mapping):
+        schema = table["schema"]
+    else:
+        raise PipelineConfigError("source.schema", "is required: a table of column = type")
+    if "path" not in table:
+        raise PipelineConfigError("source.path", "is required")
+    settings = _parse_settings("source.", table, _SOURCE_SETTINGS, skip=frozenset({"schema"}))
+    columns = tuple((str(c), str(t).lower()) for c, t in schema.items())
+    return Source(schema=columns, upstream=upstream, **settings)
+
+
+def _pane_log_upstream(src: Mapping[str, Any]) -> Upstream:
+    """The upstream a ``pane_log`` source's ``[source]`` names."""
     if "schema" in src:
         raise PipelineConfigError(
             "source.schema", "a pane_log source's columns are the upstream's: remove the schema"
@@ -784,8 +682,159 @@ def _pane_log_source(src: Mapping[str, Any]) -> dict[str, Any]:
     name = src.get("pipeline")
     if name is not None and not isinstance(name, str):
         raise PipelineConfigError("source.pipeline", f"must be a pipeline name, got {name!r}")
-    upstream = resolve_upstream(path, name)
-    return {**src, "schema": upstream.schema, "upstream": upstream}
+    return resolve_upstream(path, name)
+
+
+def _check_keys(where: str, table: Mapping[str, Any], allowed: set[str]) -> None:
+    for k in table:
+        if k not in allowed:
+            prefix = f"{where}." if where else ""
+            close = difflib.get_close_matches(k, sorted(allowed), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise PipelineConfigError(f"{prefix}{k}", f"unknown setting{hint}")
+
+
+Parse = Callable[[str, Any], Any]
+"""Turns the TOML value of the setting named by its first argument into the field's value."""
+
+
+def _parse_settings(
+    prefix: str,
+    table: Mapping[str, Any],
+    parsers: Mapping[str, Parse],
+    skip: frozenset[str] = frozenset(),
+) -> dict[str, Any]:
+    """The fields the settings of ``table`` give (by ``parsers``, one per setting; ``skip``:
+    settings parsed by the caller), keyed by field name."""
+    return {k: parsers[k](prefix + k, v) for k, v in table.items() if k not in skip}
+
+
+def _expect(name: str, value: Any, kind: type | tuple[type, ...], what: str) -> None:
+    """Refuse ``value`` unless it is of ``kind`` (a bool is no number, a number no path)."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
+        raise PipelineConfigError(name, f"must be {what}, got {value!r}")
+
+
+def _of(kind: type, what: str) -> Parse:
+    """A parser accepting a value of ``kind`` as it is."""
+
+    def parse(name: str, value: Any) -> Any:
+        _expect(name, value, kind, what)
+        return value
+
+    return parse
+
+
+def _path(name: str, value: Any) -> str:
+    _expect(name, value, (str, os.PathLike), "a path (text)")
+    return str(os.fspath(value))
+
+
+def _duration(name: str, value: Any) -> int:
+    """A duration in µs: an int, or text like ``5m``."""
+    if isinstance(value, bool):
+        raise PipelineConfigError(name, f"expected a duration like '5m', got {value!r}")
+    if isinstance(value, int):
+        us = value
+    elif isinstance(value, str):
+        try:
+            us = parse_duration(value.strip())
+        except ValueError as e:
+            raise PipelineConfigError(name, str(e)) from None
+    else:
+        raise PipelineConfigError(name, f"expected a duration like '5m', got {value!r}")
+    if us < 0:
+        raise PipelineConfigError(name, "must not be negative")
+    return us
+
+
+def _enum(enum: type[Enum]) -> Parse:
+    """A parser of the (case-insensitive) name of a member of ``enum``."""
+
+    def parse(name: str, value: Any) -> Enum:
+        try:
+            return enum[str(value).upper()]
+        except KeyError:
+            known = ", ".join(m.name.lower() for m in enum)
+            raise PipelineConfigError(name, f"{value!r} is not one of: {known}") from None
+
+    return parse
+
+
+def _window(name: str, value: Any) -> WindowFn:
+    if not isinstance(value, str):
+        raise PipelineConfigError(name, f"not a window function: {value!r}")
+    try:
+        return parse_window(value)
+    except (ValueError, TypeError) as e:
+        raise PipelineConfigError(name, str(e)) from None
+
+
+def _trigger(name: str, value: Any) -> Trigger:
+    if not isinstance(value, str):
+        raise PipelineConfigError(name, f"not a trigger: {value!r}")
+    try:
+        return parse_trigger(value)
+    except ValueError as e:
+        raise PipelineConfigError(name, str(e)) from None
+
+
+def _keys(name: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(k, str) for k in value):
+        return tuple(value)
+    raise PipelineConfigError(name, "a column name or a list of column names")
+
+
+def _aggregates(name: str, value: Any) -> tuple[Aggregate, ...]:
+    if not isinstance(value, Mapping):
+        raise PipelineConfigError(name, 'must be a table: name = "count()", ...')
+    aggregates = []
+    for agg, text in value.items():
+        where = f"{name}.{agg}"
+        if not isinstance(text, str):
+            raise PipelineConfigError(where, f"expected text like 'sum(x)', got {text!r}")
+        try:
+            aggregates.append(Aggregate(agg, parse_aggregate(text)))
+        except ValueError as e:
+            raise PipelineConfigError(where, str(e)) from None
+    return tuple(aggregates)
+
+
+_SETTINGS: dict[str, Parse] = {
+    "name": _of(str, "an identifier (letters, digits, _)"),
+    "lake": _path,
+    "keys": _keys,
+    "aggregates": _aggregates,
+    "window": _window,
+    "event_time": _of(str, "a column name"),
+    "trigger": _trigger,
+    "accumulation_mode": _enum(AccumulationMode),
+    "allowed_lateness": _duration,
+    "timestamp_combiner": _enum(TimestampCombiner),
+    "on_time_behavior": _enum(OnTimeBehavior),
+    "closing_behavior": _enum(ClosingBehavior),
+    "allow_finishing_trigger": _of(bool, "true or false"),
+    "state_buckets": _of(int, "an integer 1..1048576"),
+}
+_SOURCE_SETTINGS: dict[str, Parse] = {
+    "path": _path,
+    "format": _of(str, f"one of {FORMATS}"),
+    "max_files_per_trigger": _of(int, "an integer >= 1"),
+    "csv_header": _of(bool, "true or false"),
+    "csv_delimiter": _of(str, "one character"),
+    "epoch_unit": _of(str, f"one of {list(EPOCH_UNITS)}"),
+    "bounded": _of(bool, "true or false"),
+    "create_path": _of(bool, "true or false"),
+    "pipeline": _of(str, "a pipeline name"),
+}
+_WATERMARK_SETTINGS: dict[str, Parse] = {
+    "policy": _of(str, f"one of {WATERMARK_POLICIES}"),
+    "delay": _duration,
+    "idle_timeout": _duration,
+}
 
 
 DEFAULTS_FILE = Path(__file__).resolve().parent / "defaults.toml"
@@ -802,16 +851,7 @@ def load_pipeline(
     e.g. ``{"lake": ..., "source": {"path": ...}}``). A defaults file that is missing is an
     error, not a silent fall-back (an installation without its package data)."""
     base = {} if defaults is None else _read_toml(Path(defaults))
-    data = _read_toml(Path(path))
-    if overrides:
-        merged = dict(data)
-        for k, v in overrides.items():
-            if isinstance(v, Mapping) and isinstance(merged.get(k), Mapping):
-                merged[k] = {**merged[k], **v}
-            else:
-                merged[k] = v
-        data = merged
-    return pipeline_from_dict(data, base)
+    return _parse(merge_layers(base, _read_toml(Path(path)), overrides or {}))
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

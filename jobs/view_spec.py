@@ -15,7 +15,7 @@ def view_spec(pipeline: Pipeline, **overrides: Any) -> ViewSpec:
     combine_fn = pipeline.combine_fn()
     fns = getattr(combine_fn, "fns", None)
     if fns is None:  # a single scalar aggregate
-        fns = {pipeline.aggregates[0][0]: combine_fn}
+        fns = {pipeline.aggregates[0].name: combine_fn}
     fields: dict[str, Any] = dict(
         name=pipeline.name,
         lake=str(pipeline.lake),

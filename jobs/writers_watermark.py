@@ -362,7 +362,7 @@ def record_writers_watermark(
         marks=marks,
         landed=lambda f: (landing / f).is_file(),
         now=now_us() if now is None else now,
-        idle_timeout_us=pipeline.watermark.idle_timeout_us,
+        idle_timeout_us=pipeline.watermark.idle_timeout,
         earliest=lambda names: earliest_event_times(spark, pipeline, names),
     )
     adv.warnings[:0] = problems

@@ -9,6 +9,7 @@ import pytest
 
 from jobs.pipeline import (
     DEFAULTS_FILE,
+    Aggregate,
     Pipeline,
     PipelineConfigError,
     Source,
@@ -21,6 +22,7 @@ from panes import (
     FixedWindows,
     GlobalWindows,
     Sessions,
+    combiners,
     parse_trigger,
 )
 
@@ -92,9 +94,13 @@ def test_python_and_toml_are_the_same():
         window=FixedWindows(60_000_000),
         trigger=parse_trigger("AfterWatermark(late=AfterCount(1))"),
         source=Source(
-            "in", {"device_id": "string", "ts": "timestamp", "seconds": "double", "n": "long"}
+            "in",
+            (("device_id", "string"), ("ts", "timestamp"), ("seconds", "double"), ("n", "long")),
         ),
-        aggregates={"plays": "count()", "watched": "sum(seconds)"},
+        aggregates=(
+            Aggregate("plays", combiners.count()),
+            Aggregate("watched", combiners.sum("seconds")),
+        ),
     )
     assert p == q
 

@@ -247,8 +247,10 @@ def test_files_gone_from_the_landing_directory_are_forgotten_once_they_cannot_ma
 def test_the_files_a_batch_took_are_read_from_the_checkpoint(tmp_path):
     import json
 
-    from jobs.pipeline import Pipeline, Source
+    from jobs.pipeline import Aggregate, Pipeline, Source
     from jobs.writers_watermark import newly_taken
+    from panes import FixedWindows
+    from panes.combiners import count
 
     landing = tmp_path / "landing"
     p = Pipeline(
@@ -256,9 +258,9 @@ def test_the_files_a_batch_took_are_read_from_the_checkpoint(tmp_path):
         lake=str(tmp_path / "lake"),
         keys=("k",),
         event_time="ts",
-        window="FixedWindows(1m)",
-        aggregates={"n": "count()"},
-        source=Source(str(landing), {"k": "string", "ts": "timestamp"}),
+        window=FixedWindows(60_000_000),
+        aggregates=(Aggregate("n", count()),),
+        source=Source(str(landing), (("k", "string"), ("ts", "timestamp"))),
     )
     ckpt = tmp_path / "lake" / "_checkpoint"
     for source, entries in (
@@ -287,9 +289,11 @@ def test_the_files_a_batch_took_are_read_from_the_checkpoint(tmp_path):
 def test_the_job_records_an_advance_as_a_control_row_then_its_state(tmp_path):
     import json
 
-    from jobs.pipeline import Pipeline, Source, Watermark
+    from jobs.pipeline import Aggregate, Pipeline, Source, Watermark
     from jobs.watermark_marks import LandingWriter, marks_dir
     from jobs.writers_watermark import load_state, record_writers_watermark, state_path
+    from panes import FixedWindows
+    from panes.combiners import count
 
     landing = tmp_path / "landing"
     p = Pipeline(
@@ -297,10 +301,10 @@ def test_the_job_records_an_advance_as_a_control_row_then_its_state(tmp_path):
         lake=str(tmp_path / "lake"),
         keys=("k",),
         event_time="ts",
-        window="FixedWindows(1m)",
-        aggregates={"n": "count()"},
-        watermark=Watermark("writer_noted", idle_timeout="5m"),
-        source=Source(str(landing), {"k": "string", "ts": "timestamp"}),
+        window=FixedWindows(60_000_000),
+        aggregates=(Aggregate("n", count()),),
+        watermark=Watermark("writer_noted", idle_timeout=5 * 60_000_000),
+        source=Source(str(landing), (("k", "string"), ("ts", "timestamp"))),
     )
     a = LandingWriter(landing, "a")
     a.land("a0.jsonl", ["{}"])

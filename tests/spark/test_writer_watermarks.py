@@ -232,8 +232,10 @@ def test_a_replayed_batch_runs_at_the_watermark_it_was_planned_with(spark, tmp_p
 
 
 def test_a_file_no_mark_names_is_read_back_for_its_earliest_event_time(spark, tmp_path):
-    from jobs.pipeline import Pipeline, Source
+    from jobs.pipeline import Aggregate, Pipeline, Source
     from jobs.writers_watermark import earliest_event_times
+    from panes import FixedWindows
+    from panes.combiners import count
 
     def pipeline(fmt: str, **src) -> Pipeline:
         return Pipeline(
@@ -241,10 +243,10 @@ def test_a_file_no_mark_names_is_read_back_for_its_earliest_event_time(spark, tm
             lake=str(tmp_path / "lake"),
             keys=("k",),
             event_time="ts",
-            window="FixedWindows(1m)",
-            aggregates={"n": "count()"},
+            window=FixedWindows(60_000_000),
+            aggregates=(Aggregate("n", count()),),
             source=Source(
-                str(tmp_path / fmt), {"k": "string", "ts": "timestamp"}, format=fmt, **src
+                str(tmp_path / fmt), (("k", "string"), ("ts", "timestamp")), format=fmt, **src
             ),
         )
 
