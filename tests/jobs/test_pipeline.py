@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import MISSING, fields
 from pathlib import Path
 
 import pytest
@@ -19,9 +20,15 @@ from jobs.pipeline import (
 )
 from panes import (
     AccumulationMode,
+    AfterCount,
+    ClosingBehavior,
     FixedWindows,
     GlobalWindows,
+    OnTimeBehavior,
+    Repeatedly,
     Sessions,
+    SlidingWindows,
+    TimestampCombiner,
     combiners,
     parse_trigger,
 )
@@ -103,6 +110,109 @@ def test_python_and_toml_are_the_same():
         ),
     )
     assert p == q
+
+
+def test_every_setting_is_parsed_into_its_typed_field():
+    """Each setting of the TOML, given a value other than its default, becomes its field's
+    parsed value (window function, trigger, enum, µs, aggregate): the parsed pipeline is the one
+    built in Python from typed values."""
+    toml = {
+        "name": "every",
+        "lake": "lk",
+        "keys": "device_id",
+        "event_time": "n",
+        "window": "SlidingWindows(10m, 1m)",
+        "trigger": "Repeatedly(AfterCount(3))",
+        "accumulation_mode": "Accumulating",
+        "allowed_lateness": "1h",
+        "timestamp_combiner": "earliest",
+        "on_time_behavior": "fire_if_non_empty",
+        "closing_behavior": "fire_always",
+        "allow_finishing_trigger": True,
+        "state_buckets": 8,
+        "source": {
+            "path": "in",
+            "schema": {"device_id": "STRING", "n": "long", "seconds": "double"},
+            "format": "csv",
+            "max_files_per_trigger": 5,
+            "csv_header": True,
+            "csv_delimiter": ";",
+            "epoch_unit": "s",
+            "bounded": True,
+            "create_path": True,
+            "pipeline": "up",
+        },
+        "watermark": {"policy": "ingestion_time", "delay": "30s", "idle_timeout": "1m"},
+        "aggregates": {"plays": "count()", "longest": "max(seconds)"},
+    }
+    minute = 60_000_000
+    typed = Pipeline(
+        name="every",
+        lake="lk",
+        keys=("device_id",),
+        event_time="n",
+        window=SlidingWindows(10 * minute, minute),
+        trigger=Repeatedly(AfterCount(3)),
+        accumulation_mode=AccumulationMode.ACCUMULATING,
+        allowed_lateness=60 * minute,
+        timestamp_combiner=TimestampCombiner.EARLIEST,
+        on_time_behavior=OnTimeBehavior.FIRE_IF_NON_EMPTY,
+        closing_behavior=ClosingBehavior.FIRE_ALWAYS,
+        allow_finishing_trigger=True,
+        state_buckets=8,
+        source=Source(
+            "in",
+            (("device_id", "string"), ("n", "long"), ("seconds", "double")),
+            format="csv",
+            max_files_per_trigger=5,
+            csv_header=True,
+            csv_delimiter=";",
+            epoch_unit="s",
+            bounded=True,
+            create_path=True,
+            pipeline="up",
+        ),
+        watermark=Watermark("ingestion_time", delay=minute // 2, idle_timeout=minute),
+        aggregates=(
+            Aggregate("plays", combiners.count()),
+            Aggregate("longest", combiners.max("seconds")),
+        ),
+    )
+    parsed = pipeline_from_dict(toml)
+    assert parsed == typed
+    # every setting the test gives differs from its default: none is left out of the parser
+    required = ("name", "lake", "keys", "event_time", "window", "aggregates")
+    default = pipeline_from_dict(
+        {
+            **{k: toml[k] for k in required},
+            "source": {k: toml["source"][k] for k in ("path", "schema")},
+        }
+    )
+    for part, default_part in (
+        (parsed, default),
+        (parsed.source, default.source),
+        (parsed.watermark, default.watermark),
+    ):
+        for f in fields(part):
+            has_default = f.default is not MISSING or f.default_factory is not MISSING
+            if has_default and f.name not in ("event_time", "source", "watermark", "upstream"):
+                assert getattr(part, f.name) != getattr(default_part, f.name), f.name
+    assert parsed.aggregate_types == {"plays": "long", "longest": "double"}
+    assert "aggregates: plays = count(), longest = max(seconds)" in parsed.describe()
+
+
+def test_overrides_replace_the_list_of_aggregates_like_the_file_replaces_the_defaults(tmp_path):
+    """One merge of the layers (defaults, file, overrides): tables of settings merge setting by
+    setting, the list of aggregates is the last layer's whole."""
+    p = load_pipeline(
+        CONF / "demo.toml",
+        overrides={"aggregates": {"n": "count()"}, "source": {"path": str(tmp_path)}},
+    )
+    assert p.aggregates == (Aggregate("n", combiners.count()),)
+    assert p.source.path == str(tmp_path) and p.source.schema == (
+        load_pipeline(CONF / "demo.toml").source.schema
+    )
+    assert p.source.format == "jsonl"  # from the defaults file
 
 
 @pytest.mark.parametrize(
