@@ -726,6 +726,15 @@ def _of(kind: type, what: str) -> Parse:
     return parse
 
 
+def _optional(parse: Parse) -> Parse:
+    """``parse``, and None for a setting that may be absent (a caller in Python passing None)."""
+
+    def parse_optional(name: str, value: Any) -> Any:
+        return None if value is None else parse(name, value)
+
+    return parse_optional
+
+
 def _path(name: str, value: Any) -> str:
     _expect(name, value, (str, os.PathLike), "a path (text)")
     return str(os.fspath(value))
@@ -809,7 +818,7 @@ _SETTINGS: dict[str, Parse] = {
     "keys": _keys,
     "aggregates": _aggregates,
     "window": _window,
-    "event_time": _of(str, "a column name"),
+    "event_time": _optional(_of(str, "a column name")),
     "trigger": _trigger,
     "accumulation_mode": _enum(AccumulationMode),
     "allowed_lateness": _duration,
@@ -822,13 +831,13 @@ _SETTINGS: dict[str, Parse] = {
 _SOURCE_SETTINGS: dict[str, Parse] = {
     "path": _path,
     "format": _of(str, f"one of {FORMATS}"),
-    "max_files_per_trigger": _of(int, "an integer >= 1"),
+    "max_files_per_trigger": _optional(_of(int, "an integer >= 1")),
     "csv_header": _of(bool, "true or false"),
     "csv_delimiter": _of(str, "one character"),
     "epoch_unit": _of(str, f"one of {list(EPOCH_UNITS)}"),
     "bounded": _of(bool, "true or false"),
     "create_path": _of(bool, "true or false"),
-    "pipeline": _of(str, "a pipeline name"),
+    "pipeline": _optional(_of(str, "a pipeline name")),
 }
 _WATERMARK_SETTINGS: dict[str, Parse] = {
     "policy": _of(str, f"one of {WATERMARK_POLICIES}"),

@@ -316,6 +316,10 @@ def test_writer_noted_reads_local_marks():
 def test_ingestion_time_needs_no_event_time_column():
     p = pipeline_from_dict(base(event_time=None, watermark={"policy": "ingestion_time"}))
     assert p.ingestion_time and p.event_time is None
+    # from Python, None stands for a setting left out
+    conf = {**base(watermark={"policy": "ingestion_time"}), "event_time": None}
+    conf["source"] = {**conf["source"], "max_files_per_trigger": None, "pipeline": None}
+    assert pipeline_from_dict(conf) == p
 
 
 def test_pipeline_pickles_and_builds_an_engine():
