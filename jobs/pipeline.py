@@ -356,6 +356,7 @@ class Pipeline:
 
     def __post_init__(self) -> None:
         """Check the settings together (nothing is changed)."""
+        self._check_types()
         self._check_names()
         types = self.source.types
         self._check_keys(types)
@@ -369,6 +370,31 @@ class Pipeline:
             raise PipelineConfigError("window", str(e)) from None
 
     # -- validation ------------------------------------------------------------------------
+
+    def _check_types(self) -> None:
+        """Refuse a field of another type than declared, naming it: text for a parsed setting
+        (``window="FixedWindows(1m)"``) is for :func:`pipeline_from_dict`."""
+        parsed = "a parsed value (text is read by pipeline_from_dict)"
+        for name, kind, what in (
+            ("name", str, "text"),
+            ("lake", str, "a path (text)"),
+            ("source", Source, "a Source"),
+            ("watermark", Watermark, "a Watermark"),
+            ("window", WindowFn, f"a window function, {parsed}"),
+            ("trigger", Trigger, f"a trigger, {parsed}"),
+            ("accumulation_mode", AccumulationMode, f"an AccumulationMode, {parsed}"),
+            ("timestamp_combiner", TimestampCombiner, f"a TimestampCombiner, {parsed}"),
+            ("on_time_behavior", OnTimeBehavior, f"an OnTimeBehavior, {parsed}"),
+            ("closing_behavior", ClosingBehavior, f"a ClosingBehavior, {parsed}"),
+            ("allowed_lateness", int, "a duration in µs (an int)"),
+            ("allow_finishing_trigger", bool, "true or false"),
+            ("state_buckets", int, "an integer"),
+            ("keys", tuple, "a tuple of column names"),
+            ("aggregates", tuple, "a tuple of Aggregate"),
+        ):
+            _expect(name, getattr(self, name), kind, what)
+        for agg in self.aggregates:
+            _expect("aggregates", agg, Aggregate, "a tuple of Aggregate")
 
     def _check_names(self) -> None:
         sb = self.state_buckets

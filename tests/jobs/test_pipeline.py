@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, fields, replace
 from pathlib import Path
 
 import pytest
@@ -443,3 +443,13 @@ def test_panestore_check_and_run_refuse_a_lake_path_engines_read_elsewhere(
         run(load_pipeline(conf), spark=object(), progress=None)  # refused before using Spark
     assert e.value.field == "lake" and says in e.value.message
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "p.toml"]  # nothing written
+
+
+def test_a_pipeline_built_in_python_with_text_for_a_parsed_setting_is_refused_naming_it():
+    p = pipeline_from_dict(base())
+    with pytest.raises(PipelineConfigError) as e:
+        replace(p, window="FixedWindows(1m)")
+    assert e.value.field == "window" and "pipeline_from_dict" in e.value.message
+    with pytest.raises(PipelineConfigError) as e:
+        replace(p, allowed_lateness="1h")
+    assert e.value.field == "allowed_lateness"
