@@ -42,24 +42,14 @@ def test_an_installed_wheel_checks_the_demo_configuration_with_its_defaults(tmp_
     )
     (wheel,) = (tmp_path / "dist").glob("panestore-*.whl")
     venv = tmp_path / "venv"
-    sh(sys.executable, "-m", "venv", "--without-pip", venv)
+    sh(sys.executable, "-m", "venv", venv)
     python = venv / "bin" / "python"
     site = Path(sh(python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))").strip())
     # the dependencies from this interpreter's site-packages, after the venv's own: the editable
     # install there is a .pth hook, which a path added this way does not run
     (site / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
-    sh(
-        sys.executable,
-        "-m",
-        "pip",
-        "install",
-        "--no-deps",
-        "--no-index",
-        "--quiet",
-        "--prefix",
-        venv,
-        wheel,
-    )
+    # the venv's own pip: this interpreter's would uninstall the checkout's editable install
+    sh(python, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet", wheel)
 
     where = sh(
         python, "-c", "import jobs.pipeline as p; print(p.__file__, p.DEFAULTS_FILE.exists())"
@@ -68,3 +58,5 @@ def test_an_installed_wheel_checks_the_demo_configuration_with_its_defaults(tmp_
     assert where.split()[-1] == "True", where  # with its defaults
     out = sh(python, "-m", "jobs.cli", "check", ROOT / "conf" / "demo.toml")
     assert out.splitlines()[-1] == "ok"
+    # and the checkout's own (editable) install is untouched: its `panestore` command stays
+    assert "Name: panestore" in sh(sys.executable, "-m", "pip", "show", "panestore")
