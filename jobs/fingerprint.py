@@ -38,10 +38,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobs.lake_files import write_atomically
 from jobs.pipeline import Pipeline, PipelineConfigError
 from jobs.view_spec import view_spec
 from panes import format_duration
@@ -225,14 +225,7 @@ def bind_lake_configuration(pipeline: Pipeline) -> None:
     fingerprint = check_lake_configuration(pipeline)
     if fingerprint is None:
         return
-    path = pipeline.lake_path / FINGERPRINT_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as f:
-        f.write(fingerprint.to_json())
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_atomically(pipeline.lake_path / FINGERPRINT_FILE, fingerprint.to_json())
 
 
 def _check_older_lake(pipeline: Pipeline) -> None:

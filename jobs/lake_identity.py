@@ -24,11 +24,11 @@ paths its checkpoint holds agree with that place.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from jobs.checkpoint import SOURCES, local_path
+from jobs.lake_files import write_atomically
 from jobs.pipeline import Pipeline, PipelineConfigError
 
 IDENTITY_FILE = "_lake_identity.json"
@@ -222,7 +222,4 @@ def check_lake_identity(pipeline: Pipeline, *, record: bool = False) -> None:
     if error is not None:
         raise error
     if record and not path.exists():
-        pipeline.lake_path.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(now.to_json(), encoding="utf-8")
-        os.replace(tmp, path)  # atomic: a killed run leaves no file or the whole one
+        write_atomically(path, now.to_json())

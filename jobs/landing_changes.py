@@ -31,6 +31,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from jobs.checkpoint import SOURCES, local_path
+from jobs.lake_files import write_atomically
 from jobs.landing_paths import has_scheme
 from jobs.pipeline import Pipeline
 
@@ -112,11 +113,8 @@ def _read(path: Path) -> list[ChangedFile]:
 
 
 def _write(path: Path, changes: list[ChangedFile]) -> None:
-    """Write ``changes`` to ``path`` atomically (a hidden temporary file, then a rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps([asdict(c) for c in changes]), encoding="utf-8")
-    os.replace(tmp, path)
+    """Write ``changes`` to ``path`` atomically."""
+    write_atomically(path, json.dumps([asdict(c) for c in changes]))
 
 
 def reported(pipeline: Pipeline) -> set[tuple[str, int]]:

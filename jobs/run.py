@@ -26,7 +26,6 @@ import contextlib
 import datetime as dt
 import functools
 import json
-import os
 import re
 import sys
 import threading
@@ -40,6 +39,7 @@ from jobs.checkpoint import check_not_behind, check_readable
 from jobs.control import control_stream, pending_watermark, write_drain_sentinel, write_tick
 from jobs.fingerprint import bind_lake_configuration
 from jobs.job import BatchSink, BatchStats, build_job
+from jobs.lake_files import write_atomically
 from jobs.lake_identity import check_lake_identity
 from jobs.landing_changes import note_changes
 from jobs.operator_input import balanced_bucket_ids
@@ -443,15 +443,12 @@ def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> tup
         ids = balanced_bucket_ids(pipeline.state_buckets, partitions)
     else:
         ids = tuple(range(pipeline.state_buckets))
-    pipeline.lake_path.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
     layout = {
         "format": STATE_LAYOUT_FORMAT,
         "state_buckets": pipeline.state_buckets,
         "bucket_ids": ids,
     }
-    tmp.write_text(json.dumps(layout))
-    os.replace(tmp, path)  # atomic: a killed run leaves the old file or the new one
+    write_atomically(path, json.dumps(layout))
     return ids
 
 

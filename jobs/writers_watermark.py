@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 from jobs.checkpoint import OFFSETS, batch_input, local_path
 from jobs.control import write_control
 from jobs.event_time import MAX_EVENT_TIME_US, MIN_EVENT_TIME_US, spark_event_time
+from jobs.lake_files import write_atomically
 from jobs.landing_paths import is_hidden, spark_path
 from jobs.pipeline import Pipeline
 from jobs.source import read_schema_ddl, spark_schema_ddl
@@ -256,10 +257,7 @@ def load_state(pipeline: Pipeline) -> WritersState:
 
 
 def save_state(pipeline: Pipeline, state: WritersState) -> None:
-    path = state_path(pipeline)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(state.to_json(), encoding="utf-8")
-    os.replace(tmp, path)  # atomic: a killed run leaves the old state or the new one
+    write_atomically(state_path(pipeline), state.to_json())
 
 
 def newly_taken(pipeline: Pipeline, after_batch: int) -> tuple[dict[str, int], int]:
