@@ -115,6 +115,19 @@ class CheckpointBehind(CheckpointError):
     """The lake's tables hold batches the checkpoint does not know: a run would lose data."""
 
 
+def log_files(folder: Path) -> list[Path]:
+    """The files of a checkpoint log folder that hold all its entries, oldest first, as Spark
+    reads them when a query starts: the newest compacted file (``n.compact``, every entry up to
+    ``n``) and the plain ``n`` files after it (empty if there is no such folder)."""
+    if not folder.is_dir():
+        return []
+    names = [p.name for p in folder.iterdir()]
+    compact = max((int(n.split(".")[0]) for n in names if n.endswith(".compact")), default=None)
+    plain = sorted(int(n) for n in names if n.isdigit() and (compact is None or int(n) > compact))
+    head = [folder / f"{compact}.compact"] if compact is not None else []
+    return head + [folder / str(n) for n in plain]
+
+
 def _log_ids(folder: Path) -> list[int]:
     """The batch ids of a checkpoint log folder, ascending (empty if there is none)."""
     if not folder.is_dir():

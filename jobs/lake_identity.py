@@ -27,7 +27,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from jobs.checkpoint import SOURCES, local_path
+from jobs.checkpoint import SOURCES, local_path, log_files
 from jobs.lake_files import write_atomically
 from jobs.pipeline import Pipeline, PipelineConfigError
 
@@ -146,15 +146,9 @@ def _children(folder: Path) -> list[Path]:
 
 
 def _newest_log(folder: Path) -> Path | None:
-    """The highest-numbered log file of a checkpoint log folder (``n`` or ``n.compact``)."""
-    if not folder.is_dir():
-        return None
-    logs = [
-        (int(p.name.split(".")[0]), p)
-        for p in folder.iterdir()
-        if p.name.removesuffix(".compact").isdigit()
-    ]
-    return max(logs)[1] if logs else None
+    """The newest file of a checkpoint log folder (``n`` or ``n.compact``)."""
+    logs = log_files(folder)
+    return logs[-1] if logs else None
 
 
 def _line(path: Path, index: int) -> str:

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
-from jobs.checkpoint import SOURCES, local_path
+from jobs.checkpoint import SOURCES, local_path, log_files
 from jobs.lake_files import write_atomically
 from jobs.landing_paths import has_scheme
 from jobs.pipeline import Pipeline
@@ -56,14 +56,6 @@ def changes_dir(pipeline: Pipeline) -> Path:
     return pipeline.lake_path / CHANGES_DIR
 
 
-def _log_ids(folder: Path) -> tuple[int | None, list[int]]:
-    """(the newest compacted batch id, the plain batch ids after it) of a file-source log."""
-    compact = [int(p.name.split(".")[0]) for p in folder.iterdir() if p.name.endswith(".compact")]
-    newest = max(compact, default=None)
-    plain = sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
-    return newest, [n for n in plain if newest is None or n > newest]
-
-
 def _local(uri: str) -> str | None:
     """The local path of a ``file:`` URI of Spark's log (fast for the common forms)."""
     for prefix in ("file:///", "file:/"):
@@ -80,10 +72,7 @@ def taken_files(checkpoint: str | os.PathLike[str], landing: str) -> dict[str, t
     out: dict[str, tuple[str, int]] = {}
     sources = Path(checkpoint) / SOURCES
     for folder in sorted(sources.iterdir()) if sources.is_dir() else ():
-        newest, plain = _log_ids(folder)
-        logs = [folder / f"{newest}.compact"] if newest is not None else []
-        logs += [folder / str(n) for n in plain]
-        for log in logs:
+        for log in log_files(folder):
             for line in log.read_text(encoding="utf-8").splitlines()[1:]:
                 if not line.strip():
                     continue
