@@ -40,7 +40,7 @@ except ImportError:  # pragma: no cover - exercised only without pyspark
     DataSource = DataSourceStreamReader = InputPartition = object  # type: ignore[assignment,misc]
 
 from jobs.operator import DEFAULT_END_OF_TIME_MS
-from jobs.operator_input import BLOB, BUCKET, TS_US, WEIGHT
+from jobs.operator_input import TS_US, WEIGHT
 from jobs.pipeline import Pipeline
 from jobs.upstream_identity import PaneLogOffset, check_upstream
 from panes.time import END_OF_TIME
@@ -185,8 +185,6 @@ def tagged(
         *[c for c in pipeline.value_columns if c not in pipeline.keys],
         *[F.lit(None).cast("string").alias(c) for c in reject],
         F.lit(False).alias(control),
-        F.lit(None).cast("int").alias(BUCKET),
-        F.lit(None).cast("binary").alias(BLOB),
         F.col(EVENT_TIME_US).alias(TS_US),
         F.col(UPSTREAM_WEIGHT).alias(WEIGHT),
     )

@@ -13,11 +13,6 @@ a corrupt-record column), so an unparseable line becomes a row with ``_error`` s
 stopping the job or vanishing. The event-time and key columns are read as *strings* and converted
 by the job core, which can then tell a missing value from an unparseable one.
 
-JSON-lines of a pipeline :class:`jobs.jsonl_decoder.JsonlDecoder` serves are decoded in the
-Python workers first: the frame then also carries the decoder's ``pst_bucket``, ``pst_ts`` and
-``pst_blob`` columns, a row being either a blob of decoded elements (its other columns null) or
-a record parsed here from a line the decoder passed through.
-
 Any other Spark streaming source plugs into :func:`jobs.job.build_job` the same way: give it a
 frame with the schema's columns (``_raw``/``_source_file``/``_error`` are optional).
 
@@ -40,7 +35,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from jobs.jsonl_decoder import DECODED_COLUMNS, DECODER_OUTPUT, JsonlDecoder
 from jobs.landing_paths import spark_path
 from jobs.pane_log_source import read_pane_log
 from jobs.pipeline import COLUMN_TYPES, Pipeline
@@ -86,15 +80,8 @@ def _file_stream(spark: SparkSession, pipeline: Pipeline, fmt: str, schema: str 
     return reader.load(spark_path(src.path))
 
 
-def read_landing_zone(
-    spark: SparkSession, pipeline: Pipeline, *, python_decoder: bool = True
-) -> DataFrame:
-    """The pipeline's landing directory as a streaming records frame (see the module doc).
-
-    With ``python_decoder`` (and a pipeline it can serve), JSON-lines are first decoded in the
-    Python workers (:mod:`jobs.jsonl_decoder`): the frame then also carries its blob columns,
-    and only the lines it passed through are parsed here. Outcomes are the same either way.
-    """
+def read_landing_zone(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
+    """The pipeline's landing directory as a streaming records frame (see the module doc)."""
     from pyspark.sql import functions as F
 
     src = pipeline.source
@@ -116,17 +103,8 @@ def read_landing_zone(
     )
     ddl = read_schema_ddl(pipeline) + f", `{CORRUPT}` string"
     opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
-    decoded: list[str] = []
     if src.format == "jsonl":
         lines = lines.where(F.trim(F.col(RAW)) != "")  # blank lines are not records
-        decoder = None
-        if python_decoder:
-            decoder = JsonlDecoder.for_pipeline(
-                pipeline, spark.conf.get("spark.sql.session.timeZone") or "UTC"
-            )
-        if decoder is not None:
-            lines = lines.mapInArrow(decoder, DECODER_OUTPUT)
-            decoded = list(DECODED_COLUMNS)
         parsed = F.from_json(F.col(RAW), ddl, opts)
     else:
         opts["sep"] = src.csv_delimiter
@@ -136,7 +114,7 @@ def read_landing_zone(
             lines = lines.where(F.col(RAW) != header)
         lines = lines.where(F.col(RAW) != "")
         parsed = F.from_csv(F.col(RAW), ddl, opts)
-    rec = lines.select(RAW, SOURCE_FILE, *decoded, parsed.alias("_r"))
+    rec = lines.select(RAW, SOURCE_FILE, parsed.alias("_r"))
     malformed = F.col("_r").isNull() | F.col(f"_r.`{CORRUPT}`").isNotNull()
     checks = [(malformed, MALFORMED)]  # (condition, reason): the first that holds is the error
     if src.format == "jsonl":
@@ -149,12 +127,10 @@ def read_landing_zone(
         checks.insert(0, (quotes % 2 == 1, UNBALANCED_QUOTES))
     error = F.lit(None).cast("string")
     for condition, reason in reversed(checks):
-        # a decoded row has no raw line: it is not malformed
-        error = F.when(F.col(RAW).isNotNull() & condition, F.lit(reason)).otherwise(error)
+        error = F.when(condition, F.lit(reason)).otherwise(error)
     return rec.select(
         *[F.col(f"_r.`{c}`").alias(c) for c in names],
         RAW,
         SOURCE_FILE,
         error.alias(ERROR),
-        *decoded,
     )

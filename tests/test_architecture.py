@@ -88,7 +88,6 @@ def test_the_rule_is_checked_on_every_module():
 EXECUTOR_MODULES = (
     "jobs.operator",
     "jobs.operator_input",
-    "jobs.jsonl_decoder",
     "jobs.task_files",
     "jobs.output_tables",
     "jobs.batch_output",
