@@ -55,7 +55,7 @@ def write_landing(directory: Path, events: int) -> None:
 
 
 def pipeline_of(work: Path):
-    from jobs.pipeline import pipeline_from_dict
+    from jobs.config.load import pipeline_from_dict
 
     return pipeline_from_dict(
         {
@@ -94,9 +94,9 @@ def measure(panes: int, master: str, driver_memory: str) -> dict:
     """One size in this (fresh) process."""
     from deltalake import DeltaTable
 
-    from jobs.quiet import quiet_spark_stderr
-    from jobs.run import run
-    from jobs.spark import get_session
+    from jobs.driver.runs import run
+    from jobs.startup.quiet import quiet_spark_stderr
+    from jobs.startup.session import get_session
 
     quiet_spark_stderr()
     work = Path(tempfile.mkdtemp(prefix="panestore-memory-"))

@@ -246,7 +246,7 @@ class PeakRSS:
 
 
 def panestore_pipeline(landing: Path, lake: Path, fmt: str, files_per_batch: int):
-    from jobs.pipeline import pipeline_from_dict
+    from jobs.config.load import pipeline_from_dict
 
     return pipeline_from_dict(
         {
@@ -282,7 +282,7 @@ def _batch_record(batch_id: int, rows: int, durations: dict, compute_s=None, com
 def measure_panestore(spark, landing: Path, lake: Path, fmt: str, files_per_batch: int) -> dict:
     from deltalake import DeltaTable
 
-    from jobs.run import run
+    from jobs.driver.runs import run
 
     pipeline = panestore_pipeline(landing, lake, fmt, files_per_batch)
     start = time.perf_counter()
@@ -369,8 +369,8 @@ def measure_once(
     ``PANESTORE_BENCH_CODE`` in the environment: run the panestore of that checkout."""
     if os.environ.get("PANESTORE_BENCH_CODE"):
         sys.path.insert(0, os.environ["PANESTORE_BENCH_CODE"])
-    from jobs.quiet import quiet_spark_stderr
-    from jobs.spark import get_session
+    from jobs.startup.quiet import quiet_spark_stderr
+    from jobs.startup.session import get_session
 
     quiet_spark_stderr()
     with PeakRSS() as mem:

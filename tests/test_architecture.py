@@ -11,10 +11,33 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("panes", "sinks", "jobs")
-# what each package may import of ours
-ALLOWED = {"panes": {"panes"}, "sinks": {"panes", "sinks"}, "jobs": {"panes", "sinks", "jobs"}}
+# what each package (and each sub-package of jobs) may import of ours; the longest prefix rules
+ALLOWED = {
+    "panes": {"panes"},
+    "sinks": {"panes", "sinks"},
+    "jobs": {"panes", "sinks", "jobs"},
+    # the configuration: pure Python, below everything else in jobs
+    "jobs.config": {"panes", "sinks", "jobs.config", "jobs.front_door"},
+    # Spark and its Python processes' start-up: nothing of the pipeline
+    "jobs.startup": {"jobs.startup", "jobs.front_door"},
+    # Spark's Python workers: the model, the sinks' formats, start-up (GC thresholds)
+    "jobs.executor": {"panes", "sinks", "jobs.executor", "jobs.startup", "jobs.front_door"},
+    "jobs.driver": {
+        "panes",
+        "sinks",
+        "jobs.config",
+        "jobs.startup",
+        "jobs.executor",
+        "jobs.driver",
+        "jobs.front_door",
+    },
+    "jobs.cli": {"panes", "sinks", "jobs"},
+}
+SUBPACKAGES = ("jobs.config", "jobs.startup", "jobs.executor", "jobs.driver", "jobs.cli")
 
 
 def _module_name(path: Path) -> str:
@@ -37,25 +60,44 @@ def _imports(path: Path) -> set[str]:
     return found
 
 
+def _files() -> dict[str, Path]:
+    return {_module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+
+
 def _graph() -> dict[str, set[str]]:
-    files = {_module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+    files = _files()
     return {m: {i for i in _imports(p) if i in files and i != m} for m, p in files.items()}
+
+
+def _owner(module: str) -> str:
+    """The entry of :data:`ALLOWED` that rules ``module``: its longest prefix there."""
+    parts = module.split(".")
+    return next(
+        ".".join(parts[:n]) for n in range(len(parts), 0, -1) if ".".join(parts[:n]) in ALLOWED
+    )
+
+
+def _may_import(importer: str, imported: str) -> bool:
+    return any(imported == a or imported.startswith(a + ".") for a in ALLOWED[_owner(importer)])
 
 
 def test_packages_depend_one_way():
     wrong = sorted(
-        f"{m} imports {i}"
-        for m, deps in _graph().items()
-        for i in deps
-        if i.split(".")[0] not in ALLOWED[m.split(".")[0]]
+        f"{m} imports {i}" for m, deps in _graph().items() for i in deps if not _may_import(m, i)
     )
     assert wrong == []
 
 
+def test_every_module_of_jobs_is_in_a_subpackage():
+    loose = [m for m in _files() if m.startswith("jobs.") and _owner(m) == "jobs"]
+    assert loose == ["jobs.front_door"]
+
+
 def test_no_import_cycles_between_modules():
     graph = _graph()
-    # package front doors (``panes/__init__``) re-export their modules: not part of a cycle
-    graph = {m: {d for d in deps if d not in PACKAGES} for m, deps in graph.items()}
+    # front doors (``__init__``) re-export their modules: not part of a cycle
+    doors = {m for m, p in _files().items() if p.name == "__init__.py"}
+    graph = {m: {d for d in deps if d not in doors} for m, deps in graph.items()}
     state: dict[str, int] = {}  # 1: on the current path, 2: done
     cycles: list[list[str]] = []
 
@@ -76,46 +118,60 @@ def test_no_import_cycles_between_modules():
 
 def test_the_rule_is_checked_on_every_module():
     graph = _graph()
-    assert {"panes.engine", "sinks.materializer", "jobs.run"} <= set(graph)
-    assert "panes.engine" in graph["jobs.pipeline"] or "panes" in _imports(
-        ROOT / "jobs" / "pipeline.py"
-    )
+    assert {"panes.engine", "sinks.materializer", "jobs.driver.runs"} <= set(graph)
+    assert "jobs.executor.operator_input" in graph["jobs.driver.plan"]
+    # type-checking imports count: the front doors name their modules only there
+    assert "jobs.driver.runs" in graph["jobs.driver"]
 
 
-# Code that runs in Spark's executors (Python workers import it per task, so it must import
-# cheaply) and what it must not pull in: the configuration loader, the command line, the
-# materializer, plotting, the driver's run.
-EXECUTOR_MODULES = (
-    "jobs.operator",
-    "jobs.operator_input",
-    "jobs.task_files",
-    "jobs.output_tables",
-    "jobs.batch_output",
-    "jobs.processor_shell",
-    "jobs.python_processes",
-)
-NOT_ON_EXECUTORS = (
-    "jobs.pipeline",
-    "jobs.cli",
-    "jobs.inspect",
-    "jobs.run",
-    "jobs.job",
-    "sinks.materializer",
-    "sinks.plot",
-)
+# What must never be imported in Spark's Python workers (they import the executor modules per
+# task, so those must import cheaply): the configuration and its loader, the driver, the command
+# line, the materializer, plotting.
+NOT_ON_EXECUTORS = ("jobs.config", "jobs.driver", "jobs.cli", "sinks.materializer", "sinks.plot")
+
+
+def _executor_modules() -> list[str]:
+    return sorted(m for m in _files() if m.startswith("jobs.executor."))
 
 
 def test_executor_modules_stay_within_their_import_budget():
-    """Imported in a fresh interpreter, as a Python worker does, the executor modules load none
-    of :data:`NOT_ON_EXECUTORS`."""
+    """Imported in a fresh interpreter, as a Python worker does, every module of
+    :mod:`jobs.executor` loads nothing of :data:`NOT_ON_EXECUTORS`."""
     import subprocess
     import sys
 
     probe = (
         "import importlib, sys\n"
-        f"for m in {EXECUTOR_MODULES!r}: importlib.import_module(m)\n"
-        f"print(sorted(m for m in {NOT_ON_EXECUTORS!r} if m in sys.modules))\n"
+        f"for m in {_executor_modules()!r}: importlib.import_module(m)\n"
+        f"print(sorted(m for m in sys.modules if m.startswith({NOT_ON_EXECUTORS!r})))\n"
     )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[]"
+    assert len(_executor_modules()) >= 7
+
+
+def _front_door(package: str) -> Path:
+    return ROOT / package.replace(".", "/") / "__init__.py"
+
+
+@pytest.mark.parametrize("package", SUBPACKAGES)
+def test_each_subpackage_has_a_front_door_that_imports_on_first_use(package):
+    """``__all__`` is what the front door's type-checking block imports; every name resolves to
+    the object of its module; importing the front door imports none of its modules."""
+    import importlib
+    import subprocess
+    import sys
+
+    from jobs.front_door import exported
+
+    where = exported(str(_front_door(package)))
+    door = importlib.import_module(package)
+    assert sorted(door.__all__) == sorted(where) and where
+    for name, module in where.items():
+        assert getattr(door, name) is getattr(importlib.import_module(module), name)
+    probe = f"import sys, {package}\nprint([m for m in sys.modules if m.startswith('{package}.')])"
     done = subprocess.run(
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
     )

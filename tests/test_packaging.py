@@ -52,11 +52,13 @@ def test_an_installed_wheel_checks_the_demo_configuration_with_its_defaults(tmp_
     sh(python, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet", wheel)
 
     where = sh(
-        python, "-c", "import jobs.pipeline as p; print(p.__file__, p.DEFAULTS_FILE.exists())"
+        python,
+        "-c",
+        "import jobs.config.load as p; print(p.__file__, p.DEFAULTS_FILE.exists())",
     )
     assert where.startswith(str(site)), where  # the installed copy, not the checkout
     assert where.split()[-1] == "True", where  # with its defaults
-    out = sh(python, "-m", "jobs.cli", "check", ROOT / "conf" / "demo.toml")
+    out = sh(python, "-m", "jobs.cli.commands", "check", ROOT / "conf" / "demo.toml")
     assert out.splitlines()[-1] == "ok"
     # and the checkout's own (editable) install is untouched: its `panestore` command stays
     assert "Name: panestore" in sh(sys.executable, "-m", "pip", "show", "panestore")

@@ -11,10 +11,10 @@ import pytest
 pytest.importorskip("deltalake")
 pytest.importorskip("duckdb")
 
-from jobs.cli import main
-from jobs.job import BatchSink
-from jobs.pipeline import load_pipeline
-from jobs.view_spec import view_spec
+from jobs.cli.commands import main
+from jobs.config.load import load_pipeline
+from jobs.config.view_spec import view_spec
+from jobs.driver.batch_sink import BatchSink
 from panes import END_OF_TIME, Simulator
 from sinks.materializer import Materializer
 from sinks.tables import arrow_schema, open_view

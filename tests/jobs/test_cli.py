@@ -1,4 +1,4 @@
-"""jobs.cli: configuration errors are reported naming the field, before Spark starts."""
+"""jobs.cli.commands: configuration errors are reported naming the field, before Spark starts."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ DEMO = str(Path(__file__).resolve().parents[2] / "conf" / "demo.toml")
 
 
 def test_cli_check_and_config_errors(tmp_path, capsys):
-    from jobs.cli import main
+    from jobs.cli.commands import main
 
     assert main(["check", DEMO]) == 0
     assert "ok" in capsys.readouterr().out
@@ -29,8 +29,8 @@ def test_cli_check_and_config_errors(tmp_path, capsys):
 
 
 def test_note_watermark_writes_a_mark_or_says_why_not(tmp_path, capsys):
-    from jobs.cli import main
-    from jobs.watermark_marks import parse_time, read_mark
+    from jobs.cli.commands import main
+    from jobs.driver.watermark_marks import parse_time, read_mark
 
     (tmp_path / "v1.jsonl").write_text("{}\n")
     args = ["note-watermark", DEMO, "--source", str(tmp_path), "--writer", "gw-1"]

@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("deltalake")
 pytest.importorskip("duckdb")
 
-from jobs.cli import build_parser, main
+from jobs.cli.commands import build_parser, main
 from tests.jobs.test_changes_cli import demo_lake
 
 

@@ -1,4 +1,4 @@
-"""jobs.control: a checkpoint tells whether a watermark advance is pending."""
+"""jobs.driver.control: a checkpoint tells whether a watermark advance is pending."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ DEMO = str(Path(__file__).resolve().parents[2] / "conf" / "demo.toml")
 
 
 def test_pending_watermark(tmp_path):
-    from jobs.control import pending_watermark
-    from jobs.pipeline import load_pipeline
+    from jobs.config.load import load_pipeline
+    from jobs.driver.control import pending_watermark
 
     p = load_pipeline(DEMO, overrides={"lake": str(tmp_path)})
     ckpt = tmp_path / "_checkpoint"

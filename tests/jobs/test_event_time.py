@@ -1,9 +1,10 @@
-"""jobs.event_time: one table of accepted forms, and every path that reads event times agrees.
+"""jobs.config.event_time: one table of accepted forms, and every path that reads event times
+agrees.
 
 A corpus of good and bad event times (ISO forms, epochs, out of range, garbage) with the outcome
 each must have: its µs, :data:`UNREADABLE` (rejected as ``unparseable event time``) or
-:data:`OUT_OF_RANGE`. Here: the Arrow reading (:func:`jobs.event_time.event_time_us`) and
-``verify``'s reading of the landing zone with it (:mod:`jobs.landing`).
+:data:`OUT_OF_RANGE`. Here: the Arrow reading (:func:`jobs.config.event_time.event_time_us`) and
+``verify``'s reading of the landing zone with it (:mod:`jobs.cli.source_elements`).
 ``tests/spark/test_event_time.py`` holds Spark's reading to the same corpus.
 """
 
@@ -17,7 +18,7 @@ import pytest
 
 pa = pytest.importorskip("pyarrow")
 
-from jobs.event_time import (  # noqa: E402
+from jobs.config.event_time import (  # noqa: E402
     MAX_EVENT_TIME_US,
     MIN_EVENT_TIME_US,
     _zoned_iso_us,
@@ -156,7 +157,7 @@ def corpus_lines() -> list[tuple[str, str, int | str]]:
 
 
 def pipeline(tmp_path, kind: str):
-    from jobs.pipeline import pipeline_from_dict
+    from jobs.config.load import pipeline_from_dict
 
     return pipeline_from_dict(
         {
@@ -182,7 +183,7 @@ def pipeline(tmp_path, kind: str):
 
 @pytest.mark.parametrize("kind", ["text", "epoch"])
 def test_verify_reads_the_landing_zone_with_the_same_function(tmp_path, kind):
-    from jobs.landing import load_source_elements
+    from jobs.cli.source_elements import load_source_elements
 
     cases = [(line, expected) for k, line, expected in corpus_lines() if k == kind]
     (tmp_path / kind).mkdir()

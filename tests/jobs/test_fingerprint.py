@@ -1,5 +1,5 @@
-"""jobs.fingerprint: a lake is bound to the settings whose change would corrupt it; a run or a
-check with one of them changed is refused before Spark, naming it; the others may change."""
+"""jobs.driver.fingerprint: a lake is bound to the settings whose change would corrupt it; a run or
+a check with one of them changed is refused before Spark, naming it; the others may change."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 
-from jobs.fingerprint import (
+from jobs.config.load import pipeline_from_dict
+from jobs.config.pipeline import Pipeline, PipelineConfigError
+from jobs.driver.fingerprint import (
     FINGERPRINT_FILE,
     Fingerprint,
     bind_lake_configuration,
     check_lake_configuration,
 )
-from jobs.pipeline import Pipeline, PipelineConfigError, pipeline_from_dict
 
 
 def config(tmp_path: Path, **changes: Any) -> dict[str, Any]:
@@ -182,8 +183,8 @@ def test_an_unreadable_fingerprint_is_refused_naming_the_lake(tmp_path, lake):
 
 
 def test_a_lake_written_before_fingerprints_adopts_an_agreeing_configuration(tmp_path):
-    from jobs.job import BatchSink
-    from jobs.run import check_state_layout
+    from jobs.driver.batch_sink import BatchSink
+    from jobs.driver.runs import check_state_layout
 
     older = pipeline(tmp_path)
     check_state_layout(older)  # what an older version's first run left: layout and tables
@@ -216,7 +217,7 @@ def toml(value: Any) -> str:
 
 
 def test_panestore_check_reports_a_changed_setting_of_an_existing_lake(tmp_path, lake, capsys):
-    from jobs.cli import main
+    from jobs.cli.commands import main
 
     conf = tmp_path / "changed.toml"
     for changes, status in [

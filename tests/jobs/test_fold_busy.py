@@ -14,9 +14,9 @@ import pytest
 pytest.importorskip("deltalake")
 pytest.importorskip("duckdb")
 
-from jobs.cli import EXIT_BUSY, main
-from jobs.job import BatchSink, BatchStats
-from jobs.pipeline import load_pipeline
+from jobs.cli.commands import EXIT_BUSY, main
+from jobs.config.load import load_pipeline
+from jobs.driver.batch_sink import BatchSink, BatchStats
 from panes import Simulator
 from sinks.tables import open_pane_log, open_view
 from tests.jobs.test_changes_cli import MIN, demo_lake
@@ -24,8 +24,8 @@ from tests.jobs.test_changes_cli import MIN, demo_lake
 ROOT = Path(__file__).resolve().parents[2]
 HOLD = """\
 import sys
-from jobs.pipeline import load_pipeline
-from jobs.view_spec import view_spec
+from jobs.config.load import load_pipeline
+from jobs.config.view_spec import view_spec
 from sinks.lock import materializer_lock
 with materializer_lock(view_spec(load_pipeline(sys.argv[1]))):
     print("held", flush=True)
@@ -80,9 +80,9 @@ def test_materialize_while_another_materializer_runs_exits_busy(tmp_path, capsys
 def test_a_run_whose_fold_finds_the_materializer_busy_says_what_it_committed(
     tmp_path, capsys, monkeypatch
 ):
-    import jobs.cli
-    import jobs.run
-    from jobs.run import BatchReport, RunResult
+    import jobs.cli.commands
+    import jobs.driver.runs
+    from jobs.driver.runs import BatchReport, RunResult
 
     conf, spec = demo_lake(tmp_path)
     pane_log_version = open_pane_log(spec).version()
@@ -97,8 +97,8 @@ def test_a_run_whose_fold_finds_the_materializer_busy_says_what_it_committed(
             ]
         )
 
-    monkeypatch.setattr(jobs.cli, "get_session", lambda *a, **kw: None)
-    monkeypatch.setattr(jobs.run, "run", run)
+    monkeypatch.setattr(jobs.cli.commands, "get_session", lambda *a, **kw: None)
+    monkeypatch.setattr(jobs.driver.runs, "run", run)
     holder = hold_materializer_lock(conf)
     try:
         capsys.readouterr()

@@ -1,5 +1,5 @@
-"""jobs.job: tables record their pipeline's configuration fingerprint; another configuration is
-refused."""
+"""jobs.driver.plan: tables record their pipeline's configuration fingerprint; another configuration
+is refused."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 
 pytest.importorskip("deltalake")
 
-from jobs.job import BatchSink
-from jobs.pipeline import pipeline_from_dict
-from jobs.view_spec import view_spec
+from jobs.config.load import pipeline_from_dict
+from jobs.config.view_spec import view_spec
+from jobs.driver.batch_sink import BatchSink
 from sinks.errors import ConfigMismatch
 from sinks.lake_format import FINGERPRINT_PROPERTY
 from sinks.materializer import Materializer

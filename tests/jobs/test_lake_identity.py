@@ -1,4 +1,4 @@
-"""jobs.lake_identity: a lake remembers where it was created and which landing directory it
+"""jobs.driver.lake_identity: a lake remembers where it was created and which landing directory it
 reads; a copied or moved lake (whose checkpoint names files and state by absolute path) is
 refused before Spark starts, naming the setting, both places and the fixes."""
 
@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from jobs.lake_identity import (
+from jobs.config.load import load_pipeline
+from jobs.config.pipeline import PipelineConfigError
+from jobs.driver.lake_identity import (
     IDENTITY_FILE,
     LakeIdentity,
     check_lake_identity,
     checkpoint_paths,
 )
-from jobs.pipeline import PipelineConfigError, load_pipeline
 
 CONF = """\
 name = "p"
@@ -180,7 +181,7 @@ def test_a_damaged_identity_file_is_refused_naming_it(tmp_path, monkeypatch):
 
 
 def test_panestore_check_of_a_copied_project_exits_2_naming_the_lake(tmp_path, monkeypatch, capsys):
-    from jobs.cli import main
+    from jobs.cli.commands import main
 
     old = project(tmp_path / "proj")
     check_lake_identity(pipeline_in(old, monkeypatch), record=True)

@@ -1,4 +1,4 @@
-"""jobs.landing_changes: a landing file changed after the job read it is found from Spark's
+"""jobs.driver.landing_changes: a landing file changed after the job read it is found from Spark's
 file-source log, reported once, and bound to one batch so a replay records the same rows.
 (The run's side: tests/spark/test_landing_files.py.)"""
 
@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 import os
 
-from jobs.landing_changes import bind_changes, note_changes, taken_files
+from jobs.driver.landing_changes import bind_changes, note_changes, taken_files
 
 
 def _pipeline(tmp_path):
-    from jobs.pipeline import pipeline_from_dict
+    from jobs.config.load import pipeline_from_dict
 
     return pipeline_from_dict(
         {

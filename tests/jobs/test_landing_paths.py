@@ -1,4 +1,4 @@
-"""jobs.landing_paths: which landing files are input, named literally to Spark and DuckDB.
+"""jobs.config.landing_paths: which landing files are input, named literally to Spark and DuckDB.
 
 Folder names may hold glob characters (``land[1]``, ``*``, ``?``, ``{a,b}``) and files may sit in
 subfolders (date folders, one folder per writer): ``panestore verify`` must read exactly the
@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from jobs.landing import landing_files
-from jobs.landing_paths import hadoop_literal
+from jobs.cli.source_elements import landing_files
+from jobs.config.landing_paths import hadoop_literal
 from tests.spark.support import put
 
 # (relative path, input?) by Spark's listing rule, which landing_files mirrors
@@ -45,7 +45,7 @@ def test_hadoop_glob_characters_are_escaped():
 
 
 def _pipeline(tmp_path, landing):
-    from jobs.pipeline import pipeline_from_dict
+    from jobs.config.load import pipeline_from_dict
 
     return pipeline_from_dict(
         {
@@ -68,7 +68,7 @@ def _pipeline(tmp_path, landing):
 def test_verify_reads_each_landing_file_by_its_name_not_as_a_pattern(tmp_path, name):
     """``land[1]`` as a pattern matches the sibling ``land1``, ``v[1].jsonl`` the file ``v1.jsonl``
     next to it: each file is read once, from the landing directory named."""
-    from jobs.landing import load_source_elements
+    from jobs.cli.source_elements import load_source_elements
 
     for folder, tag in ((name, "own"), ("land1", "sibling"), ("landx", "sibling")):
         for file in ("v[1].jsonl", "v1.jsonl"):
@@ -79,7 +79,7 @@ def test_verify_reads_each_landing_file_by_its_name_not_as_a_pattern(tmp_path, n
 
 
 def test_check_refuses_a_landing_path_spark_cannot_read(tmp_path, capsys):
-    from jobs.cli import main
+    from jobs.cli.commands import main
 
     conf = tmp_path / "p.toml"
     body = (

@@ -1,5 +1,5 @@
-"""jobs.operator without Spark: a bucket group's blobs through the processor, with a fake state
-handle (what transformWithStateInPandas hands it), and the canonical order of a key's rows."""
+"""jobs.executor.operator without Spark: a bucket group's blobs through the processor, with a fake
+state handle (what transformWithStateInPandas hands it), and the canonical order of a key's rows."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ pa = pytest.importorskip("pyarrow")
 pd = pytest.importorskip("pandas")
 pytest.importorskip("pyspark")
 
-from jobs.operator_input import blob_of  # noqa: E402
+from jobs.executor.operator_input import blob_of  # noqa: E402
 
 T0_US = 1_704_067_200 * 1_000_000
 BIG = 2**53 + 1  # not a float64
@@ -55,9 +55,9 @@ class Clocks:
 
 
 def processor(init: bool = True):
-    from jobs.job import operator_config
-    from jobs.operator import BucketProcessor
-    from jobs.pipeline import pipeline_from_dict
+    from jobs.config.load import pipeline_from_dict
+    from jobs.driver.plan import operator_config
+    from jobs.executor.operator import BucketProcessor
 
     pipeline = pipeline_from_dict(
         {
@@ -131,7 +131,7 @@ def test_rejected_records_pass_through_stamped_with_the_batch_time():
 
 @pytest.mark.parametrize("seed", range(5))
 def test_any_arrival_order_gives_the_same_sequence(seed):
-    from jobs.operator import canonical_order
+    from jobs.executor.operator import canonical_order
 
     rows = [({"s": v}, ts) for ts in (3, 5, 5, 5, 9) for v in (ts, ts + 1)]
     shuffled = rows[:]
@@ -146,8 +146,8 @@ def test_the_shell_spark_ships_handles_rows_as_the_processor_does():
     the bucket's state in ``init`` and hands it to the operator it unpickles on first use."""
     import pickle
 
-    from jobs.operator import BucketProcessor, state_spark_schema
-    from jobs.processor_shell import ProcessorShell
+    from jobs.executor.operator import BucketProcessor, state_spark_schema
+    from jobs.executor.processor_shell import ProcessorShell
 
     frame = pd.DataFrame(
         {

@@ -1,4 +1,4 @@
-"""jobs.operator_input: the operator's input packed per bucket, and read back."""
+"""jobs.executor.operator_input: the operator's input packed per bucket, and read back."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 pa = pytest.importorskip("pyarrow")
 
-from jobs.operator_input import (  # noqa: E402
+from jobs.executor.operator_input import (  # noqa: E402
     InputSchema,
     balanced_bucket_ids,
     blob_of,

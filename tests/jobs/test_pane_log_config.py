@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.pipeline import PipelineConfigError, load_pipeline
+from jobs.config.load import load_pipeline
+from jobs.config.pipeline import PipelineConfigError
 
 UPSTREAM = """
 name = "sessions"

@@ -8,16 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.pipeline import (
-    DEFAULTS_FILE,
-    Aggregate,
-    Pipeline,
-    PipelineConfigError,
-    Source,
-    Watermark,
-    load_pipeline,
-    pipeline_from_dict,
-)
+from jobs.config.load import DEFAULTS_FILE, load_pipeline, pipeline_from_dict
+from jobs.config.pipeline import Aggregate, Pipeline, PipelineConfigError, Source, Watermark
 from panes import (
     AccumulationMode,
     AfterCount,
@@ -360,7 +352,7 @@ def test_keys_are_of_a_type_the_job_groups_by(typ):
 
 
 def test_paths_are_checked_on_the_filesystem_before_spark(tmp_path):
-    from jobs.pipeline import check_paths
+    from jobs.config.checks import check_paths
 
     def paths(landing, lake, **source):
         d = base(lake=str(lake))
@@ -390,7 +382,7 @@ def test_paths_are_checked_on_the_filesystem_before_spark(tmp_path):
 
 
 def test_panestore_check_and_run_exit_2_naming_a_bad_path(tmp_path, capsys):
-    from jobs.cli import main
+    from jobs.cli.commands import main
 
     conf = tmp_path / "p.toml"
     conf.write_text(
@@ -424,8 +416,8 @@ def test_panestore_check_and_run_refuse_a_lake_path_engines_read_elsewhere(
     """Spark, Hadoop and delta-rs take these for URI or glob syntax (a run would fail after
     Spark started, or write tables its folds cannot read, or write ``s3://`` to a local folder
     ``s3:``): ``check`` and ``run`` refuse them before Spark, naming ``lake``."""
-    from jobs.cli import main
-    from jobs.run import run
+    from jobs.cli.commands import main
+    from jobs.driver.runs import run
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "in").mkdir()

@@ -1,7 +1,7 @@
-"""How Spark's Python processes start (jobs.python_processes), without Spark: the launcher a local
-master runs imports the installed PySpark ahead of Spark's zip and is otherwise this interpreter;
-anything else, or a launcher that cannot be made, runs this interpreter; the module run as Spark's
-daemon preloads the tasks' modules, imported it starts and preloads nothing."""
+"""How Spark's Python processes start (jobs.startup.python_processes), without Spark: the launcher a
+local master runs imports the installed PySpark ahead of Spark's zip and is otherwise this
+interpreter; anything else, or a launcher that cannot be made, runs this interpreter; the module run
+as Spark's daemon preloads the tasks' modules, imported it starts and preloads nothing."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark")
 
-from jobs.python_processes import (  # noqa: E402
+from jobs.startup.python_processes import (  # noqa: E402
     CACHE_DIR_ENV,
     DAEMON_MODULE,
     GC_THRESHOLDS,
@@ -27,7 +27,7 @@ from jobs.python_processes import (  # noqa: E402
     set_gc_thresholds,
     worker_python,
 )
-from jobs.spark import PROJECT_ROOT, local_conf  # noqa: E402
+from jobs.startup.session import PROJECT_ROOT, local_conf  # noqa: E402
 
 SPARK_LIB = Path(pyspark.__file__).resolve().parent / "python" / "lib"
 if not (SPARK_LIB / "pyspark.zip").is_file():  # pragma: no cover - a PySpark without its zip
@@ -124,8 +124,8 @@ def test_a_launcher_that_cannot_be_made_falls_back(tmp_path, monkeypatch) -> Non
 
 def test_importing_the_module_starts_and_preloads_nothing() -> None:
     code = (
-        "import sys, jobs.python_processes, jobs.spark\n"
-        "eager = ('pandas', 'pyarrow', 'pyspark', 'pyspark.daemon', 'jobs.operator')\n"
+        "import sys, jobs.startup.python_processes, jobs.startup.session\n"
+        "eager = ('pandas', 'pyarrow', 'pyspark', 'pyspark.daemon', 'jobs.executor.operator')\n"
         "print(sorted(m for m in eager if m in sys.modules))"
     )
     done = subprocess.run(
@@ -168,7 +168,9 @@ def test_run_as_a_module_it_is_sparks_daemon_with_the_tasks_modules_imported() -
     (port,) = struct.unpack("!i", done.stdout)
     assert 0 < port < 65536
     (noted,) = [line for line in done.stderr.decode().splitlines() if "before the daemon:" in line]
-    assert {"pandas", "pyarrow", "jobs.operator", "jobs.batch_output"} <= set(noted.split())
+    assert {"pandas", "pyarrow", "jobs.executor.operator", "jobs.executor.batch_output"} <= set(
+        noted.split()
+    )
 
 
 def test_the_operators_workers_collect_garbage_less_often() -> None:

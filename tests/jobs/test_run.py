@@ -1,13 +1,14 @@
-"""jobs.run: a lake remembers how its operator state is laid out, and refuses a run that would
-lose it."""
+"""jobs.driver.runs: a lake remembers how its operator state is laid out, and refuses a run that
+would lose it."""
 
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from jobs.pipeline import PipelineConfigError, load_pipeline
-from jobs.run import check_state_layout
+from jobs.config.load import load_pipeline
+from jobs.config.pipeline import PipelineConfigError
+from jobs.driver.runs import check_state_layout
 
 DEMO = Path(__file__).resolve().parents[2] / "conf" / "demo.toml"
 
@@ -26,7 +27,7 @@ def test_a_changed_state_buckets_is_refused_naming_the_field(tmp_path):
 def test_a_new_lake_spreads_its_buckets_evenly_over_the_shuffle_partitions(tmp_path):
     import json
 
-    from jobs.operator_input import spark_partition_of_int
+    from jobs.executor.operator_input import spark_partition_of_int
 
     pipeline = load_pipeline(DEMO, overrides={"lake": str(tmp_path / "lake")})
     ids = check_state_layout(pipeline, partitions=2)
@@ -61,8 +62,8 @@ def test_progress_lines_count_input_records_and_say_what_control_rows_were():
     the run's summary does not count the control row as input."""
     from types import SimpleNamespace as Progress
 
-    from jobs.job import BatchStats
-    from jobs.run import BatchReport, RunResult
+    from jobs.driver.batch_sink import BatchStats
+    from jobs.driver.runs import BatchReport, RunResult
 
     def progress(batch_id: int, records: int, control: int) -> Progress:
         sources = [Progress(numInputRows=records), Progress(numInputRows=control)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.pipeline import pipeline_from_dict
+from jobs.config.load import pipeline_from_dict
 from sinks.errors import LakeBusy
 from tests.lock_holder import lock_held
 
@@ -28,7 +28,7 @@ def pipeline(tmp_path):
 
 
 def test_a_second_run_of_a_lake_is_refused_before_spark_and_writes_nothing(tmp_path):
-    from jobs.run import run
+    from jobs.driver.runs import run
 
     p = pipeline(tmp_path)
     with lock_held(tmp_path / "lake", "run") as pid:

@@ -1,6 +1,6 @@
-"""Stopping a run on a signal (``jobs.stopping``, ``jobs.run._await_query``): the handler only
-records; the polling loop stops the query between batches (at once on a second signal); a batch
-that fails once a stop was asked for was abandoned, not a failure of the run. The query is a
+"""Stopping a run on a signal (``jobs.driver.stopping``, ``jobs.driver.runs._await_query``): the
+handler only records; the polling loop stops the query between batches (at once on a second signal);
+a batch that fails once a stop was asked for was abandoned, not a failure of the run. The query is a
 stand-in: its batches are scripted, one per poll."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from jobs.stopping import StopRequest, stop_on_signals
+from jobs.driver.stopping import StopRequest, stop_on_signals
 
 
 def test_signals_are_recorded_then_the_default_action_is_back():
@@ -73,7 +73,7 @@ def stop(monkeypatch):
 
 
 def await_query(query) -> list[str]:
-    from jobs.run import RunResult, _await_query
+    from jobs.driver.runs import RunResult, _await_query
 
     said: list[str] = []
     _await_query(query, NO_BATCHES, RunResult(), said.append, None, stop=query.stop_request)
@@ -101,7 +101,7 @@ def test_a_second_signal_abandons_the_batch_in_flight(stop):
 
 
 def test_without_a_stop_a_failed_query_is_a_failed_run(stop):
-    from jobs.run import RunResult, _await_query
+    from jobs.driver.runs import RunResult, _await_query
 
     query = ScriptedQuery(stop, active=set(), signal_at=0, fails=RuntimeError("boom"))
     query.stopped_at = 1

@@ -1,6 +1,6 @@
-"""What an operator task sends on and what it writes (jobs.task_files), and the writer task that
-completes a batch's files (jobs.batch_output.BatchWriter), without Spark: every row of the batch
-ends in exactly one file, each file's footer gives the row the driver commits."""
+"""What an operator task sends on and what it writes (jobs.executor.task_files), and the writer task
+that completes a batch's files (jobs.executor.batch_output.BatchWriter), without Spark: every row of
+the batch ends in exactly one file, each file's footer gives the row the driver commits."""
 
 from __future__ import annotations
 
@@ -13,16 +13,10 @@ pd = pytest.importorskip("pandas")
 pq = pytest.importorskip("pyarrow.parquet")
 pytest.importorskip("pyspark")
 
-from jobs.batch_output import BatchWriter  # noqa: E402
-from jobs.operator import output_arrow_schema  # noqa: E402
-from jobs.output_tables import (  # noqa: E402
-    DATA_FILE,
-    KIND_LATE,
-    KIND_PANE,
-    RECORD_KIND,
-    OutputTables,
-)
-from jobs.task_files import BatchOfTask, TaskOutput, TaskWriting  # noqa: E402
+from jobs.executor.batch_output import BatchWriter  # noqa: E402
+from jobs.executor.operator import output_arrow_schema  # noqa: E402
+from jobs.executor.output_tables import DATA_FILE, KIND_LATE, KIND_PANE, RECORD_KIND, OutputTables  # noqa: E402
+from jobs.executor.task_files import BatchOfTask, TaskOutput, TaskWriting  # noqa: E402
 from sinks.pane_log import DEFAULT_LAYOUT, PaneLog, core_schema  # noqa: E402
 from sinks.records import LateLog, RejectedLog, late_core_schema  # noqa: E402
 

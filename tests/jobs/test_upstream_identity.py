@@ -13,9 +13,9 @@ from types import SimpleNamespace
 import pyarrow as pa
 import pytest
 
-from jobs.pane_log_source import PaneLogStreamReader, VersionRange
-from jobs.pipeline import load_pipeline
-from jobs.upstream_identity import check_upstream, recorded_offsets
+from jobs.config.load import load_pipeline
+from jobs.driver.upstream_identity import check_upstream, recorded_offsets
+from jobs.executor.pane_log_reader import PaneLogStreamReader, VersionRange
 from sinks.errors import UpstreamChanged
 from sinks.upstream import pane_log_head
 from tests.jobs.test_pane_log_config import configs
@@ -156,7 +156,7 @@ def test_the_reader_refuses_another_table_when_it_lists_plans_or_reads(chain):
 
 
 def test_panestore_run_refuses_a_rebuilt_upstream_before_spark_starts(chain, tmp_path, capsys):
-    from jobs.cli import main
+    from jobs.cli.commands import main
 
     down, pane_log = chain
     old = make_table(pane_log, 2)
@@ -172,7 +172,7 @@ def test_panestore_run_refuses_a_rebuilt_upstream_before_spark_starts(chain, tmp
 
 def test_a_follow_run_whose_upstream_is_rebuilt_under_it_stops_with_the_sources_line():
     """The source's refusal reaches the driver inside Spark's error (a Python trace)."""
-    from jobs.run import RunResult, _await_query
+    from jobs.driver.runs import RunResult, _await_query
 
     trace = (
         "[PYTHON_DATA_SOURCE_ERROR] Failed when Python streaming data source perform "

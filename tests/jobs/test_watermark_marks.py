@@ -1,4 +1,4 @@
-"""jobs.watermark_marks: the mark format and the writer-side helpers."""
+"""jobs.driver.watermark_marks: the mark format and the writer-side helpers."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from jobs.watermark_marks import (
+from jobs.driver.watermark_marks import (
     MARKS_DIR,
     LandingWriter,
     Mark,
@@ -73,7 +73,7 @@ def test_notes_are_refused_when_they_would_mislead_the_job(tmp_path):
 def test_a_second_process_taking_the_same_sequence_number_is_refused(tmp_path, monkeypatch):
     note_watermark(tmp_path, "w", T)
     # another process notes seq 1 between this one's listing and its write
-    import jobs.watermark_marks as marks
+    import jobs.driver.watermark_marks as marks
 
     monkeypatch.setattr(marks, "mark_seqs", lambda landing, writer: [0])
     note_watermark(tmp_path, "w", T + S)
@@ -105,7 +105,7 @@ def test_malformed_marks_are_named(tmp_path):
 
 
 def test_the_batch_check_does_not_read_marks_as_data(tmp_path):
-    from jobs.landing import landing_files
+    from jobs.cli.source_elements import landing_files
 
     w = LandingWriter(tmp_path, "w")
     w.land("a.jsonl", ["{}"])

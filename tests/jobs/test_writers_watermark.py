@@ -1,4 +1,5 @@
-"""jobs.writers_watermark: the writers' watermark, folded from marks and the files the job took."""
+"""jobs.driver.writers_watermark: the writers' watermark, folded from marks and the files the job
+took."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from jobs.watermark_marks import Mark
-from jobs.writers_watermark import Advance, WritersState, fold
+from jobs.driver.watermark_marks import Mark
+from jobs.driver.writers_watermark import Advance, WritersState, fold
 
 S = 1_000_000
 MIN = 60 * S
@@ -247,8 +248,8 @@ def test_files_gone_from_the_landing_directory_are_forgotten_once_they_cannot_ma
 def test_the_files_a_batch_took_are_read_from_the_checkpoint(tmp_path):
     import json
 
-    from jobs.pipeline import Aggregate, Pipeline, Source
-    from jobs.writers_watermark import newly_taken
+    from jobs.config.pipeline import Aggregate, Pipeline, Source
+    from jobs.driver.writers_watermark import newly_taken
     from panes import FixedWindows
     from panes.combiners import count
 
@@ -289,9 +290,9 @@ def test_the_files_a_batch_took_are_read_from_the_checkpoint(tmp_path):
 def test_the_job_records_an_advance_as_a_control_row_then_its_state(tmp_path):
     import json
 
-    from jobs.pipeline import Aggregate, Pipeline, Source, Watermark
-    from jobs.watermark_marks import LandingWriter, marks_dir
-    from jobs.writers_watermark import load_state, record_writers_watermark, state_path
+    from jobs.config.pipeline import Aggregate, Pipeline, Source, Watermark
+    from jobs.driver.watermark_marks import LandingWriter, marks_dir
+    from jobs.driver.writers_watermark import load_state, record_writers_watermark, state_path
     from panes import FixedWindows
     from panes.combiners import count
 

@@ -1,11 +1,11 @@
-"""Scenarios on the Spark job (``jobs.run.run``): one scheduled run per step.
+"""Scenarios on the Spark job (``jobs.driver.runs.run``): one scheduled run per step.
 
 * ``bundle``: the elements land as one JSON-lines file (``key``, ``v`` = the value, ``ts`` = the
   event time in epoch µs), then a run: one micro-batch, so one bundle per key.
-* ``watermark``: a control row (``jobs.job.write_control``) whose event time is the scenario's
-  watermark plus the pipeline's watermark delay, then a run: Spark's watermark (largest event time
-  seen minus the delay) becomes the scenario's, and the run's trailing no-data batch fires what
-  it makes due.
+* ``watermark``: a control row (``jobs.driver.control.write_control``) whose event time is the
+  scenario's watermark plus the pipeline's watermark delay, then a run: Spark's watermark (largest
+  event time seen minus the delay) becomes the scenario's, and the run's trailing no-data batch
+  fires what it makes due.
 * ``processing_time``: not supported: the job's processing time is Spark's batch timestamp.
 
 The watermark delay is a day, and a first control row at the scenario's latest event time comes
@@ -81,8 +81,8 @@ def pipeline_conf(sc: Scenario, root: Path) -> dict[str, Any]:
 
 def _do(pipeline: Any, index: int, step: Step, spark: Any) -> list[int]:
     """Land or signal ``step``, run the job once; the ids of the batches the run committed."""
-    from jobs.control import write_control
-    from jobs.run import run
+    from jobs.driver.control import write_control
+    from jobs.driver.runs import run
 
     if step.action == "bundle":
         lines = [json.dumps({KEY: k, VALUE: v, EVENT_TIME: T0_US + t}) for k, v, t in step.elements]
@@ -134,8 +134,8 @@ def run(sc: Scenario, root: Path, spark: Any) -> list[tuple[list[str], list[str]
     and the dropped elements of the batches of its run, each sorted."""
     from deltalake import DeltaTable
 
-    from jobs.control import write_control
-    from jobs.pipeline import pipeline_from_dict
+    from jobs.config.load import pipeline_from_dict
+    from jobs.driver.control import write_control
 
     check_runs_on_spark(sc)
     pipeline = pipeline_from_dict(pipeline_conf(sc, root))

@@ -34,7 +34,7 @@ def pytest_configure(config):
 def spark():
     if _MISSING:
         pytest.skip(f"Spark tests need {', '.join(_MISSING)} (not installed)")
-    from jobs.spark import JavaNotFound, get_session
+    from jobs.startup.session import JavaNotFound, get_session
 
     try:
         session = get_session("panestore-tests", shuffle_partitions=2)

@@ -49,7 +49,7 @@ def committed_batches(ckpt: Path) -> set[int]:
 def replay(pipeline, parse_line) -> list[tuple[int, list, list]]:
     """Rebuild each batch from the checkpoint and run the simulator over them: returns
     [(batch id, panes, dropped)]; ``parse_line(text) -> (key, value, ts_us) or None``."""
-    from jobs.job import operator_config
+    from jobs.driver.plan import operator_config
     from panes import Simulator
 
     ckpt = Path(pipeline.checkpoint_path)

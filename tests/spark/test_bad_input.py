@@ -83,7 +83,7 @@ CSV = [
 
 
 def make_pipeline(tmp_path, fmt: str, **source):
-    from jobs.pipeline import pipeline_from_dict
+    from jobs.config.load import pipeline_from_dict
 
     return pipeline_from_dict(
         {
@@ -107,8 +107,8 @@ def tables(spark, pipeline) -> tuple[dict, list[dict]]:
     """Run and drain; ({key: plays} of the folded view, rejected rows)."""
     from deltalake import DeltaTable
 
-    from jobs.inspect import materialize_after_run
-    from jobs.run import run
+    from jobs.cli.inspect import materialize_after_run
+    from jobs.driver.runs import run
 
     run(pipeline, spark=spark, drain=True, progress=None)
     assert materialize_after_run(pipeline, out=lambda line: None) == 0

@@ -40,7 +40,7 @@ def land(landing, files):
 
 def cli(*args, timeout=900):
     return subprocess.run(
-        [sys.executable, "-m", "jobs.cli", *args],
+        [sys.executable, "-m", "jobs.cli.commands", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -85,8 +85,8 @@ def executor_work_dirs():
 
 @pytest.mark.usefixtures("executor_work_dirs")
 def test_a_killed_rerun_drained_pipeline_on_a_cluster_equals_local(spark, tmp_path):
-    from jobs.pipeline import load_pipeline
-    from jobs.run import run
+    from jobs.config.load import load_pipeline
+    from jobs.driver.runs import run
 
     landing = tmp_path / "landing"
     confs = {}

@@ -1,5 +1,6 @@
 """Spark reads event times as the Arrow reading does: the corpus of ``tests/jobs/test_event_time``
-through :func:`jobs.event_time.spark_event_time` gives every entry the same µs or rejection."""
+through :func:`jobs.config.event_time.spark_event_time` gives every entry the same µs or
+rejection."""
 
 from __future__ import annotations
 
@@ -21,10 +22,11 @@ pytestmark = pytest.mark.spark
 def test_spark_reads_the_corpus_as_arrow_does(spark, tmp_path):
     from pyspark.sql import functions as F
 
-    from jobs.event_time import spark_event_time
+    from jobs.config.event_time import spark_event_time
 
     for kind, corpus in (("text", TEXT), ("epoch", EPOCH_MS)):
-        # the job's parsers hand the event time over as text (jobs.source.read_schema_ddl)
+        # the job's parsers hand the event time over as text
+        # (jobs.driver.landing_source.read_schema_ddl)
         df = spark.createDataFrame([(as_text(raw),) for raw, _ in corpus], "ts string")
         ts, _ = spark_event_time(pipeline(tmp_path, kind).event_time_column, df)
         got = [r[0] for r in df.select(F.unix_micros(ts)).collect()]

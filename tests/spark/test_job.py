@@ -14,7 +14,7 @@ US = 1_000_000
 
 
 def make_pipeline(tmp_path, **over):
-    from jobs.pipeline import pipeline_from_dict
+    from jobs.config.load import pipeline_from_dict
 
     conf = {
         "name": "views",
@@ -70,7 +70,7 @@ def parse(text):
 
 
 def test_runs_equal_simulator_then_drain(spark, tmp_path):
-    from jobs.run import run
+    from jobs.driver.runs import run
     from sinks.pane_log import pane_record
 
     pipeline = make_pipeline(tmp_path)
@@ -114,9 +114,9 @@ def test_runs_equal_simulator_then_drain(spark, tmp_path):
     assert all(r["processing_time_us"] is not None for r in rejected)
 
     # the view folded from the log equals the batch over the accepted raw events
-    from jobs.inspect import materialize_after_run
-    from jobs.landing import load_source_elements
-    from jobs.view_spec import view_spec
+    from jobs.cli.inspect import materialize_after_run
+    from jobs.cli.source_elements import load_source_elements
+    from jobs.config.view_spec import view_spec
     from sinks.verify import verify
 
     assert materialize_after_run(pipeline, out=lambda line: None) == 0
@@ -133,7 +133,7 @@ def test_runs_equal_simulator_then_drain(spark, tmp_path):
 
 
 def _layout(pipeline):
-    from jobs.job import layout
+    from jobs.driver.plan import layout
 
     return layout(pipeline)
 
@@ -141,7 +141,7 @@ def _layout(pipeline):
 def test_csv_source_and_ingestion_time(spark, tmp_path):
     from deltalake import DeltaTable
 
-    from jobs.run import run
+    from jobs.driver.runs import run
 
     pipeline = make_pipeline(
         tmp_path,
@@ -180,7 +180,7 @@ def test_follow_keeps_running_and_picks_up_files_as_they_land(spark, tmp_path):
 
     from deltalake import DeltaTable
 
-    from jobs.run import run
+    from jobs.driver.runs import run
 
     pipeline = make_pipeline(tmp_path)
     put(tmp_path / "landing", "views-0.jsonl", FILES[0])

@@ -27,7 +27,7 @@ def killed_at(args: list[str], after_s: float, timeout_s: float = 300) -> int:
     """Run ``panestore ARGS`` in its own process group, SIGKILL the group ``after_s`` seconds
     in (unless it ended first); its exit status."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jobs.cli", *args],
+        [sys.executable, "-m", "jobs.cli.commands", *args],
         start_new_session=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -48,8 +48,8 @@ def until_done(args: list[str], moments: list[float]) -> int:
 
 
 def test_runs_killed_at_random_moments_equal_an_uninterrupted_run(spark, tmp_path):
-    from jobs.pipeline import load_pipeline
-    from jobs.run import run
+    from jobs.config.load import load_pipeline
+    from jobs.driver.runs import run
 
     base = load_pipeline(land(tmp_path / "base"))
     run(base, spark=spark, progress=None)
@@ -81,8 +81,8 @@ def _view(pipeline) -> list:
 
 
 def test_materialize_killed_at_random_moments_equals_an_uninterrupted_one(spark, tmp_path):
-    from jobs.pipeline import load_pipeline
-    from jobs.run import run
+    from jobs.config.load import load_pipeline
+    from jobs.driver.runs import run
 
     confs = [land(tmp_path / name) for name in ("base", "killed")]
     pipelines = [load_pipeline(c) for c in confs]

@@ -2,7 +2,7 @@
 
 Each killed run is a separate ``panestore run`` process (its own process group: driver, JVM and
 Python workers die together, as in a container kill). ``--kill-at point:batch`` makes the sink
-kill the job at a named point of a given batch (see ``jobs.job.kill``):
+kill the job at a named point of a given batch (see ``jobs.driver.batch_sink.kill``):
 
 * ``before_commit``: mid-batch, the engine ran and its state was written, nothing committed;
 * ``between_tables``: the pane log committed, the late and rejected tables not;
@@ -59,10 +59,10 @@ FILES = [
     [view("a", 200), view("a", 30, 7.0), view("b", 130), '{"ts": "' + iso(9) + '"}'],
     [view("b", 400), view("a", 35, 3.0), view("c", 300, 2.0)],
 ]
-# (point:batch) per killed run. Batches 0-3 read one file each; batch 4 fires the timers of the
-# last watermark advance (Spark's no-data batch, or the tick batch of jobs.run). Killed: mid-batch
-# (1), after a data batch's Delta commits but before Spark's commit (3: the replay writes into no
-# table), during the timer batch (4). With --run-slow also: between the pane-log and the
+# (point:batch) per killed run. Batches 0-3 read one file each; batch 4 fires the timers of the last
+# watermark advance (Spark's no-data batch, or the tick batch of jobs.driver.runs). Killed:
+# mid-batch (1), after a data batch's Delta commits but before Spark's commit (3: the replay writes
+# into no table), during the timer batch (4). With --run-slow also: between the pane-log and the
 # late/rejected commits (2; tests/spark/test_cluster.py kills there too), and after the timer
 # batch's Delta commits (4, replayed).
 KILLS = ["before_commit:1", "after_commit:3", "before_commit:4"]
@@ -94,7 +94,7 @@ def land(root):
 def run_cli(conf, kill_at=None, timeout=240):
     kill = ["--kill-at", kill_at] if kill_at else []
     return subprocess.run(
-        [sys.executable, "-m", "jobs.cli", "run", str(conf), "--no-materialize", *kill],
+        [sys.executable, "-m", "jobs.cli.commands", "run", str(conf), "--no-materialize", *kill],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -112,9 +112,9 @@ def tables(pipeline):
 
 
 def test_killed_runs_equal_an_uninterrupted_run(spark, tmp_path, request):
-    from jobs.job import layout
-    from jobs.pipeline import load_pipeline
-    from jobs.run import run
+    from jobs.config.load import load_pipeline
+    from jobs.driver.plan import layout
+    from jobs.driver.runs import run
     from sinks.pane_log import pane_record
 
     # the uninterrupted run (in process)

@@ -1,4 +1,4 @@
-"""A lake keeps the configuration it was written with (jobs.fingerprint): through the command
+"""A lake keeps the configuration it was written with (jobs.driver.fingerprint): through the command
 line, a run that changes a value column's type or the trigger while windows are held in state is
 refused before Spark starts, naming the setting on one line, and commits nothing."""
 
@@ -37,8 +37,8 @@ def record(device: str, at_s: float, seconds: float) -> str:
 def test_a_changed_value_type_or_trigger_is_refused_naming_it(spark, tmp_path):
     from deltalake import DeltaTable
 
-    from jobs.pipeline import load_pipeline
-    from jobs.run import run
+    from jobs.config.load import load_pipeline
+    from jobs.driver.runs import run
 
     def conf(name: str, trigger: str = TRIGGER, seconds: str = "long"):
         path = tmp_path / name
@@ -54,7 +54,7 @@ def test_a_changed_value_type_or_trigger_is_refused_naming_it(spark, tmp_path):
 
     def run_cli(path):
         return subprocess.run(
-            [sys.executable, "-m", "jobs.cli", "run", str(path), "--no-materialize"],
+            [sys.executable, "-m", "jobs.cli.commands", "run", str(path), "--no-materialize"],
             capture_output=True,
             text=True,
             timeout=240,

@@ -23,7 +23,7 @@ DAY = 86_400
 
 
 def make_pipeline(tmp_path, fmt: str = "jsonl", **over):
-    from jobs.pipeline import pipeline_from_dict
+    from jobs.config.load import pipeline_from_dict
 
     conf = {
         "name": "backfill",
@@ -68,9 +68,9 @@ def land(tmp_path, fmt: str, name: str, device: str, at_s: float, mtime: float |
 def view_and_verify(pipeline) -> dict:
     from deltalake import DeltaTable
 
-    from jobs.inspect import materialize_after_run
-    from jobs.landing import load_source_elements
-    from jobs.view_spec import view_spec
+    from jobs.cli.inspect import materialize_after_run
+    from jobs.cli.source_elements import load_source_elements
+    from jobs.config.view_spec import view_spec
     from sinks.verify import verify
 
     assert materialize_after_run(pipeline, out=lambda line: None) == 0
@@ -85,7 +85,7 @@ def view_and_verify(pipeline) -> dict:
 def test_files_of_any_modification_time_reach_the_view(spark, tmp_path, fmt):
     from deltalake import DeltaTable
 
-    from jobs.run import run
+    from jobs.driver.runs import run
 
     pipeline = make_pipeline(tmp_path, fmt)
     now = time.time()
@@ -108,8 +108,8 @@ def test_files_of_any_modification_time_reach_the_view(spark, tmp_path, fmt):
 def test_a_file_that_vanishes_before_it_is_read_is_reported(spark, tmp_path, monkeypatch):
     from deltalake import DeltaTable
 
-    import jobs.run
-    from jobs.job import VANISHED, BatchSink
+    import jobs.driver.runs
+    from jobs.driver.batch_sink import VANISHED, BatchSink
 
     pipeline = make_pipeline(
         tmp_path,
@@ -133,9 +133,9 @@ def test_a_file_that_vanishes_before_it_is_read_is_reported(spark, tmp_path, mon
             if batch_id == 0:
                 paths[1].unlink()
 
-    monkeypatch.setattr(jobs.run, "BatchSink", DeletingSink)
+    monkeypatch.setattr(jobs.driver.runs, "BatchSink", DeletingSink)
     out = io.StringIO()
-    result = jobs.run.run(pipeline, spark=spark, drain=True, progress=out)
+    result = jobs.driver.runs.run(pipeline, spark=spark, drain=True, progress=out)
 
     rejected = DeltaTable(pipeline.table_path("rejected")).to_pyarrow_table().to_pylist()
     assert [(r["raw"], r["reason"]) for r in rejected] == [(None, VANISHED)]
@@ -150,8 +150,8 @@ def test_a_file_that_vanishes_before_it_is_read_is_reported(spark, tmp_path, mon
 def test_an_unreadable_file_stops_the_run_until_it_is_repaired_or_moved_away(spark, tmp_path):
     from deltalake import DeltaTable
 
-    from jobs.job import VANISHED
-    from jobs.run import run
+    from jobs.driver.batch_sink import VANISHED
+    from jobs.driver.runs import run
 
     pipeline = make_pipeline(tmp_path, "parquet")
     land(tmp_path, "parquet", "good", "a", 10)
@@ -179,7 +179,7 @@ def test_a_landing_path_like_a_pattern_and_its_subfolders_are_read_as_named(spar
     and ``panestore verify`` agree."""
     from deltalake import DeltaTable
 
-    from jobs.cli import main
+    from jobs.cli.commands import main
 
     landing, sibling = tmp_path / "land[1] #%20", tmp_path / "land1 #%20"
     files = {
@@ -214,8 +214,8 @@ def test_a_landing_path_like_a_pattern_and_its_subfolders_are_read_as_named(spar
 def test_data_appended_to_a_file_after_it_was_read_is_reported_once(spark, tmp_path):
     from deltalake import DeltaTable
 
-    from jobs.landing_changes import CHANGED
-    from jobs.run import run
+    from jobs.driver.landing_changes import CHANGED
+    from jobs.driver.runs import run
 
     pipeline = make_pipeline(tmp_path)
     path = land(tmp_path, "jsonl", "growing", "a", 10)

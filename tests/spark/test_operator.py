@@ -56,7 +56,7 @@ def _offset_log(ckpt):
 
 
 def _pipeline(tmp_path):
-    from jobs.pipeline import pipeline_from_dict
+    from jobs.config.load import pipeline_from_dict
 
     return pipeline_from_dict(
         {
@@ -83,7 +83,8 @@ def test_pane_log_equals_simulator(spark, tmp_path):
     """The operator as the job runs it (packed key buckets), fed by a plain streaming frame."""
     from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
 
-    from jobs.job import BatchSink, build_job, layout, operator_config
+    from jobs.driver.batch_sink import BatchSink
+    from jobs.driver.plan import build_job, layout, operator_config
     from panes import Simulator
     from sinks.pane_log import pane_record
 

@@ -13,7 +13,7 @@ HOUR = 3600
 
 
 def upstream(tmp_path):
-    from jobs.pipeline import pipeline_from_dict
+    from jobs.config.load import pipeline_from_dict
 
     return pipeline_from_dict(
         {
@@ -43,7 +43,7 @@ def upstream(tmp_path):
 
 
 def downstream(tmp_path):
-    from jobs.pipeline import pipeline_from_dict
+    from jobs.config.load import pipeline_from_dict
 
     return pipeline_from_dict(
         {
@@ -76,10 +76,10 @@ def test_hourly_totals_over_retracting_sessions_equal_the_batch_over_the_final_s
 ):
     from deltalake import DeltaTable
 
-    from jobs.inspect import materialize_after_run
-    from jobs.landing import load_source_elements
-    from jobs.run import run
-    from jobs.view_spec import view_spec
+    from jobs.cli.inspect import materialize_after_run
+    from jobs.cli.source_elements import load_source_elements
+    from jobs.config.view_spec import view_spec
+    from jobs.driver.runs import run
     from sinks.verify import verify
 
     up = upstream(tmp_path)
@@ -140,11 +140,11 @@ def test_a_downstream_refuses_a_rebuilt_upstream_until_rebuilt_itself(spark, tmp
 
     from deltalake import DeltaTable
 
-    from jobs.cli import main
-    from jobs.inspect import materialize_after_run
-    from jobs.pipeline import load_pipeline
-    from jobs.run import run
-    from jobs.upstream_identity import recorded_offsets
+    from jobs.cli.commands import main
+    from jobs.cli.inspect import materialize_after_run
+    from jobs.config.load import load_pipeline
+    from jobs.driver.runs import run
+    from jobs.driver.upstream_identity import recorded_offsets
 
     up = upstream(tmp_path)
     first = [
@@ -172,7 +172,7 @@ def test_a_downstream_refuses_a_rebuilt_upstream_until_rebuilt_itself(spark, tmp
     before = DeltaTable(down.table_path("panes")).version()
 
     proc = subprocess.run(
-        [sys.executable, "-m", "jobs.cli", "run", str(conf)],
+        [sys.executable, "-m", "jobs.cli.commands", "run", str(conf)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -207,7 +207,7 @@ def test_a_downstream_run_is_one_query_and_its_drain_closes_every_window_at_once
     the same query, and a drain closes every window before the run returns."""
     from deltalake import DeltaTable
 
-    from jobs.run import run
+    from jobs.driver.runs import run
 
     up = upstream(tmp_path)
     views = [
@@ -248,11 +248,11 @@ def test_a_downstream_killed_mid_batch_replays_it_and_reads_on(spark, tmp_path):
 
     from deltalake import DeltaTable
 
-    from jobs.inspect import materialize_after_run
-    from jobs.landing import load_source_elements
-    from jobs.pipeline import load_pipeline
-    from jobs.run import run
-    from jobs.view_spec import view_spec
+    from jobs.cli.inspect import materialize_after_run
+    from jobs.cli.source_elements import load_source_elements
+    from jobs.config.load import load_pipeline
+    from jobs.config.view_spec import view_spec
+    from jobs.driver.runs import run
     from sinks.verify import verify
 
     up = upstream(tmp_path)
@@ -261,7 +261,7 @@ def test_a_downstream_killed_mid_batch_replays_it_and_reads_on(spark, tmp_path):
     conf = tmp_path / "hourly.toml"
     conf.write_text(DOWNSTREAM_TOML.format(lake=tmp_path / "down", upstream=tmp_path / "up"))
     killed = subprocess.run(
-        [sys.executable, "-m", "jobs.cli", "run", str(conf), "--no-materialize",
+        [sys.executable, "-m", "jobs.cli.commands", "run", str(conf), "--no-materialize",
          "--kill-at", "before_commit:0"],
         capture_output=True, text=True, timeout=600, start_new_session=True,
     )  # fmt: skip

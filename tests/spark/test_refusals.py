@@ -19,8 +19,8 @@ pytestmark = pytest.mark.spark
 def test_a_deleted_checkpoint_is_refused_and_a_rebuild_recovers(spark, tmp_path):
     from deltalake import DeltaTable
 
-    from jobs.checkpoint import CheckpointBehind
-    from jobs.run import run
+    from jobs.driver.checkpoint import CheckpointBehind
+    from jobs.driver.runs import run
 
     pipeline = make_pipeline(tmp_path)
     put(tmp_path / "landing", "a.jsonl", [view("a", 10)])
@@ -41,7 +41,7 @@ def test_a_deleted_checkpoint_is_refused_and_a_rebuild_recovers(spark, tmp_path)
 
 
 def test_panestore_run_of_a_busy_lake_exits_3_naming_the_holder(spark, tmp_path, capsys):
-    from jobs.cli import EXIT_BUSY, main
+    from jobs.cli.commands import EXIT_BUSY, main
     from tests.lock_holder import lock_held
 
     conf = tmp_path / "busy.toml"
@@ -66,8 +66,8 @@ def test_a_copied_or_moved_project_is_refused_before_spark(spark, tmp_path):
     import subprocess
     import sys
 
-    from jobs.pipeline import load_pipeline
-    from jobs.run import run
+    from jobs.config.load import load_pipeline
+    from jobs.driver.runs import run
 
     proj = tmp_path / "proj"
     conf = proj / "p.toml"
@@ -88,7 +88,7 @@ def test_a_copied_or_moved_project_is_refused_before_spark(spark, tmp_path):
 
     def run_in(root):
         return subprocess.run(
-            [sys.executable, "-m", "jobs.cli", "run", "p.toml", "--no-materialize"],
+            [sys.executable, "-m", "jobs.cli.commands", "run", "p.toml", "--no-materialize"],
             cwd=root,
             capture_output=True,
             text=True,

@@ -40,7 +40,16 @@ def follow_until_a_batch_then(conf, send, sig, timeout=240):
     """Start ``panestore run CONF --follow``, wait for its first batch line, ``send`` it ``sig``;
     the exit status and stderr."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jobs.cli", "run", str(conf), "--follow", "--interval", "1s"],
+        [
+            sys.executable,
+            "-m",
+            "jobs.cli.commands",
+            "run",
+            str(conf),
+            "--follow",
+            "--interval",
+            "1s",
+        ],
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
@@ -69,8 +78,8 @@ def follow_until_a_batch_then(conf, send, sig, timeout=240):
 
 
 def test_sigint_and_sigterm_stop_a_following_run_cleanly(spark, tmp_path):
-    from jobs.pipeline import load_pipeline
-    from jobs.run import run
+    from jobs.config.load import load_pipeline
+    from jobs.driver.runs import run
     from tests.spark.test_landing_files import view_and_verify
 
     conf = tmp_path / "stopped.toml"

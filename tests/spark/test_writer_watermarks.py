@@ -2,7 +2,7 @@
 
 Two writers land JSON-lines files in one landing directory: ``a`` is up to date, ``b`` lags a few
 minutes behind (a gateway that forwards late). Each notes its progress after landing
-(:class:`jobs.watermark_marks.LandingWriter`).
+(:class:`jobs.driver.watermark_marks.LandingWriter`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.watermark_marks import LandingWriter
+from jobs.driver.watermark_marks import LandingWriter
 from tests.spark.support import T0, iso, norm_pane, replay
 
 pytestmark = pytest.mark.spark
@@ -76,7 +76,7 @@ class Landing:
         self.writers[writer].note(T0 * S + seconds * S, noted_at_us=self.noted_at())
 
     def pipeline(self):
-        from jobs.pipeline import load_pipeline
+        from jobs.config.load import load_pipeline
 
         return load_pipeline(self.conf)
 
@@ -112,7 +112,7 @@ def land_two_writers(landing: Landing, part: int) -> None:
 
 
 def test_honest_writers_lose_nothing_where_the_heuristic_drops_the_laggard(spark, tmp_path):
-    from jobs.run import run
+    from jobs.driver.runs import run
 
     heuristic = Landing(tmp_path / "heuristic", HEURISTIC)
     land_two_writers(heuristic, 0)
@@ -141,12 +141,12 @@ def test_honest_writers_lose_nothing_where_the_heuristic_drops_the_laggard(spark
 
 
 def test_an_idle_writer_stops_holding_and_its_late_return_is_recorded(spark, tmp_path, monkeypatch):
-    import jobs.writers_watermark
-    from jobs.run import run
+    import jobs.driver.writers_watermark
+    from jobs.driver.runs import run
 
     landing = Landing(tmp_path, NOTED.format(idle="5m"))
     clock = [time.time_ns() // 1000]  # the job's processing time, and the writers' clock
-    monkeypatch.setattr(jobs.writers_watermark, "now_us", lambda: clock[0])
+    monkeypatch.setattr(jobs.driver.writers_watermark, "now_us", lambda: clock[0])
     landing.noted_at = lambda: clock[0]
     pipeline = landing.pipeline()
     land_two_writers(landing, 0)
@@ -176,16 +176,16 @@ def test_an_idle_writer_stops_holding_and_its_late_return_is_recorded(spark, tmp
 
 def parse(text: str):
     """A view line as the simulator's element (key, value, event time µs)."""
-    from jobs.watermark_marks import parse_time
+    from jobs.driver.watermark_marks import parse_time
 
     r = json.loads(text)
     return r["device_id"], {}, parse_time(r["ts"])
 
 
 def test_a_replayed_batch_runs_at_the_watermark_it_was_planned_with(spark, tmp_path):
-    from jobs.checkpoint import last_batch
-    from jobs.job import layout
-    from jobs.run import run
+    from jobs.driver.checkpoint import last_batch
+    from jobs.driver.plan import layout
+    from jobs.driver.runs import run
     from sinks.pane_log import pane_record
 
     landing = Landing(tmp_path, NOTED.format(idle="1h"))
@@ -198,7 +198,7 @@ def test_a_replayed_batch_runs_at_the_watermark_it_was_planned_with(spark, tmp_p
         [
             sys.executable,
             "-m",
-            "jobs.cli",
+            "jobs.cli.commands",
             "run",
             str(landing.conf),
             "--no-materialize",
@@ -232,8 +232,8 @@ def test_a_replayed_batch_runs_at_the_watermark_it_was_planned_with(spark, tmp_p
 
 
 def test_a_file_no_mark_names_is_read_back_for_its_earliest_event_time(spark, tmp_path):
-    from jobs.pipeline import Aggregate, Pipeline, Source
-    from jobs.writers_watermark import earliest_event_times
+    from jobs.config.pipeline import Aggregate, Pipeline, Source
+    from jobs.driver.writers_watermark import earliest_event_times
     from panes import FixedWindows
     from panes.combiners import count
 

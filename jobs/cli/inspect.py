@@ -1,0 +1,329 @@
+"""Inspection and maintenance subcommands: materialize, verify, query, changes, history, plot,
+optimize, vacuum. ``add_subcommands(subparsers)`` adds them to the ``panestore`` parser; each
+handler returns an :class:`~jobs.cli.exit_status.ExitStatus` (0 ok; 1 an error, or differences
+found by ``verify``; 2 misuse: bad arguments, an invalid configuration, a table that does not
+exist yet; 3 another materializer holds the lake's materializer lock), with a one-line message
+on stderr. ``materialize_after_run(pipeline)`` is what ``panestore run`` calls at the end of a
+run."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from jobs.cli.exit_status import ExitStatus
+from jobs.config.load import load_pipeline
+from jobs.config.pipeline import Pipeline, PipelineConfigError
+
+
+def _load(conf: str) -> Pipeline:
+    return load_pipeline(conf)
+
+
+def _spec(conf: str):
+    from jobs.config.view_spec import view_spec
+
+    return view_spec(_load(conf))
+
+
+def _key(text: str, spec) -> Any:
+    parts = text.split(",") if len(spec.keys) > 1 else [text]
+    return tuple(parts) if len(parts) > 1 else parts[0]
+
+
+def _version(text: str) -> int:
+    """A Delta table version: a whole number >= 0."""
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"expected a view version (0, 1, ...), got {text!r}")
+    return int(text)
+
+
+def _time_us(text: str) -> int:
+    """A window start: microseconds since the epoch, or an ISO-8601 time (UTC if no zone)."""
+    t = text.strip()
+    if t.lstrip("-").isdigit():
+        return int(t)
+    try:
+        dt = datetime.fromisoformat(t.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected microseconds since the epoch or an ISO-8601 time "
+            f"(2024-06-01T09:00:00Z), got {text!r}"
+        ) from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return int(dt.timestamp() * 1_000_000)
+
+
+def _hours(text: str) -> int:
+    """A retention in whole hours, >= 0."""
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"expected whole hours (0, 24, 168, ...), got {text!r}")
+    return int(text)
+
+
+def _out_file(text: str) -> str:
+    """An output file whose directory exists."""
+    directory = os.path.dirname(os.path.abspath(text))
+    if not os.path.isdir(directory):
+        raise argparse.ArgumentTypeError(f"{text}: the directory {directory} does not exist")
+    return text
+
+
+def _batches(ids: Sequence[int]) -> str:
+    """``batches 3..5`` / ``batch 3`` / ``batches 3, 5``: batch ids as a reader says them."""
+    if len(ids) == 1:
+        return f"batch {ids[0]}"
+    if list(ids) == list(range(ids[0], ids[0] + len(ids))):
+        return f"batches {ids[0]}..{ids[-1]}"
+    return "batches " + ", ".join(map(str, ids))
+
+
+def materialize_after_run(pipeline: Any, out=print, committed: Sequence[int] = ()) -> int:
+    """Fold what the run appended (``committed``: the ids of the batches it committed) into
+    ``current``; returns 0, or 1 with a message on error.
+
+    Another materializer holding the lake's materializer lock is not an error of the run: its
+    batches are committed and the next ``panestore materialize`` folds them. That is said, and
+    0 is returned.
+    """
+    from jobs.config.view_spec import view_spec
+    from sinks.errors import LakeError, MaterializerBusy
+    from sinks.materializer import Materializer
+
+    try:
+        result = Materializer(view_spec(pipeline)).run()
+    except MaterializerBusy as e:
+        holder = str(e).split(". Nothing was written")[0]  # the lock's refusal, as to a fold
+        what = f"run committed {_batches(committed)}" if committed else "run committed no batch"
+        out(
+            f"{what}; the fold was skipped: {holder}; the next `panestore materialize` folds "
+            f"{'them' if committed else 'what the pane log holds'}"
+        )
+        return ExitStatus.OK
+    except LakeError as e:
+        out(f"materialize: {e}")
+        return ExitStatus.FAILED
+    out(result.line())
+    return ExitStatus.OK
+
+
+def cmd_materialize(a) -> int:
+    from sinks.materializer import Materializer
+
+    spec = _spec(a.conf)
+    if a.rebuild:
+        from sinks.maintenance import rebuild_view
+
+        print(rebuild_view(spec))
+        return 0
+    print(Materializer(spec).run().line())
+    return 0
+
+
+def cmd_verify(a) -> int:
+    from jobs.cli.source_elements import load_source_elements, source_elements_are
+    from jobs.config.view_spec import view_spec
+    from sinks.errors import UpstreamChanged
+    from sinks.verify import Check, verify
+
+    pipeline = _load(a.conf)
+    spec = view_spec(pipeline)
+    elements = None
+    refused: UpstreamChanged | None = None
+    if not a.pane_log_only:
+        try:
+            elements = load_source_elements(pipeline)
+        except UpstreamChanged as e:  # the upstream's view is not of what the view was read from
+            refused = e
+        except Exception as e:
+            print(f"(raw events not checked: {e})")
+    elements_are = source_elements_are(pipeline)
+    report = verify(spec, elements=elements, elements_are=elements_are)
+    if refused is not None:
+        report.checks.append(Check(f"view = batch over {elements_are}", [str(refused)]))
+    print(report)
+    return 0 if report.ok else 1
+
+
+def cmd_query(a) -> int:
+    from sinks.duck import query
+
+    text = query(_spec(a.conf), a.sql, fmt=a.format, out=a.out, as_of=a.as_of)
+    if text:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
+def cmd_changes(a) -> int:
+    from sinks.duck import changes
+
+    text, read = changes(_spec(a.conf), a.since, a.until, fmt=a.format, out=a.out)
+    if text:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    print(read.line(), file=sys.stderr)
+    return 0
+
+
+def cmd_history(a) -> int:
+    from sinks.duck import history
+
+    spec = _spec(a.conf)
+    print(history(spec, _key(a.key, spec), a.window))
+    return 0
+
+
+def cmd_plot(a) -> int:
+    from jobs.cli.source_elements import load_source_elements
+    from jobs.config.view_spec import view_spec
+    from sinks.plot import plot
+
+    pipeline = _load(a.conf)
+    spec = view_spec(pipeline)
+    out = a.out or f"{spec.name}-{a.key}.png"
+    elements = None
+    if a.elements:
+        try:
+            elements = load_source_elements(pipeline)
+        except Exception as e:
+            print(f"(elements not plotted: {e})")
+    print(plot(spec, _key(a.key, spec), out, window_start=a.window, elements=elements))
+    return 0
+
+
+def cmd_optimize(a) -> int:
+    from sinks.maintenance import optimize
+
+    for r in optimize(_spec(a.conf)):
+        print(r.line())
+    return 0
+
+
+def cmd_vacuum(a) -> int:
+    from sinks.maintenance import vacuum
+
+    for r in vacuum(_spec(a.conf), a.retention_hours, dry_run=a.dry_run, force=a.force):
+        print(r.line())
+    return 0
+
+
+def _guard(fn):
+    """``fn`` reporting the lake's and the configuration's errors on one line of stderr, with
+    their exit status (:func:`error_status`)."""
+
+    def run(a) -> int:
+        from sinks.errors import LakeError
+
+        try:
+            return fn(a)
+        except (LakeError, PipelineConfigError, OSError) as e:  # OSError: writing --out
+            print(f"panestore {a.command}: {one_line(e)}", file=sys.stderr)
+            return error_status(e)
+
+    return run
+
+
+def error_status(error: Exception) -> ExitStatus:
+    """The exit status of a command that ``error`` ended (:class:`ExitStatus`)."""
+    from sinks.errors import InvalidRequest, LakeBusy, TableMissing
+
+    if isinstance(error, LakeBusy):
+        return ExitStatus.BUSY
+    if isinstance(error, (PipelineConfigError, InvalidRequest, TableMissing)):
+        return ExitStatus.MISUSE
+    return ExitStatus.FAILED
+
+
+def one_line(error: Exception) -> str:
+    """``error``'s message on one line (a message from Delta or DuckDB may span several)."""
+    return " ".join(str(error).split())
+
+
+def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
+    def sub(name: str, fn, help: str):
+        p = subparsers.add_parser(name, help=help, description=help)
+        p.add_argument("conf", metavar="CONF", help="pipeline configuration (TOML)")
+        p.set_defaults(handler=_guard(fn), command=name)
+        return p
+
+    p = sub("materialize", cmd_materialize, "fold new pane-log versions into the current view")
+    p.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="rebuild the view from the whole pane log (after a view-only change)",
+    )
+    p = sub(
+        "verify",
+        cmd_verify,
+        "recompute the view from the pane log and from the raw events "
+        "as a batch; exit status 1 on any difference",
+    )
+    p.add_argument("--pane-log-only", action="store_true", help="skip the raw-event batch check")
+    p = sub("query", cmd_query, "SQL over the tables panes, current, late, rejected (DuckDB)")
+    p.add_argument("sql")
+    p.add_argument("--format", choices=["table", "csv", "json", "parquet"], default="table")
+    p.add_argument(
+        "--out", type=_out_file, help="write the result to this file (needed for parquet)"
+    )
+    p.add_argument("--as-of", help="current as of view:N, panes:N (pane-log version) or a time")
+    p = sub(
+        "changes",
+        cmd_changes,
+        "the current view's change feed: the rows each materialize inserted, updated (pre and "
+        "post image) and deleted, from view version --since on",
+    )
+    p.add_argument(
+        "--since",
+        type=_version,
+        required=True,
+        metavar="VERSION",
+        help="first view version to read (the last one read + 1)",
+    )
+    p.add_argument(
+        "--until",
+        type=_version,
+        metavar="VERSION",
+        help="last view version to read (default: the latest)",
+    )
+    p.add_argument("--format", choices=["table", "csv", "json", "parquet"], default="table")
+    p.add_argument(
+        "--out", type=_out_file, help="write the result to this file (needed for parquet)"
+    )
+    p = sub("history", cmd_history, "the pane sequence of a key's windows")
+    p.add_argument("--key", required=True, help="key value (comma-separated for several keys)")
+    p.add_argument("--window", type=_time_us, help="window start (µs or ISO time)")
+    p = sub("plot", cmd_plot, "PNG of how a key's windows evolved (event vs processing time)")
+    p.add_argument("--key", required=True)
+    p.add_argument("--window", type=_time_us, help="window start (µs or ISO time)")
+    p.add_argument("--out", type=_out_file, help="PNG file (default NAME-KEY.png)")
+    p.add_argument(
+        "--elements",
+        action="store_true",
+        help="also plot the landing zone's elements (at their window's first pane)",
+    )
+    sub("optimize", cmd_optimize, "compact small files of the pane log and the view")
+    p = sub("vacuum", cmd_vacuum, "delete unreferenced files older than the retention period")
+    p.add_argument(
+        "--retention-hours",
+        type=_hours,
+        default=None,
+        help="default: the table's retention (7 days); shorter needs --force",
+    )
+    p.add_argument("--dry-run", action="store_true")
+    p.add_argument("--force", action="store_true", help="allow breaking time travel")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone entry (until jobs/cli/commands.py wires these in)."""
+    parser = argparse.ArgumentParser(prog="panestore")
+    add_subcommands(parser.add_subparsers(dest="command", required=True))
+    a = parser.parse_args(argv)
+    return a.handler(a)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""The landing zone's records as the batch check's elements (``sinks.verify``), read with DuckDB.
+
+The job reads the landing zone with Spark; this module re-reads it independently, to compute
+the pipeline's results as one batch and compare them with the view (``panestore verify``).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+
+from jobs.config.event_time import EPOCH_UNITS, accepted, event_time_us
+from jobs.config.landing_paths import duckdb_literal
+from jobs.config.landing_paths import landing_files as input_files
+from jobs.config.pipeline import Pipeline
+from jobs.config.view_spec import view_spec
+from jobs.driver.upstream_identity import check_upstream
+from jobs.executor.operator_input import TS_US
+from sinks.batch_check import VALUE, value_fields
+from sinks.column_types import TYPES
+from sinks.duck import raw_connect
+from sinks.errors import LakeError
+from sinks.upstream import final_view_elements
+
+
+def landing_files(path: str) -> list[str]:
+    """The input files under ``path``, sorted: the files the job reads (every depth, hidden
+    names left out at every level: :func:`jobs.config.landing_paths.landing_files`)."""
+    if not os.path.isdir(path):
+        raise LakeError(f"landing zone {path} not found")
+    files = input_files(path)
+    if not files:
+        raise LakeError(f"no input files in {path}")
+    return sorted(files)
+
+
+def reader_sql(pipeline: Pipeline, files: list[str]) -> str:
+    """The DuckDB table function reading ``files`` in the source's format and schema, the event
+    time of text formats as text (as the job reads it: :func:`jobs.config.event_time.event_time_us`
+    reads it afterwards). Malformed records are skipped (the job rejects them too)."""
+    src = pipeline.source
+
+    def duckdb_type(column: str, type_name: str) -> str:
+        return "VARCHAR" if column == pipeline.event_time else TYPES[type_name].duckdb
+
+    cols = "{" + ", ".join(f"'{c}': '{duckdb_type(c, t)}'" for c, t in src.schema) + "}"
+    # each file literally: DuckDB would read a name holding [, * or ? as a glob pattern
+    try:
+        literal = [duckdb_literal(f) for f in files]
+    except ValueError as e:
+        raise LakeError(str(e)) from None
+    flist = "[" + ", ".join("'" + f.replace("'", "''") + "'" for f in literal) + "]"
+    if src.format == "jsonl":
+        return f"read_json({flist}, format='newline_delimited', columns={cols}, ignore_errors=true)"
+    if src.format == "csv":
+        return (
+            f"read_csv({flist}, header={str(src.csv_header).lower()}, "
+            f"delim='{src.csv_delimiter}', columns={cols}, ignore_errors=true)"
+        )
+    return f"read_parquet({flist})"
+
+
+RAW_EVENT_TIME = "pst_event_time"
+
+
+def source_elements_are(pipeline: Pipeline) -> str:
+    """What :func:`load_source_elements` reads, as ``panestore verify`` names it."""
+    up = pipeline.source.upstream
+    if up is not None:
+        return f"the final windows of {up.name} (its current view)"
+    return "accepted raw events"
+
+
+def load_source_elements(pipeline: Pipeline) -> pa.Table:
+    """The pipeline's landing-zone records as an elements table: key columns, the value columns
+    the aggregates read, ``ts_us``.
+
+    For a pipeline over another pipeline's pane log, the elements are the upstream's current
+    view (its final windows; materialize the upstream first):
+    :func:`sinks.upstream.final_view_elements`; refused with
+    :class:`sinks.errors.UpstreamChanged` if the upstream is not the table the pipeline has read
+    (rebuilt since: its view is not what the pipeline's view was computed from).
+
+    Records that the job rejects (a missing or empty key, a missing, unreadable or out of range
+    event time, a non-finite number; jobs.driver.plan) are left out. The event time is read by the
+    job's own :func:`jobs.config.event_time.event_time_us`. Requires ``event_time`` (an
+    ingestion-time pipeline's event time is the batch time, which the files do not hold).
+    """
+    if pipeline.source.upstream is not None:
+        check_upstream(pipeline)
+        upstream = pipeline.source.upstream
+        wanted = [*pipeline.keys, *[c for c in pipeline.value_columns if c not in pipeline.keys]]
+        return final_view_elements(upstream.view, wanted)
+    if getattr(pipeline, "ingestion_time", False) or not pipeline.event_time:
+        raise LakeError(
+            "ingestion-time pipelines cannot be checked against raw events: their "
+            "event time is the batch time, not in the files"
+        )
+    spec = view_spec(pipeline)
+    reader = reader_sql(pipeline, landing_files(pipeline.source.path))
+    et = pipeline.event_time
+    keys = ", ".join(f'"{k}"' for k in spec.keys)
+    vals = [f for f in value_fields(spec) if f != VALUE]
+    sel = ", ".join([keys, *[f'"{v}"' for v in vals], f'"{et}" AS {RAW_EVENT_TIME}'])
+    types = pipeline.source.types
+    accepted_sql = [f'"{k}" IS NOT NULL' for k in spec.keys]
+    accepted_sql += [f"trim(\"{k}\") <> ''" for k in spec.keys if types[k] == "string"]
+    accepted_sql += [
+        f'("{v}" IS NULL OR isfinite("{v}"))'
+        for v in pipeline.value_columns
+        if types[v] in ("double", "float")
+    ]
+    con = raw_connect()
+    try:
+        table = con.sql(f"SELECT {sel} FROM {reader} WHERE {' AND '.join(accepted_sql)}")
+        table = table.to_arrow_table()
+    finally:
+        con.close()
+    epoch_us = EPOCH_UNITS[pipeline.source.epoch_unit] if types[et] != "timestamp" else None
+    us = event_time_us(table.column(RAW_EVENT_TIME), epoch_us=epoch_us)
+    table = table.drop_columns([RAW_EVENT_TIME]).append_column(TS_US, us)
+    return table.filter(accepted(us))

@@ -1,0 +1,365 @@
+"""Loading a pipeline: TOML layers merged, then parsed into a :class:`Pipeline`.
+
+:func:`load_pipeline` reads the defaults shipped in the package (``jobs/config/defaults.toml``),
+the configuration file and any overrides, merges them (:func:`merge_layers`: one merge, a table
+setting by setting, anything else replaced) and parses the result: every setting is parsed into
+its type once (a ``WindowFn``, a ``Trigger``, an enum, a duration in µs) before the
+:class:`Pipeline` is built, so no field is rewritten afterwards. A bad setting raises
+:class:`PipelineConfigError` naming it. A ``pane_log`` source's upstream is resolved here too
+(:func:`resolve_upstream`: its configuration file, or its lake's pane log).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import fields
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from jobs.config.pipeline import (
+    FORMATS,
+    WATERMARK_POLICIES,
+    Aggregate,
+    Pipeline,
+    PipelineConfigError,
+    Source,
+    Upstream,
+    Watermark,
+    _expect,
+)
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+from jobs.config.event_time import EPOCH_UNITS
+from panes import (
+    AccumulationMode,
+    ClosingBehavior,
+    OnTimeBehavior,
+    TimestampCombiner,
+    Trigger,
+    WindowFn,
+    parse_aggregate,
+    parse_duration,
+    parse_trigger,
+    parse_window,
+)
+from sinks.column_types import COLUMN_TYPES
+from sinks.errors import LakeError
+from sinks.upstream import PaneLogColumns, has_pane_log, pane_log_columns
+
+
+def resolve_upstream(path: str, pipeline: str | None) -> Upstream:
+    """The upstream of a ``pane_log`` source: ``path`` is the upstream's configuration file
+    (TOML), or its lake directory (then its pane log's table says what it holds; ``pipeline``,
+    if given, must be the name it was written by)."""
+    location = Path(path)
+    if location.is_file():
+        up = load_pipeline(location)
+        if pipeline is not None and pipeline != up.name:
+            raise PipelineConfigError(
+                "source.pipeline", f"{path} configures pipeline {up.name!r}, not {pipeline!r}"
+            )
+        types = up.source.types
+        values = [(n, t) for n, t in up.aggregate_types.items() if t in COLUMN_TYPES]
+        columns = PaneLogColumns(
+            up.name,
+            tuple((k, types[k]) for k in up.keys),
+            tuple(values),
+            up.windowing().accumulation_mode.name,
+        )
+        return Upstream(up.table_path("panes"), columns)
+    if not location.is_dir():
+        raise PipelineConfigError(
+            "source.path",
+            f"{path} does not exist: name the upstream's configuration file or its lake directory "
+            "(an upstream that has not run yet has no lake: name its configuration file)",
+        )
+    pane_log = str(location.absolute() / "panes")
+    if not has_pane_log(pane_log):
+        raise PipelineConfigError(
+            "source.path",
+            f"the upstream has no pane log yet ({pane_log}): run it first, or name its "
+            "configuration file as source.path, which tells this pipeline its columns so it can "
+            "run before the upstream has (reading nothing)",
+        )
+    try:
+        return Upstream(pane_log, pane_log_columns(pane_log, pipeline))
+    except LakeError as e:
+        raise PipelineConfigError("source.path", str(e)) from None
+
+
+# -- the parser: TOML structure -> Pipeline -------------------------------------------------
+
+_TOP = {f.name for f in fields(Pipeline)}
+_SOURCE = {f.name for f in fields(Source)} - {"upstream"}
+_WATERMARK = {f.name for f in fields(Watermark)}
+
+
+def merge_layers(*layers: Mapping[str, Any]) -> dict[str, Any]:
+    """The configuration ``layers`` make together, each over the ones before it (defaults,
+    file, overrides): a table (``[source]``, ``[watermark]``) is merged setting by setting;
+    anything else, ``[aggregates]`` included (the list of aggregates is the last layer's), is
+    replaced."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        for k, v in layer.items():
+            if isinstance(v, Mapping) and isinstance(merged.get(k), Mapping) and k != "aggregates":
+                merged[k] = {**merged[k], **v}
+            else:
+                merged[k] = v
+    return merged
+
+
+def pipeline_from_dict(
+    data: Mapping[str, Any], defaults: Mapping[str, Any] | None = None
+) -> Pipeline:
+    """A :class:`Pipeline` from the TOML structure (``defaults`` merged under it)."""
+    return _parse(merge_layers(defaults or {}, data))
+
+
+def _parse(conf: Mapping[str, Any]) -> Pipeline:
+    """Parse the settings of a merged configuration into a :class:`Pipeline`. A setting that is
+    absent takes the dataclass's default; a bad one raises :class:`PipelineConfigError`."""
+    _check_keys("", conf, _TOP)
+    for required in ("name", "source", "lake", "keys", "aggregates", "window"):
+        if required not in conf:
+            raise PipelineConfigError(required, "is required")
+    source = _parse_source(conf["source"])
+    watermark = conf.get("watermark", {})
+    if not isinstance(watermark, Mapping):
+        raise PipelineConfigError("watermark", "must be a table ([watermark])")
+    _check_keys("watermark", watermark, _WATERMARK)
+    settings = _parse_settings("", conf, _SETTINGS, skip=frozenset({"source", "watermark"}))
+    wm_settings = _parse_settings("watermark.", watermark, _WATERMARK_SETTINGS)
+    return Pipeline(source=source, watermark=Watermark(**wm_settings), **settings)
+
+
+def _parse_source(table: Any) -> Source:
+    """The ``[source]`` table; a ``pane_log`` source is completed with its upstream and the
+    columns the upstream's pane log offers."""
+    if not isinstance(table, Mapping):
+        raise PipelineConfigError("source", "must be a table ([source])")
+    _check_keys("source", table, _SOURCE)
+    upstream = None
+    schema: Mapping[Any, Any]
+    if table.get("format") == "pane_log":
+        upstream = _pane_log_upstream(table)
+        schema = upstream.schema
+    elif isinstance(table.get("schema"), Mapping):
+        schema = table["schema"]
+    else:
+        raise PipelineConfigError("source.schema", "is required: a table of column = type")
+    if "path" not in table:
+        raise PipelineConfigError("source.path", "is required")
+    settings = _parse_settings("source.", table, _SOURCE_SETTINGS, skip=frozenset({"schema"}))
+    columns = tuple((str(c), str(t).lower()) for c, t in schema.items())
+    return Source(schema=columns, upstream=upstream, **settings)
+
+
+def _pane_log_upstream(src: Mapping[str, Any]) -> Upstream:
+    """The upstream a ``pane_log`` source's ``[source]`` names."""
+    if "schema" in src:
+        raise PipelineConfigError(
+            "source.schema", "a pane_log source's columns are the upstream's: remove the schema"
+        )
+    path = src.get("path")
+    if not isinstance(path, str) or not path:
+        raise PipelineConfigError(
+            "source.path", "is required: the upstream's configuration file or lake directory"
+        )
+    name = src.get("pipeline")
+    if name is not None and not isinstance(name, str):
+        raise PipelineConfigError("source.pipeline", f"must be a pipeline name, got {name!r}")
+    return resolve_upstream(path, name)
+
+
+def _check_keys(where: str, table: Mapping[str, Any], allowed: set[str]) -> None:
+    for k in table:
+        if k not in allowed:
+            prefix = f"{where}." if where else ""
+            close = difflib.get_close_matches(k, sorted(allowed), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise PipelineConfigError(f"{prefix}{k}", f"unknown setting{hint}")
+
+
+Parse = Callable[[str, Any], Any]
+"""Turns the TOML value of the setting named by its first argument into the field's value."""
+
+
+def _parse_settings(
+    prefix: str,
+    table: Mapping[str, Any],
+    parsers: Mapping[str, Parse],
+    skip: frozenset[str] = frozenset(),
+) -> dict[str, Any]:
+    """The fields the settings of ``table`` give (by ``parsers``, one per setting; ``skip``:
+    settings parsed by the caller), keyed by field name."""
+    return {k: parsers[k](prefix + k, v) for k, v in table.items() if k not in skip}
+
+
+def _of(kind: type, what: str) -> Parse:
+    """A parser accepting a value of ``kind`` as it is."""
+
+    def parse(name: str, value: Any) -> Any:
+        _expect(name, value, kind, what)
+        return value
+
+    return parse
+
+
+def _optional(parse: Parse) -> Parse:
+    """``parse``, and None for a setting that may be absent (a caller in Python passing None)."""
+
+    def parse_optional(name: str, value: Any) -> Any:
+        return None if value is None else parse(name, value)
+
+    return parse_optional
+
+
+def _path(name: str, value: Any) -> str:
+    _expect(name, value, (str, os.PathLike), "a path (text)")
+    return str(os.fspath(value))
+
+
+def _duration(name: str, value: Any) -> int:
+    """A duration in µs: an int, or text like ``5m``."""
+    if isinstance(value, bool):
+        raise PipelineConfigError(name, f"expected a duration like '5m', got {value!r}")
+    if isinstance(value, int):
+        us = value
+    elif isinstance(value, str):
+        try:
+            us = parse_duration(value.strip())
+        except ValueError as e:
+            raise PipelineConfigError(name, str(e)) from None
+    else:
+        raise PipelineConfigError(name, f"expected a duration like '5m', got {value!r}")
+    if us < 0:
+        raise PipelineConfigError(name, "must not be negative")
+    return us
+
+
+def _enum(enum: type[Enum]) -> Parse:
+    """A parser of the (case-insensitive) name of a member of ``enum``."""
+
+    def parse(name: str, value: Any) -> Enum:
+        try:
+            return enum[str(value).upper()]
+        except KeyError:
+            known = ", ".join(m.name.lower() for m in enum)
+            raise PipelineConfigError(name, f"{value!r} is not one of: {known}") from None
+
+    return parse
+
+
+def _window(name: str, value: Any) -> WindowFn:
+    if not isinstance(value, str):
+        raise PipelineConfigError(name, f"not a window function: {value!r}")
+    try:
+        return parse_window(value)
+    except (ValueError, TypeError) as e:
+        raise PipelineConfigError(name, str(e)) from None
+
+
+def _trigger(name: str, value: Any) -> Trigger:
+    if not isinstance(value, str):
+        raise PipelineConfigError(name, f"not a trigger: {value!r}")
+    try:
+        return parse_trigger(value)
+    except ValueError as e:
+        raise PipelineConfigError(name, str(e)) from None
+
+
+def _keys(name: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(k, str) for k in value):
+        return tuple(value)
+    raise PipelineConfigError(name, "a column name or a list of column names")
+
+
+def _aggregates(name: str, value: Any) -> tuple[Aggregate, ...]:
+    if not isinstance(value, Mapping):
+        raise PipelineConfigError(name, 'must be a table: name = "count()", ...')
+    aggregates = []
+    for agg, text in value.items():
+        where = f"{name}.{agg}"
+        if not isinstance(text, str):
+            raise PipelineConfigError(where, f"expected text like 'sum(x)', got {text!r}")
+        try:
+            aggregates.append(Aggregate(agg, parse_aggregate(text)))
+        except ValueError as e:
+            raise PipelineConfigError(where, str(e)) from None
+    return tuple(aggregates)
+
+
+_SETTINGS: dict[str, Parse] = {
+    "name": _of(str, "an identifier (letters, digits, _)"),
+    "lake": _path,
+    "keys": _keys,
+    "aggregates": _aggregates,
+    "window": _window,
+    "event_time": _optional(_of(str, "a column name")),
+    "trigger": _trigger,
+    "accumulation_mode": _enum(AccumulationMode),
+    "allowed_lateness": _duration,
+    "timestamp_combiner": _enum(TimestampCombiner),
+    "on_time_behavior": _enum(OnTimeBehavior),
+    "closing_behavior": _enum(ClosingBehavior),
+    "allow_finishing_trigger": _of(bool, "true or false"),
+    "state_buckets": _of(int, "an integer 1..1048576"),
+}
+_SOURCE_SETTINGS: dict[str, Parse] = {
+    "path": _path,
+    "format": _of(str, f"one of {FORMATS}"),
+    "max_files_per_trigger": _optional(_of(int, "an integer >= 1")),
+    "csv_header": _of(bool, "true or false"),
+    "csv_delimiter": _of(str, "one character"),
+    "epoch_unit": _of(str, f"one of {list(EPOCH_UNITS)}"),
+    "bounded": _of(bool, "true or false"),
+    "create_path": _of(bool, "true or false"),
+    "pipeline": _optional(_of(str, "a pipeline name")),
+}
+_WATERMARK_SETTINGS: dict[str, Parse] = {
+    "policy": _of(str, f"one of {WATERMARK_POLICIES}"),
+    "delay": _duration,
+    "idle_timeout": _duration,
+}
+
+
+DEFAULTS_FILE = Path(__file__).resolve().parent / "defaults.toml"
+"""The defaults under every configuration, shipped in the package (package data)."""
+
+
+def load_pipeline(
+    path: str | Path,
+    *,
+    defaults: str | Path | None = DEFAULTS_FILE,
+    overrides: Mapping[str, Any] | None = None,
+) -> Pipeline:
+    """Load a pipeline from TOML (``defaults`` first, None for none; ``overrides`` last,
+    e.g. ``{"lake": ..., "source": {"path": ...}}``). A defaults file that is missing is an
+    error, not a silent fall-back (an installation without its package data)."""
+    base = {} if defaults is None else _read_toml(Path(defaults))
+    return _parse(merge_layers(base, _read_toml(Path(path)), overrides or {}))
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise PipelineConfigError("config", f"file not found: {path}") from None
+    except OSError as e:  # a directory, no permission, ...
+        raise PipelineConfigError("config", f"{path}: cannot be read: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise PipelineConfigError("config", f"{path}: not valid TOML: not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as e:
+        raise PipelineConfigError("config", f"{path}: not valid TOML: {e}") from None

@@ -1,0 +1,591 @@
+"""The pipeline definition: what a ``panestore run`` computes, from where, and where it goes.
+
+A :class:`Pipeline` is a frozen dataclass of parsed values (a ``WindowFn``, a ``Trigger``, enums,
+durations in µs), built in Python or parsed from TOML by :func:`load_pipeline` (the defaults file,
+the configuration file and any overrides merged, then parsed; ``conf/demo.toml`` is a complete
+example)::
+
+    name = "ad_views"
+    lake = "demo-data/lake"            # Delta tables and the Spark checkpoint live here
+    keys = ["device_id"]
+    event_time = "ts"
+    window = "Sessions(30m)"           # FixedWindows(1m) | SlidingWindows(10m, 1m) | ...
+    trigger = "AfterWatermark(early=AfterProcessingTime(1m), late=AfterCount(1))"
+    accumulation_mode = "accumulating_and_retracting"   # | discarding | accumulating
+    allowed_lateness = "2h"
+
+    [source]
+    format = "jsonl"                   # | csv | parquet
+    path = "demo-data/landing"
+    max_files_per_trigger = 50
+    schema = { device_id = "string", ts = "timestamp", seconds = "double" }
+
+    [watermark]
+    policy = "bounded_out_of_orderness"   # | ingestion_time
+    delay = "5m"
+
+    [aggregates]
+    plays = "count()"
+    watched = "sum(seconds)"
+
+Everything is validated when the object is built, before Spark starts: a bad value raises
+:class:`PipelineConfigError` naming the field (``trigger``, ``source.schema.ts``, ...) and what is
+wrong, including two traps of the model:
+
+* ``GlobalWindows`` with a trigger that can only fire when the watermark passes the end of the
+  window never fires on an unbounded source (the global window ends at the end of time). Allowed
+  only with ``source.bounded = true`` (every run is then a drain run).
+* A trigger that can *finish* (e.g. ``AfterWatermark()`` without late firings, ``AfterCount(10)``)
+  closes its window for good: later data for it is dropped (to the ``late`` table). Allowed only
+  with ``allow_finishing_trigger = true``.
+
+Relative paths (``lake``, ``source.path``) are relative to the working directory of the run.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    pass
+else:
+    pass
+
+from jobs.config.event_time import EPOCH_UNITS, EventTimeColumn
+from jobs.config.landing_paths import landing_path_problem
+from panes import (
+    AccumulationMode,
+    ClosingBehavior,
+    DefaultTrigger,
+    GlobalWindows,
+    OnTimeBehavior,
+    TimestampCombiner,
+    Trigger,
+    WindowFn,
+    Windowing,
+    combiners,
+    format_duration,
+    parse_duration,
+)
+from panes.combiners import CombineFn
+from panes.engine import Engine
+from sinks.column_types import COLUMN_TYPES, INTEGRAL
+from sinks.lake_format import FIXED_NAMES
+from sinks.upstream import PaneLogColumns
+
+
+class PipelineConfigError(ValueError):
+    """An invalid pipeline configuration; ``field`` names the offending setting."""
+
+    def __init__(self, field_name: str, message: str) -> None:
+        self.field = field_name
+        self.message = message
+        super().__init__(f"{field_name}: {message}")
+
+
+# -- source settings ---------------------------------------------------------------------
+
+FORMATS = ("jsonl", "csv", "parquet", "pane_log")
+WATERMARK_POLICIES = ("bounded_out_of_orderness", "ingestion_time", "writer_noted")
+# Key column types the job groups by (a float key has no exact identity; see Pipeline._check_keys)
+KEY_TYPES = frozenset({"string", "int", "long", "bigint"})
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+# -- the pipeline --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Source:
+    """A directory of files that grows over time, read as a Spark streaming file source.
+
+    ``schema`` lists (column, type) pairs (types: string, int, long, double, float, boolean,
+    timestamp); it is explicit (no inference). A ``timestamp`` column is an ISO-8601 string in
+    jsonl/csv; a numeric event-time column counts ``epoch_unit`` (s, ms, us) since 1970-01-01
+    UTC. ``bounded``: the input is finite and complete when a run starts, every run drains (see
+    :mod:`jobs.driver.runs`). ``create_path``: a missing landing directory is created empty (the
+    producer has not started yet) instead of refused as a likely typo. A ``pane_log`` source
+    reads the pane log of its ``upstream`` (``schema`` is then the columns it offers).
+    """
+
+    path: str
+    schema: tuple[tuple[str, str], ...]
+    format: str = "jsonl"
+    max_files_per_trigger: int | None = None
+    csv_header: bool = False
+    csv_delimiter: str = ","
+    epoch_unit: str = "ms"
+    bounded: bool = False
+    create_path: bool = False
+    pipeline: str | None = None
+    upstream: Upstream | None = None
+
+    def __post_init__(self) -> None:
+        """Check the settings (raising :class:`PipelineConfigError` naming the first bad one)."""
+        if self.format not in FORMATS:
+            raise PipelineConfigError("source.format", f"{self.format!r} is not one of {FORMATS}")
+        if self.is_pane_log and self.upstream is None:
+            raise PipelineConfigError(
+                "source.path", "a pane_log source needs its upstream (load it with load_pipeline)"
+            )
+        if not self.path:
+            raise PipelineConfigError("source.path", "is required (the landing directory)")
+        if not self.schema:
+            raise PipelineConfigError("source.schema", "is required: column = type, ...")
+        for col, typ in self.schema:
+            if not _NAME.fullmatch(col) or col.startswith("_"):
+                raise PipelineConfigError(
+                    f"source.schema.{col}", "column names are identifiers not starting with _"
+                )
+            if typ not in COLUMN_TYPES:
+                known = ", ".join(COLUMN_TYPES)
+                raise PipelineConfigError(
+                    f"source.schema.{col}", f"unknown type {typ!r}; known: {known}"
+                )
+        mf = self.max_files_per_trigger
+        if mf is not None and mf < 1:
+            raise PipelineConfigError("source.max_files_per_trigger", f"must be >= 1, got {mf!r}")
+        if self.epoch_unit not in EPOCH_UNITS:
+            raise PipelineConfigError(
+                "source.epoch_unit", f"{self.epoch_unit!r} is not one of {list(EPOCH_UNITS)}"
+            )
+        if len(self.csv_delimiter) != 1:
+            raise PipelineConfigError("source.csv_delimiter", "must be one character")
+        problem = None if self.is_pane_log else landing_path_problem(self.path)
+        if problem is not None:
+            raise PipelineConfigError("source.path", problem)
+
+    @property
+    def types(self) -> dict[str, str]:
+        return dict(self.schema)
+
+    @property
+    def is_pane_log(self) -> bool:
+        return self.format == "pane_log"
+
+    @property
+    def has_available_now(self) -> bool:
+        """Whether Spark's source for it runs ``availableNow`` (files do). A Python data source
+        (the pane log) cannot: a scheduled run then runs until the query is idle
+        (:mod:`jobs.driver.runs`)."""
+        return not self.is_pane_log
+
+    def unknown_column(self, column: str) -> str:
+        """Why ``column`` cannot be read from this source."""
+        if self.upstream is not None:
+            return (
+                f"column {column!r} is not a column of the upstream pane log "
+                f"{self.upstream.pane_log} ({self.upstream.columns.describe()})"
+            )
+        return f"column {column!r} is not in source.schema"
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """The pipeline a ``pane_log`` source reads: the path of its pane-log table and what the
+    table offers (:class:`sinks.upstream.PaneLogColumns`). Its panes become elements: key and
+    aggregate columns as fields, output timestamp as event time, weight -1 for a retraction
+    (docs/running.md, "A pipeline over another pipeline's pane log")."""
+
+    pane_log: str
+    columns: PaneLogColumns
+
+    @property
+    def name(self) -> str:
+        return self.columns.pipeline
+
+    @property
+    def view(self) -> str:
+        """The path of the upstream's current view (next to its pane log)."""
+        return str(Path(self.pane_log).parent / "current")
+
+    @property
+    def schema(self) -> dict[str, str]:
+        """The columns a downstream can use: key and aggregate columns, with their types."""
+        return dict((*self.columns.keys, *self.columns.values))
+
+
+@dataclass(frozen=True)
+class Watermark:
+    """``bounded_out_of_orderness``: watermark = largest event time seen - ``delay`` (heuristic;
+    data behind it is late). ``ingestion_time``: arrival (batch) time is the event time, the
+    watermark is perfect and nothing is ever late (the Dataflow paper, §2.3). ``writer_noted``: the
+    minimum of the times the live writers noted (:mod:`jobs.driver.writers_watermark`); a writer
+    that noted nothing for ``idle_timeout`` stops holding it. ``delay`` must be 0 with
+    ``writer_noted``. Durations are in µs."""
+
+    policy: str = "bounded_out_of_orderness"
+    delay: int = 0
+    idle_timeout: int = parse_duration("5m")
+
+    def __post_init__(self) -> None:
+        """Check the settings (raising :class:`PipelineConfigError` naming the first bad one)."""
+        if self.policy not in WATERMARK_POLICIES:
+            raise PipelineConfigError(
+                "watermark.policy", f"{self.policy!r} is not one of {WATERMARK_POLICIES}"
+            )
+        for name in ("delay", "idle_timeout"):
+            if getattr(self, name) < 0:
+                raise PipelineConfigError(f"watermark.{name}", "must not be negative")
+        if self.policy == "writer_noted" and self.delay:
+            raise PipelineConfigError(
+                "watermark.delay",
+                "must be 0 with writer_noted: the writers' marks say how far "
+                "event time has come (a writer that lags notes a lower time)",
+            )
+        if self.policy == "writer_noted" and self.idle_timeout <= 0:
+            raise PipelineConfigError("watermark.idle_timeout", "must be positive")
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """A named aggregate of the pipeline (``watched = "sum(seconds)"``); ``str(fn)`` is its
+    text (``sum(seconds)``)."""
+
+    name: str
+    fn: CombineFn
+
+    @property
+    def column(self) -> str | None:
+        """The source column it reads (None: ``count()``, or a combiner of no column)."""
+        column = getattr(self.fn, "field", None)
+        return column if isinstance(column, str) else None
+
+    def output_type(self, types: Mapping[str, str]) -> str:
+        """Its output column type, given the source's column types; refuses (naming
+        ``aggregates.<name>``) an aggregate the column's type does not support."""
+        where = f"aggregates.{self.name}"
+        kind = getattr(type(self.fn), "name", None)  # the built-ins' SQL name (panes.combiners)
+        if kind == "count":
+            return "long"
+        col = self.column
+        if kind not in ("sum", "mean", "min", "max", "to_list") or col is None:
+            raise PipelineConfigError(where, f"unsupported aggregate {self.fn!r}")
+        if col not in types:
+            raise PipelineConfigError(
+                where, f"column {col!r} is not in source.schema ({', '.join(types)})"
+            )
+        typ = types[col]
+        numeric = COLUMN_TYPES[typ][1]
+        if kind in ("sum", "mean") and not numeric:
+            raise PipelineConfigError(where, f"{kind}() needs a numeric column, {col!r} is {typ}")
+        if kind == "mean":
+            return "double"
+        if kind == "sum":
+            return "long" if typ in INTEGRAL else "double"
+        if kind in ("min", "max"):
+            return {"int": "long", "float": "double"}.get(typ, typ)
+        return f"list<{typ}>"
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A pipeline definition; see the module doc. Every field holds its parsed value (a
+    ``WindowFn``, a ``Trigger``, enums, durations in µs): :func:`pipeline_from_dict` and
+    :func:`load_pipeline` parse the text of a configuration into them. Construction checks the
+    whole (raising :class:`PipelineConfigError` naming the first bad setting)."""
+
+    name: str
+    source: Source
+    lake: str
+    keys: tuple[str, ...]
+    aggregates: tuple[Aggregate, ...]
+    window: WindowFn
+    event_time: str | None = None
+    trigger: Trigger = field(default_factory=DefaultTrigger)
+    accumulation_mode: AccumulationMode = AccumulationMode.DISCARDING
+    allowed_lateness: int = 0
+    watermark: Watermark = field(default_factory=Watermark)
+    timestamp_combiner: TimestampCombiner = TimestampCombiner.END_OF_WINDOW
+    on_time_behavior: OnTimeBehavior = OnTimeBehavior.FIRE_ALWAYS
+    closing_behavior: ClosingBehavior = ClosingBehavior.FIRE_IF_NON_EMPTY
+    allow_finishing_trigger: bool = False
+    state_buckets: int = 64
+
+    def __post_init__(self) -> None:
+        """Check the settings together (nothing is changed)."""
+        self._check_types()
+        self._check_names()
+        types = self.source.types
+        self._check_keys(types)
+        self._check_event_time(types)
+        self._check_aggregates(types)
+        self._check_weighted()
+        self._check_traps()
+        try:
+            self.windowing()
+        except (TypeError, ValueError) as e:  # pragma: no cover - covered by the checks above
+            raise PipelineConfigError("window", str(e)) from None
+
+    # -- validation ------------------------------------------------------------------------
+
+    def _check_types(self) -> None:
+        """Refuse a field of another type than declared, naming it: text for a parsed setting
+        (``window="FixedWindows(1m)"``) is for :func:`pipeline_from_dict`."""
+        parsed = "a parsed value (text is read by pipeline_from_dict)"
+        for name, kind, what in (
+            ("name", str, "text"),
+            ("lake", str, "a path (text)"),
+            ("source", Source, "a Source"),
+            ("watermark", Watermark, "a Watermark"),
+            ("window", WindowFn, f"a window function, {parsed}"),
+            ("trigger", Trigger, f"a trigger, {parsed}"),
+            ("accumulation_mode", AccumulationMode, f"an AccumulationMode, {parsed}"),
+            ("timestamp_combiner", TimestampCombiner, f"a TimestampCombiner, {parsed}"),
+            ("on_time_behavior", OnTimeBehavior, f"an OnTimeBehavior, {parsed}"),
+            ("closing_behavior", ClosingBehavior, f"a ClosingBehavior, {parsed}"),
+            ("allowed_lateness", int, "a duration in µs (an int)"),
+            ("allow_finishing_trigger", bool, "true or false"),
+            ("state_buckets", int, "an integer"),
+            ("keys", tuple, "a tuple of column names"),
+            ("aggregates", tuple, "a tuple of Aggregate"),
+        ):
+            _expect(name, getattr(self, name), kind, what)
+        for agg in self.aggregates:
+            _expect("aggregates", agg, Aggregate, "a tuple of Aggregate")
+
+    def _check_names(self) -> None:
+        sb = self.state_buckets
+        if not 1 <= sb <= 1 << 20:
+            raise PipelineConfigError("state_buckets", f"must be an integer 1..1048576, got {sb!r}")
+        if not _NAME.fullmatch(self.name):
+            raise PipelineConfigError(
+                "name", f"must be an identifier (letters, digits, _), got {self.name!r}"
+            )
+        if not self.lake:
+            raise PipelineConfigError("lake", "is required (directory of the Delta tables)")
+        if self.allowed_lateness < 0:
+            raise PipelineConfigError("allowed_lateness", "must not be negative")
+
+    def _check_keys(self, types: dict[str, str]) -> None:
+        keys = self.keys
+        if not keys:
+            raise PipelineConfigError("keys", "at least one key column is required")
+        for k in keys:
+            if k not in types:
+                raise PipelineConfigError("keys", f"key {self.source.unknown_column(k)}")
+            if types[k] == "timestamp" and k == self.event_time:
+                raise PipelineConfigError("keys", f"{k!r} is the event-time column")
+            if types[k] not in KEY_TYPES:
+                raise PipelineConfigError(
+                    "keys", f"key column {k!r} is {types[k]}; keys are one of {sorted(KEY_TYPES)}"
+                )
+        if len(set(keys)) != len(keys):
+            raise PipelineConfigError("keys", f"duplicated key column in {list(keys)}")
+
+    def _check_event_time(self, types: dict[str, str]) -> None:
+        if self.source.is_pane_log:
+            self._check_pane_log_time()
+        elif self.event_time is None:
+            if not self.ingestion_time:
+                raise PipelineConfigError(
+                    "event_time", "is required (or use watermark.policy = 'ingestion_time')"
+                )
+        elif self.event_time not in types:
+            raise PipelineConfigError(
+                "event_time", f"column {self.event_time!r} is not in source.schema"
+            )
+        elif types[self.event_time] not in ("timestamp", *INTEGRAL):
+            raise PipelineConfigError(
+                "event_time",
+                f"column {self.event_time!r} must be a timestamp or an integral "
+                f"epoch (source.epoch_unit), not {types[self.event_time]}",
+            )
+        if self.writer_noted and _has_scheme(self.source.path):
+            raise PipelineConfigError(
+                "watermark.policy",
+                "writer_noted reads the writers' marks as local files: "
+                "source.path must be a local (or mounted) directory, not a URI",
+            )
+
+    def _check_pane_log_time(self) -> None:
+        """A pane-log source's event time is the pane's output timestamp and its watermark the
+        upstream's: nothing to configure."""
+        if self.event_time is not None:
+            raise PipelineConfigError(
+                "event_time",
+                "a pane_log source's event time is the upstream pane's output timestamp: "
+                "remove event_time",
+            )
+        if self.watermark.policy != "bounded_out_of_orderness" or self.watermark.delay != 0:
+            raise PipelineConfigError(
+                "watermark",
+                "a pane_log source follows the upstream's watermark (recorded with each pane): "
+                "remove the watermark policy and delay",
+            )
+
+    def _check_aggregates(self, types: dict[str, str]) -> None:
+        if not self.aggregates:
+            raise PipelineConfigError("aggregates", "at least one named aggregate is required")
+        names = [a.name for a in self.aggregates]
+        for agg in self.aggregates:
+            where = f"aggregates.{agg.name}"
+            if not _NAME.fullmatch(agg.name):
+                raise PipelineConfigError(where, "aggregate names are identifiers")
+            if agg.name in self.keys:
+                raise PipelineConfigError(where, "an aggregate cannot be named like a key column")
+            if names.count(agg.name) > 1:
+                raise PipelineConfigError(where, "the name is given twice")
+            if agg.column is not None and agg.column not in types:
+                raise PipelineConfigError(where, self.source.unknown_column(agg.column))
+            agg.output_type(types)
+        clash = [n for n in (*self.keys, *names) if n in FIXED_NAMES]
+        if clash:
+            raise PipelineConfigError(
+                "aggregates" if clash[0] in names else "keys",
+                f"{clash[0]!r} is a reserved pane-log column",
+            )
+
+    def _check_weighted(self) -> None:
+        """A source with retractions (weight -1 elements) needs aggregates that withdraw and
+        the accumulating & retracting mode (:func:`panes.weights.check_weighted`)."""
+        up = self.source.upstream
+        if up is None or not up.columns.retracting:  # not self.weighted
+            return
+        for agg in self.aggregates:
+            if not agg.fn.can_retract:
+                raise PipelineConfigError(
+                    f"aggregates.{agg.name}",
+                    f"{agg.fn!r} cannot withdraw a value, and the upstream "
+                    f"{up.name!r} writes retractions; use sum, count, mean, "
+                    "to_list",
+                )
+        if self.accumulation_mode is not AccumulationMode.ACCUMULATING_AND_RETRACTING:
+            raise PipelineConfigError(
+                "accumulation_mode",
+                "must be accumulating_and_retracting over an upstream that writes retractions: "
+                "a window whose elements were all withdrawn must leave the view",
+            )
+
+    def _check_traps(self) -> None:
+        """The two traps of the model (see the module doc)."""
+        trigger = self.trigger
+        if (
+            isinstance(self.window, GlobalWindows)
+            and not trigger.fires_before_end_of_window
+            and not self.source.bounded
+        ):
+            raise PipelineConfigError(
+                "trigger",
+                f"{trigger} only fires when the watermark passes the end of the window, and "
+                "GlobalWindows() ends at the end of time: on an unbounded source it never fires. "
+                "Add early firings (e.g. AfterWatermark(early=AfterProcessingTime(1m))), use "
+                "Repeatedly(AfterCount(n)), or set source.bounded = true (every run drains).",
+            )
+        if trigger.may_finish and not self.allow_finishing_trigger:
+            raise PipelineConfigError(
+                "trigger",
+                f"{trigger} can finish: once it has, every later element of its window is "
+                "dropped (to the late table). Add late firings (e.g. AfterWatermark(..., "
+                "late=AfterCount(1))), wrap it in Repeatedly(...), or set "
+                "allow_finishing_trigger = true.",
+            )
+
+    # -- derived --------------------------------------------------------------------------
+
+    def windowing(self) -> Windowing:
+        """The window, trigger, modes and lateness, as the model's :class:`Windowing`."""
+        return Windowing(
+            self.window,
+            trigger=self.trigger,
+            accumulation_mode=self.accumulation_mode,
+            allowed_lateness=self.allowed_lateness,
+            timestamp_combiner=self.timestamp_combiner,
+            on_time_behavior=self.on_time_behavior,
+            closing_behavior=self.closing_behavior,
+        )
+
+    def combine_fn(self) -> CombineFn:
+        """The named aggregates as one combiner (its values are dicts name -> value)."""
+        return combiners.aggregates(**{a.name: a.fn for a in self.aggregates})
+
+    def engine(self) -> Engine:
+        return Engine(self.windowing(), self.combine_fn(), weighted=self.weighted)
+
+    @property
+    def weighted(self) -> bool:
+        """Whether elements can weigh -1: the source is the pane log of a retracting upstream."""
+        up = self.source.upstream
+        return up is not None and up.columns.retracting
+
+    @property
+    def aggregate_types(self) -> dict[str, str]:
+        """Aggregate name -> output column type."""
+        types = self.source.types
+        return {a.name: a.output_type(types) for a in self.aggregates}
+
+    @property
+    def value_columns(self) -> tuple[str, ...]:
+        """Source columns the aggregates read (the element value is a dict of these)."""
+        columns = (a.column for a in self.aggregates)
+        return tuple(dict.fromkeys(c for c in columns if c is not None))
+
+    @property
+    def ingestion_time(self) -> bool:
+        return self.watermark.policy == "ingestion_time"
+
+    @property
+    def event_time_column(self) -> EventTimeColumn | None:
+        """Where the records hold their event time (None: ingestion time, or a pane-log
+        source, whose event time is the upstream pane's output timestamp)."""
+        if self.ingestion_time or self.event_time is None:
+            return None
+        if self.source.types[self.event_time] == "timestamp":
+            return EventTimeColumn(self.event_time)
+        return EventTimeColumn(self.event_time, EPOCH_UNITS[self.source.epoch_unit])
+
+    @property
+    def writer_noted(self) -> bool:
+        """The watermark comes from the writers' marks (:mod:`jobs.driver.writers_watermark`)."""
+        return self.watermark.policy == "writer_noted"
+
+    @property
+    def lake_path(self) -> Path:
+        """The lake directory, absolute (relative paths are taken from the working dir)."""
+        return Path(self.lake).absolute()
+
+    def table_path(self, table: str) -> str:
+        """``panes``, ``late``, ``rejected``: the Delta tables under the lake path."""
+        return str(self.lake_path / table)
+
+    @property
+    def checkpoint_path(self) -> str:
+        return str(self.lake_path / "_checkpoint")
+
+    @property
+    def control_path(self) -> str:
+        return str(self.lake_path / "_control")
+
+    def describe(self) -> str:
+        aggs = ", ".join(f"{a.name} = {a.fn}" for a in self.aggregates)
+        up = self.source.upstream
+        if up is not None:
+            origin = f"the pane log of {up.name} ({up.pane_log}: {up.columns.describe()})"
+            event_time = "the upstream panes' output timestamps"
+        else:
+            origin = f"{self.source.format} files in {self.source.path}"
+            event_time = self.event_time or "(ingestion time)"
+        return (
+            f"pipeline {self.name}: {origin} -> "
+            f"{self.lake}\n  keys {list(self.keys)}, event time {event_time}, "
+            f"{self.window}, trigger {self.trigger}, "
+            f"{self.accumulation_mode.name.lower()}, allowed lateness "
+            f"{format_duration(self.allowed_lateness)}\n  aggregates: {aggs}"
+        )
+
+
+def _expect(name: str, value: Any, kind: type | tuple[type, ...], what: str) -> None:
+    """Refuse ``value`` unless it is of ``kind`` (a bool is no number, a number no path)."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
+        raise PipelineConfigError(name, f"must be {what}, got {value!r}")
+
+
+def _has_scheme(path: str) -> bool:
+    """A URI with a scheme (``s3://...``): not a local path."""
+    return "://" in path

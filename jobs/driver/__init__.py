@@ -1,0 +1,41 @@
+"""The driver side of a run: the query plan, the batch sink, runs, and the checks and control
+files around them.
+
+Runs in the Python process that owns the SparkSession: :func:`run` checks the lake (its lock,
+identity, configuration fingerprint, checkpoint, upstream), builds the plan (:mod:`.plan`: a
+source's *records* frame -> tagged rows -> the operator) over :mod:`.landing_source` or
+:mod:`.pane_log_source`, and commits each batch through :class:`BatchSink`. The code Spark runs
+in its Python workers is :mod:`jobs.executor`.
+
+>>> from jobs.driver import run, RunResult
+>>> run.__module__
+'jobs.driver.runs'
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from jobs.front_door import lazy_exports
+
+if TYPE_CHECKING:  # what the front door offers; each is imported on first use (jobs.front_door)
+    from jobs.driver.batch_sink import BatchSink, BatchStats
+    from jobs.driver.landing_source import read_landing_zone
+    from jobs.driver.pane_log_source import read_pane_log
+    from jobs.driver.plan import build_job
+    from jobs.driver.runs import BatchReport, RunResult, run
+    from jobs.driver.watermark_marks import LandingWriter, note_watermark
+
+__all__ = [
+    "BatchReport",
+    "BatchSink",
+    "BatchStats",
+    "LandingWriter",
+    "RunResult",
+    "build_job",
+    "note_watermark",
+    "read_landing_zone",
+    "read_pane_log",
+    "run",
+]
+__getattr__ = lazy_exports(__name__, __file__)

@@ -1,0 +1,245 @@
+"""The batch sink: each micro-batch's panes, late and rejected rows committed once per table.
+
+:class:`BatchSink` is the query's ``foreachBatch``: the executors write each kind as data files
+into its Delta table (:mod:`jobs.executor.batch_output`) and the driver commits them with an
+application transaction (version = batch id), so one micro-batch is committed at most once per
+table, whatever replays a crash causes. :func:`kill` is the test hook that SIGKILLs the job at a
+named point of a batch (``panestore run --kill-at``, hidden from ``--help``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from jobs.config.pipeline import Pipeline
+from jobs.config.view_spec import view_spec
+from jobs.driver.checkpoint import batch_input, local_path
+from jobs.driver.landing_changes import CHANGED, ChangedFile, bind_changes
+from jobs.driver.plan import layout
+from jobs.executor.batch_output import write_batch_files
+from jobs.executor.output_tables import KIND_LATE, KIND_PANE, KIND_REJECTED, KINDS, OutputTables
+from jobs.executor.task_files import ROWS_PER_FILE, TaskWriting, attempt_id
+from sinks import tables
+from sinks.data_files import DataFile, write_data_files
+from sinks.pane_log import PaneLog
+from sinks.records import REJECTED_CORE, LateLog, RejectedLog, finish_rejected
+
+if TYPE_CHECKING:  # pragma: no cover
+    pass
+
+KILL_POINTS = ("before_commit", "between_tables", "after_commit")
+VANISHED = (
+    "file vanished: listed for this batch but gone when it was read (deleted or moved after "
+    "it landed); its records are not in this batch: land it again under a new name"
+)
+
+
+def kill(point: str, batch_id: int, kill_at: Sequence[tuple[str, int]]) -> None:
+    """Test hook: SIGKILL the job (its whole process group when it leads one: driver, JVM,
+    Python workers) when ``(point, batch_id)`` is one of ``kill_at`` (points: ``KILL_POINTS``)."""
+    if (point, batch_id) in kill_at:
+        sys.stderr.flush()
+        if os.getpgid(0) == os.getpid():
+            os.killpg(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+@dataclass
+class BatchStats:
+    batch_id: int
+    panes: int = 0
+    by_timing: dict[str, int] = field(default_factory=dict)
+    retractions: int = 0
+    late: int = 0
+    rejected: int = 0
+    committed: bool = False  # False: a replay whose tables were already committed
+    vanished: tuple[str, ...] = ()  # listed input files gone before they were read (rejected)
+    changed: tuple[ChangedFile, ...] = ()  # input files changed after a batch read them (rejected)
+    compute_s: float = 0.0  # running the batch's plan (source, engine) to its output
+    commit_s: float = 0.0  # the Delta commits
+
+
+def table_identity(pipeline: Pipeline, table: str, what: str) -> dict[str, Any]:
+    """``properties`` (the pipeline's configuration fingerprint) written when a table is
+    created, and the ``check`` that refuses an existing table of another configuration."""
+    return tables.table_identity(view_spec(pipeline, lake=str(pipeline.lake_path)), table, what)
+
+
+class BatchSink:
+    """``foreachBatch`` sink: panes, late and rejected rows of a batch, each committed once.
+
+    Per batch (:mod:`jobs.executor.batch_output`): the tables that already hold the batch are
+    skipped (a replay: their transaction version is at or above the batch id); one Spark job runs
+    the batch and writes each kind still to commit as Parquet files into its table's directory
+    (operator tasks that emit many rows write them themselves, the rest one writer task); the driver
+    collects a row per file (path, size, statistics, figures) and commits each table's files in one
+    Delta commit with the application transaction (pipeline, batch id) through delta-rs, the pane
+    log first. Vanished input files (few) become rejected rows written from the driver into the
+    rejected table's commit. No output row is collected on the driver.
+    """
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        on_batch: Callable[[BatchStats], Any] | None = None,
+        kill_at: Sequence[tuple[str, int]] = (),
+    ) -> None:
+        """``kill_at``: test hook, the ``(point, batch id)`` pairs at which to SIGKILL the job
+        (:func:`kill`)."""
+        unknown = [point for point, _ in kill_at if point not in KILL_POINTS]
+        if unknown:
+            raise ValueError(f"unknown kill points {unknown}; known: {KILL_POINTS}")
+        lay = layout(pipeline)
+        self.pipeline = pipeline
+        self.layout = lay
+        self.kill_at = tuple(kill_at)
+
+        def kw(table: str, what: str) -> dict[str, Any]:
+            return table_identity(pipeline, table, what)
+
+        self.pane_log = PaneLog(
+            pipeline.table_path("panes"), pipeline.name, lay, **kw("panes", "pane log")
+        )
+        self.late_log = LateLog(
+            pipeline.table_path("late"), pipeline.name, lay, **kw("late", "late table")
+        )
+        self.rejected_log = RejectedLog(
+            pipeline.table_path("rejected"), pipeline.name, **kw("rejected", "rejected table")
+        )
+        self.on_batch = on_batch
+        self.stats: dict[int, BatchStats] = {}
+        self.appenders = {
+            KIND_PANE: self.pane_log.appender,
+            KIND_LATE: self.late_log.appender,
+            KIND_REJECTED: self.rejected_log.appender,
+        }
+        self._tables: OutputTables | None = None
+
+    @property
+    def tables(self) -> OutputTables:
+        """Where each kind's files go (the tables' URIs: the tables are created if need be)."""
+        if self._tables is None:
+            uris = {k: a.table().table_uri for k, a in self.appenders.items()}
+            schemas = {k: a.schema for k, a in self.appenders.items()}
+            self._tables = OutputTables.of(self.pipeline.name, self.layout, uris, schemas)
+        return self._tables
+
+    @property
+    def task_writing(self) -> TaskWriting:
+        """How the operator's tasks write for this sink (:func:`build_job`'s ``writing``)."""
+        return TaskWriting(self.tables)
+
+    def committed_batch_id(self) -> int | None:
+        """The highest batch id any of the three tables holds, or None."""
+        ids = [appender.committed_batch_id() for appender in self.appenders.values()]
+        return max((i for i in ids if i is not None), default=None)
+
+    def _vanished_input(self, spark, batch_id: int) -> tuple[tuple[str, ...], int | None]:
+        """(the batch's listed input files that no longer exist, the batch timestamp in µs)."""
+        try:
+            listed = batch_input(self.pipeline.checkpoint_path, batch_id)
+        except FileNotFoundError:  # not a checkpointed file-source query (e.g. a test frame)
+            return (), None
+
+        def exists(uri: str) -> bool:
+            local = local_path(uri)
+            if local is not None:
+                return os.path.exists(local)
+            path = spark._jvm.org.apache.hadoop.fs.Path(uri)
+            return bool(path.getFileSystem(spark._jsc.hadoopConfiguration()).exists(path))
+
+        gone = tuple(f for f in listed.files if not exists(f))
+        return gone, listed.timestamp_ms * 1000
+
+    def create_tables(self) -> None:
+        for appender in self.appenders.values():
+            appender.table()
+
+    def __call__(self, df, batch_id: int) -> None:
+        """Write and commit batch ``batch_id`` (the class doc); no output row is collected."""
+        started = time.perf_counter()
+        committed = [k for k, a in self.appenders.items() if a.is_committed(batch_id)]
+        todo = [k for k in KINDS if k not in committed]
+        # landing files changed after an earlier batch read them (jobs.driver.landing_changes):
+        # bound to this batch before its rejected rows commit, so a replay records the same rows
+        changed = tuple(bind_changes(self.pipeline, batch_id)) if KIND_REJECTED in todo else ()
+        files, counts = write_batch_files(df, self.tables, batch_id, committed)
+        # After the plan ran: a file gone now was gone when its batch read it (or vanished while
+        # being read). Spark skips such a file with a log warning; we keep it on record.
+        gone, batch_ts_us = self._vanished_input(df.sparkSession, batch_id)
+        notes = self._file_notes(gone, changed)
+        computed = time.perf_counter()
+        done = self._commit_files(files, todo, batch_id, notes, batch_ts_us)
+        stats = BatchStats(
+            batch_id,
+            panes=counts.rows.get(KIND_PANE, 0),
+            by_timing=counts.by_timing,
+            retractions=counts.retractions,
+            late=counts.rows.get(KIND_LATE, 0),
+            rejected=counts.rows.get(KIND_REJECTED, 0) + len(notes),
+            vanished=gone,
+            changed=changed,
+            committed=done,
+        )
+        stats.compute_s = computed - started
+        stats.commit_s = time.perf_counter() - computed
+        kill("after_commit", batch_id, self.kill_at)
+        self.stats[batch_id] = stats
+        if self.on_batch is not None:
+            self.on_batch(stats)
+
+    @staticmethod
+    def _file_notes(gone: Sequence[str], changed: Sequence[ChangedFile]) -> list[tuple[str, str]]:
+        """(file URI, reason) of each input file the batch records as a whole: vanished before
+        it was read, or changed after an earlier batch read it."""
+        return [(f, VANISHED) for f in gone] + [(c.uri, CHANGED) for c in changed]
+
+    def _file_table(
+        self, notes: Sequence[tuple[str, str]], batch_id: int, batch_ts_us: int | None
+    ) -> pa.Table:
+        """Rejected-table rows of the batch's file notes (few: built on the driver)."""
+        core = [{"raw": None, "source_file": f, "reason": reason} for f, reason in notes]
+        return finish_rejected(
+            pa.Table.from_pylist(core, schema=REJECTED_CORE),
+            self.pipeline.name,
+            batch_id,
+            batch_ts_us,
+        )
+
+    def _commit_files(
+        self,
+        files: dict[str, list[DataFile]],
+        todo: Sequence[str],
+        batch_id: int,
+        notes: Sequence[tuple[str, str]],
+        batch_ts_us: int | None,
+    ) -> bool:
+        """Commit the written files of each kind still to commit (pane log first)."""
+        kill("before_commit", batch_id, self.kill_at)
+        done = False
+        for kind in KINDS:
+            if kind == KIND_LATE:
+                kill("between_tables", batch_id, self.kill_at)
+            if kind not in todo:
+                continue
+            found = list(files.get(kind, ()))
+            if kind == KIND_REJECTED and notes:  # few: written from here into the same commit
+                prefix = f"part-{batch_id:08d}-{attempt_id()}-files"
+                target = self.tables.targets[KIND_REJECTED]
+                found += write_data_files(
+                    target.table_uri,
+                    self._file_table(notes, batch_id, batch_ts_us),
+                    target.schema,
+                    prefix,
+                    ROWS_PER_FILE,
+                )
+            done |= self.appenders[kind].commit_files(batch_id, found)
+        return done

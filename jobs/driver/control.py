@@ -1,0 +1,89 @@
+"""Control rows and the checkpoint's pending watermark: how a run moves the watermark.
+
+A run moves Spark's watermark past what the data says with *control rows*: ``{"kind", "ts"}``
+JSON files under ``<lake>/_control``, a second streaming source of the job (:mod:`jobs.driver.plan`
+unions them with the records and drops them after the watermark has seen them).
+
+* the drain sentinel, at the last millisecond Spark timestamps can hold: the watermark moves to
+  the end of time and every window closes (:func:`write_drain_sentinel`);
+* a tick, at 1970: it moves nothing, but makes Spark run a batch at the watermark it computed
+  after the previous one (:func:`write_tick`, when :func:`pending_watermark` says so).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from jobs.config.landing_paths import spark_path
+from jobs.config.pipeline import Pipeline
+from jobs.driver.landing_source import FILE_SOURCE_OPTIONS
+from jobs.executor.operator import DEFAULT_END_OF_TIME_MS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+SENTINEL_MS = DEFAULT_END_OF_TIME_MS
+"""The drain sentinel's event time: the last millisecond Spark timestamps can hold."""
+
+
+def control_stream(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
+    """Control rows (``{"kind", "ts"}`` JSON files under ``<lake>/_control``). A file there
+    that is not a control row (no readable ``ts``) moves nothing and is ignored."""
+    Path(pipeline.control_path).mkdir(parents=True, exist_ok=True)
+    reader = spark.readStream.options(**FILE_SOURCE_OPTIONS).schema("kind string, ts timestamp")
+    return reader.json(spark_path(pipeline.control_path)).where("ts IS NOT NULL")
+
+
+def write_control(pipeline: Pipeline, kind: str, ts_ms: int) -> Path:
+    """Drop a control row (``kind``, event time ``ts_ms``) into ``<lake>/_control``, atomically."""
+    ctl = Path(pipeline.control_path)
+    ctl.mkdir(parents=True, exist_ok=True)
+    ts = dt.datetime.fromtimestamp(ts_ms / 1000, dt.timezone.utc)
+    body = json.dumps({"kind": kind, "ts": ts.isoformat(timespec="milliseconds")}) + "\n"
+    n = len(list(ctl.glob("*.json")))
+    tmp, final = ctl / f".{kind}-{n}.json.tmp", ctl / f"{kind}-{n}.json"
+    tmp.write_text(body)
+    os.replace(tmp, final)
+    return final
+
+
+def write_drain_sentinel(pipeline: Pipeline) -> Path:
+    """The control row that moves the watermark to the end of time (a drain)."""
+    return write_control(pipeline, "drain", SENTINEL_MS)
+
+
+def write_tick(pipeline: Pipeline) -> Path:
+    """A control row that only makes Spark run a batch: its event time (1970) moves nothing; the
+    batch runs at the watermark Spark computed after the previous one, firing due timers."""
+    return write_control(pipeline, "tick", 0)
+
+
+def pending_watermark(pipeline: Pipeline) -> bool:
+    """Whether the checkpoint holds a watermark advance no batch has run with.
+
+    Spark runs the trailing no-data batch (firing the timers of the advance) right after the last
+    data batch, in the same process. Killed after that batch's commit and before the no-data
+    batch started, a restarted query does not run it (no data, and no previous execution in this
+    process to compare watermarks with): the timers would wait for new data. The commit log keeps
+    the advance (``nextBatchWatermarkMs``), so a run can tell and tick (:func:`write_tick`).
+    """
+    ckpt = Path(pipeline.checkpoint_path)
+    try:
+        commits = [int(p.name) for p in (ckpt / "commits").iterdir() if p.name.isdigit()]
+    except FileNotFoundError:
+        return False
+    if not commits:
+        return False
+    last = max(commits)
+    if (ckpt / "offsets" / str(last + 1)).exists():
+        return False  # Spark will run (or replay) that batch itself
+    try:
+        committed = json.loads((ckpt / "commits" / str(last)).read_text().splitlines()[1])
+        offsets = json.loads((ckpt / "offsets" / str(last)).read_text().splitlines()[1])
+    except (OSError, IndexError, ValueError):
+        return False
+    return committed.get("nextBatchWatermarkMs", 0) > offsets.get("batchWatermarkMs", 0)

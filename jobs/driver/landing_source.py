@@ -1,0 +1,136 @@
+"""Streaming sources: a landing directory of JSON-lines, CSV or Parquet files.
+
+:func:`read_landing_zone` returns the *records* frame the job core (:mod:`jobs.driver.plan`) takes:
+one row per input record with the schema's columns plus three bookkeeping columns:
+
+* ``_raw``: the record as it was read (the line of a jsonl/csv file; for Parquet, the row as
+  JSON), kept so a rejected record can be inspected and replayed;
+* ``_source_file``: the file it came from;
+* ``_error``: why the record could not be parsed, or null.
+
+JSON-lines and CSV are read as text and parsed with ``from_json`` / ``from_csv`` (PERMISSIVE, with
+a corrupt-record column), so an unparseable line becomes a row with ``_error`` set instead of
+stopping the job or vanishing. The event-time and key columns are read as *strings* and converted
+by the job core, which can then tell a missing value from an unparseable one.
+
+Any other Spark streaming source plugs into :func:`jobs.driver.plan.build_job` the same way: give it
+a frame with the schema's columns (``_raw``/``_source_file``/``_error`` are optional).
+
+Every file below the landing directory is read, at any depth (``recursiveFileLookup``: date
+folders, one folder per writer), except hidden names at any level (:mod:`jobs.config.landing_paths`,
+the rule ``panestore verify`` and the writers' watermark share). The directory's path is taken
+literally (escaped for Hadoop's globbing: ``land[1]`` is not a pattern).
+
+Files must appear atomically in the landing directory: write them under a hidden name (``.name``
+or ``_name``, which Spark's file listing skips) or elsewhere, then rename.
+
+Every file source reads with :data:`FILE_SOURCE_OPTIONS`: no file is skipped for its
+modification time (Spark's default ``maxFileAge`` of 7 days, counted from the newest file seen,
+would skip a backfilled ``cp -p`` file, and a file dated in the future would hide every later
+one), and a file that vanishes between listing and reading does not fail the batch: the sink
+reports it in ``rejected`` (:mod:`jobs.driver.checkpoint`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from jobs.config.landing_paths import spark_path
+from jobs.config.pipeline import COLUMN_TYPES, Pipeline
+from jobs.driver.pane_log_source import read_pane_log
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+RAW, SOURCE_FILE, ERROR = "_raw", "_source_file", "_error"
+# maxFileAge: ~274,000 years, so every file is new whatever its modification time (Spark keeps one
+# entry per file seen in the driver's memory either way: see docs/running.md).
+FILE_SOURCE_OPTIONS = {"maxFileAge": "100000000d", "ignoreMissingFiles": "true"}
+# the landing source reads subfolders too (no partition inference: folder names are not columns)
+LANDING_OPTIONS = {**FILE_SOURCE_OPTIONS, "recursiveFileLookup": "true"}
+CORRUPT = "_corrupt_record"
+MALFORMED = "malformed record (not parseable with the source schema)"
+UNBALANCED_QUOTES = "unbalanced quotes (a quoted CSV field cannot span lines)"
+
+
+def read_schema_ddl(pipeline: Pipeline) -> str:
+    """The DDL schema the text parsers use: event-time and key columns as strings."""
+    as_text = {*pipeline.keys, *([pipeline.event_time] if pipeline.event_time else [])}
+    cols = [
+        f"`{c}` {'string' if c in as_text else COLUMN_TYPES[t][0]}"
+        for c, t in pipeline.source.schema
+    ]
+    return ", ".join(cols)
+
+
+def spark_schema_ddl(pipeline: Pipeline) -> str:
+    """The declared schema as DDL (Parquet reads it as is)."""
+    return ", ".join(f"`{c}` {COLUMN_TYPES[t][0]}" for c, t in pipeline.source.schema)
+
+
+def _file_stream(spark: SparkSession, pipeline: Pipeline, fmt: str, schema: str | None = None):
+    """The landing directory (recursively, its path literal) read by Spark's ``fmt`` file source
+    (see LANDING_OPTIONS)."""
+    src = pipeline.source
+    reader = spark.readStream.format(fmt).options(**LANDING_OPTIONS)
+    if schema is not None:
+        reader = reader.schema(schema)
+    if src.max_files_per_trigger is not None:
+        reader = reader.option("maxFilesPerTrigger", src.max_files_per_trigger)
+    return reader.load(spark_path(src.path))
+
+
+def read_landing_zone(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
+    """The pipeline's landing directory as a streaming records frame (see the module doc)."""
+    from pyspark.sql import functions as F
+
+    src = pipeline.source
+    if src.is_pane_log:
+        return read_pane_log(spark, pipeline)
+    names = [c for c, _ in src.schema]
+    if src.format == "parquet":
+        df = _file_stream(spark, pipeline, "parquet", spark_schema_ddl(pipeline))
+        return df.select(
+            *names,
+            F.to_json(F.struct(*names)).alias(RAW),
+            F.input_file_name().alias(SOURCE_FILE),
+            F.lit(None).cast("string").alias(ERROR),
+        )
+
+    # input_file_name(), not _metadata.file_path: the metadata column costs ~20% of parsing here
+    lines = _file_stream(spark, pipeline, "text").select(
+        F.col("value").alias(RAW), F.input_file_name().alias(SOURCE_FILE)
+    )
+    ddl = read_schema_ddl(pipeline) + f", `{CORRUPT}` string"
+    opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
+    if src.format == "jsonl":
+        lines = lines.where(F.trim(F.col(RAW)) != "")  # blank lines are not records
+        parsed = F.from_json(F.col(RAW), ddl, opts)
+    else:
+        opts["sep"] = src.csv_delimiter
+        opts["escape"] = '"'  # RFC 4180: a quote inside a quoted field is doubled
+        if src.csv_header:
+            header = src.csv_delimiter.join(names)
+            lines = lines.where(F.col(RAW) != header)
+        lines = lines.where(F.col(RAW) != "")
+        parsed = F.from_csv(F.col(RAW), ddl, opts)
+    rec = lines.select(RAW, SOURCE_FILE, parsed.alias("_r"))
+    malformed = F.col("_r").isNull() | F.col(f"_r.`{CORRUPT}`").isNotNull()
+    checks = [(malformed, MALFORMED)]  # (condition, reason): the first that holds is the error
+    if src.format == "jsonl":
+        # Spark's parser stops after the first JSON value: text after it must not pass
+        checks.insert(0, (~F.rtrim(F.col(RAW)).endswith("}"), MALFORMED))
+    else:
+        # Lines are records: a quoted field spanning lines leaves an odd number of quotes on
+        # each of its lines, and a part of it must not pass for a record.
+        quotes = F.length(RAW) - F.length(F.regexp_replace(RAW, '"', ""))
+        checks.insert(0, (quotes % 2 == 1, UNBALANCED_QUOTES))
+    error = F.lit(None).cast("string")
+    for condition, reason in reversed(checks):
+        error = F.when(condition, F.lit(reason)).otherwise(error)
+    return rec.select(
+        *[F.col(f"_r.`{c}`").alias(c) for c in names],
+        RAW,
+        SOURCE_FILE,
+        error.alias(ERROR),
+    )

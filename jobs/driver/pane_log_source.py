@@ -1,0 +1,104 @@
+"""A pipeline whose source is another pipeline's pane log (``[source] format = "pane_log"``).
+
+The pane log is read incrementally by a PySpark Python streaming data source
+(:class:`PaneLogDataSource`, no delta-spark jars): its offsets are pane-log versions and the table
+they belong to (``{"version": v, "table": id}``, version -1 before the first;
+:class:`jobs.executor.pane_log_reader.PaneLogOffset`), and a micro-batch reads the rows of the
+versions ``(start, end]`` with delta-rs (:func:`sinks.upstream.read_elements`). Spark records both
+offsets in its offset log before the batch runs, so a replayed batch reads exactly the same rows:
+the exactly-once chain is the upstream's exactly-once pane log plus this fixed version range.
+
+A version range means something only in its table: the reader is given the table the driver
+checked (:func:`jobs.driver.upstream_identity.check_upstream`, before the query starts) and refuses
+another (an upstream rebuilt while the downstream runs) when it looks for new versions, plans a
+batch or reads one, with :class:`sinks.errors.UpstreamChanged`.
+
+Each upstream pane row becomes one element (:func:`tagged`):
+
+* its key and aggregate columns are the element's fields (the downstream's keys and the columns
+  its aggregates read must be among them; :mod:`jobs.config.pipeline` checks it, naming the field);
+* its output timestamp (``timestamp_us``) is the element's event time;
+* its weight is +1, or -1 for a retraction row (an upstream in accumulating & retracting mode);
+* its ``watermark_us`` (the upstream's watermark when it emitted the pane) is the column Spark's
+  watermark follows, with no delay: the downstream watermark is the largest upstream watermark
+  seen in earlier batches, never ahead of the upstream's. An upstream drain (watermark at the
+  end of time) drains the downstream too; a watermark before 1970 (the upstream's beginning of
+  time) moves nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from jobs.executor.pane_log_reader import FORMAT_NAME, PaneLogDataSource
+
+try:  # pyspark is optional at import time (the pure test suite runs without it)
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+except ImportError:  # pragma: no cover - exercised only without pyspark
+    # stand-ins so that the module imports; mypy checks against pyspark's classes
+    DataSource = DataSourceStreamReader = InputPartition = object  # type: ignore[assignment,misc]
+
+from jobs.config.pipeline import Pipeline
+from jobs.driver.upstream_identity import check_upstream
+from jobs.executor.operator import DEFAULT_END_OF_TIME_MS
+from jobs.executor.operator_input import TS_US, WEIGHT
+from panes.time import END_OF_TIME
+from sinks.upstream import EVENT_TIME_US, WATERMARK_US
+from sinks.upstream import WEIGHT as UPSTREAM_WEIGHT
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+
+def read_pane_log(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
+    """The upstream's pane log as a streaming frame of element rows: the downstream's key and
+    value columns, and the event time, watermark and weight columns of
+    :func:`sinks.upstream.read_elements`. Raises :class:`UpstreamChanged` before the query
+    starts if the upstream is not the table the pipeline has read
+    (:func:`jobs.driver.upstream_identity.check_upstream`)."""
+    upstream = pipeline.source.upstream
+    assert upstream is not None
+    table = check_upstream(pipeline)
+    if not getattr(spark, "_panestore_pane_log", False):  # once: Spark warns on a re-register
+        spark.dataSource.register(PaneLogDataSource)
+        # a marker of ours on the session (SparkSession declares no such attribute)
+        spark._panestore_pane_log = True  # type: ignore[attr-defined]
+    types = pipeline.source.types
+    wanted = [*pipeline.keys, *[c for c in pipeline.value_columns if c not in pipeline.keys]]
+    return (
+        spark.readStream.format(FORMAT_NAME)
+        .option("path", upstream.pane_log)
+        .option("pipeline", upstream.name)
+        .option("table", table or "")
+        .option("columns", ",".join(f"{c}:{types[c]}" for c in wanted))
+        .load()
+    )
+
+
+def tagged(
+    pipeline: Pipeline, records: DataFrame, event_time: str, reject: Sequence[str], control: str
+) -> DataFrame:
+    """The job's tagged rows (:func:`jobs.driver.plan.build_job`) of the upstream's element rows:
+    ``event_time`` (the column Spark's watermark follows) is the upstream's watermark at
+    emission as a timestamp, :data:`TS_US` the element's event time, :data:`WEIGHT` its
+    weight; ``reject`` columns are null (an upstream pane is never malformed) and ``control``
+    false."""
+    from pyspark.sql import functions as F
+
+    wm = F.col(WATERMARK_US)
+    end = F.lit(DEFAULT_END_OF_TIME_MS * 1000)  # the drain sentinel's time
+    watermark_us = (
+        F.when(wm.isNull() | (wm <= 0), F.lit(0))
+        .when(wm >= F.lit(END_OF_TIME), end)
+        .otherwise(F.least(wm, end))
+    )
+    return records.select(
+        *pipeline.keys,
+        F.timestamp_micros(watermark_us).alias(event_time),
+        *[c for c in pipeline.value_columns if c not in pipeline.keys],
+        *[F.lit(None).cast("string").alias(c) for c in reject],
+        F.lit(False).alias(control),
+        F.col(EVENT_TIME_US).alias(TS_US),
+        F.col(UPSTREAM_WEIGHT).alias(WEIGHT),
+    )

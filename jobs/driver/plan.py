@@ -1,0 +1,296 @@
+"""The job core: a records frame -> the panes engine in Spark -> one output stream per batch.
+
+:func:`build_job` takes any streaming *records* frame (see :mod:`jobs.driver.landing_source`) and
+returns one streaming frame whose rows are of three kinds (``record_kind``):
+
+* ``pane``: a pane the engine emitted (pane-log core record);
+* ``late``: an element the engine dropped for lateness (late-table core record);
+* ``rejected``: an input record that could not become an element (raw record, file, reason).
+
+:class:`BatchSink` (``foreachBatch``) has the executors write each kind as data files into its
+Delta table (:mod:`jobs.executor.batch_output`) and commits them with an application transaction
+(version = batch id), so one micro-batch is committed at most once per table.
+
+Plan (all rows of one batch)::
+
+    records: one row per record, whatever the source (:mod:`jobs.driver.landing_source`)
+      -> tag: keys, event time _ts, values; or the reason to reject the record
+         (rejected rows keep the raw record and its file)
+      -- union -- control rows (drain sentinel)
+      -> withWatermark(_ts, delay) (writer_noted: of the control rows' time only);
+         drop control rows; ts_us = micros(_ts); drop _ts
+      -> bucket = pmod(xxhash64(keys), state_buckets) as the lake's grouping value
+         (rejected rows: REJECTED_BUCKET)
+      -> the operator's input (:mod:`jobs.executor.operator_input`): the rows of each Arrow batch
+         packed into one blob per bucket (mapInArrow)
+      -> groupBy(bucket).transformWithStateInPandas(BucketProcessor)
+
+* Event time: the configured column (a timestamp, or an epoch number in ``source.epoch_unit``),
+  or with ``watermark.policy = "ingestion_time"`` the batch's timestamp (``current_timestamp()``,
+  fixed in the offset log, so replays see the same value).
+* Spark filters rows behind its watermark before a stateful operator only when the watermarked
+  column reaches the operator; it does not (``_ts`` is dropped after ``withWatermark``), so the
+  engine sees every row and applies the model's droppable rule itself, recording what it drops.
+  The model watermark is Spark's (largest event time seen minus the delay), per batch.
+* ``watermark.policy = "writer_noted"``: Spark's watermark follows the control rows only (a
+  column null on data rows, which Spark's maximum leaves out); the driver writes the writers'
+  watermark as control rows (:mod:`jobs.driver.writers_watermark`), delay 0.
+* Drain: a control row at the end of Spark's time range moves Spark's watermark to the end of
+  time (``end_of_time_ms``), which the operator maps to ``END_OF_TIME``: every window closes.
+  Control rows are removed after the watermark has seen them (the filter references ``_ts`` so
+  Spark cannot push it below the watermark).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from jobs.config.event_time import (
+    EVENT_TIME_RANGE,
+    MAX_EVENT_TIME_US,
+    MIN_EVENT_TIME_US,
+    spark_event_time,
+)
+from jobs.config.pipeline import Pipeline
+from jobs.driver.control import SENTINEL_MS
+from jobs.driver.landing_source import ERROR, RAW, SOURCE_FILE
+from jobs.driver.pane_log_source import tagged as pane_log_tagged
+from jobs.executor.operator import OperatorConfig, apply_operator
+from jobs.executor.operator_input import (
+    BUCKET,
+    OPERATOR_INPUT,
+    REJECTED_BUCKET,
+    REJECTED_COLUMNS,
+    TS_US,
+    WEIGHT,
+    bucket_expression,
+    pack_by_bucket,
+)
+from jobs.executor.task_files import TaskWriting
+from sinks.column_types import COLUMN_TYPES, arrow_type
+from sinks.pane_log import PaneLogLayout
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+EVENT_TIME = "_ts"
+"""The records' event time as a Spark timestamp, the column Spark's watermark follows."""
+CONTROL = "_control"
+WRITERS_TIME = "_writers_ts"
+"""``writer_noted``: the column Spark's watermark follows, the control rows' time (null on data)."""
+RAW_TEXT, FROM_FILE, REASON = REJECTED_COLUMNS
+NOT_UTF8 = "not valid UTF-8 text (a binary file?)"
+
+
+# -- layout and operator config ---------------------------------------------------------------
+
+
+def layout(pipeline: Pipeline) -> PaneLogLayout:
+    """Pane-log columns of the pipeline: its key columns and one column per aggregate."""
+    types = pipeline.source.types
+    return PaneLogLayout(
+        key_fields=tuple((k, arrow_type(types[k])) for k in pipeline.keys),
+        value_fields=tuple((n, arrow_type(t)) for n, t in pipeline.aggregate_types.items()),
+        accumulators=not pipeline.combine_fn().value_is_accumulator,
+    )
+
+
+@dataclass(frozen=True)
+class EngineFactory:
+    """Builds the pipeline's engine on a Python worker (picklable)."""
+
+    pipeline: Pipeline
+
+    def __call__(self):
+        return self.pipeline.engine()
+
+
+def watermark_delay_ms(pipeline: Pipeline) -> int:
+    return 0 if pipeline.ingestion_time else -(-pipeline.watermark.delay // 1000)
+
+
+def operator_config(
+    pipeline: Pipeline, profile_dir: str | None = None, writing: TaskWriting | None = None
+) -> OperatorConfig:
+    return OperatorConfig(
+        engine_factory=EngineFactory(pipeline),
+        key_columns=tuple(pipeline.keys),
+        value_columns=pipeline.value_columns,
+        column_types=tuple(
+            (c, arrow_type(pipeline.source.types[c]))
+            for c in (*pipeline.keys, *pipeline.value_columns)
+        ),
+        layout=layout(pipeline),
+        # The sentinel at SENTINEL_MS moves Spark's watermark to SENTINEL_MS - delay.
+        end_of_time_ms=SENTINEL_MS - watermark_delay_ms(pipeline),
+        profile_dir=profile_dir,
+        weighted=pipeline.weighted,
+        writing=writing,
+    )
+
+
+# -- the plan ---------------------------------------------------------------------------------
+
+
+def _key(pipeline: Pipeline, df: DataFrame, k: str) -> Column:
+    from pyspark.sql import functions as F
+
+    sql_type = COLUMN_TYPES[pipeline.source.types[k]][0]
+    dtype = dict(df.dtypes)[k]
+    if dtype == sql_type:
+        return F.col(k)
+    return F.col(k).try_cast(sql_type)
+
+
+def _complete_records(pipeline: Pipeline, records: DataFrame) -> DataFrame:
+    """``records`` with every column the plan reads: the optional bookkeeping columns of
+    :mod:`jobs.driver.landing_source` are added (null) when missing."""
+    from pyspark.sql import functions as F
+
+    cols = set(records.columns)
+    missing = [c for c in (*pipeline.keys, *pipeline.value_columns) if c not in cols]
+    if pipeline.event_time and pipeline.event_time not in cols and not pipeline.ingestion_time:
+        missing.append(pipeline.event_time)
+    if missing:
+        raise ValueError(f"the records frame lacks columns {missing}")
+    if RAW not in cols:
+        names = [c for c, _ in pipeline.source.schema if c in cols]
+        records = records.withColumn(RAW, F.to_json(F.struct(*names)))
+    for c in (SOURCE_FILE, ERROR):
+        if c not in cols:
+            records = records.withColumn(c, F.lit(None).cast("string"))
+    return records
+
+
+def _rejection_reason(
+    pipeline: Pipeline, records: DataFrame, ts: Column, raw_ts: Column | None
+) -> Column:
+    """Why a record cannot become an element (null: it can), given its converted and raw event
+    time (:func:`jobs.config.event_time.spark_event_time`)."""
+    from pyspark.sql import functions as F
+
+    raw = F.col(RAW)
+    reason = F.when(raw.isNotNull() & ~F.is_valid_utf8(raw), F.lit(NOT_UTF8))
+    reason = reason.when(F.col(ERROR).isNotNull(), F.col(ERROR))
+    if raw_ts is not None:
+        et = pipeline.event_time
+        reason = reason.when(raw_ts.isNull(), F.lit(f"missing event time ({et})"))
+        reason = reason.when(ts.isNull(), F.lit(f"unparseable event time ({et})"))
+        micros = F.unix_micros(ts)
+        reason = reason.when(
+            (micros < MIN_EVENT_TIME_US) | (micros > MAX_EVENT_TIME_US),
+            F.lit(f"event time out of range ({et}): {EVENT_TIME_RANGE}"),
+        )
+    types = pipeline.source.types
+    for k in pipeline.keys:
+        key = _key(pipeline, records, k)
+        reason = reason.when(F.col(k).isNull(), F.lit(f"missing key ({k})"))
+        reason = reason.when(key.isNull(), F.lit(f"unparseable key ({k})"))
+        if types[k] == "string":
+            reason = reason.when(F.trim(key) == "", F.lit(f"empty key ({k})"))
+    for v in pipeline.value_columns:
+        if types[v] in ("double", "float"):
+            finite = F.col(v).isNull() | ~(F.isnan(v) | F.abs(v).eqNullSafe(float("inf")))
+            reason = reason.when(~finite, F.lit(f"not a finite number ({v})"))
+    return reason
+
+
+def _tagged(pipeline: Pipeline, records: DataFrame) -> DataFrame:
+    """One row per record: keys, event time, values, and for a rejected record (its
+    keys and values null: a valid key never is) the raw record, its file and the reason."""
+    from pyspark.sql import functions as F
+
+    ts, raw_ts = spark_event_time(pipeline.event_time_column, records)
+    reason = _rejection_reason(pipeline, records, ts, raw_ts)
+    return records.select(
+        *[F.when(reason.isNull(), _key(pipeline, records, k)).alias(k) for k in pipeline.keys],
+        F.when(reason.isNull(), ts).alias(EVENT_TIME),
+        *[F.when(reason.isNull(), F.col(v)).alias(v) for v in pipeline.value_columns],
+        F.when(reason.isNotNull(), F.make_valid_utf8(RAW)).alias(RAW_TEXT),  # kept as text
+        F.when(reason.isNotNull(), F.col(SOURCE_FILE)).alias(FROM_FILE),
+        reason.alias(REASON),
+        F.lit(False).alias(CONTROL),
+    )
+
+
+def _control_rows(pipeline: Pipeline, control: DataFrame, tagged: DataFrame) -> DataFrame:
+    """Control rows in the shape of ``tagged`` (only their event time is set)."""
+    from pyspark.sql import functions as F
+
+    types = dict(tagged.dtypes)
+    weighted = [F.lit(None).cast("bigint").alias(TS_US), F.lit(None).cast("int").alias(WEIGHT)]
+    return control.select(
+        *[F.lit(None).cast(types[k]).alias(k) for k in pipeline.keys],
+        F.col("ts").alias(EVENT_TIME),
+        *[F.lit(None).cast(types[v]).alias(v) for v in pipeline.value_columns],
+        *[F.lit(None).cast("string").alias(c) for c in REJECTED_COLUMNS],
+        F.lit(True).alias(CONTROL),
+        *(weighted if TS_US in types else []),
+    )
+
+
+def _operator_input(
+    pipeline: Pipeline, tagged: DataFrame, bucket_ids: Sequence[int] | None
+) -> DataFrame:
+    """The operator's input (:mod:`jobs.executor.operator_input`): watermarked, control rows
+    dropped, each row in its key bucket, packed per bucket."""
+    from pyspark.sql import functions as F
+
+    delay = watermark_delay_ms(pipeline)
+    bucket = bucket_expression(pipeline.keys, pipeline.state_buckets)
+    # a pane-log source carries the event time in TS_US (EVENT_TIME is the upstream watermark)
+    given = TS_US in tagged.columns
+    event_time_us = F.col(TS_US) if given else F.unix_micros(F.col(EVENT_TIME))
+    watermarked = EVENT_TIME
+    if pipeline.writer_noted:  # only control rows move Spark's watermark (null is not counted)
+        watermarked = WRITERS_TIME
+        tagged = tagged.withColumn(WRITERS_TIME, F.when(F.col(CONTROL), F.col(EVENT_TIME)))
+    rows = (
+        tagged.withWatermark(watermarked, f"{delay} milliseconds")
+        # references the watermarked column: Spark must not push this filter below the watermark
+        .where(~(F.col(CONTROL) & F.col(watermarked).isNotNull()))
+        .withColumn(TS_US, event_time_us)
+        .withColumn(
+            BUCKET, F.when(F.col(REASON).isNull(), bucket).otherwise(REJECTED_BUCKET).cast("int")
+        )
+    )
+    if bucket_ids is not None and tuple(bucket_ids) != tuple(range(pipeline.state_buckets)):
+        # bucket number -> the lake's grouping value for it (jobs.driver.runs.check_state_layout)
+        ids = F.array(*[F.lit(int(i)) for i in bucket_ids])
+        grouping = F.when(F.col(BUCKET) == REJECTED_BUCKET, F.col(BUCKET))
+        rows = rows.withColumn(
+            BUCKET, grouping.otherwise(F.element_at(ids, F.col(BUCKET) + 1)).cast("int")
+        )
+    schema = operator_config(pipeline).input_schema
+    return rows.select(BUCKET, *schema.columns).mapInArrow(pack_by_bucket, OPERATOR_INPUT)
+
+
+def build_job(
+    spark: SparkSession,
+    pipeline: Pipeline,
+    records: DataFrame,
+    control: DataFrame | None = None,
+    *,
+    bucket_ids: Sequence[int] | None = None,
+    writing: TaskWriting | None = None,
+    profile_dir: str | None = None,
+) -> DataFrame:
+    """The job's output stream (``record_kind`` pane / late / rejected) for ``records``.
+
+    A key's bucket is ``pmod(xxhash64(keys), state_buckets)``; Spark groups by
+    ``bucket_ids[bucket]`` (default: the bucket number itself), values chosen per lake so its
+    shuffle partitions get equal shares of buckets (:func:`jobs.driver.runs.check_state_layout`).
+    ``writing``: how tasks write many rows themselves (:attr:`BatchSink.task_writing`; None:
+    every row is sent on). ``profile_dir``: profile the operator's tasks there
+    (:class:`jobs.executor.operator.OperatorConfig`).
+    """
+    if pipeline.source.is_pane_log:
+        tagged = pane_log_tagged(pipeline, records, EVENT_TIME, REJECTED_COLUMNS, CONTROL)
+    else:
+        tagged = _tagged(pipeline, _complete_records(pipeline, records))
+    if control is not None:
+        tagged = tagged.unionByName(_control_rows(pipeline, control, tagged))
+    rows = _operator_input(pipeline, tagged, bucket_ids)
+    return apply_operator(rows, operator_config(pipeline, profile_dir, writing))

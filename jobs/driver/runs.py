@@ -1,0 +1,558 @@
+"""Running a pipeline: scheduled (``availableNow``), continuous (``--follow``) and draining runs.
+
+* :func:`run` with the defaults processes every file that has landed, in micro-batches of at most
+  ``source.max_files_per_trigger`` files, then Spark's trailing no-data batch (the watermark moved)
+  fires the event-time timers that became due; every batch is committed; the run exits. That is
+  the cron / Airflow mode: run it again when new files land.
+* ``follow=True`` keeps running with a processing-time trigger (a batch every ``interval`` while
+  files arrive) until stopped (Ctrl-C, or ``stop_after_batches``).
+* ``watermark.policy = "writer_noted"``: after the data, the writers' watermark is recorded as
+  a control row (:mod:`jobs.driver.writers_watermark`) and, if it moved, one more query runs on it
+  (firing what became due); with ``follow`` it is recorded every few seconds while running.
+* ``drain=True`` runs as above, then drops the drain sentinel into ``<lake>/_control`` and runs
+  once more: the watermark moves to the end of time and every window closes (final panes of
+  sessions, the global window, ...). Data that lands after a drain is late for good.
+
+Exactly-once: each batch's panes, late and rejected rows are committed with a Delta application
+transaction (app id = pipeline name, version = batch id); Spark's checkpoint is under
+``<lake>/_checkpoint``. Killed at any moment, the next run replays the batch Spark had not
+committed with the same offsets, watermark and batch timestamp; tables that already hold that
+batch skip it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import functools
+import json
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from jobs.config.checks import check_paths
+from jobs.config.pipeline import Pipeline, PipelineConfigError
+from jobs.driver.batch_sink import BatchSink, BatchStats
+from jobs.driver.checkpoint import check_not_behind, check_readable
+from jobs.driver.control import control_stream, pending_watermark, write_drain_sentinel, write_tick
+from jobs.driver.fingerprint import bind_lake_configuration
+from jobs.driver.lake_files import write_atomically
+from jobs.driver.lake_identity import check_lake_identity
+from jobs.driver.landing_changes import note_changes
+from jobs.driver.landing_source import read_landing_zone
+from jobs.driver.plan import build_job
+from jobs.driver.stopping import StopRequest, stop_on_signals
+from jobs.driver.writers_watermark import record_writers_watermark
+from jobs.executor.operator_input import balanced_bucket_ids
+from jobs.startup.session import get_session
+from sinks.errors import UpstreamChanged
+from sinks.lock import LakeLock
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+
+@dataclass
+class BatchReport:
+    """One micro-batch of a run: its input records (``rows``) and control rows (a drain, a tick,
+    the writers' watermark: rows that only move the watermark), watermark, what the sink did
+    (``stats``) and Spark's own timings of it (``durations_ms``: the progress report's
+    ``durationMs``, e.g. ``latestOffset``, ``queryPlanning``, ``addBatch``, ``walCommit``,
+    ``commitOffsets`` and their total ``triggerExecution``)."""
+
+    batch_id: int
+    rows: int
+    watermark: str | None
+    stats: BatchStats | None
+    durations_ms: dict[str, int] = field(default_factory=dict)
+    control_rows: int = 0
+
+    @classmethod
+    def of(cls, progress, stats: BatchStats | None) -> BatchReport:
+        """The report of a query's progress event. The job's last source is its control stream
+        (:func:`jobs.driver.plan.build_job` unions it after the records)."""
+        per_source = [int(s.numInputRows) for s in progress.sources or ()]
+        control = per_source[-1] if len(per_source) > 1 else 0
+        return cls(
+            progress.batchId,
+            int(progress.numInputRows) - control,
+            _watermark(progress),
+            stats,
+            dict(progress.durationMs or {}),
+            control,
+        )
+
+    def line(self) -> str:
+        s = self.stats
+        wm = self.watermark or "-"
+        rows = f"{self.rows} rows" + (
+            f" (+{_control(self.control_rows)})" if self.control_rows else ""
+        )
+        if s is None:
+            return f"batch {self.batch_id}: {rows}, watermark {wm}"
+        timing = ", ".join(
+            f"{n} {t.lower().replace('_', '-')}" for t, n in sorted(s.by_timing.items())
+        )
+        panes = f"{s.panes} panes" + (
+            f" ({timing}; {s.retractions} retractions)" if s.panes else ""
+        )
+        note = "" if s.committed else "  [replayed batch: already committed, skipped]"
+        return (
+            f"batch {self.batch_id}: {rows} -> {panes}, {s.late} late, "
+            f"{s.rejected} rejected; watermark {wm} ({s.compute_s:.1f}s + commit "
+            f"{s.commit_s:.1f}s){note}"
+        )
+
+
+@dataclass
+class RunResult:
+    """What a run did: its batches, its wall time, and where that time went (``phases``:
+    seconds by phase, in order: ``session`` (starting Spark, when the run did), ``prepare``
+    (lock, state layout, tables, checkpoint checks), ``build`` (the query's DataFrames),
+    ``query`` (from the query's start to its end, batches included); summed over the queries
+    of a run that ticks or drains)."""
+
+    batches: list[BatchReport] = field(default_factory=list)
+    seconds: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)
+    stopped_by: str = ""  # the signal that stopped the run (SIGINT, SIGTERM), if one did
+    queries: int = 0  # the streaming queries it ran (one, plus one for a drain or a tick)
+
+    def add_phase(self, name: str, seconds: float) -> None:
+        self.phases[name] = self.phases.get(name, 0.0) + seconds
+
+    def committed(self) -> list[int]:
+        """The ids of the batches this run committed (replayed batches it skipped excluded)."""
+        return [b.batch_id for b in self.batches if b.stats is not None and b.stats.committed]
+
+    def total(self, what: str) -> int:
+        if what == "rows":
+            return sum(b.rows for b in self.batches)
+        return sum(getattr(b.stats, what) for b in self.batches if b.stats is not None)
+
+    def summary(self) -> str:
+        phases = ", ".join(f"{name} {secs:.1f}s" for name, secs in self.phases.items())
+        control = sum(b.control_rows for b in self.batches)
+        rows = f"{self.total('rows')} rows" + (f" (+{_control(control)})" if control else "")
+        return (
+            f"{len(self.batches)} batches, {rows}, "
+            f"{self.total('panes')} panes, {self.total('late')} late, "
+            f"{self.total('rejected')} rejected in {self.seconds:.1f}s"
+            + (f" ({phases})" if phases else "")
+        )
+
+
+def _control(n: int) -> str:
+    return f"{n} control row{'s' if n != 1 else ''}: watermark moves"
+
+
+def _iso_ms(ms: int) -> str:
+    """Milliseconds since 1970 as ISO-8601 UTC text."""
+    t = dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
+    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _watermark(progress) -> str | None:
+    wm = (progress.eventTime or {}).get("watermark")
+    if not wm or wm.startswith("1970-01-01T00:00:00"):
+        return None
+    return wm
+
+
+def _writer(
+    spark: SparkSession,
+    pipeline: Pipeline,
+    sink: BatchSink,
+    *,
+    follow: bool,
+    interval: str,
+    records: DataFrame | None,
+    bucket_ids: tuple[int, ...],
+    profile_dir: str | None,
+):
+    """The query, built and ready to start (a ``DataStreamWriter``)."""
+    if records is None:
+        if not pipeline.source.is_pane_log:
+            Path(pipeline.source.path).mkdir(parents=True, exist_ok=True)
+        records = read_landing_zone(spark, pipeline)
+    out = build_job(
+        spark,
+        pipeline,
+        records,
+        control_stream(spark, pipeline),
+        bucket_ids=bucket_ids,
+        writing=sink.task_writing,
+        profile_dir=profile_dir,
+    )
+    writer = (
+        out.writeStream.foreachBatch(sink)
+        .queryName(f"panestore_{pipeline.name}")
+        .option("checkpointLocation", pipeline.checkpoint_path)
+    )
+    if follow:
+        return writer.trigger(processingTime=interval)
+    if not pipeline.source.has_available_now:
+        return writer.trigger(processingTime="0 seconds")  # stopped when idle: see _idle
+    return writer.trigger(availableNow=True)
+
+
+IDLE = "Waiting for data to arrive"
+"""The status message of a query whose last trigger found nothing to run: no new input in any
+source, and no no-data batch due (Spark runs one after a batch that moved the watermark)."""
+
+
+def _idle(query) -> bool:
+    """Whether the scheduled run of a source without ``availableNow`` is done: the query took
+    every input its sources had and fired what that made due."""
+    status = query.status
+    return status.get("message") == IDLE and not status.get("isTriggerActive")
+
+
+def _run_query(
+    spark,
+    pipeline,
+    sink,
+    result: RunResult,
+    emit: Callable[[str], Any],
+    *,
+    follow: bool,
+    interval: str,
+    records,
+    bucket_ids: tuple[int, ...],
+    stop_after_batches: int | None,
+    profile_dir: str | None,
+    poll: Callable[[], Any] | None = None,
+    stop: StopRequest | None = None,
+) -> None:
+    """Run one query to its end, reporting each batch (:func:`_await_query`: ``poll``,
+    ``stop``)."""
+    building = time.monotonic()
+    writer = _writer(
+        spark,
+        pipeline,
+        sink,
+        follow=follow,
+        interval=interval,
+        records=records,
+        bucket_ids=bucket_ids,
+        profile_dir=profile_dir,
+    )
+    starting = time.monotonic()
+    result.add_phase("build", starting - building)
+    query = writer.start()
+    result.queries += 1
+    until_idle = not follow and not pipeline.source.has_available_now
+    try:
+        _await_query(query, sink, result, emit, stop_after_batches, poll, stop, until_idle)
+    finally:
+        result.add_phase("query", time.monotonic() - starting)
+
+
+def _await_query(
+    query,
+    sink: BatchSink,
+    result: RunResult,
+    emit: Callable[[str], Any],
+    stop_after_batches: int | None,
+    poll: Callable[[], Any] | None = None,
+    stop: StopRequest | None = None,
+    until_idle: bool = False,
+) -> None:
+    """Report each batch of the running ``query`` as it commits, until the query ends (or, with
+    ``until_idle``, until it is idle: :func:`_idle`); ``poll`` is called between checks. When
+    ``stop`` is requested (a signal, :mod:`jobs.driver.stopping`), the query is stopped once no
+    batch is in flight, or at once when ``stop.abandon``; a batch that then fails was abandoned (the
+    next run replays it; tables that had committed it skip it) and is reported, not raised."""
+    seen: set[int] = set()
+    done = 0
+    waiting = False  # said that the stop waits for the batch in flight
+
+    def drain_progress() -> None:
+        nonlocal done
+        for p in query.recentProgress:
+            if p.batchId in seen or p.batchId not in sink.stats:
+                continue  # (no sink call: no batch ran, e.g. the final idle progress)
+            seen.add(p.batchId)
+            rep = BatchReport.of(p, sink.stats.get(p.batchId))
+            result.batches.append(rep)
+            done += 1
+            emit(rep.line())
+            for uri in rep.stats.vanished if rep.stats else ():
+                emit(
+                    f"WARNING batch {p.batchId}: input file {uri} vanished before it was read; "
+                    "recorded in the rejected table"
+                )
+            for c in rep.stats.changed if rep.stats else ():
+                when = (
+                    f"modified {_iso_ms(c.modified_ms)}, read as of {_iso_ms(c.read_modified_ms)}"
+                )
+                emit(
+                    f"WARNING batch {p.batchId}: input file {c.uri} changed after it was read "
+                    f"({when}): what was written after the read is not in the tables; recorded "
+                    "in the rejected table"
+                )
+
+    try:
+        while query.isActive:
+            query.awaitTermination(0.5)
+            drain_progress()
+            if stop is not None and stop.requested:
+                if stop.abandon or not query.status.get("isTriggerActive"):
+                    query.stop()
+                elif not waiting:
+                    waiting = True
+                    emit(
+                        f"{stop.name}: stopping after the batch in flight "
+                        "(send it again to abandon that batch)"
+                    )
+                continue
+            if poll is not None:
+                poll()
+            enough = stop_after_batches is not None and done >= stop_after_batches
+            if enough or (until_idle and _idle(query)):
+                query.stop()
+    except KeyboardInterrupt:
+        emit("stopping...")
+        query.stop()
+    except Exception:
+        if query.exception() is None:
+            raise  # not the query's failure (reported below)
+    drain_progress()
+    err = query.exception()
+    if err is not None and stop is not None and stop.requested:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        emit(f"{stop.name}: the batch in flight was abandoned ({first}); the next run replays it")
+        return
+    if err is not None:
+        changed = _UPSTREAM_CHANGED.search(str(err))
+        if changed:  # the pane-log source found another upstream table (rebuilt while running)
+            raise UpstreamChanged(changed.group(1).strip()) from None
+        unreadable = _UNREADABLE.search(str(err))
+        if unreadable:
+            causes = [c for c in _CAUSE.findall(str(err)) if "FAILED_READ_FILE" not in c]
+            raise RuntimeError(
+                f"input file {unreadable.group(1)} could not be read"
+                f"{f' ({causes[0].strip()})' if causes else ''}; nothing of its batch was "
+                "committed. Repair the file, or move it out of the landing directory (the next "
+                "run then records it in the rejected table), and run again"
+            ) from None
+        raise RuntimeError(f"the streaming query failed: {err}") from None
+
+
+# The pane-log source's refusal of another upstream table, inside Spark's error (a Python trace)
+_UPSTREAM_CHANGED = re.compile(r"UpstreamChanged: ([^\n]+)")
+# Spark's error for an input file it cannot read (corrupt, truncated, not of the format, ...)
+_CAUSE = re.compile(r"Caused by: [\w.$]+: ([^\n]+)")
+_UNREADABLE = re.compile(
+    r"\[FAILED_READ_FILE[^\]]*\] Encountered error while reading file (\S+?)\.?\s"
+)
+
+
+WRITERS_POLL_S = 2.0
+"""``--follow`` with ``writer_noted``: how often the writers' watermark is recomputed."""
+
+
+def _record_writers(
+    spark: SparkSession,
+    pipeline: Pipeline,
+    emit: Callable[[str], Any],
+    said: set[str],
+    *,
+    quiet: bool = False,
+) -> bool:
+    """Record the writers' watermark (:mod:`jobs.driver.writers_watermark`) and report it
+    (``quiet``: only when it moved) and each new warning; True when it moved."""
+    adv = record_writers_watermark(spark, pipeline)
+    for warning in adv.warnings:
+        if warning not in said:
+            said.add(warning)
+            emit(f"WARNING {warning}")
+    moved = adv.watermark_ms is not None
+    if moved or not quiet:
+        emit(adv.line())
+    return moved
+
+
+def _writers_poll(
+    spark: SparkSession, pipeline: Pipeline, emit: Callable[[str], Any], said: set[str]
+) -> Callable[[], None]:
+    """A ``poll`` for ``--follow``: records the writers' watermark every WRITERS_POLL_S, so an
+    idle writer stops holding it even while no data arrives (its control row makes a batch)."""
+    last = [0.0]
+
+    def poll() -> None:
+        if time.monotonic() - last[0] >= WRITERS_POLL_S:
+            last[0] = time.monotonic()
+            _record_writers(spark, pipeline, emit, said, quiet=True)
+
+    return poll
+
+
+STATE_LAYOUT_FILE = "_state_layout.json"
+STATE_LAYOUT_FORMAT = 1
+"""The version of the lake's state layout (``format`` in its layout file)."""
+
+
+def _shuffle_partitions(spark: SparkSession) -> int | None:
+    """The session's shuffle partitions (what a new checkpoint gets), or None if not a number."""
+    value = spark.conf.get("spark.sql.shuffle.partitions")
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> tuple[int, ...]:
+    """The lake's key-bucket grouping values
+    (:func:`jobs.executor.operator_input.balanced_bucket_ids`).
+
+    The operator's state is laid out by ``state_buckets`` and these values: the first run of a
+    lake records both with the layout's format version (``<lake>/_state_layout.json``), the
+    values spread over ``partitions`` (the new checkpoint's shuffle partitions). Every later run
+    reads them back, and refuses a lake of another format version, a checkpoint without a
+    recorded layout, or another ``state_buckets``: running would lose every key's state.
+    """
+    path = pipeline.lake_path / STATE_LAYOUT_FILE
+    if path.exists():
+        recorded = json.loads(path.read_text())
+        if recorded.get("format") != STATE_LAYOUT_FORMAT:
+            raise PipelineConfigError(
+                "lake",
+                f"{path} records state layout format {recorded.get('format')}, this version "
+                f"reads format {STATE_LAYOUT_FORMAT}: start a new lake directory.",
+            )
+        if recorded["state_buckets"] != pipeline.state_buckets:
+            raise PipelineConfigError(
+                "state_buckets",
+                f"the lake {pipeline.lake_path} was written with state_buckets = "
+                f"{recorded['state_buckets']}; running with {pipeline.state_buckets} would lose "
+                f"the state of every key. Keep {recorded['state_buckets']}, or start a new lake.",
+            )
+        return tuple(recorded["bucket_ids"])
+    if Path(pipeline.checkpoint_path).exists():
+        raise PipelineConfigError(
+            "lake",
+            f"the lake {pipeline.lake_path} has a checkpoint but no {STATE_LAYOUT_FILE}: it was "
+            "written by an older version; start a new lake directory.",
+        )
+    if partitions:
+        ids = balanced_bucket_ids(pipeline.state_buckets, partitions)
+    else:
+        ids = tuple(range(pipeline.state_buckets))
+    layout = {
+        "format": STATE_LAYOUT_FORMAT,
+        "state_buckets": pipeline.state_buckets,
+        "bucket_ids": ids,
+    }
+    write_atomically(path, json.dumps(layout))
+    return ids
+
+
+def run(
+    pipeline: Pipeline,
+    *,
+    spark: SparkSession | None = None,
+    follow: bool = False,
+    drain: bool = False,
+    interval: str = "10 seconds",
+    records: DataFrame | None = None,
+    progress: TextIO | None = sys.stderr,
+    stop_after_batches: int | None = None,
+    kill_at: Sequence[tuple[str, int]] = (),
+    profile_dir: str | None = None,
+    stop: StopRequest | None = None,
+) -> RunResult:
+    """Run ``pipeline`` once (see the module doc); returns what each batch did.
+
+    Holds the lake's run lock (:class:`sinks.lock.LakeLock`) throughout: a second run of the same
+    lake while this one lives raises :class:`sinks.errors.LakeBusy` and writes nothing. A stop
+    requested in ``stop`` (by default, and on the main thread, SIGINT or SIGTERM during the run:
+    :func:`jobs.driver.stopping.stop_on_signals`) ends the run after the batch in flight, skipping
+    its remaining queries (tick, writers' watermark, drain); ``stopped_by`` of the result names the
+    signal. Developer aids: ``kill_at`` SIGKILLs the job at ``(point, batch id)`` pairs
+    (:func:`jobs.driver.batch_sink.kill`); ``profile_dir`` profiles the operator's tasks into that
+    directory.
+    """
+    if follow and drain:
+        raise ValueError("--follow and --drain exclude each other (a drain ends the input)")
+    drain = drain or pipeline.source.bounded
+    started = time.monotonic()
+    result = RunResult()
+
+    def emit(line: str) -> None:
+        if progress is not None:
+            stamp = dt.datetime.now().strftime("%H:%M:%S")
+            print(f"[{stamp}] {pipeline.name}: {line}", file=progress, flush=True)
+
+    check_paths(pipeline)
+    lock = LakeLock(str(pipeline.lake_path), "run", f"another run of pipeline {pipeline.name!r}")
+    with lock, contextlib.ExitStack() as scope:
+        check_lake_identity(pipeline, record=True)  # a copied or moved lake: before Spark reads it
+        bind_lake_configuration(pipeline)  # before Spark: a lake keeps its configuration
+        if spark is None:
+            spark = get_session(f"panestore-{pipeline.name}")
+            result.add_phase("session", time.monotonic() - started)
+        if stop is None and threading.current_thread() is threading.main_thread():
+            stop = scope.enter_context(stop_on_signals())  # after the session: see its doc
+        preparing = time.monotonic()
+        bucket_ids = check_state_layout(pipeline, _shuffle_partitions(spark))
+        sink = BatchSink(pipeline, kill_at=kill_at)
+        sink.create_tables()
+        check_readable(pipeline.checkpoint_path)
+        check_not_behind(pipeline.checkpoint_path, sink.committed_batch_id())
+        run_query = functools.partial(
+            _run_query,
+            spark,
+            pipeline,
+            sink,
+            result,
+            emit,
+            follow=follow,
+            interval=interval,
+            records=records,
+            bucket_ids=bucket_ids,
+            stop_after_batches=stop_after_batches,
+            profile_dir=profile_dir,
+            stop=stop,
+        )
+        said: set[str] = set()  # writer_noted warnings already reported
+
+        def stopped() -> bool:
+            return stop is not None and stop.requested
+
+        result.add_phase("prepare", time.monotonic() - preparing)
+        if note_changes(pipeline):  # a batch records them: make sure one runs
+            write_tick(pipeline)
+        if pending_watermark(pipeline):
+            emit("the last run stopped before its no-data batch: ticking to fire due timers")
+            write_tick(pipeline)
+        writers = follow and pipeline.writer_noted
+        poll = _writers_poll(spark, pipeline, emit, said) if writers else None
+        run_query(poll=poll)
+        if not follow and not stopped() and pending_watermark(pipeline):
+            # A replayed last batch is not followed by Spark's no-data batch: tick once more.
+            emit("ticking to fire the timers of the last watermark advance")
+            write_tick(pipeline)
+            run_query()
+        record_writers = not follow and not stopped() and pipeline.writer_noted
+        if record_writers and _record_writers(spark, pipeline, emit, said):
+            # the writers' watermark, a control row, moves Spark's after one more batch
+            run_query()
+        if drain and not stopped():
+            emit("drain: moving the watermark to the end of time")
+            write_drain_sentinel(pipeline)
+            run_query()
+        result.seconds = time.monotonic() - started
+        if stop is not None and stop.requested:
+            result.stopped_by = stop.name
+            undrained = "; the drain did not run: run again with --drain" if drain else ""
+            emit(f"stopped on {stop.name}{undrained}")
+        emit(result.summary())
+        return result

@@ -1,0 +1,42 @@
+"""The code Spark runs in its Python workers: the stateful operator, its input and its output.
+
+Imported per task, so it imports cheaply and nothing of the configuration loader, the driver,
+the command line, the materializer or plotting (``tests/test_architecture.py`` holds this
+budget). :class:`BucketProcessor` runs the panes engine per key bucket over rows packed by
+:func:`pack_by_bucket`; tasks write their output as Parquet files (:mod:`.task_files`,
+:mod:`.batch_output`); :class:`PaneLogDataSource` reads another pipeline's pane log.
+
+>>> from jobs.executor import pack_by_bucket
+>>> pack_by_bucket.__module__
+'jobs.executor.operator_input'
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from jobs.front_door import lazy_exports
+
+if TYPE_CHECKING:  # what the front door offers; each is imported on first use (jobs.front_door)
+    from jobs.executor.batch_output import write_batch_files
+    from jobs.executor.operator import BucketProcessor, OperatorConfig, apply_operator
+    from jobs.executor.operator_input import InputSchema, pack_by_bucket, unpack
+    from jobs.executor.output_tables import OutputTables
+    from jobs.executor.pane_log_reader import PaneLogDataSource, PaneLogOffset
+    from jobs.executor.task_files import TaskOutput, TaskWriting
+
+__all__ = [
+    "BucketProcessor",
+    "InputSchema",
+    "OperatorConfig",
+    "OutputTables",
+    "PaneLogDataSource",
+    "PaneLogOffset",
+    "TaskOutput",
+    "TaskWriting",
+    "apply_operator",
+    "pack_by_bucket",
+    "unpack",
+    "write_batch_files",
+]
+__getattr__ = lazy_exports(__name__, __file__)

