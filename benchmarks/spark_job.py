@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/spark_job.py [--workload 1m|10m|small|all ...] [--repeat R]
         [--format jsonl|parquet] [--files-per-batch F] [--no-native] [--keep DIR]
-        [--compare-code DIR]
+        [--compare-code DIR ...]
 
 Workloads (``benchmarks/workload.py``; ~10% of events out of order by up to 5 minutes, one file
 per 10,000 events in a landing directory):
@@ -36,7 +36,7 @@ the peak resident memory (process tree; driver Python, JVM and Python workers ap
 table of where the time of a run goes (median per row): JVM and session start, preparing the
 lake, building the query, Spark's phases of each micro-batch (listing, planning, execution with
 the sink's Delta commits, checkpoint writes), and the query's start and stop around them.
-``--compare-code DIR`` measures a third side: panestore from another checkout (before/after).
+``--compare-code DIR`` (repeatable) measures panestore from another checkout too (before/after).
 Figures, not a test.
 """
 
@@ -244,10 +244,30 @@ class PeakRSS:
 
 # -- one measurement (in a child process) ---------------------------------------------------
 
+# where the panestore API lives: this layout, and the flat jobs/ of checkouts before the
+# sub-packages (so --compare-code can measure them)
+API = {
+    "pipeline_from_dict": ("jobs.config.load", "jobs.pipeline"),
+    "run": ("jobs.driver.runs", "jobs.run"),
+    "get_session": ("jobs.startup.session", "jobs.spark"),
+    "quiet_spark_stderr": ("jobs.startup.quiet", "jobs.quiet"),
+}
+
+
+def panestore_api(name: str):
+    """``name`` of the panestore checkout measured (see :data:`API`)."""
+    import importlib
+
+    for module in API[name]:
+        try:
+            return getattr(importlib.import_module(module), name)
+        except ModuleNotFoundError:
+            continue
+    raise ModuleNotFoundError(f"no module of {API[name]} in this checkout")
+
 
 def panestore_pipeline(landing: Path, lake: Path, fmt: str, files_per_batch: int):
-    from jobs.config.load import pipeline_from_dict
-
+    pipeline_from_dict = panestore_api("pipeline_from_dict")
     return pipeline_from_dict(
         {
             "name": "bench",
@@ -282,8 +302,7 @@ def _batch_record(batch_id: int, rows: int, durations: dict, compute_s=None, com
 def measure_panestore(spark, landing: Path, lake: Path, fmt: str, files_per_batch: int) -> dict:
     from deltalake import DeltaTable
 
-    from jobs.driver.runs import run
-
+    run = panestore_api("run")
     pipeline = panestore_pipeline(landing, lake, fmt, files_per_batch)
     start = time.perf_counter()
     result = run(pipeline, spark=spark, progress=None)
@@ -369,10 +388,8 @@ def measure_once(
     ``PANESTORE_BENCH_CODE`` in the environment: run the panestore of that checkout."""
     if os.environ.get("PANESTORE_BENCH_CODE"):
         sys.path.insert(0, os.environ["PANESTORE_BENCH_CODE"])
-    from jobs.startup.quiet import quiet_spark_stderr
-    from jobs.startup.session import get_session
-
-    quiet_spark_stderr()
+    get_session = panestore_api("get_session")
+    panestore_api("quiet_spark_stderr")()
     with PeakRSS() as mem:
         t = time.perf_counter()
         spark = get_session("panestore-bench", shuffle_partitions=shuffle)
@@ -453,7 +470,7 @@ def _child(
 def _targets(work: Path, wl: Workload, side: Side) -> tuple[Path, Path | None]:
     """(where a measurement of ``side`` writes, the history snapshot it starts from)."""
     name = "lake" if side.what == "panestore" else "native"
-    suffix = "" if side.code is None else "-compare"
+    suffix = "" if side.code is None else f"-{Path(side.code).name}"
     target = work / wl.name / f"{name}{suffix}"
     return target, (target.with_name(target.name + ".history") if wl.is_small_run else None)
 
@@ -660,7 +677,9 @@ def main() -> None:
     ap.add_argument(
         "--compare-code",
         metavar="DIR",
-        help="also measure panestore of this checkout (before a change)",
+        action="append",
+        default=[],
+        help="also measure panestore of this checkout (before a change; repeatable)",
     )
     ap.add_argument("--keep", help="work directory to use and keep (landing files are reused)")
     ap.add_argument("--measure", choices=("panestore", "native"), help=argparse.SUPPRESS)
@@ -682,8 +701,7 @@ def main() -> None:
     names = args.workload or ["1m"]
     names = list(WORKLOADS) if "all" in names else list(dict.fromkeys(names))
     sides = [Side("panestore", "panestore")]
-    if args.compare_code:
-        code = str(Path(args.compare_code).resolve())
+    for code in (str(Path(c).resolve()) for c in args.compare_code):
         sides.append(Side("panestore", f"panestore@{Path(code).name}", code))
     if not args.no_native:
         sides.append(Side("native", "native"))

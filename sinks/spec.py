@@ -4,7 +4,7 @@
 verifier, the inspection tools and the table-identity checks take a :class:`ViewSpec`, a typed
 description of a pane log and its view: the pipeline's name, its lake directory (and table path
 overrides, storage options), key columns, named aggregates, window function and accumulation
-mode. ``jobs.config.view_spec`` builds one from a pipeline configuration.
+mode. ``jobs.config.sink_spec`` builds one from a pipeline configuration.
 
 The *fingerprint* of a spec hashes what decides the meaning of the pane log's rows (keys,
 aggregates, window function, accumulation mode); :mod:`sinks.tables` records it in the table

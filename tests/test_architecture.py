@@ -169,6 +169,9 @@ def test_each_subpackage_has_a_front_door_that_imports_on_first_use(package):
     where = exported(str(_front_door(package)))
     door = importlib.import_module(package)
     assert sorted(door.__all__) == sorted(where) and where
+    # a submodule of the same name would replace the name on the package once imported
+    modules = {p.stem for p in _front_door(package).parent.glob("*.py")}
+    assert sorted(set(where) & modules) == []
     for name, module in where.items():
         assert getattr(door, name) is getattr(importlib.import_module(module), name)
     probe = f"import sys, {package}\nprint([m for m in sys.modules if m.startswith('{package}.')])"

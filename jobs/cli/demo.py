@@ -226,7 +226,7 @@ def report_hourly(hourly, say) -> None:
     from deltalake import DeltaTable
 
     from jobs.cli.source_elements import load_source_elements, source_elements_are
-    from jobs.config.view_spec import view_spec
+    from jobs.config.sink_spec import view_spec
     from sinks.duck import connect
     from sinks.verify import verify
 
@@ -268,7 +268,7 @@ def report_hourly(hourly, say) -> None:
 def check(pipeline, say) -> None:
     """The current view through DuckDB, and `panestore verify`."""
     from jobs.cli.source_elements import load_source_elements
-    from jobs.config.view_spec import view_spec
+    from jobs.config.sink_spec import view_spec
     from sinks.duck import connect
     from sinks.verify import verify
 

@@ -25,7 +25,7 @@ def _load(conf: str) -> Pipeline:
 
 
 def _spec(conf: str):
-    from jobs.config.view_spec import view_spec
+    from jobs.config.sink_spec import view_spec
 
     return view_spec(_load(conf))
 
@@ -91,7 +91,7 @@ def materialize_after_run(pipeline: Any, out=print, committed: Sequence[int] = (
     batches are committed and the next ``panestore materialize`` folds them. That is said, and
     0 is returned.
     """
-    from jobs.config.view_spec import view_spec
+    from jobs.config.sink_spec import view_spec
     from sinks.errors import LakeError, MaterializerBusy
     from sinks.materializer import Materializer
 
@@ -127,7 +127,7 @@ def cmd_materialize(a) -> int:
 
 def cmd_verify(a) -> int:
     from jobs.cli.source_elements import load_source_elements, source_elements_are
-    from jobs.config.view_spec import view_spec
+    from jobs.config.sink_spec import view_spec
     from sinks.errors import UpstreamChanged
     from sinks.verify import Check, verify
 
@@ -179,7 +179,7 @@ def cmd_history(a) -> int:
 
 def cmd_plot(a) -> int:
     from jobs.cli.source_elements import load_source_elements
-    from jobs.config.view_spec import view_spec
+    from jobs.config.sink_spec import view_spec
     from sinks.plot import plot
 
     pipeline = _load(a.conf)

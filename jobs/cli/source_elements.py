@@ -14,7 +14,7 @@ from jobs.config.event_time import EPOCH_UNITS, accepted, event_time_us
 from jobs.config.landing_paths import duckdb_literal
 from jobs.config.landing_paths import landing_files as input_files
 from jobs.config.pipeline import Pipeline
-from jobs.config.view_spec import view_spec
+from jobs.config.sink_spec import view_spec
 from jobs.driver.upstream_identity import check_upstream
 from jobs.executor.operator_input import TS_US
 from sinks.batch_check import VALUE, value_fields

@@ -4,7 +4,7 @@ Pure Python (no Spark): typed values (:class:`Pipeline` and its parts, :mod:`.pi
 Python or loaded from TOML layers (:func:`load_pipeline`, :mod:`.load`), the filesystem checks
 made before Spark starts (:mod:`.checks`), the accepted event-time forms (:mod:`.event_time`),
 the landing directory's naming rules (:mod:`.landing_paths`) and the view spec the sinks take
-(:mod:`.view_spec`). Imports ``panes`` and ``sinks`` only.
+(:mod:`.sink_spec`). Imports ``panes`` and ``sinks`` only.
 
 >>> from jobs.config import load_pipeline
 >>> load_pipeline("conf/demo.toml").name
@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # what the front door offers; each is imported on first use (
         Upstream,
         Watermark,
     )
-    from jobs.config.view_spec import view_spec
+    from jobs.config.sink_spec import view_spec
 
 __all__ = [
     "Aggregate",

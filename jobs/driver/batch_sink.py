@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from jobs.config.pipeline import Pipeline
-from jobs.config.view_spec import view_spec
+from jobs.config.sink_spec import view_spec
 from jobs.driver.checkpoint import batch_input, local_path
 from jobs.driver.landing_changes import CHANGED, ChangedFile, bind_changes
 from jobs.driver.plan import layout

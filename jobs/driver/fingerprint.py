@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jobs.config.pipeline import Pipeline, PipelineConfigError
-from jobs.config.view_spec import view_spec
+from jobs.config.sink_spec import view_spec
 from jobs.driver.lake_files import write_atomically
 from panes import format_duration
 from sinks.column_types import INTEGRAL, TYPES, arrow_type

@@ -13,7 +13,7 @@ pytest.importorskip("duckdb")
 
 from jobs.cli.commands import main
 from jobs.config.load import load_pipeline
-from jobs.config.view_spec import view_spec
+from jobs.config.sink_spec import view_spec
 from jobs.driver.batch_sink import BatchSink
 from panes import END_OF_TIME, Simulator
 from sinks.materializer import Materializer

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HOLD = """\
 import sys
 from jobs.config.load import load_pipeline
-from jobs.config.view_spec import view_spec
+from jobs.config.sink_spec import view_spec
 from sinks.lock import materializer_lock
 with materializer_lock(view_spec(load_pipeline(sys.argv[1]))):
     print("held", flush=True)

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("deltalake")
 
 from jobs.config.load import pipeline_from_dict
-from jobs.config.view_spec import view_spec
+from jobs.config.sink_spec import view_spec
 from jobs.driver.batch_sink import BatchSink
 from sinks.errors import ConfigMismatch
 from sinks.lake_format import FINGERPRINT_PROPERTY

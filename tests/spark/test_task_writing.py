@@ -1,0 +1,159 @@
+"""Who writes a batch's files changes no outcome: operator tasks that write every row themselves
+(:mod:`jobs.executor.task_files`: at most one row sent on, files of seven rows) and tasks that
+send their few rows on to the writer task write the same tables, over a landing zone full of
+awkward lines. And Spark places a bucket's grouping value in the shuffle partition
+:func:`jobs.executor.operator_input.spark_partition_of_int` says (the lake's balanced bucket
+ids rely on it)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from tests.spark.support import iso, put
+
+pytestmark = pytest.mark.spark
+
+
+def test_the_shuffle_partition_of_a_bucket_value_equals_sparks(spark):
+    from pyspark.sql import functions as F
+
+    from jobs.executor.operator_input import spark_partition_of_int
+
+    values = [*range(300), -1, -(2**31), 2**31 - 1, 123_456_789]
+    df = spark.createDataFrame([(v,) for v in values], "v int")
+    for n in (2, 3, 8):
+        got = df.select("v", F.pmod(F.hash("v"), F.lit(n)).alias("p")).collect()
+        assert [r["p"] for r in got] == [spark_partition_of_int(r["v"], n) for r in got]
+
+
+def _pipeline(tmp_path, name: str):
+    from jobs.config.load import pipeline_from_dict
+
+    return pipeline_from_dict(
+        {
+            "name": "views",
+            "lake": str(tmp_path / name),
+            "keys": ["device_id"],
+            "event_time": "ts",
+            "window": "Sessions(1m)",
+            "trigger": "AfterWatermark(early=AfterCount(3), late=AfterCount(1))",
+            "accumulation_mode": "accumulating_and_retracting",
+            "allowed_lateness": "30s",
+            "source": {
+                "path": str(tmp_path / "landing"),
+                "max_files_per_trigger": 1,
+                "schema": {
+                    "device_id": "string",
+                    "ts": "timestamp",
+                    "seconds": "double",
+                    "n": "int",
+                },
+            },
+            "watermark": {"delay": "10s"},
+            "aggregates": {"plays": "count()", "watched": "sum(seconds)", "most": "max(n)"},
+            "state_buckets": 4,
+        }
+    )
+
+
+AWKWARD = [
+    "not json",
+    "{'device_id': 'q', 'ts': '2024-01-01T00:00:05Z'}",  # single quotes: Spark reads it
+    '{"device_id": "a", "device_id": "b", "ts": "2024-01-01T00:00:06Z"}',  # Spark: "b"
+    '{"device_id": "c", "ts": "2024-01-01T00:00:07Z"}{"device_id": "z"}',  # Spark: the first
+    '{"device_id": 5, "ts": "2024-01-01T00:00:08Z", "seconds": 1}',  # Spark: key "5"
+    '{"device_id": "a", "ts": "2024-01-01T00:00:09Z", "seconds": Infinity}',
+    '{"device_id": "a", "ts": "2024-01-01T00:00:09Z", "seconds": Inf}',
+    '{"device_id": "a", "ts": "2024-01-01T00:00:10Z", "n": 3000000000}',
+    '{"device_id": "a", "ts": "2024-01-01T00:00:10Z", "n": "3"}',
+    '{"device_id": null, "ts": "2024-01-01T00:00:11Z"}',
+    '{"ts": "2024-01-01T00:00:11Z"}',
+    '{"device_id": "a"}',
+    '{"device_id": "a", "ts": "yesterday"}',
+    '{"device_id": "a", "ts": "2024-01-01T00:00:12 UTC"}',  # not a form of event_time
+    '{"device_id": "a", "ts": "2024-01-01T00:00:12.1234567Z"}',
+    '{"device_id": "a", "ts": "2024-02-30T00:00:12Z"}',
+    "[1, 2]",
+]
+# unusual, but accepted
+ODD = [
+    '{"device_id": "a", "ts": "2024-01-01 00:00:13"}',
+    '{"device_id": "a", "ts": "2024-01-01T01:00:14+01:00", "seconds": 2.5}',
+    '{"device_id": "a", "ts": " 2024-01-01T00:00:12Z "}',  # trimmed by both
+    '{"device_id": "\\u00e9", "ts": "2024-01-01T00:00:15Z", "extra": [1, {"x": null}]}',
+]
+
+
+def _landing(seed: int, start: int) -> list[str]:
+    rnd = random.Random(seed)
+    lines = []
+    for i in range(300):
+        s = start + 60 + i * 0.5 - rnd.choice([0, 0, 0, 0, 20, 45])  # some out of order, some late
+        record = {
+            "device_id": f"d{rnd.randint(0, 11)}",
+            "ts": iso(s),
+            "seconds": rnd.choice([0.5, 1.0, None]),
+            "n": rnd.randint(0, 9),
+        }
+        lines.append(json.dumps(record))
+    for bad in AWKWARD + ODD:
+        lines.insert(rnd.randint(0, len(lines)), bad)
+    return lines
+
+
+def test_tasks_writing_every_row_write_the_tables_the_writer_task_writes(
+    spark, tmp_path, monkeypatch
+):
+    from deltalake import DeltaTable
+
+    from jobs.driver.batch_sink import BatchSink
+    from jobs.driver.runs import run
+    from jobs.executor.task_files import TaskWriting
+
+    files = [_landing(1, 0), _landing(2, 140)]
+    pipelines = {name: _pipeline(tmp_path, name) for name in ("sent", "tasks")}
+    default = BatchSink.task_writing
+
+    def task_writing(sink: BatchSink) -> TaskWriting | None:
+        if sink.pipeline.lake_path != pipelines["tasks"].lake_path:
+            return default.fget(sink)
+        return TaskWriting(sink.tables, rows_as_rows=1, rows_per_file=7)
+
+    monkeypatch.setattr(BatchSink, "task_writing", property(task_writing))
+
+    def run_both(drain: bool = False) -> None:  # the same batches for both lakes
+        for pipeline in pipelines.values():
+            run(pipeline, spark=spark, progress=None, drain=drain)
+
+    for i, lines in enumerate(files):
+        put(tmp_path / "landing", f"views-{i}.jsonl", lines)
+        run_both()
+    run_both(drain=True)
+    tables = {
+        name: {
+            t: DeltaTable(p.table_path(t)).to_pyarrow_table().to_pylist()
+            for t in ("panes", "late", "rejected")
+        }
+        for name, p in pipelines.items()
+    }
+
+    def comparable(rows: list[dict]) -> list[tuple]:
+        skip = {"processing_time_us", "processing_time", "record_id", "pane_id", "batch_id"}
+        return sorted(repr(sorted((k, v) for k, v in r.items() if k not in skip)) for r in rows)
+
+    sent, tasks = tables["sent"], tables["tasks"]
+    assert len(sent["panes"]) > 50 and sent["late"] and len(sent["rejected"]) >= 10
+    for t in ("panes", "late", "rejected"):
+        assert comparable(sent[t]) == comparable(tasks[t]), t
+    for t in ("panes", "rejected"):  # written by the operator's tasks / by the writer task
+        names = {
+            n: [f.rsplit("/", 1)[-1] for f in DeltaTable(p.table_path(t)).file_uris()]
+            for n, p in pipelines.items()
+        }
+        assert any("-t0" in f for f in names["tasks"]), t
+        assert not any("-t0" in f for f in names["sent"]), t
+        if t == "panes":  # files of about seven rows
+            assert len(names["tasks"]) > len(names["sent"])
