@@ -61,6 +61,8 @@ NO_DATA_OPERATIONS = frozenset(
 # Spark/Delta timestamps must lie within 0001-01-01T00:00:00 .. 9999-12-31T23:59:59.999999 UTC.
 MIN_TIMESTAMP_US = -62_135_596_800_000_000
 MAX_TIMESTAMP_US = 253_402_300_799_999_999
+MAX_TIMESTAMP_MS = MAX_TIMESTAMP_US // 1000
+"""Spark's last timestamp in ms: a drain moves Spark's watermark here (the end of time)."""
 # The Arrow type of every timestamp column (derived from its ``*_us`` column).
 TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
 

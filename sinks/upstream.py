@@ -13,8 +13,9 @@ downstream batch reads what it read the first time.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -97,6 +98,26 @@ def pane_log_columns(path: str, pipeline: str | None = None) -> PaneLogColumns:
         typed([name for name, _ in config["aggregates"]]),
         str(config["accumulation_mode"]),
     )
+
+
+@dataclass(frozen=True)
+class PaneLogOffset:
+    """A downstream's offset: it has read the pane-log versions up to ``version`` (-1: none) of
+    the table ``table`` (None: no table yet, or an offset of an older panestore)."""
+
+    version: int
+    table: str | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PaneLogOffset:
+        table = data.get("table")
+        return cls(int(data["version"]), None if table is None else str(table))
+
+    def to_json(self) -> dict[str, Any]:
+        """The offset as Spark stores it (no ``table`` key while there is no table)."""
+        if self.table is None:
+            return {"version": self.version}
+        return {"version": self.version, "table": self.table}
 
 
 @dataclass(frozen=True)

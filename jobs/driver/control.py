@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING
 from jobs.config.landing_paths import spark_path
 from jobs.config.pipeline import Pipeline
 from jobs.driver.landing_source import FILE_SOURCE_OPTIONS
-from jobs.executor.operator import DEFAULT_END_OF_TIME_MS
+from sinks.lake_format import MAX_TIMESTAMP_MS
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
-SENTINEL_MS = DEFAULT_END_OF_TIME_MS
+SENTINEL_MS = MAX_TIMESTAMP_MS
 """The drain sentinel's event time: the last millisecond Spark timestamps can hold."""
 
 

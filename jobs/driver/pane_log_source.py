@@ -31,19 +31,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from jobs.executor.pane_log_reader import FORMAT_NAME, PaneLogDataSource
-
-try:  # pyspark is optional at import time (the pure test suite runs without it)
-    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-except ImportError:  # pragma: no cover - exercised only without pyspark
-    # stand-ins so that the module imports; mypy checks against pyspark's classes
-    DataSource = DataSourceStreamReader = InputPartition = object  # type: ignore[assignment,misc]
-
 from jobs.config.pipeline import Pipeline
 from jobs.driver.upstream_identity import check_upstream
-from jobs.executor.operator import DEFAULT_END_OF_TIME_MS
 from jobs.executor.operator_input import TS_US, WEIGHT
+from jobs.executor.pane_log_reader import FORMAT_NAME, PaneLogDataSource
 from panes.time import END_OF_TIME
+from sinks.lake_format import MAX_TIMESTAMP_MS
 from sinks.upstream import EVENT_TIME_US, WATERMARK_US
 from sinks.upstream import WEIGHT as UPSTREAM_WEIGHT
 
@@ -87,7 +80,7 @@ def tagged(
     from pyspark.sql import functions as F
 
     wm = F.col(WATERMARK_US)
-    end = F.lit(DEFAULT_END_OF_TIME_MS * 1000)  # the drain sentinel's time
+    end = F.lit(MAX_TIMESTAMP_MS * 1000)  # the drain sentinel's time
     watermark_us = (
         F.when(wm.isNull() | (wm <= 0), F.lit(0))
         .when(wm >= F.lit(END_OF_TIME), end)

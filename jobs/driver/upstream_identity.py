@@ -26,9 +26,8 @@ from pathlib import Path
 
 from jobs.config.pipeline import Pipeline
 from jobs.driver.checkpoint import OFFSETS, RECOVERY, CheckpointError
-from jobs.executor.pane_log_reader import PaneLogOffset
 from sinks.errors import UpstreamChanged
-from sinks.upstream import PaneLogHead, commit_times_ms, pane_log_head
+from sinks.upstream import PaneLogHead, PaneLogOffset, commit_times_ms, pane_log_head
 
 CLOCK_SLACK_MS = 2_000
 """How much later than an offset file's modification time the commit of a version it names may

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # what the front door offers; each is imported on first use (
     from jobs.executor.operator import BucketProcessor, OperatorConfig, apply_operator
     from jobs.executor.operator_input import InputSchema, pack_by_bucket, unpack
     from jobs.executor.output_tables import OutputTables
-    from jobs.executor.pane_log_reader import PaneLogDataSource, PaneLogOffset
+    from jobs.executor.pane_log_reader import PaneLogDataSource
     from jobs.executor.task_files import TaskOutput, TaskWriting
 
 __all__ = [
@@ -31,7 +31,6 @@ __all__ = [
     "OperatorConfig",
     "OutputTables",
     "PaneLogDataSource",
-    "PaneLogOffset",
     "TaskOutput",
     "TaskWriting",
     "apply_operator",

@@ -63,12 +63,12 @@ from jobs.executor.task_files import TaskOutput, TaskWriting
 from jobs.startup.python_processes import set_gc_thresholds
 from panes.time import BEGINNING_OF_TIME, END_OF_TIME
 from panes.weights import Retracted
-from sinks.lake_format import MAX_TIMESTAMP_US
+from sinks.lake_format import MAX_TIMESTAMP_MS
 from sinks.pane_log import DEFAULT_LAYOUT, PaneLogLayout, core_schema, pane_columns
 from sinks.records import dropped_record, late_core_schema
 
 # Spark timestamps end at 9999-12-31; a drain pushes the Spark watermark to here or beyond.
-DEFAULT_END_OF_TIME_MS = MAX_TIMESTAMP_US // 1000
+DEFAULT_END_OF_TIME_MS = MAX_TIMESTAMP_MS
 RETRACTION_NOTE = "(a retraction: weight -1, its value stays in the window)"
 """Appended to the late-table reason of a dropped element of weight -1 (weighted input)."""
 REJECTED_OUTPUT = (

@@ -1,10 +1,10 @@
 """The pane-log stream reader: a PySpark Python data source over another pipeline's pane log.
 
-Offsets are pane-log versions and the table they belong to (:class:`PaneLogOffset`:
-``{"version": v, "table": id}``, version -1 before the first), and a micro-batch reads the rows
-of the versions ``(start, end]`` with delta-rs (:func:`sinks.upstream.read_elements`). Spark
-records both offsets in its offset log before the batch runs, so a replayed batch reads exactly
-the same rows.
+Offsets are pane-log versions and the table they belong to (:class:`sinks.upstream.PaneLogOffset`:
+``{"version": v, "table": id}``, version -1 before the first), and a micro-batch reads the rows of
+the versions ``(start, end]`` with delta-rs (:func:`sinks.upstream.read_elements`). Spark records
+both offsets in its offset log before the batch runs, so a replayed batch reads exactly the same
+rows.
 
 This module runs in Spark's Python workers (Spark starts them for the data source's planning
 calls and its ``read``): it imports nothing of the pipeline configuration. The driver side
@@ -18,9 +18,8 @@ new versions, plans a batch or reads one, with :class:`sinks.errors.UpstreamChan
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -32,32 +31,8 @@ except ImportError:  # pragma: no cover - exercised only without pyspark
 
 from sinks.column_types import COLUMN_TYPES, arrow_type
 from sinks.errors import UpstreamChanged
-from sinks.upstream import EVENT_TIME_US, WATERMARK_US, pane_log_head, read_elements
+from sinks.upstream import EVENT_TIME_US, WATERMARK_US, PaneLogOffset, pane_log_head, read_elements
 from sinks.upstream import WEIGHT as UPSTREAM_WEIGHT
-
-if TYPE_CHECKING:  # pragma: no cover
-    pass
-
-
-@dataclass(frozen=True)
-class PaneLogOffset:
-    """A downstream's offset: it has read the pane-log versions up to ``version`` (-1: none) of
-    the table ``table`` (None: no table yet, or an offset of an older panestore)."""
-
-    version: int
-    table: str | None = None
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> PaneLogOffset:
-        table = data.get("table")
-        return cls(int(data["version"]), None if table is None else str(table))
-
-    def to_json(self) -> dict[str, Any]:
-        """The offset as Spark stores it (no ``table`` key while there is no table)."""
-        if self.table is None:
-            return {"version": self.version}
-        return {"version": self.version, "table": self.table}
-
 
 FORMAT_NAME = "panestore_pane_log"
 """The name :class:`PaneLogDataSource` is registered under."""
