@@ -255,15 +255,14 @@ API = {
 
 
 def panestore_api(name: str):
-    """``name`` of the panestore checkout measured (see :data:`API`)."""
+    """``name`` of the panestore checkout measured (see :data:`API`). The layout is read from
+    the checkout's files: an editable install would answer for modules a checkout lacks."""
     import importlib
 
-    for module in API[name]:
-        try:
-            return getattr(importlib.import_module(module), name)
-        except ModuleNotFoundError:
-            continue
-    raise ModuleNotFoundError(f"no module of {API[name]} in this checkout")
+    import jobs
+
+    flat = not (Path(jobs.__file__).parent / "driver").is_dir()
+    return getattr(importlib.import_module(API[name][flat]), name)
 
 
 def panestore_pipeline(landing: Path, lake: Path, fmt: str, files_per_batch: int):
