@@ -430,7 +430,7 @@ def _child(
 ) -> dict:
     cmd = [
         sys.executable,
-        __file__,
+        str(Path(__file__).resolve()),
         "--measure",
         side.what,
         "--landing",
@@ -444,12 +444,17 @@ def _child(
         "--shuffle-partitions",
         str(shuffle),
     ]
+    # The checkout measured comes first on every Python process's path, and the child runs in
+    # the landing's parent directory: Spark's Python processes put their working directory
+    # first on their path, and a checkout there would shadow the one measured.
+    code = side.code or str(HERE.parent)
     env = dict(os.environ)
-    if side.code:
-        env["PANESTORE_BENCH_CODE"] = side.code
-        env["PYTHONPATH"] = os.pathsep.join([side.code, env.get("PYTHONPATH", "")])
+    env["PANESTORE_BENCH_CODE"] = code
+    env["PYTHONPATH"] = os.pathsep.join([code, env.get("PYTHONPATH", "")])
     for attempt in range(1, ATTEMPTS + 1):
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, check=False, env=env, cwd=landing.parent
+        )
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
         if proc.returncode == 0 and lines:
             return json.loads(lines[-1])
