@@ -14,28 +14,33 @@ from sinks.lake_format import TIMESTAMP_TYPE
 @dataclass(frozen=True)
 class ColumnType:
     """One configuration type name: its Spark SQL type, its Arrow type, the DuckDB type a landing
-    file's column is read as (timestamps as text, parsed afterwards) and whether it is numeric."""
+    file's column is read as (timestamps as text, parsed afterwards), whether it is numeric, and
+    the Arrow type name Arrow's JSON reader must produce for a value to equal Spark's reading of
+    it (None: the job's JSON-lines decoder leaves such columns to Spark)."""
 
     spark: str
     arrow: pa.DataType
     duckdb: str
     numeric: bool
+    arrow_json: str | None
 
 
 TYPES: dict[str, ColumnType] = {
-    "string": ColumnType("string", pa.string(), "VARCHAR", False),
-    "int": ColumnType("int", pa.int32(), "INTEGER", True),
-    "long": ColumnType("bigint", pa.int64(), "BIGINT", True),
-    "bigint": ColumnType("bigint", pa.int64(), "BIGINT", True),
-    "double": ColumnType("double", pa.float64(), "DOUBLE", True),
-    "float": ColumnType("float", pa.float32(), "FLOAT", True),
-    "boolean": ColumnType("boolean", pa.bool_(), "BOOLEAN", False),
-    "timestamp": ColumnType("timestamp", TIMESTAMP_TYPE, "VARCHAR", False),
+    "string": ColumnType("string", pa.string(), "VARCHAR", False, "string"),
+    "int": ColumnType("int", pa.int32(), "INTEGER", True, "int32"),
+    "long": ColumnType("bigint", pa.int64(), "BIGINT", True, "int64"),
+    "bigint": ColumnType("bigint", pa.int64(), "BIGINT", True, "int64"),
+    "double": ColumnType("double", pa.float64(), "DOUBLE", True, "float64"),
+    "float": ColumnType("float", pa.float32(), "FLOAT", True, None),
+    "boolean": ColumnType("boolean", pa.bool_(), "BOOLEAN", False, "bool"),
+    "timestamp": ColumnType("timestamp", TIMESTAMP_TYPE, "VARCHAR", False, None),
 }
 
 # name -> (Spark SQL type name, numeric?)
 COLUMN_TYPES: dict[str, tuple[str, bool]] = {n: (t.spark, t.numeric) for n, t in TYPES.items()}
 INTEGRAL = frozenset({"int", "long", "bigint"})
+# name -> Arrow type name of the JSON reader, for the types the JSON-lines decoder reads itself
+ARROW_JSON_TYPES: dict[str, str] = {n: t.arrow_json for n, t in TYPES.items() if t.arrow_json}
 
 
 def arrow_type(type_name: str) -> pa.DataType:

@@ -24,8 +24,16 @@ ALLOWED = {
     "jobs.config": {"panes", "sinks", "jobs.config", "jobs.front_door"},
     # Spark and its Python processes' start-up: nothing of the pipeline
     "jobs.startup": {"jobs.startup", "jobs.front_door"},
-    # Spark's Python workers: the model, the sinks' formats, start-up (GC thresholds)
-    "jobs.executor": {"panes", "sinks", "jobs.executor", "jobs.startup", "jobs.front_door"},
+    # Spark's Python workers: the model, the sinks' formats, start-up (GC thresholds), and of
+    # the configuration only the accepted event-time forms (pure: numpy and Arrow)
+    "jobs.executor": {
+        "panes",
+        "sinks",
+        "jobs.executor",
+        "jobs.startup",
+        "jobs.front_door",
+        "jobs.config.event_time",
+    },
     "jobs.driver": {
         "panes",
         "sinks",
@@ -127,7 +135,15 @@ def test_the_rule_is_checked_on_every_module():
 # What must never be imported in Spark's Python workers (they import the executor modules per
 # task, so those must import cheaply): the configuration and its loader, the driver, the command
 # line, the materializer, plotting.
-NOT_ON_EXECUTORS = ("jobs.config", "jobs.driver", "jobs.cli", "sinks.materializer", "sinks.plot")
+NOT_ON_EXECUTORS = (
+    "jobs.config.pipeline",
+    "jobs.config.load",
+    "jobs.config.checks",
+    "jobs.driver",
+    "jobs.cli",
+    "sinks.materializer",
+    "sinks.plot",
+)
 
 
 def _executor_modules() -> list[str]:

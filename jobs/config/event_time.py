@@ -18,11 +18,11 @@ Text is trimmed of spaces first. Anything else is unreadable, and the record is 
 :data:`EVENT_TIME_RANGE` is rejected as out of range. With ``watermark.policy = "ingestion_time"``
 the batch's timestamp is the event time.
 
-Both readers derive from :data:`FORMS`: :func:`spark_event_time` reads them in the job (the same
-patterns gate Spark's own ``CAST``, so Spark accepts no other form); :func:`event_time_us` reads
-them with Arrow for ``panestore verify``'s batch answer, which runs without Spark
-(:mod:`jobs.cli.source_elements`). ``tests/spark/test_event_time.py`` checks on a corpus that both
-give the same value or the same rejection.
+Every path derives from :data:`FORMS`: :func:`event_time_us` reads them with Arrow (the JSON-lines
+decoder, and ``panestore verify``'s reading of the landing zone, :mod:`jobs.cli.source_elements`);
+:func:`spark_event_time` reads them in Spark for the records Spark parses: the same patterns
+gate Spark's own ``CAST`` (so Spark accepts no other form), and ``tests/spark/test_event_time.py``
+checks on a corpus that both give the same value or the same rejection.
 """
 
 from __future__ import annotations

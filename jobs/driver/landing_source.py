@@ -13,6 +13,11 @@ a corrupt-record column), so an unparseable line becomes a row with ``_error`` s
 stopping the job or vanishing. The event-time and key columns are read as *strings* and converted
 by the job core, which can then tell a missing value from an unparseable one.
 
+JSON-lines of a pipeline :class:`jobs.executor.jsonl_decoder.JsonlDecoder` serves are decoded in the
+Python workers first: the frame then also carries the decoder's ``pst_bucket``, ``pst_ts`` and
+``pst_blob`` columns, a row being either a blob of decoded elements (its other columns null) or
+a record parsed here from a line the decoder passed through.
+
 Any other Spark streaming source plugs into :func:`jobs.driver.plan.build_job` the same way: give it
 a frame with the schema's columns (``_raw``/``_source_file``/``_error`` are optional).
 
@@ -35,9 +40,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from jobs.config.event_time import EPOCH_UNITS
 from jobs.config.landing_paths import spark_path
 from jobs.config.pipeline import COLUMN_TYPES, Pipeline
 from jobs.driver.pane_log_source import read_pane_log
+from jobs.executor.jsonl_decoder import DECODED_COLUMNS, DECODER_OUTPUT, JsonlDecoder
+from jobs.executor.operator_input import HASHED_AS
+from sinks.column_types import ARROW_JSON_TYPES, INTEGRAL
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -80,8 +89,15 @@ def _file_stream(spark: SparkSession, pipeline: Pipeline, fmt: str, schema: str 
     return reader.load(spark_path(src.path))
 
 
-def read_landing_zone(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
-    """The pipeline's landing directory as a streaming records frame (see the module doc)."""
+def read_landing_zone(
+    spark: SparkSession, pipeline: Pipeline, *, python_decoder: bool = True
+) -> DataFrame:
+    """The pipeline's landing directory as a streaming records frame (see the module doc).
+
+    With ``python_decoder`` (and a pipeline it can serve), JSON-lines are first decoded in the
+    Python workers (:mod:`jobs.executor.jsonl_decoder`): the frame then also carries its blob
+    columns, and only the lines it passed through are parsed here. Outcomes are the same either way.
+    """
     from pyspark.sql import functions as F
 
     src = pipeline.source
@@ -103,8 +119,15 @@ def read_landing_zone(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
     )
     ddl = read_schema_ddl(pipeline) + f", `{CORRUPT}` string"
     opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
+    decoded: list[str] = []
     if src.format == "jsonl":
         lines = lines.where(F.trim(F.col(RAW)) != "")  # blank lines are not records
+        decoder = None
+        if python_decoder:
+            decoder = jsonl_decoder(pipeline, spark.conf.get("spark.sql.session.timeZone") or "UTC")
+        if decoder is not None:
+            lines = lines.mapInArrow(decoder, DECODER_OUTPUT)
+            decoded = list(DECODED_COLUMNS)
         parsed = F.from_json(F.col(RAW), ddl, opts)
     else:
         opts["sep"] = src.csv_delimiter
@@ -114,7 +137,7 @@ def read_landing_zone(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
             lines = lines.where(F.col(RAW) != header)
         lines = lines.where(F.col(RAW) != "")
         parsed = F.from_csv(F.col(RAW), ddl, opts)
-    rec = lines.select(RAW, SOURCE_FILE, parsed.alias("_r"))
+    rec = lines.select(RAW, SOURCE_FILE, *decoded, parsed.alias("_r"))
     malformed = F.col("_r").isNull() | F.col(f"_r.`{CORRUPT}`").isNotNull()
     checks = [(malformed, MALFORMED)]  # (condition, reason): the first that holds is the error
     if src.format == "jsonl":
@@ -127,10 +150,44 @@ def read_landing_zone(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
         checks.insert(0, (quotes % 2 == 1, UNBALANCED_QUOTES))
     error = F.lit(None).cast("string")
     for condition, reason in reversed(checks):
-        error = F.when(condition, F.lit(reason)).otherwise(error)
+        # a decoded row has no raw line: it is not malformed
+        error = F.when(F.col(RAW).isNotNull() & condition, F.lit(reason)).otherwise(error)
     return rec.select(
         *[F.col(f"_r.`{c}`").alias(c) for c in names],
         RAW,
         SOURCE_FILE,
         error.alias(ERROR),
+        *decoded,
+    )
+
+
+def jsonl_decoder(pipeline: Pipeline, session_time_zone: str = "UTC") -> JsonlDecoder | None:
+    """The pipeline's JSON-lines decoder (:mod:`jobs.executor.jsonl_decoder`), or None when its
+    records must all be read by Spark: another format, ingestion time, a key type the decoder
+    cannot hash, an event time that is neither a timestamp nor an integer, a column type Arrow's
+    JSON reader may read differently from Spark, or a value column that is also a key or the
+    event time."""
+    src = pipeline.source
+    if src.format != "jsonl" or pipeline.ingestion_time or not pipeline.event_time:
+        return None
+    types = src.types
+    et = pipeline.event_time
+    values = tuple(pipeline.value_columns)
+    if any(types[k] not in HASHED_AS for k in pipeline.keys):
+        return None
+    if types[et] != "timestamp" and types[et] not in INTEGRAL:
+        return None
+    plain = [t for c, t in src.schema if c != et and c not in pipeline.keys]
+    if any(t not in ARROW_JSON_TYPES for t in plain):
+        return None
+    if set(values) & {et, *pipeline.keys}:
+        return None
+    return JsonlDecoder(
+        columns=tuple(src.schema),
+        keys=tuple(pipeline.keys),
+        event_time=et,
+        values=values,
+        buckets=pipeline.state_buckets,
+        epoch_us=EPOCH_UNITS[src.epoch_unit] if types[et] in INTEGRAL else None,
+        naive_is_utc=session_time_zone.upper() in ("UTC", "Z", "ETC/UTC", "GMT", "+00:00"),
     )

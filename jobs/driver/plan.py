@@ -13,16 +13,18 @@ Delta table (:mod:`jobs.executor.batch_output`) and commits them with an applica
 
 Plan (all rows of one batch)::
 
-    records: one row per record, whatever the source (:mod:`jobs.driver.landing_source`)
-      -> tag: keys, event time _ts, values; or the reason to reject the record
-         (rejected rows keep the raw record and its file)
+    records: plain rows (one record each), and blobs the JSON-lines decoder packed
+      -> tag plain rows: keys, event time _ts, values; or the reason to reject them
+         (a blob's _ts is its latest event time; rejected rows keep raw line and file)
       -- union -- control rows (drain sentinel)
       -> withWatermark(_ts, delay) (writer_noted: of the control rows' time only);
          drop control rows; ts_us = micros(_ts); drop _ts
       -> bucket = pmod(xxhash64(keys), state_buckets) as the lake's grouping value
          (rejected rows: REJECTED_BUCKET)
-      -> the operator's input (:mod:`jobs.executor.operator_input`): the rows of each Arrow batch
-         packed into one blob per bucket (mapInArrow)
+      -> the operator's input (:mod:`jobs.executor.operator_input`): with the decoder, its blobs as
+      they
+         are and each plain row in the row encoding (JSON, no further Python stage); without
+         it, the rows of each Arrow batch packed into per-bucket blobs (mapInArrow)
       -> groupBy(bucket).transformWithStateInPandas(BucketProcessor)
 
 * Event time: the configured column (a timestamp, or an epoch number in ``source.epoch_unit``),
@@ -57,16 +59,20 @@ from jobs.config.pipeline import Pipeline
 from jobs.driver.control import SENTINEL_MS
 from jobs.driver.landing_source import ERROR, RAW, SOURCE_FILE
 from jobs.driver.pane_log_source import tagged as pane_log_tagged
+from jobs.executor.jsonl_decoder import LATEST_EVENT_TIME
 from jobs.executor.operator import OperatorConfig, apply_operator
 from jobs.executor.operator_input import (
+    BLOB,
     BUCKET,
     OPERATOR_INPUT,
     REJECTED_BUCKET,
     REJECTED_COLUMNS,
+    ROW,
     TS_US,
     WEIGHT,
     bucket_expression,
     pack_by_bucket,
+    row_expression,
 )
 from jobs.executor.task_files import TaskWriting
 from sinks.column_types import COLUMN_TYPES, arrow_type
@@ -146,7 +152,8 @@ def _key(pipeline: Pipeline, df: DataFrame, k: str) -> Column:
 
 def _complete_records(pipeline: Pipeline, records: DataFrame) -> DataFrame:
     """``records`` with every column the plan reads: the optional bookkeeping columns of
-    :mod:`jobs.driver.landing_source` are added (null) when missing."""
+    :mod:`jobs.driver.landing_source`, and the JSON-lines decoder's blob columns (null: every
+    row is plain)."""
     from pyspark.sql import functions as F
 
     cols = set(records.columns)
@@ -161,14 +168,21 @@ def _complete_records(pipeline: Pipeline, records: DataFrame) -> DataFrame:
     for c in (SOURCE_FILE, ERROR):
         if c not in cols:
             records = records.withColumn(c, F.lit(None).cast("string"))
+    if BLOB not in cols:
+        records = records.select(
+            "*",
+            F.lit(None).cast("int").alias(BUCKET),
+            F.lit(None).cast("timestamp").alias(LATEST_EVENT_TIME),
+            F.lit(None).cast("binary").alias(BLOB),
+        )
     return records
 
 
 def _rejection_reason(
     pipeline: Pipeline, records: DataFrame, ts: Column, raw_ts: Column | None
 ) -> Column:
-    """Why a record cannot become an element (null: it can), given its converted and raw event
-    time (:func:`jobs.config.event_time.spark_event_time`)."""
+    """Why a plain record cannot become an element (null: it can; always null for a blob), given
+    its converted and raw event time (:func:`jobs.config.event_time.spark_event_time`)."""
     from pyspark.sql import functions as F
 
     raw = F.col(RAW)
@@ -194,11 +208,11 @@ def _rejection_reason(
         if types[v] in ("double", "float"):
             finite = F.col(v).isNull() | ~(F.isnan(v) | F.abs(v).eqNullSafe(float("inf")))
             reason = reason.when(~finite, F.lit(f"not a finite number ({v})"))
-    return reason
+    return F.when(F.col(BLOB).isNull(), reason)
 
 
 def _tagged(pipeline: Pipeline, records: DataFrame) -> DataFrame:
-    """One row per record: keys, event time, values, and for a rejected record (its
+    """One row per record or blob: keys, event time, values, and for a rejected record (its
     keys and values null: a valid key never is) the raw record, its file and the reason."""
     from pyspark.sql import functions as F
 
@@ -206,12 +220,14 @@ def _tagged(pipeline: Pipeline, records: DataFrame) -> DataFrame:
     reason = _rejection_reason(pipeline, records, ts, raw_ts)
     return records.select(
         *[F.when(reason.isNull(), _key(pipeline, records, k)).alias(k) for k in pipeline.keys],
-        F.when(reason.isNull(), ts).alias(EVENT_TIME),
+        F.coalesce(F.col(LATEST_EVENT_TIME), F.when(reason.isNull(), ts)).alias(EVENT_TIME),
         *[F.when(reason.isNull(), F.col(v)).alias(v) for v in pipeline.value_columns],
         F.when(reason.isNotNull(), F.make_valid_utf8(RAW)).alias(RAW_TEXT),  # kept as text
         F.when(reason.isNotNull(), F.col(SOURCE_FILE)).alias(FROM_FILE),
         reason.alias(REASON),
         F.lit(False).alias(CONTROL),
+        BUCKET,
+        BLOB,
     )
 
 
@@ -227,15 +243,18 @@ def _control_rows(pipeline: Pipeline, control: DataFrame, tagged: DataFrame) -> 
         *[F.lit(None).cast(types[v]).alias(v) for v in pipeline.value_columns],
         *[F.lit(None).cast("string").alias(c) for c in REJECTED_COLUMNS],
         F.lit(True).alias(CONTROL),
+        F.lit(None).cast("int").alias(BUCKET),
+        F.lit(None).cast("binary").alias(BLOB),
         *(weighted if TS_US in types else []),
     )
 
 
 def _operator_input(
-    pipeline: Pipeline, tagged: DataFrame, bucket_ids: Sequence[int] | None
+    pipeline: Pipeline, tagged: DataFrame, bucket_ids: Sequence[int] | None, decoded: bool
 ) -> DataFrame:
     """The operator's input (:mod:`jobs.executor.operator_input`): watermarked, control rows
-    dropped, each row in its key bucket, packed per bucket."""
+    dropped, each row in its key bucket. ``decoded``: the records carry the JSON-lines decoder's
+    blobs, which pass as they are, the other rows in the row encoding; else every row is packed."""
     from pyspark.sql import functions as F
 
     delay = watermark_delay_ms(pipeline)
@@ -251,9 +270,13 @@ def _operator_input(
         tagged.withWatermark(watermarked, f"{delay} milliseconds")
         # references the watermarked column: Spark must not push this filter below the watermark
         .where(~(F.col(CONTROL) & F.col(watermarked).isNotNull()))
-        .withColumn(TS_US, event_time_us)
+        .withColumn(TS_US, F.when(F.col(BLOB).isNull(), event_time_us))
         .withColumn(
-            BUCKET, F.when(F.col(REASON).isNull(), bucket).otherwise(REJECTED_BUCKET).cast("int")
+            BUCKET,
+            F.coalesce(
+                F.col(BUCKET),
+                F.when(F.col(REASON).isNull(), bucket).otherwise(F.lit(REJECTED_BUCKET)),
+            ).cast("int"),
         )
     )
     if bucket_ids is not None and tuple(bucket_ids) != tuple(range(pipeline.state_buckets)):
@@ -264,6 +287,9 @@ def _operator_input(
             BUCKET, grouping.otherwise(F.element_at(ids, F.col(BUCKET) + 1)).cast("int")
         )
     schema = operator_config(pipeline).input_schema
+    if decoded:
+        row = F.when(F.col(BLOB).isNull(), row_expression(schema, dict(rows.dtypes)))
+        return rows.select(BUCKET, BLOB, row.alias(ROW))
     return rows.select(BUCKET, *schema.columns).mapInArrow(pack_by_bucket, OPERATOR_INPUT)
 
 
@@ -286,11 +312,12 @@ def build_job(
     every row is sent on). ``profile_dir``: profile the operator's tasks there
     (:class:`jobs.executor.operator.OperatorConfig`).
     """
+    decoded = BLOB in records.columns  # the JSON-lines decoder packed (jobs.executor.jsonl_decoder)
     if pipeline.source.is_pane_log:
         tagged = pane_log_tagged(pipeline, records, EVENT_TIME, REJECTED_COLUMNS, CONTROL)
     else:
         tagged = _tagged(pipeline, _complete_records(pipeline, records))
     if control is not None:
         tagged = tagged.unionByName(_control_rows(pipeline, control, tagged))
-    rows = _operator_input(pipeline, tagged, bucket_ids)
+    rows = _operator_input(pipeline, tagged, bucket_ids, decoded)
     return apply_operator(rows, operator_config(pipeline, profile_dir, writing))

@@ -46,10 +46,11 @@ from jobs.executor.operator_input import (
     BLOB,
     BUCKET,
     REJECTED_BUCKET,
+    ROW,
     InputSchema,
     elements_by_key,
+    input_table,
     rejected_records,
-    unpack,
 )
 from jobs.executor.output_tables import (
     DATA_FILE,
@@ -231,11 +232,11 @@ class BucketProcessor(_Base):
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator:
         blobs: list[bytes] = []
-        for pdf in (
-            rows
-        ):  # each input row holds a blob of the bucket's rows (jobs.executor.operator_input)
-            blobs += pdf[BLOB].tolist()
-        table = unpack(blobs)
+        plain: list[bytes] = []
+        for pdf in rows:  # each input row holds a blob or a row (jobs.executor.operator_input)
+            blobs += [b for b in pdf[BLOB].tolist() if isinstance(b, bytes)]
+            plain += [r for r in pdf[ROW].tolist() if isinstance(r, bytes)]
+        table = input_table(blobs, plain, self.config.input_schema)
         if key[0] == REJECTED_BUCKET:
             yield from self._rejected(table, timerValues)
             return

@@ -1,43 +1,63 @@
-"""The stateful operator's input encoding: key buckets of element rows, packed.
+"""The stateful operator's input encoding: key buckets of element rows, packed or one by one.
 
 Spark groups the operator's input by *key bucket*, not by key: one Spark state value and at most one
 timer per bucket (:class:`jobs.executor.operator.BucketProcessor`). Every input row of the operator
-is ``(pst_bucket, pst_blob)`` (:data:`OPERATOR_INPUT`): the bucket's grouping value and an Arrow IPC
-stream of many rows of the bucket, whose columns are named and typed by :class:`InputSchema`.
-:func:`pack_by_bucket` (a ``mapInArrow`` function, the one stage in Python before the shuffle) packs
-them, whatever the source; :func:`unpack` reads a group's blobs back as one Arrow table.
+is ``(pst_bucket, pst_blob, pst_row)`` (:data:`OPERATOR_INPUT`): the bucket's grouping value and
+exactly one of two encodings of rows whose columns are named and typed by :class:`InputSchema`:
 
-A row is an element (the key columns, :data:`TS_US` (event time, int64 µs), the value columns
-and, for weighted input (a pane-log source), :data:`WEIGHT` (int32: +1, or -1 for an element that
-withdraws its value: :class:`panes.weights.Retracted`)) or, in bucket :data:`REJECTED_BUCKET`, a
-rejected record (:data:`REJECTED_COLUMNS`: the raw record, its file and why it was rejected; the
-other columns null).
+* **packed** (``pst_blob``): an Arrow IPC stream of many rows of the bucket;
+* **row** (``pst_row``): one row as a JSON object (UTF-8 bytes) written by Spark's ``to_json``
+  (:func:`row_expression`), timestamps as µs integers and floats as doubles, so JSON holds
+  every value exactly; read back with Arrow's JSON reader (:func:`read_rows`).
+
+A row of either encoding is an element (the key columns, :data:`TS_US` (event time, int64 µs),
+the value columns and, for weighted input (a pane-log source),
+:data:`WEIGHT` (int32: +1, or -1 for an element that withdraws its value:
+:class:`panes.weights.Retracted`)) or, in bucket :data:`REJECTED_BUCKET`, a rejected record
+(:data:`REJECTED_COLUMNS`: the raw record, its file and why it was rejected; the other columns
+null). Both encodings read into one Arrow table of :meth:`InputSchema.arrow_schema`
+(:func:`input_table`), whatever mix a group holds.
 
 PySpark converts every input row of ``transformWithStateInPandas`` to a Python tuple (and with
 pandas 3, iterates Arrow-backed string columns row by row), so packing makes that a few thousand
-rows per batch instead of one per element, and the values never pass through pandas (it would
-hold an integer column with nulls as float64).
+rows per batch instead of one per element; both encodings avoid pandas for the values (it would
+hold an integer column with nulls as float64). Who packs:
+
+* the JSON-lines decoder (:mod:`jobs.executor.jsonl_decoder`) packs the records it decodes in its
+  own Python stage (with :func:`blobs_by_bucket`); the few lines it leaves to Spark reach the
+  operator in the row encoding, so no second Python stage runs before the shuffle;
+* every other source's rows are packed by :func:`pack_by_bucket`, a ``mapInArrow`` function.
 
 A key's bucket is Spark's ``pmod(xxhash64(key columns), state_buckets)``
-(:func:`bucket_expression`). A lake maps bucket numbers to grouping values that Spark spreads
+(:func:`bucket_expression`), computed identically in Python by :class:`KeyBuckets`, so a key's
+state is found whichever side packed its rows. Spark's ``xxhash64`` is XXH64 with seed 42, chained
+over the columns: each non-null column is hashed with the previous result as the seed; strings as
+their UTF-8 bytes, ``int`` as 4 and ``bigint`` as 8 little-endian bytes; ``pmod`` is Python's
+``%`` with a positive divisor. A lake maps bucket numbers to grouping values that Spark spreads
 evenly over its shuffle partitions (:func:`balanced_bucket_ids`).
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.json as pj
+import xxhash
 
 from panes.weights import Retracted
 
-BUCKET, BLOB = "pst_bucket", "pst_blob"
-OPERATOR_INPUT = f"{BUCKET} int, {BLOB} binary"
-"""The operator's input rows (Spark DDL): a bucket and a blob of its rows."""
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import Column
+
+BUCKET, BLOB, ROW = "pst_bucket", "pst_blob", "pst_row"
+OPERATOR_INPUT = f"{BUCKET} int, {BLOB} binary, {ROW} binary"
+"""The operator's input rows (Spark DDL): a bucket and one of the two encodings."""
 REJECTED_BUCKET = -1
 TS_US = "ts_us"
 WEIGHT = "pst_weight"
@@ -91,6 +111,18 @@ def blob_of(rows: pa.RecordBatch | pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
+def blobs_by_bucket(buckets: np.ndarray, payload: pa.RecordBatch) -> tuple[list[int], Any, list]:
+    """Rows of ``payload`` sorted by ``buckets`` (one bucket per row) -> (the distinct buckets,
+    the first row of each, one blob of each bucket's rows)."""
+    cuts = np.flatnonzero(np.diff(buckets)) + 1
+    starts = np.concatenate([[0], cuts]).astype(np.int64) if len(buckets) else cuts
+    ends = [*cuts.tolist(), len(buckets)]
+    blobs = [
+        blob_of(payload.slice(lo, hi - lo)) for lo, hi in zip(starts.tolist(), ends, strict=True)
+    ]
+    return buckets[starts].tolist(), starts, blobs
+
+
 def pack_by_bucket(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` function: rows ``(pst_bucket, columns...)`` -> the operator's input rows
     in the packed encoding (:data:`OPERATOR_INPUT`), one blob per bucket and Arrow batch."""
@@ -101,14 +133,29 @@ def pack_by_bucket(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch
         buckets = rows.column(BUCKET).to_numpy(zero_copy_only=False)
         names = [n for n in rows.schema.names if n != BUCKET]
         payload = pa.RecordBatch.from_arrays([rows.column(n) for n in names], names=names)
-        cuts = np.flatnonzero(np.diff(buckets)) + 1
-        starts = [0, *cuts.tolist()]
-        ends = [*cuts.tolist(), len(buckets)]
-        blobs = [blob_of(payload.slice(lo, hi - lo)) for lo, hi in zip(starts, ends, strict=True)]
+        ids, _, blobs = blobs_by_bucket(buckets, payload)
+        no_rows = pa.nulls(len(ids), pa.binary())
         yield pa.RecordBatch.from_arrays(
-            [pa.array(buckets[starts], pa.int32()), pa.array(blobs, pa.binary())],
-            names=[BUCKET, BLOB],
+            [pa.array(ids, pa.int32()), pa.array(blobs, pa.binary()), no_rows],
+            names=[BUCKET, BLOB, ROW],
         )
+
+
+def row_expression(schema: InputSchema, spark_types: dict[str, str]) -> Column:
+    """The row encoding of a Spark row of ``schema``'s columns (``spark_types``: their Spark SQL
+    types): a JSON object as UTF-8 bytes, null fields left out, timestamps as µs integers and
+    floats widened to doubles (both exact in JSON)."""
+    from pyspark.sql import functions as F
+
+    def exact(name: str) -> Column:
+        col = F.col(name)
+        if spark_types[name] == "timestamp":
+            col = F.unix_micros(col)
+        elif spark_types[name] == "float":
+            col = col.cast("double")
+        return col.alias(name)
+
+    return F.to_json(F.struct(*[exact(c) for c in schema.columns])).cast("binary")
 
 
 # -- unpacking ----------------------------------------------------------------------------------
@@ -120,6 +167,42 @@ def unpack(blobs: Iterable[bytes]) -> pa.Table | None:
     if not tables:
         return None
     return pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
+
+
+def _json_type(arrow_type: pa.DataType) -> pa.DataType:
+    """What the row encoding writes a column of ``arrow_type`` as (see :func:`row_expression`)."""
+    if pa.types.is_timestamp(arrow_type):
+        return pa.int64()
+    if pa.types.is_float32(arrow_type):
+        return pa.float64()
+    return arrow_type
+
+
+def read_rows(rows: Sequence[bytes], schema: InputSchema) -> pa.Table | None:
+    """Rows in the row encoding -> one table of ``schema.arrow_schema()`` (None for no rows)."""
+    if not rows:
+        return None
+    text = b"\n".join(rows)
+    target = schema.arrow_schema()
+    table = pj.read_json(
+        pa.BufferReader(text),
+        read_options=pj.ReadOptions(use_threads=False, block_size=max(1 << 20, len(text) + 1)),
+        parse_options=pj.ParseOptions(
+            explicit_schema=pa.schema([(f.name, _json_type(f.type)) for f in target]),
+            unexpected_field_behavior="error",
+        ),
+    )
+    return table.select(target.names).cast(target)
+
+
+def input_table(
+    blobs: Sequence[bytes], rows: Sequence[bytes], schema: InputSchema
+) -> pa.Table | None:
+    """A group's input rows of both encodings as one table (None for none)."""
+    tables = [t for t in (unpack(blobs), read_rows(rows, schema)) if t is not None]
+    if len(tables) > 1:
+        return pa.concat_tables(tables, promote_options="permissive")
+    return tables[0] if tables else None
 
 
 _NO_VALUES: dict = {}
@@ -175,6 +258,11 @@ def rejected_records(table: pa.Table | None) -> dict[str, list]:
 
 # -- key buckets --------------------------------------------------------------------------------
 
+SPARK_SEED = 42
+HASHED_AS = {"string": "utf8", "int": "int32", "long": "int64", "bigint": "int64"}
+"""Declared column type -> how Spark's ``xxhash64`` hashes a value of it."""
+_PACK = {"int32": struct.Struct("<i").pack, "int64": struct.Struct("<q").pack}
+
 
 def bucket_expression(keys: Sequence[str], buckets: int) -> Any:
     """The bucket of a row's key as a Spark column: ``pmod(xxhash64(keys), buckets)``."""
@@ -183,7 +271,59 @@ def bucket_expression(keys: Sequence[str], buckets: int) -> Any:
     return F.pmod(F.xxhash64(*keys), F.lit(buckets))
 
 
-SPARK_SEED = 42
+def _signed(u: int) -> int:
+    return u - (1 << 64) if u >= 1 << 63 else u
+
+
+@dataclass
+class KeyBuckets:
+    """``bucket(key)`` == Spark's ``pmod(xxhash64(key columns), buckets)``, memoized per key.
+
+    ``types`` are the key columns' declared types (each in :data:`HASHED_AS`); a key is the
+    column's value for one key column, else a tuple of them; no value may be null (a valid key
+    never is).
+
+    >>> KeyBuckets(("string",), 64).bucket("key-0776") in range(64)
+    True
+    """
+
+    types: Sequence[str]
+    buckets: int
+    _memo: dict[Any, int] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        unknown = [t for t in self.types if t not in HASHED_AS]
+        if unknown:
+            raise ValueError(f"key types {unknown} have no Python bucket function")
+        if self.buckets < 1:
+            raise ValueError(f"buckets must be >= 1, got {self.buckets}")
+        self._kinds = [HASHED_AS[t] for t in self.types]
+
+    def xxhash64(self, key: Any) -> int:
+        """Spark's ``xxhash64`` of the key columns (a signed 64-bit integer)."""
+        values = (key,) if len(self._kinds) == 1 else key
+        seed = SPARK_SEED
+        for kind, value in zip(self._kinds, values, strict=True):
+            data = value.encode("utf-8") if kind == "utf8" else _PACK[kind](value)
+            seed = xxhash.xxh64_intdigest(data, seed)
+        return _signed(seed)
+
+    def bucket(self, key: Any) -> int:
+        got = self._memo.get(key)
+        if got is None:
+            if len(self._memo) >= 1_000_000:  # a bounded memo: keys repeat, but not forever
+                self._memo.clear()
+            got = self._memo[key] = self.xxhash64(key) % self.buckets
+        return got
+
+    def buckets_of(self, keys: Iterable[Any]) -> list[int]:
+        """The bucket of each key, in order."""
+        bucket = self.bucket
+        return [bucket(k) for k in keys]
+
+
+# -- spreading buckets over Spark's shuffle partitions ------------------------------------------
+
 _M32 = 0xFFFFFFFF
 
 

@@ -169,10 +169,11 @@ PRELOADED = (
     "pyarrow.compute",
     "pyarrow.parquet",
     "pyspark.sql.pandas.serializers",
+    "jobs.executor.jsonl_decoder",
     "jobs.executor.operator",
     "jobs.executor.batch_output",
 )
-"""What panestore's tasks import: the operator (with its input packing) and the writer task."""
+"""What panestore's tasks import: the decoder, the operator and the writer task."""
 
 
 def preload(modules: tuple[str, ...] = PRELOADED) -> None:

@@ -3,8 +3,9 @@ agrees.
 
 A corpus of good and bad event times (ISO forms, epochs, out of range, garbage) with the outcome
 each must have: its µs, :data:`UNREADABLE` (rejected as ``unparseable event time``) or
-:data:`OUT_OF_RANGE`. Here: the Arrow reading (:func:`jobs.config.event_time.event_time_us`) and
-``verify``'s reading of the landing zone with it (:mod:`jobs.cli.source_elements`).
+:data:`OUT_OF_RANGE`. Here: the Arrow reading (:func:`jobs.config.event_time.event_time_us`), the
+JSON-lines decoder (decodes exactly the accepted records, with that time, and passes the others to
+Spark) and ``verify``'s reading of the landing zone (:mod:`jobs.cli.source_elements`).
 ``tests/spark/test_event_time.py`` holds Spark's reading to the same corpus.
 """
 
@@ -179,6 +180,26 @@ def pipeline(tmp_path, kind: str):
             },
         }
     )
+
+
+@pytest.mark.parametrize("kind", ["text", "epoch"])
+def test_the_decoder_decodes_exactly_the_accepted_event_times(tmp_path, kind):
+    from jobs.driver.landing_source import jsonl_decoder
+    from jobs.executor.operator_input import unpack
+
+    cases = [(line, expected) for k, line, expected in corpus_lines() if k == kind]
+    decoder = jsonl_decoder(pipeline(tmp_path, kind))
+    decoded = 0
+    for line, expected in cases:  # one line a batch: a failing line fails its whole chunk
+        batch = pa.RecordBatch.from_pydict({"_raw": [line], "_source_file": ["f"]})
+        out = decoder.decode(batch).to_pydict()
+        blobs = [b for b in out["pst_blob"] if b is not None]
+        if not isinstance(expected, int):
+            assert not blobs and out["_raw"] == [line], line  # left to Spark, which rejects it
+        elif blobs:  # (an accepted one may be left to Spark too: a JSON string for an epoch)
+            assert unpack(blobs).column("ts_us").to_pylist() == [expected], line
+            decoded += 1
+    assert decoded >= 2
 
 
 @pytest.mark.parametrize("kind", ["text", "epoch"])

@@ -93,17 +93,19 @@ def test_input_rows_of_both_encodings_keep_integers_exact_and_nulls():
     # pandas would hold integer columns with nulls as float64 (BIG + 1 == BIG there)
     frame = pd.DataFrame(
         {
-            "pst_bucket": [3, 3],
+            "pst_bucket": [3, 3, 3],
             "pst_blob": [
                 blob([{"user": BIG, "ts_us": T0_US + 1, "n": BIG}]),
                 blob(
                     [
                         {"user": BIG, "ts_us": T0_US + 2, "n": BIG + 2},
                         {"user": BIG, "ts_us": T0_US + 3, "n": None},
-                        {"user": BIG, "ts_us": T0_US + 4, "n": BIG + 4},
                     ]
                 ),
+                None,
             ],
+            # a row in the row encoding (a record Spark parsed, beside the decoder's blobs)
+            "pst_row": [None, None, f'{{"user":{BIG},"ts_us":{T0_US + 4},"n":{BIG + 4}}}'.encode()],
         }
     )
     out = pd.concat(list(processor().handleInputRows((3,), iter([frame]), Clocks())))
@@ -121,7 +123,7 @@ def test_rejected_records_pass_through_stamped_with_the_batch_time():
             "pst_reason": ["malformed record", "missing key (user)"],
         }
     )
-    frame = pd.DataFrame({"pst_bucket": [-1], "pst_blob": [blob_of(rejected)]})
+    frame = pd.DataFrame({"pst_bucket": [-1], "pst_blob": [blob_of(rejected)], "pst_row": [None]})
     out = pd.concat(list(processor().handleInputRows((-1,), iter([frame]), Clocks())))
     assert list(out["record_kind"]) == ["rejected", "rejected"]
     assert list(out["raw"]) == ["{bad", "{}"] and list(out["source_file"]) == ["f1", "f2"]
@@ -160,6 +162,7 @@ def test_the_shell_spark_ships_handles_rows_as_the_processor_does():
                     ]
                 )
             ],
+            "pst_row": [None],
         }
     )
     shipped = ProcessorShell(

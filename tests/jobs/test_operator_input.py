@@ -1,4 +1,5 @@
-"""jobs.executor.operator_input: the operator's input packed per bucket, and read back."""
+"""jobs.executor.operator_input: the packed and the row encoding of the operator's input, and
+reading both back."""
 
 from __future__ import annotations
 
@@ -10,13 +11,15 @@ pa = pytest.importorskip("pyarrow")
 
 from jobs.executor.operator_input import (  # noqa: E402
     InputSchema,
+    KeyBuckets,
     balanced_bucket_ids,
     blob_of,
     elements_by_key,
+    input_table,
     pack_by_bucket,
+    read_rows,
     rejected_records,
     spark_partition_of_int,
-    unpack,
 )
 from panes import Retracted  # noqa: E402
 
@@ -33,6 +36,7 @@ def test_pack_by_bucket_round_trips():
     assert len(out) == 1
     packed = out[0].to_pydict()
     assert packed["pst_bucket"] == [-1, 1, 3]
+    assert packed["pst_row"] == [None, None, None]  # the packed encoding only
     rows = {
         b: pa.ipc.open_stream(blob).read_all().to_pydict()
         for b, blob in zip(packed["pst_bucket"], packed["pst_blob"], strict=True)
@@ -54,29 +58,48 @@ TYPED = InputSchema(
 )
 
 
-def test_a_group_of_blobs_is_one_table_of_exact_values():
-    rows = pa.table(
-        {
-            "k": pa.array([7, 7], pa.int64()),
-            "ts_us": pa.array([3, 253402300799998999], pa.int64()),
-            "n": pa.array([BIG, None], pa.int64()),
-            "t": pa.array([dt.datetime(2024, 1, 1, 0, 0, 0, 1), None], pa.timestamp("us", "UTC")),
-            "f": pa.array([1.1, None], pa.float32()),
-        }
+def test_the_row_encoding_reads_every_value_exactly():
+    # what Spark's to_json writes (jobs.executor.operator_input.row_expression): nulls left out,
+    # timestamps as µs, floats as doubles
+    rows = [
+        b'{"k":9007199254740993,"ts_us":253402300799998999,"n":-9007199254740993,'
+        b'"t":1704067200000001,"f":1.100000023841858}',
+        b'{"k":1,"ts_us":2}',
+    ]
+    table = read_rows(rows, TYPED)
+    assert table.schema == TYPED.arrow_schema()
+    first, second = table.to_pylist()
+    assert (first["k"], first["ts_us"], first["n"]) == (BIG, 253402300799998999, -BIG)
+    assert first["t"] == dt.datetime(2024, 1, 1, 0, 0, 0, 1, tzinfo=dt.timezone.utc)
+    assert first["f"] == pa.array([1.1], pa.float32())[0].as_py()
+    assert second == {
+        "k": 1,
+        "ts_us": 2,
+        "n": None,
+        "t": None,
+        "f": None,
+        "pst_raw": None,
+        "pst_source_file": None,
+        "pst_reason": None,
+    }
+    assert read_rows([], TYPED) is None
+
+
+def test_a_group_of_both_encodings_is_one_table():
+    blob = blob_of(
+        pa.table(
+            {
+                "k": pa.array([7], pa.int64()),
+                "ts_us": pa.array([3], pa.int64()),
+                "n": pa.array([BIG], pa.int64()),
+            }
+        )
     )
-    table = unpack([blob_of(rows.slice(0, 1)), blob_of(rows.slice(1))])
-    assert table.num_rows == 2
-    (early, late) = elements_by_key(table, TYPED)[7]
-    assert early == (
-        {
-            "n": BIG,
-            "t": dt.datetime(2024, 1, 1, 0, 0, 0, 1, tzinfo=dt.timezone.utc),
-            "f": pa.array([1.1], pa.float32())[0].as_py(),
-        },
-        3,
-    )
-    assert late == ({"n": None, "t": None, "f": None}, 253402300799998999)
-    assert unpack([]) is None
+    table = input_table([blob], [b'{"k":7,"ts_us":1,"n":5}'], TYPED)
+    assert elements_by_key(table, TYPED) == {
+        7: [({"n": 5, "t": None, "f": None}, 1), ({"n": BIG, "t": None, "f": None}, 3)]
+    }
+    assert input_table([], [], TYPED) is None
 
 
 def test_elements_by_key_reads_columns_by_name():
@@ -109,6 +132,15 @@ def test_rejected_records_are_read_by_name():
     table = pa.table({"pst_reason": ["r"], "pst_source_file": ["f"], "pst_raw": ["x"]})
     assert rejected_records(table) == {"raw": ["x"], "source_file": ["f"], "reason": ["r"]}
     assert rejected_records(None) == {"raw": [], "source_file": [], "reason": []}
+
+
+def test_key_buckets_are_stable_and_in_range():
+    hasher = KeyBuckets(("string", "int"), 8)
+    keys = [(f"k{i}", i) for i in range(100)]
+    assert hasher.buckets_of(keys) == [KeyBuckets(("string", "int"), 8).bucket(k) for k in keys]
+    assert set(hasher.buckets_of(keys)) <= set(range(8))
+    with pytest.raises(ValueError, match="no Python bucket function"):
+        KeyBuckets(("double",), 8)
 
 
 def test_balanced_bucket_ids_spread_evenly():

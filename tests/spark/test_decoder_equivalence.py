@@ -1,9 +1,10 @@
-"""Who writes a batch's files changes no outcome: operator tasks that write every row themselves
-(:mod:`jobs.executor.task_files`: at most one row sent on, files of seven rows) and tasks that
-send their few rows on to the writer task write the same tables, over a landing zone full of
-awkward lines. And Spark places a bucket's grouping value in the shuffle partition
-:func:`jobs.executor.operator_input.spark_partition_of_int` says (the lake's balanced bucket
-ids rely on it)."""
+"""The JSON-lines decoder changes no outcome: Spark agrees on buckets (and on the shuffle
+partition of a bucket's grouping value), and a job over a landing zone full of awkward lines
+writes the same tables with and without it.
+
+The run without the decoder also has its operator tasks write every row themselves
+(:mod:`jobs.executor.task_files`: at most one row sent on, files of seven rows), where the run with
+it sends its few rows to the writer task: who writes the files changes no outcome either."""
 
 from __future__ import annotations
 
@@ -15,6 +16,32 @@ import pytest
 from tests.spark.support import iso, put
 
 pytestmark = pytest.mark.spark
+
+
+def test_key_buckets_equal_sparks(spark):
+    from pyspark.sql import functions as F
+
+    from jobs.executor.operator_input import KeyBuckets
+
+    rnd = random.Random(7)
+    text = ["", "a", "key-0776", "é", "日本語", "x" * 31, "y" * 32, "z" * 33, "q" * 100]
+    text += ["".join(rnd.choice("ab€😀") for _ in range(rnd.randint(0, 70))) for _ in range(200)]
+    ints = [0, 1, -1, 2**31 - 1, -(2**31)] + [rnd.randint(-(2**31), 2**31 - 1) for _ in text[5:]]
+    longs = [0, -1, 2**63 - 1, -(2**63)] + [rnd.randint(-(2**63), 2**63 - 1) for _ in text[4:]]
+    rows = list(zip(text, ints, longs, strict=True))
+    df = spark.createDataFrame(rows, "s string, i int, l bigint")
+    cases = [
+        (["s"], ("string",), 64),
+        (["i"], ("int",), 7),
+        (["l"], ("long",), 1000),
+        (["s", "i", "l"], ("string", "int", "long"), 5),
+    ]
+    for cols, types, n in cases:
+        got = df.select(*cols, F.pmod(F.xxhash64(*cols), F.lit(n)).alias("b")).collect()
+        hasher = KeyBuckets(types, n)
+        assert [r["b"] for r in got] == [
+            hasher.bucket(r[0] if len(cols) == 1 else tuple(r[c] for c in cols)) for r in got
+        ]
 
 
 def test_the_shuffle_partition_of_a_bucket_value_equals_sparks(spark):
@@ -73,12 +100,12 @@ AWKWARD = [
     '{"ts": "2024-01-01T00:00:11Z"}',
     '{"device_id": "a"}',
     '{"device_id": "a", "ts": "yesterday"}',
-    '{"device_id": "a", "ts": "2024-01-01T00:00:12 UTC"}',  # not a form of event_time
+    '{"device_id": "a", "ts": "2024-01-01T00:00:12 UTC"}',  # not a form of jobs.config.event_time
     '{"device_id": "a", "ts": "2024-01-01T00:00:12.1234567Z"}',
     '{"device_id": "a", "ts": "2024-02-30T00:00:12Z"}',
     "[1, 2]",
 ]
-# unusual, but accepted
+# unusual, but read the same by both: decoded
 ODD = [
     '{"device_id": "a", "ts": "2024-01-01 00:00:13"}',
     '{"device_id": "a", "ts": "2024-01-01T01:00:14+01:00", "seconds": 2.5}',
@@ -104,29 +131,43 @@ def _landing(seed: int, start: int) -> list[str]:
     return lines
 
 
-def test_tasks_writing_every_row_write_the_tables_the_writer_task_writes(
-    spark, tmp_path, monkeypatch
-):
+def test_the_job_writes_the_same_tables_with_and_without_the_decoder(spark, tmp_path, monkeypatch):
+    import pyarrow as pa
     from deltalake import DeltaTable
+    from jobs.driver.run import run
 
     from jobs.driver.batch_sink import BatchSink
-    from jobs.driver.runs import run
+    from jobs.driver.landing_source import jsonl_decoder, read_landing_zone
     from jobs.executor.task_files import TaskWriting
 
     files = [_landing(1, 0), _landing(2, 140)]
-    pipelines = {name: _pipeline(tmp_path, name) for name in ("sent", "tasks")}
+    decoder = jsonl_decoder(_pipeline(tmp_path, "with"))
+    assert decoder is not None
+
+    def passed(lines: list[str]) -> list[str]:
+        batch = pa.RecordBatch.from_pydict({"_raw": lines, "_source_file": ["f"] * len(lines)})
+        return [r for r in decoder.decode(batch).column("_raw").to_pylist() if r is not None]
+
+    for lines in files:  # the decoder does decode here, and leaves every awkward line to Spark
+        left = passed(lines)
+        assert set(AWKWARD) <= set(left) and len(left) < len(lines) / 2
+    plain = json.dumps({"device_id": "d1", "ts": iso(1), "seconds": 1.0, "n": 1})
+    assert passed([*ODD, plain]) == []
+
+    pipelines = {name: _pipeline(tmp_path, name) for name in ("with", "without")}
     default = BatchSink.task_writing
 
     def task_writing(sink: BatchSink) -> TaskWriting | None:
-        if sink.pipeline.lake_path != pipelines["tasks"].lake_path:
+        if sink.pipeline.lake_path != pipelines["without"].lake_path:
             return default.fget(sink)
         return TaskWriting(sink.tables, rows_as_rows=1, rows_per_file=7)
 
     monkeypatch.setattr(BatchSink, "task_writing", property(task_writing))
 
     def run_both(drain: bool = False) -> None:  # the same batches for both lakes
-        for pipeline in pipelines.values():
-            run(pipeline, spark=spark, progress=None, drain=drain)
+        for name, pipeline in pipelines.items():
+            records = read_landing_zone(spark, pipeline, python_decoder=name == "with")
+            run(pipeline, spark=spark, progress=None, records=records, drain=drain)
 
     for i, lines in enumerate(files):
         put(tmp_path / "landing", f"views-{i}.jsonl", lines)
@@ -144,16 +185,16 @@ def test_tasks_writing_every_row_write_the_tables_the_writer_task_writes(
         skip = {"processing_time_us", "processing_time", "record_id", "pane_id", "batch_id"}
         return sorted(repr(sorted((k, v) for k, v in r.items() if k not in skip)) for r in rows)
 
-    sent, tasks = tables["sent"], tables["tasks"]
-    assert len(sent["panes"]) > 50 and sent["late"] and len(sent["rejected"]) >= 10
+    with_, without = tables["with"], tables["without"]
+    assert len(with_["panes"]) > 50 and with_["late"] and len(with_["rejected"]) >= 10
     for t in ("panes", "late", "rejected"):
-        assert comparable(sent[t]) == comparable(tasks[t]), t
+        assert comparable(with_[t]) == comparable(without[t]), t
     for t in ("panes", "rejected"):  # written by the operator's tasks / by the writer task
         names = {
             n: [f.rsplit("/", 1)[-1] for f in DeltaTable(p.table_path(t)).file_uris()]
             for n, p in pipelines.items()
         }
-        assert any("-t0" in f for f in names["tasks"]), t
-        assert not any("-t0" in f for f in names["sent"]), t
+        assert any("-t0" in f for f in names["without"]), t
+        assert not any("-t0" in f for f in names["with"]), t
         if t == "panes":  # files of about seven rows
-            assert len(names["tasks"]) > len(names["sent"])
+            assert len(names["without"]) > len(names["with"])

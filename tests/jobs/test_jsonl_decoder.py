@@ -1,0 +1,250 @@
+"""The JSON-lines decoder (pure: Arrow batches in, Arrow batches out; no Spark).
+
+What it decodes must be exactly what Spark would read, so these tests pin which lines it keeps
+and which it passes through to Spark; ``tests/spark/test_decoder_equivalence.py`` checks the
+outcome against Spark's own path.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+pytest.importorskip("xxhash")
+
+from jobs.executor.jsonl_decoder import SMALLEST_SPLIT  # noqa: E402
+
+US = 1_000_000
+T0 = 1_704_067_200  # 2024-01-01T00:00:00Z
+
+
+def decoder(**over):
+    from jobs.executor.jsonl_decoder import JsonlDecoder
+
+    conf = dict(
+        columns=(
+            ("device", "string"),
+            ("ts", "timestamp"),
+            ("seconds", "double"),
+            ("ok", "boolean"),
+        ),
+        keys=("device",),
+        event_time="ts",
+        values=("seconds",),
+        buckets=8,
+    )
+    conf.update(over)
+    return JsonlDecoder(**conf)
+
+
+def run(dec, lines: list[str]):
+    """-> (decoded rows as dicts, with their bucket; passed-through raw lines; blob rows)."""
+    batch = pa.RecordBatch.from_pydict(
+        {"_raw": pa.array(lines, pa.string()), "_source_file": ["f.jsonl"] * len(lines)}
+    )
+    out = pickle.loads(pickle.dumps(dec)).decode(batch).to_pydict()
+    rows, passed, blobs = [], [], []
+    for bucket, ts, blob, raw, file in zip(*out.values(), strict=True):
+        if blob is None:
+            assert bucket is None and ts is None and file == "f.jsonl"
+            passed.append(raw)
+            continue
+        assert raw is None and file is None
+        table = pa.ipc.open_stream(blob).read_all()
+        got = table.to_pylist()
+        # the blob's event time is its latest element's
+        assert int(ts.timestamp() * US) == max(r["ts_us"] for r in got)
+        blobs.append(bucket)
+        rows += [dict(r, bucket=bucket) for r in got]
+    assert len(blobs) == len(set(blobs))  # one blob per bucket and batch
+    return rows, passed, blobs
+
+
+def line(device="a", ts="2024-01-01T00:00:01Z", **more):
+    return json.dumps({"device": device, "ts": ts, "seconds": 1.5, **more})
+
+
+def test_valid_lines_are_decoded_into_their_key_buckets():
+    from jobs.executor.operator_input import KeyBuckets
+
+    lines = [line(f"d{i % 13}", f"2024-01-01T00:{i % 60:02d}:00.{i:06d}Z") for i in range(200)]
+    rows, passed, _ = run(decoder(), lines)
+    assert passed == []
+    assert len(rows) == 200
+    hasher = KeyBuckets(("string",), 8)
+    assert all(r["bucket"] == hasher.bucket(r["device"]) for r in rows)
+    assert {r["device"] for r in rows} == {f"d{i}" for i in range(13)}
+    assert rows[0].keys() == {"device", "ts_us", "seconds", "bucket"}
+    i = 7
+    mine = [r for r in rows if r["ts_us"] == (T0 + (i % 60) * 60) * US + i]
+    assert mine == [
+        {
+            "device": "d7",
+            "ts_us": (T0 + 420) * US + 7,
+            "seconds": 1.5,
+            "bucket": hasher.bucket("d7"),
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "not json",
+        "{'device': 'a'}",  # single quotes: Spark accepts them, Arrow does not
+        '{"device": "a", "device": "b", "ts": "2024-01-01T00:00:01Z"}',  # Spark: the last
+        '{"device": "a", "ts": "2024-01-01T00:00:01Z"}{"device": "b"}',  # Spark: the first
+        '{"device": 5, "ts": "2024-01-01T00:00:01Z"}',  # Spark: the text "5"
+        '{"device": "a", "ts": "2024-01-01T00:00:01Z", "seconds": NaN}',  # both: NaN
+        '{"device": "a", "ts": "2024-01-01T00:00:01Z", "seconds": Inf}',  # Spark: malformed
+        '{"device": "a", "ts": "2024-01-01T00:00:01Z", "seconds": "1.5"}',
+        '{"device": "a", "ts": "2024-01-01T00:00:01Z", "ok": "yes"}',  # unused column too
+        "[1, 2]",
+        '\ufeff{"device": "a", "ts": "2024-01-01T00:00:01Z"}',  # a byte-order mark
+        '{"device": "\\ud800", "ts": "2024-01-01T00:00:01Z"}',
+        '{"device": null, "ts": "2024-01-01T00:00:01Z"}',  # rejected by Spark
+        '{"ts": "2024-01-01T00:00:01Z"}',
+        '{"device": "a"}',
+        '{"device": "a", "ts": "yesterday"}',
+        '{"device": "a", "ts": "2024-01-01T00:00:01.1234567Z"}',  # Spark truncates: its call
+        '{"device": "a", "ts": "2024-02-30T00:00:01Z"}',  # no such day
+        '{"device": "a", "ts": "2023-02-29T00:00:01Z"}',
+        '{"device": "a", "ts": "2024-01-01T24:00:00Z"}',
+        '{"device": "a", "ts": "2024-01-01T00:00:01+18:00"}',
+        '{"device": "a", "ts": 1704067201}',
+    ],
+)
+def test_lines_spark_must_judge_are_passed_through(bad):
+    good = [line("a", f"2024-01-01T00:00:{s:02d}Z") for s in range(40)]
+    lines = [*good[:20], bad, *good[20:]]
+    rows, passed, _ = run(decoder(), lines)
+    assert bad in passed
+    # a bad line costs at most its smallest chunk; the other lines are decoded
+    assert len(passed) <= SMALLEST_SPLIT
+    assert len(rows) + len(passed) == len(lines)
+    kept = {(T0 + s) * US for s in range(40) if good[s] not in passed}
+    assert sorted(r["ts_us"] for r in rows) == sorted(kept)
+
+
+def test_accepted_timestamp_forms():
+    forms = {
+        "2024-01-01T00:00:01Z": (T0 + 1) * US,
+        "2024-01-01 00:00:01Z": (T0 + 1) * US,
+        "2024-01-01T00:00:01.5Z": (T0 + 1) * US + 500_000,
+        "2024-01-01T00:00:01.000007+00:00": (T0 + 1) * US + 7,
+        "2024-01-01T01:00:01+01:00": (T0 + 1) * US,
+        "2023-12-31T23:30:01-00:30": (T0 + 1) * US,
+        "2024-02-29T00:00:00Z": (T0 + 59 * 86400) * US,
+        "2024-01-01T00:00:01": (T0 + 1) * US,  # no zone: the session's, UTC
+        " 2024-01-01T00:00:01 ": (T0 + 1) * US,  # trimmed
+        "2024-01-01": T0 * US,  # (every form of jobs.config.event_time.FORMS: test_event_time)
+    }
+    rows, passed, _ = run(decoder(), [line("a", ts) for ts in forms])
+    assert passed == []
+    assert [r["ts_us"] for r in rows] == list(forms.values())  # one key: in arrival order
+
+
+def test_timestamps_without_a_zone_go_to_spark_unless_its_session_is_utc():
+    lines = [line("a", "2024-01-01T00:00:01"), line("a", "2024-01-01T00:00:01Z")]
+    rows, passed, _ = run(decoder(naive_is_utc=False), lines)
+    assert passed == [lines[0]] and len(rows) == 1
+
+
+def test_epoch_event_time_and_integer_keys():
+    dec = decoder(
+        columns=(("user", "int"), ("region", "string"), ("t", "long"), ("n", "long")),
+        keys=("user", "region"),
+        event_time="t",
+        values=("n",),
+        epoch_us=1000,
+    )
+
+    def rec(user, t, region="eu"):
+        return json.dumps({"user": user, "region": region, "t": t, "n": 2})
+
+    valid = [rec(7, 1_704_067_201_000), rec(-3, 1_704_067_201_500)]
+    rows, passed, _ = run(dec, valid)
+    assert passed == []
+    from jobs.executor.operator_input import KeyBuckets
+
+    hasher = KeyBuckets(("int", "string"), 8)
+    expected = [
+        {
+            "user": 7,
+            "region": "eu",
+            "ts_us": (T0 + 1) * US,
+            "n": 2,
+            "bucket": hasher.bucket((7, "eu")),
+        },
+        {
+            "user": -3,
+            "region": "eu",
+            "ts_us": (T0 + 1) * US + 500_000,
+            "n": 2,
+            "bucket": hasher.bucket((-3, "eu")),
+        },
+    ]
+    assert sorted(rows, key=repr) == sorted(expected, key=repr)
+    padding = [rec(i, 1_704_067_201_000 + i) for i in range(40)]
+    for bad in (rec(7, "1704067201000"), rec(7, 1.5e12), rec(2**31, 0), rec(7, 2**62)):
+        rows, passed, _ = run(dec, [*padding[:20], bad, *padding[20:]])
+        assert bad in passed and len(passed) <= SMALLEST_SPLIT
+        assert len(rows) + len(passed) == 41
+
+
+def test_pipelines_the_decoder_cannot_serve():
+    from jobs.config.load import pipeline_from_dict
+    from jobs.driver.landing_source import jsonl_decoder
+
+    def pipeline(**over):
+        conf = {
+            "name": "p",
+            "lake": "/tmp/unused",
+            "keys": ["device"],
+            "event_time": "ts",
+            "window": "FixedWindows(1m)",
+            "trigger": "AfterWatermark(late=AfterCount(1))",
+            "accumulation_mode": "discarding",
+            "aggregates": {"s": "sum(seconds)"},
+            "source": {
+                "path": "/tmp/unused",
+                "schema": {"device": "string", "ts": "timestamp", "seconds": "double"},
+            },
+        }
+        for k, v in over.items():
+            if k == "schema":
+                conf["source"]["schema"] = v
+            elif k == "format":
+                conf["source"]["format"] = v
+            else:
+                conf[k] = v
+        return pipeline_from_dict(conf)
+
+    assert jsonl_decoder(pipeline()) is not None
+    assert jsonl_decoder(pipeline(format="csv")) is None
+    assert jsonl_decoder(pipeline(watermark={"policy": "ingestion_time"})) is None
+    as_float = {"device": "string", "ts": "timestamp", "seconds": "float"}
+    assert jsonl_decoder(pipeline(schema=as_float)) is None
+    # (keys of other types than string and integer are refused by the configuration)
+    # a value column that is also the key: Spark hands over the text it read
+    assert jsonl_decoder(pipeline(aggregates={"n": "count()", "d": "max(device)"})) is None
+    # a session time zone other than UTC: zone-less timestamps are Spark's to read
+    assert not jsonl_decoder(pipeline(), "Europe/Paris").naive_is_utc
+
+
+def test_a_failing_decoder_leaves_the_whole_batch_to_spark(monkeypatch, capsys):
+    from jobs.executor.jsonl_decoder import JsonlDecoder
+
+    def broken(self, table):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(JsonlDecoder, "_valid", broken)
+    lines = [line("a"), line("b")]
+    batch = pa.RecordBatch.from_pydict({"_raw": lines, "_source_file": ["f.jsonl"] * 2})
+    (out,) = list(decoder()(iter([batch])))
+    assert out.column("_raw").to_pylist() == lines
+    assert out.column("pst_blob").null_count == 2
+    assert "decoder failed" in capsys.readouterr().err
