@@ -3,7 +3,7 @@
 The pane log is read incrementally by a PySpark Python streaming data source
 (:class:`PaneLogDataSource`, no delta-spark jars): its offsets are pane-log versions and the table
 they belong to (``{"version": v, "table": id}``, version -1 before the first;
-:class:`jobs.executor.pane_log_reader.PaneLogOffset`), and a micro-batch reads the rows of the
+:class:`sinks.upstream.PaneLogOffset`), and a micro-batch reads the rows of the
 versions ``(start, end]`` with delta-rs (:func:`sinks.upstream.read_elements`). Spark records both
 offsets in its offset log before the batch runs, so a replayed batch reads exactly the same rows:
 the exactly-once chain is the upstream's exactly-once pane log plus this fixed version range.
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from jobs.config.pipeline import Pipeline
 from jobs.driver.upstream_identity import check_upstream
-from jobs.executor.operator_input import TS_US, WEIGHT
+from jobs.executor.operator_input import BLOB, BUCKET, TS_US, WEIGHT
 from jobs.executor.pane_log_reader import FORMAT_NAME, PaneLogDataSource
 from panes.time import END_OF_TIME
 from sinks.lake_format import MAX_TIMESTAMP_MS
@@ -92,6 +92,8 @@ def tagged(
         *[c for c in pipeline.value_columns if c not in pipeline.keys],
         *[F.lit(None).cast("string").alias(c) for c in reject],
         F.lit(False).alias(control),
+        F.lit(None).cast("int").alias(BUCKET),
+        F.lit(None).cast("binary").alias(BLOB),
         F.col(EVENT_TIME_US).alias(TS_US),
         F.col(UPSTREAM_WEIGHT).alias(WEIGHT),
     )

@@ -134,10 +134,10 @@ def _landing(seed: int, start: int) -> list[str]:
 def test_the_job_writes_the_same_tables_with_and_without_the_decoder(spark, tmp_path, monkeypatch):
     import pyarrow as pa
     from deltalake import DeltaTable
-    from jobs.driver.run import run
 
     from jobs.driver.batch_sink import BatchSink
     from jobs.driver.landing_source import jsonl_decoder, read_landing_zone
+    from jobs.driver.runs import run
     from jobs.executor.task_files import TaskWriting
 
     files = [_landing(1, 0), _landing(2, 140)]
