@@ -32,7 +32,7 @@ from jobs.driver.runs import run
 from jobs.startup.quiet import quiet_spark_stderr
 from jobs.startup.session import get_session
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 START = 1_717_228_800  # 2024-06-01T08:00:00Z (event time of the demo)
 ROUND_S = 45 * 60  # each landing round brings ~45 minutes of event time
 ROUNDS = 4

@@ -27,7 +27,7 @@ from jobs.startup.python_processes import DAEMON_MODULE, worker_python
 
 MIN_JAVA = 17
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 class JavaNotFound(RuntimeError):

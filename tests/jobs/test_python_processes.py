@@ -185,3 +185,14 @@ def test_the_operators_workers_collect_garbage_less_often() -> None:
 def test_preload_leaves_a_failing_import_to_the_task() -> None:
     preload(("panestore_no_such_module", "json"))
     assert "json" in sys.modules
+
+
+def test_the_directory_executors_import_the_project_from_holds_its_packages():
+    """``spark.executorEnv.PYTHONPATH`` (a cluster's executors) and the demo's files are found
+    from the package's own place: the directory that holds ``jobs``, ``sinks`` and ``panes``."""
+    from jobs.cli.demo import ROOT
+    from jobs.startup.session import PROJECT_ROOT
+
+    for package in ("jobs", "sinks", "panes"):
+        assert (PROJECT_ROOT / package / "__init__.py").is_file()
+    assert (ROOT / "conf" / "demo.toml").is_file()
