@@ -20,7 +20,6 @@ from jobs.front_door import lazy_exports
 
 if TYPE_CHECKING:  # what the front door offers; each is imported on first use (jobs.front_door)
     from jobs.config.checks import check_lake_name, check_paths
-    from jobs.config.save import pipeline_to_toml, save_pipeline
     from jobs.config.event_time import EventTimeColumn
     from jobs.config.load import load_pipeline, merge_layers, pipeline_from_dict, resolve_upstream
     from jobs.config.pipeline import (
@@ -31,6 +30,7 @@ if TYPE_CHECKING:  # what the front door offers; each is imported on first use (
         Upstream,
         Watermark,
     )
+    from jobs.config.save import pipeline_to_toml, save_pipeline
     from jobs.config.sink_spec import view_spec
 
 __all__ = [
