@@ -8,26 +8,11 @@ import json
 import os
 
 from jobs.driver.landing_changes import bind_changes, note_changes, taken_files
+from tests.pipelines import small_pipeline
 
 
 def _pipeline(tmp_path):
-    from jobs.config.load import pipeline_from_dict
-
-    return pipeline_from_dict(
-        {
-            "name": "changes",
-            "lake": str(tmp_path / "lake"),
-            "keys": ["k"],
-            "event_time": "ts",
-            "window": "FixedWindows(1h)",
-            "aggregates": {"n": "count()"},
-            "source": {
-                "format": "jsonl",
-                "path": str(tmp_path / "land [1]"),
-                "schema": {"k": "string", "ts": "timestamp"},
-            },
-        }
-    )
+    return small_pipeline("changes", tmp_path / "lake", tmp_path / "land [1]")
 
 
 def _take(pipeline, source: int, log: str, paths) -> None:

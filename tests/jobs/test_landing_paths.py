@@ -13,6 +13,7 @@ import pytest
 
 from jobs.cli.source_elements import landing_files
 from jobs.config.landing_paths import hadoop_literal
+from tests.pipelines import small_pipeline
 from tests.spark.support import put
 
 # (relative path, input?) by Spark's listing rule, which landing_files mirrors
@@ -45,23 +46,7 @@ def test_hadoop_glob_characters_are_escaped():
 
 
 def _pipeline(tmp_path, landing):
-    from jobs.config.load import pipeline_from_dict
-
-    return pipeline_from_dict(
-        {
-            "name": "globs",
-            "lake": str(tmp_path / "lake"),
-            "keys": ["k"],
-            "event_time": "ts",
-            "window": "FixedWindows(1h)",
-            "aggregates": {"n": "count()"},
-            "source": {
-                "format": "jsonl",
-                "path": str(landing),
-                "schema": {"k": "string", "ts": "timestamp"},
-            },
-        }
-    )
+    return small_pipeline("globs", tmp_path / "lake", landing)
 
 
 @pytest.mark.parametrize("name", ["land[1]", "land*", "land?", "land{1,2} #%20"])

@@ -4,27 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.config.load import pipeline_from_dict
 from sinks.errors import LakeBusy
 from tests.lock_holder import lock_held
+from tests.pipelines import small_pipeline
 
 
 def pipeline(tmp_path):
-    return pipeline_from_dict(
-        {
-            "name": "locked",
-            "lake": str(tmp_path / "lake"),
-            "keys": ["k"],
-            "event_time": "ts",
-            "window": "FixedWindows(1h)",
-            "aggregates": {"n": "count()"},
-            "source": {
-                "path": str(tmp_path / "landing"),
-                "create_path": True,
-                "schema": {"k": "string", "ts": "timestamp"},
-            },
-        }
-    )
+    return small_pipeline("locked", tmp_path / "lake", tmp_path / "landing", create_path=True)
 
 
 def test_a_second_run_of_a_lake_is_refused_before_spark_and_writes_nothing(tmp_path):
