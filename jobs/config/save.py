@@ -24,6 +24,7 @@ from typing import Any
 
 from jobs.config.pipeline import Pipeline, PipelineConfigError
 from panes import format_duration, parse_aggregate, parse_trigger, parse_window
+from sinks.small_files import write_atomically
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -129,7 +130,5 @@ def save_pipeline(pipeline: Pipeline, path: str | Path) -> Path:
     """Write ``pipeline`` as a configuration file at ``path`` (replaced whole) and return it:
     ``panestore check|materialize|verify|query PATH`` then work on the lake it runs."""
     target = Path(path)
-    staging = target.with_name(f".{target.name}.tmp")
-    staging.write_text(pipeline_to_toml(pipeline), encoding="utf-8")
-    staging.replace(target)
+    write_atomically(target, pipeline_to_toml(pipeline))
     return target

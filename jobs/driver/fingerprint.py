@@ -43,11 +43,11 @@ from pathlib import Path
 
 from jobs.config.pipeline import Pipeline, PipelineConfigError
 from jobs.config.sink_spec import view_spec
-from jobs.driver.lake_files import write_atomically
 from panes import format_duration
 from sinks.column_types import INTEGRAL, TYPES, arrow_type
 from sinks.errors import LakeError, TableMissing
 from sinks.lake_format import TABLES
+from sinks.small_files import write_atomically
 from sinks.tables import arrow_schema, check_table_properties, open_table, plain_type
 
 FINGERPRINT_FILE = "_fingerprint.json"

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from jobs.config.pipeline import Pipeline, PipelineConfigError
 from jobs.driver.checkpoint import SOURCES, local_path, log_files
-from jobs.driver.lake_files import write_atomically
+from sinks.small_files import write_atomically
 
 IDENTITY_FILE = "_lake_identity.json"
 IDENTITY_FORMAT = 1

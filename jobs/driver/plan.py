@@ -7,9 +7,10 @@ returns one streaming frame whose rows are of three kinds (``record_kind``):
 * ``late``: an element the engine dropped for lateness (late-table core record);
 * ``rejected``: an input record that could not become an element (raw record, file, reason).
 
-:class:`BatchSink` (``foreachBatch``) has the executors write each kind as data files into its
-Delta table (:mod:`jobs.executor.batch_output`) and commits them with an application transaction
-(version = batch id), so one micro-batch is committed at most once per table.
+:class:`jobs.driver.batch_sink.BatchSink` (``foreachBatch``) has the executors write each kind as
+data files into its Delta table (:mod:`jobs.executor.batch_output`) and commits them with an
+application transaction (version = batch id), so one micro-batch is committed at most once per
+table.
 
 Plan (all rows of one batch)::
 

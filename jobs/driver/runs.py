@@ -41,7 +41,6 @@ from jobs.driver.batch_sink import BatchSink, BatchStats
 from jobs.driver.checkpoint import check_not_behind, check_readable
 from jobs.driver.control import control_stream, pending_watermark, write_drain_sentinel, write_tick
 from jobs.driver.fingerprint import bind_lake_configuration
-from jobs.driver.lake_files import write_atomically
 from jobs.driver.lake_identity import check_lake_identity
 from jobs.driver.landing_changes import note_changes
 from jobs.driver.landing_source import read_landing_zone
@@ -52,6 +51,7 @@ from jobs.executor.operator_input import balanced_bucket_ids
 from jobs.startup.session import get_session
 from sinks.errors import UpstreamChanged
 from sinks.lock import LakeLock
+from sinks.small_files import write_atomically
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession

@@ -43,7 +43,6 @@ from jobs.config.landing_paths import is_hidden, spark_path
 from jobs.config.pipeline import Pipeline
 from jobs.driver.checkpoint import OFFSETS, batch_input, local_path
 from jobs.driver.control import write_control
-from jobs.driver.lake_files import write_atomically
 from jobs.driver.landing_source import read_schema_ddl, spark_schema_ddl
 from jobs.driver.watermark_marks import (
     Mark,
@@ -54,6 +53,7 @@ from jobs.driver.watermark_marks import (
     read_mark,
     writer_names,
 )
+from sinks.small_files import write_atomically
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession

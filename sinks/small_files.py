@@ -1,5 +1,5 @@
-"""The lake's own small files (its identity, fingerprint, state layout, the writers' state, noted
-landing changes): each written whole or not at all."""
+"""Small files written whole or not at all: the lake's own (its identity, fingerprint, state
+layout, the writers' state, noted landing changes) and a saved pipeline configuration."""
 
 from __future__ import annotations
 
