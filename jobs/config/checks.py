@@ -6,15 +6,9 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from pathlib import Path
 
 from jobs.config.pipeline import Pipeline, PipelineConfigError, _has_scheme
-
-if sys.version_info >= (3, 11):
-    pass
-else:
-    pass
 
 
 def check_paths(pipeline: Pipeline) -> None:

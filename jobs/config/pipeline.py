@@ -45,16 +45,10 @@ Relative paths (``lake``, ``source.path``) are relative to the working directory
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-if sys.version_info >= (3, 11):
-    pass
-else:
-    pass
 
 from jobs.config.event_time import EPOCH_UNITS, EventTimeColumn
 from jobs.config.landing_paths import landing_path_problem
@@ -167,13 +161,6 @@ class Source:
     @property
     def is_pane_log(self) -> bool:
         return self.format == "pane_log"
-
-    @property
-    def has_available_now(self) -> bool:
-        """Whether Spark's source for it runs ``availableNow`` (files do). A Python data source
-        (the pane log) cannot: a scheduled run then runs until the query is idle
-        (:mod:`jobs.driver.runs`)."""
-        return not self.is_pane_log
 
     def unknown_column(self, column: str) -> str:
         """Why ``column`` cannot be read from this source."""

@@ -196,21 +196,21 @@ def _writer(
     )
     if follow:
         return writer.trigger(processingTime=interval)
-    if not pipeline.source.has_available_now:
-        return writer.trigger(processingTime="0 seconds")  # stopped when idle: see _idle
+    spark.conf.set(AVAILABLE_NOW_WRAPPER, "true")  # read when the query starts
     return writer.trigger(availableNow=True)
 
 
-IDLE = "Waiting for data to arrive"
-"""The status message of a query whose last trigger found nothing to run: no new input in any
-source, and no no-data batch due (Spark runs one after a batch that moved the watermark)."""
+AVAILABLE_NOW_WRAPPER = "spark.sql.streaming.triggerAvailableNowWrapper.enabled"
+"""Spark's setting that runs ``availableNow`` over every source (SPARK-45178).
 
-
-def _idle(query) -> bool:
-    """Whether the scheduled run of a source without ``availableNow`` is done: the query took
-    every input its sources had and fired what that made due."""
-    status = query.status
-    return status.get("message") == IDLE and not status.get("isTriggerActive")
+Spark's own sources (files, Kafka, Delta) stop at the offset they had when the query started,
+in as many batches as their limits make, after replaying a batch a killed run left uncommitted.
+A source that does not implement ``availableNow`` (every PySpark Python data source: the
+pane-log and Delta-table sources, a user's own) would otherwise fall back to a single batch
+(Trigger.Once), which after a kill replays the uncommitted batch and stops without the newer
+data, with a warning. With this setting Spark wraps such a source: its latest offset at the
+query's start is the end, and the run takes the replayed batch, then everything up to that
+end, then the no-data batch that fires what became due."""
 
 
 def _run_query(
@@ -246,9 +246,8 @@ def _run_query(
     result.add_phase("build", starting - building)
     query = writer.start()
     result.queries += 1
-    until_idle = not follow and not pipeline.source.has_available_now
     try:
-        _await_query(query, sink, result, emit, stop_after_batches, poll, stop, until_idle)
+        _await_query(query, sink, result, emit, stop_after_batches, poll, stop)
     finally:
         result.add_phase("query", time.monotonic() - starting)
 
@@ -261,10 +260,9 @@ def _await_query(
     stop_after_batches: int | None,
     poll: Callable[[], Any] | None = None,
     stop: StopRequest | None = None,
-    until_idle: bool = False,
 ) -> None:
-    """Report each batch of the running ``query`` as it commits, until the query ends (or, with
-    ``until_idle``, until it is idle: :func:`_idle`); ``poll`` is called between checks. When
+    """Report each batch of the running ``query`` as it commits, until the query ends; ``poll``
+    is called between checks. When
     ``stop`` is requested (a signal, :mod:`jobs.driver.stopping`), the query is stopped once no
     batch is in flight, or at once when ``stop.abandon``; a batch that then fails was abandoned (the
     next run replays it; tables that had committed it skip it) and is reported, not raised."""
@@ -314,7 +312,7 @@ def _await_query(
             if poll is not None:
                 poll()
             enough = stop_after_batches is not None and done >= stop_after_batches
-            if enough or (until_idle and _idle(query)):
+            if enough:
                 query.stop()
     except KeyboardInterrupt:
         emit("stopping...")
