@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -57,12 +58,13 @@ class DataFile:
     stats: str
 
 
-def _filesystem(table_uri: str) -> tuple[pafs.FileSystem, str]:
-    """The filesystem of ``table_uri`` (a local path or a URI pyarrow knows) and its root."""
+def table_filesystem(table_uri: str) -> tuple[pafs.FileSystem, str]:
+    """The filesystem of ``table_uri`` (a local path or a URI pyarrow knows) and the table's root
+    in it (for a local path, an absolute path: the same on every process of the machine)."""
     if "://" in table_uri:
         fs, root = pafs.FileSystem.from_uri(table_uri)
         return fs, root.rstrip("/")
-    return pafs.LocalFileSystem(), table_uri.rstrip("/")
+    return pafs.LocalFileSystem(), os.path.abspath(table_uri).rstrip("/")
 
 
 def _timestamp_text(us: int, *, ceil: bool) -> str:
@@ -146,7 +148,7 @@ def write_data_file(
     table = table.select(schema.names).cast(schema)
     stats = file_stats(table)
     footer = {**(metadata or {}), STATS_KEY: stats}
-    fs, root = _filesystem(table_uri)
+    fs, root = table_filesystem(table_uri)
     pq.write_table(
         table.replace_schema_metadata({**(schema.metadata or {}), **footer}),
         f"{root}/{name}",
@@ -163,7 +165,7 @@ def write_data_file(
 def read_data_file(table_uri: str, name: str) -> tuple[DataFile, dict[str, str]]:
     """The :class:`DataFile` of a file :func:`write_data_file` wrote, and the metadata it was
     given (read from the file's footer: a few kilobytes)."""
-    fs, root = _filesystem(table_uri)
+    fs, root = table_filesystem(table_uri)
     path = f"{root}/{name}"
     footer = pq.read_metadata(path, filesystem=fs)
     found = {

@@ -39,3 +39,15 @@ class UpstreamChanged(LakeError):
 class InvalidRequest(LakeError):
     """A request the lake cannot answer as asked: a version or key that is not there, SQL that
     does not parse or bind, an output that cannot be written. Nothing was written."""
+
+
+class SourceTableError(LakeError):
+    """A Delta table read as a pipeline's source (``sinks.delta_source``) cannot be read as asked:
+    no table, a version no longer in its log, a commit that deletes or updates rows, a feature
+    this reader cannot read, a data file vacuumed before it was read. The message is one line
+    naming the table, the version and what to do."""
+
+
+class SourceTableChanged(UpstreamChanged, SourceTableError):
+    """The Delta table at a source's URI is not the table whose versions the pipeline has read
+    (it was deleted and created anew, or is gone): its versions count from 0 again."""

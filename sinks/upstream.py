@@ -138,6 +138,11 @@ def pane_log_head(path: str) -> PaneLogHead:
         dt = DeltaTable(path)
     except Exception:  # not created yet
         return PaneLogHead(None, -1)
+    return table_head(dt)
+
+
+def table_head(dt: Any) -> PaneLogHead:
+    """The :class:`PaneLogHead` of a loaded ``deltalake.DeltaTable`` (any Delta table)."""
     return PaneLogHead(str(dt.metadata().id), dt.version())
 
 
