@@ -43,9 +43,26 @@ ALLOWED = {
         "jobs.driver",
         "jobs.front_door",
     },
+    # the Python API (users' PySpark code): on top of the driver, beside the command
+    "jobs.api": {
+        "panes",
+        "sinks",
+        "jobs.config",
+        "jobs.startup",
+        "jobs.driver",
+        "jobs.api",
+        "jobs.front_door",
+    },
     "jobs.cli": {"panes", "sinks", "jobs"},
 }
-SUBPACKAGES = ("jobs.config", "jobs.startup", "jobs.executor", "jobs.driver", "jobs.cli")
+SUBPACKAGES = (
+    "jobs.config",
+    "jobs.startup",
+    "jobs.executor",
+    "jobs.driver",
+    "jobs.api",
+    "jobs.cli",
+)
 
 
 def _module_name(path: Path) -> str:

@@ -48,7 +48,7 @@ from jobs.driver.watermark_marks import MarkError, note_watermark, parse_time
 from jobs.startup.quiet import quiet_spark_stderr
 from jobs.startup.session import SHUFFLE_PARTITIONS, JavaNotFound, get_session
 from panes import parse_duration
-from sinks.errors import LakeBusy, UpstreamChanged
+from sinks.errors import LakeBusy, SourceTableError, UpstreamChanged
 
 EXIT_BUSY = ExitStatus.BUSY
 
@@ -107,14 +107,26 @@ def cmd_run(args) -> int:
     pipeline = _load(args)
     check_paths(pipeline)  # before Spark: a bad path exits 2 naming the setting
     check_lake_identity(pipeline)  # ... and so does a copied or moved lake
-    if pipeline.source.is_pane_log:
-        from jobs.driver.upstream_identity import check_upstream
+    if pipeline.source.is_dataframe:
+        print(
+            f"panestore: pipeline {pipeline.name} reads a streaming DataFrame built in PySpark "
+            "code (source.format = 'dataframe'): run it from that code (jobs.api.run); this "
+            "command can check, materialize, verify and query its lake",
+            file=sys.stderr,
+        )
+        return ExitStatus.MISUSE
+    try:  # before Spark: a rebuilt upstream or a recreated source table exits 2
+        if pipeline.source.is_pane_log:
+            from jobs.driver.upstream_identity import check_upstream
 
-        try:
-            check_upstream(pipeline)  # before Spark: a rebuilt upstream exits 2
-        except UpstreamChanged as e:
-            print(f"panestore: {e}", file=sys.stderr)
-            return 2
+            check_upstream(pipeline)
+        elif pipeline.source.is_delta:
+            from jobs.driver.delta_table_source import check_source_table
+
+            check_source_table(pipeline)
+    except UpstreamChanged as e:
+        print(f"panestore: {e}", file=sys.stderr)
+        return ExitStatus.MISUSE
     check_lake_configuration(pipeline)  # before Spark: a lake's changed setting exits 2
     terminal = sys.stderr if args.verbose else quiet_spark_stderr()
     print(pipeline.describe(), file=terminal, flush=True)
@@ -147,7 +159,7 @@ def cmd_run(args) -> int:
         except LakeBusy as e:
             print(f"panestore: {e}", file=terminal)
             return ExitStatus.BUSY
-        except UpstreamChanged as e:  # rebuilt since the check above, or while running
+        except (UpstreamChanged, SourceTableError) as e:  # a table source refused to read on
             print(f"panestore: {e}", file=terminal)
             return ExitStatus.MISUSE
         except Exception as e:  # the streaming query failed: report, exit 1

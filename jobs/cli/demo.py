@@ -225,8 +225,8 @@ def report_hourly(hourly, say) -> None:
     batch over the first stage's final sessions."""
     from deltalake import DeltaTable
 
-    from jobs.cli.source_elements import load_source_elements, source_elements_are
     from jobs.config.sink_spec import view_spec
+    from jobs.driver.source_elements import load_source_elements, source_elements_are
     from sinks.duck import connect
     from sinks.verify import verify
 
@@ -267,8 +267,8 @@ def report_hourly(hourly, say) -> None:
 
 def check(pipeline, say) -> None:
     """The current view through DuckDB, and `panestore verify`."""
-    from jobs.cli.source_elements import load_source_elements
     from jobs.config.sink_spec import view_spec
+    from jobs.driver.source_elements import load_source_elements
     from sinks.duck import connect
     from sinks.verify import verify
 

@@ -126,8 +126,8 @@ def cmd_materialize(a) -> int:
 
 
 def cmd_verify(a) -> int:
-    from jobs.cli.source_elements import load_source_elements, source_elements_are
     from jobs.config.sink_spec import view_spec
+    from jobs.driver.source_elements import load_source_elements, source_elements_are
     from sinks.errors import UpstreamChanged
     from sinks.verify import Check, verify
 
@@ -178,8 +178,8 @@ def cmd_history(a) -> int:
 
 
 def cmd_plot(a) -> int:
-    from jobs.cli.source_elements import load_source_elements
     from jobs.config.sink_spec import view_spec
+    from jobs.driver.source_elements import load_source_elements
     from sinks.plot import plot
 
     pipeline = _load(a.conf)

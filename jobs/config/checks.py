@@ -18,7 +18,7 @@ def check_paths(pipeline: Pipeline) -> None:
     (:func:`check_lake_name`). A landing directory with a URI scheme (an object store) is left
     to the storage layer. Raises :class:`PipelineConfigError` naming the setting."""
     landing = Path(pipeline.source.path)
-    if not _has_scheme(pipeline.source.path) and not pipeline.source.is_pane_log:
+    if pipeline.source.is_landing and not _has_scheme(pipeline.source.path):
         if landing.exists() and not landing.is_dir():
             raise PipelineConfigError("source.path", f"{landing} is a file, not a directory")
         if landing.is_dir() and not os.access(landing, os.R_OK | os.X_OK):

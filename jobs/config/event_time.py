@@ -19,7 +19,8 @@ Text is trimmed of spaces first. Anything else is unreadable, and the record is 
 the batch's timestamp is the event time.
 
 Every path derives from :data:`FORMS`: :func:`event_time_us` reads them with Arrow (the JSON-lines
-decoder, and ``panestore verify``'s reading of the landing zone, :mod:`jobs.cli.source_elements`);
+decoder, and ``panestore verify``'s reading of the source,
+:mod:`jobs.driver.source_elements`);
 :func:`spark_event_time` reads them in Spark for the records Spark parses: the same patterns
 gate Spark's own ``CAST`` (so Spark accepts no other form), and ``tests/spark/test_event_time.py``
 checks on a corpus that both give the same value or the same rejection.

@@ -154,12 +154,15 @@ def _parse_source(table: Any) -> Source:
         schema = upstream.schema
     elif isinstance(table.get("schema"), Mapping):
         schema = table["schema"]
+    elif table.get("format") == "delta" and "schema" not in table:
+        schema = dict(delta_table_columns(table.get("path")))
     else:
         raise PipelineConfigError("source.schema", "is required: a table of column = type")
-    if "path" not in table:
+    if "path" not in table and table.get("format") != "dataframe":
         raise PipelineConfigError("source.path", "is required")
     settings = _parse_settings("source.", table, _SOURCE_SETTINGS, skip=frozenset({"schema"}))
     columns = tuple((str(c), str(t).lower()) for c, t in schema.items())
+    settings.setdefault("path", "")  # a dataframe source's description
     return Source(schema=columns, upstream=upstream, **settings)
 
 
@@ -178,6 +181,37 @@ def _pane_log_upstream(src: Mapping[str, Any]) -> Upstream:
     if name is not None and not isinstance(name, str):
         raise PipelineConfigError("source.pipeline", f"must be a pipeline name, got {name!r}")
     return resolve_upstream(path, name)
+
+
+def delta_table_columns(path: Any) -> tuple[tuple[str, str], ...]:
+    """The schema of a ``delta`` source that gives none: the table's columns of the types a
+    pipeline reads (:func:`sinks.delta_source.source_table_columns`)."""
+    from sinks.delta_source import source_table_columns
+
+    if not isinstance(path, str) or not path:
+        raise PipelineConfigError("source.path", "is required: the Delta table's path or URI")
+    try:
+        return source_table_columns(path).columns
+    except LakeError as e:
+        raise PipelineConfigError("source.path", str(e)) from None
+
+
+def parse_setting(name: str, value: Any) -> Any:
+    """The field value of the top-level setting ``name`` from its form in a configuration file
+    (text for a window, trigger, mode or duration; a list of keys), or ``value`` as it is when it
+    is already parsed (a ``WindowFn``, a ``Trigger``, an enum member, a duration in µs):
+    :class:`Pipeline` checks its type. Raises :class:`PipelineConfigError` naming ``name``.
+
+    >>> parse_setting("allowed_lateness", "2h")
+    7200000000
+    >>> parse_setting("keys", ("user", "country"))
+    ('user', 'country')
+    """
+    if isinstance(value, (WindowFn, Trigger, Enum)):
+        return value
+    if name == "keys" and isinstance(value, tuple):
+        value = list(value)
+    return _SETTINGS[name](name, value)
 
 
 def _check_keys(where: str, table: Mapping[str, Any], allowed: set[str]) -> None:
@@ -326,6 +360,9 @@ _SOURCE_SETTINGS: dict[str, Parse] = {
     "bounded": _of(bool, "true or false"),
     "create_path": _of(bool, "true or false"),
     "pipeline": _optional(_of(str, "a pipeline name")),
+    "starting_version": _optional(_of(int, "a version >= 0")),
+    "starting_timestamp": _optional(_of(str, "an ISO-8601 time (2024-05-01T00:00Z)")),
+    "skip_change_commits": _of(bool, "true or false"),
 }
 _WATERMARK_SETTINGS: dict[str, Parse] = {
     "policy": _of(str, f"one of {WATERMARK_POLICIES}"),

@@ -44,6 +44,7 @@ Relative paths (``lake``, ``source.path``) are relative to the working directory
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -84,7 +85,8 @@ class PipelineConfigError(ValueError):
 
 # -- source settings ---------------------------------------------------------------------
 
-FORMATS = ("jsonl", "csv", "parquet", "pane_log")
+FILE_FORMATS = ("jsonl", "csv", "parquet")
+FORMATS = (*FILE_FORMATS, "pane_log", "delta", "dataframe")
 WATERMARK_POLICIES = ("bounded_out_of_orderness", "ingestion_time", "writer_noted")
 # Key column types the job groups by (a float key has no exact identity; see Pipeline._check_keys)
 KEY_TYPES = frozenset({"string", "int", "long", "bigint"})
@@ -96,15 +98,28 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 @dataclass(frozen=True)
 class Source:
-    """A directory of files that grows over time, read as a Spark streaming file source.
+    """Where a pipeline's records come from (``format``):
+
+    * ``jsonl``, ``csv``, ``parquet``: a directory of files that grows over time (``path``),
+      read as a Spark streaming file source;
+    * ``pane_log``: another pipeline's pane log (its ``upstream``; ``schema`` is then the
+      columns it offers);
+    * ``delta``: a Delta table read as an append-only stream (``path``, a directory or URI):
+      every commit's new rows from ``starting_version`` (or the first version committed at or
+      after ``starting_timestamp``, ISO-8601; default: version 0) on. A commit that deletes or
+      updates rows stops the run, unless ``skip_change_commits`` (the whole commit is then
+      skipped). ``schema`` defaults to the table's columns of the types below;
+    * ``dataframe``: a streaming DataFrame built in PySpark code, given to
+      :func:`jobs.driver.runs.run` (``path`` is only a description, optional).
 
     ``schema`` lists (column, type) pairs (types: string, int, long, double, float, boolean,
-    timestamp); it is explicit (no inference). A ``timestamp`` column is an ISO-8601 string in
-    jsonl/csv; a numeric event-time column counts ``epoch_unit`` (s, ms, us) since 1970-01-01
-    UTC. ``bounded``: the input is finite and complete when a run starts, every run drains (see
-    :mod:`jobs.driver.runs`). ``create_path``: a missing landing directory is created empty (the
-    producer has not started yet) instead of refused as a likely typo. A ``pane_log`` source
-    reads the pane log of its ``upstream`` (``schema`` is then the columns it offers).
+    timestamp); it is explicit for files (no inference). A ``timestamp`` column is an ISO-8601
+    string in jsonl/csv; a numeric event-time column counts ``epoch_unit`` (s, ms, us) since
+    1970-01-01 UTC. A column whose type in a table or DataFrame differs from the schema's is
+    cast; a value that does not cast rejects its record. ``bounded``: the input is finite and
+    complete when a run starts, every run drains (see :mod:`jobs.driver.runs`).
+    ``create_path``: a missing landing directory is created empty (the producer has not started
+    yet) instead of refused as a likely typo.
     """
 
     path: str
@@ -118,6 +133,9 @@ class Source:
     create_path: bool = False
     pipeline: str | None = None
     upstream: Upstream | None = None
+    starting_version: int | None = None
+    starting_timestamp: str | None = None
+    skip_change_commits: bool = False
 
     def __post_init__(self) -> None:
         """Check the settings (raising :class:`PipelineConfigError` naming the first bad one)."""
@@ -127,8 +145,10 @@ class Source:
             raise PipelineConfigError(
                 "source.path", "a pane_log source needs its upstream (load it with load_pipeline)"
             )
-        if not self.path:
-            raise PipelineConfigError("source.path", "is required (the landing directory)")
+        if not self.path and not self.is_dataframe:
+            what = "the Delta table" if self.is_delta else "the landing directory"
+            raise PipelineConfigError("source.path", f"is required ({what})")
+        self._check_delta_settings()
         if not self.schema:
             raise PipelineConfigError("source.schema", "is required: column = type, ...")
         for col, typ in self.schema:
@@ -150,9 +170,32 @@ class Source:
             )
         if len(self.csv_delimiter) != 1:
             raise PipelineConfigError("source.csv_delimiter", "must be one character")
-        problem = None if self.is_pane_log else landing_path_problem(self.path)
+        problem = landing_path_problem(self.path) if self.is_landing else None
         if problem is not None:
             raise PipelineConfigError("source.path", problem)
+
+    def _check_delta_settings(self) -> None:
+        """The settings of a ``delta`` source: on no other format, one starting point."""
+        given = [
+            name
+            for name in ("starting_version", "starting_timestamp", "skip_change_commits")
+            if getattr(self, name) not in (None, False)
+        ]
+        if given and not self.is_delta:
+            raise PipelineConfigError(
+                f"source.{given[0]}", f"is a setting of a delta source, not of {self.format}"
+            )
+        if self.starting_version is not None and self.starting_timestamp is not None:
+            raise PipelineConfigError(
+                "source.starting_timestamp", "give starting_version or starting_timestamp, not both"
+            )
+        if self.starting_version is not None:
+            _expect("source.starting_version", self.starting_version, int, "a version >= 0")
+            if self.starting_version < 0:
+                raise PipelineConfigError("source.starting_version", "must be >= 0")
+        if self.starting_timestamp is not None:
+            _expect("source.starting_timestamp", self.starting_timestamp, str, "ISO-8601 text")
+            starting_timestamp_ms(self.starting_timestamp)  # raises naming the setting
 
     @property
     def types(self) -> dict[str, str]:
@@ -161,6 +204,20 @@ class Source:
     @property
     def is_pane_log(self) -> bool:
         return self.format == "pane_log"
+
+    @property
+    def is_delta(self) -> bool:
+        return self.format == "delta"
+
+    @property
+    def is_dataframe(self) -> bool:
+        """The records are a streaming DataFrame the caller gives the run."""
+        return self.format == "dataframe"
+
+    @property
+    def is_landing(self) -> bool:
+        """The source is a landing directory of files."""
+        return self.format in FILE_FORMATS
 
     def unknown_column(self, column: str) -> str:
         """Why ``column`` cannot be read from this source."""
@@ -383,6 +440,12 @@ class Pipeline:
                 f"column {self.event_time!r} must be a timestamp or an integral "
                 f"epoch (source.epoch_unit), not {types[self.event_time]}",
             )
+        if self.writer_noted and not self.source.is_landing:
+            raise PipelineConfigError(
+                "watermark.policy",
+                "writer_noted reads the writers' marks in the landing directory: it needs a "
+                f"source of files, not {self.source.format}",
+            )
         if self.writer_noted and _has_scheme(self.source.path):
             raise PipelineConfigError(
                 "watermark.policy",
@@ -551,12 +614,16 @@ class Pipeline:
     def describe(self) -> str:
         aggs = ", ".join(f"{a.name} = {a.fn}" for a in self.aggregates)
         up = self.source.upstream
+        event_time = self.event_time or "(ingestion time)"
         if up is not None:
             origin = f"the pane log of {up.name} ({up.pane_log}: {up.columns.describe()})"
             event_time = "the upstream panes' output timestamps"
+        elif self.source.is_delta:
+            origin = f"the Delta table {self.source.path}"
+        elif self.source.is_dataframe:
+            origin = f"a streaming DataFrame{f' ({self.source.path})' if self.source.path else ''}"
         else:
             origin = f"{self.source.format} files in {self.source.path}"
-            event_time = self.event_time or "(ingestion time)"
         return (
             f"pipeline {self.name}: {origin} -> "
             f"{self.lake}\n  keys {list(self.keys)}, event time {event_time}, "
@@ -571,6 +638,19 @@ def _expect(name: str, value: Any, kind: type | tuple[type, ...], what: str) -> 
     kinds = kind if isinstance(kind, tuple) else (kind,)
     if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
         raise PipelineConfigError(name, f"must be {what}, got {value!r}")
+
+
+def starting_timestamp_ms(text: str) -> int:
+    """``source.starting_timestamp`` in ms since 1970 (ISO-8601; no zone: UTC)."""
+    try:
+        when = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise PipelineConfigError(
+            "source.starting_timestamp", f"{text!r} is not an ISO-8601 time (2024-05-01T00:00Z)"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return int(when.timestamp() * 1000)
 
 
 def _has_scheme(path: str) -> bool:

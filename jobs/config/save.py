@@ -55,6 +55,11 @@ def pipeline_to_dict(pipeline: Pipeline) -> dict[str, Any]:
         source["schema"] = dict(src.schema)
     if src.max_files_per_trigger is not None:
         source["max_files_per_trigger"] = src.max_files_per_trigger
+    for name in ("starting_version", "starting_timestamp"):
+        if getattr(src, name) is not None:
+            source[name] = getattr(src, name)
+    if src.skip_change_commits:
+        source["skip_change_commits"] = True
     source.update(
         csv_header=src.csv_header,
         csv_delimiter=src.csv_delimiter,

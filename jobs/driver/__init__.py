@@ -3,8 +3,9 @@ files around them.
 
 Runs in the Python process that owns the SparkSession: :func:`run` checks the lake (its lock,
 identity, configuration fingerprint, checkpoint, upstream), builds the plan (:mod:`.plan`: a
-source's *records* frame -> tagged rows -> the operator) over :mod:`.landing_source` or
-:mod:`.pane_log_source`, and commits each batch through :class:`BatchSink`. The code Spark runs
+source's *records* frame -> tagged rows -> the operator) over the source's reader
+(:mod:`.sources`: :mod:`.landing_source`, :mod:`.pane_log_source`, :mod:`.delta_table_source`, or
+the caller's DataFrame), and commits each batch through :class:`BatchSink`. The code Spark runs
 in its Python workers is :mod:`jobs.executor`.
 
 >>> from jobs.driver import run, RunResult
@@ -20,10 +21,12 @@ from jobs.front_door import lazy_exports
 
 if TYPE_CHECKING:  # what the front door offers; each is imported on first use (jobs.front_door)
     from jobs.driver.batch_sink import BatchSink, BatchStats
+    from jobs.driver.delta_table_source import read_delta_table
     from jobs.driver.landing_source import read_landing_zone
     from jobs.driver.pane_log_source import read_pane_log
     from jobs.driver.plan import build_job
     from jobs.driver.runs import BatchReport, RunResult, run
+    from jobs.driver.sources import read_source
     from jobs.driver.watermark_marks import LandingWriter, note_watermark
 
 __all__ = [
@@ -34,8 +37,10 @@ __all__ = [
     "RunResult",
     "build_job",
     "note_watermark",
+    "read_delta_table",
     "read_landing_zone",
     "read_pane_log",
+    "read_source",
     "run",
 ]
 __getattr__ = lazy_exports(__name__, __file__)

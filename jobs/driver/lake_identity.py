@@ -52,7 +52,8 @@ class LakeIdentity:
     ``lake``: the lake directory, absolute, symlinks resolved. ``landing``: the landing
     directory as Spark names the files it takes (absolute, symlinks kept; a URI as it is), and
     ``landing_resolved``: the directory it leads to; both None for a source that is not a
-    landing directory (another pipeline's pane log).
+    landing directory (a pane log or a Delta table, whose readers check the table they read by
+    its id; a DataFrame).
     """
 
     lake: str
@@ -63,7 +64,7 @@ class LakeIdentity:
     def of(cls, pipeline: Pipeline) -> LakeIdentity:
         """Where ``pipeline``'s lake and landing directory are now."""
         lake = str(pipeline.lake_path.resolve())
-        if pipeline.source.is_pane_log:
+        if not pipeline.source.is_landing:  # its reader checks the table it reads
             return cls(lake, None, None)
         if "://" in pipeline.source.path:  # an object store: Spark names its files by this URI
             return cls(lake, pipeline.source.path, pipeline.source.path)

@@ -118,7 +118,11 @@ def note_changes(pipeline: Pipeline) -> list[ChangedFile]:
     """Find the taken landing files that changed since they were read and were not reported
     yet, and add them to the pending changes; returns them (empty: nothing new). Local landing
     directories and lakes only. Call it under the run lock, before the run's query."""
-    if has_scheme(pipeline.source.path) or has_scheme(pipeline.lake) or pipeline.source.is_pane_log:
+    if (
+        has_scheme(pipeline.source.path)
+        or has_scheme(pipeline.lake)
+        or not pipeline.source.is_landing
+    ):
         return []
     seen = reported(pipeline)
     taken = taken_files(pipeline.checkpoint_path, pipeline.source.path)

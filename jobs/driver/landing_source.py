@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING
 from jobs.config.event_time import EPOCH_UNITS
 from jobs.config.landing_paths import spark_path
 from jobs.config.pipeline import COLUMN_TYPES, Pipeline
-from jobs.driver.pane_log_source import read_pane_log
 from jobs.executor.jsonl_decoder import DECODED_COLUMNS, DECODER_OUTPUT, JsonlDecoder
 from jobs.executor.operator_input import HASHED_AS
 from sinks.column_types import ARROW_JSON_TYPES, INTEGRAL
@@ -101,8 +100,6 @@ def read_landing_zone(
     from pyspark.sql import functions as F
 
     src = pipeline.source
-    if src.is_pane_log:
-        return read_pane_log(spark, pipeline)
     names = [c for c, _ in src.schema]
     if src.format == "parquet":
         df = _file_stream(spark, pipeline, "parquet", spark_schema_ddl(pipeline))

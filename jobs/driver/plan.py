@@ -141,14 +141,16 @@ def operator_config(
 # -- the plan ---------------------------------------------------------------------------------
 
 
-def _key(pipeline: Pipeline, df: DataFrame, k: str) -> Column:
+def _typed(pipeline: Pipeline, df: DataFrame, column: str) -> Column:
+    """``column`` of ``df`` in its schema type: cast where the frame holds another type (text
+    read as text, a user's DataFrame or Delta table); null where the value does not cast."""
     from pyspark.sql import functions as F
 
-    sql_type = COLUMN_TYPES[pipeline.source.types[k]][0]
-    dtype = dict(df.dtypes)[k]
+    sql_type = COLUMN_TYPES[pipeline.source.types[column]][0]
+    dtype = dict(df.dtypes)[column]
     if dtype == sql_type:
-        return F.col(k)
-    return F.col(k).try_cast(sql_type)
+        return F.col(column)
+    return F.col(column).try_cast(sql_type)
 
 
 def _complete_records(pipeline: Pipeline, records: DataFrame) -> DataFrame:
@@ -200,14 +202,18 @@ def _rejection_reason(
         )
     types = pipeline.source.types
     for k in pipeline.keys:
-        key = _key(pipeline, records, k)
+        key = _typed(pipeline, records, k)
         reason = reason.when(F.col(k).isNull(), F.lit(f"missing key ({k})"))
         reason = reason.when(key.isNull(), F.lit(f"unparseable key ({k})"))
         if types[k] == "string":
             reason = reason.when(F.trim(key) == "", F.lit(f"empty key ({k})"))
     for v in pipeline.value_columns:
+        value = _typed(pipeline, records, v)
+        reason = reason.when(
+            F.col(v).isNotNull() & value.isNull(), F.lit(f"unparseable value ({v})")
+        )
         if types[v] in ("double", "float"):
-            finite = F.col(v).isNull() | ~(F.isnan(v) | F.abs(v).eqNullSafe(float("inf")))
+            finite = value.isNull() | ~(F.isnan(value) | F.abs(value).eqNullSafe(float("inf")))
             reason = reason.when(~finite, F.lit(f"not a finite number ({v})"))
     return F.when(F.col(BLOB).isNull(), reason)
 
@@ -220,9 +226,12 @@ def _tagged(pipeline: Pipeline, records: DataFrame) -> DataFrame:
     ts, raw_ts = spark_event_time(pipeline.event_time_column, records)
     reason = _rejection_reason(pipeline, records, ts, raw_ts)
     return records.select(
-        *[F.when(reason.isNull(), _key(pipeline, records, k)).alias(k) for k in pipeline.keys],
+        *[F.when(reason.isNull(), _typed(pipeline, records, k)).alias(k) for k in pipeline.keys],
         F.coalesce(F.col(LATEST_EVENT_TIME), F.when(reason.isNull(), ts)).alias(EVENT_TIME),
-        *[F.when(reason.isNull(), F.col(v)).alias(v) for v in pipeline.value_columns],
+        *[
+            F.when(reason.isNull(), _typed(pipeline, records, v)).alias(v)
+            for v in pipeline.value_columns
+        ],
         F.when(reason.isNotNull(), F.make_valid_utf8(RAW)).alias(RAW_TEXT),  # kept as text
         F.when(reason.isNotNull(), F.col(SOURCE_FILE)).alias(FROM_FILE),
         reason.alias(REASON),

@@ -43,18 +43,20 @@ from jobs.driver.control import control_stream, pending_watermark, write_drain_s
 from jobs.driver.fingerprint import bind_lake_configuration
 from jobs.driver.lake_identity import check_lake_identity
 from jobs.driver.landing_changes import note_changes
-from jobs.driver.landing_source import read_landing_zone
 from jobs.driver.plan import build_job
+from jobs.driver.sources import read_source
 from jobs.driver.stopping import StopRequest, stop_on_signals
 from jobs.driver.writers_watermark import record_writers_watermark
 from jobs.executor.operator_input import balanced_bucket_ids
 from jobs.startup.session import get_session
-from sinks.errors import UpstreamChanged
+from sinks.errors import LakeError, SourceTableChanged, SourceTableError, UpstreamChanged
 from sinks.lock import LakeLock
 from sinks.small_files import write_atomically
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
+
+    from sinks.materializer import MaterializeResult
 
 
 @dataclass
@@ -122,6 +124,7 @@ class RunResult:
     phases: dict[str, float] = field(default_factory=dict)
     stopped_by: str = ""  # the signal that stopped the run (SIGINT, SIGTERM), if one did
     queries: int = 0  # the streaming queries it ran (one, plus one for a drain or a tick)
+    folded: MaterializeResult | None = None  # the fold after the run (jobs.api.run), if done
 
     def add_phase(self, name: str, seconds: float) -> None:
         self.phases[name] = self.phases.get(name, 0.0) + seconds
@@ -177,9 +180,7 @@ def _writer(
 ):
     """The query, built and ready to start (a ``DataStreamWriter``)."""
     if records is None:
-        if not pipeline.source.is_pane_log:
-            Path(pipeline.source.path).mkdir(parents=True, exist_ok=True)
-        records = read_landing_zone(spark, pipeline)
+        records = read_source(spark, pipeline)
     out = build_job(
         spark,
         pipeline,
@@ -327,9 +328,9 @@ def _await_query(
         emit(f"{stop.name}: the batch in flight was abandoned ({first}); the next run replays it")
         return
     if err is not None:
-        changed = _UPSTREAM_CHANGED.search(str(err))
-        if changed:  # the pane-log source found another upstream table (rebuilt while running)
-            raise UpstreamChanged(changed.group(1).strip()) from None
+        stopped = _SOURCE_STOPPED.search(str(err))
+        if stopped:  # a table source's refusal: another table, a change commit, a lost version
+            raise _REFUSALS[stopped.group(1)](stopped.group(2).strip()) from None
         unreadable = _UNREADABLE.search(str(err))
         if unreadable:
             causes = [c for c in _CAUSE.findall(str(err)) if "FAILED_READ_FILE" not in c]
@@ -342,8 +343,12 @@ def _await_query(
         raise RuntimeError(f"the streaming query failed: {err}") from None
 
 
-# The pane-log source's refusal of another upstream table, inside Spark's error (a Python trace)
-_UPSTREAM_CHANGED = re.compile(r"UpstreamChanged: ([^\n]+)")
+# A table source's refusal (another table at the path; a Delta source's change commit or lost
+# version), inside Spark's error (a Python trace)
+_REFUSALS: dict[str, type[LakeError]] = {
+    e.__name__: e for e in (UpstreamChanged, SourceTableError, SourceTableChanged)
+}
+_SOURCE_STOPPED = re.compile(rf"({'|'.join(_REFUSALS)}): ([^\n]+)")
 # Spark's error for an input file it cannot read (corrupt, truncated, not of the format, ...)
 _CAUSE = re.compile(r"Caused by: [\w.$]+: ([^\n]+)")
 _UNREADABLE = re.compile(

@@ -5,7 +5,7 @@ A corpus of good and bad event times (ISO forms, epochs, out of range, garbage) 
 each must have: its µs, :data:`UNREADABLE` (rejected as ``unparseable event time``) or
 :data:`OUT_OF_RANGE`. Here: the Arrow reading (:func:`jobs.config.event_time.event_time_us`), the
 JSON-lines decoder (decodes exactly the accepted records, with that time, and passes the others to
-Spark) and ``verify``'s reading of the landing zone (:mod:`jobs.cli.source_elements`).
+Spark) and ``verify``'s reading of the landing zone (:mod:`jobs.driver.source_elements`).
 ``tests/spark/test_event_time.py`` holds Spark's reading to the same corpus.
 """
 
@@ -204,7 +204,7 @@ def test_the_decoder_decodes_exactly_the_accepted_event_times(tmp_path, kind):
 
 @pytest.mark.parametrize("kind", ["text", "epoch"])
 def test_verify_reads_the_landing_zone_with_the_same_function(tmp_path, kind):
-    from jobs.cli.source_elements import load_source_elements
+    from jobs.driver.source_elements import load_source_elements
 
     cases = [(line, expected) for k, line, expected in corpus_lines() if k == kind]
     (tmp_path / kind).mkdir()

@@ -188,6 +188,8 @@ def test_every_setting_is_parsed_into_its_typed_field():
         for f in fields(part):
             has_default = f.default is not MISSING or f.default_factory is not MISSING
             if has_default and f.name not in ("event_time", "source", "watermark", "upstream"):
+                if f.name in DELTA_SETTINGS:
+                    continue  # not of a csv source: test_delta_settings_are_parsed
                 assert getattr(part, f.name) != getattr(default_part, f.name), f.name
     assert parsed.aggregate_types == {"plays": "long", "longest": "double"}
     assert "aggregates: plays = count(), longest = max(seconds)" in parsed.describe()
@@ -445,3 +447,43 @@ def test_a_pipeline_built_in_python_with_text_for_a_parsed_setting_is_refused_na
     with pytest.raises(PipelineConfigError) as e:
         replace(p, allowed_lateness="1h")
     assert e.value.field == "allowed_lateness"
+
+
+DELTA_SETTINGS = ("starting_version", "starting_timestamp", "skip_change_commits")
+
+
+def test_delta_settings_are_parsed():
+    """The settings only a delta source has (the test above covers every other)."""
+    schema = {"user": "string", "ts": "timestamp"}
+    base = {"name": "p", "lake": "lake", "keys": ["user"], "event_time": "ts"}
+    base |= {"window": "FixedWindows(1m)", "aggregates": {"n": "count()"}}
+    by_version = pipeline_from_dict(
+        {
+            **base,
+            "source": {
+                "format": "delta",
+                "path": "t",
+                "schema": schema,
+                "starting_version": 3,
+                "skip_change_commits": True,
+            },
+        }
+    )
+    assert (by_version.source.starting_version, by_version.source.skip_change_commits) == (3, True)
+    by_time = pipeline_from_dict(
+        {
+            **base,
+            "source": {
+                "format": "delta",
+                "path": "t",
+                "schema": schema,
+                "starting_timestamp": "2024-05-01T00:00Z",
+            },
+        }
+    )
+    assert by_time.source.starting_timestamp == "2024-05-01T00:00Z"
+    default = pipeline_from_dict(
+        {**base, "source": {"format": "delta", "path": "t", "schema": schema}}
+    )
+    for name in DELTA_SETTINGS:
+        assert getattr(default.source, name) in (None, False), name

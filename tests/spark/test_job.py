@@ -115,8 +115,8 @@ def test_runs_equal_simulator_then_drain(spark, tmp_path):
 
     # the view folded from the log equals the batch over the accepted raw events
     from jobs.cli.inspect import materialize_after_run
-    from jobs.cli.source_elements import load_source_elements
     from jobs.config.sink_spec import view_spec
+    from jobs.driver.source_elements import load_source_elements
     from sinks.verify import verify
 
     assert materialize_after_run(pipeline, out=lambda line: None) == 0

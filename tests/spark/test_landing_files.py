@@ -69,8 +69,8 @@ def view_and_verify(pipeline) -> dict:
     from deltalake import DeltaTable
 
     from jobs.cli.inspect import materialize_after_run
-    from jobs.cli.source_elements import load_source_elements
     from jobs.config.sink_spec import view_spec
+    from jobs.driver.source_elements import load_source_elements
     from sinks.verify import verify
 
     assert materialize_after_run(pipeline, out=lambda line: None) == 0

@@ -77,9 +77,9 @@ def test_hourly_totals_over_retracting_sessions_equal_the_batch_over_the_final_s
     from deltalake import DeltaTable
 
     from jobs.cli.inspect import materialize_after_run
-    from jobs.cli.source_elements import load_source_elements
     from jobs.config.sink_spec import view_spec
     from jobs.driver.runs import run
+    from jobs.driver.source_elements import load_source_elements
     from sinks.verify import verify
 
     up = upstream(tmp_path)
@@ -249,10 +249,10 @@ def test_a_downstream_killed_mid_batch_replays_it_and_reads_on(spark, tmp_path):
     from deltalake import DeltaTable
 
     from jobs.cli.inspect import materialize_after_run
-    from jobs.cli.source_elements import load_source_elements
     from jobs.config.load import load_pipeline
     from jobs.config.sink_spec import view_spec
     from jobs.driver.runs import run
+    from jobs.driver.source_elements import load_source_elements
     from sinks.verify import verify
 
     up = upstream(tmp_path)

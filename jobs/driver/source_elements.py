@@ -1,7 +1,9 @@
-"""The landing zone's records as the batch check's elements (``sinks.verify``), read with DuckDB.
+"""A pipeline's input records as the batch check's elements (``sinks.verify``), read with DuckDB.
 
-The job reads the landing zone with Spark; this module re-reads it independently, to compute
-the pipeline's results as one batch and compare them with the view (``panestore verify``).
+The job reads its source with Spark; this module re-reads it independently (the landing files
+with DuckDB, a Delta table's commits with pyarrow, or an Arrow table of the same events the
+caller gives), to compute the pipeline's results as one batch and compare them with the view
+(``panestore verify``).
 """
 
 from __future__ import annotations
@@ -72,9 +74,15 @@ def source_elements_are(pipeline: Pipeline) -> str:
     return "accepted raw events"
 
 
-def load_source_elements(pipeline: Pipeline) -> pa.Table:
-    """The pipeline's landing-zone records as an elements table: key columns, the value columns
-    the aggregates read, ``ts_us``.
+def load_source_elements(pipeline: Pipeline, events: pa.Table | None = None) -> pa.Table:
+    """The pipeline's input records as an elements table: key columns, the value columns the
+    aggregates read, ``ts_us``.
+
+    ``events``: the records as an Arrow table (a batch DataFrame of the same events as the
+    pipeline's stream, ``DataFrame.toArrow()``); without it they are read from the source: the
+    landing directory's files (DuckDB), the Delta table's rows from the starting version to its
+    newest (:func:`sinks.delta_source.plan_range`, as the stream reads them). A ``dataframe``
+    source has nothing to read: it needs ``events``.
 
     For a pipeline over another pipeline's pane log, the elements are the upstream's current
     view (its final windows; materialize the upstream first):
@@ -83,11 +91,12 @@ def load_source_elements(pipeline: Pipeline) -> pa.Table:
     (rebuilt since: its view is not what the pipeline's view was computed from).
 
     Records that the job rejects (a missing or empty key, a missing, unreadable or out of range
-    event time, a non-finite number; jobs.driver.plan) are left out. The event time is read by the
-    job's own :func:`jobs.config.event_time.event_time_us`. Requires ``event_time`` (an
-    ingestion-time pipeline's event time is the batch time, which the files do not hold).
+    event time, a value that does not cast to its type, a non-finite number; jobs.driver.plan)
+    are left out. The event time is read by the job's own
+    :func:`jobs.config.event_time.event_time_us`. Requires ``event_time`` (an ingestion-time
+    pipeline's event time is the batch time, which the records do not hold).
     """
-    if pipeline.source.upstream is not None:
+    if pipeline.source.upstream is not None and events is None:
         check_upstream(pipeline)
         upstream = pipeline.source.upstream
         wanted = [*pipeline.keys, *[c for c in pipeline.value_columns if c not in pipeline.keys]]
@@ -95,24 +104,51 @@ def load_source_elements(pipeline: Pipeline) -> pa.Table:
     if getattr(pipeline, "ingestion_time", False) or not pipeline.event_time:
         raise LakeError(
             "ingestion-time pipelines cannot be checked against raw events: their "
-            "event time is the batch time, not in the files"
+            "event time is the batch time, not in the records"
         )
+    if events is None and pipeline.source.is_dataframe:
+        raise LakeError(
+            "the source is a DataFrame: give the batch check a batch DataFrame of the same "
+            "events (jobs.api.verify(pipeline, events=...))"
+        )
+    if events is None and pipeline.source.is_delta:
+        events = _delta_rows(pipeline)
     spec = view_spec(pipeline)
-    reader = reader_sql(pipeline, landing_files(pipeline.source.path))
     et = pipeline.event_time
-    keys = ", ".join(f'"{k}"' for k in spec.keys)
-    vals = [f for f in value_fields(spec) if f != VALUE]
-    sel = ", ".join([keys, *[f'"{v}"' for v in vals], f'"{et}" AS {RAW_EVENT_TIME}'])
     types = pipeline.source.types
-    accepted_sql = [f'"{k}" IS NOT NULL' for k in spec.keys]
-    accepted_sql += [f"trim(\"{k}\") <> ''" for k in spec.keys if types[k] == "string"]
-    accepted_sql += [
-        f'("{v}" IS NULL OR isfinite("{v}"))'
-        for v in pipeline.value_columns
-        if types[v] in ("double", "float")
-    ]
     con = raw_connect()
     try:
+        if events is None:
+            reader = reader_sql(pipeline, landing_files(pipeline.source.path))
+            given: dict[str, pa.DataType] = {}
+        else:
+            con.register("source_events", events)
+            reader = "source_events"
+            given = {f.name: f.type for f in events.schema}
+
+        def typed(column: str) -> str:
+            """The column in its schema type (a given table's other type cast, null if not)."""
+            wanted = TYPES[types[column]]
+            if column not in given or given[column] == wanted.arrow:
+                return f'"{column}"'
+            return f'TRY_CAST("{column}" AS {wanted.duckdb})'
+
+        vals = [f for f in value_fields(spec) if f != VALUE]
+        sel = ", ".join(
+            [
+                *[f'{typed(k)} AS "{k}"' for k in spec.keys],
+                *[f'{typed(v)} AS "{v}"' for v in vals],
+                f'"{et}" AS {RAW_EVENT_TIME}',
+            ]
+        )
+        accepted_sql = [f"{typed(k)} IS NOT NULL" for k in spec.keys]
+        accepted_sql += [f"trim({typed(k)}) <> ''" for k in spec.keys if types[k] == "string"]
+        accepted_sql += [f'("{v}" IS NULL OR {typed(v)} IS NOT NULL)' for v in vals]
+        accepted_sql += [
+            f'("{v}" IS NULL OR isfinite({typed(v)}))'
+            for v in pipeline.value_columns
+            if types[v] in ("double", "float")
+        ]
         table = con.sql(f"SELECT {sel} FROM {reader} WHERE {' AND '.join(accepted_sql)}")
         table = table.to_arrow_table()
     finally:
@@ -121,3 +157,23 @@ def load_source_elements(pipeline: Pipeline) -> pa.Table:
     us = event_time_us(table.column(RAW_EVENT_TIME), epoch_us=epoch_us)
     table = table.drop_columns([RAW_EVENT_TIME]).append_column(TS_US, us)
     return table.filter(accepted(us))
+
+
+def _delta_rows(pipeline: Pipeline) -> pa.Table:
+    """The rows a ``delta`` source's stream reads, from its starting version to the table's
+    newest: what every commit added (change commits stop it, or are skipped, as in the stream)."""
+    from jobs.driver.delta_table_source import check_source_table, starting_version, stored_columns
+    from sinks.delta_source import plan_range, read_files
+    from sinks.upstream import pane_log_head
+
+    src = pipeline.source
+    table = check_source_table(pipeline)
+    files = plan_range(
+        src.path,
+        starting_version(pipeline) - 1,
+        pane_log_head(src.path).version,
+        table=table,
+        skip_change_commits=src.skip_change_commits,
+    )
+    columns = [(c, TYPES[t].arrow) for c, t in stored_columns(pipeline)]
+    return read_files(src.path, files, columns)

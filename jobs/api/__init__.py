@@ -1,0 +1,56 @@
+"""panestore from PySpark code: define a pipeline, run it over a streaming DataFrame, fold,
+verify, save.
+
+The same pipeline as a configuration file and the ``panestore`` command, with the model's own
+objects (``panes`` window functions, triggers, modes, combiners) and the DataFrame the caller
+built (Kafka with their connector, Delta with their delta-spark, Auto Loader, a Python data
+source, ...)::
+
+    from panes import Sessions, AfterWatermark, AfterProcessingTime, AfterCount, combiners
+    from jobs import api
+
+    events = spark.readStream.format("kafka")...select(...)   # user, ts, amount
+    pipeline = api.define(
+        "spend", source=api.dataframe_source(events), lake="s3a://.../spend",
+        keys="user", event_time="ts", window=Sessions(30 * 60_000_000),
+        trigger=AfterWatermark(early=AfterProcessingTime(60_000_000), late=AfterCount(1)),
+        accumulation_mode="accumulating_and_retracting", allowed_lateness="2h",
+        watermark=api.Watermark(delay="5m"),
+        aggregates={"total": combiners.sum("amount"), "n": "count()"},
+    )
+    result = api.run(pipeline, events)      # scheduled: everything up to now, then exits
+    api.save(pipeline, "conf/spend.toml")   # panestore query|history|verify conf/spend.toml
+
+Everything a ``panestore run`` promises holds: an exactly-once pane log; late and rejected
+records kept (a record the DataFrame cannot type is a rejected row with its reason); the lake's
+run lock, configuration and checkpoint checks. See ``docs/sources.md``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from jobs.front_door import lazy_exports
+
+if TYPE_CHECKING:  # what the front door offers; each is imported on first use (jobs.front_door)
+    from jobs.api.pipelines import dataframe_source, define, delta_source, schema_of
+    from jobs.api.streams import materialize, run, save, verify
+    from jobs.config.pipeline import Pipeline, PipelineConfigError, Source, Watermark
+    from jobs.driver.runs import RunResult
+
+__all__ = [
+    "Pipeline",
+    "PipelineConfigError",
+    "RunResult",
+    "Source",
+    "Watermark",
+    "dataframe_source",
+    "define",
+    "delta_source",
+    "materialize",
+    "run",
+    "save",
+    "schema_of",
+    "verify",
+]
+__getattr__ = lazy_exports(__name__, __file__)

@@ -1,0 +1,197 @@
+"""Defining a pipeline in Python: :func:`define`, :func:`dataframe_source`, :func:`delta_source`.
+
+A pipeline built here is the same :class:`jobs.config.Pipeline` value a configuration file
+loads to (every setting checked when it is built, a bad one raising
+:class:`jobs.config.PipelineConfigError` naming it), so everything that takes a configuration
+takes it, and :func:`jobs.config.save_pipeline` writes it as one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from jobs.config.load import delta_table_columns, parse_setting
+from jobs.config.pipeline import Aggregate, Pipeline, PipelineConfigError, Source, Watermark
+from panes import (
+    AccumulationMode,
+    ClosingBehavior,
+    OnTimeBehavior,
+    TimestampCombiner,
+    Trigger,
+    WindowFn,
+    parse_aggregate,
+)
+from panes.combiners import CombineFn
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+Duration = int | str
+"""A duration: µs (an int), or text like ``"5m"``."""
+Schema = Mapping[str, str] | Sequence[tuple[str, str]]
+"""Columns and their types (string, int, long, double, float, boolean, timestamp)."""
+
+# Spark's simple type names (DataType.simpleString) -> the configuration's column types
+_SPARK_TYPES = {
+    "string": "string",
+    "tinyint": "int",
+    "smallint": "int",
+    "int": "int",
+    "bigint": "long",
+    "float": "float",
+    "double": "double",
+    "boolean": "boolean",
+    "timestamp": "timestamp",
+    "timestamp_ntz": "timestamp",
+}
+
+
+def schema_of(frame: DataFrame | StructType) -> tuple[tuple[str, str], ...]:
+    """The columns of a DataFrame (or its schema) a pipeline can read, with their types.
+
+    Columns of other types (binary, decimal, date, arrays, structs, ...) are left out: cast or
+    parse them in the DataFrame to use them (``from_json`` of a Kafka value, for example).
+
+    >>> from pyspark.sql.types import StructType, StructField, StringType, LongType, BinaryType
+    >>> schema_of(StructType([StructField("user", StringType()), StructField("ts", LongType()),
+    ...                       StructField("payload", BinaryType())]))
+    (('user', 'string'), ('ts', 'long'))
+    """
+    struct = frame if not hasattr(frame, "schema") else frame.schema
+    out = []
+    for f in struct.fields:
+        typ = _SPARK_TYPES.get(f.dataType.simpleString())
+        if typ is not None and not f.name.startswith("_"):
+            out.append((f.name, typ))
+    return tuple(out)
+
+
+def dataframe_source(
+    schema: DataFrame | StructType | Schema, *, description: str = "", bounded: bool = False
+) -> Source:
+    """The source of a pipeline that reads a streaming DataFrame given to :func:`jobs.api.run`.
+
+    ``schema``: the DataFrame itself (its columns of the types a pipeline reads:
+    :func:`schema_of`), or the columns and types to read (a column the DataFrame holds in another
+    type is cast; a value that does not cast rejects its record, with the reason).
+    ``description`` says where the events come from (shown by ``panestore check``).
+    ``bounded``: the stream ends (every run drains).
+
+    >>> dataframe_source({"user": "string", "ts": "timestamp", "amount": "double"}).schema
+    (('user', 'string'), ('ts', 'timestamp'), ('amount', 'double'))
+    """
+    if isinstance(schema, Mapping):
+        columns = tuple((str(c), str(t)) for c, t in schema.items())
+    elif hasattr(schema, "fields") or hasattr(schema, "schema"):
+        columns = schema_of(schema)  # type: ignore[arg-type]
+    else:
+        columns = tuple((str(c), str(t)) for c, t in schema)
+    return Source(path=description, schema=columns, format="dataframe", bounded=bounded)
+
+
+def delta_source(
+    path: str | os.PathLike[str],
+    *,
+    starting_version: int | None = None,
+    starting_timestamp: str | None = None,
+    skip_change_commits: bool = False,
+    schema: Schema | None = None,
+) -> Source:
+    """A Delta table read as an append-only stream (``[source] format = "delta"``): every
+    commit's new rows from ``starting_version`` (or the first version committed at or after
+    ``starting_timestamp``; default version 0). ``schema`` defaults to the table's columns.
+
+    >>> import tempfile, pyarrow as pa, deltalake
+    >>> table = tempfile.mkdtemp()
+    >>> deltalake.write_deltalake(table, pa.table({"user": ["a"], "n": [1]}))
+    >>> delta_source(table).schema
+    (('user', 'string'), ('n', 'long'))
+    """
+    where = os.fspath(path)
+    columns = delta_table_columns(where) if schema is None else dataframe_source(schema).schema
+    return Source(
+        path=where,
+        schema=columns,
+        format="delta",
+        starting_version=starting_version,
+        starting_timestamp=starting_timestamp,
+        skip_change_commits=skip_change_commits,
+    )
+
+
+def define(
+    name: str,
+    *,
+    source: Source,
+    lake: str | os.PathLike[str],
+    keys: str | Sequence[str],
+    window: WindowFn | str,
+    aggregates: Mapping[str, str | CombineFn],
+    event_time: str | None = None,
+    trigger: Trigger | str = "DefaultTrigger()",
+    accumulation_mode: AccumulationMode | str = AccumulationMode.DISCARDING,
+    allowed_lateness: Duration = 0,
+    watermark: Watermark | None = None,
+    timestamp_combiner: TimestampCombiner | str = TimestampCombiner.END_OF_WINDOW,
+    on_time_behavior: OnTimeBehavior | str = OnTimeBehavior.FIRE_ALWAYS,
+    closing_behavior: ClosingBehavior | str = ClosingBehavior.FIRE_IF_NON_EMPTY,
+    allow_finishing_trigger: bool = False,
+    state_buckets: int = 64,
+) -> Pipeline:
+    """A pipeline, from the model's own objects or their text (each setting as in a
+    configuration file: ``docs/running.md``; the defaults are the configuration's).
+
+    ``aggregates``: name -> a built-in combiner (``panes.combiners.sum("amount")``) or its text
+    (``"sum(amount)"``, ``"count()"``). Durations are µs or text (``"2h"``).
+
+    >>> from panes import FixedWindows, AfterWatermark, AfterCount, combiners
+    >>> p = define(
+    ...     "spend",
+    ...     source=dataframe_source({"user": "string", "ts": "timestamp", "amount": "double"}),
+    ...     lake="lake/spend",
+    ...     keys="user",
+    ...     event_time="ts",
+    ...     window=FixedWindows(3_600_000_000),
+    ...     trigger=AfterWatermark(late=AfterCount(1)),
+    ...     allowed_lateness="1d",
+    ...     watermark=Watermark(delay=300_000_000),
+    ...     aggregates={"total": combiners.sum("amount"), "n": "count()"},
+    ... )
+    >>> p.aggregate_types
+    {'total': 'double', 'n': 'long'}
+    """
+    return Pipeline(
+        name=name,
+        source=source,
+        lake=parse_setting("lake", lake),
+        keys=parse_setting("keys", keys),
+        aggregates=_aggregates(aggregates),
+        window=parse_setting("window", window),
+        event_time=event_time,
+        trigger=parse_setting("trigger", trigger),
+        accumulation_mode=parse_setting("accumulation_mode", accumulation_mode),
+        allowed_lateness=parse_setting("allowed_lateness", allowed_lateness),
+        watermark=Watermark() if watermark is None else watermark,
+        timestamp_combiner=parse_setting("timestamp_combiner", timestamp_combiner),
+        on_time_behavior=parse_setting("on_time_behavior", on_time_behavior),
+        closing_behavior=parse_setting("closing_behavior", closing_behavior),
+        allow_finishing_trigger=allow_finishing_trigger,
+        state_buckets=state_buckets,
+    )
+
+
+def _aggregates(aggregates: Mapping[str, str | CombineFn]) -> tuple[Aggregate, ...]:
+    if not isinstance(aggregates, Mapping):
+        raise PipelineConfigError("aggregates", 'must be a mapping: {"n": "count()", ...}')
+    out = []
+    for name, fn in aggregates.items():
+        if isinstance(fn, str):
+            try:
+                fn = parse_aggregate(fn)
+            except ValueError as e:
+                raise PipelineConfigError(f"aggregates.{name}", str(e)) from None
+        out.append(Aggregate(name, fn))
+    return tuple(out)

@@ -1,0 +1,161 @@
+"""Running a pipeline from PySpark code, folding its view, verifying it, saving it.
+
+:func:`run` is :func:`jobs.driver.runs.run` with the caller's streaming DataFrame as the records
+of a ``dataframe`` source (any other source is read by its own reader), followed by the fold a
+``panestore run`` does. The lake's guarantees are the command's: see :mod:`jobs.driver.runs`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from jobs.config.pipeline import Pipeline, PipelineConfigError
+from jobs.config.save import save_pipeline
+from jobs.config.sink_spec import view_spec
+from jobs.driver.runs import RunResult
+from jobs.driver.runs import run as run_pipeline
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+    from sinks.materializer import MaterializeResult
+    from sinks.verify import Report
+
+
+def _check_events(pipeline: Pipeline, events: DataFrame | None) -> None:
+    """``events`` fits ``pipeline``: given exactly for a ``dataframe`` source, streaming, with
+    every column of the source's schema."""
+    src = pipeline.source
+    if not src.is_dataframe:
+        if events is not None:
+            raise PipelineConfigError(
+                "source",
+                f"pipeline {pipeline.name} reads its {src.format} source itself; give events "
+                "only to a pipeline whose source is a DataFrame (api.dataframe_source)",
+            )
+        return
+    if events is None:
+        raise PipelineConfigError(
+            "source", f"pipeline {pipeline.name} reads a DataFrame: give it, run(pipeline, events)"
+        )
+    if not events.isStreaming:
+        raise PipelineConfigError(
+            "source",
+            "the events must be a streaming DataFrame (spark.readStream...); a batch DataFrame "
+            "of the same events is what verify(pipeline, events=...) takes",
+        )
+    have = set(events.columns)
+    for column, _ in src.schema:
+        if column not in have:
+            raise PipelineConfigError(
+                f"source.schema.{column}",
+                f"the DataFrame has no column {column!r} (it has {', '.join(events.columns)})",
+            )
+
+
+def run(
+    pipeline: Pipeline,
+    events: DataFrame | None = None,
+    *,
+    spark: SparkSession | None = None,
+    follow: bool = False,
+    drain: bool = False,
+    interval: str = "10 seconds",
+    fold: bool = True,
+    progress: TextIO | None = sys.stderr,
+    stop_after_batches: int | None = None,
+) -> RunResult:
+    """Run ``pipeline`` over ``events`` (its source's streaming DataFrame; None for a source
+    the pipeline reads itself: files, a pane log, a Delta table), then fold the view (``fold``).
+
+    Scheduled by default: every input up to the run's start, in Spark's micro-batches (a batch
+    a killed run left uncommitted first), then the batch that fires what became due; then the
+    run returns. ``follow``: keep running, one batch per ``interval`` while data arrives, until
+    stopped (SIGINT/SIGTERM, or ``stop_after_batches``). ``drain``: then close every window.
+    The session is ``events``' (or ``spark``, or a new local one). Raises
+    :class:`jobs.config.PipelineConfigError` for events that do not fit the pipeline,
+    :class:`sinks.errors.LakeBusy` while another run holds the lake, and the run's failure.
+
+    Progress lines go to ``progress``; the result lists every batch (``result.batches``), and
+    ``result.folded`` is the fold's outcome (None when not folded: another materializer held
+    the lake, ``fold=False``).
+
+    >>> result = run(pipeline, spark.readStream.table("bronze.events"))  # doctest: +SKIP
+    >>> print(result.summary())  # doctest: +SKIP
+    3 batches, 1200 rows, 310 panes, 2 late, 1 rejected in 14.2s (...)
+    """
+    _check_events(pipeline, events)
+    session = events.sparkSession if events is not None else spark
+    result = run_pipeline(
+        pipeline,
+        spark=session,
+        follow=follow,
+        drain=drain,
+        interval=interval,
+        records=events,
+        progress=progress,
+        stop_after_batches=stop_after_batches,
+    )
+    if fold:
+        from sinks.errors import MaterializerBusy
+
+        try:
+            result.folded = materialize(pipeline)
+        except MaterializerBusy as e:
+            if progress is not None:
+                print(f"{pipeline.name}: the fold was skipped: {e}", file=progress)
+        else:
+            if progress is not None:
+                print(f"{pipeline.name}: {result.folded.line()}", file=progress)
+    return result
+
+
+def materialize(pipeline: Pipeline) -> MaterializeResult:
+    """Fold the pane-log versions not yet folded into the ``current`` view (one MERGE, exactly
+    once; ``panestore materialize``).
+
+    >>> materialize(pipeline).line()  # doctest: +SKIP
+    'materialize: folded pane-log versions 0..2 (310 pane rows -> 180 changes: ...)'
+    """
+    from sinks.materializer import Materializer
+
+    return Materializer(view_spec(pipeline)).run()
+
+
+def verify(pipeline: Pipeline, events: DataFrame | None = None) -> Report:
+    """Check the ``current`` view: against the pane log refolded, and against a batch
+    computation over ``events`` (a batch DataFrame of the same events as the stream), or over
+    the records the source holds (files, a Delta table, the upstream's view); a ``dataframe``
+    source without ``events`` gets the refold only. ``report.ok`` is False on any difference;
+    ``print(report)`` lists them (``panestore verify``).
+
+    >>> report = verify(pipeline, spark.read.table("bronze.events"))  # doctest: +SKIP
+    >>> report.ok  # doctest: +SKIP
+    True
+    """
+    from jobs.driver.source_elements import load_source_elements, source_elements_are
+    from sinks.verify import verify as verify_view
+
+    elements = None
+    notes = []
+    if events is not None or not pipeline.source.is_dataframe:
+        elements = load_source_elements(pipeline, None if events is None else events.toArrow())
+    else:
+        notes.append("raw events not checked: give verify the events as a batch DataFrame")
+    report = verify_view(
+        view_spec(pipeline), elements=elements, elements_are=source_elements_are(pipeline)
+    )
+    report.notes.extend(notes)
+    return report
+
+
+def save(pipeline: Pipeline, path: str | Path) -> Path:
+    """Write ``pipeline`` as a configuration file, so the ``panestore`` command inspects,
+    materializes and verifies its lake (a ``dataframe`` source is run from code only).
+
+    >>> save(pipeline, "conf/spend.toml")  # doctest: +SKIP
+    PosixPath('conf/spend.toml')
+    """
+    return save_pipeline(pipeline, path)

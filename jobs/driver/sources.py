@@ -1,0 +1,45 @@
+"""A pipeline's records frame, by its source's format: the one place a run picks its reader.
+
+* files (``jsonl``, ``csv``, ``parquet``): :func:`jobs.driver.landing_source.read_landing_zone`
+  (a landing directory that ``source.create_path`` allows to be missing is created empty);
+* ``pane_log``: :func:`jobs.driver.pane_log_source.read_pane_log`;
+* ``delta``: :func:`jobs.driver.delta_table_source.read_delta_table`;
+* ``dataframe``: the caller's streaming DataFrame (:func:`jobs.driver.runs.run` ``records``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from jobs.config.pipeline import Pipeline, _has_scheme
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+
+class RecordsRequired(ValueError):
+    """A ``dataframe`` pipeline run without the DataFrame it reads."""
+
+
+def read_source(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
+    """The streaming records frame of ``pipeline``'s source (see the module doc)."""
+    src = pipeline.source
+    if src.is_pane_log:
+        from jobs.driver.pane_log_source import read_pane_log
+
+        return read_pane_log(spark, pipeline)
+    if src.is_delta:
+        from jobs.driver.delta_table_source import read_delta_table
+
+        return read_delta_table(spark, pipeline)
+    if src.is_dataframe:
+        raise RecordsRequired(
+            f"pipeline {pipeline.name} reads a streaming DataFrame (source.format = "
+            "'dataframe'): run it from PySpark code with jobs.api.run(pipeline, frame)"
+        )
+    from jobs.driver.landing_source import read_landing_zone
+
+    if not _has_scheme(src.path):
+        Path(src.path).mkdir(parents=True, exist_ok=True)
+    return read_landing_zone(spark, pipeline)

@@ -1,0 +1,220 @@
+"""The Python API's definitions (no Spark): a pipeline defined in code is the pipeline its saved
+configuration loads to, settings are checked naming the setting, DataFrame and Delta schemas."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pyarrow as pa
+import pytest
+
+from jobs import api
+from jobs.config import PipelineConfigError, load_pipeline
+from panes import (
+    AccumulationMode,
+    AfterCount,
+    AfterProcessingTime,
+    AfterWatermark,
+    Sessions,
+    combiners,
+)
+
+S = 1_000_000
+
+CONF = """\
+name = "spend"
+lake = "{lake}"
+keys = ["user"]
+event_time = "ts"
+window = "Sessions(30m)"
+trigger = "AfterWatermark(early=AfterProcessingTime(1m), late=AfterCount(1))"
+accumulation_mode = "accumulating_and_retracting"
+allowed_lateness = "2h"
+
+[source]
+format = "dataframe"
+schema = {{ user = "string", ts = "timestamp", amount = "double" }}
+
+[watermark]
+delay = "5m"
+
+[aggregates]
+total = "sum(amount)"
+n = "count()"
+"""
+
+
+def spend(lake, **overrides):
+    settings = dict(
+        source=api.dataframe_source({"user": "string", "ts": "timestamp", "amount": "double"}),
+        lake=str(lake),
+        keys="user",
+        event_time="ts",
+        window=Sessions(30 * 60 * S),
+        trigger=AfterWatermark(early=AfterProcessingTime(60 * S), late=AfterCount(1)),
+        accumulation_mode=AccumulationMode.ACCUMULATING_AND_RETRACTING,
+        allowed_lateness=2 * 3600 * S,
+        watermark=api.Watermark(delay=5 * 60 * S),
+        aggregates={"total": combiners.sum("amount"), "n": combiners.count()},
+    )
+    settings.update(overrides)
+    return api.define("spend", **settings)
+
+
+def test_a_pipeline_defined_in_code_is_the_one_its_configuration_file_loads(tmp_path):
+    conf = tmp_path / "spend.toml"
+    conf.write_text(CONF.format(lake=tmp_path / "lake"))
+    assert spend(tmp_path / "lake") == load_pipeline(conf)
+
+
+def test_settings_may_be_given_as_their_configuration_text(tmp_path):
+    as_text = spend(
+        tmp_path / "lake",
+        window="Sessions(30m)",
+        trigger="AfterWatermark(early=AfterProcessingTime(1m), late=AfterCount(1))",
+        accumulation_mode="accumulating_and_retracting",
+        allowed_lateness="2h",
+        keys=["user"],
+        aggregates={"total": "sum(amount)", "n": "count()"},
+    )
+    assert as_text == spend(tmp_path / "lake")
+
+
+def test_a_saved_code_pipeline_loads_back_and_the_command_checks_it(tmp_path):
+    pipeline = spend(tmp_path / "lake")
+    conf = api.save(pipeline, tmp_path / "conf" / "spend.toml")
+    assert load_pipeline(conf) == pipeline
+    check = subprocess.run(
+        [sys.executable, "-m", "jobs.cli.commands", "check", str(conf)],
+        capture_output=True,
+        text=True,
+    )
+    assert check.returncode == 0, check.stderr
+    assert "a streaming DataFrame" in check.stdout
+
+
+def test_the_command_refuses_to_run_a_dataframe_pipeline_naming_the_api(tmp_path):
+    conf = api.save(spend(tmp_path / "lake"), tmp_path / "spend.toml")
+    proc = subprocess.run(
+        [sys.executable, "-m", "jobs.cli.commands", "run", str(conf)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2
+    assert "jobs.api.run" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "override, setting",
+    [
+        ({"window": "Sessions(soon)"}, "window"),
+        ({"allowed_lateness": "-1h"}, "allowed_lateness"),
+        ({"keys": "nobody"}, "keys"),
+        ({"aggregates": {"total": "sum(nothing)"}}, "aggregates.total"),
+        ({"aggregates": {"total": "median(amount)"}}, "aggregates.total"),
+        ({"accumulation_mode": "sometimes"}, "accumulation_mode"),
+    ],
+)
+def test_a_bad_setting_is_refused_naming_it(tmp_path, override, setting):
+    with pytest.raises(PipelineConfigError) as e:
+        spend(tmp_path / "lake", **override)
+    assert e.value.field == setting
+
+
+def test_a_dataframes_columns_of_readable_types_are_its_schema():
+    from pyspark.sql.types import (
+        BinaryType,
+        DecimalType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampNTZType,
+        TimestampType,
+    )
+
+    struct = StructType(
+        [
+            StructField("user", StringType()),
+            StructField("n", IntegerType()),
+            StructField("big", LongType()),
+            StructField("ts", TimestampType()),
+            StructField("local", TimestampNTZType()),
+            StructField("price", DecimalType(10, 2)),
+            StructField("payload", BinaryType()),
+        ]
+    )
+    assert api.schema_of(struct) == (
+        ("user", "string"),
+        ("n", "int"),
+        ("big", "long"),
+        ("ts", "timestamp"),
+        ("local", "timestamp"),
+    )
+    assert api.dataframe_source(struct).schema == api.schema_of(struct)
+
+
+def test_a_delta_source_takes_the_tables_columns(tmp_path):
+    from deltalake import write_deltalake
+
+    table = tmp_path / "bronze"
+    write_deltalake(
+        table,
+        pa.table(
+            {
+                "user": ["a"],
+                "ts": pa.array([1], pa.timestamp("us", "UTC")),
+                "amount": [1.5],
+                "price": pa.array([1], pa.decimal128(10, 2)),
+            }
+        ),
+    )
+    source = api.delta_source(table, starting_version=0)
+    assert source.schema == (("user", "string"), ("ts", "timestamp"), ("amount", "double"))
+    pipeline = spend(tmp_path / "lake", source=source)
+    conf = api.save(pipeline, tmp_path / "spend.toml")
+    assert load_pipeline(conf) == pipeline
+    # the same in a configuration file that names no schema
+    text = CONF.format(lake=tmp_path / "lake").replace(
+        'format = "dataframe"\nschema = { user = "string", ts = "timestamp", amount = "double" }',
+        f'format = "delta"\npath = "{table}"\nstarting_version = 0',
+    )
+    (tmp_path / "delta.toml").write_text(text)
+    assert load_pipeline(tmp_path / "delta.toml") == pipeline
+
+
+@pytest.mark.parametrize(
+    "source, setting",
+    [
+        ({"format": "jsonl", "path": "x", "starting_version": 3}, "source.starting_version"),
+        ({"format": "delta", "path": "x", "starting_version": -1}, "source.starting_version"),
+        (
+            {"format": "delta", "path": "x", "starting_version": 1, "starting_timestamp": "2024"},
+            "source.starting_timestamp",
+        ),
+        (
+            {"format": "delta", "path": "x", "starting_timestamp": "soon"},
+            "source.starting_timestamp",
+        ),
+        ({"format": "delta", "path": "/no/such/table"}, "source.path"),
+    ],
+)
+def test_delta_settings_are_checked(tmp_path, source, setting):
+    from jobs.config import pipeline_from_dict
+
+    conf = {
+        "name": "p",
+        "lake": str(tmp_path / "lake"),
+        "keys": ["user"],
+        "event_time": "ts",
+        "window": "FixedWindows(1m)",
+        "aggregates": {"n": "count()"},
+        "source": source,
+    }
+    if "schema" not in source and source.get("path") != "/no/such/table":
+        source["schema"] = {"user": "string", "ts": "timestamp"}
+    with pytest.raises(PipelineConfigError) as e:
+        pipeline_from_dict(conf)
+    assert e.value.field == setting

@@ -1,0 +1,96 @@
+"""The Python API over a user's streaming DataFrame (a Python data source of the tests): a job
+killed at several points and run again writes the pane log an uninterrupted job writes, and a
+record the DataFrame cannot type is a rejected row with its reason."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.spark.counter_source import counter_stream, event, pipeline
+from tests.spark.support import norm_pane
+
+pytestmark = pytest.mark.spark
+
+EVENTS = 300
+SCHEMA = "user string, ts timestamp, amount string"
+
+
+def tables(p):
+    from deltalake import DeltaTable
+
+    return {
+        t: DeltaTable(p.table_path(t)).to_pyarrow_table().to_pylist()
+        for t in ("panes", "late", "rejected")
+    }
+
+
+def job(lake, counter, *args):
+    return subprocess.run(
+        [sys.executable, "-m", "tests.spark.counter_source", str(lake), str(counter), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        start_new_session=True,
+    )
+
+
+def test_a_killed_api_job_run_again_writes_the_uninterrupted_pane_log(spark, tmp_path):
+    from jobs import api
+
+    counter = tmp_path / "counter"
+    counter.write_text(str(EVENTS))
+    base = pipeline(tmp_path / "base")
+    api.run(base, counter_stream(spark, counter), progress=None)
+    api.run(base, counter_stream(spark, counter), drain=True, progress=None)
+    want = tables(base)
+
+    lake = tmp_path / "killed"
+    for kill_at in ("between_tables:0", "before_commit:1"):  # the data batch, its timer batch
+        proc = job(lake, counter, "--kill-at", kill_at)
+        assert proc.returncode == -signal.SIGKILL, (kill_at, proc.stderr[-3000:])
+    killed = pipeline(lake)
+    result = api.run(killed, counter_stream(spark, counter), progress=None)
+    assert result.committed(), "the rerun replays the batch the kill left"
+    api.run(killed, counter_stream(spark, counter), drain=True, progress=None)
+    got = tables(killed)
+
+    panes = got["panes"]
+    assert len({p["pane_id"] for p in panes}) == len(panes), "duplicate panes"
+    same = set(panes[0]) - {"processing_time_us"}
+    assert sorted(norm_pane(r, same) for r in panes) == sorted(
+        norm_pane(r, same) for r in want["panes"]
+    )
+    for t, key in (("late", "timestamp_us"), ("rejected", "raw")):
+        assert sorted(r[key] for r in got[t]) == sorted(r[key] for r in want[t]), t
+    bad = [i for i in range(EVENTS) if event(i)[2] == "n/a"]
+    assert len(got["rejected"]) == len(bad) > 0
+    assert {r["reason"] for r in got["rejected"]} == {"unparseable value (amount)"}
+    batch = spark.createDataFrame([event_row(i) for i in range(EVENTS)], SCHEMA)
+    report = api.verify(killed, batch)
+    assert report.ok, str(report)
+
+
+def event_row(i):
+    import datetime as dt
+
+    user, ts, amount = event(i)
+    return (user, dt.datetime.fromtimestamp(ts / 1e6, tz=dt.timezone.utc), amount)
+
+
+def test_events_that_do_not_fit_the_pipeline_are_refused_naming_the_setting(spark, tmp_path):
+    from jobs import api
+    from jobs.config import PipelineConfigError
+
+    counter = tmp_path / "counter"
+    counter.write_text("3")
+    p = pipeline(tmp_path / "lake")
+    with pytest.raises(PipelineConfigError, match="streaming DataFrame"):
+        api.run(p, spark.createDataFrame([event_row(0)], SCHEMA))
+    with pytest.raises(PipelineConfigError) as e:
+        api.run(p, counter_stream(spark, counter).drop("amount"))
+    assert e.value.field == "source.schema.amount"
+    assert not (tmp_path / "lake").exists(), "nothing written"
