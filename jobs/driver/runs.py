@@ -48,7 +48,7 @@ from jobs.driver.sources import read_source
 from jobs.driver.stopping import StopRequest, stop_on_signals
 from jobs.driver.writers_watermark import record_writers_watermark
 from jobs.executor.operator_input import balanced_bucket_ids
-from jobs.startup.session import get_session
+from jobs.startup.session import AVAILABLE_NOW_LOGGERS, get_session, quiet_loggers
 from sinks.errors import LakeError, SourceTableChanged, SourceTableError, UpstreamChanged
 from sinks.lock import LakeLock
 from sinks.small_files import write_atomically
@@ -198,6 +198,7 @@ def _writer(
     if follow:
         return writer.trigger(processingTime=interval)
     spark.conf.set(AVAILABLE_NOW_WRAPPER, "true")  # read when the query starts
+    quiet_loggers(spark, AVAILABLE_NOW_LOGGERS)
     return writer.trigger(availableNow=True)
 
 
