@@ -161,6 +161,9 @@ def test_a_run_killed_mid_batch_takes_the_replayed_batch_and_the_newer_rows(spar
     result = run_and_check(spark, pipeline)
     by_batch = {b.batch_id: b.rows for b in result.batches}
     assert by_batch[0] == 300 and by_batch[1] == 120, by_batch
+    # in one query: Spark's fallback for a source without availableNow (one batch) would have
+    # stopped after the replay, leaving the newer rows to a second query
+    assert result.queries == 1
 
 
 def test_a_pipeline_in_code_and_in_toml_write_the_same_tables(spark, tmp_path):
