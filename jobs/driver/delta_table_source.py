@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sinks.delta_source import source_table_columns, version_at
-
 from jobs.config.pipeline import Pipeline, PipelineConfigError, starting_timestamp_ms
 from jobs.driver.landing_source import SOURCE_FILE
 from jobs.driver.upstream_identity import recorded_offsets
 from jobs.executor.delta_table_reader import FORMAT_NAME, DeltaTableDataSource
+from jobs.executor.source_columns import encode_columns
+from jobs.startup.session import register_data_source
+from sinks.delta_source import source_table_columns, version_at
 from sinks.errors import UpstreamChanged
 from sinks.upstream import pane_log_head
 
@@ -78,10 +79,7 @@ def read_delta_table(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
     :class:`UpstreamChanged` before the query starts if the table was recreated."""
     src = pipeline.source
     table = check_source_table(pipeline)
-    if not getattr(spark, "_panestore_delta_table", False):  # once: Spark warns on a re-register
-        spark.dataSource.register(DeltaTableDataSource)
-        # a marker of ours on the session (SparkSession declares no such attribute)
-        spark._panestore_delta_table = True  # type: ignore[attr-defined]
+    register_data_source(spark, DeltaTableDataSource)
     columns = stored_columns(pipeline)
     return (
         spark.readStream.format(FORMAT_NAME)
@@ -90,7 +88,7 @@ def read_delta_table(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
         .option("starting_version", str(starting_version(pipeline)))
         .option("skip_change_commits", "true" if src.skip_change_commits else "false")
         .option("parallelism", str(spark.sparkContext.defaultParallelism))
-        .option("columns", ",".join(f"{c}:{t}" for c, t in columns))
+        .option("columns", encode_columns(columns))
         .option("file_column", SOURCE_FILE)
         .load()
     )

@@ -35,6 +35,8 @@ from jobs.config.pipeline import Pipeline
 from jobs.driver.upstream_identity import check_upstream
 from jobs.executor.operator_input import BLOB, BUCKET, TS_US, WEIGHT
 from jobs.executor.pane_log_reader import FORMAT_NAME, PaneLogDataSource
+from jobs.executor.source_columns import encode_columns
+from jobs.startup.session import register_data_source
 from panes.time import END_OF_TIME
 from sinks.lake_format import MAX_TIMESTAMP_MS
 from sinks.upstream import EVENT_TIME_US, WATERMARK_US
@@ -53,10 +55,7 @@ def read_pane_log(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
     upstream = pipeline.source.upstream
     assert upstream is not None
     table = check_upstream(pipeline)
-    if not getattr(spark, "_panestore_pane_log", False):  # once: Spark warns on a re-register
-        spark.dataSource.register(PaneLogDataSource)
-        # a marker of ours on the session (SparkSession declares no such attribute)
-        spark._panestore_pane_log = True  # type: ignore[attr-defined]
+    register_data_source(spark, PaneLogDataSource)
     types = pipeline.source.types
     wanted = [*pipeline.keys, *[c for c in pipeline.value_columns if c not in pipeline.keys]]
     return (
@@ -64,7 +63,7 @@ def read_pane_log(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
         .option("path", upstream.pane_log)
         .option("pipeline", upstream.name)
         .option("table", table or "")
-        .option("columns", ",".join(f"{c}:{types[c]}" for c in wanted))
+        .option("columns", encode_columns([(c, types[c]) for c in wanted]))
         .load()
     )
 

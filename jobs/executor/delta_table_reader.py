@@ -32,9 +32,9 @@ except ImportError:  # pragma: no cover - exercised only without pyspark
     # stand-ins so that the module imports; mypy checks against pyspark's classes
     DataSource = DataSourceStreamReader = InputPartition = object  # type: ignore[assignment,misc]
 
+from jobs.executor.source_columns import decode_columns, spark_columns
+from sinks.column_types import arrow_type
 from sinks.delta_source import SourceFile, plan_range, read_files
-
-from sinks.column_types import COLUMN_TYPES, arrow_type
 from sinks.errors import UpstreamChanged
 from sinks.upstream import PaneLogOffset, pane_log_head
 
@@ -116,8 +116,9 @@ class DeltaTableStreamReader(DataSourceStreamReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, FileGroup)
         columns = [(c, arrow_type(t)) for c, t in self.columns]
-        rows = read_files(self.path, partition.files, columns, file_column=self.file_column)
-        yield from rows.to_batches()
+        for file in partition.files:  # one file in memory at a time
+            rows = read_files(self.path, [file], columns, file_column=self.file_column)
+            yield from rows.to_batches()
 
     def commit(self, end: dict) -> None:
         """Nothing to release: the table's commits are read by version."""
@@ -132,11 +133,10 @@ class DeltaTableDataSource(DataSource):
         return FORMAT_NAME
 
     def _columns(self) -> list[tuple[str, str]]:
-        pairs = (item.split(":", 1) for item in self.options["columns"].split(","))
-        return [(name, typ) for name, typ in pairs]
+        return decode_columns(self.options["columns"])
 
     def schema(self) -> str:
-        cols = [f"`{c}` {COLUMN_TYPES[t][0]}" for c, t in self._columns()]
+        cols = spark_columns(self._columns())
         return ", ".join([*cols, f"`{self.options['file_column']}` string"])
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:

@@ -29,7 +29,8 @@ except ImportError:  # pragma: no cover - exercised only without pyspark
     # stand-ins so that the module imports; mypy checks against pyspark's classes
     DataSource = DataSourceStreamReader = InputPartition = object  # type: ignore[assignment,misc]
 
-from sinks.column_types import COLUMN_TYPES, arrow_type
+from jobs.executor.source_columns import decode_columns, spark_columns
+from sinks.column_types import arrow_type
 from sinks.errors import UpstreamChanged
 from sinks.upstream import EVENT_TIME_US, WATERMARK_US, PaneLogOffset, pane_log_head, read_elements
 from sinks.upstream import WEIGHT as UPSTREAM_WEIGHT
@@ -107,11 +108,10 @@ class PaneLogDataSource(DataSource):
         return FORMAT_NAME
 
     def _columns(self) -> list[tuple[str, str]]:
-        pairs = (item.split(":", 1) for item in self.options["columns"].split(","))
-        return [(name, typ) for name, typ in pairs]
+        return decode_columns(self.options["columns"])
 
     def schema(self) -> str:
-        cols = [f"`{c}` {COLUMN_TYPES[t][0]}" for c, t in self._columns()]
+        cols = spark_columns(self._columns())
         extra = [f"{EVENT_TIME_US} bigint", f"{WATERMARK_US} bigint", f"{UPSTREAM_WEIGHT} int"]
         return ", ".join([*cols, *extra])
 

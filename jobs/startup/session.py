@@ -210,3 +210,16 @@ def quiet_loggers(spark, names=QUIET_LOGGERS, level: str = "ERROR") -> None:
             configurator.setLevel(name, lvl)
     except Exception:  # pragma: no cover - best effort (e.g. Spark Connect)
         pass
+
+
+def register_data_source(spark, source: type) -> None:
+    """Register the Python data source class ``source`` with ``spark`` once (Spark warns when a
+    name is registered again); the session keeps the names registered by this function."""
+    done = getattr(spark, "_panestore_data_sources", None)
+    if done is None:
+        done = set()
+        # a marker of ours on the session (SparkSession declares no such attribute)
+        spark._panestore_data_sources = done
+    if source.name() not in done:  # type: ignore[attr-defined]
+        spark.dataSource.register(source)
+        done.add(source.name())  # type: ignore[attr-defined]
