@@ -6,7 +6,8 @@ from pathlib import Path
 
 def test_readme_example_runs_and_merges_sessions_with_retractions():
     text = (Path(__file__).parent.parent / "README.md").read_text()
-    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    model = text[text.index("## The model in 20 lines") :]
+    code = re.search(r"```python\n(.*?)```", model, re.S).group(1)
     scope: dict = {}
     exec(compile(code, "README.md", "exec"), scope)
     panes = scope["sim"].panes
