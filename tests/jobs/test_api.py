@@ -218,3 +218,14 @@ def test_delta_settings_are_checked(tmp_path, source, setting):
     with pytest.raises(PipelineConfigError) as e:
         pipeline_from_dict(conf)
     assert e.value.field == setting
+
+
+@pytest.mark.parametrize(
+    "module", ["jobs.api.pipelines", "jobs.config.load", "jobs.executor.source_columns"]
+)
+def test_the_documented_examples_run(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.failed == 0 and result.attempted > 0
