@@ -18,7 +18,7 @@ from jobs.config.pipeline import Pipeline, PipelineConfigError, starting_timesta
 from jobs.driver.landing_source import SOURCE_FILE
 from jobs.driver.upstream_identity import recorded_offsets
 from jobs.executor.delta_table_reader import FORMAT_NAME, DeltaTableDataSource
-from jobs.executor.source_columns import encode_columns
+from jobs.executor.source_columns import encode_columns, spark_columns
 from jobs.startup.session import register_data_source
 from sinks.delta_source import source_table_columns, version_at
 from sinks.errors import UpstreamChanged
@@ -83,6 +83,7 @@ def read_delta_table(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
     columns = stored_columns(pipeline)
     return (
         spark.readStream.format(FORMAT_NAME)
+        .schema(", ".join([*spark_columns(columns), f"`{SOURCE_FILE}` string"]))
         .option("path", src.path)
         .option("table", table or "")
         .option("starting_version", str(starting_version(pipeline)))
