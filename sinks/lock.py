@@ -1,11 +1,21 @@
-"""Lake locks: one materializer, and one run of the job, at a time per (local) lake.
+"""Lake locks: one materializer, and one run of the job, at a time per lake.
 
-A lock is an exclusive ``flock`` on the file ``<lake>/_locks/<name>.lock``. The operating system
-decides who holds it, atomically, and releases it when its holder's process ends however it ends
-(a SIGKILL, a crash, a reboot): there is no stale lock to detect and so no race in detecting one.
-The file itself stays; while held it names its holder (pid, host, start time) so a refusal can
-say who runs. On a shared filesystem the lock is as good as the filesystem's locking (NFS
-propagates it between hosts). Object-store lakes are not locked.
+On a local (or mounted) lake a lock is an exclusive ``flock`` on the file
+``<lake>/_locks/<name>.lock``. The operating system decides who holds it, atomically, and
+releases it when its holder's process ends however it ends (a SIGKILL, a crash, a reboot): there
+is no stale lock to detect and so no race in detecting one. The file itself stays; while held it
+names its holder (pid, host, start time) so a refusal can say who runs. On a shared filesystem the
+lock is as good as the filesystem's locking (NFS propagates it between hosts).
+
+On an object store (``s3://...``) there is no ``flock``: the lock is the object
+``<lake>/_locks/<name>.lock`` holding its holder's name, created only if absent (a conditional
+write: one contender wins) and held as a *lease*: the holder rewrites it every
+:data:`RENEW_S` seconds, each time only if it is still the version it wrote (compare-and-swap on
+its ETag), and deletes it when done. A holder that dies stops renewing; once the object is older
+than :data:`LEASE_S` (by the store's clock, with :data:`CLOCK_SLACK_S` for the contender's), the
+next contender replaces it, again by compare-and-swap, so of several only one takes it over. A
+holder that finds its lease taken over (it could not renew in time) knows it lost the lock
+(:attr:`LakeLock.lost`).
 
 The refused contender raises a :class:`~sinks.errors.LakeBusy` naming the holder and writes
 nothing.
@@ -18,16 +28,23 @@ import fcntl
 import json
 import os
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from sinks.errors import LakeBusy, MaterializerBusy
+from sinks.errors import LakeBusy, LakeError, MaterializerBusy
+from sinks.object_store import is_object_store, store_at
 from sinks.spec import ViewSpec
-from sinks.tables import is_local
 
 # Not under ``_control``: the job reads every file there as a control row.
 LOCKS = "_locks"
+LEASE_S = 60.0
+"""An object-store lock not renewed for this long is free (its holder died)."""
+RENEW_S = 15.0
+"""How often the holder of an object-store lock renews it."""
+CLOCK_SLACK_S = 5.0
+"""How far the contender's clock may be from the store's when it judges a lease expired."""
 
 
 @dataclass(frozen=True)
@@ -55,18 +72,46 @@ class LakeLock:
     ...     pass
     """
 
-    def __init__(self, lake: str, name: str, what: str, busy: type[LakeBusy] = LakeBusy) -> None:
-        self.path = os.path.join(lake, LOCKS, f"{name}.lock")
-        self.enabled = is_local(lake)
+    def __init__(
+        self,
+        lake: str,
+        name: str,
+        what: str,
+        busy: type[LakeBusy] = LakeBusy,
+        *,
+        lease_s: float = LEASE_S,
+        renew_s: float = RENEW_S,
+    ) -> None:
         self.what, self.busy = what, busy
         self._fd: int | None = None
+        self._lease: _Lease | None = None
+        if is_object_store(lake):
+            self.path = f"{lake.rstrip('/')}/{LOCKS}/{name}.lock"
+            self._lease = _Lease(lake, f"{LOCKS}/{name}.lock", lease_s, renew_s)
+        else:
+            self.path = os.path.join(lake.removeprefix("file://"), LOCKS, f"{name}.lock")
 
     @property
     def held(self) -> bool:
-        return self._fd is not None
+        return self._fd is not None or (self._lease is not None and self._lease.etag is not None)
+
+    @property
+    def lost(self) -> bool:
+        """An object-store lock that another contender took over: its holder could not renew
+        it within the lease (see the module doc)."""
+        return self._lease is not None and self._lease.lost
+
+    def _refusal(self, holder: Holder) -> LakeBusy:
+        return self.busy(
+            f"{self.what} is running ({holder.describe()}; lock {self.path}). "
+            "Nothing was written; retry when it has finished."
+        )
 
     def __enter__(self) -> LakeLock:
-        if not self.enabled:
+        if self._lease is not None:
+            holder = self._lease.acquire(_me())
+            if holder is not None:
+                raise self._refusal(holder)
             return self
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -74,30 +119,30 @@ class LakeLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise self.busy(
-                f"{self.what} is running ({self.holder().describe()}; lock {self.path}). "
-                "Nothing was written; retry when it has finished."
-            ) from None
+            raise self._refusal(self.holder()) from None
         except BaseException:
             os.close(fd)
             raise
         self._fd = fd
-        me = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
         with contextlib.suppress(OSError):  # the name only informs (a full disk: no name)
             os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps(me).encode(), 0)
+            os.pwrite(fd, _me(), 0)
         return self
 
     def holder(self) -> Holder:
-        """The holder the lock file names (all None while it names nobody)."""
+        """The holder the lock names (all None while it names nobody)."""
+        if self._lease is not None:
+            return self._lease.holder()
         try:
-            with open(self.path) as f:
-                data = json.load(f)
-            return Holder(int(data["pid"]), str(data["host"]), float(data["since"]))
-        except (OSError, ValueError, KeyError, TypeError):
+            with open(self.path, "rb") as f:
+                return _holder(f.read())
+        except OSError:
             return Holder(None, None, None)
 
     def __exit__(self, *exc: Any) -> None:
+        if self._lease is not None:
+            self._lease.release()
+            return
         fd, self._fd = self._fd, None
         if fd is None:
             return
@@ -106,6 +151,111 @@ class LakeLock:
         with contextlib.suppress(OSError):
             os.ftruncate(fd, 0)
         os.close(fd)  # releases the lock
+
+
+def _me() -> bytes:
+    """The holder's name, as a lock holds it."""
+    me = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+    return json.dumps(me).encode()
+
+
+def _holder(data: bytes) -> Holder:
+    try:
+        named = json.loads(data)
+        return Holder(int(named["pid"]), str(named["host"]), float(named["since"]))
+    except (ValueError, KeyError, TypeError):
+        return Holder(None, None, None)
+
+
+class _Lease:
+    """An object-store lock held as a lease (see the module doc)."""
+
+    def __init__(self, lake: str, key: str, lease_s: float, renew_s: float) -> None:
+        self.store = store_at(lake)
+        self.key = key
+        self.lease_s, self.renew_s = lease_s, renew_s
+        self.etag: str | None = None  # the version this holder wrote last (None: not held)
+        self.lost = False
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    def acquire(self, me: bytes) -> Holder | None:
+        """Take the lock (None) or say who holds it."""
+        import obstore as obs
+        from obstore.exceptions import AlreadyExistsError, PreconditionError
+
+        for _ in range(3):  # the holder may release it between our create and our look
+            try:
+                self._hold(obs.put(self.store, self.key, me, mode="create")["e_tag"], me)
+                return None
+            except AlreadyExistsError:
+                pass
+            try:
+                found = obs.get(self.store, self.key)
+            except FileNotFoundError:
+                continue
+            meta = found.meta
+            held = _holder(bytes(found.bytes()))
+            age = time.time() - meta["last_modified"].timestamp()
+            if age <= self.lease_s + CLOCK_SLACK_S:
+                return held
+            try:  # expired: take it over, unless another contender did first
+                put = obs.put(self.store, self.key, me, mode={"e_tag": meta["e_tag"]})
+            except (PreconditionError, FileNotFoundError):
+                continue
+            self._hold(put["e_tag"], me)
+            return None
+        return self.holder()
+
+    def _hold(self, etag: str | None, me: bytes) -> None:
+        if etag is None:
+            raise LakeError(
+                f"the store of {self.key} returned no ETag for a conditional write: it cannot "
+                "lock a lake (a store without conditional writes)"
+            )
+        self.etag, self.lost = etag, False
+        self._stop.clear()
+        self._renewer = threading.Thread(target=self._renew, args=(me,), daemon=True)
+        self._renewer.start()
+
+    def _renew(self, me: bytes) -> None:
+        import obstore as obs
+        from obstore.exceptions import PreconditionError
+
+        while not self._stop.wait(self.renew_s):
+            etag = self.etag
+            if etag is None:
+                return
+            try:
+                self.etag = obs.put(self.store, self.key, me, mode={"e_tag": etag})["e_tag"]
+            except (PreconditionError, FileNotFoundError):
+                self.lost, self.etag = True, None  # taken over: another holder has it now
+                return
+            except Exception:  # the store unreachable for a moment: try again next time
+                continue
+
+    def holder(self) -> Holder:
+        import obstore as obs
+
+        try:
+            return _holder(bytes(obs.get(self.store, self.key).bytes()))
+        except FileNotFoundError:
+            return Holder(None, None, None)
+
+    def release(self) -> None:
+        """Stop renewing and delete the lock if it is still this holder's version."""
+        import obstore as obs
+
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join()
+            self._renewer = None
+        etag, self.etag = self.etag, None
+        if etag is None:
+            return
+        with contextlib.suppress(FileNotFoundError):
+            if obs.head(self.store, self.key)["e_tag"] == etag:
+                obs.delete(self.store, self.key)
 
 
 def materializer_lock(spec: ViewSpec) -> LakeLock:

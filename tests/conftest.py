@@ -2,6 +2,9 @@ import os
 
 from hypothesis import HealthCheck, settings
 
+# fixtures of an S3-compatible server the tests start themselves (tests/s3_server.py)
+pytest_plugins = ("tests.s3_server",)
+
 # The default (the README's test command, CI) is derandomized: the same examples every run, so
 # a result does not depend on the day. ``PANESTORE_HYPOTHESIS=thorough`` explores at random.
 settings.register_profile(
