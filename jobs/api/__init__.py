@@ -11,7 +11,7 @@ source, ...)::
 
     events = spark.readStream.format("kafka")...select(...)   # user, ts, amount
     pipeline = api.define(
-        "spend", source=api.dataframe_source(events), lake="s3a://.../spend",
+        "spend", source=api.dataframe_source(events), lake="/lakes/spend",
         keys="user", event_time="ts", window=Sessions(30 * 60_000_000),
         trigger=AfterWatermark(early=AfterProcessingTime(60_000_000), late=AfterCount(1)),
         accumulation_mode="accumulating_and_retracting", allowed_lateness="2h",
