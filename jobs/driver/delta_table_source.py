@@ -21,7 +21,7 @@ from jobs.executor.delta_table_reader import FORMAT_NAME, DeltaTableDataSource
 from jobs.executor.source_columns import encode_columns, spark_columns
 from jobs.startup.session import register_data_source
 from sinks.delta_source import source_table_columns, version_at
-from sinks.errors import UpstreamChanged
+from sinks.errors import SourceTableChanged
 from sinks.upstream import pane_log_head
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -30,8 +30,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def check_source_table(pipeline: Pipeline) -> str | None:
     """The id of the source table the pipeline may read on (None: no table there yet and
-    nothing read); raises :class:`UpstreamChanged` if the path holds another table than the one
-    the pipeline has read, or none."""
+    nothing read); raises :class:`sinks.errors.SourceTableChanged` (an ``UpstreamChanged``) if
+    the path holds another table than the one the pipeline has read, or none."""
     path = pipeline.source.path
     head = pane_log_head(path)
     named = [r.offset for r in recorded_offsets(pipeline.checkpoint_path) if r.offset.table]
@@ -41,7 +41,7 @@ def check_source_table(pipeline: Pipeline) -> str | None:
     if head.table == mine.table:
         return mine.table
     now = f"holds table {head.table} now" if head.table else "holds no Delta table now"
-    raise UpstreamChanged(
+    raise SourceTableChanged(
         f"the source table {path} {now}, not table {mine.table} that {pipeline.name} has read "
         f"up to version {mine.version}: it was recreated. Rebuild {pipeline.name}: move its "
         f"lake aside (mv {pipeline.lake_path} {pipeline.lake_path}.old) and run again "
@@ -76,7 +76,7 @@ def read_delta_table(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
     """The source table as a streaming records frame: the schema's columns in the table's own
     types (:func:`jobs.driver.plan.build_job` casts them to the schema's, rejecting what does
     not cast) and ``_source_file``, the data file a row came from. Raises
-    :class:`UpstreamChanged` before the query starts if the table was recreated."""
+    :class:`sinks.errors.SourceTableChanged` before the query starts if the table was recreated."""
     src = pipeline.source
     table = check_source_table(pipeline)
     register_data_source(spark, DeltaTableDataSource)

@@ -35,7 +35,7 @@ except ImportError:  # pragma: no cover - exercised only without pyspark
 from jobs.executor.source_columns import decode_columns, spark_columns
 from sinks.column_types import arrow_type
 from sinks.delta_source import SourceFile, plan_range, read_files
-from sinks.errors import UpstreamChanged
+from sinks.errors import SourceTableChanged
 from sinks.upstream import PaneLogOffset, pane_log_head
 
 FORMAT_NAME = "panestore_delta_table"
@@ -82,9 +82,9 @@ class DeltaTableStreamReader(DataSourceStreamReader):
         self.file_column = options["file_column"]
         self.columns = tuple(columns)
 
-    def _changed(self, now: str | None) -> UpstreamChanged:
+    def _changed(self, now: str | None) -> SourceTableChanged:
         where = f"is table {now} now" if now else "is gone"
-        return UpstreamChanged(
+        return SourceTableChanged(
             f"the source Delta table at {self.path} {where}, not table {self.table} that this "
             "pipeline has read: it was recreated. Rebuild this pipeline (docs/sources.md)"
         )
