@@ -167,6 +167,16 @@ def open_table(
     return DeltaTable(path, version=version, storage_options=opts)
 
 
+def table_exists(path: str) -> bool:
+    """Whether anything is at a table's ``path``: a local directory (a Delta table, or what a
+    killed creation left), or a Delta table in an object store."""
+    if is_local(path):
+        return os.path.exists(path.removeprefix("file://"))
+    from deltalake import DeltaTable
+
+    return DeltaTable.is_deltatable(path)
+
+
 def _creation_never_committed(local: str) -> bool:
     """Whether the folder ``local`` is what a table creation that failed before its first commit
     (a full disk, a kill) leaves: a ``_delta_log`` without commits, maybe data files."""

@@ -140,12 +140,16 @@ def define(
     closing_behavior: ClosingBehavior | str = ClosingBehavior.FIRE_IF_NON_EMPTY,
     allow_finishing_trigger: bool = False,
     state_buckets: int = 64,
+    checkpoint: str | os.PathLike[str] | None = None,
+    single_writer: bool = False,
 ) -> Pipeline:
     """A pipeline, from the model's own objects or their text (each setting as in a
     configuration file: ``docs/running.md``; the defaults are the configuration's).
 
     ``aggregates``: name -> a built-in combiner (``panes.combiners.sum("amount")``) or its text
-    (``"sum(amount)"``, ``"count()"``). Durations are µs or text (``"2h"``).
+    (``"sum(amount)"``, ``"count()"``). Durations are µs or text (``"2h"``). A lake in an
+    object store (``"s3://bucket/prefix"``) needs ``checkpoint``, a directory on a filesystem
+    every node mounts (docs/cluster.md).
 
     >>> from panes import FixedWindows, AfterWatermark, AfterCount, combiners
     >>> p = define(
@@ -180,6 +184,8 @@ def define(
         closing_behavior=parse_setting("closing_behavior", closing_behavior),
         allow_finishing_trigger=allow_finishing_trigger,
         state_buckets=state_buckets,
+        checkpoint=parse_setting("checkpoint", checkpoint),
+        single_writer=single_writer,
     )
 
 

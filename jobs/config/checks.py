@@ -30,15 +30,24 @@ def check_paths(pipeline: Pipeline) -> None:
                 "source.create_path = true to have runs create it empty",
             )
     check_lake_name(pipeline)
-    lake = pipeline.lake_path
-    if lake.exists() and not lake.is_dir():
-        raise PipelineConfigError("lake", f"{lake} is a file, not a directory")
-    existing = next(p for p in (lake, *lake.parents) if p.exists())
-    if not existing.is_dir():
-        raise PipelineConfigError("lake", f"{lake} cannot be created: {existing} is a file")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        what = "is not writable" if existing == lake else f"cannot be created in {existing}"
-        raise PipelineConfigError("lake", f"{lake} {what} (permissions)")
+    for setting, folder in _directories(pipeline):
+        if folder.exists() and not folder.is_dir():
+            raise PipelineConfigError(setting, f"{folder} is a file, not a directory")
+        existing = next(p for p in (folder, *folder.parents) if p.exists())
+        if not existing.is_dir():
+            raise PipelineConfigError(setting, f"{folder} cannot be created: {existing} is a file")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            what = "is not writable" if existing == folder else f"cannot be created in {existing}"
+            raise PipelineConfigError(setting, f"{folder} {what} (permissions)")
+
+
+def _directories(pipeline: Pipeline) -> list[tuple[str, Path]]:
+    """The local directories a run writes, by the setting naming them: the lake (unless in an
+    object store) and the checkpoint directory (:attr:`Pipeline.run_path`)."""
+    local = [] if pipeline.lake_in_store else [("lake", pipeline.lake_path)]
+    if pipeline.checkpoint is not None or pipeline.lake_in_store:
+        local.append(("checkpoint", pipeline.run_path))
+    return local
 
 
 _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/")
@@ -47,22 +56,44 @@ _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/")
 _UNSAFE = re.compile(r"[%#?*\[\]{}\\^|:\x00-\x1f\x7f]")
 
 
+STORE_SCHEMES = ("s3",)
+"""Object stores a lake may be in: the schemes tested end to end (docs/cluster.md)."""
+
+
 def check_lake_name(pipeline: Pipeline) -> None:
-    """Refuse a lake that is not a local directory path every engine reads alike: a URI (an
-    object store: not supported yet) or a path with a character Spark, Hadoop or delta-rs take
-    for URI or glob syntax (``%``, ``#``, ``?``, ``:``, ...). Raises :class:`PipelineConfigError`
-    naming ``lake``."""
+    """Refuse a lake that every engine would not read alike: a URI of a scheme other than
+    :data:`STORE_SCHEMES` (or without a bucket), a checkpoint directory given as a URI (Spark's
+    checkpoint and the run's own files need a filesystem), or a local path with a character
+    Spark, Hadoop or delta-rs take for URI or glob syntax (``%``, ``#``, ``?``, ``:``, ...).
+    Raises :class:`PipelineConfigError` naming ``lake`` or ``checkpoint``."""
     if _URI.match(pipeline.lake):
-        raise PipelineConfigError(
-            "lake",
-            f"{pipeline.lake} is a URI: object-store lakes are not supported yet; give a local "
-            "directory (or a shared filesystem mounted as one)",
-        )
-    bad = _UNSAFE.search(str(pipeline.lake_path))
+        scheme, _, rest = pipeline.lake.partition("://")
+        if scheme not in STORE_SCHEMES or not rest.split("/")[0]:
+            raise PipelineConfigError(
+                "lake",
+                f"{pipeline.lake}: a lake is a local directory (or a shared filesystem mounted "
+                "as one) or s3://BUCKET/PREFIX (S3 and compatible stores); other schemes "
+                "(gs, abfss, az, hdfs, ...) are not supported yet",
+            )
+    else:
+        _check_local_name("lake", pipeline.lake_path)
+    if pipeline.checkpoint is not None:
+        if _URI.match(pipeline.checkpoint):
+            raise PipelineConfigError(
+                "checkpoint",
+                f"{pipeline.checkpoint} is a URI: give a directory on a filesystem every node "
+                "of the cluster mounts (local, NFS, a FUSE mount); hdfs:// and s3a:// "
+                "checkpoints are not supported yet",
+            )
+        _check_local_name("checkpoint", pipeline.run_path)
+
+
+def _check_local_name(setting: str, path: Path) -> None:
+    bad = _UNSAFE.search(str(path))
     if bad:
         raise PipelineConfigError(
-            "lake",
-            f"{str(pipeline.lake_path)!r} contains {bad.group()!r}, which Spark, Hadoop or "
-            "delta-rs read as URI or glob syntax (they would use another directory): choose a "
-            "lake path without any of % # ? * [ ] { } \\ ^ | : or control characters",
+            setting,
+            f"{str(path)!r} contains {bad.group()!r}, which Spark, Hadoop or delta-rs read as "
+            "URI or glob syntax (they would use another directory): choose a path without any "
+            "of % # ? * [ ] { } \\ ^ | : or control characters",
         )

@@ -52,6 +52,7 @@ from panes import (
 )
 from sinks.column_types import COLUMN_TYPES
 from sinks.errors import LakeError
+from sinks.object_store import is_object_store
 from sinks.upstream import PaneLogColumns, has_pane_log, pane_log_columns
 
 
@@ -59,6 +60,8 @@ def resolve_upstream(path: str, pipeline: str | None) -> Upstream:
     """The upstream of a ``pane_log`` source: ``path`` is the upstream's configuration file
     (TOML), or its lake directory (then its pane log's table says what it holds; ``pipeline``,
     if given, must be the name it was written by)."""
+    if is_object_store(path):
+        return _upstream_lake(path.rstrip("/") + "/panes", pipeline)
     location = Path(path)
     if location.is_file():
         up = load_pipeline(location)
@@ -81,7 +84,11 @@ def resolve_upstream(path: str, pipeline: str | None) -> Upstream:
             f"{path} does not exist: name the upstream's configuration file or its lake directory "
             "(an upstream that has not run yet has no lake: name its configuration file)",
         )
-    pane_log = str(location.absolute() / "panes")
+    return _upstream_lake(str(location.absolute() / "panes"), pipeline)
+
+
+def _upstream_lake(pane_log: str, pipeline: str | None) -> Upstream:
+    """The upstream whose pane log is ``pane_log`` (in its lake, local or in an object store)."""
     if not has_pane_log(pane_log):
         raise PipelineConfigError(
             "source.path",
@@ -349,6 +356,8 @@ _SETTINGS: dict[str, Parse] = {
     "closing_behavior": _enum(ClosingBehavior),
     "allow_finishing_trigger": _of(bool, "true or false"),
     "state_buckets": _of(int, "an integer 1..1048576"),
+    "checkpoint": _optional(_path),
+    "single_writer": _of(bool, "true or false"),
 }
 _SOURCE_SETTINGS: dict[str, Parse] = {
     "path": _path,

@@ -71,6 +71,7 @@ from panes.combiners import CombineFn
 from panes.engine import Engine
 from sinks.column_types import COLUMN_TYPES, INTEGRAL
 from sinks.lake_format import FIXED_NAMES
+from sinks.object_store import is_object_store
 from sinks.upstream import PaneLogColumns
 
 
@@ -350,6 +351,8 @@ class Pipeline:
     closing_behavior: ClosingBehavior = ClosingBehavior.FIRE_IF_NON_EMPTY
     allow_finishing_trigger: bool = False
     state_buckets: int = 64
+    checkpoint: str | None = None
+    single_writer: bool = False
 
     def __post_init__(self) -> None:
         """Check the settings together (nothing is changed)."""
@@ -386,6 +389,8 @@ class Pipeline:
             ("allowed_lateness", int, "a duration in µs (an int)"),
             ("allow_finishing_trigger", bool, "true or false"),
             ("state_buckets", int, "an integer"),
+            ("checkpoint", (str, type(None)), "a directory path (text)"),
+            ("single_writer", bool, "true or false"),
             ("keys", tuple, "a tuple of column names"),
             ("aggregates", tuple, "a tuple of Aggregate"),
         ):
@@ -595,21 +600,65 @@ class Pipeline:
         return self.watermark.policy == "writer_noted"
 
     @property
+    def lake_in_store(self) -> bool:
+        """Whether the lake is in an object store (``lake = "s3://bucket/prefix"``)."""
+        return is_object_store(self.lake)
+
+    @property
+    def lake_location(self) -> str:
+        """Where the lake's tables are: an absolute local path (relative paths are taken from the
+        working directory), or the object-store URI without a trailing slash."""
+        if self.lake_in_store:
+            return self.lake.rstrip("/")
+        return str(self.lake_path)
+
+    @property
     def lake_path(self) -> Path:
-        """The lake directory, absolute (relative paths are taken from the working dir)."""
+        """The lake directory of a local lake, absolute (relative paths are taken from the
+        working directory)."""
+        if self.lake_in_store:
+            raise ValueError(f"the lake {self.lake} is in an object store, not a local directory")
         return Path(self.lake).absolute()
 
+    @property
+    def run_path(self) -> Path:
+        """Where runs keep Spark's checkpoint and their own files (the lake's identity,
+        fingerprint and state layout, control rows, noted landing changes): ``checkpoint``, a
+        directory on a filesystem every node mounts, by default the lake itself. A lake in an
+        object store needs ``checkpoint`` (Spark's streaming checkpoint needs a filesystem)."""
+        if self.checkpoint is not None:
+            return Path(self.checkpoint).absolute()
+        if self.lake_in_store:
+            raise PipelineConfigError(
+                "checkpoint",
+                f"is required for a lake in an object store ({self.lake}): the directory where "
+                "runs keep Spark's checkpoint, on a filesystem every node of the cluster mounts "
+                '(checkpoint = "/shared/checkpoints/NAME")',
+            )
+        return self.lake_path
+
     def table_path(self, table: str) -> str:
-        """``panes``, ``late``, ``rejected``: the Delta tables under the lake path."""
-        return str(self.lake_path / table)
+        """``panes``, ``late``, ``rejected``: the Delta tables under the lake."""
+        return f"{self.lake_location}/{table}"
 
     @property
     def checkpoint_path(self) -> str:
-        return str(self.lake_path / "_checkpoint")
+        """Spark's streaming checkpoint: ``<run_path>/_checkpoint``."""
+        return str(self.run_path / "_checkpoint")
 
     @property
     def control_path(self) -> str:
-        return str(self.lake_path / "_control")
+        return str(self.run_path / "_control")
+
+    @property
+    def set_aside(self) -> str:
+        """How to set the lake aside to rebuild it (a message's words)."""
+        if self.checkpoint is None and not self.lake_in_store:
+            return f"move its lake aside (mv {self.lake_path} {self.lake_path}.old)"
+        return (
+            f"move its lake ({self.lake_location}) and its checkpoint directory "
+            f"({self.run_path}) aside"
+        )
 
     def describe(self) -> str:
         aggs = ", ".join(f"{a.name} = {a.fn}" for a in self.aggregates)

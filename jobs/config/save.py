@@ -73,6 +73,10 @@ def pipeline_to_dict(pipeline: Pipeline) -> dict[str, Any]:
         "lake": pipeline.lake,
         "keys": list(pipeline.keys),
     }
+    if pipeline.checkpoint is not None:
+        conf["checkpoint"] = pipeline.checkpoint
+    if pipeline.single_writer:
+        conf["single_writer"] = True
     if pipeline.event_time is not None:
         conf["event_time"] = pipeline.event_time
 

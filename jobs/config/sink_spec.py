@@ -18,7 +18,7 @@ def view_spec(pipeline: Pipeline, **overrides: Any) -> ViewSpec:
         fns = {pipeline.aggregates[0].name: combine_fn}
     fields: dict[str, Any] = dict(
         name=pipeline.name,
-        lake=str(pipeline.lake),
+        lake=pipeline.lake_location,
         keys=tuple(pipeline.keys),
         aggregates=tuple(fns.items()),
         window_fn=pipeline.window,

@@ -70,7 +70,7 @@ class BatchStats:
 def table_identity(pipeline: Pipeline, table: str, what: str) -> dict[str, Any]:
     """``properties`` (the pipeline's configuration fingerprint) written when a table is
     created, and the ``check`` that refuses an existing table of another configuration."""
-    return tables.table_identity(view_spec(pipeline, lake=str(pipeline.lake_path)), table, what)
+    return tables.table_identity(view_spec(pipeline), table, what)
 
 
 class BatchSink:

@@ -43,8 +43,8 @@ def check_source_table(pipeline: Pipeline) -> str | None:
     now = f"holds table {head.table} now" if head.table else "holds no Delta table now"
     raise SourceTableChanged(
         f"the source table {path} {now}, not table {mine.table} that {pipeline.name} has read "
-        f"up to version {mine.version}: it was recreated. Rebuild {pipeline.name}: move its "
-        f"lake aside (mv {pipeline.lake_path} {pipeline.lake_path}.old) and run again "
+        f"up to version {mine.version}: it was recreated. Rebuild {pipeline.name}: "
+        f"{pipeline.set_aside} and run again "
         "(docs/sources.md)"
     )
 

@@ -48,7 +48,7 @@ from sinks.column_types import INTEGRAL, TYPES, arrow_type
 from sinks.errors import LakeError, TableMissing
 from sinks.lake_format import TABLES
 from sinks.small_files import write_atomically
-from sinks.tables import arrow_schema, check_table_properties, open_table, plain_type
+from sinks.tables import arrow_schema, check_table_properties, open_table, plain_type, table_exists
 
 FINGERPRINT_FILE = "_fingerprint.json"
 FINGERPRINT_FORMAT = 1
@@ -94,7 +94,7 @@ class Difference:
     recorded: str | None
     configured: str | None
 
-    def error(self, lake: Path) -> PipelineConfigError:
+    def error(self, lake: str | Path) -> PipelineConfigError:
         """The refusal of a run with this difference: one line, naming the setting."""
         was = "without it" if self.recorded is None else f"with {self.recorded}"
         now = "has none" if self.configured is None else f"says {self.configured}"
@@ -194,8 +194,9 @@ class Fingerprint:
 
 def holds_data(pipeline: Pipeline) -> bool:
     """Whether the lake holds anything a run wrote: a checkpoint or a table."""
-    lake = pipeline.lake_path
-    return Path(pipeline.checkpoint_path).exists() or any((lake / t).exists() for t in TABLES)
+    if Path(pipeline.checkpoint_path).exists():
+        return True
+    return any(table_exists(pipeline.table_path(t)) for t in TABLES)
 
 
 def check_lake_configuration(pipeline: Pipeline) -> Fingerprint | None:
@@ -205,13 +206,13 @@ def check_lake_configuration(pipeline: Pipeline) -> Fingerprint | None:
     whose recorded fingerprint binds nothing yet), or None when the recorded one matches.
     Reads only: nothing is written."""
     fingerprint = Fingerprint.of(pipeline)
-    path = pipeline.lake_path / FINGERPRINT_FILE
+    path = pipeline.run_path / FINGERPRINT_FILE
     if path.exists():
         diff = Fingerprint.read(path).difference(fingerprint)
         if diff is None:
             return None
         if holds_data(pipeline):
-            raise diff.error(pipeline.lake_path)
+            raise diff.error(pipeline.lake_location)
         return fingerprint  # recorded by a run that wrote nothing: the lake is still new
     if holds_data(pipeline):
         _check_older_lake(pipeline)
@@ -225,15 +226,15 @@ def bind_lake_configuration(pipeline: Pipeline) -> None:
     fingerprint = check_lake_configuration(pipeline)
     if fingerprint is None:
         return
-    write_atomically(pipeline.lake_path / FINGERPRINT_FILE, fingerprint.to_json())
+    write_atomically(pipeline.run_path / FINGERPRINT_FILE, fingerprint.to_json())
 
 
 def _check_older_lake(pipeline: Pipeline) -> None:
     """Refuse a lake written before fingerprints unless its pane log and state layout agree
     with ``pipeline`` (the module doc)."""
-    lake = pipeline.lake_path
+    lake = pipeline.lake_location
     older = f"the lake {lake} has no {FINGERPRINT_FILE} (written by an older version)"
-    layout = lake / STATE_LAYOUT_FILE
+    layout = pipeline.run_path / STATE_LAYOUT_FILE
     if layout.exists():
         try:
             buckets = json.loads(layout.read_text()).get("state_buckets")
@@ -255,7 +256,7 @@ def _check_older_lake(pipeline: Pipeline) -> None:
     except LakeError as e:
         raise PipelineConfigError("lake", f"{older}, and {e}") from None
     try:
-        spec = view_spec(pipeline, lake=str(lake))
+        spec = view_spec(pipeline)
         check_table_properties(spec, "pane log", path, table.metadata().configuration)
     except LakeError as e:
         raise PipelineConfigError("lake", f"{older}, and {e}") from None

@@ -13,9 +13,11 @@ state schema files. So a lake that runs somewhere else than where it was created
   the same path leading to another directory (a retargeted symlink): a file whose name was taken
   before is skipped.
 
-The first run of a lake records where it is (:class:`LakeIdentity`, in ``<lake>/_lake_identity
-.json``): the lake directory (symlinks resolved: another path to the same directory is the same
-lake) and the landing directory, both as Spark names its files (absolute) and resolved. Every
+The first run of a lake records where it is (:class:`LakeIdentity`, in ``_lake_identity.json``
+beside the checkpoint, by default in the lake): the lake (a directory with symlinks resolved:
+another path to the same directory is the same lake; or an object-store URI), the directory of
+the checkpoint when it is apart from the lake (``checkpoint``), and the landing directory, both
+as Spark names its files (absolute) and resolved. Every
 later run compares, before Spark starts, and refuses a difference naming the setting, both
 places and the fixes. A lake written before this file existed is adopted where it is only if the
 paths its checkpoint holds agree with that place.
@@ -49,7 +51,9 @@ WHY = (
 class LakeIdentity:
     """Where a lake is and which landing directory it reads.
 
-    ``lake``: the lake directory, absolute, symlinks resolved. ``landing``: the landing
+    ``lake``: the lake directory, absolute, symlinks resolved (a URI in an object store).
+    ``checkpoint``: the directory holding the checkpoint, resolved (the lake's, by default).
+    ``landing``: the landing
     directory as Spark names the files it takes (absolute, symlinks kept; a URI as it is), and
     ``landing_resolved``: the directory it leads to; both None for a source that is not a
     landing directory (a pane log or a Delta table, whose readers check the table they read by
@@ -59,17 +63,20 @@ class LakeIdentity:
     lake: str
     landing: str | None
     landing_resolved: str | None
+    checkpoint: str
 
     @classmethod
     def of(cls, pipeline: Pipeline) -> LakeIdentity:
-        """Where ``pipeline``'s lake and landing directory are now."""
-        lake = str(pipeline.lake_path.resolve())
+        """Where ``pipeline``'s lake, checkpoint and landing directory are now."""
+        in_store = pipeline.lake_in_store
+        lake = pipeline.lake_location if in_store else str(pipeline.lake_path.resolve())
+        run = str(pipeline.run_path.resolve())
         if not pipeline.source.is_landing:  # its reader checks the table it reads
-            return cls(lake, None, None)
+            return cls(lake, None, None, run)
         if "://" in pipeline.source.path:  # an object store: Spark names its files by this URI
-            return cls(lake, pipeline.source.path, pipeline.source.path)
+            return cls(lake, pipeline.source.path, pipeline.source.path, run)
         landing = Path(pipeline.source.path).absolute()
-        return cls(lake, str(landing), str(landing.resolve()))
+        return cls(lake, str(landing), str(landing.resolve()), run)
 
     def to_json(self) -> str:
         return json.dumps({"format": IDENTITY_FORMAT, **asdict(self)})
@@ -81,7 +88,9 @@ class LakeIdentity:
         if not isinstance(data, dict) or data.get("format") != IDENTITY_FORMAT:
             raise ValueError(f"not an identity of format {IDENTITY_FORMAT}")
         try:
-            return cls(data["lake"], data["landing"], data["landing_resolved"])
+            lake = data["lake"]
+            run = data.get("checkpoint") or lake  # recorded before checkpoints could be apart
+            return cls(lake, data["landing"], data["landing_resolved"], run)
         except KeyError as e:
             raise ValueError(f"no {e.args[0]!r}") from None
 
@@ -101,6 +110,13 @@ def difference(recorded: LakeIdentity, now: LakeIdentity) -> PipelineConfigError
             "lake",
             f"the lake {now.lake} was created at {recorded.lake}: it was copied or moved, and "
             f"{WHY}. Move it back to {recorded.lake}, {REBUILD}.",
+        )
+    if recorded.checkpoint != now.checkpoint:
+        return PipelineConfigError(
+            "checkpoint",
+            f"the checkpoint of the lake {now.lake} was created at {recorded.checkpoint}, and is "
+            f"at {now.checkpoint} now: it was copied or moved, and {WHY}. Move it back to "
+            f"{recorded.checkpoint}, {REBUILD}.",
         )
     if (recorded.landing, recorded.landing_resolved) != (now.landing, now.landing_resolved):
         was = _landing(recorded.landing, recorded.landing_resolved)
@@ -179,9 +195,9 @@ def _within(path: str, folder: str | None) -> bool:
 def adoptable(pipeline: Pipeline, now: LakeIdentity) -> PipelineConfigError | None:
     """For a lake without an identity file: why it cannot be adopted where it is now (a path
     its checkpoint holds is neither in this lake nor in the landing directory), or None."""
-    lake = str(pipeline.lake_path)
+    lake = str(pipeline.run_path)
     for path in checkpoint_paths(Path(pipeline.checkpoint_path)):
-        here = _within(path, lake) or _within(path, now.lake) or _within(path, now.landing)
+        here = _within(path, lake) or _within(path, now.checkpoint) or _within(path, now.landing)
         if not here:
             return PipelineConfigError(
                 "lake",
@@ -201,7 +217,7 @@ def check_lake_identity(pipeline: Pipeline, *, record: bool = False) -> None:
     so only while holding the lake's run lock.
     """
     now = LakeIdentity.of(pipeline)
-    path = pipeline.lake_path / IDENTITY_FILE
+    path = pipeline.run_path / IDENTITY_FILE
     if path.exists():
         try:
             recorded = LakeIdentity.from_json(path.read_text(encoding="utf-8"))

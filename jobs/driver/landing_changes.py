@@ -53,7 +53,7 @@ class ChangedFile:
 
 
 def changes_dir(pipeline: Pipeline) -> Path:
-    return pipeline.lake_path / CHANGES_DIR
+    return pipeline.run_path / CHANGES_DIR
 
 
 def _local(uri: str) -> str | None:

@@ -423,7 +423,7 @@ def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> tup
     reads them back, and refuses a lake of another format version, a checkpoint without a
     recorded layout, or another ``state_buckets``: running would lose every key's state.
     """
-    path = pipeline.lake_path / STATE_LAYOUT_FILE
+    path = pipeline.run_path / STATE_LAYOUT_FILE
     if path.exists():
         recorded = json.loads(path.read_text())
         if recorded.get("format") != STATE_LAYOUT_FORMAT:
@@ -435,7 +435,7 @@ def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> tup
         if recorded["state_buckets"] != pipeline.state_buckets:
             raise PipelineConfigError(
                 "state_buckets",
-                f"the lake {pipeline.lake_path} was written with state_buckets = "
+                f"the lake {pipeline.lake_location} was written with state_buckets = "
                 f"{recorded['state_buckets']}; running with {pipeline.state_buckets} would lose "
                 f"the state of every key. Keep {recorded['state_buckets']}, or start a new lake.",
             )
@@ -443,8 +443,8 @@ def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> tup
     if Path(pipeline.checkpoint_path).exists():
         raise PipelineConfigError(
             "lake",
-            f"the lake {pipeline.lake_path} has a checkpoint but no {STATE_LAYOUT_FILE}: it was "
-            "written by an older version; start a new lake directory.",
+            f"the lake {pipeline.lake_location} has a checkpoint but no {STATE_LAYOUT_FILE}: it "
+            "was written by an older version; start a new lake directory.",
         )
     if partitions:
         ids = balanced_bucket_ids(pipeline.state_buckets, partitions)
@@ -496,7 +496,7 @@ def run(
             print(f"[{stamp}] {pipeline.name}: {line}", file=progress, flush=True)
 
     check_paths(pipeline)
-    lock = LakeLock(str(pipeline.lake_path), "run", f"another run of pipeline {pipeline.name!r}")
+    lock = LakeLock(pipeline.lake_location, "run", f"another run of pipeline {pipeline.name!r}")
     with lock, contextlib.ExitStack() as scope:
         check_lake_identity(pipeline, record=True)  # a copied or moved lake: before Spark reads it
         bind_lake_configuration(pipeline)  # before Spark: a lake keeps its configuration

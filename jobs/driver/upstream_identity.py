@@ -72,14 +72,14 @@ class Chain:
     """A downstream and its upstream, as the refusals name them."""
 
     downstream: str
-    lake: str
+    set_aside: str  # how to set the downstream's lake aside (Pipeline.set_aside)
     upstream: str
     pane_log: str
 
     def changed(self, what: str, *, rebuilt: bool = True) -> UpstreamChanged:
         """The refusal: ``what`` happened, and how to rebuild the downstream (one line)."""
         how = (
-            f"move its lake aside (mv {self.lake} {self.lake}.old) and run it again: it reads "
+            f"{self.set_aside} and run it again: it reads "
             f"the upstream's pane log from its first version (docs/running.md, 'Recovering a "
             f"lake')"
         )
@@ -179,7 +179,7 @@ def check_upstream(pipeline: Pipeline) -> str | None:
     up = pipeline.source.upstream
     if up is None:
         raise ValueError(f"pipeline {pipeline.name} does not read a pane log")
-    chain = Chain(pipeline.name, str(pipeline.lake_path), up.name, up.pane_log)
+    chain = Chain(pipeline.name, pipeline.set_aside, up.name, up.pane_log)
     return table_to_read(
         recorded_offsets(pipeline.checkpoint_path),
         pane_log_head(up.pane_log),

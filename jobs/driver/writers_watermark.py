@@ -240,7 +240,7 @@ def fold(
 
 
 def state_path(pipeline: Pipeline) -> Path:
-    return pipeline.lake_path / STATE_FILE
+    return pipeline.run_path / STATE_FILE
 
 
 def load_state(pipeline: Pipeline) -> WritersState:

@@ -151,7 +151,8 @@ def test_a_lake_older_than_the_identity_file_is_adopted_only_where_its_checkpoin
 
     check_lake_identity(pipeline_in(old, monkeypatch), record=True)  # adopted where it is
     recorded = LakeIdentity.from_json((old / "lake" / IDENTITY_FILE).read_text())
-    assert recorded == LakeIdentity(str(old / "lake"), str(old / "landing"), str(old / "landing"))
+    lake = str(old / "lake")
+    assert recorded == LakeIdentity(lake, str(old / "landing"), str(old / "landing"), lake)
 
     # the state schema paths alone tell a moved lake whose landing directory did not move
     lake_only = tmp_path / "elsewhere"

@@ -122,6 +122,8 @@ def test_every_setting_is_parsed_into_its_typed_field():
         "closing_behavior": "fire_always",
         "allow_finishing_trigger": True,
         "state_buckets": 8,
+        "checkpoint": "ckpt",
+        "single_writer": True,
         "source": {
             "path": "in",
             "schema": {"device_id": "STRING", "n": "long", "seconds": "double"},
@@ -152,6 +154,8 @@ def test_every_setting_is_parsed_into_its_typed_field():
         closing_behavior=ClosingBehavior.FIRE_ALWAYS,
         allow_finishing_trigger=True,
         state_buckets=8,
+        checkpoint="ckpt",
+        single_writer=True,
         source=Source(
             "in",
             (("device_id", "string"), ("n", "long"), ("seconds", "double")),
@@ -402,8 +406,9 @@ def test_panestore_check_and_run_exit_2_naming_a_bad_path(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("lake", "says"),
     [
-        ("s3://lakes/prod/x", "is a URI: object-store lakes are not supported yet"),
-        ("file:///tmp/lake", "is a URI: object-store lakes are not supported yet"),
+        ("gs://lakes/prod/x", "other schemes (gs, abfss, az, hdfs, ...) are not supported yet"),
+        ("file:///tmp/lake", "other schemes (gs, abfss, az, hdfs, ...) are not supported yet"),
+        ("s3:///prod/x", "or s3://BUCKET/PREFIX"),
         ("lakes/a%20b", "contains '%'"),
         ("lakes/a#b", "contains '#'"),
         ("lakes/what?", "contains '?'"),
@@ -436,6 +441,38 @@ def test_panestore_check_and_run_refuse_a_lake_path_engines_read_elsewhere(
     with pytest.raises(PipelineConfigError) as e:
         run(load_pipeline(conf), spark=object(), progress=None)  # refused before using Spark
     assert e.value.field == "lake" and says in e.value.message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "p.toml"]  # nothing written
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "says"),
+    [
+        (None, "checkpoint: is required for a lake in an object store (s3://lakes/prod/x)"),
+        ("hdfs:///ckpt/x", "checkpoint: hdfs:///ckpt/x is a URI: give a directory on a filesystem"),
+        ("ckpt/a#b", "contains '#'"),
+    ],
+)
+def test_a_lake_in_a_bucket_needs_a_checkpoint_directory_on_a_filesystem(
+    tmp_path, monkeypatch, capsys, checkpoint, says
+):
+    """Spark's checkpoint and the run's own files need a filesystem: a bucket lake without
+    ``checkpoint`` (or with one given as a URI) is refused before anything starts."""
+    from jobs.cli.commands import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "in").mkdir()
+    conf = tmp_path / "p.toml"
+    where = "" if checkpoint is None else f"checkpoint = {json.dumps(checkpoint)}\n"
+    conf.write_text(
+        f'name = "p"\nlake = "s3://lakes/prod/x"\n{where}keys = ["k"]\nevent_time = "ts"\n'
+        'window = "FixedWindows(1h)"\n[aggregates]\nn = "count()"\n[source]\n'
+        'path = "in"\nschema = { k = "string", ts = "timestamp" }\n'
+    )
+    for command in ("check", "run"):
+        assert main([command, str(conf)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"panestore: invalid configuration {conf}: checkpoint: ")
+        assert says in err and err.count("\n") == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "p.toml"]  # nothing written
 
 

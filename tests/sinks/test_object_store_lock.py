@@ -73,9 +73,10 @@ def test_a_second_holder_is_refused_naming_the_first_and_writes_nothing(bucket_l
 
 def test_the_holder_keeps_its_lease_by_renewing_it(bucket_lake, monkeypatch):
     monkeypatch.setattr(lake_lock, "CLOCK_SLACK_S", 0.0)
-    with LakeLock(bucket_lake, "run", "another run", lease_s=1.0, renew_s=0.2) as mine:
-        time.sleep(2.5)  # well past one lease
-        with pytest.raises(LakeBusy), LakeLock(bucket_lake, "run", "another run", lease_s=1.0):
+    # a lease of 2 s: an object's Last-Modified has whole seconds, renewals come every 0.2 s
+    with LakeLock(bucket_lake, "run", "another run", lease_s=2.0, renew_s=0.2) as mine:
+        time.sleep(5.0)  # 2.5 leases
+        with pytest.raises(LakeBusy), LakeLock(bucket_lake, "run", "another run", lease_s=2.0):
             pytest.fail("a renewed lease was taken over")
         assert mine.held and not mine.lost
     with LakeLock(bucket_lake, "run", "another run"):  # released: free at once
