@@ -4,6 +4,7 @@ the tests themselves and stopped after them, with the standard AWS environment p
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ def s3_endpoint() -> Iterator[str]:
     """The server's endpoint; the environment names it (``AWS_ENDPOINT_URL``) while it runs."""
     from moto.server import ThreadedMotoServer
 
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per request otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
