@@ -3,6 +3,8 @@
 :func:`run` is :func:`jobs.driver.runs.run` with the caller's streaming DataFrame as the records
 of a ``dataframe`` source (any other source is read by its own reader), followed by the fold a
 ``panestore run`` does. The lake's guarantees are the command's: see :mod:`jobs.driver.runs`.
+Like the command, each function first takes the AWS shared files' credentials into the
+environment when it names none (:mod:`sinks.aws_profile`; a lake in a bucket).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from jobs.config.save import save_pipeline
 from jobs.config.sink_spec import view_spec
 from jobs.driver.runs import RunResult
 from jobs.driver.runs import run as run_pipeline
+from sinks.aws_profile import adopt_shared_profile
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -87,6 +90,7 @@ def run(
     3 batches, 1200 rows, 310 panes, 2 late, 1 rejected in 14.2s (...)
     """
     _check_events(pipeline, events)
+    adopt_shared_profile()
     session = events.sparkSession if events is not None else spark
     result = run_pipeline(
         pipeline,
@@ -121,6 +125,7 @@ def materialize(pipeline: Pipeline) -> MaterializeResult:
     """
     from sinks.materializer import Materializer
 
+    adopt_shared_profile()
     return Materializer(view_spec(pipeline)).run()
 
 
@@ -138,6 +143,7 @@ def verify(pipeline: Pipeline, events: DataFrame | None = None) -> Report:
     from jobs.driver.source_elements import load_source_elements, source_elements_are
     from sinks.verify import verify as verify_view
 
+    adopt_shared_profile()
     elements = None
     notes = []
     if events is not None or not pipeline.source.is_dataframe:

@@ -48,6 +48,7 @@ from jobs.driver.watermark_marks import MarkError, note_watermark, parse_time
 from jobs.startup.quiet import quiet_spark_stderr
 from jobs.startup.session import SHUFFLE_PARTITIONS, JavaNotFound, get_session
 from panes import parse_duration
+from sinks.aws_profile import adopt_shared_profile
 from sinks.errors import LakeBusy, SourceTableError, UpstreamChanged
 
 EXIT_BUSY = ExitStatus.BUSY
@@ -280,6 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command of ``argv`` (default: the process's arguments); its exit status."""
     args = build_parser().parse_args(argv)
+    adopt_shared_profile()  # a lake in a bucket: one AWS configuration for every library
     try:
         return int(args.handler(args) or 0)
     except PipelineConfigError as e:

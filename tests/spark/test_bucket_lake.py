@@ -28,14 +28,14 @@ pytestmark = pytest.mark.spark
 SECRET = "AWS_SECRET_ACCESS_KEY"
 
 
-def command(*args: str, timeout: float = 300, wait: bool = True):
+def command(*args: str, timeout: float = 300, wait: bool = True, env=None):
     argv = [sys.executable, "-m", "jobs.cli.commands", *args]
     if not wait:
         return subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
         )
     return subprocess.run(
-        argv, capture_output=True, text=True, timeout=timeout, start_new_session=True
+        argv, capture_output=True, text=True, timeout=timeout, start_new_session=True, env=env
     )
 
 
@@ -160,6 +160,14 @@ def test_a_delta_table_in_a_bucket_feeds_a_chain_of_bucket_lakes(tmp_path, bucke
     for conf in (spend, daily):
         ok(command("run", str(conf), "--drain"))
         assert "verify: OK" in ok(command("verify", str(conf)))
+    # credentials in the AWS shared files only: every library of every command finds them
+    (tmp_path / "credentials").write_text(
+        f"[lakes]\naws_access_key_id = {os.environ['AWS_ACCESS_KEY_ID']}\n"
+        f"aws_secret_access_key = {os.environ[SECRET]}\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("AWS_ACCESS_KEY_ID", SECRET)}
+    env.update(AWS_PROFILE="lakes", AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "credentials"))
+    assert "verify: OK" in ok(command("verify", str(daily), env=env))
     sql = "SELECT sum(total) AS total, sum(windows) AS windows FROM current"
-    (view,) = json.loads(command("query", str(daily), sql, "--format", "json").stdout)
+    (view,) = json.loads(ok(command("query", str(daily), sql, "--format", "json", env=env)))
     assert view["total"] == sum(float(i % 11) for i in range(300) if i % 53 != 52)
