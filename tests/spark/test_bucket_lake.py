@@ -169,5 +169,7 @@ def test_a_delta_table_in_a_bucket_feeds_a_chain_of_bucket_lakes(tmp_path, bucke
     env.update(AWS_PROFILE="lakes", AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "credentials"))
     assert "verify: OK" in ok(command("verify", str(daily), env=env))
     sql = "SELECT sum(total) AS total, sum(windows) AS windows FROM current"
-    (view,) = json.loads(ok(command("query", str(daily), sql, "--format", "json", env=env)))
+    answer = command("query", str(daily), sql, "--format", "json", env=env)
+    ok(answer)
+    (view,) = json.loads(answer.stdout)
     assert view["total"] == sum(float(i % 11) for i in range(300) if i % 53 != 52)
