@@ -1,12 +1,19 @@
 """An S3-compatible server for the tests: moto's server mode, started on the loopback address by
-the tests themselves and stopped after them, with the standard AWS environment pointing at it
-(child processes inherit it)."""
+the tests themselves (in a child process) and stopped after them, with the standard AWS
+environment pointing at it (child processes inherit it).
+
+The server runs in its own process, not in a thread of the tests' process: some delta-rs calls
+(``DeltaTable.is_deltatable``) keep Python's GIL while they wait for the store's answer, so a
+server thread in the same process could not answer them (each would wait for its timeout).
+"""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -16,28 +23,56 @@ ENVIRONMENT = {
     "AWS_REGION": "us-east-1",
     "AWS_ALLOW_HTTP": "true",
 }
+START_S = 60.0
+"""How long the server may take to start."""
+
+
+def _serve(port: Any, stop: Any) -> None:
+    """The child process: moto's server on 127.0.0.1 (a free port, told through ``port``) until
+    ``stop`` is set."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    port.value = server.get_host_and_port()[1]
+    stop.wait()
+    server.stop()
 
 
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
     """The server's endpoint; the environment names it (``AWS_ENDPOINT_URL``) while it runs."""
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
+    ctx = multiprocessing.get_context("spawn")
+    port, stop = ctx.Value("i", 0), ctx.Event()
+    child = ctx.Process(target=_serve, args=(port, stop), daemon=True)
+    child.start()
     saved = {k: os.environ.get(k) for k in (*ENVIRONMENT, "AWS_ENDPOINT_URL")}
-    os.environ.update(ENVIRONMENT, AWS_ENDPOINT_URL=endpoint)
     try:
+        _wait_for(port, child)
+        endpoint = f"http://127.0.0.1:{port.value}"
+        os.environ.update(ENVIRONMENT, AWS_ENDPOINT_URL=endpoint)
         yield endpoint
     finally:
-        server.stop()
+        stop.set()
+        child.join(10)
+        if child.is_alive():
+            child.kill()
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def _wait_for(port: Any, child: Any) -> None:
+    """Wait until the child has told its port (or died)."""
+    import time
+
+    deadline = time.monotonic() + START_S
+    while port.value == 0:
+        if not child.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the S3 test server did not start")
+        time.sleep(0.02)
 
 
 @pytest.fixture
