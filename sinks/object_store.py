@@ -11,11 +11,22 @@ Configuration and credentials come from the standard AWS environment (``AWS_ACCE
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``, ``AWS_ENDPOINT_URL``,
 ``AWS_ALLOW_HTTP`` for a plain-HTTP local endpoint, ...), read by the same Rust ``object_store``
 library delta-rs uses, so the tables and the small objects see one configuration.
+
+A store that ignores conditional requests cannot lock a lake (:class:`sinks.lock.LakeLock`
+finds out and refuses with :class:`~sinks.errors.NoConditionalWrites`). A pipeline on such a
+store runs with ``single_writer = true``: its user guarantees one writer at a time, nothing
+locks, and delta-rs commits by plain copy (:func:`delta_storage_options`).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
+
+UNSAFE_RENAME = "AWS_S3_ALLOW_UNSAFE_RENAME"
+"""The delta-rs storage option that commits without the store's conditional write."""
+SECRET_VARIABLES = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+"""The environment variables whose values :func:`redact` removes from a text."""
 
 
 def is_object_store(location: str) -> bool:
@@ -29,3 +40,30 @@ def store_at(location: str) -> Any:
     from obstore.store import from_url
 
     return from_url(location.rstrip("/"))
+
+
+def join_location(location: str, name: str) -> str:
+    """``name`` inside ``location`` (a local path, or a URI whose separator is ``/``)."""
+    if is_object_store(location):
+        return f"{location.rstrip('/')}/{name}"
+    return os.path.join(location, name)
+
+
+def delta_storage_options(lake: str, single_writer: bool = False) -> dict[str, str] | None:
+    """The delta-rs storage options of the tables of ``lake``: None normally (delta-rs reads the
+    standard AWS environment itself and commits with a conditional write); for a lake on an
+    object store with ``single_writer``, :data:`UNSAFE_RENAME` (the store cannot refuse a second
+    commit of a version: the user guarantees there is none)."""
+    if single_writer and is_object_store(lake):
+        return {UNSAFE_RENAME: "true"}
+    return None
+
+
+def redact(text: str) -> str:
+    """``text`` without the values of :data:`SECRET_VARIABLES` (a library's error message may
+    echo what it was given)."""
+    for name in SECRET_VARIABLES:
+        value = os.environ.get(name)
+        if value:
+            text = text.replace(value, "***")
+    return text

@@ -10,12 +10,12 @@ a table of another format, of another pipeline or built by another configuration
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 
+from sinks.data_files import folder_names
 from sinks.errors import ConfigMismatch, ForeignTable, TableMissing
 from sinks.lake_format import (
     CHANGE_FEED_FROM_PROPERTY,
@@ -33,6 +33,7 @@ from sinks.lake_format import (
     WINDOW_FIELDS,
     check_format,
 )
+from sinks.object_store import join_location
 from sinks.spec import ViewSpec
 
 # -- Arrow types of delta-rs reads ---------------------------------------------------------------
@@ -64,10 +65,6 @@ def plain_table(table: pa.Table) -> pa.Table:
 def arrow_schema(dt: Any) -> pa.Schema:
     """The Arrow schema of a ``deltalake.DeltaTable``."""
     return pa.schema(dt.schema().to_arrow())
-
-
-def is_local(path: str) -> bool:
-    return "://" not in path or path.startswith("file://")
 
 
 # -- identity ------------------------------------------------------------------------------------
@@ -159,21 +156,40 @@ def open_table(
 
     opts = dict(storage_options) if storage_options else None
     if not DeltaTable.is_deltatable(path, storage_options=opts):
-        local = path.removeprefix("file://")
-        exists = is_local(path) and os.path.exists(local) and bool(os.listdir(local))
-        if exists and not _creation_never_committed(local):
+        names = folder_names(path)
+        if names and not _creation_never_committed(path, names):
             raise ForeignTable(f"{what} at {path} exists but is not a Delta table")
         raise TableMissing(f"{what} not found at {path}")
     return DeltaTable(path, version=version, storage_options=opts)
 
 
-def _creation_never_committed(local: str) -> bool:
-    """Whether the folder ``local`` is what a table creation that failed before its first commit
-    (a full disk, a kill) leaves: a ``_delta_log`` without commits, maybe data files."""
-    log = os.path.join(local, "_delta_log")
-    if not os.path.isdir(log):
+def _creation_never_committed(path: str, names: Sequence[str]) -> bool:
+    """Whether the folder ``path`` (holding ``names``) is what a table creation that failed
+    before its first commit (a full disk, a kill) leaves: a ``_delta_log`` without commits,
+    maybe data files."""
+    if "_delta_log" not in names:
         return False
-    return not any(n.endswith((".json", ".checkpoint.parquet")) for n in os.listdir(log))
+    log = folder_names(join_location(path, "_delta_log"))
+    return not any(n.endswith((".json", ".checkpoint.parquet")) for n in log)
+
+
+def table_exists(spec: ViewSpec, table: str) -> bool:
+    """Whether the table ``table`` (``panes``, ``current``, ...) of ``spec``'s lake exists."""
+    from deltalake import DeltaTable
+
+    opts = dict(spec.storage_options) if spec.storage_options else None
+    return DeltaTable.is_deltatable(spec.table_path(table), storage_options=opts)
+
+
+def existing_table(spec: ViewSpec, table: str) -> Any | None:
+    """The ``deltalake.DeltaTable`` ``table`` of ``spec``'s lake, opened with its storage
+    options (unchecked); None when it does not exist."""
+    from deltalake import DeltaTable
+
+    if not table_exists(spec, table):
+        return None
+    opts = dict(spec.storage_options) if spec.storage_options else None
+    return DeltaTable(spec.table_path(table), storage_options=opts)
 
 
 def open_pane_log(spec: ViewSpec, version: int | None = None):

@@ -75,11 +75,17 @@ def _wait_for(port: Any, child: Any) -> None:
         time.sleep(0.02)
 
 
-@pytest.fixture
-def bucket_lake(s3_endpoint: str) -> str:
-    """A lake URI in a new bucket of the server."""
+def new_bucket_lake(endpoint: str) -> str:
+    """A lake URI (``s3://lakes-<random>/prod/sessions``) in a new bucket of the server at
+    ``endpoint``."""
     import boto3
 
     name = f"lakes-{uuid.uuid4().hex[:12]}"
-    boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket=name)
+    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=name)
     return f"s3://{name}/prod/sessions"
+
+
+@pytest.fixture
+def bucket_lake(s3_endpoint: str) -> str:
+    """A lake URI in a new bucket of the server."""
+    return new_bucket_lake(s3_endpoint)
