@@ -36,7 +36,7 @@ import pyarrow as pa
 from sinks.change_feed import Changes, read_changes
 from sinks.errors import InvalidRequest, LakeError, TableMissing
 from sinks.lake_format import TABLES, representable_us
-from sinks.object_store import is_object_store, redact
+from sinks.object_store import is_object_store, one_line
 from sinks.refold import view_from_pane_log
 from sinks.spec import ViewSpec
 from sinks.tables import open_view, plain_table, table_exists
@@ -294,16 +294,9 @@ def _duckdb_errors() -> Iterator[None]:
     try:
         yield
     except (duckdb.ProgrammingError, duckdb.DataError) as e:
-        raise InvalidRequest(f"the SQL failed: {_one_line(e)}") from None
+        raise InvalidRequest(f"the SQL failed: {one_line(e)}") from None
     except duckdb.Error as e:
-        raise LakeError(f"DuckDB failed: {_one_line(e)}") from None
-
-
-def _one_line(error: Exception) -> str:
-    """DuckDB's multi-line message on one line (without the caret line under the SQL), with no
-    credential of the environment in it (:func:`sinks.object_store.redact`)."""
-    lines = (line.strip() for line in redact(str(error)).splitlines())
-    return "; ".join(line for line in lines if line.strip("^ "))
+        raise LakeError(f"DuckDB failed: {one_line(e)}") from None
 
 
 def changes(

@@ -21,6 +21,7 @@ locks, and delta-rs commits by plain copy (:func:`delta_storage_options`).
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 UNSAFE_RENAME = "AWS_S3_ALLOW_UNSAFE_RENAME"
@@ -67,3 +68,17 @@ def redact(text: str) -> str:
         if value:
             text = text.replace(value, "***")
     return text
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def one_line(error: BaseException, limit: int | None = None) -> str:
+    """A store's (or DuckDB's) error message on one line: :func:`redact`-ed, without terminal
+    colours or DuckDB's caret line under the SQL, its lines joined; cut at ``limit``
+    characters."""
+    lines = (
+        line.strip().lstrip("↳").strip() for line in _ANSI.sub("", redact(str(error))).splitlines()
+    )
+    text = "; ".join(line for line in lines if line.strip("^ "))
+    return text if limit is None or len(text) <= limit else text[: limit - 3] + "..."

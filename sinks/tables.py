@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from sinks.data_files import folder_names
-from sinks.errors import ConfigMismatch, ForeignTable, TableMissing
+from sinks.errors import ConfigMismatch, ForeignTable, LakeError, TableMissing
 from sinks.lake_format import (
     CHANGE_FEED_FROM_PROPERTY,
     CHANGE_FEED_PROPERTY,
@@ -33,7 +33,7 @@ from sinks.lake_format import (
     WINDOW_FIELDS,
     check_format,
 )
-from sinks.object_store import join_location
+from sinks.object_store import join_location, one_line
 from sinks.spec import ViewSpec
 
 # -- Arrow types of delta-rs reads ---------------------------------------------------------------
@@ -155,7 +155,7 @@ def open_table(
     from deltalake import DeltaTable
 
     opts = dict(storage_options) if storage_options else None
-    if not DeltaTable.is_deltatable(path, storage_options=opts):
+    if not is_table(path, what, opts):
         names = folder_names(path)
         if names and not _creation_never_committed(path, names):
             raise ForeignTable(f"{what} at {path} exists but is not a Delta table")
@@ -173,12 +173,21 @@ def _creation_never_committed(path: str, names: Sequence[str]) -> bool:
     return not any(n.endswith((".json", ".checkpoint.parquet")) for n in log)
 
 
-def table_exists(spec: ViewSpec, table: str) -> bool:
-    """Whether the table ``table`` (``panes``, ``current``, ...) of ``spec``'s lake exists."""
+def is_table(path: str, what: str, storage_options: Mapping[str, str] | None = None) -> bool:
+    """Whether a Delta table is at ``path``; a store that cannot be read (no such bucket, no
+    access) raises a :class:`LakeError` naming ``what`` and the store's answer on one line."""
     from deltalake import DeltaTable
 
-    opts = dict(spec.storage_options) if spec.storage_options else None
-    return DeltaTable.is_deltatable(spec.table_path(table), storage_options=opts)
+    opts = dict(storage_options) if storage_options else None
+    try:
+        return DeltaTable.is_deltatable(path, storage_options=opts)
+    except OSError as e:
+        raise LakeError(f"cannot read the {what} at {path}: {one_line(e, limit=400)}") from None
+
+
+def table_exists(spec: ViewSpec, table: str) -> bool:
+    """Whether the table ``table`` (``panes``, ``current``, ...) of ``spec``'s lake exists."""
+    return is_table(spec.table_path(table), f"{table} table", spec.storage_options)
 
 
 def existing_table(spec: ViewSpec, table: str) -> Any | None:
