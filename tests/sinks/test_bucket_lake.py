@@ -19,7 +19,7 @@ import pytest
 
 from panes import AccumulationMode, FixedWindows, Sessions
 from sinks import duck
-from sinks.data_files import folder_names, table_filesystem, write_data_file
+from sinks.data_files import folder_names, table_filesystem, write_data_file, write_data_files
 from sinks.errors import (
     InvalidRequest,
     LakeError,
@@ -31,7 +31,7 @@ from sinks.lock import LakeLock
 from sinks.maintenance import optimize, rebuild_view, vacuum
 from sinks.materializer import Materializer
 from sinks.object_store import UNSAFE_RENAME, delta_storage_options, store_at
-from sinks.pane_log import pane_log_schema
+from sinks.pane_log import finish_batch, pane_log_schema
 from sinks.plot import plot
 from sinks.spec import ViewSpec
 from sinks.tables import open_pane_log, open_view, plain_table
@@ -196,6 +196,18 @@ def test_optimize_and_vacuum_in_a_bucket_keep_the_rows_and_delete_unreferenced_f
     assert stray not in _table_files(spec, "panes")
 
 
+def test_data_files_written_into_a_bucket_table_commit_once(bucket_lake):
+    from tests.sinks.test_data_files import appender, core_panes
+
+    table = f"{bucket_lake}/panes"
+    log = appender(table)
+    rows = finish_batch(core_panes(["a", "b", "c"]), "p", 0)
+    files = write_data_files(table, rows, pane_log_schema(), "b0-attempt0", rows_per_file=2)
+    assert [f.rows for f in files] == [2, 1]
+    assert log.commit_files(0, files) and not log.commit_files(0, files)
+    assert plain_table(log.read()).sort_by("pane_id") == rows.sort_by("pane_id")
+
+
 def test_rebuild_view_in_a_bucket_replaces_the_view(s3_endpoint, tmp_path):
     bucket, _ = _lakes(s3_endpoint, tmp_path, "sessions")
     before = view_dict(bucket.spec)
@@ -344,6 +356,7 @@ def test_no_credential_in_errors_logs_duckdb_or_the_bucket(
     optimize(spec)
     vacuum(spec, 0, force=True)
     fails(InvalidRequest, lambda: duck.query(spec, "SELEC nonsense FROM current"))
+    fails(InvalidRequest, lambda: duck.query(spec, f"SELEC '{planted}'"))  # echoed: redacted
     fails(InvalidRequest, lambda: duck.query(spec, "SELECT * FROM no_such_table"))
     fails(LakeError, lambda: duck.query(spec, f"SELECT * FROM delta_scan('{nowhere.lake}/x')"))
     fails(InvalidRequest, lambda: duck.query(nowhere, "SELECT * FROM current"))
