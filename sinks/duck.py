@@ -114,7 +114,7 @@ def s3_secret_fields(environ: Mapping[str, str] | None = None) -> dict[str, str 
         value = next((env[n] for n in names if env.get(n)), None)
         if value:
             fields[field] = value
-    endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+    endpoint = env.get("AWS_ENDPOINT_URL")
     if endpoint:
         parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
         fields["ENDPOINT"] = parts.netloc
