@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from panes.combiners import Aggregates, CombineFn
@@ -49,7 +49,7 @@ class ViewSpec:
     window_fn: WindowFn
     mode: AccumulationMode
     combine_fn: CombineFn | None = None
-    storage_options: Mapping[str, str] | None = None
+    storage_options: Mapping[str, str] | None = field(default=None, repr=False)  # may hold keys
     tables: Mapping[str, str] | None = None  # table name -> path overrides
     single_writer: bool = False
 

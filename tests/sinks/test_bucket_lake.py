@@ -21,6 +21,7 @@ from panes import AccumulationMode, FixedWindows, Sessions
 from sinks import duck
 from sinks.data_files import folder_names, table_filesystem, write_data_file, write_data_files
 from sinks.errors import (
+    ForeignTable,
     InvalidRequest,
     LakeError,
     MaterializerBusy,
@@ -162,6 +163,24 @@ def test_the_s3_secret_is_read_from_the_aws_environment():
         "URL_STYLE": "path",
     }
     assert duck.s3_secret_fields({"AWS_REGION": "us-east-2"}) == {"REGION": "us-east-2"}
+
+
+def test_a_folder_in_a_bucket_that_is_no_table_is_refused_as_on_disk(bucket_lake, tmp_path):
+    for lake in (bucket_lake, str(tmp_path)):
+        spec = random_run(1, lake).spec
+        with pytest.raises(TableMissing):
+            open_view(spec)
+        fs, root = table_filesystem(spec.table_path("current"))
+        fs.create_dir(f"{root}/_delta_log")
+        with fs.open_output_stream(f"{root}/part-0.parquet") as f:
+            f.write(b"a creation killed before its first commit")
+        with pytest.raises(TableMissing):
+            open_view(spec)
+        with fs.open_output_stream(f"{root}/notes.txt") as f:
+            f.write(b"not a table")
+        fs.delete_dir(f"{root}/_delta_log")
+        with pytest.raises(ForeignTable, match="exists but is not a Delta table"):
+            open_view(spec)
 
 
 # -- maintenance and the lock -------------------------------------------------------------------
