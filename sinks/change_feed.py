@@ -29,13 +29,13 @@ Retention and vacuum: docs/running.md.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sinks.data_files import folder_names
 from sinks.errors import InvalidRequest, LakeError
 from sinks.lake_format import (
     CHANGE_FEED_FROM_PROPERTY,
@@ -45,8 +45,9 @@ from sinks.lake_format import (
     CHANGE_TYPES,
     COMMIT_VERSION,
 )
+from sinks.object_store import join_location
 from sinks.spec import ViewSpec
-from sinks.tables import arrow_schema, is_local, open_view, plain_schema, plain_table
+from sinks.tables import arrow_schema, open_view, plain_schema, plain_table
 
 LOG_ENTRY = re.compile(r"^(\d{20})\.json$")
 
@@ -62,12 +63,10 @@ def first_change_version(dt) -> int | None:
 
 
 def earliest_logged_version(path: str) -> int | None:
-    """The oldest version whose log entry is still in the Delta log of the local table at
-    ``path``; None for a table on an object store (not listed) or an empty log."""
-    if not is_local(path):
-        return None
-    log = os.path.join(path.removeprefix("file://"), "_delta_log")
-    found = [int(m.group(1)) for m in map(LOG_ENTRY.match, os.listdir(log)) if m]
+    """The oldest version whose log entry is still in the Delta log of the table at ``path`` (a
+    local path or a URI: the log is listed); None for an empty log."""
+    log = folder_names(join_location(path, "_delta_log"))
+    found = [int(m.group(1)) for m in map(LOG_ENTRY.match, log) if m]
     return min(found, default=None)
 
 

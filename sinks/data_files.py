@@ -67,6 +67,14 @@ def table_filesystem(table_uri: str) -> tuple[pafs.FileSystem, str]:
     return pafs.LocalFileSystem(), os.path.abspath(table_uri).rstrip("/")
 
 
+def folder_names(uri: str) -> list[str]:
+    """The names of the entries directly inside the folder at ``uri`` (a local path or a URI:
+    on an object store, the keys and common prefixes under ``uri/``); none when it is missing."""
+    fs, root = table_filesystem(uri)
+    found = fs.get_file_info(pafs.FileSelector(root, recursive=False, allow_not_found=True))
+    return [info.base_name for info in found]
+
+
 def _timestamp_text(us: int, *, ceil: bool) -> str:
     ms = -(-us // 1000) if ceil else us // 1000
     moment = _EPOCH + dt.timedelta(milliseconds=ms)

@@ -1,10 +1,15 @@
 """DuckDB over a pipeline's lake, offline: ``connect(spec)``, :func:`query`, :func:`changes` (the
 view's change feed) and :func:`history`.
 
-The ``delta`` extension is installed from the ``duckdb-extension-delta`` package (a file inside
-it) into a private extension directory, and auto-install / auto-load are disabled: DuckDB never
-reaches for the network. The pipeline's tables are registered as views ``panes``, ``current``,
-``late`` and ``rejected`` (``delta_scan`` of each table that exists).
+The ``delta`` extension (and, for a lake in a bucket, ``httpfs``) is installed from its
+``duckdb-extension-<name>`` package (a file inside it) into a private extension directory, and
+auto-install / auto-load are disabled: DuckDB never downloads an extension. The pipeline's
+tables are registered as views ``panes``, ``current``, ``late`` and ``rejected`` (``delta_scan``
+of each table that exists).
+
+A lake in a bucket (``s3://bucket/prefix``) is read with the S3 settings of the standard AWS
+environment, given to DuckDB as a temporary secret of the connection (:func:`s3_secret_fields`;
+DuckDB reads no AWS configuration file). No error of this module quotes a credential.
 
 Time travel (:func:`connect` ``as_of=``): ``current`` as of a view version (``"view:N"`` or an
 int), of a pane-log version (``"panes:N"``: the pane log folded up to N, computed), or of a
@@ -14,49 +19,68 @@ timestamp (a ``datetime`` or ISO text: the last view version committed at or bef
 from __future__ import annotations
 
 import csv
+import importlib
 import io
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pyarrow as pa
 
 from sinks.change_feed import Changes, read_changes
 from sinks.errors import InvalidRequest, LakeError, TableMissing
 from sinks.lake_format import TABLES, representable_us
+from sinks.object_store import is_object_store, one_line
 from sinks.refold import view_from_pane_log
 from sinks.spec import ViewSpec
-from sinks.tables import open_view, plain_table
+from sinks.tables import open_view, plain_table, table_exists
 
 
-def delta_extension_file() -> Path:
-    """The ``delta.duckdb_extension`` shipped by the ``duckdb-extension-delta`` package."""
+def extension_file(name: str) -> Path:
+    """The ``<name>.duckdb_extension`` shipped by the ``duckdb-extension-<name>`` package
+    (``delta``, ``httpfs``), for the installed DuckDB version."""
     import duckdb
 
+    package = f"duckdb-extension-{name}"
     try:
-        import duckdb_extension_delta as pkg
+        pkg = importlib.import_module(package.replace("-", "_"))
     except ImportError:
         raise LakeError(
-            "the DuckDB delta extension is not installed: pip install "
-            f"duckdb-extension-delta=={duckdb.__version__}"
+            f"the DuckDB {name} extension is not installed: pip install "
+            f"{package}=={duckdb.__version__}"
         ) from None
-    base = Path(pkg.__file__).parent / "extensions"
+    base = Path(str(pkg.__file__)).parent / "extensions"
     version = "v" + duckdb.__version__
-    found = sorted(base.glob(f"{version}/**/delta.duckdb_extension")) or sorted(
-        base.glob("**/delta.duckdb_extension")
-    )
+    file = f"{name}.duckdb_extension"
+    found = sorted(base.glob(f"{version}/**/{file}")) or sorted(base.glob(f"**/{file}"))
     if not found:
-        raise LakeError(f"no delta.duckdb_extension under {base} (duckdb {duckdb.__version__})")
+        raise LakeError(f"no {file} under {base} (duckdb {duckdb.__version__})")
     return found[0]
 
 
-def raw_connect(extension_directory: str | None = None):
-    """A DuckDB connection with ``delta`` loaded from the package file, no network."""
+def load_extension(con: Any, name: str) -> None:
+    """Load the extension ``name`` into ``con``, installed first (into the connection's
+    extension directory) from the file of its package (:func:`extension_file`) if it is not
+    there yet: nothing is downloaded."""
+    import duckdb
+
+    try:
+        con.execute(f"LOAD {name}")
+    except duckdb.Error:
+        con.execute(f"INSTALL {_lit(str(extension_file(name)))}")
+        con.execute(f"LOAD {name}")
+
+
+def raw_connect(extension_directory: str | None = None, *, object_store: bool = False):
+    """A DuckDB connection with ``delta`` loaded from the package file, no network; with
+    ``object_store``, also ``httpfs`` and the S3 settings of the standard AWS environment
+    (:func:`s3_secret_fields`), for tables in a bucket."""
     import duckdb
 
     ext_dir = extension_directory or os.path.join(
@@ -70,13 +94,60 @@ def raw_connect(extension_directory: str | None = None):
             "extension_directory": ext_dir,
         }
     )
-    try:
-        con.execute("LOAD delta")
-    except duckdb.Error:
-        con.execute(f"INSTALL '{delta_extension_file()}'")
-        con.execute("LOAD delta")
+    load_extension(con, "delta")
+    if object_store:
+        load_extension(con, "httpfs")
+        _create_s3_secret(con)
     con.execute("SET TimeZone = 'UTC'")
     return con
+
+
+def s3_secret_fields(environ: Mapping[str, str] | None = None) -> dict[str, str | bool]:
+    """The fields of a DuckDB ``TYPE s3`` secret from the standard AWS environment: the
+    credentials (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``), the
+    region (``AWS_REGION`` or ``AWS_DEFAULT_REGION``) and a custom endpoint (``AWS_ENDPOINT_URL``:
+    DuckDB wants ``host:port``, TLS off for ``http://``, path-style URLs). Both ``httpfs`` and
+    ``delta_scan`` (delta-kernel) read the secret. Variables left unset are left out."""
+    env = os.environ if environ is None else environ
+    fields: dict[str, str | bool] = {}
+    for field, names in _SECRET_VARIABLES.items():
+        value = next((env[n] for n in names if env.get(n)), None)
+        if value:
+            fields[field] = value
+    endpoint = env.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+        fields["ENDPOINT"] = parts.netloc
+        fields["USE_SSL"] = parts.scheme != "http"
+        virtual = env.get("AWS_VIRTUAL_HOSTED_STYLE_REQUEST", "").lower() == "true"
+        fields["URL_STYLE"] = "vhost" if virtual else "path"
+    return fields
+
+
+_SECRET_VARIABLES = {
+    "KEY_ID": ("AWS_ACCESS_KEY_ID",),
+    "SECRET": ("AWS_SECRET_ACCESS_KEY",),
+    "SESSION_TOKEN": ("AWS_SESSION_TOKEN",),
+    "REGION": ("AWS_REGION", "AWS_DEFAULT_REGION"),
+}
+
+
+def _create_s3_secret(con: Any) -> None:
+    """Create the connection's temporary S3 secret (:func:`s3_secret_fields`). A refusal names
+    no value: DuckDB's message may quote the statement, which holds the credentials."""
+    import duckdb
+
+    fields = s3_secret_fields()
+    settings = "".join(
+        f", {k} {str(v).lower() if isinstance(v, bool) else _lit(v)}" for k, v in fields.items()
+    )
+    try:
+        con.execute(f"CREATE OR REPLACE TEMPORARY SECRET panestore_s3 (TYPE s3{settings})")
+    except duckdb.Error as e:
+        raise LakeError(
+            f"DuckDB refused the S3 settings of the AWS environment ({type(e).__name__}; "
+            f"settings given: {', '.join(fields) or 'none'})"
+        ) from None
 
 
 def _lit(text: str) -> str:
@@ -129,17 +200,17 @@ def current_as_of(spec: ViewSpec, as_of: Any) -> pa.Table:
 
 
 def connect(spec: ViewSpec, *, as_of: Any = None, extension_directory: str | None = None):
-    """DuckDB connection with views ``panes``, ``current``, ``late``, ``rejected``."""
-    from deltalake import DeltaTable
-
-    con = raw_connect(extension_directory)
+    """DuckDB connection with views ``panes``, ``current``, ``late``, ``rejected`` (each table
+    that exists); ``httpfs`` and the S3 settings are loaded only for a lake on an object store."""
+    remote = any(is_object_store(spec.table_path(name)) for name in TABLES)
+    con = raw_connect(extension_directory, object_store=remote)
     for name in TABLES:
         path = spec.table_path(name)
         if name == "current" and as_of is not None:
             con.register("_current_as_of", current_as_of(spec, as_of))
             con.execute("CREATE VIEW current AS SELECT * FROM _current_as_of")
             continue
-        if DeltaTable.is_deltatable(path):
+        if table_exists(spec, name):
             con.execute(f"CREATE VIEW {name} AS SELECT * FROM delta_scan({_lit(path)})")
     return con
 
@@ -223,15 +294,9 @@ def _duckdb_errors() -> Iterator[None]:
     try:
         yield
     except (duckdb.ProgrammingError, duckdb.DataError) as e:
-        raise InvalidRequest(f"the SQL failed: {_one_line(e)}") from None
+        raise InvalidRequest(f"the SQL failed: {one_line(e)}") from None
     except duckdb.Error as e:
-        raise LakeError(f"DuckDB failed: {_one_line(e)}") from None
-
-
-def _one_line(error: Exception) -> str:
-    """DuckDB's multi-line message on one line (without the caret line under the SQL)."""
-    lines = (line.strip() for line in str(error).splitlines())
-    return "; ".join(line for line in lines if line.strip("^ "))
+        raise LakeError(f"DuckDB failed: {one_line(e)}") from None
 
 
 def changes(

@@ -31,6 +31,12 @@ class MaterializerBusy(LakeBusy):
     """Another materializer holds the lock."""
 
 
+class NoConditionalWrites(LakeError):
+    """The lake's object store does not refuse a second create of an object (it ignores or
+    rejects conditional writes, or returns no ETag), so it cannot lock the lake: only a pipeline
+    whose user guarantees one writer at a time (``single_writer = true``) can use it."""
+
+
 class UpstreamChanged(LakeError):
     """The upstream pane log a downstream reads is not the table it has read so far (the
     upstream was rebuilt, or is gone): continuing would skip or repeat its rows."""

@@ -17,6 +17,15 @@ next contender replaces it, again by compare-and-swap, so of several only one ta
 holder that finds its lease taken over (it could not renew in time) knows it lost the lock
 (:attr:`LakeLock.lost`).
 
+The lease relies on the store refusing a second create of an object (``If-None-Match: *``).
+S3 and most compatibles do; a store that ignores the condition would let two contenders both
+"create" the lock. So once the lock object is created, the holder checks that a second create of
+it is refused; a store that accepts it (or rejects conditional requests, or returns no ETag)
+cannot lock the lake: :class:`~sinks.errors.NoConditionalWrites`, naming the pipeline option
+``single_writer = true``. With ``single_writer`` a lock on an object store locks nothing: the
+user guarantees that one writer runs at a time. (A local lake's ``flock`` always works: it
+locks whatever ``single_writer`` says.)
+
 The refused contender raises a :class:`~sinks.errors.LakeBusy` naming the holder and writes
 nothing.
 """
@@ -33,8 +42,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sinks.errors import LakeBusy, LakeError, MaterializerBusy
-from sinks.object_store import is_object_store, store_at
+from sinks.errors import LakeBusy, MaterializerBusy, NoConditionalWrites
+from sinks.object_store import is_object_store, join_location, store_at
 from sinks.spec import ViewSpec
 
 # Not under ``_control``: the job reads every file there as a control row.
@@ -66,7 +75,8 @@ class LakeLock:
     """The lock ``<lake>/_locks/<name>.lock`` (see the module doc); a context manager.
 
     ``what`` names the holder in the refusal (``"another materializer"``), ``busy`` is the
-    error class raised.
+    error class raised. ``single_writer``: on an object store, lock nothing (the user guarantees
+    one writer at a time; see the module doc).
 
     >>> with LakeLock("/tmp/lake", "run", "another run of this pipeline"):
     ...     pass
@@ -81,18 +91,24 @@ class LakeLock:
         *,
         lease_s: float = LEASE_S,
         renew_s: float = RENEW_S,
+        single_writer: bool = False,
     ) -> None:
         self.what, self.busy = what, busy
         self._fd: int | None = None
         self._lease: _Lease | None = None
-        if is_object_store(lake):
-            self.path = f"{lake.rstrip('/')}/{LOCKS}/{name}.lock"
-            self._lease = _Lease(lake, f"{LOCKS}/{name}.lock", lease_s, renew_s)
-        else:
-            self.path = os.path.join(lake.removeprefix("file://"), LOCKS, f"{name}.lock")
+        self.unlocked = single_writer and is_object_store(lake)
+        """Whether this lock locks nothing (``single_writer`` on an object store)."""
+        self._entered = False
+        key = f"{LOCKS}/{name}.lock"
+        self.path = join_location(lake.removeprefix("file://"), key)
+        if is_object_store(lake) and not self.unlocked:
+            self._lease = _Lease(lake, key, lease_s, renew_s)
 
     @property
     def held(self) -> bool:
+        """Whether this process holds the lock (an unlocked lock: inside its block)."""
+        if self.unlocked:
+            return self._entered
         return self._fd is not None or (self._lease is not None and self._lease.etag is not None)
 
     @property
@@ -108,6 +124,9 @@ class LakeLock:
         )
 
     def __enter__(self) -> LakeLock:
+        if self.unlocked:
+            self._entered = True
+            return self
         if self._lease is not None:
             holder = self._lease.acquire(_me())
             if holder is not None:
@@ -140,6 +159,7 @@ class LakeLock:
             return Holder(None, None, None)
 
     def __exit__(self, *exc: Any) -> None:
+        self._entered = False
         if self._lease is not None:
             self._lease.release()
             return
@@ -173,6 +193,7 @@ class _Lease:
     def __init__(self, lake: str, key: str, lease_s: float, renew_s: float) -> None:
         self.store = store_at(lake)
         self.key = key
+        self.path = join_location(lake, key)
         self.lease_s, self.renew_s = lease_s, renew_s
         self.etag: str | None = None  # the version this holder wrote last (None: not held)
         self.lost = False
@@ -186,7 +207,7 @@ class _Lease:
 
         for _ in range(3):  # the holder may release it between our create and our look
             try:
-                self._hold(obs.put(self.store, self.key, me, mode="create")["e_tag"], me)
+                self._hold(self._put(me, "create")["e_tag"], me)
                 return None
             except AlreadyExistsError:
                 pass
@@ -200,23 +221,67 @@ class _Lease:
             if age <= self.lease_s + CLOCK_SLACK_S:
                 return held
             try:  # expired: take it over, unless another contender did first
-                put = obs.put(self.store, self.key, me, mode={"e_tag": meta["e_tag"]})
+                put = self._put(me, {"e_tag": meta["e_tag"]})
             except (PreconditionError, FileNotFoundError):
                 continue
             self._hold(put["e_tag"], me)
             return None
         return self.holder()
 
+    def _put(self, me: bytes, mode: Any) -> Any:
+        """``obstore.put`` of the lock with a conditional ``mode``; a store that rejects
+        conditional writes raises :class:`NoConditionalWrites`."""
+        import obstore as obs
+
+        try:
+            return obs.put(self.store, self.key, me, mode=mode)
+        except Exception as e:
+            if _rejects_conditions(e):
+                raise self._cannot_lock("rejects conditional writes") from None
+            raise
+
     def _hold(self, etag: str | None, me: bytes) -> None:
+        """Hold the lock just written (version ``etag``), once the store proved it refuses a
+        second create (the module doc), and keep renewing it."""
         if etag is None:
-            raise LakeError(
-                f"the store of {self.key} returned no ETag for a conditional write: it cannot "
-                "lock a lake (a store without conditional writes)"
-            )
+            self._abandon()
+            raise self._cannot_lock("returns no ETag for a conditional write")
+        self._probe(me)
         self.etag, self.lost = etag, False
         self._stop.clear()
         self._renewer = threading.Thread(target=self._renew, args=(me,), daemon=True)
         self._renewer.start()
+
+    def _probe(self, me: bytes) -> None:
+        """Check that the store refuses a second create of the lock object; else remove the
+        object and raise :class:`NoConditionalWrites`."""
+        from obstore.exceptions import AlreadyExistsError
+
+        try:
+            self._put(me, "create")
+        except AlreadyExistsError:
+            return
+        except NoConditionalWrites:
+            self._abandon()
+            raise
+        self._abandon()
+        raise self._cannot_lock("accepted a second create of the same object")
+
+    def _abandon(self) -> None:
+        """Delete the lock object this contender wrote (it cannot hold it)."""
+        import obstore as obs
+
+        with contextlib.suppress(Exception):
+            obs.delete(self.store, self.key)
+
+    def _cannot_lock(self, why: str) -> NoConditionalWrites:
+        return NoConditionalWrites(
+            f"the object store of the lake cannot lock it: it {why} (lock {self.path}), so two "
+            "writers could both take the lock. Nothing was written. If one writer at a time is "
+            "guaranteed (one run of the pipeline and one materializer, never two at once), set "
+            "`single_writer = true` in the pipeline's configuration: the lake is then not "
+            "locked, and keeping writers apart is up to you."
+        )
 
     def _renew(self, me: bytes) -> None:
         import obstore as obs
@@ -258,6 +323,23 @@ class _Lease:
                 obs.delete(self.store, self.key)
 
 
+def _rejects_conditions(error: Exception) -> bool:
+    """Whether an ``obstore`` error says the store does not support a conditional write."""
+    from obstore.exceptions import NotSupportedError
+
+    if isinstance(error, NotSupportedError):
+        return True
+    text = str(error)
+    return "501 Not Implemented" in text or "<Code>NotImplemented</Code>" in text
+
+
 def materializer_lock(spec: ViewSpec) -> LakeLock:
-    """The materializer's lock of ``spec``'s lake."""
-    return LakeLock(spec.lake, "materializer", "another materializer", MaterializerBusy)
+    """The materializer's lock of ``spec``'s lake (none with ``spec.single_writer`` on an
+    object store)."""
+    return LakeLock(
+        spec.lake,
+        "materializer",
+        "another materializer",
+        MaterializerBusy,
+        single_writer=spec.single_writer,
+    )

@@ -158,7 +158,7 @@ class Materializer:
             return MaterializeResult(None, None, change_feed_from=feed_from)
         if latest != panes.version():
             panes.load_as_version(latest)
-        commits = pane_log_commits(panes, after, latest)
+        commits = pane_log_commits(panes, after, latest, spec.storage_options)
         rows = read_pane_rows(panes, commits)
         check_pane_rows(spec, rows, spec.table_path("panes"))
         schema = arrow_schema(view)

@@ -22,15 +22,18 @@ from sinks.spec import ViewSpec
 from sinks.tables import arrow_schema, plain_table
 
 
-def pane_log_commits(dt: Any, after: int, upto: int) -> dict[int, int | None]:
-    """{version: batch id or None (no pane rows)} for pane-log versions ``after < v <= upto``."""
+def pane_log_commits(
+    dt: Any, after: int, upto: int, storage_options: Mapping[str, str] | None = None
+) -> dict[int, int | None]:
+    """{version: batch id or None (no pane rows)} for pane-log versions ``after < v <= upto``
+    (``storage_options``: those ``dt`` was opened with)."""
     from deltalake import DeltaTable
 
     if upto <= after:
         return {}
     # History from a table loaded at its newest version: delta-rs 1.6.6 numbers the entries of a
     # time-travelled table's history wrongly (the newest commits, labelled from its version down).
-    fresh = DeltaTable(dt.table_uri)
+    fresh = DeltaTable(dt.table_uri, storage_options=dict(storage_options or {}) or None)
     out: dict[int, int | None] = {}
     for entry in fresh.history(limit=max(1, fresh.version() - after)):
         v = entry.get("version")

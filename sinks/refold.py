@@ -26,7 +26,7 @@ def view_from_pane_log(spec: ViewSpec, upto: int | None = None) -> pa.Table:
         raise InvalidRequest(f"pane log has versions 0..{latest}, not {upto}")
     if upto != latest:
         dt.load_as_version(upto)
-    rows = read_pane_rows(dt, pane_log_commits(dt, -1, upto))
+    rows = read_pane_rows(dt, pane_log_commits(dt, -1, upto, spec.storage_options))
     live = fold_rows(spec, rows)
     schema = plain_schema(view_schema(spec, plain_schema(arrow_schema(dt))))
     table = rows_change_table(schema, list(live.values()), [], spec.keys)

@@ -2,8 +2,9 @@
 
 ``sinks`` does not know the job's configuration (``jobs -> sinks``): the materializer, the
 verifier, the inspection tools and the table-identity checks take a :class:`ViewSpec`, a typed
-description of a pane log and its view: the pipeline's name, its lake directory (and table path
-overrides, storage options), key columns, named aggregates, window function and accumulation
+description of a pane log and its view: the pipeline's name, its lake (a directory, or
+``s3://bucket/prefix``; table path overrides, storage options, whether one writer at a time is
+guaranteed), key columns, named aggregates, window function and accumulation
 mode. ``jobs.config.sink_spec`` builds one from a pipeline configuration.
 
 The *fingerprint* of a spec hashes what decides the meaning of the pane log's rows (keys,
@@ -15,14 +16,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from panes.combiners import Aggregates, CombineFn
 from panes.windowfns import WindowFn
 from panes.windowing import AccumulationMode
+from sinks.object_store import delta_storage_options, join_location
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,11 @@ class ViewSpec:
     :meth:`values_of`); by default the :func:`~panes.combiners.aggregates` of ``aggregates``.
     ``window_fn`` and ``mode`` are the pipeline's window function and accumulation mode. Tables
     live under ``lake`` (``tables``: path overrides by table name; ``storage_options``: delta-rs
-    options of a remote lake). Column types are the pane log's (:mod:`sinks.pane_log`).
+    options of a remote lake). ``single_writer``: the user guarantees one writer at a time, for a
+    lake on a store without conditional writes: nothing locks the lake
+    (:class:`sinks.lock.LakeLock`), and ``storage_options`` gains what delta-rs needs to commit
+    there (:func:`sinks.object_store.delta_storage_options`). Column types are the pane log's
+    (:mod:`sinks.pane_log`).
     """
 
     name: str
@@ -44,12 +49,16 @@ class ViewSpec:
     window_fn: WindowFn
     mode: AccumulationMode
     combine_fn: CombineFn | None = None
-    storage_options: Mapping[str, str] | None = None
+    storage_options: Mapping[str, str] | None = field(default=None, repr=False)  # may hold keys
     tables: Mapping[str, str] | None = None  # table name -> path overrides
+    single_writer: bool = False
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         set_(self, "lake", str(self.lake))
+        needed = delta_storage_options(self.lake, self.single_writer)
+        if needed:
+            set_(self, "storage_options", {**(self.storage_options or {}), **needed})
         keys = (self.keys,) if isinstance(self.keys, str) else tuple(self.keys)
         set_(self, "keys", keys)
         aggs = self.aggregates
@@ -73,11 +82,11 @@ class ViewSpec:
     def table_path(self, table: str) -> str:
         if self.tables and table in self.tables:
             return str(self.tables[table])
-        return os.path.join(self.lake, table)
+        return join_location(self.lake, table)
 
     @property
     def control_path(self) -> str:
-        return os.path.join(self.lake, "_control")
+        return join_location(self.lake, "_control")
 
     @property
     def app_id(self) -> str:

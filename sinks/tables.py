@@ -10,13 +10,13 @@ a table of another format, of another pipeline or built by another configuration
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 
-from sinks.errors import ConfigMismatch, ForeignTable, TableMissing
+from sinks.data_files import folder_names
+from sinks.errors import ConfigMismatch, ForeignTable, LakeError, TableMissing
 from sinks.lake_format import (
     CHANGE_FEED_FROM_PROPERTY,
     CHANGE_FEED_PROPERTY,
@@ -33,6 +33,7 @@ from sinks.lake_format import (
     WINDOW_FIELDS,
     check_format,
 )
+from sinks.object_store import join_location, one_line
 from sinks.spec import ViewSpec
 
 # -- Arrow types of delta-rs reads ---------------------------------------------------------------
@@ -64,10 +65,6 @@ def plain_table(table: pa.Table) -> pa.Table:
 def arrow_schema(dt: Any) -> pa.Schema:
     """The Arrow schema of a ``deltalake.DeltaTable``."""
     return pa.schema(dt.schema().to_arrow())
-
-
-def is_local(path: str) -> bool:
-    return "://" not in path or path.startswith("file://")
 
 
 # -- identity ------------------------------------------------------------------------------------
@@ -123,15 +120,19 @@ def check_table_properties(
 
 
 def table_identity(spec: ViewSpec, table: str, what: str) -> dict[str, Any]:
-    """The ``properties`` a writer records when it creates ``table`` of this pipeline and the
-    ``check`` that refuses an existing one of another configuration (``ExactlyOnceAppender``'s
-    keyword arguments)."""
+    """The ``properties`` a writer records when it creates ``table`` of this pipeline, the
+    ``check`` that refuses an existing one of another configuration, and the lake's
+    ``storage_options`` (``ExactlyOnceAppender``'s keyword arguments)."""
     path = spec.table_path(table)
 
     def check(conf: Mapping[str, str]) -> None:
         check_table_properties(spec, what, path, conf)
 
-    return {"properties": table_properties(spec, table), "check": check}
+    return {
+        "properties": table_properties(spec, table),
+        "check": check,
+        "storage_options": spec.storage_options,
+    }
 
 
 def check_key_columns(spec: ViewSpec, names: Sequence[str], what: str, path: str) -> None:
@@ -158,32 +159,50 @@ def open_table(
     from deltalake import DeltaTable
 
     opts = dict(storage_options) if storage_options else None
-    if not DeltaTable.is_deltatable(path, storage_options=opts):
-        local = path.removeprefix("file://")
-        exists = is_local(path) and os.path.exists(local) and bool(os.listdir(local))
-        if exists and not _creation_never_committed(local):
+    if not is_table(path, what, opts):
+        names = folder_names(path)
+        if names and not _creation_never_committed(path, names):
             raise ForeignTable(f"{what} at {path} exists but is not a Delta table")
         raise TableMissing(f"{what} not found at {path}")
     return DeltaTable(path, version=version, storage_options=opts)
 
 
-def table_exists(path: str) -> bool:
-    """Whether anything is at a table's ``path``: a local directory (a Delta table, or what a
-    killed creation left), or a Delta table in an object store."""
-    if is_local(path):
-        return os.path.exists(path.removeprefix("file://"))
+def _creation_never_committed(path: str, names: Sequence[str]) -> bool:
+    """Whether the folder ``path`` (holding ``names``) is what a table creation that failed
+    before its first commit (a full disk, a kill) leaves: a ``_delta_log`` without commits,
+    maybe data files."""
+    if "_delta_log" not in names:
+        return False
+    log = folder_names(join_location(path, "_delta_log"))
+    return not any(n.endswith((".json", ".checkpoint.parquet")) for n in log)
+
+
+def is_table(path: str, what: str, storage_options: Mapping[str, str] | None = None) -> bool:
+    """Whether a Delta table is at ``path``; a store that cannot be read (no such bucket, no
+    access) raises a :class:`LakeError` naming ``what`` and the store's answer on one line."""
     from deltalake import DeltaTable
 
-    return DeltaTable.is_deltatable(path)
+    opts = dict(storage_options) if storage_options else None
+    try:
+        return DeltaTable.is_deltatable(path, storage_options=opts)
+    except OSError as e:
+        raise LakeError(f"cannot read the {what} at {path}: {one_line(e, limit=400)}") from None
 
 
-def _creation_never_committed(local: str) -> bool:
-    """Whether the folder ``local`` is what a table creation that failed before its first commit
-    (a full disk, a kill) leaves: a ``_delta_log`` without commits, maybe data files."""
-    log = os.path.join(local, "_delta_log")
-    if not os.path.isdir(log):
-        return False
-    return not any(n.endswith((".json", ".checkpoint.parquet")) for n in os.listdir(log))
+def table_exists(spec: ViewSpec, table: str) -> bool:
+    """Whether the table ``table`` (``panes``, ``current``, ...) of ``spec``'s lake exists."""
+    return is_table(spec.table_path(table), f"{table} table", spec.storage_options)
+
+
+def existing_table(spec: ViewSpec, table: str) -> Any | None:
+    """The ``deltalake.DeltaTable`` ``table`` of ``spec``'s lake, opened with its storage
+    options (unchecked); None when it does not exist."""
+    from deltalake import DeltaTable
+
+    if not table_exists(spec, table):
+        return None
+    opts = dict(spec.storage_options) if spec.storage_options else None
+    return DeltaTable(spec.table_path(table), storage_options=opts)
 
 
 def open_pane_log(spec: ViewSpec, version: int | None = None):

@@ -23,7 +23,7 @@ import pyarrow as pa
 from sinks.batch_check import View, batch_view
 from sinks.refold import view_from_pane_log
 from sinks.spec import ViewSpec
-from sinks.tables import open_pane_log, open_view
+from sinks.tables import existing_table, open_pane_log, open_view
 
 
 def view_dict(spec: ViewSpec, table: pa.Table) -> View:
@@ -121,8 +121,6 @@ def verify(
     names the batch's input in the report (a pipeline over a pane log: the upstream's final
     windows).
     """
-    from deltalake import DeltaTable
-
     view_dt = open_view(spec)
     folded = view_dt.transaction_version(spec.app_id)
     report = Report(folded_version=folded, pane_log_version=open_pane_log(spec).version())
@@ -139,8 +137,9 @@ def verify(
             f"are not folded yet (run panestore materialize)"
         )
     if elements is not None:
-        if late is None and DeltaTable.is_deltatable(spec.table_path("late")):
-            late = DeltaTable(spec.table_path("late")).to_pyarrow_table()
+        late_table = existing_table(spec, "late") if late is None else None
+        if late_table is not None:
+            late = late_table.to_pyarrow_table()
         expected, how = batch_view(spec, elements, late, engine)
         note = how
         if folded is not None and report.pane_log_version != folded:

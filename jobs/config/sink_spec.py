@@ -24,6 +24,7 @@ def view_spec(pipeline: Pipeline, **overrides: Any) -> ViewSpec:
         window_fn=pipeline.window,
         mode=pipeline.accumulation_mode,
         combine_fn=combine_fn,
+        single_writer=pipeline.single_writer,
     )
     fields.update(overrides)
     return ViewSpec(**fields)

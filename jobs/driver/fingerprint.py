@@ -196,7 +196,8 @@ def holds_data(pipeline: Pipeline) -> bool:
     """Whether the lake holds anything a run wrote: a checkpoint or a table."""
     if Path(pipeline.checkpoint_path).exists():
         return True
-    return any(table_exists(pipeline.table_path(t)) for t in TABLES)
+    spec = view_spec(pipeline)
+    return any(table_exists(spec, t) for t in TABLES)
 
 
 def check_lake_configuration(pipeline: Pipeline) -> Fingerprint | None:

@@ -496,7 +496,12 @@ def run(
             print(f"[{stamp}] {pipeline.name}: {line}", file=progress, flush=True)
 
     check_paths(pipeline)
-    lock = LakeLock(pipeline.lake_location, "run", f"another run of pipeline {pipeline.name!r}")
+    lock = LakeLock(
+        pipeline.lake_location,
+        "run",
+        f"another run of pipeline {pipeline.name!r}",
+        single_writer=pipeline.single_writer,
+    )
     with lock, contextlib.ExitStack() as scope:
         check_lake_identity(pipeline, record=True)  # a copied or moved lake: before Spark reads it
         bind_lake_configuration(pipeline)  # before Spark: a lake keeps its configuration

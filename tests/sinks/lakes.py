@@ -181,10 +181,17 @@ def chunked(run: Run, rng: random.Random, shuffle: bool = False) -> list[list[Pa
 
 
 def materialized_lake(tmp_path: Any, seed: int = 1, **kw: Any) -> Run:
-    """A random run written to a lake under ``tmp_path`` (pane log, late table), materialized."""
+    """A random run written to a lake under ``tmp_path`` (a folder, or a bucket's URI: pane log,
+    late table), materialized."""
     run = random_run(seed, str(tmp_path), **kw)
     write_batches(run, chunked(run, random.Random(seed)))
-    LateLog(run.spec.table_path("late"), run.spec.name, run.layout).append(0, run.dropped)
+    late = LateLog(
+        run.spec.table_path("late"),
+        run.spec.name,
+        run.layout,
+        storage_options=run.spec.storage_options,
+    )
+    late.append(0, run.dropped)
     Materializer(run.spec).run()
     return run
 
