@@ -16,6 +16,7 @@ from typing import Any
 
 import obstore
 import pytest
+from pyarrow.fs import FileSelector
 
 from panes import AccumulationMode, FixedWindows, Sessions
 from sinks import duck
@@ -87,8 +88,6 @@ def _objects(lake: str) -> dict[str, bytes]:
 def _table_files(spec: ViewSpec, table: str) -> set[str]:
     """The data files (paths relative to the table) in the folder of ``table``."""
     fs, root = table_filesystem(spec.table_path(table))
-    from pyarrow.fs import FileSelector
-
     found = fs.get_file_info(FileSelector(root, recursive=True))
     return {
         info.path[len(root) + 1 :]
