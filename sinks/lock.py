@@ -15,7 +15,11 @@ its ETag), and deletes it when done. A holder that dies stops renewing; once the
 than :data:`LEASE_S` (by the store's clock, with :data:`CLOCK_SLACK_S` for the contender's), the
 next contender replaces it, again by compare-and-swap, so of several only one takes it over. A
 holder that finds its lease taken over (it could not renew in time) knows it lost the lock
-(:attr:`LakeLock.lost`).
+(:attr:`LakeLock.lost`). A holder that was a process of the contender's own machine need not be
+waited for: the lock names its process (pid and start time) and the machine's process table
+(boot id and PID namespace, on Linux), so when that process is gone (a SIGKILLed run rerun at
+once, the common case on one machine) the contender takes the lock over at once, by the same
+compare-and-swap. A holder of another machine, or where that cannot be told, is waited for.
 
 The lease relies on the store refusing a second create of an object (``If-None-Match: *``).
 S3 and most compatibles do; a store that ignores the condition would let two contenders both
@@ -40,6 +44,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from sinks.errors import LakeBusy, MaterializerBusy, NoConditionalWrites
@@ -174,9 +179,48 @@ class LakeLock:
 
 
 def _me() -> bytes:
-    """The holder's name, as a lock holds it."""
-    me = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+    """The holder's name, as a lock holds it: its process and where that process can be seen."""
+    pid = os.getpid()
+    me = {
+        "pid": pid,
+        "host": socket.gethostname(),
+        "since": time.time(),
+        "processes": _process_table(),
+        "started": _started(pid),
+    }
     return json.dumps(me).encode()
+
+
+def _process_table() -> str | None:
+    """This machine's process table: its boot and PID namespace (Linux), or None. Two processes
+    that see the same one see each other's pids."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip()
+        return f"{boot} {os.readlink('/proc/self/ns/pid')}"
+    except OSError:
+        return None
+
+
+def _started(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot: ``/proc/PID/stat``'s 22nd field),
+    or None if there is no such process (or no ``/proc``)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]  # fields from the 3rd on, after the name
+
+
+def _gone(data: bytes) -> bool:
+    """Whether the holder named by ``data`` was a process of this machine's process table that
+    has ended (its pid is free, or taken by a process started later)."""
+    try:
+        named = json.loads(data)
+        same_table = named["processes"] is not None and named["processes"] == _process_table()
+        pid, started = int(named["pid"]), named["started"]
+    except (ValueError, KeyError, TypeError):
+        return False
+    return same_table and started is not None and _started(pid) != started
 
 
 def _holder(data: bytes) -> Holder:
@@ -215,12 +259,11 @@ class _Lease:
                 found = obs.get(self.store, self.key)
             except FileNotFoundError:
                 continue
-            meta = found.meta
-            held = _holder(bytes(found.bytes()))
+            meta, data = found.meta, bytes(found.bytes())
             age = time.time() - meta["last_modified"].timestamp()
-            if age <= self.lease_s + CLOCK_SLACK_S:
-                return held
-            try:  # expired: take it over, unless another contender did first
+            if age <= self.lease_s + CLOCK_SLACK_S and not _gone(data):
+                return _holder(data)
+            try:  # expired, or its holder is gone: take it over, unless another contender did
                 put = self._put(me, {"e_tag": meta["e_tag"]})
             except (PreconditionError, FileNotFoundError):
                 continue

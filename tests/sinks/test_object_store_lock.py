@@ -1,9 +1,10 @@
 """Lake locks on an object store (a real S3 server process on the loopback address): exactly one
 holder among contenders, a refusal naming the holder, a lease its holder keeps renewing, and a
-dead holder's lock taken over once its lease expired."""
+dead holder's lock taken over at once on its machine, once its lease expired elsewhere."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import time
 
@@ -83,14 +84,32 @@ def test_the_holder_keeps_its_lease_by_renewing_it(bucket_lake, monkeypatch):
         pass
 
 
-def test_a_killed_holders_lock_is_taken_over_once_its_lease_expired(bucket_lake, monkeypatch):
-    monkeypatch.setattr(lake_lock, "CLOCK_SLACK_S", 0.0)
-    contender = LakeLock(bucket_lake, "run", "another run", lease_s=2.0)
+def test_a_killed_holders_lock_is_taken_over_at_once_on_its_machine(bucket_lake):
+    contender = LakeLock(bucket_lake, "run", "another run")
     with lock_held(bucket_lake, "run"), pytest.raises(LakeBusy), contender:
         pytest.fail("held twice")
-    # the holder was SIGKILLed: nobody renews or deletes its lock; it expires
+    # the holder was SIGKILLed: its process is gone from this machine, its lease still runs
+    with LakeLock(bucket_lake, "run", "another run") as taken:
+        assert taken.held
+
+
+def test_a_holder_of_another_machine_is_waited_for_until_its_lease_expired(
+    bucket_lake, monkeypatch
+):
+    """A lock whose holder this machine cannot see (another machine's process table) is taken
+    over only once its lease expired."""
+    monkeypatch.setattr(lake_lock, "CLOCK_SLACK_S", 0.0)
+    with lock_held(bucket_lake, "run"):
+        pass  # SIGKILLed: its lock stays, naming a process of this machine
+    import obstore as obs
+
+    from sinks.object_store import store_at
+
+    store, key = store_at(bucket_lake), "_locks/run.lock"
+    named = json.loads(bytes(obs.get(store, key).bytes()))
+    obs.put(store, key, json.dumps({**named, "processes": "another machine"}).encode())
     patient = LakeLock(bucket_lake, "run", "another run", lease_s=30.0)
-    with pytest.raises(LakeBusy), patient:  # not yet: the lease has not run out
+    with pytest.raises(LakeBusy, match=f"pid {named['pid']}"), patient:
         pytest.fail("taken before the lease expired")
     time.sleep(2.5)
     with LakeLock(bucket_lake, "run", "another run", lease_s=2.0) as taken:
