@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -60,22 +61,21 @@ def bucket_objects(lake: str) -> dict[str, bytes]:
 
 def in_bucket(conf: Path, lake: str, checkpoint: Path) -> None:
     """Point the configuration ``conf`` at a lake in the bucket, its checkpoint apart."""
-    text = conf.read_text().replace(
-        'lake = "', f'checkpoint = "{checkpoint}"\nlake = "{lake}"\n# was: lake = "', 1
-    )
-    conf.write_text(text)
+    place = f'lake = "{lake}"\ncheckpoint = "{checkpoint}"'
+    conf.write_text(re.sub('^lake = ".*"$', place, conf.read_text(), count=1, flags=re.M))
 
 
 def test_scheduled_runs_killed_and_refused_then_every_command_on_a_bucket_lake(
     spark, tmp_path, bucket_lake
 ):
+    from jobs import api
     from jobs.config.load import load_pipeline
-    from jobs.driver.runs import run
 
-    local_conf = land(tmp_path / "local")
+    local_conf = land(tmp_path)  # the landing files, and a pipeline of them on a local lake
     local = load_pipeline(local_conf)
-    conf = land(tmp_path / "bucket")
-    in_bucket(conf, bucket_lake, tmp_path / "bucket" / "checkpoint")
+    conf = tmp_path / "bucket.toml"
+    conf.write_text(local_conf.read_text())
+    in_bucket(conf, bucket_lake, tmp_path / "checkpoint")
     pipeline = load_pipeline(conf)
     outputs: list[str] = []
 
@@ -98,7 +98,7 @@ def test_scheduled_runs_killed_and_refused_then_every_command_on_a_bucket_lake(
 
     # the rerun takes over the dead run's lock at once (same host, its process gone) and ends it
     outputs.append(ok(command("run", str(conf), "--drain")))
-    run(local, spark=spark, progress=None, drain=True)
+    api.run(local, spark=spark, progress=None, drain=True)  # and the fold
     want = contents(local)
     assert len(want["panes"]) > 10 and want["late"] and want["rejected"]
     assert contents(pipeline) == want
@@ -120,7 +120,7 @@ def test_scheduled_runs_killed_and_refused_then_every_command_on_a_bucket_lake(
         assert secret not in text
     for key, body in bucket_objects(bucket_lake).items():
         assert secret.encode() not in body, key
-    for path in (tmp_path / "bucket").rglob("*"):
+    for path in (tmp_path / "checkpoint").rglob("*"):
         assert not path.is_file() or secret.encode() not in path.read_bytes(), path
 
 
@@ -152,7 +152,6 @@ def test_a_delta_table_in_a_bucket_feeds_a_chain_of_bucket_lakes(tmp_path, bucke
     spend = tmp_path / "spend.toml"
     spend.write_text(SPEND_CONF.format(lake=upstream, table=bronze, extra=""))
     in_bucket(spend, upstream, tmp_path / "spend-checkpoint")
-    spend.write_text(spend.read_text().replace(f'# was: lake = "{upstream}"\n', ""))
     daily = tmp_path / "daily.toml"
     daily.write_text(
         DOWNSTREAM.format(lake=downstream, checkpoint=tmp_path / "daily-ckpt", upstream=upstream)
@@ -171,5 +170,5 @@ def test_a_delta_table_in_a_bucket_feeds_a_chain_of_bucket_lakes(tmp_path, bucke
     sql = "SELECT sum(total) AS total, sum(windows) AS windows FROM current"
     answer = command("query", str(daily), sql, "--format", "json", env=env)
     ok(answer)
-    (view,) = json.loads(answer.stdout)
+    view = json.loads(answer.stdout)  # one row: one JSON line
     assert view["total"] == sum(float(i % 11) for i in range(300) if i % 53 != 52)
