@@ -49,7 +49,7 @@ from jobs.startup.quiet import quiet_spark_stderr
 from jobs.startup.session import SHUFFLE_PARTITIONS, JavaNotFound, get_session
 from panes import parse_duration
 from sinks.aws_profile import adopt_shared_profile
-from sinks.errors import LakeBusy, SourceTableError, UpstreamChanged
+from sinks.errors import LakeBusy, NoConditionalWrites, SourceTableError, UpstreamChanged
 
 EXIT_BUSY = ExitStatus.BUSY
 
@@ -160,7 +160,8 @@ def cmd_run(args) -> int:
         except LakeBusy as e:
             print(f"panestore: {e}", file=terminal)
             return ExitStatus.BUSY
-        except (UpstreamChanged, SourceTableError) as e:  # a table source refused to read on
+        except (UpstreamChanged, SourceTableError, NoConditionalWrites) as e:
+            # a table source refused to read on; a store that cannot lock without single_writer
             print(f"panestore: {e}", file=terminal)
             return ExitStatus.MISUSE
         except Exception as e:  # the streaming query failed: report, exit 1
