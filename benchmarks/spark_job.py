@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/spark_job.py [--workload 1m|10m|small|all ...] [--repeat R]
         [--format jsonl|parquet|delta] [--files-per-batch F] [--no-native] [--keep DIR]
-        [--compare-code DIR ...]
+        [--compare-code DIR ...] [--lake-in-bucket]
 
 Workloads (``benchmarks/workload.py``; ~10% of events out of order by up to 5 minutes, one file
 per 10,000 events in a landing directory; ``--format delta``: one append per 10,000 events to a
@@ -38,12 +38,26 @@ table of where the time of a run goes (median per row): JVM and session start, p
 lake, building the query, Spark's phases of each micro-batch (listing, planning, execution with
 the sink's Delta commits, checkpoint writes), and the query's start and stop around them.
 ``--compare-code DIR`` (repeatable) measures panestore from another checkout too (before/after).
+
+``--lake-in-bucket`` (workloads ``1m`` and ``10m``) adds the side **panestore (bucket)**: the
+same pipeline with its lake in a bucket (``lake = "s3://bench/lake"``) and Spark's
+checkpoint and the run's files in a local directory beside the other sides' targets
+(``checkpoint``). The benchmark starts an S3 server for it (moto's, a child process on the
+loopback address: ``benchmarks/s3_server.py``) and stops it at the end; each measurement starts
+from an emptied server and a new bucket. The requests the run makes to the store (from its start
+to its end, the output's row count after it excluded) are counted from the server's request log
+by kind (LIST, GET, HEAD, PUT, POST, DELETE), shown per run and as medians. The server shares
+the machine's cores with Spark and answers from memory over loopback: these figures are not a
+cloud store's latencies, and the request counts are the comparable figure. ``small`` does not
+support it (each of its measurements starts from a copy of a lake's history, which would have to
+be copied into the bucket).
 Figures, not a test.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -61,6 +75,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.s3_server import KINDS, S3Server, by_kind, mark  # noqa: E402
 from benchmarks.workload import (  # noqa: E402
     HOUR_US,
     iter_bundles,
@@ -275,12 +290,17 @@ def panestore_api(name: str):
     return getattr(importlib.import_module(API[name][flat]), name)
 
 
-def panestore_pipeline(landing: Path, lake: Path, fmt: str, files_per_batch: int):
+def panestore_pipeline(
+    landing: Path, lake: str, fmt: str, files_per_batch: int, checkpoint: Path | None = None
+):
+    """The benchmark's pipeline, its lake at ``lake`` (a directory, or ``s3://bucket/prefix``
+    with ``checkpoint``, a local directory)."""
     pipeline_from_dict = panestore_api("pipeline_from_dict")
     return pipeline_from_dict(
         {
             "name": "bench",
-            "lake": str(lake),
+            "lake": lake,
+            **({} if checkpoint is None else {"checkpoint": str(checkpoint)}),
             "keys": ["key"],
             "event_time": "ts",
             "window": "FixedWindows(1m)",
@@ -309,14 +329,28 @@ def _batch_record(batch_id: int, rows: int, durations: dict, compute_s=None, com
     }
 
 
-def measure_panestore(spark, landing: Path, lake: Path, fmt: str, files_per_batch: int) -> dict:
+def measure_panestore(
+    spark,
+    landing: Path,
+    lake: str,
+    fmt: str,
+    files_per_batch: int,
+    checkpoint: Path | None = None,
+    marks: str | None = None,
+) -> dict:
+    """One run of the pipeline. ``marks``: the lake is in a bucket of the benchmark's S3 server;
+    the run is bracketed by the marks ``<marks>-start`` and ``<marks>-end`` in its log."""
     from deltalake import DeltaTable
 
     run = panestore_api("run")
-    pipeline = panestore_pipeline(landing, lake, fmt, files_per_batch)
+    pipeline = panestore_pipeline(landing, lake, fmt, files_per_batch, checkpoint)
+    if marks:
+        mark(f"{marks}-start")
     start = time.perf_counter()
     result = run(pipeline, spark=spark, progress=None)
     secs = time.perf_counter() - start
+    if marks:
+        mark(f"{marks}-end")
     batches = [
         _batch_record(
             b.batch_id,
@@ -393,10 +427,18 @@ def measure_native(spark, landing: Path, out: Path, fmt: str, files_per_batch: i
 
 
 def measure_once(
-    what: str, landing: Path, target: Path, fmt: str, files_per_batch: int, shuffle: int
+    what: str,
+    landing: Path,
+    target: Path,
+    fmt: str,
+    files_per_batch: int,
+    shuffle: int,
+    lake_uri: str | None = None,
+    marks: str | None = None,
 ) -> dict:
     """One measurement in this (fresh) process: JVM and session up first, then the timed run.
-    ``PANESTORE_BENCH_CODE`` in the environment: run the panestore of that checkout."""
+    ``PANESTORE_BENCH_CODE`` in the environment: run the panestore of that checkout.
+    ``lake_uri``: panestore's lake is there (in a bucket), ``target`` its checkpoint."""
     if os.environ.get("PANESTORE_BENCH_CODE"):
         sys.path.insert(0, os.environ["PANESTORE_BENCH_CODE"])
     get_session = panestore_api("get_session")
@@ -406,8 +448,14 @@ def measure_once(
         spark = get_session("panestore-bench", shuffle_partitions=shuffle)
         spark.range(1).count()  # JVM and session up before timing
         session_s = time.perf_counter() - t
-        measure = measure_panestore if what == "panestore" else measure_native
-        got = measure(spark, landing, target, fmt, files_per_batch)
+        if what == "native":
+            got = measure_native(spark, landing, target, fmt, files_per_batch)
+        elif lake_uri is None:
+            got = measure_panestore(spark, landing, str(target), fmt, files_per_batch)
+        else:
+            got = measure_panestore(
+                spark, landing, lake_uri, fmt, files_per_batch, checkpoint=target, marks=marks
+            )
         spark.stop()
     return {**got, "session_s": session_s, "peak_rss": mem.peak}
 
@@ -417,11 +465,37 @@ def measure_once(
 
 @dataclass(frozen=True)
 class Side:
-    """What is measured: ``panestore`` or ``native``, and the checkout panestore runs from."""
+    """What is measured: ``panestore`` or ``native``, the checkout panestore runs from, and
+    whether its lake is in a bucket (this checkout's panestore)."""
 
     what: str
     label: str
     code: str | None = None
+    bucket: bool = False
+
+
+BUCKET = "bench"
+BUCKET_SUFFIX = " (bucket)"  # the bucket side's label: panestore's, with this suffix
+
+
+class BucketLakes:
+    """The S3 server of the bucket side: a new bucket for each measurement, and the requests
+    counted between its marks."""
+
+    def __init__(self, server: S3Server) -> None:
+        self.server = server
+        self.measurements = 0
+
+    def fresh(self) -> tuple[str, str]:
+        """(the lake URI of a new measurement, the label of its marks), the server emptied and
+        the bucket new."""
+        self.measurements += 1
+        self.server.fresh_bucket(BUCKET)
+        return f"s3://{BUCKET}/lake", f"m{self.measurements}"
+
+    def requests(self, marks: str) -> dict[str, int]:
+        """The requests of the run marked ``marks``, by kind."""
+        return by_kind(self.server.requests_between(f"{marks}-start", f"{marks}-end"))
 
 
 ATTEMPTS = 3
@@ -439,7 +513,10 @@ def _child(
     files_per_batch: int,
     shuffle: int,
     history: Path | None = None,
+    lakes: BucketLakes | None = None,
 ) -> dict:
+    """One measurement of ``side`` in a child process. ``lakes``: the bucket side's server (each
+    attempt gets a new bucket; the run's requests are added to the result)."""
     cmd = [
         sys.executable,
         str(Path(__file__).resolve()),
@@ -464,12 +541,22 @@ def _child(
     env["PANESTORE_BENCH_CODE"] = code
     env["PYTHONPATH"] = os.pathsep.join([code, env.get("PYTHONPATH", "")])
     for attempt in range(1, ATTEMPTS + 1):
+        marks: str | None = None
+        bucket: list[str] = []
+        if side.bucket:
+            if lakes is None:
+                raise ValueError(f"{side.label} needs the S3 server")
+            lake_uri, marks = lakes.fresh()
+            bucket = ["--lake-uri", lake_uri, "--marks", marks]
         proc = subprocess.run(
-            cmd, capture_output=True, text=True, check=False, env=env, cwd=landing.parent
+            cmd + bucket, capture_output=True, text=True, check=False, env=env, cwd=landing.parent
         )
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
         if proc.returncode == 0 and lines:
-            return json.loads(lines[-1])
+            got = json.loads(lines[-1])
+            if lakes is not None and marks is not None:
+                got["requests"] = lakes.requests(marks)
+            return got
         if attempt < ATTEMPTS and LOAD_FLAKE in proc.stderr:
             print(
                 f"  ({side.label}: {LOAD_FLAKE!r}: the machine is overloaded; measuring again)",
@@ -487,6 +574,7 @@ def _targets(work: Path, wl: Workload, side: Side) -> tuple[Path, Path | None]:
     """(where a measurement of ``side`` writes, the history snapshot it starts from)."""
     name = "lake" if side.what == "panestore" else "native"
     suffix = "" if side.code is None else f"-{Path(side.code).name}"
+    suffix += "-bucket" if side.bucket else ""  # the checkpoint of the lake in a bucket
     target = work / wl.name / f"{name}{suffix}"
     return target, (target.with_name(target.name + ".history") if wl.is_small_run else None)
 
@@ -527,15 +615,25 @@ def _prepare_history(
     write_landing(landing, new, fmt, "new")
 
 
+def _requests_text(counts: dict[str, float]) -> str:
+    """``1,234 store requests: LIST 12, GET 1,000, ...``."""
+    parts = ", ".join(f"{k} {counts[k]:,.0f}" for k in KINDS)
+    return f"{sum(counts[k] for k in KINDS):,.0f} store requests: {parts}"
+
+
 def _summary(m: dict) -> str:
     out = ", ".join(f"{v:,} {k}" for k, v in m["output"].items())
+    requests = f"; {_requests_text(m['requests'])}" if "requests" in m else ""
     return (
         f"{m['seconds']:.1f}s (+ {m['session_s']:.1f}s JVM and session start; "
-        f"{len(m['batches'])} batches, {out}, peak {m['peak_rss']['total'] / MiB:,.0f} MiB)"
+        f"{len(m['batches'])} batches, {out}, peak {m['peak_rss']['total'] / MiB:,.0f} MiB"
+        f"{requests})"
     )
 
 
-def run_workload(work: Path, wl: Workload, sides: list[Side], args) -> dict[str, list[dict]]:
+def run_workload(
+    work: Path, wl: Workload, sides: list[Side], args, lakes: BucketLakes | None = None
+) -> dict[str, list[dict]]:
     landing = prepare_landing(work, wl, args.format)
     fpb = args.files_per_batch or wl.files_per_batch
     if wl.is_small_run:
@@ -545,7 +643,16 @@ def run_workload(work: Path, wl: Workload, sides: list[Side], args) -> dict[str,
         for side in sides if i % 2 == 0 else sides[::-1]:
             target, history = _targets(work, wl, side)
             _reset(target, history)
-            m = _child(side, landing, target, args.format, fpb, args.shuffle_partitions, history)
+            m = _child(
+                side,
+                landing,
+                target,
+                args.format,
+                fpb,
+                args.shuffle_partitions,
+                history,
+                lakes,
+            )
             results[side.label].append(m)
             print(f"[{wl.name}] run {i + 1}: {side.label} {_summary(m)}", flush=True)
     raw = work / wl.name / "results.json"
@@ -655,6 +762,13 @@ def report(wl: Workload, results: dict[str, list[dict]]) -> None:
                     f"{with_jvm[s] / with_jvm['native']:.2f}x)"
                 )
     for s in labels:
+        if s.endswith(BUCKET_SUFFIX) and s[: -len(BUCKET_SUFFIX)] in results:
+            local = s[: -len(BUCKET_SUFFIX)]
+            print(
+                f"ratio {s} / {local}: time {medians[s] / medians[local]:.2f}x "
+                f"(with JVM start: time {with_jvm[s] / with_jvm[local]:.2f}x)"
+            )
+    for s in labels:
         peak = {k: max(m["peak_rss"][k] for m in results[s]) / MiB for k in PeakRSS.PARTS}
         print(
             f"peak RSS {s}: {peak['total']:,.0f} MiB (driver Python {peak['driver']:,.0f}, "
@@ -674,7 +788,24 @@ def report(wl: Workload, results: dict[str, list[dict]]) -> None:
             v = _median([dict(rows).get(label) for rows in tables[s]])
             cells.append(f"{'-' if v is None else f'{v:.2f}':>22}")
         print(f"{label:<58}" + "".join(cells))
+    counted = [s for s in labels if all("requests" in m for m in results[s])]
+    if counted:
+        print(
+            f"\nstore requests during the run (median per row)\n{'':<58}"
+            + "".join(f"{s:>22}" for s in counted)
+        )
+        for kind in (*KINDS, "total"):
+            cells = [
+                f"{statistics.median(_total(m['requests'], kind) for m in results[s]):>22,.0f}"
+                for s in counted
+            ]
+            print(f"{kind:<58}" + "".join(cells))
     print(flush=True)
+
+
+def _total(counts: dict[str, int], kind: str) -> int:
+    """``counts[kind]``; ``total``: the sum over :data:`KINDS`."""
+    return sum(counts[k] for k in KINDS) if kind == "total" else counts[kind]
 
 
 def main() -> None:
@@ -697,10 +828,18 @@ def main() -> None:
         default=[],
         help="also measure panestore of this checkout (before a change; repeatable)",
     )
+    ap.add_argument(
+        "--lake-in-bucket",
+        action="store_true",
+        help="also measure panestore with its lake in a bucket of an S3 server started here "
+        "(1m and 10m)",
+    )
     ap.add_argument("--keep", help="work directory to use and keep (landing files are reused)")
     ap.add_argument("--measure", choices=("panestore", "native"), help=argparse.SUPPRESS)
     ap.add_argument("--landing", help=argparse.SUPPRESS)
     ap.add_argument("--target", help=argparse.SUPPRESS)
+    ap.add_argument("--lake-uri", help=argparse.SUPPRESS)
+    ap.add_argument("--marks", help=argparse.SUPPRESS)
     args = ap.parse_args()
 
     if args.measure:  # a child: one measurement, printed as JSON
@@ -711,19 +850,36 @@ def main() -> None:
             args.format,
             args.files_per_batch,
             args.shuffle_partitions,
+            args.lake_uri,
+            args.marks,
         )
         print(json.dumps(got))
         return
     names = args.workload or ["1m"]
     names = list(WORKLOADS) if "all" in names else list(dict.fromkeys(names))
+    small = [n for n in names if WORKLOADS[n].is_small_run]
+    if args.lake_in_bucket and small:
+        ap.error(
+            f"--lake-in-bucket measures workloads 1m and 10m only, not {', '.join(small)}: each "
+            "measurement of a small run starts from a copy of a lake's history, which is not "
+            "copied into a bucket (choose --workload 1m or 10m)"
+        )
     sides = [Side("panestore", "panestore")]
+    if args.lake_in_bucket:
+        sides.append(Side("panestore", "panestore" + BUCKET_SUFFIX, bucket=True))
     for code in (str(Path(c).resolve()) for c in args.compare_code):
         sides.append(Side("panestore", f"panestore@{Path(code).name}", code))
     if not args.no_native:
         sides.append(Side("native", "native"))
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="panestore-bench-"))
-    for name in names:
-        run_workload(work, WORKLOADS[name], sides, args)
+    with contextlib.ExitStack() as scope:
+        lakes = None
+        if args.lake_in_bucket:
+            server = scope.enter_context(S3Server(work / "s3-server.log"))
+            print(f"S3 server (moto) at {server.endpoint}, its request log {server.log}")
+            lakes = BucketLakes(server)
+        for name in names:
+            run_workload(work, WORKLOADS[name], sides, args, lakes)
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
 
