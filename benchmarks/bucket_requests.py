@@ -28,13 +28,12 @@ the runs around each checkpoint, and the run without new data.
 Each run commits twice to ``panes``, ``late`` and ``rejected`` (its data batch and Spark's
 trailing no-data batch; a batch commits to every table, empty or not) and the fold once to
 ``current``. delta-rs writes a Delta checkpoint with the commit of version ``N - 1``, ``2N -
-1``... (``N``: the table property ``delta.checkpointInterval``, 100 by default): version 99 of
-``panes``, ``late`` and ``rejected`` is committed in run 50, of ``current`` by fold 99 (``--runs
-60`` shows the first, ``--runs 120`` both). ``--checkpoint-interval N`` sets that property on the
-four tables after the first run and fold (one metadata commit each, not counted) to see
-checkpoints in fewer runs. A run and its fold take ~17 s on a quiet two-core machine (a JVM
-starts for each run), more under load: the default 30 runs take ~9 minutes, ``--runs 120`` ~35.
-The request counts do not depend on the machine's speed, except the run lock's renewals (a PUT
+1``... (``N``: the table property ``delta.checkpointInterval``, which panestore sets to 10 on
+the tables it creates, ``sinks/lake_format.py``; Delta's default is 100). ``--checkpoint-interval
+N`` sets that property on the four tables after the first run and fold (one metadata commit each,
+not counted) to see the counts under another interval (100: as before panestore set it). A run
+and its fold take ~17 s on a quiet two-core machine (a JVM starts for each run), more under
+load: the default 30 runs take ~9 minutes, ``--runs 120`` ~35. The request counts do not depend on the machine's speed, except the run lock's renewals (a PUT
 every 15 s of a run: the count of _locks/ PUTs varies with the run's length). Figures, not a test.
 """
 
@@ -60,13 +59,14 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.s3_server import KINDS, S3Server, by_kind, by_table, mark  # noqa: E402
 from benchmarks.spark_job import TRIGGER, write_file  # noqa: E402
 from benchmarks.workload import MICROS, iter_bundles  # noqa: E402
+from sinks.lake_format import CHECKPOINT_INTERVAL  # noqa: E402
 
 BUCKET = "lakes"
 LAKE_PREFIX = "requests"
 LAKE = f"s3://{BUCKET}/{LAKE_PREFIX}"
 TABLES = ("panes", "late", "rejected", "current", "_locks")
 DELTA_TABLES = ("panes", "late", "rejected", "current")
-DEFAULT_CHECKPOINT_INTERVAL = 100  # delta-rs's default delta.checkpointInterval
+DEFAULT_CHECKPOINT_INTERVAL = int(CHECKPOINT_INTERVAL)  # what panestore's tables are created with
 MINUTE_US = 60 * MICROS
 
 
@@ -310,8 +310,8 @@ def main() -> None:
     ap.add_argument(
         "--checkpoint-interval",
         type=int,
-        help="set delta.checkpointInterval on the tables after the first run (default: "
-        "delta-rs's, 100)",
+        help="set delta.checkpointInterval on the tables after the first run (default: the "
+        f"tables' own, {DEFAULT_CHECKPOINT_INTERVAL})",
     )
     ap.add_argument(
         "--fold-in-run",

@@ -25,6 +25,11 @@ FINGERPRINT_PROPERTY = "panestore.fingerprint"
 CONFIG_PROPERTY = "panestore.config"
 PIPELINE_PROPERTY = "panestore.pipeline"
 KIND_PROPERTY = "panestore.table"
+# Delta writes a checkpoint (the table's state in one Parquet file) every this many commits; an
+# open of the table reads the newest checkpoint and the commits after it. Delta's default (100)
+# makes every open replay up to 99 JSON commits: on an object store, one request each.
+CHECKPOINT_INTERVAL_PROPERTY = "delta.checkpointInterval"
+CHECKPOINT_INTERVAL = "10"
 # The view's change feed: Delta's change data feed, and the first view version it covers (the
 # version of the commit that enabled it: 0 for views created with it).
 CHANGE_FEED_PROPERTY = "delta.enableChangeDataFeed"

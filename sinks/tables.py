@@ -20,6 +20,8 @@ from sinks.errors import ConfigMismatch, ForeignTable, LakeError, TableMissing
 from sinks.lake_format import (
     CHANGE_FEED_FROM_PROPERTY,
     CHANGE_FEED_PROPERTY,
+    CHECKPOINT_INTERVAL,
+    CHECKPOINT_INTERVAL_PROPERTY,
     CONFIG_PROPERTY,
     FINGERPRINT_PROPERTY,
     FORMAT_PROPERTY,
@@ -74,6 +76,7 @@ def table_properties(spec: ViewSpec, kind: str) -> dict[str, str]:
     """The Delta table properties of a table of this pipeline (``kind``: panes, current, ...)."""
     return {
         FORMAT_PROPERTY: FORMAT_VERSION,
+        CHECKPOINT_INTERVAL_PROPERTY: CHECKPOINT_INTERVAL,
         KIND_PROPERTY: kind,
         PIPELINE_PROPERTY: spec.name,
         FINGERPRINT_PROPERTY: spec.fingerprint,
