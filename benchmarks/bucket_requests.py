@@ -25,16 +25,17 @@ minimum, median and maximum per run, the requests each commit of the tables adds
 (delta-rs reads a table's JSON commits since its last Delta checkpoint every time it opens it),
 the runs around each checkpoint, and the run without new data.
 
-Each run commits twice to ``panes``, ``late`` and ``rejected`` (its data batch and Spark's
-trailing no-data batch; a batch commits to every table, empty or not) and the fold once to
-``current``. delta-rs writes a Delta checkpoint with the commit of version ``N - 1``, ``2N -
-1``... (``N``: the table property ``delta.checkpointInterval``, which panestore sets to 10 on
-the tables it creates, ``sinks/lake_format.py``; Delta's default is 100). ``--checkpoint-interval
-N`` sets that property on the four tables after the first run and fold (one metadata commit each,
-not counted) to see the counts under another interval (100: as before panestore set it). A run
-and its fold take ~17 s on a quiet two-core machine (a JVM starts for each run), more under
-load: the default 30 runs take ~9 minutes, ``--runs 120`` ~35. The request counts do not depend on the machine's speed, except the run lock's renewals (a PUT
-every 15 s of a run: the count of _locks/ PUTs varies with the run's length). Figures, not a test.
+Each run commits twice to ``panes``, ``late`` and ``rejected`` (its data batch and Spark's trailing
+no-data batch; a batch commits to every table, empty or not) and the fold once to ``current``.
+delta-rs writes a Delta checkpoint with the commit of version ``N - 1``, ``2N - 1``... (``N``: the
+table property ``delta.checkpointInterval``, which panestore sets to 10 on the tables it creates,
+``sinks/lake_format.py``; Delta's default is 100). ``--checkpoint-interval N`` sets that property
+on the four tables after the first run and fold (one metadata commit each, not counted) to see the
+counts under another interval (100: as before panestore set it). A run and its fold take ~17 s on a
+quiet two-core machine (a JVM starts for each run), more under load: the default 30 runs take ~9
+minutes, ``--runs 120`` ~35. The request counts do not depend on the machine's speed, except the
+run lock's renewals (a PUT every 15 s of a run: the count of _locks/ PUTs varies with the run's
+length). Figures, not a test.
 """
 
 from __future__ import annotations
