@@ -47,8 +47,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sinks.errors import LakeBusy, MaterializerBusy, NoConditionalWrites
-from sinks.object_store import is_object_store, join_location, store_at
+from sinks.errors import LakeBusy, LakeError, MaterializerBusy, NoConditionalWrites
+from sinks.object_store import is_object_store, join_location, one_line, store_at
 from sinks.spec import ViewSpec
 
 # Not under ``_control``: the job reads every file there as a control row.
@@ -133,7 +133,12 @@ class LakeLock:
             self._entered = True
             return self
         if self._lease is not None:
-            holder = self._lease.acquire(_me())
+            try:
+                holder = self._lease.acquire(_me())
+            except OSError as e:  # the store's answer: no such bucket, no access, unreachable
+                raise LakeError(
+                    f"cannot take the lock {self.path}: {one_line(e, limit=400)}"
+                ) from None
             if holder is not None:
                 raise self._refusal(holder)
             return self

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from jobs.cli.exit_status import ExitStatus
-from jobs.cli.inspect import add_subcommands, materialize_after_run
+from jobs.cli.inspect import add_subcommands, error_status, materialize_after_run
 from jobs.config.checks import check_paths
 from jobs.config.load import load_pipeline
 from jobs.config.pipeline import Pipeline, PipelineConfigError
@@ -49,7 +49,14 @@ from jobs.startup.quiet import quiet_spark_stderr
 from jobs.startup.session import SHUFFLE_PARTITIONS, JavaNotFound, get_session
 from panes import parse_duration
 from sinks.aws_profile import adopt_shared_profile
-from sinks.errors import LakeBusy, NoConditionalWrites, SourceTableError, UpstreamChanged
+from sinks.errors import (
+    LakeBusy,
+    LakeError,
+    NoConditionalWrites,
+    SourceTableError,
+    UpstreamChanged,
+)
+from sinks.object_store import one_line
 
 EXIT_BUSY = ExitStatus.BUSY
 
@@ -289,6 +296,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         conf = getattr(args, "conf", "")
         print(f"panestore: invalid configuration {conf}: {e}", file=sys.stderr)
         return ExitStatus.MISUSE
+    except LakeError as e:  # the checks before Spark: a store that cannot be read, ...
+        print(f"panestore {args.command}: {one_line(e)}", file=sys.stderr)
+        return error_status(e)
     except (
         KeyboardInterrupt
     ):  # not within a run (jobs.driver.stopping): every write is transactional

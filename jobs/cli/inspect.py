@@ -18,6 +18,7 @@ from typing import Any
 from jobs.cli.exit_status import ExitStatus
 from jobs.config.load import load_pipeline
 from jobs.config.pipeline import Pipeline, PipelineConfigError
+from sinks.object_store import one_line
 
 
 def _load(conf: str) -> Pipeline:
@@ -236,11 +237,6 @@ def error_status(error: Exception) -> ExitStatus:
     if isinstance(error, (PipelineConfigError, InvalidRequest, TableMissing)):
         return ExitStatus.MISUSE
     return ExitStatus.FAILED
-
-
-def one_line(error: Exception) -> str:
-    """``error``'s message on one line (a message from Delta or DuckDB may span several)."""
-    return " ".join(str(error).split())
 
 
 def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
