@@ -1,7 +1,7 @@
 """Spark job benchmark: panestore against Spark's own windowed aggregation of the same files.
 
-    .venv/bin/python benchmarks/spark_job.py [--workload 1m|10m|small|all ...] [--repeat R]
-        [--format jsonl|parquet|delta] [--files-per-batch F] [--no-native] [--keep DIR]
+    .venv/bin/python benchmarks/spark_job.py [--workload 1m|10m|small|small-1m-keys|all ...]
+        [--repeat R] [--format jsonl|parquet|delta] [--files-per-batch F] [--no-native] [--keep DIR]
         [--compare-code DIR ...] [--lake-in-bucket]
 
 Workloads (``benchmarks/workload.py``; ~10% of events out of order by up to 5 minutes, one file
@@ -12,10 +12,11 @@ Delta table, the pipeline's source):
   (``--files-per-batch`` 100): the throughput of a large scheduled run.
 * ``10m``: 10,000,000 events, 10,000 keys, six hours of event time, micro-batches of 100 files
   (1,000,000 events each).
-* ``small``: a small scheduled run. A lake's history (100,000 keys, one event each, over four
+* ``small``: a small scheduled run. A lake's history (10,000 keys, one event each, over four
   minutes: no window closes, the state holds every key) is run once, not timed; each
   measurement starts from a copy of that lake and runs 1,000 new events on random keys of it,
   which move the watermark far enough to close the windows of 1% of the keys.
+* ``small-1m-keys``: the same small run on a lake holding 1,000,000 keys.
 
 Both sides run in scheduled mode (``availableNow``) with 1-minute fixed windows and a 5-minute
 watermark delay:
@@ -48,7 +49,7 @@ from an emptied server and a new bucket. The requests the run makes to the store
 to its end, the output's row count after it excluded) are counted from the server's request log
 by kind (LIST, GET, HEAD, PUT, POST, DELETE), shown per run and as medians. The server shares
 the machine's cores with Spark and answers from memory over loopback: these figures are not a
-cloud store's latencies, and the request counts are the comparable figure. ``small`` does not
+cloud store's latencies, and the request counts are the comparable figure. The small runs do not
 support it (each of its measurements starts from a copy of a lake's history, which would have to
 be copied into the bucket).
 Figures, not a test.
@@ -105,7 +106,8 @@ class Workload:
 WORKLOADS = {
     "1m": Workload("1m", 1_000_000, 1_000, HOUR_US),
     "10m": Workload("10m", 10_000_000, 10_000, 6 * HOUR_US),
-    "small": Workload("small", 1_000, 100_000, HOUR_US, history_keys=100_000),
+    "small": Workload("small", 1_000, 10_000, HOUR_US, history_keys=10_000),
+    "small-1m-keys": Workload("small-1m-keys", 1_000, 1_000_000, HOUR_US, history_keys=1_000_000),
 }
 
 
