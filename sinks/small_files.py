@@ -1,5 +1,6 @@
-"""Small files written whole or not at all: the lake's own (its identity, fingerprint, state
-layout, the writers' state, noted landing changes) and a saved pipeline configuration."""
+"""Small files written whole or not at all: a run's own, beside its checkpoint (the lake's
+identity, fingerprint, state layout, the writers' state, noted landing changes) and a saved
+pipeline configuration."""
 
 from __future__ import annotations
 

@@ -85,10 +85,6 @@ class ViewSpec:
         return join_location(self.lake, table)
 
     @property
-    def control_path(self) -> str:
-        return join_location(self.lake, "_control")
-
-    @property
     def app_id(self) -> str:
         """The application-transaction id of the materializer in the ``current`` table."""
         return f"{self.name}/materializer"

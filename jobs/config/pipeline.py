@@ -625,7 +625,8 @@ class Pipeline:
         """Where runs keep Spark's checkpoint and their own files (the lake's identity,
         fingerprint and state layout, control rows, noted landing changes): ``checkpoint``, a
         directory on a filesystem every node mounts, by default the lake itself. A lake in an
-        object store needs ``checkpoint`` (Spark's streaming checkpoint needs a filesystem)."""
+        object store needs ``checkpoint`` (Spark's streaming checkpoint needs a filesystem).
+        Docstrings name this directory ``<checkpoint>``."""
         if self.checkpoint is not None:
             return Path(self.checkpoint).absolute()
         if self.lake_in_store:

@@ -1,7 +1,7 @@
 """Control rows and the checkpoint's pending watermark: how a run moves the watermark.
 
-A run moves Spark's watermark past what the data says with *control rows*: ``{"kind", "ts"}``
-JSON files under ``<lake>/_control``, a second streaming source of the job (:mod:`jobs.driver.plan`
+A run moves Spark's watermark past what the data says with *control rows*: ``{"kind", "ts"}`` JSON
+files under ``<checkpoint>/_control``, a second streaming source of the job (:mod:`jobs.driver.plan`
 unions them with the records and drops them after the watermark has seen them).
 
 * the drain sentinel, at the last millisecond Spark timestamps can hold: the watermark moves to
@@ -31,7 +31,7 @@ SENTINEL_MS = MAX_TIMESTAMP_MS
 
 
 def control_stream(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
-    """Control rows (``{"kind", "ts"}`` JSON files under ``<lake>/_control``). A file there
+    """Control rows (``{"kind", "ts"}`` JSON files under ``<checkpoint>/_control``). A file there
     that is not a control row (no readable ``ts``) moves nothing and is ignored."""
     Path(pipeline.control_path).mkdir(parents=True, exist_ok=True)
     reader = spark.readStream.options(**FILE_SOURCE_OPTIONS).schema("kind string, ts timestamp")
@@ -39,7 +39,8 @@ def control_stream(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
 
 
 def write_control(pipeline: Pipeline, kind: str, ts_ms: int) -> Path:
-    """Drop a control row (``kind``, event time ``ts_ms``) into ``<lake>/_control``, atomically."""
+    """Drop a control row (``kind``, event time ``ts_ms``) into ``<checkpoint>/_control``,
+    atomically."""
     ctl = Path(pipeline.control_path)
     ctl.mkdir(parents=True, exist_ok=True)
     ts = dt.datetime.fromtimestamp(ts_ms / 1000, dt.timezone.utc)

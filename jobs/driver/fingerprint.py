@@ -4,7 +4,7 @@ Some settings of a pipeline decide what its lake holds: the types of the columns
 how the operator's state is encoded, what the panes already in the pane log mean. Changing one of
 them between runs would corrupt the lake (a ``long`` column receiving doubles, a trigger reading
 another trigger's state). :class:`Fingerprint` lists these settings as canonical text; the first
-run of a lake records it in ``<lake>/_fingerprint.json`` (atomically, before Spark starts and
+run of a lake records it in ``<checkpoint>/_fingerprint.json`` (atomically, before Spark starts and
 before any table is created), and every later run, and ``panestore check``, compares the
 configuration with it before anything else: the first setting that differs is refused with
 :class:`~jobs.config.pipeline.PipelineConfigError` naming it, and nothing is written.

@@ -1,6 +1,6 @@
 """Where a lake lives, recorded in the lake: a copied or moved lake is refused before Spark starts.
 
-Spark's checkpoint (``<lake>/_checkpoint``) names files and state by absolute path: its
+Spark's checkpoint (``<checkpoint>/_checkpoint``) names files and state by absolute path: its
 file-source logs hold every landing and control file a batch took as a ``file://`` URI (a file
 is new if that URI was never taken), and the stateful operator's metadata holds the paths of its
 state schema files. So a lake that runs somewhere else than where it was created goes wrong:
@@ -195,15 +195,15 @@ def _within(path: str, folder: str | None) -> bool:
 def adoptable(pipeline: Pipeline, now: LakeIdentity) -> PipelineConfigError | None:
     """For a lake without an identity file: why it cannot be adopted where it is now (a path
     its checkpoint holds is neither in this lake nor in the landing directory), or None."""
-    lake = str(pipeline.run_path)
+    run = str(pipeline.run_path)
     for path in checkpoint_paths(Path(pipeline.checkpoint_path)):
-        here = _within(path, lake) or _within(path, now.checkpoint) or _within(path, now.landing)
+        here = _within(path, run) or _within(path, now.checkpoint) or _within(path, now.landing)
         if not here:
             return PipelineConfigError(
                 "lake",
-                f"the lake {lake} has no {IDENTITY_FILE} and its checkpoint names {path}, which "
-                f"is outside this lake and the landing directory: the lake was copied or moved, "
-                f"or source.path changed, and {WHY}. Move it back, {REBUILD}.",
+                f"the lake {pipeline.lake_location} has no {IDENTITY_FILE} and its checkpoint "
+                f"names {path}, which is outside this lake and the landing directory: the lake "
+                f"was copied or moved, or source.path changed, and {WHY}. Move it back, {REBUILD}.",
             )
     return None
 

@@ -8,14 +8,14 @@ Spark's file-source log (:mod:`jobs.driver.checkpoint`) records every file the j
 modification time as Spark listed it. At the start of a run, :func:`note_changes` compares that
 time with each file's current one (one ``stat`` per file still present); a file whose time
 differs changed after it was read. The changes not reported before are written to
-``<lake>/_landing_changes/pending.json``, and the run makes sure a batch follows (a tick).
+``<checkpoint>/_landing_changes/pending.json``, and the run makes sure a batch follows (a tick).
 
 The next batch that commits its rejected rows *binds* the pending changes to itself, renaming the
-file to ``<lake>/_landing_changes/<batch id>.json`` (atomic) before its commit, and records one
-rejected row per file (reason :data:`CHANGED`). A replay of that batch reads the same bound file,
-so it produces the same rows (exactly once with the table's transaction). A change is reported
-once: the bound files and the pending one are the record of what was reported, keyed by the
-file and its new modification time (a file that changes again is reported again).
+file to ``<checkpoint>/_landing_changes/<batch id>.json`` (atomic) before its commit, and records
+one rejected row per file (reason :data:`CHANGED`). A replay of that batch reads the same bound
+file, so it produces the same rows (exactly once with the table's transaction). A change is reported
+once: the bound files and the pending one are the record of what was reported, keyed by the file and
+its new modification time (a file that changes again is reported again).
 
 Cost per run: reading the landing source's log (the newest compacted file and the few after it,
 one entry per file ever taken, as Spark itself does when a query starts) and one ``stat`` per

@@ -9,13 +9,13 @@
 * ``watermark.policy = "writer_noted"``: after the data, the writers' watermark is recorded as
   a control row (:mod:`jobs.driver.writers_watermark`) and, if it moved, one more query runs on it
   (firing what became due); with ``follow`` it is recorded every few seconds while running.
-* ``drain=True`` runs as above, then drops the drain sentinel into ``<lake>/_control`` and runs
-  once more: the watermark moves to the end of time and every window closes (final panes of
+* ``drain=True`` runs as above, then drops the drain sentinel into ``<checkpoint>/_control`` and
+  runs once more: the watermark moves to the end of time and every window closes (final panes of
   sessions, the global window, ...). Data that lands after a drain is late for good.
 
 Exactly-once: each batch's panes, late and rejected rows are committed with a Delta application
 transaction (app id = pipeline name, version = batch id); Spark's checkpoint is under
-``<lake>/_checkpoint``. Killed at any moment, the next run replays the batch Spark had not
+``<checkpoint>/_checkpoint``. Killed at any moment, the next run replays the batch Spark had not
 committed with the same offsets, watermark and batch timestamp; tables that already hold that
 batch skip it.
 """
@@ -418,7 +418,7 @@ def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> tup
     (:func:`jobs.executor.operator_input.balanced_bucket_ids`).
 
     The operator's state is laid out by ``state_buckets`` and these values: the first run of a
-    lake records both with the layout's format version (``<lake>/_state_layout.json``), the
+    lake records both with the layout's format version (``<checkpoint>/_state_layout.json``), the
     values spread over ``partitions`` (the new checkpoint's shuffle partitions). Every later run
     reads them back, and refuses a lake of another format version, a checkpoint without a
     recorded layout, or another ``state_buckets``: running would lose every key's state.

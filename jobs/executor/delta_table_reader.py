@@ -27,12 +27,12 @@ from typing import Any
 import pyarrow as pa
 
 try:  # pyspark is optional at import time (the pure test suite runs without it)
-    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+    from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 except ImportError:  # pragma: no cover - exercised only without pyspark
     # stand-ins so that the module imports; mypy checks against pyspark's classes
-    DataSource = DataSourceStreamReader = InputPartition = object  # type: ignore[assignment,misc]
+    DataSourceStreamReader = InputPartition = object  # type: ignore[assignment,misc]
 
-from jobs.executor.source_columns import decode_columns, spark_columns
+from jobs.executor.source_columns import ColumnsDataSource
 from sinks.column_types import arrow_type
 from sinks.delta_source import SourceFile, plan_range, read_files
 from sinks.errors import SourceTableChanged
@@ -124,20 +124,14 @@ class DeltaTableStreamReader(DataSourceStreamReader):
         """Nothing to release: the table's commits are read by version."""
 
 
-class DeltaTableDataSource(DataSource):
+class DeltaTableDataSource(ColumnsDataSource):
     """``spark.readStream.format("panestore_delta_table")`` with the options of
     :class:`DeltaTableStreamReader` and ``columns`` (``name:type,...``, configuration types)."""
 
-    @classmethod
-    def name(cls) -> str:
-        return FORMAT_NAME
+    format_name = FORMAT_NAME
 
-    def _columns(self) -> list[tuple[str, str]]:
-        return decode_columns(self.options["columns"])
-
-    def schema(self) -> str:
-        cols = spark_columns(self._columns())
-        return ", ".join([*cols, f"`{self.options['file_column']}` string"])
+    def extra_columns(self) -> list[str]:
+        return [f"`{self.options['file_column']}` string"]
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        return DeltaTableStreamReader(dict(self.options), self._columns())
+        return DeltaTableStreamReader(dict(self.options), self.columns())

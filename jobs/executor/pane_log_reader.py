@@ -24,12 +24,12 @@ from typing import Any
 import pyarrow as pa
 
 try:  # pyspark is optional at import time (the pure test suite runs without it)
-    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+    from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 except ImportError:  # pragma: no cover - exercised only without pyspark
     # stand-ins so that the module imports; mypy checks against pyspark's classes
-    DataSource = DataSourceStreamReader = InputPartition = object  # type: ignore[assignment,misc]
+    DataSourceStreamReader = InputPartition = object  # type: ignore[assignment,misc]
 
-from jobs.executor.source_columns import decode_columns, spark_columns
+from jobs.executor.source_columns import ColumnsDataSource
 from sinks.column_types import arrow_type
 from sinks.errors import UpstreamChanged
 from sinks.upstream import EVENT_TIME_US, WATERMARK_US, PaneLogOffset, pane_log_head, read_elements
@@ -98,22 +98,15 @@ class PaneLogStreamReader(DataSourceStreamReader):
         """Nothing to release: the pane log is immutable and read by version."""
 
 
-class PaneLogDataSource(DataSource):
+class PaneLogDataSource(ColumnsDataSource):
     """``spark.readStream.format("panestore_pane_log")`` with options ``path`` (the pane-log
     table), ``pipeline`` (its writer), ``table`` (its table id, see :class:`PaneLogStreamReader`)
     and ``columns`` (``name:type,...``, configuration types)."""
 
-    @classmethod
-    def name(cls) -> str:
-        return FORMAT_NAME
+    format_name = FORMAT_NAME
 
-    def _columns(self) -> list[tuple[str, str]]:
-        return decode_columns(self.options["columns"])
-
-    def schema(self) -> str:
-        cols = spark_columns(self._columns())
-        extra = [f"{EVENT_TIME_US} bigint", f"{WATERMARK_US} bigint", f"{UPSTREAM_WEIGHT} int"]
-        return ", ".join([*cols, *extra])
+    def extra_columns(self) -> list[str]:
+        return [f"{EVENT_TIME_US} bigint", f"{WATERMARK_US} bigint", f"{UPSTREAM_WEIGHT} int"]
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        return PaneLogStreamReader(dict(self.options), self._columns())
+        return PaneLogStreamReader(dict(self.options), self.columns())
