@@ -25,8 +25,8 @@ The rules: docs/semantics.md, "Weighted input".
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, cast
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple, cast
 
 from panes.combiners import CombineFn
 from panes.pane import Dropped, DropReason, Pane, PaneInfo, Timing
@@ -73,6 +73,21 @@ class Output:
             f"next_event_time={self.next_event_time}, "
             f"next_processing_time={self.next_processing_time})"
         )
+
+
+class Combined(NamedTuple):
+    """One window's share of a bundle, combined before it reaches the engine
+    (:meth:`Engine.add_combined`): the accumulator of its elements' values
+    (``combine_fn.add_all(create(), values)``), how many there were, the earliest (or, with the
+    ``LATEST`` timestamp combiner, latest) of their timestamps not behind the watermark (None:
+    none, or the ``END_OF_WINDOW`` combiner), and a callable giving the elements themselves,
+    called only when the window drops them."""
+
+    window: Window
+    acc: Any
+    count: int
+    hold: int | None
+    elements: Callable[[], list[Element]]
 
 
 class Engine:
@@ -181,51 +196,133 @@ class Engine:
                 self._drop(out, key, groups.pop(window), window, self._expired_text, wm, pt)
             groups = self._merge(state, key, groups, out)
 
-        combine, trigger, windows = self.combine_fn, self._trigger, state.windows
-        end_of_window_holds = self._timestamps is TimestampCombiner.END_OF_WINDOW
         ctx = TriggerContext(_UNPOINTED, wm, pt)  # one context, re-pointed at each window
         # Not merging: an element's window is the window it is added to; it is droppable when
         # wm > end + allowed lateness, i.e. end < cutoff (see _expired).
-        if merging:
-            cutoff = BEGINNING_OF_TIME  # already judged before merging
-        elif wm >= END_OF_TIME:
-            cutoff = END_OF_TIME + 1  # everything
-        else:
-            cutoff = wm - self._lateness
+        cutoff = BEGINNING_OF_TIME if merging else self._cutoff(wm)  # merging: judged above
         for window, group in groups.items():
-            if window.end < cutoff:
-                self._drop(out, key, group, window, self._expired_text, wm, pt)
-                continue
-            ws = windows.get(window)
+            ws = self._open_window(state, key, window, group, cutoff, out)
             if ws is None:
-                ws = windows[window] = WindowState(combine.create(), trigger.new_state())
-            elif ws.closed:
-                self._drop(out, key, group, window, _CLOSED, wm, pt)
                 continue
-            n = len(group)
             if self.weighted:
                 self._add_weighted(ws, [element[-2] for element in group])
             else:
-                ws.acc = combine.add_all(ws.acc, [element[-2] for element in group])
-            ws.fresh += n
-            if end_of_window_holds:
-                if window.end > wm:
-                    ws.hold = window.end - 1
+                ws.acc = self.combine_fn.add_all(ws.acc, [element[-2] for element in group])
+            if self._timestamps is TimestampCombiner.END_OF_WINDOW:
+                hold = None
             else:
-                self._hold_timestamps(ws, group, wm)
-            ctx.window = window
-            trigger.on_elements(ws.trigger, ROOT, ctx, n)
-            if trigger.should_fire(ws.trigger, ROOT, ctx):
-                self._fire(key, window, ws, ctx, False, out)
-            self._window_dues(window, ws, ctx)
-            due = ws.event_due
-            if due is not None and (state.next_event_time is None or due < state.next_event_time):
-                state.next_event_time = due
-            due = ws.processing_due
-            if due is not None and (
-                state.next_processing_time is None or due < state.next_processing_time
-            ):
-                state.next_processing_time = due
+                hold = self._hold_of([element[-1] for element in group if element[-1] >= wm])
+            self._added(state, key, window, ws, len(group), hold, ctx, out)
+
+    def add_combined(self, state: KeyState, key: Any, parts: Iterable[Combined]) -> Output:
+        """Add one bundle given as its windows' pre-combined parts (combiner lifting): the same
+        as :meth:`add_elements` of the elements the parts were combined from, for a window
+        function that assigns each element one window and does not merge, a combiner whose
+        :meth:`~panes.combiners.CombineFn.merge` of a part equals adding its values, and
+        input without weights. Parts come in the order of their windows' first elements; a
+        part whose window drops its elements hands them over (``elements``) to be reported.
+
+        >>> from panes import FixedWindows, AfterWatermark, AfterCount, Windowing, combiners
+        >>> engine = Engine(Windowing(FixedWindows(10), trigger=AfterCount(2)), combiners.sum())
+        >>> state = engine.new_state()
+        >>> part = Combined(Window(0, 10), acc=5, count=2, hold=None, elements=lambda: [])
+        >>> [(p.window, p.value) for p in engine.add_combined(state, "k", [part]).panes]
+        [([0, 10), 5)]
+        """
+        if self.weighted or self._window_fn.is_merging:
+            raise ValueError("pre-combined parts need unweighted input and non-merging windows")
+        out = Output()
+        wm, pt = state.watermark, state.processing_time
+        ctx = TriggerContext(_UNPOINTED, wm, pt)
+        cutoff, merge = self._cutoff(wm), self.combine_fn.merge
+        for part in parts:
+            ws = self._open_window(state, key, part.window, part.elements, cutoff, out)
+            if ws is None:
+                continue
+            ws.acc = merge([ws.acc, part.acc])
+            hold = None if self._timestamps is TimestampCombiner.END_OF_WINDOW else part.hold
+            self._added(state, key, part.window, ws, part.count, hold, ctx, out)
+        return self._done(state, out)
+
+    def _cutoff(self, wm: int) -> int:
+        """Elements of (non-merging) windows ending before this are droppable."""
+        return END_OF_TIME + 1 if wm >= END_OF_TIME else wm - self._lateness
+
+    def _open_window(
+        self,
+        state: KeyState,
+        key: Any,
+        window: Window,
+        elements: Any,
+        cutoff: int,
+        out: Output,
+    ) -> WindowState | None:
+        """The state of ``window`` about to receive elements (made if new), or None when its
+        elements are dropped (expired or closed window): ``elements``, a list or a callable
+        giving it, is then reported."""
+        wm, pt = state.watermark, state.processing_time
+        if window.end < cutoff:
+            reason = self._expired_text
+        else:
+            ws = state.windows.get(window)
+            if ws is None:
+                ws = state.windows[window] = WindowState(
+                    self.combine_fn.create(), self._trigger.new_state()
+                )
+                return ws
+            if not ws.closed:
+                return ws
+            reason = _CLOSED
+        self._drop(out, key, elements() if callable(elements) else elements, window, reason, wm, pt)
+        return None
+
+    def _hold_of(self, times: list[int]) -> int | None:
+        """The earliest/latest of a window's new element times not behind the watermark."""
+        if not times:
+            return None
+        return min(times) if self._timestamps is TimestampCombiner.EARLIEST else max(times)
+
+    def _added(
+        self,
+        state: KeyState,
+        key: Any,
+        window: Window,
+        ws: WindowState,
+        n: int,
+        hold: int | None,
+        ctx: TriggerContext,
+        out: Output,
+    ) -> None:
+        """``n`` elements were added to ``window``'s accumulator: hold the output timestamp,
+        run the trigger once, fire if it says so, and note the window's next wake-ups."""
+        ws.fresh += n
+        wm = state.watermark
+        if self._timestamps is TimestampCombiner.END_OF_WINDOW:
+            if window.end > wm:
+                ws.hold = window.end - 1
+        elif hold is not None:
+            # Beam's rule: elements behind the watermark hold nothing, and a pane with no hold
+            # is output at the end of its window.
+            if ws.hold is None:
+                ws.hold = hold
+            elif self._timestamps is TimestampCombiner.EARLIEST:
+                ws.hold = hold if hold < ws.hold else ws.hold
+            else:
+                ws.hold = hold if hold > ws.hold else ws.hold
+        trigger = self._trigger
+        ctx.window = window
+        trigger.on_elements(ws.trigger, ROOT, ctx, n)
+        if trigger.should_fire(ws.trigger, ROOT, ctx):
+            self._fire(key, window, ws, ctx, False, out)
+        self._window_dues(window, ws, ctx)
+        due = ws.event_due
+        if due is not None and (state.next_event_time is None or due < state.next_event_time):
+            state.next_event_time = due
+        due = ws.processing_due
+        if due is not None and (
+            state.next_processing_time is None or due < state.next_processing_time
+        ):
+            state.next_processing_time = due
 
     def _add_weighted(self, ws: WindowState, values: list[Any]) -> None:
         """Add the +1 values, then withdraw the -1 ones, and count the window's weight."""
@@ -247,20 +344,6 @@ class Engine:
         more, not even by merging."""
         end = window.end if self._horizon_is_end else self._window_fn.merge_horizon(window)
         return watermark > end + self._lateness or watermark >= END_OF_TIME
-
-    def _hold_timestamps(self, ws: WindowState, group: list[Element], wm: int) -> None:
-        """Hold the output timestamp at the earliest/latest element not behind the watermark
-        (Beam's rule: elements behind the watermark hold nothing, and a pane with no hold is
-        output at the end of its window)."""
-        times = [element[-1] for element in group if element[-1] >= wm]
-        if not times:
-            return
-        if self._timestamps is TimestampCombiner.EARLIEST:
-            t = min(times)
-            ws.hold = t if ws.hold is None or t < ws.hold else ws.hold
-        else:
-            t = max(times)
-            ws.hold = t if ws.hold is None or t > ws.hold else ws.hold
 
     # -- merging ---------------------------------------------------------------------------
 

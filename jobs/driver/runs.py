@@ -398,8 +398,12 @@ def _writers_poll(
 
 
 STATE_LAYOUT_FILE = "_state_layout.json"
-STATE_LAYOUT_FORMAT = 1
-"""The version of the lake's state layout (``format`` in its layout file)."""
+STATE_LAYOUT_FORMAT = 2
+"""The version of the lake's state layout (``format`` in its layout file): 2 stores a bucket's
+keys as a compressed Arrow table (:mod:`jobs.executor.bucket_state`), 1 as a pickled dict. A run
+reads both (a bucket is rewritten in the newer form when a visit changes it) and records 2, so
+that an older panestore refuses the lake instead of misreading it."""
+READABLE_STATE_LAYOUTS = (1, STATE_LAYOUT_FORMAT)
 
 
 def _shuffle_partitions(spark: SparkSession) -> int | None:
@@ -426,11 +430,11 @@ def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> tup
     path = pipeline.run_path / STATE_LAYOUT_FILE
     if path.exists():
         recorded = json.loads(path.read_text())
-        if recorded.get("format") != STATE_LAYOUT_FORMAT:
+        if recorded.get("format") not in READABLE_STATE_LAYOUTS:
             raise PipelineConfigError(
                 "lake",
                 f"{path} records state layout format {recorded.get('format')}, this version "
-                f"reads format {STATE_LAYOUT_FORMAT}: start a new lake directory.",
+                f"reads formats {READABLE_STATE_LAYOUTS}: start a new lake directory.",
             )
         if recorded["state_buckets"] != pipeline.state_buckets:
             raise PipelineConfigError(
@@ -439,6 +443,8 @@ def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> tup
                 f"{recorded['state_buckets']}; running with {pipeline.state_buckets} would lose "
                 f"the state of every key. Keep {recorded['state_buckets']}, or start a new lake.",
             )
+        if recorded["format"] != STATE_LAYOUT_FORMAT:  # this run may write the newer form
+            write_atomically(path, json.dumps({**recorded, "format": STATE_LAYOUT_FORMAT}))
         return tuple(recorded["bucket_ids"])
     if Path(pipeline.checkpoint_path).exists():
         raise PipelineConfigError(

@@ -29,7 +29,6 @@ from __future__ import annotations
 import cProfile
 import operator
 import os
-import pickle
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ try:  # pyspark is optional at import time (the pure test suite runs without it)
 except ImportError:  # pragma: no cover - exercised only without pyspark
     _Base = object  # type: ignore[assignment,misc]  # a stand-in so that the module imports
 
+from jobs.executor.bucket_state import BucketState
 from jobs.executor.operator_input import (
     BLOB,
     BUCKET,
@@ -186,9 +186,10 @@ class BucketProcessor(_Base):
     Every state or timer call is a round trip from the Python worker to the JVM, and PySpark's
     per-group overhead (a pandas frame in, a pandas frame out, converted to Arrow) is paid per
     group; grouping by a bucket of keys pays both per bucket instead of per key. The bucket's
-    state maps each engine key to ``(KeyState bytes, next event-time wake-up, next
-    processing-time wake-up)``; a visit loads only the keys it touches: keys with data, and keys
-    whose wake-up is due at the batch's clocks. Per key, a visit is ``advance(watermark, batch
+    state holds each engine key's state bytes and next wake-ups as one compressed Arrow table
+    (:mod:`jobs.executor.bucket_state`); a visit decodes only the keys it touches: keys with
+    data, and keys whose wake-up is due at the batch's clocks, and stores the bucket only when
+    it changed. Per key, a visit is ``advance(watermark, batch
     time)`` then ``add_elements`` of its rows (if any); a key that is not due would fire nothing
     on ``advance``.
 
@@ -216,6 +217,8 @@ class BucketProcessor(_Base):
         self.handle = handle
         self.state = state
         self._columns = output_arrow_schema(self.config.layout).names
+        schema = self.config.input_schema
+        self._key_fields = tuple(pa.field(k, schema.arrow_type(k)) for k in schema.keys)
         self.output = TaskOutput(self._columns, self.config.writing)
         self._profile = None
         if self.config.profile_dir:
@@ -259,28 +262,25 @@ class BucketProcessor(_Base):
         engine = self.engine
         wm, pt = self._clocks(tv)
         got = self.state.get()
-        if got is None:
-            keys, timer = {}, None
-        else:
-            keys, timer = pickle.loads(got[0]), got[1]
+        blob, timer = (None, None) if got is None else got
+        bucket = BucketState.load(blob, self._key_fields)
         if expired is not None and timer == expired:
             timer = None  # Spark deletes the expired timer itself
         outs = []
-        for ekey, (blob, ne, npt) in list(keys.items()):
-            if ekey in by_key:
-                continue
-            if (ne is not None and ne <= wm) or (npt is not None and npt <= pt):
-                state = engine.load_state(blob)
-                outs.append(engine.advance(state, ekey, wm, pt))
-                self._store(keys, ekey, state)
-        for ekey, elements in by_key.items():
+        due = [k for k in bucket.due(wm, pt) if k not in by_key]
+        for ekey, loaded in zip(due, bucket.states_of(due), strict=True):
+            state = engine.load_state(loaded)
+            outs.append(engine.advance(state, ekey, wm, pt))
+            self._store(bucket, ekey, state)
+        touched = list(by_key)
+        for ekey, loaded in zip(touched, bucket.states_of(touched), strict=True):
+            elements = by_key[ekey]
             canonical_order(elements)
-            entry = keys.get(ekey)
-            state = engine.new_state() if entry is None else engine.load_state(entry[0])
+            state = engine.new_state() if loaded is None else engine.load_state(loaded)
             outs.append(engine.advance(state, ekey, wm, pt))
             outs.append(engine.add_elements(state, ekey, elements))
-            self._store(keys, ekey, state)
-        self._save_bucket(keys, timer, tv)
+            self._store(bucket, ekey, state)
+        self._save_bucket(bucket, blob, timer, tv)
         yield from self._emit(outs)
 
     def _rejected(self, table: pa.Table | None, tv) -> Iterator:
@@ -291,22 +291,24 @@ class BucketProcessor(_Base):
         yield from self.output.emit(KIND_REJECTED, records, n)
 
     @staticmethod
-    def _store(keys: dict, ekey: Any, state) -> None:
+    def _store(bucket: BucketState, ekey: Any, state) -> None:
         if state.is_empty:
-            keys.pop(ekey, None)
+            bucket.remove(ekey)
         else:
-            keys[ekey] = (state.to_bytes(), state.next_event_time, state.next_processing_time)
+            bucket.put(ekey, state.to_bytes(), state.next_event_time, state.next_processing_time)
 
-    def _save_bucket(self, keys: dict, timer: int | None, tv) -> None:
-        if not keys:
-            self.state.clear()
+    def _save_bucket(self, bucket: BucketState, loaded: bytes | None, timer: int | None, tv):
+        """Store the bucket (unless the visit changed nothing) and keep its one timer."""
+        saved = bucket.save()
+        if saved.blob is None:
+            if loaded is not None:
+                self.state.clear()
             if timer is not None:
                 self.handle.deleteTimer(timer)
             return
-        ne = min((e[1] for e in keys.values() if e[1] is not None), default=None)
-        polls = any(e[2] is not None for e in keys.values())
-        want = self._retime(timer, ne, polls, tv)
-        self.state.update((pickle.dumps(keys, protocol=pickle.HIGHEST_PROTOCOL), want))
+        want = self._retime(timer, saved.next_event_time, saved.polls, tv)
+        if saved.blob is not loaded or want != timer:
+            self.state.update((saved.blob, want))
 
     def _clocks(self, tv) -> tuple[int, int]:
         return (

@@ -57,6 +57,17 @@ def test_a_lake_of_another_layout_format_is_refused(tmp_path):
         check_state_layout(other, partitions=2)
 
 
+def test_a_lake_of_the_pickled_bucket_layout_is_read_and_recorded_as_the_newer_one(tmp_path):
+    import json
+
+    pipeline = load_pipeline(DEMO, overrides={"lake": str(tmp_path / "lake")})
+    ids = check_state_layout(pipeline, partitions=2)
+    path = tmp_path / "lake" / "_state_layout.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "format": 1}))
+    assert check_state_layout(pipeline, partitions=2) == ids
+    assert json.loads(path.read_text())["format"] == 2  # an older panestore now refuses it
+
+
 def test_progress_lines_count_input_records_and_say_what_control_rows_were():
     """A drain batch read one control row (the sentinel) and no record: its line says 0 rows, and
     the run's summary does not count the control row as input."""
