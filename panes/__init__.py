@@ -8,7 +8,7 @@ DuckDB.
 """
 
 from panes import combiners
-from panes.engine import Engine, Output
+from panes.engine import Combined, Engine, Output
 from panes.pane import Dropped, DropReason, Pane, PaneInfo, Timing
 from panes.simulator import Simulator
 from panes.state import KeyState
@@ -65,6 +65,7 @@ __all__ = [
     "DefaultTrigger",
     "DropReason",
     "Dropped",
+    "Combined",
     "Engine",
     "FixedWindows",
     "GlobalWindows",

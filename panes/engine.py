@@ -78,14 +78,14 @@ class Output:
 class Combined(NamedTuple):
     """One window's share of a bundle, combined before it reaches the engine
     (:meth:`Engine.add_combined`): the accumulator of its elements' values
-    (``combine_fn.add_all(create(), values)``), how many there were, the earliest (or, with the
-    ``LATEST`` timestamp combiner, latest) of their timestamps not behind the watermark (None:
-    none, or the ``END_OF_WINDOW`` combiner), and a callable giving the elements themselves,
-    called only when the window drops them."""
+    (``combine_fn.add_all(create(), values)``), how many there were (``n``), the earliest
+    (or, with the ``LATEST`` timestamp combiner, latest) of their timestamps not behind the
+    watermark (None: none, or the ``END_OF_WINDOW`` combiner), and a callable giving the
+    elements themselves, called only when the window drops them."""
 
     window: Window
     acc: Any
-    count: int
+    n: int
     hold: int | None
     elements: Callable[[], list[Element]]
 
@@ -225,7 +225,7 @@ class Engine:
         >>> from panes import FixedWindows, AfterWatermark, AfterCount, Windowing, combiners
         >>> engine = Engine(Windowing(FixedWindows(10), trigger=AfterCount(2)), combiners.sum())
         >>> state = engine.new_state()
-        >>> part = Combined(Window(0, 10), acc=5, count=2, hold=None, elements=lambda: [])
+        >>> part = Combined(Window(0, 10), acc=5, n=2, hold=None, elements=lambda: [])
         >>> [(p.window, p.value) for p in engine.add_combined(state, "k", [part]).panes]
         [([0, 10), 5)]
         """
@@ -241,7 +241,7 @@ class Engine:
                 continue
             ws.acc = merge([ws.acc, part.acc])
             hold = None if self._timestamps is TimestampCombiner.END_OF_WINDOW else part.hold
-            self._added(state, key, part.window, ws, part.count, hold, ctx, out)
+            self._added(state, key, part.window, ws, part.n, hold, ctx, out)
         return self._done(state, out)
 
     def _cutoff(self, wm: int) -> int:

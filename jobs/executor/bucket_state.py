@@ -41,13 +41,13 @@ _PICKLE = 0x80  # the first byte of a pickle (protocol 2 and later): a bucket of
 class BucketState:
     """The keys of one bucket, as loaded from its ValueState, and the changes of one visit.
 
-    >>> import numpy as np
-import pyarrow as pa
-    >>> bucket = BucketState.load(None, (pa.field("key", pa.string()),))
-    >>> bucket.put("a", b"state-a", 10, None); bucket.put("b", b"state-b", 30, None)
-    >>> saved = BucketState.load(bucket.save().blob, (pa.field("key", pa.string()),))
-    >>> saved.due(watermark=20, processing_time=0), saved.state_of("b"), saved.state_of("c")
-    (['a'], b'state-b', None)
+        >>> import numpy as np
+    import pyarrow as pa
+        >>> bucket = BucketState.load(None, (pa.field("key", pa.string()),))
+        >>> bucket.put("a", b"state-a", 10, None); bucket.put("b", b"state-b", 30, None)
+        >>> saved = BucketState.load(bucket.save().blob, (pa.field("key", pa.string()),))
+        >>> saved.due(watermark=20, processing_time=0), saved.state_of("b"), saved.state_of("c")
+        (['a'], b'state-b', None)
     """
 
     def __init__(self, key_fields: Sequence[pa.Field], table: pa.Table, blob: bytes | None):

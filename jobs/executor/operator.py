@@ -27,7 +27,6 @@ watermark moves, and are otherwise honoured the next time the key gets data.
 from __future__ import annotations
 
 import cProfile
-import operator
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -42,12 +41,14 @@ except ImportError:  # pragma: no cover - exercised only without pyspark
     _Base = object  # type: ignore[assignment,misc]  # a stand-in so that the module imports
 
 from jobs.executor.bucket_state import BucketState
+from jobs.executor.lifting import Lifting
 from jobs.executor.operator_input import (
     BLOB,
     BUCKET,
     REJECTED_BUCKET,
     ROW,
     InputSchema,
+    canonical_order,
     elements_by_key,
     input_table,
     rejected_records,
@@ -121,6 +122,9 @@ class OperatorConfig:
     Spark watermark of a drain. ``writing``: how a task that emits many rows writes them itself
     (:mod:`jobs.executor.task_files`; None: every row leaves the task as a row). ``profile_dir``: a
     developer aid, each task's processor is profiled (cProfile) into a file there.
+    ``lift_combiners``: combine a bucket's elements per key and window in Arrow where the
+    pipeline allows it (:mod:`jobs.executor.lifting`; False: always element by element, what
+    the tests compare it with).
     """
 
     engine_factory: Callable[[], Any]
@@ -132,6 +136,7 @@ class OperatorConfig:
     profile_dir: str | None = None
     weighted: bool = False
     writing: TaskWriting | None = None
+    lift_combiners: bool = True
 
     @property
     def input_schema(self) -> InputSchema:
@@ -159,27 +164,6 @@ class OperatorConfig:
         return max(1, min(ms, self.end_of_time_ms))
 
 
-_timestamp = operator.itemgetter(1)  # of a (value, timestamp) element
-
-
-def canonical_order(elements: list[tuple[Any, int]]) -> None:
-    """Sort one key's ``(value, timestamp)`` elements in place by timestamp, and only runs of
-    equal timestamps also by value (its ``repr``), so a replayed batch feeds the engine the
-    same sequence whatever order Spark delivered the rows in."""
-    elements.sort(key=_timestamp)
-    if len(set(map(_timestamp, elements))) == len(elements):
-        return  # no equal timestamps
-    i, n = 0, len(elements)
-    while i < n:
-        j = i + 1
-        ts = elements[i][1]
-        while j < n and elements[j][1] == ts:
-            j += 1
-        if j - i > 1:
-            elements[i:j] = sorted(elements[i:j], key=lambda e: repr(e[0]))
-        i = j
-
-
 class BucketProcessor(_Base):
     """``StatefulProcessor`` hosting the engine for every key of a key bucket.
 
@@ -204,6 +188,7 @@ class BucketProcessor(_Base):
     def __init__(self, config: OperatorConfig) -> None:
         self.config = config
         self._engine = None
+        self._lifting: Lifting | None = None
 
     # -- Spark callbacks ------------------------------------------------------------------------
 
@@ -231,6 +216,10 @@ class BucketProcessor(_Base):
     def engine(self):
         if self._engine is None:
             self._engine = self.config.engine_factory()
+            lifting = None
+            if self.config.lift_combiners:
+                lifting = Lifting.of(self._engine, self.config.input_schema)
+            self._lifting = lifting
         return self._engine
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator:
@@ -243,11 +232,20 @@ class BucketProcessor(_Base):
         if key[0] == REJECTED_BUCKET:
             yield from self._rejected(table, timerValues)
             return
-        by_key = elements_by_key(table, self.config.input_schema)
-        yield from self._visit(by_key, timerValues, None)
+        schema, engine = self.config.input_schema, self.engine
+        by_key: dict[Any, Any] | None = None
+        if self._lifting is not None and table is not None:
+            watermark = self._clocks(timerValues)[0]
+            by_key = self._lifting.combined_by_key(table, watermark, schema)
+        if by_key is None:
+            by_key = elements_by_key(table, schema)
+            yield from self._visit(by_key, timerValues, None, engine.add_elements)
+        else:
+            yield from self._visit(by_key, timerValues, None, engine.add_combined)
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator:
-        yield from self._visit({}, timerValues, expiredTimerInfo.getExpiryTimeInMs())
+        expired = expiredTimerInfo.getExpiryTimeInMs()
+        yield from self._visit({}, timerValues, expired, self.engine.add_elements)
 
     def close(self) -> None:
         """The end of the task: the files still collecting rows are written."""
@@ -258,7 +256,10 @@ class BucketProcessor(_Base):
 
     # -- a visit --------------------------------------------------------------------------------
 
-    def _visit(self, by_key: dict, tv, expired: int | None) -> Iterator:
+    def _visit(self, by_key: dict, tv, expired: int | None, add: Callable) -> Iterator:
+        """Visit the bucket: advance its due keys and the keys of ``by_key``, then ``add``
+        (:meth:`panes.engine.Engine.add_elements` or, given parts, ``add_combined``) each key's
+        bundle."""
         engine = self.engine
         wm, pt = self._clocks(tv)
         got = self.state.get()
@@ -273,12 +274,14 @@ class BucketProcessor(_Base):
             outs.append(engine.advance(state, ekey, wm, pt))
             self._store(bucket, ekey, state)
         touched = list(by_key)
+        ordered = add == engine.add_elements  # parts come ordered; elements are ordered here
         for ekey, loaded in zip(touched, bucket.states_of(touched), strict=True):
-            elements = by_key[ekey]
-            canonical_order(elements)
+            bundle = by_key[ekey]
+            if ordered:
+                canonical_order(bundle)
             state = engine.new_state() if loaded is None else engine.load_state(loaded)
             outs.append(engine.advance(state, ekey, wm, pt))
-            outs.append(engine.add_elements(state, ekey, elements))
+            outs.append(add(state, ekey, bundle))
             self._store(bucket, ekey, state)
         self._save_bucket(bucket, blob, timer, tv)
         yield from self._emit(outs)

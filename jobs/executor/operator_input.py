@@ -39,6 +39,7 @@ evenly over its shuffle partitions (:func:`balanced_bucket_ids`).
 
 from __future__ import annotations
 
+import operator
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -246,6 +247,27 @@ def elements_by_key(table: pa.Table | None, schema: InputSchema) -> dict[Any, li
         else:
             got.append(e)
     return by_key
+
+
+_timestamp = operator.itemgetter(1)  # of a (value, timestamp) element
+
+
+def canonical_order(elements: list[tuple[Any, int]]) -> None:
+    """Sort one key's ``(value, timestamp)`` elements in place by timestamp, and only runs of
+    equal timestamps also by value (its ``repr``), so a replayed batch feeds the engine the
+    same sequence whatever order Spark delivered the rows in."""
+    elements.sort(key=_timestamp)
+    if len(set(map(_timestamp, elements))) == len(elements):
+        return  # no equal timestamps
+    i, n = 0, len(elements)
+    while i < n:
+        j = i + 1
+        ts = elements[i][1]
+        while j < n and elements[j][1] == ts:
+            j += 1
+        if j - i > 1:
+            elements[i:j] = sorted(elements[i:j], key=lambda e: repr(e[0]))
+        i = j
 
 
 def rejected_records(table: pa.Table | None) -> dict[str, list]:

@@ -95,7 +95,10 @@ def test_buckets_of_the_older_pickled_form_are_read_and_rewritten():
 
 
 def test_the_stored_form_is_much_smaller_than_the_pickled_one():
-    states = {f"key-{i:07d}": (pickle.dumps((2, i % 7, [(0, 60, False, (i,))])), 60, None) for i in range(5_000)}
+    states = {
+        f"key-{i:07d}": (pickle.dumps((2, i % 7, [(0, 60, False, (i,))])), 60, None)
+        for i in range(5_000)
+    }
     bucket = BucketState.load(None, ONE)
     for k, v in states.items():
         bucket.put(k, *v)

@@ -1,0 +1,251 @@
+"""Combiner lifting: a bucket's elements combined per key and window in Arrow, not one by one.
+
+The engine evaluates a window's trigger once per bundle (:meth:`panes.engine.Engine.add_elements`),
+so what a window needs from a bundle is the combination of its values, how many there were and
+their earliest (or latest) timestamp not behind the watermark. For a window function that gives
+each element one window without merging (:class:`~panes.windowfns.FixedWindows`) and built-in
+aggregates whose parts combine exactly, :class:`Lifting` computes those per (key, window) with
+Arrow's C++ ``group_by`` over the bucket's input table and hands them to
+:meth:`~panes.engine.Engine.add_combined`: no Python object per element.
+
+What is lifted, and how a part becomes the aggregate's accumulator:
+
+===========================  ===================================================  =============
+aggregate                    Arrow aggregation (per key and window)               value types
+===========================  ===================================================  =============
+``count()``                  rows                                                 any
+``count(v)``                 ``count`` of non-null ``v``                          any
+``sum(v)``                   ``sum`` (0 for none)                                 integers
+``mean(v)``                  (``sum``, ``count``): the accumulator's pair        integers
+``min(v)``, ``max(v)``       ``min``/``max`` (null for none)                      integers, text
+===========================  ===================================================  =============
+
+Integers only for sums: a float sum's rounding depends on the order of additions, and the pane
+log must be the same bit for bit whichever path computed it. A bucket whose integer sums could
+overflow 64 bits in Arrow (largest magnitude times rows reaches 2^63) is not lifted. Anything
+else (sessions, sliding windows, weighted input, ``to_list``, a user's ``CombineFn``, float sums)
+takes the per-element path (:func:`jobs.executor.operator_input.elements_by_key`), decided once
+per pipeline by :meth:`Lifting.of`. The elements of a window that drops them (expired, or its
+trigger finished) are decoded from the same table only then, so each reaches ``late`` as its own
+row, in the order the per-element path reports them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from jobs.executor.operator_input import TS_US, InputSchema, canonical_order, elements_by_key
+from panes.combiners import Aggregates, CombineFn, Count, Max, Mean, Min, Sum
+from panes.engine import Combined
+from panes.window import Window
+from panes.windowfns import FixedWindows
+from panes.windowing import TimestampCombiner
+
+START = "pst_window_start"
+_HOLD = "pst_hold"
+_ROWS = "pst_rows"
+_EXACT_SUMS = (pa.types.is_integer,)
+_EXACT_EXTREMA = (pa.types.is_integer, pa.types.is_string, pa.types.is_large_string)
+_INT64_LIMIT = 2**63
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One aggregate's share of a part: ``kind`` (count_rows, count, sum, mean, min, max) over
+    ``column`` (None: rows)."""
+
+    kind: str
+    column: str | None
+
+
+@dataclass(frozen=True)
+class Lifting:
+    """How to lift one pipeline's combiner (built by :meth:`of`; picklable, shipped with the
+    operator's configuration)."""
+
+    size: int
+    offset: int
+    parts: tuple[_Part, ...]
+    single: bool  # the combiner is one aggregate (its accumulator is not a tuple)
+    timestamps: TimestampCombiner
+    keys: tuple[str, ...]
+
+    @classmethod
+    def of(cls, engine: Any, schema: InputSchema) -> Lifting | None:
+        """The lifting of ``engine`` (a :class:`panes.engine.Engine`) over input of ``schema``,
+        or None when the per-element path must run (see the module doc)."""
+        window_fn = engine.windowing.window_fn
+        if engine.weighted or type(window_fn) is not FixedWindows:
+            return None
+        fn = engine.combine_fn
+        fns = list(fn.fns.values()) if isinstance(fn, Aggregates) else [fn]
+        parts = [_part_of(f, schema) for f in fns]
+        if any(p is None for p in parts):
+            return None
+        return cls(
+            size=window_fn.size,
+            offset=window_fn.offset,
+            parts=tuple(p for p in parts if p is not None),
+            single=not isinstance(fn, Aggregates),
+            timestamps=engine.windowing.timestamp_combiner,
+            keys=tuple(schema.keys),
+        )
+
+    def combined_by_key(
+        self, table: pa.Table, watermark: int, schema: InputSchema
+    ) -> dict[Any, list[Combined]] | None:
+        """The bucket's elements (``table``: :func:`jobs.executor.operator_input.input_table`)
+        as each key's parts in the order of their windows, or None when this table cannot be
+        lifted (integer sums that could overflow)."""
+        if table.num_rows == 0:
+            return {}
+        if not self._sums_fit(table):
+            return None
+        ts = table.column(TS_US).to_numpy()
+        starts = ts - (ts - self.offset) % self.size
+        grouped = table.select([*self.keys, *self._value_columns()]).append_column(
+            START, pa.array(starts, pa.int64())
+        )
+        aggregations: list[tuple[str | list[str], str, pc.FunctionOptions | None]] = [
+            ([], "count_all", None)
+        ]
+        if self.timestamps is not TimestampCombiner.END_OF_WINDOW:
+            times = table.column(TS_US)
+            held = pc.if_else(pc.greater_equal(times, watermark), times, None)
+            grouped = grouped.append_column(_HOLD, held)
+            how = "min" if self.timestamps is TimestampCombiner.EARLIEST else "max"
+            aggregations.append((_HOLD, how, None))
+        for part in self.parts:  # each aggregation once (a mean shares a sum's and a count's)
+            aggregations += [a for a in _aggregations(part) if a[:2] not in _asked(aggregations)]
+        result = grouped.group_by([*self.keys, START], use_threads=False).aggregate(aggregations)
+        result = result.sort_by([(k, "ascending") for k in (*self.keys, START)])
+        return self._parts(result, table, schema)
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _value_columns(self) -> list[str]:
+        return sorted({p.column for p in self.parts if p.column is not None})
+
+    def _sums_fit(self, table: pa.Table) -> bool:
+        for column in {p.column for p in self.parts if p.kind in ("sum", "mean")}:
+            values = table.column(column)
+            bounds = pc.min_max(values)
+            low, high = bounds["min"].as_py(), bounds["max"].as_py()
+            if low is not None and max(abs(low), abs(high)) * table.num_rows >= _INT64_LIMIT:
+                return False
+        return True
+
+    def _parts(
+        self, result: pa.Table, table: pa.Table, schema: InputSchema
+    ) -> dict[Any, list[Combined]]:
+        names = result.schema.names
+        column = {n: result.column(n).to_pylist() for n in names}
+        keys = _keys(column, self.keys)
+        starts, rows = column[START], column["count_all"]
+        earliest = self.timestamps is TimestampCombiner.EARLIEST
+        holds = column.get(f"{_HOLD}_{'min' if earliest else 'max'}")
+        accs = self._accumulators(column, len(starts))
+        elements = _Elements(table, schema, self.size, self.offset)
+        out: dict[Any, list[Combined]] = {}
+        size = self.size
+        for i, key in enumerate(keys):
+            start = starts[i]
+            part = Combined(
+                Window(start, start + size),
+                accs[i],
+                rows[i],
+                None if holds is None else holds[i],
+                elements.of(key, start),
+            )
+            got = out.get(key)
+            if got is None:
+                out[key] = [part]
+            else:
+                got.append(part)
+        return out
+
+    def _accumulators(self, column: dict[str, list], n: int) -> list[Any]:
+        per_part = []
+        for part in self.parts:
+            if part.kind == "count_rows":
+                per_part.append(column["count_all"])
+            elif part.kind == "mean":
+                sums, counts = column[f"{part.column}_sum"], column[f"{part.column}_count"]
+                per_part.append(list(zip(sums, counts, strict=True)))
+            else:
+                per_part.append(column[f"{part.column}_{part.kind}"])
+        if self.single:
+            return per_part[0]
+        return list(zip(*per_part, strict=True)) if per_part else [()] * n
+
+
+def _part_of(fn: CombineFn, schema: InputSchema) -> _Part | None:
+    field = getattr(fn, "field", None)
+    if type(fn) is Count:
+        return _Part("count_rows", None) if field is None else _Part("count", field)
+    if field is None or field not in schema.values:
+        return None
+    arrow_type = schema.arrow_type(field)
+    if type(fn) in (Sum, Mean):
+        exact = any(check(arrow_type) for check in _EXACT_SUMS)
+        return _Part("sum" if type(fn) is Sum else "mean", field) if exact else None
+    if type(fn) in (Min, Max):
+        exact = any(check(arrow_type) for check in _EXACT_EXTREMA)
+        return _Part("min" if type(fn) is Min else "max", field) if exact else None
+    return None
+
+
+_ALL = pc.ScalarAggregateOptions(skip_nulls=True, min_count=0)
+_VALID = pc.CountOptions(mode="only_valid")
+
+
+def _aggregations(part: _Part) -> list[tuple[str, str, pc.FunctionOptions | None]]:
+    if part.kind == "count_rows":
+        return []  # the parts' row count
+    column = part.column or ""
+    if part.kind == "count":
+        return [(column, "count", _VALID)]
+    if part.kind == "sum":
+        return [(column, "sum", _ALL)]
+    if part.kind == "mean":
+        return [(column, "sum", _ALL), (column, "count", _VALID)]
+    return [(column, part.kind, None)]
+
+
+def _asked(aggregations: list) -> set[tuple]:
+    return {(a[0] if isinstance(a[0], str) else "", a[1]) for a in aggregations}
+
+
+def _keys(column: dict[str, list], keys: tuple[str, ...]) -> list[Any]:
+    if len(keys) == 1:
+        return column[keys[0]]
+    return list(zip(*[column[k] for k in keys], strict=True))
+
+
+class _Elements:
+    """A bucket's elements per key and window, decoded (by the per-element path) only when a
+    window drops its elements."""
+
+    def __init__(self, table: pa.Table, schema: InputSchema, size: int, offset: int) -> None:
+        self._table, self._schema = table, schema
+        self._size, self._offset = size, offset
+        self._by_key: dict[Any, list] | None = None
+
+    def of(self, key: Any, start: int) -> Callable[[], list]:
+        return lambda: self._window(key, start)
+
+    def _window(self, key: Any, start: int) -> list:
+        if self._by_key is None:
+            self._by_key = elements_by_key(self._table, self._schema)
+            for elements in self._by_key.values():
+                canonical_order(elements)
+        size, offset = self._size, self._offset
+        return [e for e in self._by_key[key] if e[1] - (e[1] - offset) % size == start]
+
+
+__all__ = ["Lifting"]
