@@ -162,11 +162,7 @@ class Lifting:
                 None if holds is None else holds[i],
                 elements.of(key, start),
             )
-            got = out.get(key)
-            if got is None:
-                out[key] = [part]
-            else:
-                got.append(part)
+            out.setdefault(key, []).append(part)
         return out
 
     def _accumulators(self, column: dict[str, list], n: int) -> list[Any]:
