@@ -199,7 +199,9 @@ class Engine:
         ctx = TriggerContext(_UNPOINTED, wm, pt)  # one context, re-pointed at each window
         # Not merging: an element's window is the window it is added to; it is droppable when
         # wm > end + allowed lateness, i.e. end < cutoff (see _expired).
-        cutoff = BEGINNING_OF_TIME if merging else self._cutoff(wm)  # merging: judged above
+        cutoff = (
+            BEGINNING_OF_TIME if merging else self.droppable_before(wm)
+        )  # merging: judged above
         for window, group in groups.items():
             ws = self._open_window(state, key, window, group, cutoff, out)
             if ws is None:
@@ -234,7 +236,7 @@ class Engine:
         out = Output()
         wm, pt = state.watermark, state.processing_time
         ctx = TriggerContext(_UNPOINTED, wm, pt)
-        cutoff, merge = self._cutoff(wm), self.combine_fn.merge
+        cutoff, merge = self.droppable_before(wm), self.combine_fn.merge
         for part in parts:
             ws = self._open_window(state, key, part.window, part.elements, cutoff, out)
             if ws is None:
@@ -244,9 +246,10 @@ class Engine:
             self._added(state, key, part.window, ws, part.n, hold, ctx, out)
         return self._done(state, out)
 
-    def _cutoff(self, wm: int) -> int:
-        """Elements of (non-merging) windows ending before this are droppable."""
-        return END_OF_TIME + 1 if wm >= END_OF_TIME else wm - self._lateness
+    def droppable_before(self, watermark: int) -> int:
+        """At ``watermark``, the elements of a non-merging window that ends before this are
+        dropped as expired (the watermark passed the end plus the allowed lateness)."""
+        return END_OF_TIME + 1 if watermark >= END_OF_TIME else watermark - self._lateness
 
     def _open_window(
         self,

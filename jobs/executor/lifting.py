@@ -25,30 +25,31 @@ log must be the same bit for bit whichever path computed it. A bucket whose inte
 overflow 64 bits in Arrow (largest magnitude times rows reaches 2^63) is not lifted. Anything
 else (sessions, sliding windows, weighted input, ``to_list``, a user's ``CombineFn``, float sums)
 takes the per-element path (:func:`jobs.executor.operator_input.elements_by_key`), decided once
-per pipeline by :meth:`Lifting.of`. The elements of a window that drops them (expired, or its
-trigger finished) are decoded from the same table only then, so each reaches ``late`` as its own
-row, in the order the per-element path reports them.
+per pipeline by :meth:`Lifting.of`. Rows of windows the watermark has expired are not combined:
+they are decoded and added element by element (:func:`add_bundle`), so each reaches ``late`` as
+its own row and a late-heavy batch costs what the per-element path costs; the elements of a live
+window whose trigger had finished are decoded from the same table only when it drops them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.executor.operator_input import TS_US, InputSchema, canonical_order, elements_by_key
 from panes.combiners import Aggregates, CombineFn, Count, Max, Mean, Min, Sum
-from panes.engine import Combined
+from panes.engine import Combined, Engine, Output
+from panes.state import KeyState
 from panes.window import Window
 from panes.windowfns import FixedWindows
 from panes.windowing import TimestampCombiner
 
 START = "pst_window_start"
 _HOLD = "pst_hold"
-_ROWS = "pst_rows"
 _EXACT_SUMS = (pa.types.is_integer,)
 _EXACT_EXTREMA = (pa.types.is_integer, pa.types.is_string, pa.types.is_large_string)
 _INT64_LIMIT = 2**63
@@ -59,7 +60,7 @@ class _Part:
     """One aggregate's share of a part: ``kind`` (count_rows, count, sum, mean, min, max) over
     ``column`` (None: rows)."""
 
-    kind: str
+    kind: Literal["count_rows", "count", "sum", "mean", "min", "max"]
     column: str | None
 
 
@@ -73,11 +74,15 @@ class Lifting:
     parts: tuple[_Part, ...]
     single: bool  # the combiner is one aggregate (its accumulator is not a tuple)
     timestamps: TimestampCombiner
-    keys: tuple[str, ...]
+    schema: InputSchema
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return self.schema.keys
 
     @classmethod
-    def of(cls, engine: Any, schema: InputSchema) -> Lifting | None:
-        """The lifting of ``engine`` (a :class:`panes.engine.Engine`) over input of ``schema``,
+    def of(cls, engine: Engine, schema: InputSchema) -> Lifting | None:
+        """The lifting of ``engine`` over input of ``schema``,
         or None when the per-element path must run (see the module doc)."""
         window_fn = engine.windowing.window_fn
         if engine.weighted or type(window_fn) is not FixedWindows:
@@ -93,21 +98,40 @@ class Lifting:
             parts=tuple(p for p in parts if p is not None),
             single=not isinstance(fn, Aggregates),
             timestamps=engine.windowing.timestamp_combiner,
-            keys=tuple(schema.keys),
+            schema=schema,
         )
 
     def combined_by_key(
-        self, table: pa.Table, watermark: int, schema: InputSchema
-    ) -> dict[Any, list[Combined]] | None:
+        self, table: pa.Table, watermark: int, cutoff: int
+    ) -> dict[Any, Bundle] | None:
         """The bucket's elements (``table``: :func:`jobs.executor.operator_input.input_table`)
-        as each key's parts in the order of their windows, or None when this table cannot be
-        lifted (integer sums that could overflow)."""
+        as each key's :class:`Bundle`, keys in the per-element path's order, or None when this
+        table cannot be lifted (integer sums that could overflow). ``cutoff``: windows ending
+        before it drop their elements (:meth:`panes.engine.Engine.droppable_before` the
+        watermark); their rows are not combined but decoded, to be reported one by one."""
         if table.num_rows == 0:
             return {}
         if not self._sums_fit(table):
             return None
         ts = table.column(TS_US).to_numpy()
         starts = ts - (ts - self.offset) % self.size
+        expired = starts + self.size < cutoff
+        late: dict[Any, list] = {}
+        if expired.any():
+            late = elements_by_key(table.filter(pa.array(expired)), self.schema)
+            for elements in late.values():
+                canonical_order(elements)
+            live = ~expired
+            table, starts = table.filter(pa.array(live)), starts[live]
+        bundles = self._bundles(table, starts, watermark) if table.num_rows else {}
+        if not late:
+            return bundles
+        for key, elements in late.items():
+            bundles.setdefault(key, Bundle([], [])).expired = elements
+        return self._in_key_order(bundles)
+
+    def _bundles(self, table: pa.Table, starts: Any, watermark: int) -> dict[Any, Bundle]:
+        """Each key's parts of ``table`` (rows of windows that are not expired)."""
         grouped = table.select([*self.keys, *self._value_columns()]).append_column(
             START, pa.array(starts, pa.int64())
         )
@@ -124,7 +148,19 @@ class Lifting:
             aggregations += [a for a in _aggregations(part) if a[:2] not in _asked(aggregations)]
         result = grouped.group_by([*self.keys, START], use_threads=False).aggregate(aggregations)
         result = result.sort_by([(k, "ascending") for k in (*self.keys, START)])
-        return self._parts(result, table, schema)
+        return self._parts(result, _Elements(table, starts, self))
+
+    def _in_key_order(self, bundles: dict[Any, Bundle]) -> dict[Any, Bundle]:
+        """``bundles`` in Arrow's order of their keys (the per-element path's)."""
+        keys = list(bundles)
+        columns = [keys] if len(self.keys) == 1 else [list(c) for c in zip(*keys, strict=True)]
+        fields = [pa.field(k, self.schema.arrow_type(k)) for k in self.keys]
+        table = pa.Table.from_arrays(
+            [pa.array(c, f.type) for c, f in zip(columns, fields, strict=True)],
+            schema=pa.schema(fields),
+        )
+        order = pc.sort_indices(table, sort_keys=[(k, "ascending") for k in self.keys])
+        return {keys[i]: bundles[keys[i]] for i in order.to_pylist()}
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -140,9 +176,7 @@ class Lifting:
                 return False
         return True
 
-    def _parts(
-        self, result: pa.Table, table: pa.Table, schema: InputSchema
-    ) -> dict[Any, list[Combined]]:
+    def _parts(self, result: pa.Table, elements: _Elements) -> dict[Any, Bundle]:
         names = result.schema.names
         column = {n: result.column(n).to_pylist() for n in names}
         keys = _keys(column, self.keys)
@@ -150,8 +184,7 @@ class Lifting:
         earliest = self.timestamps is TimestampCombiner.EARLIEST
         holds = column.get(f"{_HOLD}_{'min' if earliest else 'max'}")
         accs = self._accumulators(column, len(starts))
-        elements = _Elements(table, schema, self.size, self.offset)
-        out: dict[Any, list[Combined]] = {}
+        out: dict[Any, Bundle] = {}
         size = self.size
         for i, key in enumerate(keys):
             start = starts[i]
@@ -162,7 +195,11 @@ class Lifting:
                 None if holds is None else holds[i],
                 elements.of(key, start),
             )
-            out.setdefault(key, []).append(part)
+            bundle = out.get(key)
+            if bundle is None:
+                out[key] = Bundle([], [part])
+            else:
+                bundle.parts.append(part)
         return out
 
     def _accumulators(self, column: dict[str, list], n: int) -> list[Any]:
@@ -224,24 +261,51 @@ def _keys(column: dict[str, list], keys: tuple[str, ...]) -> list[Any]:
 
 
 class _Elements:
-    """A bucket's elements per key and window, decoded (by the per-element path) only when a
-    window drops its elements."""
+    """The elements of a bucket's live windows, decoded (by the per-element path) only if one of
+    them drops its elements: its trigger had finished (rare)."""
 
-    def __init__(self, table: pa.Table, schema: InputSchema, size: int, offset: int) -> None:
-        self._table, self._schema = table, schema
-        self._size, self._offset = size, offset
-        self._by_key: dict[Any, list] | None = None
+    def __init__(self, table: pa.Table, starts: Any, lifting: Lifting) -> None:
+        self._table, self._starts, self._lifting = table, starts, lifting
+        self._decoded: dict[Any, dict[int, list]] | None = None
 
     def of(self, key: Any, start: int) -> Callable[[], list]:
         return lambda: self._window(key, start)
 
     def _window(self, key: Any, start: int) -> list:
-        if self._by_key is None:
-            self._by_key = elements_by_key(self._table, self._schema)
-            for elements in self._by_key.values():
+        if self._decoded is None:
+            lifting = self._lifting
+            size, offset = lifting.size, lifting.offset
+            self._decoded = {}
+            for k, elements in elements_by_key(self._table, lifting.schema).items():
                 canonical_order(elements)
-        size, offset = self._size, self._offset
-        return [e for e in self._by_key[key] if e[1] - (e[1] - offset) % size == start]
+                windows: dict[int, list] = {}
+                for e in elements:
+                    windows.setdefault(e[1] - (e[1] - offset) % size, []).append(e)
+                self._decoded[k] = windows
+        return self._decoded[key][start]
 
 
-__all__ = ["Lifting"]
+class Bundle:
+    """One key's share of a lifted batch: the elements of its expired windows (in canonical
+    order: reported one by one), and the parts of its other windows."""
+
+    __slots__ = ("expired", "parts")
+
+    def __init__(self, expired: list, parts: list[Combined]) -> None:
+        self.expired = expired
+        self.parts = parts
+
+
+def add_bundle(engine: Engine, state: KeyState, key: Any, bundle: Bundle) -> Output:
+    """Add a key's :class:`Bundle` to its state: what ``engine.add_elements`` of the elements it
+    was made from does. Expired windows end before every live one, so they come first."""
+    if not bundle.expired:
+        return engine.add_combined(state, key, bundle.parts)
+    dropped = engine.add_elements(state, key, bundle.expired)
+    out = engine.add_combined(state, key, bundle.parts)
+    out.panes[:0] = dropped.panes
+    out.dropped[:0] = dropped.dropped
+    return out
+
+
+__all__ = ["Bundle", "Lifting", "add_bundle"]

@@ -31,6 +31,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -41,7 +42,7 @@ except ImportError:  # pragma: no cover - exercised only without pyspark
     _Base = object  # type: ignore[assignment,misc]  # a stand-in so that the module imports
 
 from jobs.executor.bucket_state import BucketState
-from jobs.executor.lifting import Lifting
+from jobs.executor.lifting import Lifting, add_bundle
 from jobs.executor.operator_input import (
     BLOB,
     BUCKET,
@@ -236,12 +237,13 @@ class BucketProcessor(_Base):
         by_key: dict[Any, Any] | None = None
         if self._lifting is not None and table is not None:
             watermark = self._clocks(timerValues)[0]
-            by_key = self._lifting.combined_by_key(table, watermark, schema)
+            cutoff = engine.droppable_before(watermark)
+            by_key = self._lifting.combined_by_key(table, watermark, cutoff)
         if by_key is None:
             by_key = elements_by_key(table, schema)
             yield from self._visit(by_key, timerValues, None, engine.add_elements)
         else:
-            yield from self._visit(by_key, timerValues, None, engine.add_combined)
+            yield from self._visit(by_key, timerValues, None, partial(add_bundle, engine))
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator:
         expired = expiredTimerInfo.getExpiryTimeInMs()
@@ -258,8 +260,8 @@ class BucketProcessor(_Base):
 
     def _visit(self, by_key: dict, tv, expired: int | None, add: Callable) -> Iterator:
         """Visit the bucket: advance its due keys and the keys of ``by_key``, then ``add``
-        (:meth:`panes.engine.Engine.add_elements` or, given parts, ``add_combined``) each key's
-        bundle."""
+        (:meth:`panes.engine.Engine.add_elements`, or :func:`jobs.executor.lifting.add_bundle`
+        for lifted bundles) each key's bundle."""
         engine = self.engine
         wm, pt = self._clocks(tv)
         got = self.state.get()
@@ -274,7 +276,7 @@ class BucketProcessor(_Base):
             outs.append(engine.advance(state, ekey, wm, pt))
             self._store(bucket, ekey, state)
         touched = list(by_key)
-        ordered = add == engine.add_elements  # parts come ordered; elements are ordered here
+        ordered = add == engine.add_elements  # lifted bundles come ordered; elements here
         for ekey, loaded in zip(touched, bucket.states_of(touched), strict=True):
             bundle = by_key[ekey]
             if ordered:
