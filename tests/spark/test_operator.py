@@ -26,10 +26,11 @@ def _iso(s: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(T0 + s))
 
 
-def _put(directory, name, recs):
+def _put(directory, name, recs, value_type: str = "double"):
     tmp = directory / f"{name}.tmp"
+    cast = int if value_type == "long" else float
     tmp.write_text(
-        "".join(json.dumps({"key": k, "ts": _iso(s), "value": v}) + "\n" for k, s, v in recs)
+        "".join(json.dumps({"key": k, "ts": _iso(s), "value": cast(v)}) + "\n" for k, s, v in recs)
     )
     os.rename(tmp, directory / f"{name}.json")
 
@@ -55,7 +56,7 @@ def _offset_log(ckpt):
     return out
 
 
-def _pipeline(tmp_path):
+def _pipeline(tmp_path, value_type: str = "double"):
     from jobs.config.load import pipeline_from_dict
 
     return pipeline_from_dict(
@@ -73,32 +74,44 @@ def _pipeline(tmp_path):
             "state_buckets": 4,
             "source": {
                 "path": str(tmp_path / "in"),
-                "schema": {"key": "string", "ts": "timestamp", "value": "double"},
+                "schema": {"key": "string", "ts": "timestamp", "value": value_type},
             },
         }
     )
 
 
-def test_pane_log_equals_simulator(spark, tmp_path):
-    """The operator as the job runs it (packed key buckets), fed by a plain streaming frame."""
-    from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
+@pytest.mark.parametrize("value_type", ["double", "long"])
+def test_pane_log_equals_simulator(spark, tmp_path, value_type):
+    """The operator as the job runs it (packed key buckets), fed by a plain streaming frame: a
+    sum of doubles element by element, a sum of longs lifted (combined in Arrow per window)."""
+    from pyspark.sql.types import (
+        DoubleType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
 
     from jobs.driver.batch_sink import BatchSink
     from jobs.driver.plan import build_job, layout, operator_config
+    from jobs.executor.lifting import Lifting
     from panes import Simulator
     from sinks.pane_log import pane_record
 
-    pipeline = _pipeline(tmp_path)
+    pipeline = _pipeline(tmp_path, value_type)
     inp, ckpt = tmp_path / "in", tmp_path / "ckpt"
     inp.mkdir()
     schema = StructType(
         [
             StructField("key", StringType()),
             StructField("ts", TimestampType()),
-            StructField("value", DoubleType()),
+            StructField("value", LongType() if value_type == "long" else DoubleType()),
         ]
     )
     cfg = operator_config(pipeline)
+    lifted = Lifting.of(pipeline.engine(), cfg.input_schema) is not None
+    assert lifted == (value_type == "long")
     sink = BatchSink(pipeline)
     sink.create_tables()
 
@@ -109,7 +122,7 @@ def test_pane_log_equals_simulator(spark, tmp_path):
         q.awaitTermination()
 
     for i, recs in enumerate(FILES):  # one scheduled run per landed file
-        _put(inp, f"f{i}", recs)
+        _put(inp, f"f{i}", recs, value_type)
         run()
 
     # Replay the same batches through the simulator: watermark and batch time from the offset log.
