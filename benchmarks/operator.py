@@ -3,11 +3,12 @@ combiner lifting against the per-element path.
 
     .venv/bin/python benchmarks/operator.py [--events N] [--keys K] [--repeat R]
 
-The operator (:class:`jobs.executor.operator.BucketProcessor`) runs as in a Spark task, with an
-in-memory stand-in for Spark's state handle: per batch, the bucket's input rows (one Arrow blob),
-then the timers the batch's watermark expired. The benchmark's pipeline (1-minute fixed windows,
-``AfterWatermark(early=AfterCount(100), late=AfterCount(1))``, accumulating sum of a long) on two
-batch sequences of ``--events`` events over ``--keys`` keys of one bucket:
+The operator (:class:`jobs.executor.operator.BucketProcessor`) runs as in a Spark task, with the
+tests' in-memory stand-in for Spark's state handle (``tests/operator_fakes.py``): per batch, the
+bucket's input rows (one Arrow blob), then the timers the batch's watermark expired. The
+benchmark's pipeline (1-minute fixed windows, ``AfterWatermark(early=AfterCount(100),
+late=AfterCount(1))``, accumulating sum of a long) on two batch sequences of ``--events``
+events over ``--keys`` keys of one bucket:
 
 * ``on time``: ten batches, each event ~1% out of order, the watermark 5 minutes behind;
 * ``late``: the same events, the watermark already an hour past them (every element reaches
@@ -29,64 +30,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import pandas as pd
 import pyarrow as pa
 
-from jobs.config.load import pipeline_from_dict
+from benchmarks.spark_job import panestore_pipeline
 from jobs.driver.plan import operator_config
 from jobs.executor.operator import BucketProcessor
 from jobs.executor.operator_input import blob_of
+from tests.operator_fakes import T0_MS, Clocks, FakeHandle, visit_batch
 
-T0_MS = 1_704_067_200_000
 MINUTE_MS = 60_000
-
-
-class _State:
-    def __init__(self) -> None:
-        self.value = None
-
-    def get(self):
-        return self.value
-
-    def update(self, value) -> None:
-        self.value = value
-
-    def clear(self) -> None:
-        self.value = None
-
-
-class _Handle:
-    def __init__(self) -> None:
-        self.state = _State()
-        self.timers: set[int] = set()
-
-    def getValueState(self, name, schema):
-        return self.state
-
-    def registerTimer(self, ms: int) -> None:
-        self.timers.add(ms)
-
-    def deleteTimer(self, ms: int) -> None:
-        self.timers.discard(ms)
-
-
-class _Clocks:
-    def __init__(self, watermark_ms: int) -> None:
-        self.watermark_ms = watermark_ms
-
-    def getCurrentWatermarkInMs(self) -> int:
-        return self.watermark_ms
-
-    def getCurrentProcessingTimeInMs(self) -> int:
-        return T0_MS
-
-
-class _Expired:
-    def __init__(self, ms: int) -> None:
-        self.ms = ms
-
-    def getExpiryTimeInMs(self) -> int:
-        return self.ms
 
 
 def batches(events: int, keys: int, late: bool) -> list[tuple[bytes, int]]:
@@ -112,35 +64,15 @@ def batches(events: int, keys: int, late: bool) -> list[tuple[bytes, int]]:
 
 
 def run(lift: bool, plan: list[tuple[bytes, int]]) -> float:
-    pipeline = pipeline_from_dict(
-        {
-            "name": "bench",
-            "lake": "/tmp/unused",
-            "keys": ["key"],
-            "event_time": "ts",
-            "window": "FixedWindows(1m)",
-            "trigger": "AfterWatermark(early=AfterCount(100), late=AfterCount(1))",
-            "accumulation_mode": "accumulating",
-            "aggregates": {"value": "sum(value)"},
-            "source": {
-                "path": "/tmp/unused",
-                "schema": {"key": "string", "ts": "timestamp", "value": "long"},
-            },
-        }
-    )
+    # the pipeline of benchmarks/spark_job.py (its landing and lake are not used here)
+    pipeline = panestore_pipeline(Path("/nonexistent"), "/nonexistent", "jsonl", 100)
     proc = BucketProcessor(replace(operator_config(pipeline), lift_combiners=lift))
-    handle = _Handle()
+    handle = FakeHandle()
     proc.init(handle)
     start = time.perf_counter()
     for blob, watermark in plan:
-        clocks = _Clocks(watermark)
-        frame = pd.DataFrame({"pst_bucket": [0], "pst_blob": [blob], "pst_row": [None]})
-        for _ in proc.handleInputRows((0,), iter([frame]), clocks):
+        for _ in visit_batch(proc, handle, blob, Clocks(watermark), bucket=0):
             pass
-        for timer in sorted(t for t in handle.timers if t <= watermark):
-            handle.timers.discard(timer)
-            for _ in proc.handleExpiredTimer((0,), clocks, _Expired(timer)):
-                pass
     return time.perf_counter() - start
 
 

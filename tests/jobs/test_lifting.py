@@ -19,8 +19,7 @@ pd = pytest.importorskip("pandas")
 pytest.importorskip("pyspark")
 
 from jobs.executor.operator_input import blob_of  # noqa: E402
-
-T0_MS = 1_704_067_200_000
+from tests.operator_fakes import T0_MS, Clocks, FakeHandle, visit_batch  # noqa: E402
 
 WINDOWS = ["FixedWindows(1m)", "FixedWindows(1m, 15s)", "FixedWindows(5s)"]
 TRIGGERS = [
@@ -43,25 +42,6 @@ AGGREGATES = {
     "first_tag": "min(tag)",
     "last_tag": "max(tag)",
 }
-
-
-class Clocks:
-    def __init__(self, watermark_ms: int, processing_ms: int) -> None:
-        self.watermark_ms, self.processing_ms = watermark_ms, processing_ms
-
-    def getCurrentWatermarkInMs(self) -> int:
-        return self.watermark_ms
-
-    def getCurrentProcessingTimeInMs(self) -> int:
-        return self.processing_ms
-
-
-class Expired:
-    def __init__(self, ms: int) -> None:
-        self.ms = ms
-
-    def getExpiryTimeInMs(self) -> int:
-        return self.ms
 
 
 def config(rng: random.Random, aggregates: dict[str, str], key_type: str = "long") -> dict:
@@ -91,7 +71,6 @@ def operators(settings: dict):
     from jobs.config.load import pipeline_from_dict
     from jobs.driver.plan import operator_config
     from jobs.executor.operator import BucketProcessor
-    from tests.jobs.test_operator import FakeHandle
 
     conf = operator_config(pipeline_from_dict(settings))
     out = []
@@ -135,25 +114,10 @@ def run(proc, handle, key_type: str, plan: list) -> list[dict]:
         [("user", user), ("ts_us", pa.int64()), ("n", pa.int64()), ("tag", pa.string())]
     )
     emitted: list[dict] = []
-
-    def collect(frames) -> None:
-        for frame in frames:
-            emitted.extend(frame.to_dict("records"))
-
     for rows, watermark, processing in plan:
-        clocks = Clocks(watermark, processing)
-        if rows:
-            frame = pd.DataFrame(
-                {
-                    "pst_bucket": [3],
-                    "pst_blob": [blob_of(pa.Table.from_pylist(rows, schema))],
-                    "pst_row": [None],
-                }
-            )
-            collect(proc.handleInputRows((3,), iter([frame]), clocks))
-        for timer in sorted(t for t in handle.timers if t <= watermark):
-            handle.timers.discard(timer)  # Spark deletes an expired timer itself
-            collect(proc.handleExpiredTimer((3,), clocks, Expired(timer)))
+        blob = blob_of(pa.Table.from_pylist(rows, schema)) if rows else None
+        for frame in visit_batch(proc, handle, blob, Clocks(watermark, processing)):
+            emitted.extend(frame.to_dict("records"))
     return emitted
 
 

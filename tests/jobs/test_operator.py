@@ -12,46 +12,10 @@ pd = pytest.importorskip("pandas")
 pytest.importorskip("pyspark")
 
 from jobs.executor.operator_input import blob_of  # noqa: E402
+from tests.operator_fakes import Clocks, FakeHandle  # noqa: E402
 
 T0_US = 1_704_067_200 * 1_000_000
 BIG = 2**53 + 1  # not a float64
-
-
-class FakeState:
-    def __init__(self) -> None:
-        self.value = None
-
-    def get(self):
-        return self.value
-
-    def update(self, value) -> None:
-        self.value = value
-
-    def clear(self) -> None:
-        self.value = None
-
-
-class FakeHandle:
-    def __init__(self) -> None:
-        self.state = FakeState()
-        self.timers: set[int] = set()
-
-    def getValueState(self, name, schema):
-        return self.state
-
-    def registerTimer(self, ms: int) -> None:
-        self.timers.add(ms)
-
-    def deleteTimer(self, ms: int) -> None:
-        self.timers.discard(ms)
-
-
-class Clocks:
-    def getCurrentWatermarkInMs(self) -> int:
-        return 0
-
-    def getCurrentProcessingTimeInMs(self) -> int:
-        return T0_US // 1000
 
 
 def processor(init: bool = True):
