@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -149,15 +149,13 @@ class BucketState:
         return self._rows
 
 
-class Saved:
-    """What :meth:`BucketState.save` gives: the blob to store and the bucket's wake-ups."""
+class Saved(NamedTuple):
+    """What :meth:`BucketState.save` gives: the blob to store (None: no key is left), the
+    bucket's earliest event-time wake-up, and whether a key waits for processing time."""
 
-    __slots__ = ("blob", "next_event_time", "polls")
-
-    def __init__(self, blob: bytes | None, next_event_time: int | None, polls: bool) -> None:
-        self.blob = blob
-        self.next_event_time = next_event_time
-        self.polls = polls
+    blob: bytes | None
+    next_event_time: int | None
+    polls: bool
 
 
 def bucket_schema(key_fields: Sequence[pa.Field]) -> pa.Schema:

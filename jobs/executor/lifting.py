@@ -135,17 +135,18 @@ class Lifting:
         grouped = table.select([*self.keys, *self._value_columns()]).append_column(
             START, pa.array(starts, pa.int64())
         )
-        aggregations: list[tuple[str | list[str], str, pc.FunctionOptions | None]] = [
-            ([], "count_all", None)
-        ]
+        # (column, function) -> options; each once: a mean shares a sum's and a count's
+        wanted: dict[tuple[str, str], pc.FunctionOptions | None] = {}
         if self.timestamps is not TimestampCombiner.END_OF_WINDOW:
             times = table.column(TS_US)
             held = pc.if_else(pc.greater_equal(times, watermark), times, None)
             grouped = grouped.append_column(_HOLD, held)
             how = "min" if self.timestamps is TimestampCombiner.EARLIEST else "max"
-            aggregations.append((_HOLD, how, None))
-        for part in self.parts:  # each aggregation once (a mean shares a sum's and a count's)
-            aggregations += [a for a in _aggregations(part) if a[:2] not in _asked(aggregations)]
+            wanted[(_HOLD, how)] = None
+        for part in self.parts:
+            for column, function, options in _aggregations(part):
+                wanted[(column, function)] = options
+        aggregations = [([], "count_all", None), *((c, f, o) for (c, f), o in wanted.items())]
         result = grouped.group_by([*self.keys, START], use_threads=False).aggregate(aggregations)
         result = result.sort_by([(k, "ascending") for k in (*self.keys, START)])
         return self._parts(result, _Elements(table, starts, self))
@@ -248,10 +249,6 @@ def _aggregations(part: _Part) -> list[tuple[str, str, pc.FunctionOptions | None
     if part.kind == "mean":
         return [(column, "sum", _ALL), (column, "count", _VALID)]
     return [(column, part.kind, None)]
-
-
-def _asked(aggregations: list) -> set[tuple]:
-    return {(a[0] if isinstance(a[0], str) else "", a[1]) for a in aggregations}
 
 
 def _keys(column: dict[str, list], keys: tuple[str, ...]) -> list[Any]:

@@ -241,6 +241,8 @@ class BucketProcessor(_Base):
             by_key = self._lifting.combined_by_key(table, watermark, cutoff)
         if by_key is None:
             by_key = elements_by_key(table, schema)
+            for elements in by_key.values():
+                canonical_order(elements)
             yield from self._visit(by_key, timerValues, None, engine.add_elements)
         else:
             yield from self._visit(by_key, timerValues, None, partial(add_bundle, engine))
@@ -260,8 +262,8 @@ class BucketProcessor(_Base):
 
     def _visit(self, by_key: dict, tv, expired: int | None, add: Callable) -> Iterator:
         """Visit the bucket: advance its due keys and the keys of ``by_key``, then ``add``
-        (:meth:`panes.engine.Engine.add_elements`, or :func:`jobs.executor.lifting.add_bundle`
-        for lifted bundles) each key's bundle."""
+        (:meth:`panes.engine.Engine.add_elements` of elements in canonical order, or
+        :func:`jobs.executor.lifting.add_bundle` of lifted bundles) each key's bundle."""
         engine = self.engine
         wm, pt = self._clocks(tv)
         got = self.state.get()
@@ -276,14 +278,10 @@ class BucketProcessor(_Base):
             outs.append(engine.advance(state, ekey, wm, pt))
             self._store(bucket, ekey, state)
         touched = list(by_key)
-        ordered = add == engine.add_elements  # lifted bundles come ordered; elements here
         for ekey, loaded in zip(touched, bucket.states_of(touched), strict=True):
-            bundle = by_key[ekey]
-            if ordered:
-                canonical_order(bundle)
             state = engine.new_state() if loaded is None else engine.load_state(loaded)
             outs.append(engine.advance(state, ekey, wm, pt))
-            outs.append(add(state, ekey, bundle))
+            outs.append(add(state, ekey, by_key[ekey]))
             self._store(bucket, ekey, state)
         self._save_bucket(bucket, blob, timer, tv)
         yield from self._emit(outs)

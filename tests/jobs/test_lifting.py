@@ -44,11 +44,13 @@ AGGREGATES = {
 }
 
 
-def config(rng: random.Random, aggregates: dict[str, str], key_type: str = "long") -> dict:
+def config(
+    rng: random.Random, aggregates: dict[str, str], key_type: str = "long", two_keys: bool = False
+) -> dict:
     return {
         "name": "p",
         "lake": "/tmp/unused",
-        "keys": ["user"],
+        "keys": ["user", "region"] if two_keys else ["user"],
         "event_time": "t",
         "window": rng.choice(WINDOWS),
         "trigger": rng.choice(TRIGGERS),
@@ -59,7 +61,13 @@ def config(rng: random.Random, aggregates: dict[str, str], key_type: str = "long
         "aggregates": aggregates,
         "source": {
             "path": "/tmp/unused",
-            "schema": {"user": key_type, "t": "timestamp", "n": "long", "tag": "string"},
+            "schema": {
+                "user": key_type,
+                "region": "string",
+                "t": "timestamp",
+                "n": "long",
+                "tag": "string",
+            },
         },
     }
 
@@ -97,6 +105,7 @@ def batches(rng: random.Random, key_type: str, n_batches: int = 8):
             rows.append(
                 {
                     "user": rng.choice(users),
+                    "region": rng.choice(["eu", "us"]),
                     "ts_us": ts_ms * 1000 + rng.choice([0, 0, 7]),
                     "n": rng.choice([None, rng.randrange(-(2**40), 2**40), rng.randrange(9)]),
                     "tag": rng.choice([None, "a", "b", "é", "zz"]),
@@ -111,7 +120,13 @@ def batches(rng: random.Random, key_type: str, n_batches: int = 8):
 def run(proc, handle, key_type: str, plan: list) -> list[dict]:
     user = pa.string() if key_type == "string" else pa.int64()
     schema = pa.schema(
-        [("user", user), ("ts_us", pa.int64()), ("n", pa.int64()), ("tag", pa.string())]
+        [
+            ("user", user),
+            ("region", pa.string()),
+            ("ts_us", pa.int64()),
+            ("n", pa.int64()),
+            ("tag", pa.string()),
+        ]
     )
     emitted: list[dict] = []
     for rows, watermark, processing in plan:
@@ -127,11 +142,13 @@ def comparable(rows: list[dict]) -> list[dict]:
 
 
 def compare(seed: int) -> set[str]:
-    """One random workload through both paths; the kinds of rows it wrote."""
+    """One random workload through both paths; the kinds of rows it wrote. A key of one column
+    (long or string), or of two (the region too) in every other workload."""
     rng = random.Random(seed)
     key_type = rng.choice(["long", "string"])
     names = rng.sample(sorted(AGGREGATES), rng.randint(1, len(AGGREGATES)))
-    settings = config(rng, {n: AGGREGATES[n] for n in names}, key_type)
+    aggregates = {n: AGGREGATES[n] for n in names}
+    settings = config(rng, aggregates, key_type, two_keys=seed % 2 == 1)
     (lifted, lifted_handle), (plain, plain_handle) = operators(settings)
     plan = list(batches(rng, key_type))
     got = run(lifted, lifted_handle, key_type, plan)
