@@ -25,6 +25,14 @@ measurements are in ``docs/decisions.md`` (how Spark's Python processes start):
   protocol and worker reuse, unchanged): a forked worker finds those modules imported and shares
   their memory with the daemon until it writes to it. Imported as a module (by the driver, for
   :func:`worker_python`), it imports nothing beyond the standard library and starts nothing.
+* **Spark's archives on the workers' path.** Spark puts its zips and the jar of its core classes
+  (5,000 entries, no Python) on its Python processes' path. Before each task, PySpark's worker
+  calls ``importlib.invalidate_caches()``, which makes every zip importer read its archive's
+  directory again: 50-150 ms per task (py-spy, every Python stage of every batch). An archive
+  whose Python modules, if any, are all imported already from elsewhere (the installed packages
+  the launcher put first) can provide nothing more (``import`` looks in ``sys.modules`` and a
+  package's own ``__path__`` first): the daemon takes such archives off its path before it
+  forks (:func:`drop_shadowed_zips`).
 * **The garbage collector.** The operator's visit makes millions of small objects that hold no
   cycles; the operator calls :func:`set_gc_thresholds` when a task starts (:data:`GC_THRESHOLDS`).
 
@@ -44,6 +52,7 @@ import re
 import shlex
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 CACHE_DIR_ENV = "PANESTORE_CACHE_DIR"
@@ -186,11 +195,43 @@ def preload(modules: tuple[str, ...] = PRELOADED) -> None:
             continue
 
 
+def drop_shadowed_zips() -> list[str]:
+    """Take off ``sys.path`` (and its importer cache) each zip or jar that can provide no module
+    this process will import: its Python modules and packages, if any, are all imported
+    already, from outside it (Spark's jar of classes holds none). Gives the paths taken off."""
+    dropped = []
+    for entry in list(sys.path):
+        if not entry.endswith((".zip", ".jar")) or not os.path.isfile(entry):
+            continue
+        try:
+            with zipfile.ZipFile(entry) as archive:
+                names = archive.namelist()
+        except (OSError, zipfile.BadZipFile):
+            continue
+        python = [n for n in names if n.endswith((".py", ".pyc"))]
+        tops = {re.sub(r"\.pyc?$", "", n.split("/")[0]) for n in python}
+        if all(_imported_outside(name, entry) for name in tops):
+            sys.path.remove(entry)
+            for key in [k for k in sys.path_importer_cache if k.startswith(entry)]:
+                del sys.path_importer_cache[key]
+            dropped.append(entry)
+    return dropped
+
+
+def _imported_outside(name: str, archive: str) -> bool:
+    module = sys.modules.get(name)
+    where = getattr(module, "__file__", None)
+    return where is not None and not os.path.abspath(where).startswith(archive + os.sep)
+
+
 def run_daemon() -> None:
-    """Be Spark's Python worker daemon: import :data:`PRELOADED`, then run PySpark's daemon,
-    which forks the workers and exits the process when Spark closes its standard input."""
+    """Be Spark's Python worker daemon: import :data:`PRELOADED`, take the zips the imported
+    packages shadow off the path, then run PySpark's daemon, which forks the workers and exits
+    the process when Spark closes its standard input."""
     preload()
     from pyspark import daemon
+
+    drop_shadowed_zips()
 
     daemon.manager()
 

@@ -10,6 +10,7 @@ import os
 import struct
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -171,6 +172,39 @@ def test_run_as_a_module_it_is_sparks_daemon_with_the_tasks_modules_imported() -
     assert {"pandas", "pyarrow", "jobs.executor.operator", "jobs.executor.batch_output"} <= set(
         noted.split()
     )
+
+
+def test_the_daemon_takes_off_its_path_only_the_zips_the_installed_packages_shadow(
+    tmp_path: Path,
+) -> None:
+    """PySpark's worker makes every zip importer on the path reread its archive before each
+    task; a zip whose packages come from elsewhere, or a jar without Python, is taken off the
+    daemon's path, any other kept."""
+    code = (
+        "import os, sys\n"
+        "from jobs.startup.python_processes import drop_shadowed_zips, preload\n"
+        "preload(('pyspark', 'py4j'))\n"
+        "dropped = drop_shadowed_zips()\n"
+        "import pyspark.daemon, pyspark.sql.streaming\n"  # what a worker imports still imports
+        "print(sorted(p.rsplit('/', 1)[-1] for p in dropped))\n"
+        "kept = [p for p in sys.path if p.endswith(('.zip', '.jar')) and os.path.isfile(p)]\n"
+        "print(sorted(p.rsplit('/', 1)[-1] for p in kept))\n"
+    )
+    own = tmp_path / "own.zip"  # a zip of the user's that provides a module not yet imported
+    with zipfile.ZipFile(own, "w") as archive:
+        archive.writestr("panestore_test_zipped.py", "X = 1\n")
+    classes = tmp_path / "classes.jar"  # as Spark's core jar: classes, no Python
+    with zipfile.ZipFile(classes, "w") as archive:
+        archive.writestr("org/apache/X.class", b"\xca\xfe")
+    path = os.pathsep.join((str(PROJECT_ROOT), str(own), str(classes)))
+    launched = spark_like(worker_python("local[2]", cache_dir=tmp_path / "cache"), code, path)
+    assert launched.returncode == 0, launched.stderr
+    dropped, kept = launched.stdout.splitlines()
+    assert eval(dropped) == sorted([*(p.name for p in SPARK_LIB.glob("*.zip")), "classes.jar"])
+    assert eval(kept) == ["own.zip"]
+    plain = spark_like(sys.executable, code, path)  # PySpark imported from its zip: kept
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.splitlines()[0] == "['classes.jar']"
 
 
 def test_the_operators_workers_collect_garbage_less_often() -> None:
