@@ -198,10 +198,8 @@ class Engine:
 
         ctx = TriggerContext(_UNPOINTED, wm, pt)  # one context, re-pointed at each window
         # Not merging: an element's window is the window it is added to; it is droppable when
-        # wm > end + allowed lateness, i.e. end < cutoff (see _expired).
-        cutoff = (
-            BEGINNING_OF_TIME if merging else self.droppable_before(wm)
-        )  # merging: judged above
+        # wm > end + allowed lateness, i.e. end < cutoff (see _expired). Merging: judged above.
+        cutoff = BEGINNING_OF_TIME if merging else self.droppable_before(wm)
         for window, group in groups.items():
             ws = self._open_window(state, key, window, group, cutoff, out)
             if ws is None:
@@ -242,8 +240,7 @@ class Engine:
             if ws is None:
                 continue
             ws.acc = merge([ws.acc, part.acc])
-            hold = None if self._timestamps is TimestampCombiner.END_OF_WINDOW else part.hold
-            self._added(state, key, part.window, ws, part.n, hold, ctx, out)
+            self._added(state, key, part.window, ws, part.n, part.hold, ctx, out)
         return self._done(state, out)
 
     def droppable_before(self, watermark: int) -> int:
@@ -296,8 +293,10 @@ class Engine:
         ctx: TriggerContext,
         out: Output,
     ) -> None:
-        """``n`` elements were added to ``window``'s accumulator: hold the output timestamp,
-        run the trigger once, fire if it says so, and note the window's next wake-ups."""
+        """``n`` elements were added to ``window``'s accumulator: hold the output timestamp
+        (at ``hold``, their earliest or latest time not behind the watermark; the end of the
+        window with the ``END_OF_WINDOW`` combiner), run the trigger once, fire if it says so,
+        and note the window's next wake-ups."""
         ws.fresh += n
         wm = state.watermark
         if self._timestamps is TimestampCombiner.END_OF_WINDOW:

@@ -12,12 +12,12 @@ the key columns        the key's value, in the operator input's types
 ``next_processing_us`` its next processing-time wake-up (null: none)
 =====================  ==========================================================================
 
-Why this form (``docs/decisions.md``, "Bucket state"): a state call's cost in Spark grows with
-the bytes it moves (the JVM side copies the value through its own pickling and RocksDB), and a
-visit that touches one key of a bucket used to unpickle and pickle every key of it. Compressed,
-the bucket is ~30x smaller (the keys' states repeat their shape); columnar, a visit finds the
-keys whose wake-up is due with one vectorized comparison and decodes only the states it touches,
-and a visit that changed nothing writes nothing.
+Why this form (``docs/decisions.md``, "A bucket's state: one compressed Arrow table"): a state
+call's cost in Spark grows with the bytes it moves (the JVM side copies the value through its own
+pickling and RocksDB), and a visit that touches one key of a bucket used to unpickle and pickle
+every key of it. Compressed, the bucket is ~30x smaller (the keys' states repeat their shape);
+columnar, a visit finds the keys whose wake-up is due with one vectorized comparison and decodes
+only the states it touches, and a visit that changed nothing writes nothing.
 
 Buckets written by an earlier panestore (a pickled ``{key: (state, next event, next processing)}``
 dict) are read as well and rewritten in this form when their visit changes them.
@@ -33,6 +33,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.executor.operator_input import engine_keys, key_columns
+
 STATE, NEXT_EVENT, NEXT_PROCESSING = "state", "next_event_us", "next_processing_us"
 _IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="zstd")
 _PICKLE = 0x80  # the first byte of a pickle (protocol 2 and later): a bucket of the older form
@@ -41,13 +43,12 @@ _PICKLE = 0x80  # the first byte of a pickle (protocol 2 and later): a bucket of
 class BucketState:
     """The keys of one bucket, as loaded from its ValueState, and the changes of one visit.
 
-        >>> import numpy as np
-    import pyarrow as pa
-        >>> bucket = BucketState.load(None, (pa.field("key", pa.string()),))
-        >>> bucket.put("a", b"state-a", 10, None); bucket.put("b", b"state-b", 30, None)
-        >>> saved = BucketState.load(bucket.save().blob, (pa.field("key", pa.string()),))
-        >>> saved.due(watermark=20, processing_time=0), saved.state_of("b"), saved.state_of("c")
-        (['a'], b'state-b', None)
+    >>> import pyarrow as pa
+    >>> bucket = BucketState.load(None, (pa.field("key", pa.string()),))
+    >>> bucket.put("a", b"state-a", 10, None); bucket.put("b", b"state-b", 30, None)
+    >>> saved = BucketState.load(bucket.save().blob, (pa.field("key", pa.string()),))
+    >>> saved.due(watermark=20, processing_time=0), saved.state_of("b"), saved.state_of("c")
+    (['a'], b'state-b', None)
     """
 
     def __init__(self, key_fields: Sequence[pa.Field], table: pa.Table, blob: bytes | None):
@@ -172,11 +173,7 @@ def bucket_schema(key_fields: Sequence[pa.Field]) -> pa.Schema:
 
 def _rows_table(schema: pa.Schema, entries: list[tuple[Any, Any]]) -> pa.Table:
     """``[(key, (state, next event, next processing)), ...]`` as a table of ``schema``."""
-    n_keys = len(schema) - 3
-    keys = [k for k, _ in entries]
-    columns = [keys] if n_keys == 1 else [list(c) for c in zip(*keys, strict=True)]
-    if not keys and n_keys > 1:
-        columns = [[] for _ in range(n_keys)]
+    columns = key_columns([k for k, _ in entries], len(schema) - 3)
     values = [v for _, v in entries]
     columns += [[v[0] for v in values], [v[1] for v in values], [v[2] for v in values]]
     return pa.Table.from_arrays(
@@ -186,8 +183,7 @@ def _rows_table(schema: pa.Schema, entries: list[tuple[Any, Any]]) -> pa.Table:
 
 def _keys_of(table: pa.Table, n_keys: int) -> list[Any]:
     """The engine keys of ``table``'s rows: the key column's values, or tuples of them."""
-    columns = [table.column(i).to_pylist() for i in range(n_keys)]
-    return columns[0] if n_keys == 1 else list(zip(*columns, strict=True))
+    return engine_keys([table.column(i).to_pylist() for i in range(n_keys)])
 
 
 def _summary(table: pa.Table, blob: bytes | None) -> Saved:

@@ -40,7 +40,14 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.executor.operator_input import TS_US, InputSchema, canonical_order, elements_by_key
+from jobs.executor.operator_input import (
+    TS_US,
+    InputSchema,
+    canonical_order,
+    elements_by_key,
+    engine_keys,
+    key_columns,
+)
 from panes.combiners import Aggregates, CombineFn, Count, Max, Mean, Min, Sum
 from panes.engine import Combined, Engine, Output
 from panes.state import KeyState
@@ -154,7 +161,7 @@ class Lifting:
     def _in_key_order(self, bundles: dict[Any, Bundle]) -> dict[Any, Bundle]:
         """``bundles`` in Arrow's order of their keys (the per-element path's)."""
         keys = list(bundles)
-        columns = [keys] if len(self.keys) == 1 else [list(c) for c in zip(*keys, strict=True)]
+        columns = key_columns(keys, len(self.keys))
         fields = [pa.field(k, self.schema.arrow_type(k)) for k in self.keys]
         table = pa.Table.from_arrays(
             [pa.array(c, f.type) for c, f in zip(columns, fields, strict=True)],
@@ -180,7 +187,7 @@ class Lifting:
     def _parts(self, result: pa.Table, elements: _Elements) -> dict[Any, Bundle]:
         names = result.schema.names
         column = {n: result.column(n).to_pylist() for n in names}
-        keys = _keys(column, self.keys)
+        keys = engine_keys([column[k] for k in self.keys])
         starts, rows = column[START], column["count_all"]
         earliest = self.timestamps is TimestampCombiner.EARLIEST
         holds = column.get(f"{_HOLD}_{'min' if earliest else 'max'}")
@@ -249,12 +256,6 @@ def _aggregations(part: _Part) -> list[tuple[str, str, pc.FunctionOptions | None
     if part.kind == "mean":
         return [(column, "sum", _ALL), (column, "count", _VALID)]
     return [(column, part.kind, None)]
-
-
-def _keys(column: dict[str, list], keys: tuple[str, ...]) -> list[Any]:
-    if len(keys) == 1:
-        return column[keys[0]]
-    return list(zip(*[column[k] for k in keys], strict=True))
 
 
 class _Elements:

@@ -249,6 +249,19 @@ def elements_by_key(table: pa.Table | None, schema: InputSchema) -> dict[Any, li
     return by_key
 
 
+def engine_keys(columns: Sequence[list]) -> list[Any]:
+    """Key columns' values -> engine keys: the one column's values, or tuples of them."""
+    return columns[0] if len(columns) == 1 else list(zip(*columns, strict=True))
+
+
+def key_columns(keys: Sequence[Any], n_keys: int) -> list[list]:
+    """Engine keys -> the values of each of their ``n_keys`` key columns (:func:`engine_keys`
+    undone)."""
+    if n_keys == 1:
+        return [list(keys)]
+    return [list(c) for c in zip(*keys, strict=True)] if keys else [[] for _ in range(n_keys)]
+
+
 _timestamp = operator.itemgetter(1)  # of a (value, timestamp) element
 
 

@@ -32,7 +32,7 @@ measurements are in ``docs/decisions.md`` (how Spark's Python processes start):
   whose Python modules, if any, are all imported already from elsewhere (the installed packages
   the launcher put first) can provide nothing more (``import`` looks in ``sys.modules`` and a
   package's own ``__path__`` first): the daemon takes such archives off its path before it
-  forks (:func:`drop_shadowed_zips`).
+  forks (:func:`drop_shadowed_archives`).
 * **The garbage collector.** The operator's visit makes millions of small objects that hold no
   cycles; the operator calls :func:`set_gc_thresholds` when a task starts (:data:`GC_THRESHOLDS`).
 
@@ -195,7 +195,7 @@ def preload(modules: tuple[str, ...] = PRELOADED) -> None:
             continue
 
 
-def drop_shadowed_zips() -> list[str]:
+def drop_shadowed_archives() -> list[str]:
     """Take off ``sys.path`` (and its importer cache) each zip or jar that can provide no module
     this process will import: its Python modules and packages, if any, are all imported
     already, from outside it (Spark's jar of classes holds none). Gives the paths taken off."""
@@ -225,13 +225,13 @@ def _imported_outside(name: str, archive: str) -> bool:
 
 
 def run_daemon() -> None:
-    """Be Spark's Python worker daemon: import :data:`PRELOADED`, take the zips the imported
-    packages shadow off the path, then run PySpark's daemon, which forks the workers and exits
+    """Be Spark's Python worker daemon: import :data:`PRELOADED`, take the archives that can
+    provide no module off the path, then run PySpark's daemon, which forks the workers and exits
     the process when Spark closes its standard input."""
     preload()
     from pyspark import daemon
 
-    drop_shadowed_zips()
+    drop_shadowed_archives()
 
     daemon.manager()
 

@@ -182,9 +182,9 @@ def test_the_daemon_takes_off_its_path_only_the_zips_the_installed_packages_shad
     daemon's path, any other kept."""
     code = (
         "import os, sys\n"
-        "from jobs.startup.python_processes import drop_shadowed_zips, preload\n"
+        "from jobs.startup.python_processes import drop_shadowed_archives, preload\n"
         "preload(('pyspark', 'py4j'))\n"
-        "dropped = drop_shadowed_zips()\n"
+        "dropped = drop_shadowed_archives()\n"
         "import pyspark.daemon, pyspark.sql.streaming\n"  # what a worker imports still imports
         "print(sorted(p.rsplit('/', 1)[-1] for p in dropped))\n"
         "kept = [p for p in sys.path if p.endswith(('.zip', '.jar')) and os.path.isfile(p)]\n"
