@@ -21,10 +21,13 @@ import pyarrow as pa
 
 from jobs.config.pipeline import Pipeline
 from jobs.config.sink_spec import view_spec
-from jobs.driver.checkpoint import batch_input, local_path
+from jobs.driver.checkpoint import batch_clocks, batch_input, local_path
 from jobs.driver.landing_changes import CHANGED, ChangedFile, bind_changes
-from jobs.driver.plan import layout
-from jobs.executor.batch_output import write_batch_files
+from jobs.driver.plan import OperatorPlan, layout
+from jobs.executor.batch_output import BatchCounts, write_batch_files
+from jobs.executor.operator import Clocks
+from jobs.executor.operator_input import OPERATOR_INPUT
+from jobs.executor.state_store import step_version
 from jobs.executor.output_tables import KIND_LATE, KIND_PANE, KIND_REJECTED, KINDS, OutputTables
 from jobs.executor.task_files import ROWS_PER_FILE, TaskWriting, attempt_id
 from sinks import tables
@@ -91,9 +94,13 @@ class BatchSink:
         pipeline: Pipeline,
         on_batch: Callable[[BatchStats], Any] | None = None,
         kill_at: Sequence[tuple[str, int]] = (),
+        *,
+        shards: int = 2,
+        profile_dir: str | None = None,
     ) -> None:
-        """``kill_at``: test hook, the ``(point, batch id)`` pairs at which to SIGKILL the job
-        (:func:`kill`)."""
+        """``shards``: the operator's tasks (the lake's state layout); ``profile_dir``: profile
+        the operator's tasks there; ``kill_at``: test hook, the ``(point, batch id)`` pairs at
+        which to SIGKILL the job (:func:`kill`)."""
         unknown = [point for point, _ in kill_at if point not in KILL_POINTS]
         if unknown:
             raise ValueError(f"unknown kill points {unknown}; known: {KILL_POINTS}")
@@ -122,6 +129,9 @@ class BatchSink:
             KIND_REJECTED: self.rejected_log.appender,
         }
         self._tables: OutputTables | None = None
+        self._operator: OperatorPlan | None = None
+        self.shards = shards
+        self.profile_dir = profile_dir
 
     @property
     def tables(self) -> OutputTables:
@@ -136,6 +146,21 @@ class BatchSink:
     def task_writing(self) -> TaskWriting:
         """How the operator's tasks write for this sink (:func:`build_job`'s ``writing``)."""
         return TaskWriting(self.tables)
+
+    @property
+    def operator(self) -> OperatorPlan:
+        """How each batch runs the operator (its state under the checkpoint's ``state``)."""
+        if self._operator is None:
+            root = os.path.join(self.pipeline.checkpoint_path, "state")
+            os.makedirs(root, exist_ok=True)
+            self._operator = OperatorPlan.of(
+                self.pipeline,
+                root,
+                self.shards,
+                writing=self.task_writing,
+                profile_dir=self.profile_dir,
+            )
+        return self._operator
 
     def committed_batch_id(self) -> int | None:
         """The highest batch id any of the three tables holds, or None."""
@@ -171,7 +196,7 @@ class BatchSink:
         # landing files changed after an earlier batch read them (jobs.driver.landing_changes):
         # bound to this batch before its rejected rows commit, so a replay records the same rows
         changed = tuple(bind_changes(self.pipeline, batch_id)) if KIND_REJECTED in todo else ()
-        files, counts = write_batch_files(df, self.tables, batch_id, committed)
+        files, counts = self._run_operator(df, batch_id, committed)
         # After the plan ran: a file gone now was gone when its batch read it (or vanished while
         # being read). Spark skips such a file with a log warning; we keep it on record.
         gone, batch_ts_us = self._vanished_input(df.sparkSession, batch_id)
@@ -195,6 +220,25 @@ class BatchSink:
         self.stats[batch_id] = stats
         if self.on_batch is not None:
             self.on_batch(stats)
+
+    def _run_operator(
+        self, df, batch_id: int, committed: Sequence[str]
+    ) -> tuple[dict[str, list[DataFile]], BatchCounts]:
+        """The operator over the batch's input at the batch's clocks (step 0) and, when the batch
+        moved the watermark, the firing at the new watermark (step 1): their files and counts."""
+        operator = self.operator
+        clocks = batch_clocks(self.pipeline.checkpoint_path, batch_id)
+        out = operator.output(df, clocks, step_version(batch_id, 0))
+        files, counts = write_batch_files(out, self.tables, batch_id, committed)
+        after = operator.watermark_after(clocks.watermark_ms, counts.clock_us)
+        if after > clocks.watermark_ms:
+            empty = df.sparkSession.createDataFrame([], OPERATOR_INPUT)
+            fire = operator.output(empty, Clocks(after, clocks.processing_ms), step_version(batch_id, 1))
+            more, fired = write_batch_files(fire, self.tables, batch_id, committed)
+            for kind, found in more.items():
+                files.setdefault(kind, []).extend(found)
+            counts.merge(fired)
+        return files, counts
 
     @staticmethod
     def _file_notes(gone: Sequence[str], changed: Sequence[ChangedFile]) -> list[tuple[str, str]]:

@@ -1,4 +1,4 @@
-"""What Spark's streaming checkpoint says a micro-batch read: its input files and its timestamp.
+"""What Spark's streaming checkpoint says a micro-batch read: its input files, its clocks.
 
 Spark's file source keeps, per source ``i``, a metadata log of the files each of *its own*
 batches takes (``sources/<i>/<n>``: a ``v1`` line, then one JSON entry per file with its URI
@@ -21,6 +21,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
+
+from jobs.executor.operator import Clocks
 
 OFFSETS, COMMITS, SOURCES = "offsets", "commits", "sources"
 
@@ -90,6 +92,23 @@ def batch_input(checkpoint: str | os.PathLike[str], batch_id: int) -> BatchInput
     return BatchInput(
         batch_id, timestamp_ms, tuple(f for f, _ in files), tuple(t for _, t in files)
     )
+
+
+def batch_clocks(checkpoint: str | os.PathLike[str], batch_id: int) -> Clocks:
+    """The watermark and timestamp (ms) Spark's offset log records for batch ``batch_id``
+    (fixed before the batch runs: a replay gets the same)."""
+    metadata = json.loads(_lines(Path(checkpoint) / OFFSETS / str(batch_id))[1])
+    return Clocks(int(metadata.get("batchWatermarkMs", 0)), int(metadata["batchTimestampMs"]))
+
+
+def checkpoint_partitions(checkpoint: str | os.PathLike[str]) -> int | None:
+    """The shuffle partitions the checkpoint's offset log fixed (None: no batch yet)."""
+    ids = _log_ids(Path(checkpoint) / OFFSETS)
+    if not ids:
+        return None
+    metadata = json.loads(_lines(Path(checkpoint) / OFFSETS / str(ids[-1]))[1])
+    value = metadata.get("conf", {}).get("spark.sql.shuffle.partitions")
+    return None if value is None else int(value)
 
 
 def local_path(uri: str) -> str | None:

@@ -61,10 +61,12 @@ from jobs.driver.control import SENTINEL_MS
 from jobs.driver.landing_source import ERROR, RAW, SOURCE_FILE
 from jobs.driver.pane_log_source import tagged as pane_log_tagged
 from jobs.executor.jsonl_decoder import LATEST_EVENT_TIME
-from jobs.executor.operator import OperatorConfig, apply_operator
+from jobs.executor.operator import Clocks, OperatorConfig, OperatorStep, run_step
 from jobs.executor.operator_input import (
     BLOB,
     BUCKET,
+    CLOCK,
+    CONTROL_BUCKET,
     OPERATOR_INPUT,
     REJECTED_BUCKET,
     REJECTED_COLUMNS,
@@ -278,29 +280,36 @@ def _operator_input(
         tagged = tagged.withColumn(WRITERS_TIME, F.when(F.col(CONTROL), F.col(EVENT_TIME)))
     rows = (
         tagged.withWatermark(watermarked, f"{delay} milliseconds")
-        # references the watermarked column: Spark must not push this filter below the watermark
-        .where(~(F.col(CONTROL) & F.col(watermarked).isNotNull()))
-        .withColumn(TS_US, F.when(F.col(BLOB).isNull(), event_time_us))
+        # every row's clock: what Spark's watermark saw of it (the operator computes the next
+        # watermark from their largest: jobs.driver.batch_sink)
+        .withColumn(CLOCK, F.unix_micros(F.col(watermarked)))
+        .withColumn(TS_US, F.when(F.col(BLOB).isNull() & ~F.col(CONTROL), event_time_us))
         .withColumn(
             BUCKET,
-            F.coalesce(
-                F.col(BUCKET),
-                F.when(F.col(REASON).isNull(), bucket).otherwise(F.lit(REJECTED_BUCKET)),
-            ).cast("int"),
+            F.when(F.col(CONTROL), F.lit(CONTROL_BUCKET))
+            .otherwise(
+                F.coalesce(
+                    F.col(BUCKET),
+                    F.when(F.col(REASON).isNull(), bucket).otherwise(F.lit(REJECTED_BUCKET)),
+                )
+            )
+            .cast("int"),
         )
     )
     if bucket_ids is not None and tuple(bucket_ids) != tuple(range(pipeline.state_buckets)):
         # bucket number -> the lake's grouping value for it (jobs.driver.runs.check_state_layout)
         ids = F.array(*[F.lit(int(i)) for i in bucket_ids])
-        grouping = F.when(F.col(BUCKET) == REJECTED_BUCKET, F.col(BUCKET))
+        grouping = F.when(F.col(BUCKET) < 0, F.col(BUCKET))
         rows = rows.withColumn(
             BUCKET, grouping.otherwise(F.element_at(ids, F.col(BUCKET) + 1)).cast("int")
         )
     schema = operator_config(pipeline).input_schema
     if decoded:
-        row = F.when(F.col(BLOB).isNull(), row_expression(schema, dict(rows.dtypes)))
-        return rows.select(BUCKET, BLOB, row.alias(ROW))
-    return rows.select(BUCKET, *schema.columns).mapInArrow(pack_by_bucket, OPERATOR_INPUT)
+        plain = F.col(BLOB).isNull() & ~F.col(CONTROL)
+        row = F.when(plain, row_expression(schema, dict(rows.dtypes)))
+        return rows.select(BUCKET, BLOB, row.alias(ROW), CLOCK)
+    packed = rows.select(BUCKET, CLOCK, *schema.columns)
+    return packed.mapInArrow(pack_by_bucket, OPERATOR_INPUT)
 
 
 def build_job(
@@ -310,17 +319,13 @@ def build_job(
     control: DataFrame | None = None,
     *,
     bucket_ids: Sequence[int] | None = None,
-    writing: TaskWriting | None = None,
-    profile_dir: str | None = None,
 ) -> DataFrame:
-    """The job's output stream (``record_kind`` pane / late / rejected) for ``records``.
+    """The operator's input stream (:data:`jobs.executor.operator_input.OPERATOR_INPUT`) for
+    ``records``; the batch sink runs the operator over each batch (:class:`OperatorPlan`).
 
-    A key's bucket is ``pmod(xxhash64(keys), state_buckets)``; Spark groups by
+    A key's bucket is ``pmod(xxhash64(keys), state_buckets)``; the input carries
     ``bucket_ids[bucket]`` (default: the bucket number itself), values chosen per lake so its
-    shuffle partitions get equal shares of buckets (:func:`jobs.driver.runs.check_state_layout`).
-    ``writing``: how tasks write many rows themselves (:attr:`BatchSink.task_writing`; None:
-    every row is sent on). ``profile_dir``: profile the operator's tasks there
-    (:class:`jobs.executor.operator.OperatorConfig`).
+    shards get equal shares of buckets (:func:`jobs.driver.runs.check_state_layout`).
     """
     decoded = BLOB in records.columns  # the JSON-lines decoder packed (jobs.executor.jsonl_decoder)
     if pipeline.source.is_pane_log:
@@ -329,5 +334,42 @@ def build_job(
         tagged = _tagged(pipeline, _complete_records(pipeline, records))
     if control is not None:
         tagged = tagged.unionByName(_control_rows(pipeline, control, tagged))
-    rows = _operator_input(pipeline, tagged, bucket_ids, decoded)
-    return apply_operator(rows, operator_config(pipeline, profile_dir, writing))
+    return _operator_input(pipeline, tagged, bucket_ids, decoded)
+
+
+@dataclass(frozen=True)
+class OperatorPlan:
+    """How the batch sink runs the operator over a batch's input: ``shards`` tasks keeping their
+    state under ``state_root`` (:mod:`jobs.executor.state_store`), and the watermark rule."""
+
+    config: OperatorConfig
+    state_root: str
+    shards: int
+    delay_ms: int
+
+    @classmethod
+    def of(
+        cls,
+        pipeline: Pipeline,
+        state_root: str,
+        shards: int,
+        *,
+        writing: TaskWriting | None = None,
+        profile_dir: str | None = None,
+    ) -> OperatorPlan:
+        config = operator_config(pipeline, profile_dir, writing)
+        return cls(config, state_root, shards, watermark_delay_ms(pipeline))
+
+    def output(self, rows: DataFrame, clocks: Clocks, version: int) -> DataFrame:
+        """The operator's output frame for ``rows`` at ``clocks``, storing state ``version``."""
+        step = OperatorStep(self.config, self.state_root, clocks, version)
+        return run_step(rows, step, self.shards)
+
+    def watermark_after(self, watermark_ms: int, clock_us: int | None) -> int:
+        """The watermark after a batch at ``watermark_ms`` whose largest clock was ``clock_us``,
+        as Spark computes it: the largest event time in ms (µs divided towards zero) minus
+        the delay, if that is later."""
+        if clock_us is None:
+            return watermark_ms
+        ms = clock_us // 1000 if clock_us >= 0 else -(-clock_us // 1000)
+        return max(watermark_ms, ms - self.delay_ms)

@@ -33,18 +33,19 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
 from jobs.config.checks import check_paths
 from jobs.config.pipeline import Pipeline, PipelineConfigError
 from jobs.driver.batch_sink import BatchSink, BatchStats
-from jobs.driver.checkpoint import check_not_behind, check_readable
-from jobs.driver.control import control_stream, pending_watermark, write_drain_sentinel, write_tick
+from jobs.driver.checkpoint import check_not_behind, check_readable, checkpoint_partitions
+from jobs.driver.control import control_stream, write_drain_sentinel, write_tick
 from jobs.driver.fingerprint import bind_lake_configuration
 from jobs.driver.lake_identity import check_lake_identity
 from jobs.driver.landing_changes import note_changes
 from jobs.driver.plan import build_job
 from jobs.driver.sources import read_source
+from jobs.driver.state_upgrade import upgrade_state
 from jobs.driver.stopping import StopRequest, stop_on_signals
 from jobs.driver.writers_watermark import record_writers_watermark
 from jobs.executor.operator_input import balanced_bucket_ids
@@ -176,19 +177,12 @@ def _writer(
     interval: str,
     records: DataFrame | None,
     bucket_ids: tuple[int, ...],
-    profile_dir: str | None,
 ):
     """The query, built and ready to start (a ``DataStreamWriter``)."""
     if records is None:
         records = read_source(spark, pipeline)
     out = build_job(
-        spark,
-        pipeline,
-        records,
-        control_stream(spark, pipeline),
-        bucket_ids=bucket_ids,
-        writing=sink.task_writing,
-        profile_dir=profile_dir,
+        spark, pipeline, records, control_stream(spark, pipeline), bucket_ids=bucket_ids
     )
     writer = (
         out.writeStream.foreachBatch(sink)
@@ -227,7 +221,6 @@ def _run_query(
     records,
     bucket_ids: tuple[int, ...],
     stop_after_batches: int | None,
-    profile_dir: str | None,
     poll: Callable[[], Any] | None = None,
     stop: StopRequest | None = None,
 ) -> None:
@@ -242,7 +235,6 @@ def _run_query(
         interval=interval,
         records=records,
         bucket_ids=bucket_ids,
-        profile_dir=profile_dir,
     )
     starting = time.monotonic()
     result.add_phase("build", starting - building)
@@ -398,16 +390,28 @@ def _writers_poll(
 
 
 STATE_LAYOUT_FILE = "_state_layout.json"
-STATE_LAYOUT_FORMAT = 2
-"""The version of the lake's state layout (``format`` in its layout file): 2 stores a bucket's
-keys as a compressed Arrow table (:mod:`jobs.executor.bucket_state`), 1 as a pickled dict. A run
-reads both (a bucket is rewritten in the newer form when a visit changes it) and records 2, so
-that an older panestore refuses the lake instead of misreading it."""
-READABLE_STATE_LAYOUTS = (1, STATE_LAYOUT_FORMAT)
+STATE_LAYOUT_FORMAT = 3
+"""The version of the lake's state layout (``format`` in its layout file): 3 keeps the state in
+the operator's own shard files (:mod:`jobs.executor.state_store`); 2 and 1 kept it in Spark's
+``transformWithState`` store (a bucket's keys as a compressed Arrow table, or a pickled dict). A
+run of a format 1 or 2 lake first moves that state into shard files
+(:func:`jobs.driver.state_upgrade.upgrade_state`), then records 3, so that an older panestore
+refuses the lake instead of misreading it."""
+READABLE_STATE_LAYOUTS = (1, 2, STATE_LAYOUT_FORMAT)
+
+
+class StateLayout(NamedTuple):
+    """How a lake's state is laid out: the buckets' grouping values, the operator's shards (its
+    tasks), and the recorded format (older than :data:`STATE_LAYOUT_FORMAT`: to upgrade)."""
+
+    bucket_ids: tuple[int, ...]
+    shards: int
+    format: int
 
 
 def _shuffle_partitions(spark: SparkSession) -> int | None:
-    """The session's shuffle partitions (what a new checkpoint gets), or None if not a number."""
+    """The session's shuffle partitions (what a new lake's shards are), or None if not a
+    number."""
     value = spark.conf.get("spark.sql.shuffle.partitions")
     if value is None:
         return None
@@ -417,15 +421,17 @@ def _shuffle_partitions(spark: SparkSession) -> int | None:
         return None
 
 
-def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> tuple[int, ...]:
-    """The lake's key-bucket grouping values
-    (:func:`jobs.executor.operator_input.balanced_bucket_ids`).
+def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> StateLayout:
+    """The lake's state layout (:class:`StateLayout`; grouping values:
+    :func:`jobs.executor.operator_input.balanced_bucket_ids`).
 
-    The operator's state is laid out by ``state_buckets`` and these values: the first run of a
-    lake records both with the layout's format version (``<checkpoint>/_state_layout.json``), the
-    values spread over ``partitions`` (the new checkpoint's shuffle partitions). Every later run
-    reads them back, and refuses a lake of another format version, a checkpoint without a
-    recorded layout, or another ``state_buckets``: running would lose every key's state.
+    The operator's state is laid out by ``state_buckets``, these values and the shards: the first
+    run of a lake records them with the layout's format version
+    (``<checkpoint>/_state_layout.json``), the values spread over ``partitions`` shards (default
+    2). Every later run reads them back, and refuses a lake of another format version, a
+    checkpoint without a recorded layout, or another ``state_buckets``: running would lose every
+    key's state. A lake of an older format keeps its shards: the shuffle partitions its
+    checkpoint fixed.
     """
     path = pipeline.run_path / STATE_LAYOUT_FILE
     if path.exists():
@@ -443,26 +449,32 @@ def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> tup
                 f"{recorded['state_buckets']}; running with {pipeline.state_buckets} would lose "
                 f"the state of every key. Keep {recorded['state_buckets']}, or start a new lake.",
             )
-        if recorded["format"] != STATE_LAYOUT_FORMAT:  # this run may write the newer form
-            write_atomically(path, json.dumps({**recorded, "format": STATE_LAYOUT_FORMAT}))
-        return tuple(recorded["bucket_ids"])
+        shards = recorded.get("shards") or checkpoint_partitions(pipeline.checkpoint_path)
+        return StateLayout(tuple(recorded["bucket_ids"]), shards or 2, recorded["format"])
     if Path(pipeline.checkpoint_path).exists():
         raise PipelineConfigError(
             "lake",
             f"the lake {pipeline.lake_location} has a checkpoint but no {STATE_LAYOUT_FILE}: it "
             "was written by an older version; start a new lake directory.",
         )
-    if partitions:
-        ids = balanced_bucket_ids(pipeline.state_buckets, partitions)
-    else:
-        ids = tuple(range(pipeline.state_buckets))
+    shards = partitions or 2
+    ids = balanced_bucket_ids(pipeline.state_buckets, shards)
     layout = {
         "format": STATE_LAYOUT_FORMAT,
         "state_buckets": pipeline.state_buckets,
         "bucket_ids": ids,
+        "shards": shards,
     }
     write_atomically(path, json.dumps(layout))
-    return ids
+    return StateLayout(ids, shards, STATE_LAYOUT_FORMAT)
+
+
+def record_state_layout(pipeline: Pipeline, layout: StateLayout) -> None:
+    """Record ``layout`` as of the current format (after an upgrade moved its state)."""
+    path = pipeline.run_path / STATE_LAYOUT_FILE
+    recorded = json.loads(path.read_text())
+    current = {**recorded, "format": STATE_LAYOUT_FORMAT, "shards": layout.shards}
+    write_atomically(path, json.dumps(current))
 
 
 def run(
@@ -517,8 +529,12 @@ def run(
         if stop is None and threading.current_thread() is threading.main_thread():
             stop = scope.enter_context(stop_on_signals())  # after the session: see its doc
         preparing = time.monotonic()
-        bucket_ids = check_state_layout(pipeline, _shuffle_partitions(spark))
-        sink = BatchSink(pipeline, kill_at=kill_at)
+        state = check_state_layout(pipeline, _shuffle_partitions(spark))
+        if state.format != STATE_LAYOUT_FORMAT:
+            emit(f"moving the state of state layout format {state.format} into shard files")
+            upgrade_state(spark, pipeline, state.shards)
+            record_state_layout(pipeline, state)
+        sink = BatchSink(pipeline, kill_at=kill_at, shards=state.shards, profile_dir=profile_dir)
         sink.create_tables()
         check_readable(pipeline.checkpoint_path)
         check_not_behind(pipeline.checkpoint_path, sink.committed_batch_id())
@@ -532,9 +548,8 @@ def run(
             follow=follow,
             interval=interval,
             records=records,
-            bucket_ids=bucket_ids,
+            bucket_ids=state.bucket_ids,
             stop_after_batches=stop_after_batches,
-            profile_dir=profile_dir,
             stop=stop,
         )
         said: set[str] = set()  # writer_noted warnings already reported
@@ -545,17 +560,9 @@ def run(
         result.add_phase("prepare", time.monotonic() - preparing)
         if note_changes(pipeline):  # a batch records them: make sure one runs
             write_tick(pipeline)
-        if pending_watermark(pipeline):
-            emit("the last run stopped before its no-data batch: ticking to fire due timers")
-            write_tick(pipeline)
         writers = follow and pipeline.writer_noted
         poll = _writers_poll(spark, pipeline, emit, said) if writers else None
         run_query(poll=poll)
-        if not follow and not stopped() and pending_watermark(pipeline):
-            # A replayed last batch is not followed by Spark's no-data batch: tick once more.
-            emit("ticking to fire the timers of the last watermark advance")
-            write_tick(pipeline)
-            run_query()
         record_writers = not follow and not stopped() and pipeline.writer_noted
         if record_writers and _record_writers(spark, pipeline, emit, said):
             # the writers' watermark, a control row, moves Spark's after one more batch

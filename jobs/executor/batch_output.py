@@ -34,7 +34,14 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.executor.output_tables import DATA_FILE, FIGURES_KEY, RECORD_KIND, OutputTables
+from jobs.executor.operator_input import CLOCK
+from jobs.executor.output_tables import (
+    DATA_FILE,
+    FIGURES_KEY,
+    KIND_CLOCK,
+    RECORD_KIND,
+    OutputTables,
+)
 from jobs.executor.task_files import (
     BATCH_ID_PROPERTY,
     COMMITTED_PROPERTY,
@@ -63,17 +70,31 @@ FILE_DDL = (
 
 @dataclass
 class BatchCounts:
-    """Rows of a batch's output per kind, and the panes by timing and retractions."""
+    """Rows of a batch's output per kind, the panes by timing and retractions, and the largest
+    input clock (µs, None: none) of the operator's tasks."""
 
     rows: dict[str, int] = field(default_factory=dict)
     by_timing: dict[str, int] = field(default_factory=dict)
     retractions: int = 0
+    clock_us: int | None = None
 
     def add(self, kind: str, rows: int, figures: Mapping) -> None:
         self.rows[kind] = self.rows.get(kind, 0) + rows
         for timing, n in figures.get("by_timing", {}).items():
             self.by_timing[timing] = self.by_timing.get(timing, 0) + n
         self.retractions += figures.get("retractions", 0)
+
+    def merge(self, other: BatchCounts) -> None:
+        for kind, n in other.rows.items():
+            self.rows[kind] = self.rows.get(kind, 0) + n
+        for timing, n in other.by_timing.items():
+            self.by_timing[timing] = self.by_timing.get(timing, 0) + n
+        self.retractions += other.retractions
+        self.add_clock(other.clock_us)
+
+    def add_clock(self, clock_us: int | None) -> None:
+        if clock_us is not None and (self.clock_us is None or clock_us > self.clock_us):
+            self.clock_us = clock_us
 
 
 @dataclass(frozen=True)
@@ -90,10 +111,15 @@ class BatchWriter:
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         named: list[tuple[str, str]] = []
         rows: dict[str, list[pa.Table]] = {}
+        clock = None
         for batch in batches:
             if not batch.num_rows:
                 continue
             table = pa.Table.from_batches([batch])
+            is_clock = pc.equal(table.column(RECORD_KIND), KIND_CLOCK)
+            top = pc.max(table.filter(is_clock).column(CLOCK)).as_py()
+            clock = top if clock is None or (top is not None and top > clock) else clock
+            table = table.filter(pc.invert(is_clock))
             is_file = pc.is_valid(table.column(DATA_FILE))
             files = table.filter(is_file)
             named += zip(
@@ -109,8 +135,10 @@ class BatchWriter:
         for kind, chunks in rows.items():
             if kind not in self.committed:
                 out += self._write(kind, pa.concat_tables(chunks))
-        if out:
-            yield pa.RecordBatch.from_pylist(out, schema=FILE_COLUMNS)
+        out.append(
+            {RECORD_KIND: KIND_CLOCK, "rows": 0, "figures": json.dumps({"clock_us": clock})}
+        )
+        yield pa.RecordBatch.from_pylist(out, schema=FILE_COLUMNS)
 
     def _read(self, kind: str, name: str) -> dict:
         found, metadata = read_data_file(self.tables.targets[kind].table_uri, name)
@@ -176,6 +204,9 @@ def write_batch_files(
     counts = BatchCounts()
     for row in got:
         kind = row[RECORD_KIND]
+        if kind == KIND_CLOCK:
+            counts.add_clock(json.loads(row["figures"])["clock_us"])
+            continue
         files.setdefault(kind, []).append(
             DataFile(row["path"], row["size"], row["rows"], row["stats"])
         )

@@ -1,51 +1,52 @@
-"""The stateful operator: the ``panes`` engine per key inside ``transformWithStateInPandas``.
+"""The stateful operator: the ``panes`` engine per key, run by Spark tasks over a batch's input.
 
-Spark groups the input by key bucket (:mod:`jobs.executor.operator_input`): one ValueState per
-bucket (the engine states of its keys, plus the event-time timer currently registered) and at most
-one event-time timer per bucket: every state or timer call crosses from the Python worker to the
-JVM, so the operator makes as few as it can (one get, one update, and timer calls only when the
-wanted timer changes).
+The batch sink (:mod:`jobs.driver.batch_sink`) runs the operator over each micro-batch's input in
+up to two *steps* (:class:`OperatorStep`, a ``mapInArrow`` function over the input repartitioned by
+key bucket into the lake's shards): the batch's data at the batch's clocks, then, when the batch
+moved the watermark, a firing at the new watermark. A shard's task loads its buckets' states
+(:mod:`jobs.executor.state_store`), visits every bucket with input and every bucket whose timer
+the watermark reached (:class:`BucketProcessor`), sends on its output, stores the buckets it
+changed as the step's version, and reports the largest clock (the value of the column Spark's
+watermark follows) among its input rows, from which the sink computes the new watermark as Spark
+does.
 
 Time mapping (Spark ms -> model µs): the model watermark is ``spark_watermark_ms * 1000``.
 Spark reports watermark 0 before it has one: that maps to ``BEGINNING_OF_TIME``. A Spark
 watermark at or past ``end_of_time_ms`` (a drain) maps to ``END_OF_TIME``. Processing time is the
 batch timestamp Spark records in its offset log (deterministic on replay), in µs.
 
-Per batch and key of a visited bucket (TimeMode ``EventTime``; data rows and timers of one batch
-see the same watermark, the one in that batch's offset log):
+Per step and key of a visited bucket:
 
 * data: ``advance(watermark, batch time)`` then ``add_elements(rows)``;
-* expired timer: ``advance(watermark, batch time)``;
+* a due timer: ``advance(watermark, batch time)``;
 
-then the state is saved (or cleared when empty) and one timer is set at the earliest of the
-engine's next event-time wake-up (as the smallest Spark ms watermark that reaches it) and, if it
-has a processing-time wake-up pending, the next watermark advance (``watermark + 1 ms``): Spark
-has no processing-time timers in an EventTime query, so those wake-ups are polled whenever the
-watermark moves, and are otherwise honoured the next time the key gets data.
+then the bucket's state is stored (or dropped when empty) with one timer, the earliest of the
+engine's next event-time wake-ups of its keys (as the smallest Spark ms watermark that reaches it)
+and, if a key has a processing-time wake-up pending, the next watermark advance
+(``watermark + 1 ms``): processing-time wake-ups are polled whenever the watermark moves, and are
+otherwise honoured the next time the key gets data.
 """
-
 from __future__ import annotations
 
 import cProfile
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
-
-try:  # pyspark is optional at import time (the pure test suite runs without it)
-    from pyspark.sql.streaming import StatefulProcessor as _Base
-except ImportError:  # pragma: no cover - exercised only without pyspark
-    _Base = object  # type: ignore[assignment,misc]  # a stand-in so that the module imports
+import pyarrow.compute as pc
 
 from jobs.executor.bucket_state import BucketState
 from jobs.executor.lifting import Lifting, add_bundle
 from jobs.executor.operator_input import (
     BLOB,
     BUCKET,
+    CLOCK,
+    CONTROL_BUCKET,
     REJECTED_BUCKET,
     ROW,
     InputSchema,
@@ -56,12 +57,14 @@ from jobs.executor.operator_input import (
 )
 from jobs.executor.output_tables import (
     DATA_FILE,
+    KIND_CLOCK,
     KIND_LATE,
     KIND_PANE,
     KIND_REJECTED,
     PROCESSING_TIME,
     RECORD_KIND,
 )
+from jobs.executor.state_store import ShardStore, Stored
 from jobs.executor.task_files import TaskOutput, TaskWriting
 from jobs.startup.python_processes import set_gc_thresholds
 from panes.time import BEGINNING_OF_TIME, END_OF_TIME
@@ -79,15 +82,14 @@ REJECTED_OUTPUT = (
     "source_file",
     "reason",
 )  # (see jobs.executor.operator_input.rejected_records)
-TIMEMODE = "EventTime"
-OUTPUT_MODE = "Append"
 
 
 def output_arrow_schema(layout: PaneLogLayout = DEFAULT_LAYOUT) -> pa.Schema:
     """Arrow schema of the operator's output (:mod:`jobs.executor.output_tables`): ``record_kind`` +
     pane core + late-only columns + the rejected-only columns (``raw``, ``source_file``; ``reason``
     and ``processing_time_us`` are shared with late records) + ``data_file`` (a file the task wrote,
-    :mod:`jobs.executor.task_files`)."""
+    :mod:`jobs.executor.task_files`) + ``pst_clock`` (a task's largest input clock: the one row
+    of kind ``clock`` per task)."""
     fields = [pa.field(RECORD_KIND, pa.string(), nullable=False)]
     names = set()
     for f in (*core_schema(layout), *late_core_schema(layout)):
@@ -96,20 +98,15 @@ def output_arrow_schema(layout: PaneLogLayout = DEFAULT_LAYOUT) -> pa.Schema:
             names.add(f.name)
     fields += [pa.field(n, pa.string()) for n in REJECTED_OUTPUT if n not in names]
     fields.append(pa.field(DATA_FILE, pa.string()))
+    fields.append(pa.field(CLOCK, pa.int64()))
     return pa.schema(fields)
 
 
 def output_spark_schema(layout: PaneLogLayout = DEFAULT_LAYOUT):
-    """The same as a Spark ``StructType`` (for ``transformWithStateInPandas``)."""
+    """The same as a Spark ``StructType`` (the operator step's ``mapInArrow`` schema)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(output_arrow_schema(layout))
-
-
-def state_spark_schema():
-    from pyspark.sql.types import BinaryType, LongType, StructField, StructType
-
-    return StructType([StructField("blob", BinaryType()), StructField("timer_ms", LongType())])
 
 
 @dataclass(frozen=True)
@@ -165,53 +162,34 @@ class OperatorConfig:
         return max(1, min(ms, self.end_of_time_ms))
 
 
-class BucketProcessor(_Base):
-    """``StatefulProcessor`` hosting the engine for every key of a key bucket.
+@dataclass(frozen=True)
+class Clocks:
+    """A step's clocks as Spark keeps them (ms): the watermark and the batch's timestamp."""
 
-    Every state or timer call is a round trip from the Python worker to the JVM, and PySpark's
-    per-group overhead (a pandas frame in, a pandas frame out, converted to Arrow) is paid per
-    group; grouping by a bucket of keys pays both per bucket instead of per key. The bucket's
-    state holds each engine key's state bytes and next wake-ups as one compressed Arrow table
-    (:mod:`jobs.executor.bucket_state`); a visit decodes only the keys it touches: keys with
-    data, and keys whose wake-up is due at the batch's clocks, and stores the bucket only when
-    it changed. Per key, a visit is ``advance(watermark, batch
-    time)`` then ``add_elements`` of its rows (if any); a key that is not due would fire nothing
-    on ``advance``.
+    watermark_ms: int
+    processing_ms: int
 
-    The bucket timer is the earliest event-time wake-up of its keys (as a Spark watermark), or
-    the next watermark advance when a key waits for processing time. Rejected records (bucket
-    ``REJECTED_BUCKET``) are passed through as ``record_kind = "rejected"`` rows, stamped with
-    the batch timestamp.
+
+class BucketProcessor:
+    """Hosts the engine for the buckets of one task: one visit per bucket and step.
+
+    A bucket's state holds each engine key's state bytes and next wake-ups as one compressed
+    Arrow table (:mod:`jobs.executor.bucket_state`); a visit decodes only the keys it touches:
+    keys with data, and keys whose wake-up is due at the step's clocks, and keeps the bucket's
+    bytes when it changed nothing. Per key, a visit is ``advance(watermark, batch time)`` then
+    ``add_elements`` of its rows (if any); a key that is not due would fire nothing on
+    ``advance``. Rejected records (bucket ``REJECTED_BUCKET``) are passed through as
+    ``record_kind = "rejected"`` rows, stamped with the batch timestamp.
     """
 
-    STATE_NAME = "bucket_state"
-
-    def __init__(self, config: OperatorConfig) -> None:
-        self.config = config
-        self._engine = None
-        self._lifting: Lifting | None = None
-
-    # -- Spark callbacks ------------------------------------------------------------------------
-
-    def init(self, handle) -> None:
-        self.attach(handle, handle.getValueState(self.STATE_NAME, state_spark_schema()))
-
-    def attach(self, handle, state) -> None:
-        """What ``init`` does, given the bucket's ValueState (made by ``init`` of the
-        :class:`jobs.executor.processor_shell.ProcessorShell` Spark runs)."""
+    def __init__(self, config: OperatorConfig, output: TaskOutput) -> None:
         set_gc_thresholds()
-        self.handle = handle
-        self.state = state
-        self._columns = output_arrow_schema(self.config.layout).names
-        schema = self.config.input_schema
+        self.config = config
+        self.output = output
+        schema = config.input_schema
         self._key_fields = tuple(pa.field(k, schema.arrow_type(k)) for k in schema.keys)
-        self.output = TaskOutput(self._columns, self.config.writing)
-        self._profile = None
-        if self.config.profile_dir:
-            self._profile = cProfile.Profile()
-            name = f"{os.getpid()}-{time.time_ns()}.prof"
-            self._profile_path = os.path.join(self.config.profile_dir, name)
-            self._profile.enable()
+        self._engine: Any = None
+        self._lifting: Lifting | None = None
 
     @property
     def engine(self):
@@ -223,54 +201,24 @@ class BucketProcessor(_Base):
             self._lifting = lifting
         return self._engine
 
-    def handleInputRows(self, key, rows, timerValues) -> Iterator:
-        blobs: list[bytes] = []
-        plain: list[bytes] = []
-        for pdf in rows:  # each input row holds a blob or a row (jobs.executor.operator_input)
-            blobs += [b for b in pdf[BLOB].tolist() if isinstance(b, bytes)]
-            plain += [r for r in pdf[ROW].tolist() if isinstance(r, bytes)]
-        table = input_table(blobs, plain, self.config.input_schema)
-        if key[0] == REJECTED_BUCKET:
-            yield from self._rejected(table, timerValues)
-            return
+    def visit(
+        self, stored: Stored | None, table: pa.Table | None, clocks: Clocks
+    ) -> tuple[list[pa.RecordBatch], Stored | None]:
+        """Visit a bucket stored as ``stored`` with its input rows ``table`` (None: a timer's
+        visit) -> the output batches, and the bucket's state after (None: empty)."""
         schema, engine = self.config.input_schema, self.engine
+        wm, pt = self._clocks(clocks)
         by_key: dict[Any, Any] | None = None
+        add: Callable = engine.add_elements
         if self._lifting is not None and table is not None:
-            watermark = self._clocks(timerValues)[0]
-            cutoff = engine.droppable_before(watermark)
-            by_key = self._lifting.combined_by_key(table, watermark, cutoff)
+            by_key = self._lifting.combined_by_key(table, wm, engine.droppable_before(wm))
+            add = partial(add_bundle, engine)
         if by_key is None:
-            by_key = elements_by_key(table, schema)
+            by_key = elements_by_key(table, schema) if table is not None else {}
             for elements in by_key.values():
                 canonical_order(elements)
-            yield from self._visit(by_key, timerValues, None, engine.add_elements)
-        else:
-            yield from self._visit(by_key, timerValues, None, partial(add_bundle, engine))
-
-    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator:
-        expired = expiredTimerInfo.getExpiryTimeInMs()
-        yield from self._visit({}, timerValues, expired, self.engine.add_elements)
-
-    def close(self) -> None:
-        """The end of the task: the files still collecting rows are written."""
-        self.output.close()
-        if self._profile is not None:
-            self._profile.disable()
-            self._profile.dump_stats(self._profile_path)
-
-    # -- a visit --------------------------------------------------------------------------------
-
-    def _visit(self, by_key: dict, tv, expired: int | None, add: Callable) -> Iterator:
-        """Visit the bucket: advance its due keys and the keys of ``by_key``, then ``add``
-        (:meth:`panes.engine.Engine.add_elements` of elements in canonical order, or
-        :func:`jobs.executor.lifting.add_bundle` of lifted bundles) each key's bundle."""
-        engine = self.engine
-        wm, pt = self._clocks(tv)
-        got = self.state.get()
-        blob, timer = (None, None) if got is None else got
-        bucket = BucketState.load(blob, self._key_fields)
-        if expired is not None and timer == expired:
-            timer = None  # Spark deletes the expired timer itself
+            add = engine.add_elements
+        bucket = BucketState.load(None if stored is None else stored.blob, self._key_fields)
         outs = []
         due = [k for k in bucket.due(wm, pt) if k not in by_key]
         for ekey, loaded in zip(due, bucket.states_of(due), strict=True):
@@ -283,15 +231,20 @@ class BucketProcessor(_Base):
             outs.append(engine.advance(state, ekey, wm, pt))
             outs.append(add(state, ekey, by_key[ekey]))
             self._store(bucket, ekey, state)
-        self._save_bucket(bucket, blob, timer, tv)
-        yield from self._emit(outs)
+        return list(self._emit(outs)), self._stored(bucket, stored, clocks)
 
-    def _rejected(self, table: pa.Table | None, tv) -> Iterator:
+    def rejected(self, table: pa.Table | None, clocks: Clocks) -> Iterator[pa.RecordBatch]:
         """Rows that could not become elements, passed through as rejected records."""
         records = rejected_records(table)
         n = len(records["raw"])
-        records[PROCESSING_TIME] = [tv.getCurrentProcessingTimeInMs() * 1000] * n
+        records[PROCESSING_TIME] = [clocks.processing_ms * 1000] * n
         yield from self.output.emit(KIND_REJECTED, records, n)
+
+    def close(self) -> None:
+        """The end of the task: the files still collecting rows are written."""
+        self.output.close()
+
+    # -- a visit --------------------------------------------------------------------------------
 
     @staticmethod
     def _store(bucket: BucketState, ekey: Any, state) -> None:
@@ -300,42 +253,25 @@ class BucketProcessor(_Base):
         else:
             bucket.put(ekey, state.to_bytes(), state.next_event_time, state.next_processing_time)
 
-    def _save_bucket(self, bucket: BucketState, loaded: bytes | None, timer: int | None, tv):
-        """Store the bucket (unless the visit changed nothing) and keep its one timer."""
+    def _stored(self, bucket: BucketState, before: Stored | None, clocks: Clocks) -> Stored | None:
+        """The bucket's state after a visit (``before`` itself when nothing changed) and its one
+        timer: the next event-time wake-up, or the next watermark move for pending
+        processing-time wake-ups."""
         saved = bucket.save()
         if saved.blob is None:
-            if loaded is not None:
-                self.state.clear()
-            if timer is not None:
-                self.handle.deleteTimer(timer)
-            return
-        want = self._retime(timer, saved.next_event_time, saved.polls, tv)
-        if saved.blob is not loaded or want != timer:
-            self.state.update((saved.blob, want))
-
-    def _clocks(self, tv) -> tuple[int, int]:
-        return (
-            self.config.model_watermark(tv.getCurrentWatermarkInMs()),
-            tv.getCurrentProcessingTimeInMs() * 1000,
-        )
-
-    def _retime(
-        self, timer: int | None, next_event_time: int | None, polls: bool, tv
-    ) -> int | None:
-        """Keep the one timer at the next event-time wake-up (or the next watermark move, for
-        pending processing-time wake-ups); returns the timer now registered."""
-        want = None if next_event_time is None else self.config.timer_ms(next_event_time)
-        if polls:
-            poll = tv.getCurrentWatermarkInMs() + 1
+            return None
+        want = None if saved.next_event_time is None else self.config.timer_ms(saved.next_event_time)
+        if saved.polls:
+            poll = clocks.watermark_ms + 1
             want = poll if want is None else min(want, poll)
-        if want != timer:
-            if timer is not None:
-                self.handle.deleteTimer(timer)
-            if want is not None:
-                self.handle.registerTimer(want)
-        return want
+        if before is not None and saved.blob is before.blob and want == before.timer_ms:
+            return before
+        return Stored(saved.blob, want)
 
-    def _emit(self, outs) -> Iterator:
+    def _clocks(self, clocks: Clocks) -> tuple[int, int]:
+        return self.config.model_watermark(clocks.watermark_ms), clocks.processing_ms * 1000
+
+    def _emit(self, outs) -> Iterator[pa.RecordBatch]:
         """The outputs' panes and late elements (:class:`jobs.executor.task_files.TaskOutput`)."""
         layout = self.config.layout
         panes = [p for out in outs for p in out.panes]
@@ -353,18 +289,107 @@ class BucketProcessor(_Base):
             yield from self.output.emit(KIND_LATE, late, len(dropped))
 
 
-def apply_operator(rows, config: OperatorConfig):
-    """``rows`` (streaming, with a watermark; :data:`jobs.executor.operator_input.OPERATOR_INPUT`)
-    grouped by bucket through :class:`BucketProcessor` (shipped in a
-    :class:`jobs.executor.processor_shell.ProcessorShell`)."""
-    from jobs.executor.processor_shell import ProcessorShell  # needs pyspark
+@dataclass(frozen=True)
+class OperatorStep:
+    """One step of the operator over a batch's input: a ``mapInArrow`` function over the input
+    repartitioned by bucket into the lake's shards (:func:`run_step`). Picklable.
 
-    shell = ProcessorShell(
-        BucketProcessor(config), BucketProcessor.STATE_NAME, state_spark_schema()
-    )
-    return rows.groupBy(BUCKET).transformWithStateInPandas(
-        statefulProcessor=shell,
-        outputStructType=output_spark_schema(config.layout),
-        outputMode=OUTPUT_MODE,
-        timeMode=TIMEMODE,
+    The task of shard ``p`` loads the state version before ``version``, visits the buckets with
+    input rows and the buckets whose timer ``clocks`` reached, stores what changed as
+    ``version`` (:mod:`jobs.executor.state_store`), and yields its output and one ``clock`` row:
+    the largest :data:`~jobs.executor.operator_input.CLOCK` of its input (null: none).
+    """
+
+    config: OperatorConfig
+    state_root: str
+    clocks: Clocks
+    version: int
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        task = TaskContext.get()
+        store = ShardStore(self.state_root, task.partitionId() if task is not None else 0)
+        profile = self._profiler()
+        states = store.load(self.version)
+        schema = output_arrow_schema(self.config.layout)
+        processor = BucketProcessor(self.config, TaskOutput(schema, self.config.writing))
+        changed, visited, clock = False, set(), None
+        for bucket, rows in _by_bucket(batches):
+            top = pc.max(rows.column(CLOCK)).as_py()
+            if top is not None and (clock is None or top > clock):
+                clock = top
+            if bucket == CONTROL_BUCKET:
+                continue
+            table = input_table(
+                [b for b in rows.column(BLOB).to_pylist() if b is not None],
+                [r for r in rows.column(ROW).to_pylist() if r is not None],
+                self.config.input_schema,
+            )
+            if bucket == REJECTED_BUCKET:
+                yield from processor.rejected(table, self.clocks)
+                continue
+            visited.add(bucket)
+            out, after = processor.visit(states.get(bucket), table, self.clocks)
+            changed |= _put(states, bucket, after)
+            yield from out
+        for bucket, stored in sorted(states.items()):
+            if bucket in visited or stored.timer_ms is None:
+                continue
+            if stored.timer_ms <= self.clocks.watermark_ms:
+                out, after = processor.visit(stored, None, self.clocks)
+                changed |= _put(states, bucket, after)
+                yield from out
+        processor.close()
+        if changed:
+            store.save(self.version, states)
+        if profile is not None:
+            profile.disable()
+            profile.dump_stats(os.path.join(self.config.profile_dir or ".", _profile_name()))
+        clock_row = {c: [None] for c in schema.names}
+        clock_row[RECORD_KIND], clock_row[CLOCK] = [KIND_CLOCK], [clock]
+        yield pa.RecordBatch.from_pydict(clock_row, schema=schema)
+
+    def _profiler(self) -> cProfile.Profile | None:
+        if not self.config.profile_dir:
+            return None
+        profile = cProfile.Profile()
+        profile.enable()
+        return profile
+
+
+def _profile_name() -> str:
+    return f"{os.getpid()}-{time.time_ns()}.prof"
+
+
+def _put(states: dict[int, Stored], bucket: int, after: Stored | None) -> bool:
+    """Record a bucket's state after a visit; whether it changed."""
+    before = states.get(bucket)
+    if after is before:
+        return False
+    if after is None:
+        del states[bucket]
+    else:
+        states[bucket] = after
+    return True
+
+
+def _by_bucket(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[int, pa.Table]]:
+    """The input rows of each bucket, in bucket order."""
+    chunks = [b for b in batches if b.num_rows]
+    if not chunks:
+        return
+    table = pa.Table.from_batches(chunks)
+    table = table.take(pc.sort_indices(table.column(BUCKET)))
+    buckets = table.column(BUCKET).to_numpy()
+    cuts = [0, *(np.flatnonzero(np.diff(buckets)) + 1).tolist(), len(buckets)]
+    for lo, hi in zip(cuts, cuts[1:], strict=False):
+        yield int(buckets[lo]), table.slice(lo, hi - lo)
+
+
+def run_step(rows, step: OperatorStep, shards: int):
+    """The operator's ``step`` over ``rows`` (a batch's input frame,
+    :data:`jobs.executor.operator_input.OPERATOR_INPUT`): its output frame."""
+    return rows.repartition(shards, BUCKET).mapInArrow(
+        step, output_spark_schema(step.config.layout)
     )

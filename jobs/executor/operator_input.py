@@ -56,10 +56,13 @@ from panes.weights import Retracted
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column
 
-BUCKET, BLOB, ROW = "pst_bucket", "pst_blob", "pst_row"
-OPERATOR_INPUT = f"{BUCKET} int, {BLOB} binary, {ROW} binary"
-"""The operator's input rows (Spark DDL): a bucket and one of the two encodings."""
+BUCKET, BLOB, ROW, CLOCK = "pst_bucket", "pst_blob", "pst_row", "pst_clock"
+OPERATOR_INPUT = f"{BUCKET} int, {BLOB} binary, {ROW} binary, {CLOCK} bigint"
+"""The operator's input rows (Spark DDL): a bucket, one of the two encodings, and the largest
+value (µs) of the column Spark's watermark follows among the rows (null: none)."""
 REJECTED_BUCKET = -1
+CONTROL_BUCKET = -2
+"""The bucket of control rows: they carry only a clock (:mod:`jobs.driver.control`)."""
 TS_US = "ts_us"
 WEIGHT = "pst_weight"
 REJECTED_COLUMNS = ("pst_raw", "pst_source_file", "pst_reason")
@@ -125,21 +128,33 @@ def blobs_by_bucket(buckets: np.ndarray, payload: pa.RecordBatch) -> tuple[list[
 
 
 def pack_by_bucket(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` function: rows ``(pst_bucket, columns...)`` -> the operator's input rows
-    in the packed encoding (:data:`OPERATOR_INPUT`), one blob per bucket and Arrow batch."""
+    """``mapInArrow`` function: rows ``(pst_bucket, pst_clock, columns...)`` -> the operator's
+    input rows in the packed encoding (:data:`OPERATOR_INPUT`), one blob per bucket and Arrow
+    batch, with the largest clock of its rows."""
     for rows in batches:
         if rows.num_rows == 0:
             continue
         rows = rows.take(pc.sort_indices(rows.column(BUCKET)))
         buckets = rows.column(BUCKET).to_numpy(zero_copy_only=False)
-        names = [n for n in rows.schema.names if n != BUCKET]
+        names = [n for n in rows.schema.names if n not in (BUCKET, CLOCK)]
         payload = pa.RecordBatch.from_arrays([rows.column(n) for n in names], names=names)
-        ids, _, blobs = blobs_by_bucket(buckets, payload)
+        ids, starts, blobs = blobs_by_bucket(buckets, payload)
         no_rows = pa.nulls(len(ids), pa.binary())
-        yield pa.RecordBatch.from_arrays(
-            [pa.array(ids, pa.int32()), pa.array(blobs, pa.binary()), no_rows],
-            names=[BUCKET, BLOB, ROW],
+        clocks = rows.column(CLOCK)
+        clock = pa.array(
+            [pc.max(clocks.slice(lo, hi - lo)).as_py() for lo, hi in _runs(starts, len(buckets))],
+            pa.int64(),
         )
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(ids, pa.int32()), pa.array(blobs, pa.binary()), no_rows, clock],
+            names=[BUCKET, BLOB, ROW, CLOCK],
+        )
+
+
+def _runs(starts: Any, n: int) -> list[tuple[int, int]]:
+    """The (start, end) row ranges of the runs beginning at ``starts`` in ``n`` rows."""
+    lo = [int(s) for s in starts]
+    return list(zip(lo, [*lo[1:], n], strict=True))
 
 
 def row_expression(schema: InputSchema, spark_types: dict[str, str]) -> Column:

@@ -16,6 +16,8 @@ wherever that can be arranged.
 
 An output row whose :data:`DATA_FILE` is set is not a record: it names a data file that an
 operator task wrote itself into the kind's table directory (:mod:`jobs.executor.task_files`).
+Nor is a row of kind :data:`KIND_CLOCK`: each operator task sends one, with the largest clock
+of its input (:class:`jobs.executor.operator.OperatorStep`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ KIND_LATE = "late"
 KIND_REJECTED = "rejected"
 KINDS = (KIND_PANE, KIND_LATE, KIND_REJECTED)
 """In commit order: the pane log first."""
+KIND_CLOCK = "clock"
+"""A task's largest input clock (no table)."""
 DATA_FILE = "data_file"
 """The output column naming a data file a task wrote (relative to its table's root)."""
 PROCESSING_TIME = "processing_time_us"

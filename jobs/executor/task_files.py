@@ -1,6 +1,6 @@
 """What one operator task sends on as rows, and what it writes itself as data files.
 
-Rows that leave the operator's Python worker are turned into pandas and Arrow, handed to the JVM,
+Rows that leave the operator's Python worker as Arrow record batches are handed to the JVM,
 shuffled to the batch's writer task and turned back into Arrow there
 (:mod:`jobs.executor.batch_output`). A task that emits many rows of a kind writes them itself
 instead, straight into the kind's table directory. Per task and kind (:class:`TaskOutput`):
@@ -35,7 +35,6 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import pandas as pd
 import pyarrow as pa
 
 from jobs.executor.output_tables import DATA_FILE, FIGURES_KEY, RECORD_KIND, OutputTables
@@ -100,15 +99,16 @@ class _Pending:
 
 
 class TaskOutput:
-    """One task's output of every kind (the module doc). ``emit`` returns the pandas frames to
-    yield (in the operator's output ``columns``); ``close`` writes what is still collected.
+    """One task's output of every kind (the module doc). ``emit`` returns the record batches to
+    yield (of the operator's output ``schema``); ``close`` writes what is still collected.
     ``writing`` None: every row leaves as a row (a caller that reads the operator's output
     itself, e.g. a test)."""
 
     def __init__(
-        self, columns: list[str], writing: TaskWriting | None, batch: BatchOfTask | None = None
+        self, schema: pa.Schema, writing: TaskWriting | None, batch: BatchOfTask | None = None
     ) -> None:
-        self.columns = columns
+        self.schema = schema
+        self.columns = schema.names
         self.writing = writing
         self._batch = batch
         self._sent: dict[str, int] = {}
@@ -124,8 +124,8 @@ class TaskOutput:
             self._batch = BatchOfTask.current()
         return self._batch
 
-    def emit(self, kind: str, columns: dict[str, list], n: int) -> Iterator[pd.DataFrame]:
-        """Frames to yield for ``n`` core records of ``kind`` (``columns``: one list per core
+    def emit(self, kind: str, columns: dict[str, list], n: int) -> Iterator[pa.RecordBatch]:
+        """Record batches to yield for ``n`` core records of ``kind`` (``columns``: one list per core
         column; the lists may be reused)."""
         if not n or (self.writing is not None and kind in self.batch.committed):
             return
@@ -136,8 +136,7 @@ class TaskOutput:
             self._sent[kind] = sent + n
             data = {c: columns[c] if c in columns else [None] * n for c in self.columns}
             data[RECORD_KIND] = [kind] * n
-            # object columns: int64 µs (and the int64 extremes) must not round-trip via float64
-            yield pd.DataFrame(data, columns=self.columns, dtype=object)
+            yield pa.RecordBatch.from_pydict(data, schema=self.schema)
             return
         self._writes.add(kind)
         target = self.writing.tables.targets[kind]
@@ -146,7 +145,7 @@ class TaskOutput:
             pending = self._pending[kind] = _Pending(self._file_name())
             named: dict[str, list[str | None]] = {c: [None] for c in self.columns}
             named[RECORD_KIND], named[DATA_FILE] = [kind], [pending.name]
-            yield pd.DataFrame(named, columns=self.columns, dtype=object)
+            yield pa.RecordBatch.from_pydict(named, schema=self.schema)
         pending.chunks.append(
             pa.Table.from_pydict({c: columns[c] for c in target.columns}, schema=target.core)
         )

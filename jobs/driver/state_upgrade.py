@@ -1,0 +1,62 @@
+"""Moving a lake's state out of Spark's ``transformWithState`` store into the operator's shards.
+
+Lakes of state layout formats 1 and 2 kept each bucket's state (and its one timer) in a
+``transformWithStateInPandas`` value state in the checkpoint's RocksDB store. The operator now
+keeps it in shard files (:mod:`jobs.executor.state_store`). :func:`upgrade_state` reads every
+bucket's value as of the last committed batch (:func:`jobs.driver.tws_state.read_bucket_states`)
+and writes it as the version that batch's firing step would have written, in the shard Spark's
+hash partitioning sends the bucket to; the run then records the new format. Killed before that,
+the next run does it again from the same committed state.
+
+The older job fired the timers of a batch's watermark advance in a separate no-data batch; when
+the last run stopped before it, a tick makes the next run's first batch fire them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from jobs.config.pipeline import Pipeline
+from jobs.driver.control import write_tick
+from jobs.driver.tws_state import read_bucket_states
+from jobs.executor.operator_input import spark_partition_of_int
+from jobs.executor.state_store import ShardStore, Stored, step_version
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
+
+
+def _last_commit(checkpoint: Path) -> int | None:
+    try:
+        ids = [int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit()]
+    except FileNotFoundError:
+        return None
+    return max(ids, default=None)
+
+
+def _metadata(path: Path) -> dict:
+    return json.loads(path.read_text().splitlines()[1])
+
+
+def upgrade_state(spark: SparkSession, pipeline: Pipeline, shards: int) -> int:
+    """Write the buckets' states of the checkpoint's ``transformWithState`` store as shard files
+    (the module doc); the number of buckets moved."""
+    checkpoint = Path(pipeline.checkpoint_path)
+    last = _last_commit(checkpoint)
+    if last is None:
+        return 0
+    states = read_bucket_states(spark, str(checkpoint))
+    by_shard: dict[int, dict[int, Stored]] = {s: {} for s in range(shards)}
+    for bucket, (blob, timer) in states.items():
+        by_shard[spark_partition_of_int(bucket, shards)][bucket] = Stored(blob, timer)
+    root = os.path.join(pipeline.checkpoint_path, "state")
+    for shard, buckets in by_shard.items():
+        ShardStore(root, shard).save(step_version(last, 1), buckets)
+    committed = _metadata(checkpoint / "commits" / str(last))
+    offsets = _metadata(checkpoint / "offsets" / str(last))
+    if committed.get("nextBatchWatermarkMs", 0) > offsets.get("batchWatermarkMs", 0):
+        write_tick(pipeline)
+    return len(states)

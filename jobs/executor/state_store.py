@@ -1,0 +1,126 @@
+"""The operator's state: one file per shard and version, in the run's checkpoint directory.
+
+The operator's tasks (:mod:`jobs.executor.operator`) run over a batch's input repartitioned by key
+bucket into a fixed number of *shards* (the lake's ``partitions``); the task of shard ``p`` owns
+the buckets Spark's hash partitioning sends to ``p``, and keeps their state in
+``<root>/shard-<p>/<version>.arrow``: one Arrow IPC file, a row per bucket (its grouping value, the
+bucket's state bytes as :mod:`jobs.executor.bucket_state` makes them, its timer in Spark ms or
+null). A task reads the newest version *before* its own and, when its visits changed a bucket,
+writes its own version whole (a temporary name, then a rename), so:
+
+* a retried or replayed step reads what its first attempt read and writes the same file again
+  (the step's input comes from Spark's offset log and is the same on replay);
+* a version a killed run wrote for a batch it never committed is read by no step before it, and
+  its batch's replay overwrites it (versions grow with the batch: ``2 * batch id + step``).
+
+Older versions are deleted once :data:`KEEP_VERSIONS` newer ones exist, so a run killed anywhere
+still finds the version its replay needs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import pyarrow as pa
+
+KEEP_VERSIONS = 4
+"""Versions a shard keeps (the newest): a replay needs at most the two before its batch."""
+SUFFIX = ".arrow"
+SCHEMA = pa.schema(
+    [
+        pa.field("bucket", pa.int32(), nullable=False),
+        pa.field("state", pa.binary(), nullable=False),
+        pa.field("timer_ms", pa.int64()),
+    ]
+)
+
+
+class Stored(NamedTuple):
+    """A bucket's stored state: its bytes and its timer (Spark ms; None: no wake-up)."""
+
+    blob: bytes
+    timer_ms: int | None
+
+
+def step_version(batch_id: int, step: int) -> int:
+    """The state version a batch's step writes (step 0: the batch's data, 1: the firing after
+    its watermark advance)."""
+    return 2 * batch_id + step
+
+
+@dataclass(frozen=True)
+class ShardStore:
+    """The state files of one shard (the module doc).
+
+    >>> import tempfile
+    >>> store = ShardStore(tempfile.mkdtemp(), 0)
+    >>> store.save(4, {7: Stored(b"x", 12)})
+    >>> store.load(5)
+    {7: Stored(blob=b'x', timer_ms=12)}
+    >>> store.load(4)
+    {}
+    """
+
+    root: str
+    shard: int
+
+    @property
+    def directory(self) -> str:
+        return os.path.join(self.root, f"shard-{self.shard}")
+
+    def versions(self) -> list[int]:
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:
+            return []
+        return sorted(int(n[: -len(SUFFIX)]) for n in names if _is_version(n))
+
+    def load(self, before: int) -> dict[int, Stored]:
+        """The buckets' states of the newest version below ``before`` (empty: none)."""
+        older = [v for v in self.versions() if v < before]
+        if not older:
+            return {}
+        with pa.memory_map(self._path(older[-1])) as source:
+            table = pa.ipc.open_file(source).read_all()
+        buckets, states, timers = (table.column(c).to_pylist() for c in SCHEMA.names)
+        return {
+            b: Stored(s, t) for b, s, t in zip(buckets, states, timers, strict=True)
+        }
+
+    def save(self, version: int, buckets: Mapping[int, Stored]) -> None:
+        """Write ``version`` (whole, or not at all) and delete versions no replay needs."""
+        os.makedirs(self.directory, exist_ok=True)
+        ordered = sorted(buckets.items())
+        table = pa.table(
+            [
+                pa.array([b for b, _ in ordered], pa.int32()),
+                pa.array([s.blob for _, s in ordered], pa.binary()),
+                pa.array([s.timer_ms for _, s in ordered], pa.int64()),
+            ],
+            schema=SCHEMA,
+        )
+        final = self._path(version)
+        temporary = f"{final}.{os.getpid()}.tmp"
+        with pa.OSFile(temporary, "wb") as sink, pa.ipc.new_file(sink, SCHEMA) as writer:
+            writer.write_table(table)
+        os.replace(temporary, final)
+        for old in self.versions()[:-KEEP_VERSIONS]:
+            if old < version:
+                _remove(self._path(old))
+
+    def _path(self, version: int) -> str:
+        return os.path.join(self.directory, f"{version:020d}{SUFFIX}")
+
+
+def _is_version(name: str) -> bool:
+    return name.endswith(SUFFIX) and name[: -len(SUFFIX)].isdigit()
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
