@@ -3,9 +3,9 @@ combiner lifting against the per-element path.
 
     .venv/bin/python benchmarks/operator.py [--events N] [--keys K] [--repeat R]
 
-The operator (:class:`jobs.executor.operator.BucketProcessor`) runs as in a Spark task, with the
-tests' in-memory stand-in for Spark's state handle (``tests/operator_fakes.py``): per batch, the
-bucket's input rows (one Arrow blob), then the timers the batch's watermark expired. The
+The operator (:class:`jobs.executor.operator.OperatorStep`) runs as in a Spark task, one shard
+over successive steps with its state in a temporary directory (``tests/operator_fakes.py``): per
+batch, the bucket's input rows (one Arrow blob) and the timers the batch's watermark reached. The
 benchmark's pipeline (1-minute fixed windows, ``AfterWatermark(early=AfterCount(100),
 late=AfterCount(1))``, accumulating sum of a long) on two batch sequences of ``--events``
 events over ``--keys`` keys of one bucket:
@@ -34,9 +34,8 @@ import pyarrow as pa
 
 from benchmarks.spark_job import panestore_pipeline
 from jobs.driver.plan import operator_config
-from jobs.executor.operator import BucketProcessor
 from jobs.executor.operator_input import blob_of
-from tests.operator_fakes import T0_MS, Clocks, FakeHandle, visit_batch
+from tests.operator_fakes import T0_MS, ShardRun, clocks
 
 MINUTE_MS = 60_000
 
@@ -66,13 +65,10 @@ def batches(events: int, keys: int, late: bool) -> list[tuple[bytes, int]]:
 def run(lift: bool, plan: list[tuple[bytes, int]]) -> float:
     # the pipeline of benchmarks/spark_job.py (its landing and lake are not used here)
     pipeline = panestore_pipeline(Path("/nonexistent"), "/nonexistent", "jsonl", 100)
-    proc = BucketProcessor(replace(operator_config(pipeline), lift_combiners=lift))
-    handle = FakeHandle()
-    proc.init(handle)
+    shard = ShardRun(replace(operator_config(pipeline), lift_combiners=lift))
     start = time.perf_counter()
     for blob, watermark in plan:
-        for _ in visit_batch(proc, handle, blob, Clocks(watermark), bucket=0):
-            pass
+        shard.step(blob, clocks(watermark), bucket=0)
     return time.perf_counter() - start
 
 

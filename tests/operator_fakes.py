@@ -1,83 +1,75 @@
-"""The stateful operator without Spark: stand-ins for what ``transformWithStateInPandas`` hands
-:class:`jobs.executor.operator.BucketProcessor` (its state handle, the batch's clocks, an expired
-timer), and one batch of a bucket driven as Spark drives it. Used by the operator's tests and
-``benchmarks/operator.py``."""
+"""The operator without Spark: one shard's task run step after step as the batch sink runs it
+(:class:`jobs.executor.operator.OperatorStep` over one Arrow batch of operator input, its state
+in a directory). Used by the operator's tests and ``benchmarks/operator.py``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import tempfile
 from typing import Any
+
+import pyarrow as pa
 
 T0_MS = 1_704_067_200_000  # 2024-01-01T00:00:00Z
 
 
-class FakeState:
-    """A ValueState in memory."""
+def clocks(watermark_ms: int = 0, processing_ms: int = T0_MS):
+    """A step's clocks (Spark ms)."""
+    from jobs.executor.operator import Clocks
 
-    def __init__(self) -> None:
-        self.value = None
-
-    def get(self):
-        return self.value
-
-    def update(self, value) -> None:
-        self.value = value
-
-    def clear(self) -> None:
-        self.value = None
+    return Clocks(watermark_ms, processing_ms)
 
 
-class FakeHandle:
-    """A StatefulProcessorHandle in memory: one ValueState and the registered timers."""
+class ShardRun:
+    """Shard 0 of an operator (``config``: :class:`jobs.executor.operator.OperatorConfig`) over
+    successive steps, its state kept under ``root`` (a new temporary directory by default)."""
 
-    def __init__(self) -> None:
-        self.state = FakeState()
-        self.timers: set[int] = set()
+    def __init__(self, config: Any, root: str | None = None) -> None:
+        self.config = config
+        self.root = root or tempfile.mkdtemp(prefix="shard-")
+        self.version = 0
 
-    def getValueState(self, name, schema):
-        return self.state
+    def step(
+        self,
+        blobs: list[bytes | None] | bytes | None,
+        at: Any,
+        bucket: int = 3,
+        rows: list[bytes | None] | None = None,
+    ) -> list[dict]:
+        """One step at clocks ``at`` over ``blobs`` (and ``rows``, the row encoding) of
+        ``bucket`` (none: a step that only fires due timers): the output rows (no clock row)."""
+        from jobs.executor.operator import OperatorStep
+        from jobs.executor.operator_input import BLOB, BUCKET, CLOCK, ROW
 
-    def registerTimer(self, ms: int) -> None:
-        self.timers.add(ms)
+        blobs = [blobs] if isinstance(blobs, bytes) else [b for b in blobs or [] if b is not None]
+        rows = [r for r in rows or [] if r is not None]
+        n = len(blobs) + len(rows)
+        batch = pa.RecordBatch.from_pydict(
+            {
+                BUCKET: [bucket] * n,
+                BLOB: [*blobs, *[None] * len(rows)],
+                ROW: [*[None] * len(blobs), *rows],
+                CLOCK: [None] * n,
+            },
+            schema=pa.schema(
+                [(BUCKET, pa.int32()), (BLOB, pa.binary()), (ROW, pa.binary()), (CLOCK, pa.int64())]
+            ),
+        )
+        step = OperatorStep(self.config, self.root, at, self.version)
+        self.version += 1
+        out = pa.Table.from_batches(list(step(iter([batch]) if n else iter([]))))
+        return [r for r in out.to_pylist() if r["record_kind"] != "clock"]
 
-    def deleteTimer(self, ms: int) -> None:
-        self.timers.discard(ms)
+    def stored(self) -> dict:
+        """The shard's stored buckets (bucket -> state bytes and timer) after the last step."""
+        from jobs.executor.state_store import ShardStore
 
+        return ShardStore(self.root, 0).load(self.version)
 
-class Clocks:
-    """A batch's TimerValues: its watermark and timestamp (ms)."""
+    def processor(self) -> Any:
+        """A processor of this operator (to ask what it decided, e.g. whether it lifts)."""
+        from jobs.executor.operator import BucketProcessor, output_arrow_schema
+        from jobs.executor.task_files import TaskOutput
 
-    def __init__(self, watermark_ms: int = 0, processing_ms: int = T0_MS) -> None:
-        self.watermark_ms, self.processing_ms = watermark_ms, processing_ms
-
-    def getCurrentWatermarkInMs(self) -> int:
-        return self.watermark_ms
-
-    def getCurrentProcessingTimeInMs(self) -> int:
-        return self.processing_ms
-
-
-class Expired:
-    """An ExpiredTimerInfo."""
-
-    def __init__(self, ms: int) -> None:
-        self.ms = ms
-
-    def getExpiryTimeInMs(self) -> int:
-        return self.ms
-
-
-def visit_batch(
-    proc: Any, handle: FakeHandle, blob: bytes | None, clocks: Clocks, bucket: int = 3
-) -> Iterator[Any]:
-    """One batch of one bucket as Spark runs it: its input rows (one packed blob, if any), then
-    the timers its watermark expired (Spark deletes each before calling back); the output
-    frames."""
-    import pandas as pd
-
-    if blob is not None:
-        frame = pd.DataFrame({"pst_bucket": [bucket], "pst_blob": [blob], "pst_row": [None]})
-        yield from proc.handleInputRows((bucket,), iter([frame]), clocks)
-    for timer in sorted(t for t in handle.timers if t <= clocks.watermark_ms):
-        handle.timers.discard(timer)
-        yield from proc.handleExpiredTimer((bucket,), clocks, Expired(timer))
+        proc = BucketProcessor(self.config, TaskOutput(output_arrow_schema(), None))
+        _ = proc.engine
+        return proc

@@ -1,13 +1,13 @@
 """The operator's bucket states as a checkpoint last committed them, read without the query.
 
 The stateful operator of state layout formats 1 and 2 (a ``transformWithStateInPandas``
-processor) kept one ValueState per key bucket,
-``bucket_state`` = ``(blob, timer_ms)``: the bucket's engine states as one compressed Arrow table
-(:mod:`jobs.executor.bucket_state`) and the event-time timer it has registered (None: none).
-Spark keeps it in the RocksDB state store of the checkpoint (``state/<operator>/<partition>``).
-:func:`read_bucket_states` reads it back through Spark's state data source
-(``spark.read.format("statestore")``, a batch read; Spark 4.0+) to move it into the operator's shard files
-(:mod:`jobs.driver.state_upgrade`): what a restarted query would have resumed from, with no streaming query, Python worker or processor involved.
+processor) kept one ValueState per key bucket, ``bucket_state`` = ``(blob, timer_ms)``: the
+bucket's engine states (:mod:`jobs.executor.bucket_state`) and the event-time timer it had
+registered (None: none), in the RocksDB state store of the checkpoint
+(``state/<operator>/<partition>``). :func:`read_bucket_states` reads it back through Spark's state
+data source (``spark.read.format("statestore")``, a batch read) to move it into the operator's
+shard files (:mod:`jobs.driver.state_upgrade`): what a restarted query would have resumed from,
+with no streaming query, Python worker or processor involved.
 
 The reader needs the state variable's name (``stateVarName``: a ``transformWithState`` operator
 keeps several column families in one store, among them its timers) and the operator's id: the

@@ -3,7 +3,8 @@
 Imported per task, so it imports cheaply and nothing of the configuration loader, the driver,
 the command line, the materializer or plotting (``tests/test_architecture.py`` holds this
 budget). :class:`OperatorStep` runs the panes engine per key bucket (:class:`BucketProcessor`)
-over rows packed by :func:`pack_by_bucket`, keeping their state in shard files (:mod:`.state_store`); tasks write their output as Parquet files (:mod:`.task_files`,
+over rows packed by :func:`pack_by_bucket`, keeping their state in shard files
+(:mod:`.state_store`); tasks write their output as Parquet files (:mod:`.task_files`,
 :mod:`.batch_output`); :class:`PaneLogDataSource` reads another pipeline's pane log.
 
 >>> from jobs.executor import pack_by_bucket

@@ -135,9 +135,7 @@ class BatchWriter:
         for kind, chunks in rows.items():
             if kind not in self.committed:
                 out += self._write(kind, pa.concat_tables(chunks))
-        out.append(
-            {RECORD_KIND: KIND_CLOCK, "rows": 0, "figures": json.dumps({"clock_us": clock})}
-        )
+        out.append({RECORD_KIND: KIND_CLOCK, "rows": 0, "figures": json.dumps({"clock_us": clock})})
         yield pa.RecordBatch.from_pylist(out, schema=FILE_COLUMNS)
 
     def _read(self, kind: str, name: str) -> dict:

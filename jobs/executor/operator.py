@@ -26,9 +26,11 @@ and, if a key has a processing-time wake-up pending, the next watermark advance
 (``watermark + 1 ms``): processing-time wake-ups are polled whenever the watermark moves, and are
 otherwise honoured the next time the key gets data.
 """
+
 from __future__ import annotations
 
 import cProfile
+import itertools
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -260,7 +262,9 @@ class BucketProcessor:
         saved = bucket.save()
         if saved.blob is None:
             return None
-        want = None if saved.next_event_time is None else self.config.timer_ms(saved.next_event_time)
+        want = (
+            None if saved.next_event_time is None else self.config.timer_ms(saved.next_event_time)
+        )
         if saved.polls:
             poll = clocks.watermark_ms + 1
             want = poll if want is None else min(want, poll)
@@ -383,7 +387,7 @@ def _by_bucket(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[int, pa.Tabl
     table = table.take(pc.sort_indices(table.column(BUCKET)))
     buckets = table.column(BUCKET).to_numpy()
     cuts = [0, *(np.flatnonzero(np.diff(buckets)) + 1).tolist(), len(buckets)]
-    for lo, hi in zip(cuts, cuts[1:], strict=False):
+    for lo, hi in itertools.pairwise(cuts):
         yield int(buckets[lo]), table.slice(lo, hi - lo)
 
 

@@ -19,6 +19,7 @@ still finds the version its replay needs.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -86,9 +87,7 @@ class ShardStore:
         with pa.memory_map(self._path(older[-1])) as source:
             table = pa.ipc.open_file(source).read_all()
         buckets, states, timers = (table.column(c).to_pylist() for c in SCHEMA.names)
-        return {
-            b: Stored(s, t) for b, s, t in zip(buckets, states, timers, strict=True)
-        }
+        return {b: Stored(s, t) for b, s, t in zip(buckets, states, timers, strict=True)}
 
     def save(self, version: int, buckets: Mapping[int, Stored]) -> None:
         """Write ``version`` (whole, or not at all) and delete versions no replay needs."""
@@ -120,7 +119,5 @@ def _is_version(name: str) -> bool:
 
 
 def _remove(path: str) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.remove(path)
-    except FileNotFoundError:
-        pass

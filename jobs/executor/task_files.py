@@ -125,8 +125,8 @@ class TaskOutput:
         return self._batch
 
     def emit(self, kind: str, columns: dict[str, list], n: int) -> Iterator[pa.RecordBatch]:
-        """Record batches to yield for ``n`` core records of ``kind`` (``columns``: one list per core
-        column; the lists may be reused)."""
+        """Record batches to yield for ``n`` core records of ``kind`` (``columns``: one list per
+        core column; the lists may be reused)."""
         if not n or (self.writing is not None and kind in self.batch.committed):
             return
         sent = self._sent.get(kind, 0)

@@ -1,5 +1,6 @@
-"""jobs.executor.operator without Spark: a bucket group's blobs through the processor, with a fake
-state handle (what transformWithStateInPandas hands it), and the canonical order of a key's rows."""
+"""jobs.executor.operator without Spark: a shard's steps over blobs and rows (its state in a
+directory, as the batch sink runs it), replays, timers, clocks, and the canonical order of a
+key's rows."""
 
 from __future__ import annotations
 
@@ -8,20 +9,18 @@ import random
 import pytest
 
 pa = pytest.importorskip("pyarrow")
-pd = pytest.importorskip("pandas")
 pytest.importorskip("pyspark")
 
 from jobs.executor.operator_input import blob_of  # noqa: E402
-from tests.operator_fakes import Clocks, FakeHandle  # noqa: E402
+from tests.operator_fakes import T0_MS, ShardRun, clocks  # noqa: E402
 
 T0_US = 1_704_067_200 * 1_000_000
 BIG = 2**53 + 1  # not a float64
 
 
-def processor(init: bool = True):
+def shard(root: str | None = None) -> ShardRun:
     from jobs.config.load import pipeline_from_dict
     from jobs.driver.plan import operator_config
-    from jobs.executor.operator import BucketProcessor
 
     pipeline = pipeline_from_dict(
         {
@@ -39,10 +38,7 @@ def processor(init: bool = True):
             },
         }
     )
-    proc = BucketProcessor(operator_config(pipeline))
-    if init:
-        proc.init(FakeHandle())
-    return proc
+    return ShardRun(operator_config(pipeline), root)
 
 
 def blob(rows: list[dict]) -> bytes:
@@ -55,28 +51,21 @@ def blob(rows: list[dict]) -> bytes:
 
 def test_input_rows_of_both_encodings_keep_integers_exact_and_nulls():
     # pandas would hold integer columns with nulls as float64 (BIG + 1 == BIG there)
-    frame = pd.DataFrame(
-        {
-            "pst_bucket": [3, 3, 3],
-            "pst_blob": [
-                blob([{"user": BIG, "ts_us": T0_US + 1, "n": BIG}]),
-                blob(
-                    [
-                        {"user": BIG, "ts_us": T0_US + 2, "n": BIG + 2},
-                        {"user": BIG, "ts_us": T0_US + 3, "n": None},
-                    ]
-                ),
-                None,
-            ],
-            # a row in the row encoding (a record Spark parsed, beside the decoder's blobs)
-            "pst_row": [None, None, f'{{"user":{BIG},"ts_us":{T0_US + 4},"n":{BIG + 4}}}'.encode()],
-        }
-    )
-    out = pd.concat(list(processor().handleInputRows((3,), iter([frame]), Clocks())))
-    panes = out[out["record_kind"] == "pane"]
-    assert set(panes["user"]) == {BIG}
-    last = panes.sort_values("pane_index").iloc[-1]
-    assert list(last["ns"]) == [BIG, BIG + 2, None, BIG + 4]
+    blobs = [
+        blob([{"user": BIG, "ts_us": T0_US + 1, "n": BIG}]),
+        blob(
+            [
+                {"user": BIG, "ts_us": T0_US + 2, "n": BIG + 2},
+                {"user": BIG, "ts_us": T0_US + 3, "n": None},
+            ]
+        ),
+    ]
+    # a row in the row encoding (a record Spark parsed, beside the decoder's blobs)
+    rows = [f'{{"user":{BIG},"ts_us":{T0_US + 4},"n":{BIG + 4}}}'.encode()]
+    panes = [r for r in shard().step(blobs, clocks(), rows=rows) if r["record_kind"] == "pane"]
+    assert {p["user"] for p in panes} == {BIG}
+    last = max(panes, key=lambda p: p["pane_index"])
+    assert last["ns"] == [BIG, BIG + 2, None, BIG + 4]
 
 
 def test_rejected_records_pass_through_stamped_with_the_batch_time():
@@ -87,12 +76,12 @@ def test_rejected_records_pass_through_stamped_with_the_batch_time():
             "pst_reason": ["malformed record", "missing key (user)"],
         }
     )
-    frame = pd.DataFrame({"pst_bucket": [-1], "pst_blob": [blob_of(rejected)], "pst_row": [None]})
-    out = pd.concat(list(processor().handleInputRows((-1,), iter([frame]), Clocks())))
-    assert list(out["record_kind"]) == ["rejected", "rejected"]
-    assert list(out["raw"]) == ["{bad", "{}"] and list(out["source_file"]) == ["f1", "f2"]
-    assert list(out["reason"]) == ["malformed record", "missing key (user)"]
-    assert set(out["processing_time_us"]) == {T0_US}
+    out = shard().step(blob_of(rejected), clocks(), bucket=-1)
+    assert [r["record_kind"] for r in out] == ["rejected", "rejected"]
+    assert [r["raw"] for r in out] == ["{bad", "{}"]
+    assert [r["source_file"] for r in out] == ["f1", "f2"]
+    assert [r["reason"] for r in out] == ["malformed record", "missing key (user)"]
+    assert {r["processing_time_us"] for r in out} == {T0_US}
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -107,37 +96,42 @@ def test_any_arrival_order_gives_the_same_sequence(seed):
     assert shuffled == expected
 
 
-def test_the_shell_spark_ships_handles_rows_as_the_processor_does():
-    """What Spark unpickles (also on the driver, only to run ``init``) is the shell: it makes
-    the bucket's state in ``init`` and hands it to the operator it unpickles on first use."""
-    import pickle
+def test_a_due_timer_fires_in_a_step_without_input_and_a_replayed_step_repeats_itself(tmp_path):
+    """A step with no input rows still visits the buckets whose timer the watermark reached; a
+    step run again (a retried task, a replayed batch) reads the state its first run read."""
+    run = shard(str(tmp_path))
+    early = run.step(blob([{"user": 7, "ts_us": T0_US + 5_000_000, "n": 1}]), clocks())
+    assert [r["timing"] for r in early if r["record_kind"] == "pane"] == ["EARLY"]
+    stored = run.stored()
+    assert list(stored) == [3] and stored[3].timer_ms == T0_MS + 60_000  # the window's end
+    assert run.step(None, clocks(T0_MS + 59_999)) == []  # not due: nothing fires
+    fired = run.step(None, clocks(T0_MS + 60_000))
+    assert [(r["timing"], r["ns"]) for r in fired] == [("ON_TIME", [1])]
+    run.version -= 1  # the same step again
+    assert run.step(None, clocks(T0_MS + 60_000)) == fired
+    assert run.step(None, clocks(T0_MS + 3_600_000)) == []
+    assert run.stored() == {}  # the window expired: nothing kept
 
-    from jobs.executor.operator import BucketProcessor, state_spark_schema
-    from jobs.executor.processor_shell import ProcessorShell
 
-    frame = pd.DataFrame(
+def test_each_task_reports_the_largest_clock_of_its_input():
+    from jobs.executor.operator import OperatorStep
+    from jobs.executor.operator_input import BLOB, BUCKET, CLOCK, CONTROL_BUCKET, ROW
+
+    run = shard()
+    batch = pa.RecordBatch.from_pydict(
         {
-            "pst_bucket": [3],
-            "pst_blob": [
-                blob(
-                    [
-                        {"user": 7, "ts_us": T0_US + 1, "n": 1},
-                        {"user": 7, "ts_us": T0_US + 2, "n": 2},
-                    ]
-                )
-            ],
-            "pst_row": [None],
-        }
+            BUCKET: [CONTROL_BUCKET, 3],
+            BLOB: [None, blob([{"user": 1, "ts_us": T0_US, "n": 1}])],
+            ROW: [None, None],
+            CLOCK: [T0_US + 9, T0_US],
+        },
+        schema=pa.schema(
+            [(BUCKET, pa.int32()), (BLOB, pa.binary()), (ROW, pa.binary()), (CLOCK, pa.int64())]
+        ),
     )
-    shipped = ProcessorShell(
-        processor(init=False), BucketProcessor.STATE_NAME, state_spark_schema()
+    out = pa.Table.from_batches(
+        list(OperatorStep(run.config, run.root, clocks(), 0)(iter([batch])))
     )
-    shell = pickle.loads(pickle.dumps(shipped))
-    handle = FakeHandle()
-    shell.init(handle)
-    got = pd.concat(list(shell.handleInputRows((3,), iter([frame]), Clocks())))
-    want = pd.concat(list(processor().handleInputRows((3,), iter([frame]), Clocks())))
-    assert len(got) > 0
-    assert got.to_dict("records") == want.to_dict("records")
-    assert handle.state.value is not None  # the state made in the shell's init holds the bucket
-    assert pickle.loads(pickle.dumps(shell))._processor is None  # never ships a loaded operator
+    kinds = out.column("record_kind").to_pylist()
+    assert kinds.count("clock") == 1 and "pane" in kinds
+    assert out.column("pst_clock").to_pylist()[kinds.index("clock")] == T0_US + 9

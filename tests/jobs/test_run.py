@@ -30,13 +30,14 @@ def test_a_new_lake_spreads_its_buckets_evenly_over_the_shuffle_partitions(tmp_p
     from jobs.executor.operator_input import spark_partition_of_int
 
     pipeline = load_pipeline(DEMO, overrides={"lake": str(tmp_path / "lake")})
-    ids = check_state_layout(pipeline, partitions=2)
+    ids = check_state_layout(pipeline, partitions=2).bucket_ids
     assert len(set(ids)) == len(ids) == pipeline.state_buckets and min(ids) >= 0
     per_partition = [spark_partition_of_int(i, 2) for i in ids]
     assert per_partition.count(0) == per_partition.count(1)
     # the plain numbers 0..63 would not be: Spark's Murmur3 puts 27 and 37 on each
     assert [spark_partition_of_int(i, 2) for i in range(64)].count(0) == 27
-    assert check_state_layout(pipeline, partitions=5) == ids  # recorded: a lake keeps its values
+    kept = check_state_layout(pipeline, partitions=5)  # recorded: a lake keeps its values
+    assert kept.bucket_ids == ids and kept.shards == 2
     recorded = json.loads((tmp_path / "lake" / "_state_layout.json").read_text())
     assert tuple(recorded["bucket_ids"]) == ids
 
@@ -57,15 +58,28 @@ def test_a_lake_of_another_layout_format_is_refused(tmp_path):
         check_state_layout(other, partitions=2)
 
 
-def test_a_lake_of_the_pickled_bucket_layout_is_read_and_recorded_as_the_newer_one(tmp_path):
+def test_a_lake_of_an_older_layout_keeps_its_checkpoint_partitions_as_shards(tmp_path):
+    """Formats 1 and 2 kept the state in Spark's store, spread by the checkpoint's shuffle
+    partitions: the run upgrading it (tests/spark/test_state_upgrade.py) keeps them as shards."""
     import json
 
+    from jobs.driver.runs import STATE_LAYOUT_FORMAT, record_state_layout
+
     pipeline = load_pipeline(DEMO, overrides={"lake": str(tmp_path / "lake")})
-    ids = check_state_layout(pipeline, partitions=2)
+    ids = check_state_layout(pipeline, partitions=2).bucket_ids
     path = tmp_path / "lake" / "_state_layout.json"
-    path.write_text(json.dumps({**json.loads(path.read_text()), "format": 1}))
-    assert check_state_layout(pipeline, partitions=2) == ids
-    assert json.loads(path.read_text())["format"] == 2  # an older panestore now refuses it
+    older = {k: v for k, v in json.loads(path.read_text()).items() if k != "shards"}
+    path.write_text(json.dumps({**older, "format": 2}))
+    offsets = Path(pipeline.checkpoint_path) / "offsets"
+    offsets.mkdir(parents=True)
+    conf = {"spark.sql.shuffle.partitions": "5"}
+    (offsets / "0").write_text("v1\n" + json.dumps({"batchTimestampMs": 1, "conf": conf}) + "\n")
+    layout = check_state_layout(pipeline, partitions=2)
+    assert (layout.bucket_ids, layout.shards, layout.format) == (ids, 5, 2)
+    record_state_layout(pipeline, layout)
+    recorded = json.loads(path.read_text())
+    assert (recorded["format"], recorded["shards"]) == (STATE_LAYOUT_FORMAT, 5)
+    assert check_state_layout(pipeline, partitions=2).format == STATE_LAYOUT_FORMAT
 
 
 def test_progress_lines_count_input_records_and_say_what_control_rows_were():
