@@ -350,7 +350,7 @@ class OperatorStep:
         if profile is not None:
             profile.disable()
             profile.dump_stats(os.path.join(self.config.profile_dir or ".", _profile_name()))
-        clock_row = {c: [None] for c in schema.names}
+        clock_row: dict[str, list[Any]] = {c: [None] for c in schema.names}
         clock_row[RECORD_KIND], clock_row[CLOCK] = [KIND_CLOCK], [clock]
         yield pa.RecordBatch.from_pydict(clock_row, schema=schema)
 

@@ -28,6 +28,7 @@ def test_pack_by_bucket_round_trips():
     batch = pa.RecordBatch.from_pydict(
         {
             "pst_bucket": pa.array([3, 1, 3, -1, 1], pa.int32()),
+            "pst_clock": pa.array([7, None, 9, None, 2], pa.int64()),
             "k": ["a", "b", "c", None, "e"],
             "ts_us": pa.array([5, 4, 3, None, 1], pa.int64()),
         }
@@ -37,6 +38,7 @@ def test_pack_by_bucket_round_trips():
     packed = out[0].to_pydict()
     assert packed["pst_bucket"] == [-1, 1, 3]
     assert packed["pst_row"] == [None, None, None]  # the packed encoding only
+    assert packed["pst_clock"] == [None, 2, 9]  # the largest clock of each blob's rows
     rows = {
         b: pa.ipc.open_stream(blob).read_all().to_pydict()
         for b, blob in zip(packed["pst_bucket"], packed["pst_blob"], strict=True)

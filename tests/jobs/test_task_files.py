@@ -64,23 +64,21 @@ def late(keys: list[str]) -> tuple[dict[str, list], int]:
     return cols, n
 
 
-def visit(output: TaskOutput, kind: str, records: tuple[dict[str, list], int]) -> pd.DataFrame:
-    frames = list(output.emit(kind, *records))
-    return pd.concat(frames) if frames else pd.DataFrame(columns=output.columns)
+def visit(output: TaskOutput, kind: str, records: tuple[dict[str, list], int]) -> pa.Table:
+    return pa.Table.from_batches(list(output.emit(kind, *records)), schema=output.schema)
 
 
 def read(tables: OutputTables, kind: str, name: str) -> pa.Table:
     return pq.read_table(f"{tables.targets[kind].table_uri.removeprefix('file://')}/{name}")
 
 
-def collect(frames: list[pd.DataFrame]) -> pa.Table:
-    schema = output_arrow_schema(DEFAULT_LAYOUT)
-    return pa.Table.from_pandas(pd.concat(frames), schema=schema, preserve_index=False)
+def collect(tables: list[pa.Table]) -> pa.Table:
+    return pa.concat_tables(tables)
 
 
 def test_a_task_sends_few_rows_on_and_writes_many_itself(tables):
     writing = TaskWriting(tables, rows_as_rows=3, rows_per_file=4)
-    output = TaskOutput(output_arrow_schema(DEFAULT_LAYOUT).names, writing, BatchOfTask(7))
+    output = TaskOutput(output_arrow_schema(DEFAULT_LAYOUT), writing, BatchOfTask(7))
     sent = [
         visit(output, KIND_PANE, panes(["a", "b"])),  # 2: sent on
         visit(output, KIND_PANE, panes(["c", "d"])),  # 4 > 3: a file is named
@@ -89,14 +87,14 @@ def test_a_task_sends_few_rows_on_and_writes_many_itself(tables):
         visit(output, KIND_LATE, late(["x"])),
     ]
     output.close()
-    rows = pd.concat(sent)
+    rows = collect(sent).to_pandas()
     named = rows[rows[DATA_FILE].notna()]
     assert list(named[RECORD_KIND]) == [KIND_PANE, KIND_PANE]
     assert sorted(output.written) == sorted(named[DATA_FILE])
     assert list(rows[rows[DATA_FILE].isna()][RECORD_KIND]) == [KIND_PANE] * 2 + [KIND_LATE]
 
     files = list(BatchWriter(tables, 7)(iter(collect(sent).to_batches())))
-    got = pa.Table.from_batches(files).to_pylist()
+    got = [f for f in pa.Table.from_batches(files).to_pylist() if f[RECORD_KIND] != "clock"]
     by_kind = {}
     for f in got:
         by_kind.setdefault(f[RECORD_KIND], []).append(f)
@@ -116,16 +114,16 @@ def test_a_task_sends_few_rows_on_and_writes_many_itself(tables):
 def test_a_replayed_batch_neither_sends_nor_writes_a_committed_kind(tables):
     writing = TaskWriting(tables, rows_as_rows=1, rows_per_file=10)
     batch = BatchOfTask(3, frozenset({KIND_PANE}))
-    output = TaskOutput(output_arrow_schema(DEFAULT_LAYOUT).names, writing, batch)
-    assert visit(output, KIND_PANE, panes(["a", "b", "c"])).empty
-    assert len(visit(output, KIND_LATE, late(["x", "y"]))) == 1  # a file named
+    output = TaskOutput(output_arrow_schema(DEFAULT_LAYOUT), writing, batch)
+    assert visit(output, KIND_PANE, panes(["a", "b", "c"])).num_rows == 0
+    assert visit(output, KIND_LATE, late(["x", "y"])).num_rows == 1  # a file named
     output.close()
     assert len(output.written) == 1
 
 
 def test_without_writing_every_row_is_sent_on():
-    output = TaskOutput(output_arrow_schema(DEFAULT_LAYOUT).names, None)
+    output = TaskOutput(output_arrow_schema(DEFAULT_LAYOUT), None)
     rows = visit(output, KIND_PANE, panes([str(i) for i in range(50)]))
-    assert len(rows) == 50 and rows[DATA_FILE].isna().all()
+    assert rows.num_rows == 50 and rows.column(DATA_FILE).null_count == 50
     output.close()
     assert output.written == []
