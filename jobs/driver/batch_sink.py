@@ -38,7 +38,7 @@ from sinks.records import REJECTED_CORE, LateLog, RejectedLog, finish_rejected
 if TYPE_CHECKING:  # pragma: no cover
     pass
 
-KILL_POINTS = ("before_commit", "between_tables", "after_commit")
+KILL_POINTS = ("between_steps", "before_commit", "between_tables", "after_commit")
 VANISHED = (
     "file vanished: listed for this batch but gone when it was read (deleted or moved after "
     "it landed); its records are not in this batch: land it again under a new name"
@@ -66,6 +66,8 @@ class BatchStats:
     committed: bool = False  # False: a replay whose tables were already committed
     vanished: tuple[str, ...] = ()  # listed input files gone before they were read (rejected)
     changed: tuple[ChangedFile, ...] = ()  # input files changed after a batch read them (rejected)
+    watermark_ms: int | None = None  # the watermark the batch ran at (Spark's offset log)
+    watermark_after_ms: int | None = None  # after the batch (fired in it); Spark's next batch's
     compute_s: float = 0.0  # running the batch's plan (source, engine) to its output
     commit_s: float = 0.0  # the Delta commits
 
@@ -196,7 +198,8 @@ class BatchSink:
         # landing files changed after an earlier batch read them (jobs.driver.landing_changes):
         # bound to this batch before its rejected rows commit, so a replay records the same rows
         changed = tuple(bind_changes(self.pipeline, batch_id)) if KIND_REJECTED in todo else ()
-        files, counts = self._run_operator(df, batch_id, committed)
+        clocks = batch_clocks(self.pipeline.checkpoint_path, batch_id)
+        files, counts, after = self._run_operator(df, clocks, batch_id, committed)
         # After the plan ran: a file gone now was gone when its batch read it (or vanished while
         # being read). Spark skips such a file with a log warning; we keep it on record.
         gone, batch_ts_us = self._vanished_input(df.sparkSession, batch_id)
@@ -213,6 +216,8 @@ class BatchSink:
             vanished=gone,
             changed=changed,
             committed=done,
+            watermark_ms=clocks.watermark_ms,
+            watermark_after_ms=after,
         )
         stats.compute_s = computed - started
         stats.commit_s = time.perf_counter() - computed
@@ -222,16 +227,17 @@ class BatchSink:
             self.on_batch(stats)
 
     def _run_operator(
-        self, df, batch_id: int, committed: Sequence[str]
-    ) -> tuple[dict[str, list[DataFile]], BatchCounts]:
+        self, df, clocks: Clocks, batch_id: int, committed: Sequence[str]
+    ) -> tuple[dict[str, list[DataFile]], BatchCounts, int]:
         """The operator over the batch's input at the batch's clocks (step 0) and, when the batch
-        moved the watermark, the firing at the new watermark (step 1): their files and counts."""
+        moved the watermark, the firing at the new watermark (step 1): their files and counts,
+        and the watermark after the batch."""
         operator = self.operator
-        clocks = batch_clocks(self.pipeline.checkpoint_path, batch_id)
         out = operator.output(df, clocks, step_version(batch_id, 0))
         files, counts = write_batch_files(out, self.tables, batch_id, committed)
         after = operator.watermark_after(clocks.watermark_ms, counts.clock_us)
         if after > clocks.watermark_ms:
+            kill("between_steps", batch_id, self.kill_at)
             empty = df.sparkSession.createDataFrame([], OPERATOR_INPUT)
             fire = operator.output(
                 empty, Clocks(after, clocks.processing_ms), step_version(batch_id, 1)
@@ -240,7 +246,7 @@ class BatchSink:
             for kind, found in more.items():
                 files.setdefault(kind, []).extend(found)
             counts.merge(fired)
-        return files, counts
+        return files, counts, after
 
     @staticmethod
     def _file_notes(gone: Sequence[str], changed: Sequence[ChangedFile]) -> list[tuple[str, str]]:

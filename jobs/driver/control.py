@@ -6,8 +6,9 @@ unions them with the records and drops them after the watermark has seen them).
 
 * the drain sentinel, at the last millisecond Spark timestamps can hold: the watermark moves to
   the end of time and every window closes (:func:`write_drain_sentinel`);
-* a tick, at 1970: it moves nothing, but makes Spark run a batch at the watermark it computed
-  after the previous one (:func:`write_tick`, when :func:`pending_watermark` says so).
+* a tick, at 1970: it moves nothing, but makes Spark run a batch (:func:`write_tick`): a run
+  that must record something in a batch (changed landing files), or that upgrades a lake whose
+  last run stopped before firing a watermark advance (:func:`pending_watermark`).
 """
 
 from __future__ import annotations
@@ -66,11 +67,11 @@ def write_tick(pipeline: Pipeline) -> Path:
 def pending_watermark(pipeline: Pipeline) -> bool:
     """Whether the checkpoint holds a watermark advance no batch has run with.
 
-    Spark runs the trailing no-data batch (firing the timers of the advance) right after the last
-    data batch, in the same process. Killed after that batch's commit and before the no-data
-    batch started, a restarted query does not run it (no data, and no previous execution in this
-    process to compare watermarks with): the timers would wait for new data. The commit log keeps
-    the advance (``nextBatchWatermarkMs``), so a run can tell and tick (:func:`write_tick`).
+    The operator fires a batch's watermark advance in the batch itself
+    (:mod:`jobs.driver.batch_sink`); the older job (state layout formats 1 and 2) left it to
+    Spark's trailing no-data batch, which a run killed after the last data batch's commit never
+    ran. The commit log keeps the advance (``nextBatchWatermarkMs``), so the run that upgrades
+    such a lake can tell and tick (:func:`write_tick`; :mod:`jobs.driver.state_upgrade`).
     """
     ckpt = Path(pipeline.checkpoint_path)
     try:

@@ -1,47 +1,50 @@
-"""The job core: a records frame -> the panes engine in Spark -> one output stream per batch.
+"""The job core: a records frame -> the operator's input stream -> the operator, per batch.
 
 :func:`build_job` takes any streaming *records* frame (see :mod:`jobs.driver.landing_source`) and
-returns one streaming frame whose rows are of three kinds (``record_kind``):
+returns the operator's input stream (:data:`jobs.executor.operator_input.OPERATOR_INPUT`). The
+query has no stateful operator of Spark's: :class:`jobs.driver.batch_sink.BatchSink`
+(``foreachBatch``) runs the operator over each batch (:class:`OperatorPlan`, the engine in
+Spark tasks keeping its own state: :mod:`jobs.executor.operator`), whose output rows are of three
+kinds (``record_kind``):
 
 * ``pane``: a pane the engine emitted (pane-log core record);
 * ``late``: an element the engine dropped for lateness (late-table core record);
 * ``rejected``: an input record that could not become an element (raw record, file, reason).
 
-:class:`jobs.driver.batch_sink.BatchSink` (``foreachBatch``) has the executors write each kind as
-data files into its Delta table (:mod:`jobs.executor.batch_output`) and commits them with an
-application transaction (version = batch id), so one micro-batch is committed at most once per
-table.
+and writes each kind as data files into its Delta table (:mod:`jobs.executor.batch_output`),
+committed with an application transaction (version = batch id), so one micro-batch is committed
+at most once per table.
 
 Plan (all rows of one batch)::
 
     records: plain rows (one record each), and blobs the JSON-lines decoder packed
       -> tag plain rows: keys, event time _ts, values; or the reason to reject them
          (a blob's _ts is its latest event time; rejected rows keep raw line and file)
-      -- union -- control rows (drain sentinel)
+      -- union -- control rows (drain sentinel, ticks, writers' watermarks)
       -> withWatermark(_ts, delay) (writer_noted: of the control rows' time only);
-         drop control rows; ts_us = micros(_ts); drop _ts
+         clock = micros(the watermarked column); ts_us = micros(_ts)
       -> bucket = pmod(xxhash64(keys), state_buckets) as the lake's grouping value
-         (rejected rows: REJECTED_BUCKET)
-      -> the operator's input (:mod:`jobs.executor.operator_input`): with the decoder, its blobs as
-      they
-         are and each plain row in the row encoding (JSON, no further Python stage); without
-         it, the rows of each Arrow batch packed into per-bucket blobs (mapInArrow)
-      -> groupBy(bucket).transformWithStateInPandas(BucketProcessor)
+         (rejected rows: REJECTED_BUCKET, control rows: CONTROL_BUCKET, only their clock kept)
+      -> the operator's input (:mod:`jobs.executor.operator_input`): with the decoder, its blobs
+         as they are and each plain row in the row encoding (JSON, no further Python stage);
+         without it, the rows of each Arrow batch packed into per-bucket blobs (mapInArrow)
+    in the batch sink, per batch:
+      -> repartition(shards, bucket).mapInArrow(OperatorStep) at the batch's clocks
+      -> if the largest clock moved the watermark: the same over no rows at the new watermark
 
 * Event time: the configured column (a timestamp, or an epoch number in ``source.epoch_unit``),
   or with ``watermark.policy = "ingestion_time"`` the batch's timestamp (``current_timestamp()``,
   fixed in the offset log, so replays see the same value).
-* Spark filters rows behind its watermark before a stateful operator only when the watermarked
-  column reaches the operator; it does not (``_ts`` is dropped after ``withWatermark``), so the
-  engine sees every row and applies the model's droppable rule itself, recording what it drops.
-  The model watermark is Spark's (largest event time seen minus the delay), per batch.
+* Watermark: Spark's (largest event time seen minus the delay), which its offset log records
+  per batch; the operator sees every row and applies the model's droppable rule itself,
+  recording what it drops. The watermark after a batch is computed from the operator's clocks by
+  Spark's rule (:meth:`OperatorPlan.watermark_after`) and fired in the batch itself: the next
+  batch's watermark in Spark's offset log is the same value.
 * ``watermark.policy = "writer_noted"``: Spark's watermark follows the control rows only (a
   column null on data rows, which Spark's maximum leaves out); the driver writes the writers'
   watermark as control rows (:mod:`jobs.driver.writers_watermark`), delay 0.
-* Drain: a control row at the end of Spark's time range moves Spark's watermark to the end of
-  time (``end_of_time_ms``), which the operator maps to ``END_OF_TIME``: every window closes.
-  Control rows are removed after the watermark has seen them (the filter references ``_ts`` so
-  Spark cannot push it below the watermark).
+* Drain: a control row at the end of Spark's time range moves the watermark to the end of time
+  (``end_of_time_ms``), which the operator maps to ``END_OF_TIME``: every window closes.
 """
 
 from __future__ import annotations

@@ -90,9 +90,18 @@ class BatchReport:
             control,
         )
 
+    @property
+    def watermark_after(self) -> str | None:
+        """The watermark after the batch: what it moved to, and fired at (the batch's own
+        watermark when it moved nothing)."""
+        after = None if self.stats is None else self.stats.watermark_after_ms
+        return _iso_ms(after) if after else self.watermark
+
     def line(self) -> str:
         s = self.stats
         wm = self.watermark or "-"
+        if self.watermark_after != self.watermark:
+            wm = f"{wm} -> {self.watermark_after}"
         rows = f"{self.rows} rows" + (
             f" (+{_control(self.control_rows)})" if self.control_rows else ""
         )

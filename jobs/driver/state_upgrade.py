@@ -14,13 +14,12 @@ the last run stopped before it, a tick makes the next run's first batch fire the
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jobs.config.pipeline import Pipeline
-from jobs.driver.control import write_tick
+from jobs.driver.control import pending_watermark, write_tick
 from jobs.driver.tws_state import read_bucket_states
 from jobs.executor.operator_input import spark_partition_of_int
 from jobs.executor.state_store import ShardStore, Stored, step_version
@@ -37,10 +36,6 @@ def _last_commit(checkpoint: Path) -> int | None:
     return max(ids, default=None)
 
 
-def _metadata(path: Path) -> dict:
-    return json.loads(path.read_text().splitlines()[1])
-
-
 def upgrade_state(spark: SparkSession, pipeline: Pipeline, shards: int) -> int:
     """Write the buckets' states of the checkpoint's ``transformWithState`` store as shard files
     (the module doc); the number of buckets moved."""
@@ -55,8 +50,6 @@ def upgrade_state(spark: SparkSession, pipeline: Pipeline, shards: int) -> int:
     root = os.path.join(pipeline.checkpoint_path, "state")
     for shard, buckets in by_shard.items():
         ShardStore(root, shard).save(step_version(last, 1), buckets)
-    committed = _metadata(checkpoint / "commits" / str(last))
-    offsets = _metadata(checkpoint / "offsets" / str(last))
-    if committed.get("nextBatchWatermarkMs", 0) > offsets.get("batchWatermarkMs", 0):
+    if pending_watermark(pipeline):
         write_tick(pipeline)
     return len(states)

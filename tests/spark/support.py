@@ -46,6 +46,15 @@ def committed_batches(ckpt: Path) -> set[int]:
     return {int(p.name) for p in (ckpt / "commits").iterdir() if p.name.isdigit()}
 
 
+def next_watermarks(ckpt: Path) -> dict[int, int]:
+    """batch id -> the watermark Spark computed after the batch (its commit log)."""
+    return {
+        int(p.name): json.loads(p.read_text().splitlines()[1])["nextBatchWatermarkMs"]
+        for p in (ckpt / "commits").iterdir()
+        if p.name.isdigit()
+    }
+
+
 def replay(pipeline, parse_line) -> list[tuple[int, list, list]]:
     """Rebuild each batch from the checkpoint and run the simulator over them: returns
     [(batch id, panes, dropped)]; ``parse_line(text) -> (key, value, ts_us) or None``."""
@@ -56,6 +65,7 @@ def replay(pipeline, parse_line) -> list[tuple[int, list, list]]:
     cfg = operator_config(pipeline)
     sim = Simulator(pipeline.windowing(), pipeline.combine_fn())
     done = committed_batches(ckpt)
+    after = next_watermarks(ckpt)
     result, prev = [], -1
     for batch_id, wm_ms, pt_ms, log_offset in offset_log(ckpt):
         if batch_id not in done:
@@ -72,9 +82,12 @@ def replay(pipeline, parse_line) -> list[tuple[int, list, list]]:
                             rows.append(parsed)
             prev = log_offset
         n_dropped = len(sim.dropped)
-        # One micro-batch == advance both clocks, then the batch's rows as one bundle.
+        # One micro-batch == advance both clocks, the batch's rows as one bundle, then the
+        # advance to the watermark Spark computed after the batch (fired in the batch).
         panes = sim.advance(cfg.model_watermark(wm_ms), pt_ms * 1000)
         panes += sim.add_elements(sorted(rows, key=lambda e: (e[0], e[2], repr(e[1]))))
+        if after[batch_id] > wm_ms:
+            panes += sim.advance(cfg.model_watermark(after[batch_id]), pt_ms * 1000)
         result.append((batch_id, panes, sim.dropped[n_dropped:]))
     return result
 

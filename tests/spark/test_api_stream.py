@@ -49,7 +49,8 @@ def test_a_killed_api_job_run_again_writes_the_uninterrupted_pane_log(spark, tmp
     want = tables(base)
 
     lake = tmp_path / "killed"
-    for kill_at in ("between_tables:0", "before_commit:1"):  # the data batch, its timer batch
+    # the data batch: after its data step (state written), then between its table commits
+    for kill_at in ("between_steps:0", "between_tables:0"):
         proc = job(lake, counter, "--kill-at", kill_at)
         assert proc.returncode == -signal.SIGKILL, (kill_at, proc.stderr[-3000:])
     killed = pipeline(lake)

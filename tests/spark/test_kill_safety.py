@@ -4,10 +4,10 @@ Each killed run is a separate ``panestore run`` process (its own process group: 
 Python workers die together, as in a container kill). ``--kill-at point:batch`` makes the sink
 kill the job at a named point of a given batch (see ``jobs.driver.batch_sink.kill``):
 
-* ``before_commit``: mid-batch, the engine ran and its state was written, nothing committed;
+* ``between_steps``: the operator's data step wrote its state, the firing step did not run;
+* ``before_commit``: mid-batch, both steps ran and wrote their state, nothing committed;
 * ``between_tables``: the pane log committed, the late and rejected tables not;
-* ``after_commit``: every Delta commit done, Spark's checkpoint commit not;
-* ``before_commit`` of the trailing no-data batch (timers only).
+* ``after_commit``: every Delta commit done, Spark's checkpoint commit not.
 """
 
 from __future__ import annotations
@@ -59,15 +59,14 @@ FILES = [
     [view("a", 200), view("a", 30, 7.0), view("b", 130), '{"ts": "' + iso(9) + '"}'],
     [view("b", 400), view("a", 35, 3.0), view("c", 300, 2.0)],
 ]
-# (point:batch) per killed run. Batches 0-3 read one file each; batch 4 fires the timers of the last
-# watermark advance (Spark's no-data batch, or the tick batch of jobs.driver.runs). Killed:
-# mid-batch (1), after a data batch's Delta commits but before Spark's commit (3: the replay writes
-# into no table), during the timer batch (4). With --run-slow also: between the pane-log and the
-# late/rejected commits (2; tests/spark/test_cluster.py kills there too), and after the timer
-# batch's Delta commits (4, replayed).
-KILLS = ["before_commit:1", "after_commit:3", "before_commit:4"]
-SLOW_KILLS = ["between_tables:2", "after_commit:4"]
-KILL_ORDER = ("before_commit", "between_tables", "after_commit")
+# (point:batch) per killed run. Batches 0-3 read one file each, and each fires its own watermark
+# advance. Killed: mid-batch (1), between the last batch's data and firing steps (3), after its
+# Delta commits but before Spark's commit (3 again: the replay writes into no table). With
+# --run-slow also: between the pane-log and the late/rejected commits (2;
+# tests/spark/test_cluster.py kills there too), and after both steps of batch 3 (3).
+KILLS = ["before_commit:1", "between_steps:3", "after_commit:3"]
+SLOW_KILLS = ["between_tables:2", "before_commit:3"]
+KILL_ORDER = ("between_steps", "before_commit", "between_tables", "after_commit")
 
 
 def parse(text):

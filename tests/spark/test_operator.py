@@ -1,4 +1,5 @@
-"""The panes engine inside transformWithStateInPandas, into the Delta pane log, vs the simulator."""
+"""The panes engine in the batch sink's operator steps, into the Delta pane log, vs the simulator
+driven by Spark's offset and commit logs."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import os
 import time
 
 import pytest
+
+from tests.spark.support import next_watermarks
 
 pytestmark = pytest.mark.spark
 
@@ -84,6 +87,8 @@ def _pipeline(tmp_path, value_type: str = "double"):
 def test_pane_log_equals_simulator(spark, tmp_path, value_type):
     """The operator as the job runs it (packed key buckets), fed by a plain streaming frame: a
     sum of doubles element by element, a sum of longs lifted (combined in Arrow per window)."""
+    from pathlib import Path
+
     from pyspark.sql.types import (
         DoubleType,
         LongType,
@@ -100,7 +105,7 @@ def test_pane_log_equals_simulator(spark, tmp_path, value_type):
     from sinks.pane_log import pane_record
 
     pipeline = _pipeline(tmp_path, value_type)
-    inp, ckpt = tmp_path / "in", tmp_path / "ckpt"
+    inp, ckpt = tmp_path / "in", Path(pipeline.checkpoint_path)
     inp.mkdir()
     schema = StructType(
         [
@@ -125,9 +130,10 @@ def test_pane_log_equals_simulator(spark, tmp_path, value_type):
         _put(inp, f"f{i}", recs, value_type)
         run()
 
-    # Replay the same batches through the simulator: watermark and batch time from the offset log.
+    # Replay the same batches through the simulator: watermark and batch time from the offset log,
+    # the watermark after each batch (fired in it) from the commit log.
     sim = Simulator(pipeline.windowing(), pipeline.combine_fn())
-    expected, prev = [], -1
+    expected, prev, after = [], -1, next_watermarks(ckpt)
     for batch_id, wm_ms, pt_ms, log_offset in _offset_log(ckpt):
         rows = []
         for lo in range(prev + 1, log_offset + 1):
@@ -139,9 +145,14 @@ def test_pane_log_equals_simulator(spark, tmp_path, value_type):
                     ts = calendar.timegm(time.strptime(r["ts"], "%Y-%m-%dT%H:%M:%SZ"))
                     rows.append((r["key"], {"value": r["value"]}, ts * 1_000_000))
         prev = log_offset
-        # One micro-batch == advance both clocks, then add the batch's rows as one bundle.
+        # One micro-batch == advance both clocks, add the batch's rows as one bundle, then advance
+        # to the watermark Spark computed after the batch.
         out = sim.advance(cfg.model_watermark(wm_ms), pt_ms * 1000)
         out += sim.add_elements(sorted(rows, key=lambda e: (e[0], e[2], repr(e[1]))))
+        assert sink.stats[batch_id].watermark_ms == wm_ms
+        assert sink.stats[batch_id].watermark_after_ms == after[batch_id]  # Spark's own rule
+        if after[batch_id] > wm_ms:
+            out += sim.advance(cfg.model_watermark(after[batch_id]), pt_ms * 1000)
         expected += [dict(pane_record(p, layout(pipeline)), batch_id=batch_id) for p in out]
 
     def norm(r):  # every column, processing_time_us included
