@@ -365,8 +365,8 @@ class OperatorPlan:
 
     def output(self, rows: DataFrame, clocks: Clocks, version: int) -> DataFrame:
         """The operator's output frame for ``rows`` at ``clocks``, storing state ``version``."""
-        step = OperatorStep(self.config, self.state_root, clocks, version)
-        return run_step(rows, step, self.shards)
+        step = OperatorStep(self.config, self.state_root, clocks, version, self.shards)
+        return run_step(rows, step)
 
     def watermark_after(self, watermark_ms: int, clock_us: int | None) -> int:
         """The watermark after a batch at ``watermark_ms`` whose largest clock was ``clock_us``,

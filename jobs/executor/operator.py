@@ -56,6 +56,7 @@ from jobs.executor.operator_input import (
     elements_by_key,
     input_table,
     rejected_records,
+    spark_partition_of_int,
 )
 from jobs.executor.output_tables import (
     DATA_FILE,
@@ -301,19 +302,23 @@ class OperatorStep:
     The task of shard ``p`` loads the state version before ``version``, visits the buckets with
     input rows and the buckets whose timer ``clocks`` reached, stores what changed as
     ``version`` (:mod:`jobs.executor.state_store`), and yields its output and one ``clock`` row:
-    the largest :data:`~jobs.executor.operator_input.CLOCK` of its input (null: none).
+    the largest :data:`~jobs.executor.operator_input.CLOCK` of its input (null: none). A bucket
+    that reaches another shard's task (input partitioned otherwise than Spark's hash of the
+    bucket into ``shards``) stops the task: its state is in that shard's files.
     """
 
     config: OperatorConfig
     state_root: str
     clocks: Clocks
     version: int
+    shards: int = 1
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
         task = TaskContext.get()
-        store = ShardStore(self.state_root, task.partitionId() if task is not None else 0)
+        shard = task.partitionId() if task is not None else 0
+        store = ShardStore(self.state_root, shard)
         profile = self._profiler()
         states = store.load(self.version)
         schema = output_arrow_schema(self.config.layout)
@@ -333,6 +338,11 @@ class OperatorStep:
             if bucket == REJECTED_BUCKET:
                 yield from processor.rejected(table, self.clocks)
                 continue
+            if spark_partition_of_int(bucket, self.shards) != shard:  # its state is elsewhere
+                raise RuntimeError(
+                    f"bucket {bucket} reached shard {shard} of {self.shards}, not its own: the "
+                    "operator's input must be hash-partitioned by bucket into the lake's shards"
+                )
             visited.add(bucket)
             out, after = processor.visit(states.get(bucket), table, self.clocks)
             changed |= _put(states, bucket, after)
@@ -391,9 +401,9 @@ def _by_bucket(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[int, pa.Tabl
         yield int(buckets[lo]), table.slice(lo, hi - lo)
 
 
-def run_step(rows, step: OperatorStep, shards: int):
+def run_step(rows, step: OperatorStep):
     """The operator's ``step`` over ``rows`` (a batch's input frame,
     :data:`jobs.executor.operator_input.OPERATOR_INPUT`): its output frame."""
-    return rows.repartition(shards, BUCKET).mapInArrow(
+    return rows.repartition(step.shards, BUCKET).mapInArrow(
         step, output_spark_schema(step.config.layout)
     )

@@ -135,3 +135,25 @@ def test_each_task_reports_the_largest_clock_of_its_input():
     kinds = out.column("record_kind").to_pylist()
     assert kinds.count("clock") == 1 and "pane" in kinds
     assert out.column("pst_clock").to_pylist()[kinds.index("clock")] == T0_US + 9
+
+
+def test_a_bucket_in_another_shards_task_stops_it_rather_than_start_it_anew():
+    from jobs.executor.operator import OperatorStep
+    from jobs.executor.operator_input import BLOB, BUCKET, CLOCK, ROW, spark_partition_of_int
+
+    run = shard()
+    foreign = next(b for b in range(64) if spark_partition_of_int(b, 2) == 1)
+    batch = pa.RecordBatch.from_pydict(
+        {
+            BUCKET: [foreign],
+            BLOB: [blob([{"user": 1, "ts_us": T0_US, "n": 1}])],
+            ROW: [None],
+            CLOCK: [T0_US],
+        },
+        schema=pa.schema(
+            [(BUCKET, pa.int32()), (BLOB, pa.binary()), (ROW, pa.binary()), (CLOCK, pa.int64())]
+        ),
+    )
+    step = OperatorStep(run.config, run.root, clocks(), 0, shards=2)  # this task is shard 0
+    with pytest.raises(RuntimeError, match=f"bucket {foreign} reached shard 0 of 2"):
+        list(step(iter([batch])))
