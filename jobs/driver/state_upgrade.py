@@ -8,6 +8,13 @@ and writes it as the version that batch's firing step would have written, in the
 hash partitioning sends the bucket to; the run then records the new format. Killed before that,
 the next run does it again from the same committed state.
 
+The ``transformWithState`` store itself (``<checkpoint>/state/0``) is then moved aside, to
+``<checkpoint>/state-format-2``, before the run records the new format: Spark compares the
+stateful operators its checkpoint's state metadata names with the query's at the first batch of a
+restarted query, and refuses a query without the operator its metadata names
+(``STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA``). An upgrade killed after the move
+moves it back first.
+
 The older job fired the timers of a batch's watermark advance in a separate no-data batch; when
 the last run stopped before it, a tick makes the next run's first batch fire them.
 """
@@ -20,12 +27,16 @@ from typing import TYPE_CHECKING
 
 from jobs.config.pipeline import Pipeline
 from jobs.driver.control import pending_watermark, write_tick
-from jobs.driver.tws_state import read_bucket_states
+from jobs.driver.tws_state import OPERATOR_ID, read_bucket_states
 from jobs.executor.operator_input import spark_partition_of_int
 from jobs.executor.state_store import ShardStore, Stored, step_version
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
+
+
+RETIRED_STATE = "state-format-2"
+"""Where the upgrade moves the ``transformWithState`` operator's store, in the checkpoint."""
 
 
 def _last_commit(checkpoint: Path) -> int | None:
@@ -40,8 +51,12 @@ def upgrade_state(spark: SparkSession, pipeline: Pipeline, shards: int) -> int:
     """Write the buckets' states of the checkpoint's ``transformWithState`` store as shard files
     (the module doc); the number of buckets moved."""
     checkpoint = Path(pipeline.checkpoint_path)
+    store, retired = checkpoint / "state" / str(OPERATOR_ID), checkpoint / RETIRED_STATE
+    if retired.exists() and not store.exists():  # a killed upgrade moved it: read it again
+        retired.rename(store)
     last = _last_commit(checkpoint)
     if last is None:
+        _retire(store, retired)
         return 0
     states = read_bucket_states(spark, str(checkpoint))
     by_shard: dict[int, dict[int, Stored]] = {s: {} for s in range(shards)}
@@ -52,4 +67,11 @@ def upgrade_state(spark: SparkSession, pipeline: Pipeline, shards: int) -> int:
         ShardStore(root, shard).save(step_version(last, 1), buckets)
     if pending_watermark(pipeline):
         write_tick(pipeline)
+    _retire(store, retired)
     return len(states)
+
+
+def _retire(store: Path, retired: Path) -> None:
+    """Move the operator's store out of Spark's sight (the module doc)."""
+    if store.exists():
+        store.rename(retired)
