@@ -25,8 +25,9 @@ minimum, median and maximum per run, the requests each commit of the tables adds
 (delta-rs reads a table's JSON commits since its last Delta checkpoint every time it opens it),
 the runs around each checkpoint, and the run without new data.
 
-Each run commits twice to ``panes``, ``late`` and ``rejected`` (its data batch and Spark's trailing
-no-data batch; a batch commits to every table, empty or not) and the fold once to ``current``.
+Each run commits once to ``panes``, ``late`` and ``rejected`` per batch (a batch commits to every
+table, empty or not; before state layout format 3 a run also had Spark's trailing no-data batch)
+and the fold once to ``current``.
 delta-rs writes a Delta checkpoint with the commit of version ``N - 1``, ``2N - 1``... (``N``: the
 table property ``delta.checkpointInterval``, which panestore sets to 10 on the tables it creates,
 ``sinks/lake_format.py``; Delta's default is 100). ``--checkpoint-interval N`` sets that property

@@ -6,8 +6,8 @@
 Workload per size: 1,000 keys, each with events an hour apart, in ``SlidingWindows(60m, 1m)``
 with ``Repeatedly(AfterCount(1))`` (discarding): every event is in 60 windows of its own and
 fires one EARLY pane in each, so ``panes / 60`` events written as JSON-lines files make one
-micro-batch (all files in one trigger) that emits ``panes`` pane rows (plus the panes of the
-trailing no-data batch, if any).
+micro-batch (all files in one trigger) that emits ``panes`` pane rows (plus the panes its
+watermark advance fires, if any).
 
 Each size runs in a fresh process, as a scheduled run does, on ``--master`` (default: a local
 cluster, so the executors are JVMs of their own and the driver's figures are the driver's; under

@@ -1,8 +1,9 @@
 """Running a pipeline: scheduled (``availableNow``), continuous (``--follow``) and draining runs.
 
 * :func:`run` with the defaults processes every file that has landed, in micro-batches of at most
-  ``source.max_files_per_trigger`` files, then Spark's trailing no-data batch (the watermark moved)
-  fires the event-time timers that became due; every batch is committed; the run exits. That is
+  ``source.max_files_per_trigger`` files, each batch firing the event-time timers its own
+  watermark advance made due (:mod:`jobs.driver.batch_sink`); every batch is committed; the run
+  exits. That is
   the cron / Airflow mode: run it again when new files land.
 * ``follow=True`` keeps running with a processing-time trigger (a batch every ``interval`` while
   files arrive) until stopped (Ctrl-C, or ``stop_after_batches``).
@@ -16,8 +17,8 @@
 Exactly-once: each batch's panes, late and rejected rows are committed with a Delta application
 transaction (app id = pipeline name, version = batch id); Spark's checkpoint is under
 ``<checkpoint>/_checkpoint``. Killed at any moment, the next run replays the batch Spark had not
-committed with the same offsets, watermark and batch timestamp; tables that already hold that
-batch skip it.
+committed with the same offsets, watermark and batch timestamp (and the operator's state version
+before it); tables that already hold that batch skip it.
 """
 
 from __future__ import annotations
@@ -215,7 +216,7 @@ pane-log and Delta-table sources, a user's own) would otherwise fall back to a s
 (Trigger.Once), which after a kill replays the uncommitted batch and stops without the newer
 data, with a warning. With this setting Spark wraps such a source: its latest offset at the
 query's start is the end, and the run takes the replayed batch, then everything up to that
-end, then the no-data batch that fires what became due."""
+end."""
 
 
 def _run_query(

@@ -4,14 +4,14 @@
   event time in epoch µs), then a run: one micro-batch, so one bundle per key.
 * ``watermark``: a control row (``jobs.driver.control.write_control``) whose event time is the
   scenario's watermark plus the pipeline's watermark delay, then a run: Spark's watermark (largest
-  event time seen minus the delay) becomes the scenario's, and the run's trailing no-data batch
-  fires what it makes due.
+  event time seen minus the delay) becomes the scenario's, and the batch that took the row fires
+  what it makes due.
 * ``processing_time``: not supported: the job's processing time is Spark's batch timestamp.
 
 The watermark delay is a day, and a first control row at the scenario's latest event time comes
 with the first step: from then on, Spark's watermark is at least that time minus a day, which
-no element moves (so a run is one batch, not one more no-data batch for a watermark moved by
-data) and which is before every window of the scenario (its times lie within a day), so it
+no element moves (so no bundle's own batch moves the watermark) and which is before every window
+of the scenario (its times lie within a day), so it
 expires nothing and holds nothing back: it stands in for the beginning of time. Only the
 ``watermark`` steps' control rows move it further, to exactly the scenario's watermarks. Hence
 a scenario runs here only if it has no processing-time steps or triggers, its watermarks are

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.spark
 
 CLUSTER = "local-cluster[2,1,1024]"
 # Columns that differ between two runs of the same batches: the batch timestamps, and the ids
-# that hash the batch id (batch ids of no-data batches depend on where runs stop).
+# that hash the batch id.
 RUN_DEPENDENT = {"processing_time_us", "processing_time", "batch_id", "record_id"}
 
 

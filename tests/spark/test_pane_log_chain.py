@@ -203,8 +203,8 @@ def test_a_downstream_refuses_a_rebuilt_upstream_until_rebuilt_itself(spark, tmp
 
 def test_a_downstream_run_is_one_query_and_its_drain_closes_every_window_at_once(spark, tmp_path):
     """A pane-log source has no ``availableNow`` (a Python data source): a scheduled downstream
-    run runs until its query is idle, so Spark's no-data batch fires what the data made due in
-    the same query, and a drain closes every window before the run returns."""
+    run (Spark's availableNow wrapper) takes every version in one query, each batch firing what its
+    data made due, and a drain closes every window before the run returns."""
     from deltalake import DeltaTable
 
     from jobs.driver.runs import run
@@ -225,7 +225,7 @@ def test_a_downstream_run_is_one_query_and_its_drain_closes_every_window_at_once
         return DeltaTable(down.table_path("panes")).to_pyarrow_table().to_pylist()
 
     plain = run(down, spark=spark, progress=None)
-    assert plain.queries == 1  # no second query ticking for the no-data batch
+    assert plain.queries == 1  # no second query ticking to fire
     # the 08:00 hour closed downstream when the upstream's watermark passed it: in this run
     assert {(p["country"], p["timing"]) for p in panes()} == {("fr", "ON_TIME"), ("de", "ON_TIME")}
 
