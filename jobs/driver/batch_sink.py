@@ -83,8 +83,10 @@ class BatchSink:
 
     Per batch (:mod:`jobs.executor.batch_output`): the tables that already hold the batch are
     skipped (a replay: their transaction version is at or above the batch id); one Spark job runs
-    the batch and writes each kind still to commit as Parquet files into its table's directory
-    (operator tasks that emit many rows write them themselves, the rest one writer task); the driver
+    the operator over the batch at the batch's clocks (its offset log) and, when the batch moved
+    the watermark, a second one fires at the new watermark (:class:`jobs.driver.plan.OperatorPlan`);
+    each writes each kind still to commit as Parquet files into its table's directory (operator
+    tasks that emit many rows write them themselves, the rest one writer task); the driver
     collects a row per file (path, size, statistics, figures) and commits each table's files in one
     Delta commit with the application transaction (pipeline, batch id) through delta-rs, the pane
     log first. Vanished input files (few) become rejected rows written from the driver into the

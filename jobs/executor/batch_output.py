@@ -1,26 +1,27 @@
 """A batch's output -> data files in its tables, written by Spark tasks (no row reaches the driver).
 
-The batch sink (:class:`jobs.driver.batch_sink.BatchSink`) hands each micro-batch's output frame
-(rows of ``record_kind`` pane / late / rejected, and names of files operator tasks wrote:
-:mod:`jobs.executor.output_tables`, :mod:`jobs.executor.task_files`) to :func:`write_batch_files`,
-which runs one Spark job:
+The batch sink (:class:`jobs.driver.batch_sink.BatchSink`) hands the output frame of each of a
+micro-batch's operator steps (rows of ``record_kind`` pane / late / rejected, names of files
+operator tasks wrote, and each task's clock row: :mod:`jobs.executor.output_tables`,
+:mod:`jobs.executor.task_files`) to :func:`write_batch_files`, which runs one Spark job:
 
-1. the operator's tasks run (the stateful operator runs exactly once per batch: the output is
-   read by this one job only); a task sends few rows of a kind on as rows and writes many
-   itself, as files of about :data:`~jobs.executor.task_files.ROWS_PER_FILE` rows;
+1. the operator's tasks run (a step runs exactly once: its output is read by this one job
+   only); a task sends few rows of a kind on as rows and writes many itself, as files of about
+   :data:`~jobs.executor.task_files.ROWS_PER_FILE` rows;
 2. their output is shuffled to one *writer task* (:class:`BatchWriter`, a ``mapInArrow``
    function): it finishes the rows of each kind and writes them as data files of at most
    ``ROWS_PER_FILE`` rows, and reads the footers of the files the operator tasks wrote (their
    size, Delta statistics and figures);
-3. the driver collects one small row per file (:data:`FILE_COLUMNS`) and commits them.
+3. the driver collects one small row per file (:data:`FILE_COLUMNS`), and one with the tasks'
+   largest clock, and commits the files.
 
 File sizes: a batch writes per kind one file of the rows tasks sent on (none if there are none)
 plus, per task that emitted more than ``ROWS_AS_ROWS`` rows of the kind, files of about
 ``ROWS_PER_FILE`` rows and at most one smaller one. A small batch writes one file per table.
 
 The batch's id and the kinds its tables already hold reach the tasks as Spark local properties
-of the job (:func:`batch_properties`): a replayed batch runs the operator (Spark's state must
-advance) but writes nothing for a table that holds it.
+of the job (:func:`batch_properties`): a replayed batch runs the operator (its state versions
+are written again) but writes nothing for a table that holds it.
 """
 
 from __future__ import annotations
@@ -100,8 +101,8 @@ class BatchCounts:
 @dataclass(frozen=True)
 class BatchWriter:
     """``mapInArrow`` function of the writer task (the module doc): the batch's output rows ->
-    one :data:`FILE_COLUMNS` row per data file, written here or named by an operator task.
-    Picklable."""
+    one :data:`FILE_COLUMNS` row per data file, written here or named by an operator task, and
+    one of kind ``clock`` (its ``figures``: the operator tasks' largest clock). Picklable."""
 
     tables: OutputTables
     batch_id: int

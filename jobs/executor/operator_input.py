@@ -1,9 +1,10 @@
 """The stateful operator's input encoding: key buckets of element rows, packed or one by one.
 
-Spark groups the operator's input by *key bucket*, not by key: one Spark state value and at most one
+The operator's input is partitioned by *key bucket*, not by key: one state value and at most one
 timer per bucket (:class:`jobs.executor.operator.BucketProcessor`). Every input row of the operator
-is ``(pst_bucket, pst_blob, pst_row)`` (:data:`OPERATOR_INPUT`): the bucket's grouping value and
-exactly one of two encodings of rows whose columns are named and typed by :class:`InputSchema`:
+is ``(pst_bucket, pst_blob, pst_row, pst_clock)`` (:data:`OPERATOR_INPUT`): the bucket's grouping
+value, exactly one of two encodings of rows whose columns are named and typed by
+:class:`InputSchema`, and the rows' largest clock (what Spark's watermark saw of them):
 
 * **packed** (``pst_blob``): an Arrow IPC stream of many rows of the bucket;
 * **row** (``pst_row``): one row as a JSON object (UTF-8 bytes) written by Spark's ``to_json``
@@ -15,13 +16,13 @@ the value columns and, for weighted input (a pane-log source),
 :data:`WEIGHT` (int32: +1, or -1 for an element that withdraws its value:
 :class:`panes.weights.Retracted`)) or, in bucket :data:`REJECTED_BUCKET`, a rejected record
 (:data:`REJECTED_COLUMNS`: the raw record, its file and why it was rejected; the other columns
-null). Both encodings read into one Arrow table of :meth:`InputSchema.arrow_schema`
+null); a row of bucket :data:`CONTROL_BUCKET` is a control row, only its clock counts. Both
+encodings read into one Arrow table of :meth:`InputSchema.arrow_schema`
 (:func:`input_table`), whatever mix a group holds.
 
-PySpark converts every input row of ``transformWithStateInPandas`` to a Python tuple (and with
-pandas 3, iterates Arrow-backed string columns row by row), so packing makes that a few thousand
-rows per batch instead of one per element; both encodings avoid pandas for the values (it would
-hold an integer column with nulls as float64). Who packs:
+Packing makes the rows crossing into the operator's Python tasks a few thousand per batch
+instead of one per element, and both encodings avoid pandas for the values (it would hold an
+integer column with nulls as float64). Who packs:
 
 * the JSON-lines decoder (:mod:`jobs.executor.jsonl_decoder`) packs the records it decodes in its
   own Python stage (with :func:`blobs_by_bucket`); the few lines it leaves to Spark reach the
