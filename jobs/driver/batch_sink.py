@@ -1,7 +1,8 @@
 """The batch sink: each micro-batch's panes, late and rejected rows committed once per table.
 
-:class:`BatchSink` is the query's ``foreachBatch``: the executors write each kind as data files
-into its Delta table (:mod:`jobs.executor.batch_output`) and the driver commits them with an
+:class:`BatchSink` is the query's ``foreachBatch``: it runs the stateful operator over the batch
+(:class:`jobs.driver.plan.OperatorPlan`), the executors write each kind as data files into its
+Delta table (:mod:`jobs.executor.batch_output`) and the driver commits them with an
 application transaction (version = batch id), so one micro-batch is committed at most once per
 table, whatever replays a crash causes. :func:`kill` is the test hook that SIGKILLs the job at a
 named point of a batch (``panestore run --kill-at``, hidden from ``--help``).
