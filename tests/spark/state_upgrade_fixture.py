@@ -25,8 +25,9 @@ Regenerate (from the repository root; the pre-format-3 code from git, this inter
     PYTHONPATH=/tmp/panestore-be39f6b .venv/bin/python tests/spark/state_upgrade_fixture.py
     git worktree remove /tmp/panestore-be39f6b
 
-The script refuses to run unless the ``jobs`` it imports writes state layout format 2. Standard
-library only at import time: the test imports the data below from it.
+The script refuses to run unless the ``jobs`` it imports writes state layout format 2. Only the
+standard library and the tests' landing helpers (``tests/spark/support.py``) at import time: the
+test imports the data below from it.
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ import os
 import shutil
 import sys
 import tarfile
-import time
 from pathlib import Path
+
+from tests.spark.support import T0, iso, put
 
 ROOT = Path("/tmp/panestore-test-state-format-2")
 """Where the fixture's lake was made and where the test extracts it (the module doc)."""
@@ -46,12 +48,6 @@ OLD_FORMAT = 2
 SHUFFLE_PARTITIONS = 3
 """The old lake's shuffle partitions: not the test session's 2, so the upgrade must keep the
 lake's own (its state layout's shards)."""
-
-T0 = 1_704_067_200  # 2024-01-01T00:00:00Z
-
-
-def iso(seconds: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(T0 + seconds)) + ".000000Z"
 
 
 def view(device: str, s: int, seconds: float = 1.0) -> str:
@@ -120,16 +116,6 @@ REJECTED = {
     '{"device_id": "d", "ts": "yesterday"}': "unparseable event time (ts)",
     '{"ts": "' + iso(300) + '"}': "missing key (device_id)",
 }
-
-
-def put(directory: Path, name: str, lines: list[str]) -> Path:
-    """Land a file atomically (hidden temp name, then rename)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f".{name}.tmp"
-    tmp.write_text("".join(line + "\n" for line in lines))
-    final = directory / name
-    os.replace(tmp, final)
-    return final
 
 
 def extract(archive: Path = ARCHIVE, root: Path = ROOT) -> None:

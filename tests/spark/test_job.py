@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.spark.support import T0, iso, put, replay
+from tests.spark.support import T0, iso, parse_view, put, replay
 
 pytestmark = pytest.mark.spark
 
@@ -57,18 +57,6 @@ REJECTED = {
 }
 
 
-def parse(text):
-    try:
-        r = json.loads(text)
-        from datetime import datetime
-
-        ts = datetime.fromisoformat(r["ts"].replace("Z", "+00:00"))
-        us = int(ts.timestamp()) * US + ts.microsecond
-        return (r["device_id"], {"seconds": r["seconds"]}, us) if r.get("device_id") else None
-    except (ValueError, KeyError, TypeError):
-        return None
-
-
 def test_runs_equal_simulator_then_drain(spark, tmp_path):
     from jobs.driver.runs import run
     from sinks.pane_log import pane_record
@@ -86,7 +74,7 @@ def test_runs_equal_simulator_then_drain(spark, tmp_path):
     got = DeltaTable(pipeline.table_path("panes")).to_pyarrow_table().to_pylist()
     expected = [
         dict(pane_record(p, _layout(pipeline)), batch_id=b)
-        for b, panes, _ in replay(pipeline, parse)
+        for b, panes, _ in replay(pipeline, parse_view)
         for p in panes
     ]
     columns = set(expected[0])
@@ -105,7 +93,7 @@ def test_runs_equal_simulator_then_drain(spark, tmp_path):
     late = DeltaTable(pipeline.table_path("late")).to_pyarrow_table().to_pylist()
     assert [(r["device_id"], r["timestamp_us"]) for r in late] == [("a", (T0 + 35) * US)]
     assert late[0]["reason"].startswith("expired")
-    dropped = [d for _, _, ds in replay(pipeline, parse) for d in ds]
+    dropped = [d for _, _, ds in replay(pipeline, parse_view) for d in ds]
     assert [(d.key, d.timestamp) for d in dropped] == [("a", (T0 + 35) * US)]
 
     rejected = DeltaTable(pipeline.table_path("rejected")).to_pyarrow_table().to_pylist()

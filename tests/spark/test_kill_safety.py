@@ -20,7 +20,7 @@ import sys
 
 import pytest
 
-from tests.spark.support import iso, norm_pane, put, replay
+from tests.spark.support import iso, norm_pane, parse_view, put, replay
 
 pytestmark = pytest.mark.spark
 
@@ -67,18 +67,6 @@ FILES = [
 KILLS = ["before_commit:1", "between_steps:3", "after_commit:3"]
 SLOW_KILLS = ["between_tables:2", "before_commit:3"]
 KILL_ORDER = ("between_steps", "before_commit", "between_tables", "after_commit")
-
-
-def parse(text):
-    from datetime import datetime
-
-    try:
-        r = json.loads(text)
-        ts = datetime.fromisoformat(r["ts"].replace("Z", "+00:00"))
-        us = int(ts.timestamp()) * 1_000_000 + ts.microsecond
-        return (r["device_id"], {"seconds": r["seconds"]}, us) if r.get("device_id") else None
-    except (ValueError, KeyError, TypeError):
-        return None
 
 
 def land(root):
@@ -137,7 +125,7 @@ def test_killed_runs_equal_an_uninterrupted_run(spark, tmp_path, request):
     # Exactly the panes of the batches Spark recorded (same offsets, watermarks, batch times).
     expected = [
         dict(pane_record(p, layout(pipeline)), batch_id=b)
-        for b, ps, _ in replay(pipeline, parse)
+        for b, ps, _ in replay(pipeline, parse_view)
         for p in ps
     ]
     cols = set(expected[0])

@@ -31,7 +31,15 @@ from pathlib import Path
 import pytest
 
 from tests.spark import state_upgrade_fixture as fx
-from tests.spark.support import T0, committed_batches, norm_pane, offset_log, put
+from tests.spark.support import (
+    T0,
+    committed_batches,
+    norm_pane,
+    offset_log,
+    parse_view,
+    put,
+    replay,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -51,60 +59,6 @@ def old_lake():
             yield fx.ROOT
         finally:
             shutil.rmtree(fx.ROOT, ignore_errors=True)
-
-
-def parse(text):
-    from datetime import datetime
-
-    try:
-        r = json.loads(text)
-        ts = datetime.fromisoformat(r["ts"].replace("Z", "+00:00"))
-        us = int(ts.timestamp()) * US + ts.microsecond
-        return (r["device_id"], {"seconds": r["seconds"]}, us) if r.get("device_id") else None
-    except (ValueError, KeyError, TypeError):
-        return None
-
-
-def _commit_metadata(ckpt: Path, batch_id: int) -> dict:
-    return json.loads((ckpt / "commits" / str(batch_id)).read_text().splitlines()[1])
-
-
-def replay(pipeline, first_new_batch: int) -> list[dict]:
-    """The pane records the reference simulator emits over every committed batch of the
-    checkpoint, each batch's rows read from the files Spark's file log says it took.
-
-    A batch of the older code (below ``first_new_batch``): the watermark and processing time
-    move to the batch's, then its rows arrive (its watermark advance fires in Spark's next
-    batch, a no-data one). A batch of the current code also fires its watermark advance itself,
-    at the batch's processing time (:meth:`jobs.driver.batch_sink.BatchSink._run_operator`):
-    to the watermark Spark computed after it (its commit's ``nextBatchWatermarkMs``)."""
-    from jobs.driver.plan import layout, operator_config
-    from panes import Simulator
-    from sinks.pane_log import pane_record
-
-    ckpt = Path(pipeline.checkpoint_path)
-    cfg = operator_config(pipeline)
-    sim = Simulator(pipeline.windowing(), pipeline.combine_fn())
-    done = committed_batches(ckpt)
-    records, prev = [], -1
-    for batch_id, wm_ms, pt_ms, log_offset in offset_log(ckpt):
-        if batch_id not in done:
-            continue
-        rows = []
-        if log_offset is not None:
-            for lo in range(prev + 1, log_offset + 1):
-                listing = ckpt / "sources" / "0" / str(lo)
-                for line in listing.read_text().splitlines()[1:] if listing.exists() else []:
-                    path = json.loads(line)["path"].removeprefix("file://")
-                    rows += [e for e in map(parse, Path(path).read_text().splitlines()) if e]
-            prev = log_offset
-        panes = sim.advance(cfg.model_watermark(wm_ms), pt_ms * 1000)
-        panes += sim.add_elements(sorted(rows, key=lambda e: (e[0], e[2], repr(e[1]))))
-        if batch_id >= first_new_batch:
-            after = _commit_metadata(ckpt, batch_id)["nextBatchWatermarkMs"]
-            panes += sim.advance(cfg.model_watermark(after), pt_ms * 1000)
-        records += [dict(pane_record(p, layout(pipeline)), batch_id=batch_id) for p in panes]
-    return records
 
 
 def _keys(blob: bytes) -> set[str]:
@@ -195,7 +149,14 @@ def test_a_format_2_lake_continues_under_shard_state(spark, old_lake):
 
     # the whole pane log equals the simulator over every batch, old and new
     got = DeltaTable(pipeline.table_path("panes")).to_pyarrow_table().to_pylist()
-    expected = replay(pipeline, first_new)
+    from jobs.driver.plan import layout
+    from sinks.pane_log import pane_record
+
+    expected = [
+        dict(pane_record(p, layout(pipeline)), batch_id=b)
+        for b, panes, _ in replay(pipeline, parse_view, fires_from=first_new)
+        for p in panes
+    ]
     columns = set(expected[0])
     assert sorted(norm_pane(r, columns) for r in got) == sorted(
         norm_pane(r, columns) for r in expected
