@@ -17,11 +17,11 @@ measurements are in ``docs/decisions.md`` (how Spark's Python processes start):
   that package), so the code run is the same. A cluster's master, another Spark, or a launcher that
   cannot be made (an unwritable cache directory, say) gives this interpreter itself: what Spark runs
   without panestore, only slower to start.
-* **The daemon: a fresh worker's imports.** A worker imports pandas, pyarrow and the tasks' modules
-  (0.7 s). Spark starts one daemon per executor, ``python -m <spark.python.daemon.module>``, and
-  forks a worker from it for each Python task that finds none idle;
-  :func:`jobs.startup.session.local_conf` names this module (:data:`DAEMON_MODULE`). Run as the
-  daemon, it imports :data:`PRELOADED` once, then runs PySpark's own daemon (its worker module,
+* **The daemon: a fresh worker's imports.** A worker imports pyarrow and the tasks' modules (0.7 s
+  with pandas, which no task needs now). Spark starts one daemon per executor, ``python -m
+  <spark.python.daemon.module>``, and forks a worker from it for each Python task that finds none
+  idle; :func:`jobs.startup.session.local_conf` names this module (:data:`DAEMON_MODULE`). Run as
+  the daemon, it imports :data:`PRELOADED` once, then runs PySpark's own daemon (its worker module,
   protocol and worker reuse, unchanged): a forked worker finds those modules imported and shares
   their memory with the daemon until it writes to it. Imported as a module (by the driver, for
   :func:`worker_python`), it imports nothing beyond the standard library and starts nothing.
@@ -173,7 +173,6 @@ def set_gc_thresholds() -> None:
 # -- the worker daemon -------------------------------------------------------------------------
 
 PRELOADED = (
-    "pandas",
     "pyarrow",
     "pyarrow.compute",
     "pyarrow.parquet",
@@ -182,7 +181,9 @@ PRELOADED = (
     "jobs.executor.operator",
     "jobs.executor.batch_output",
 )
-"""What panestore's tasks import: the decoder, the operator and the writer task."""
+"""What panestore's tasks import: the decoder, the operator and the writer task. Not pandas:
+every Python stage is Arrow in and out (``mapInArrow``, the Python data sources), and pandas
+would add ~34 MiB to the daemon and to each worker forked from it."""
 
 
 def preload(modules: tuple[str, ...] = PRELOADED) -> None:
