@@ -38,7 +38,7 @@ class ShardRun:
         """One step at clocks ``at`` over ``blobs`` (and ``rows``, the row encoding) of
         ``bucket`` (none: a step that only fires due timers): the output rows (no clock row)."""
         from jobs.executor.operator import OperatorStep
-        from jobs.executor.operator_input import BLOB, BUCKET, CLOCK, ROW
+        from jobs.executor.operator_input import BLOB, BUCKET, CLOCK, OPERATOR_INPUT_ARROW, ROW
 
         blobs = [blobs] if isinstance(blobs, bytes) else [b for b in blobs or [] if b is not None]
         rows = [r for r in rows or [] if r is not None]
@@ -50,9 +50,7 @@ class ShardRun:
                 ROW: [*[None] * len(blobs), *rows],
                 CLOCK: [None] * n,
             },
-            schema=pa.schema(
-                [(BUCKET, pa.int32()), (BLOB, pa.binary()), (ROW, pa.binary()), (CLOCK, pa.int64())]
-            ),
+            schema=OPERATOR_INPUT_ARROW,
         )
         step = OperatorStep(self.config, self.root, at, self.version)
         self.version += 1

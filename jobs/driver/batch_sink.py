@@ -31,6 +31,7 @@ from jobs.executor.operator_input import OPERATOR_INPUT
 from jobs.executor.output_tables import KIND_LATE, KIND_PANE, KIND_REJECTED, KINDS, OutputTables
 from jobs.executor.state_store import step_version
 from jobs.executor.task_files import ROWS_PER_FILE, TaskWriting, attempt_id
+from jobs.startup.session import SHUFFLE_PARTITIONS
 from sinks import tables
 from sinks.data_files import DataFile, write_data_files
 from sinks.pane_log import PaneLog
@@ -100,7 +101,7 @@ class BatchSink:
         on_batch: Callable[[BatchStats], Any] | None = None,
         kill_at: Sequence[tuple[str, int]] = (),
         *,
-        shards: int = 2,
+        shards: int = SHUFFLE_PARTITIONS,
         profile_dir: str | None = None,
     ) -> None:
         """``shards``: the operator's tasks (the lake's state layout); ``profile_dir``: profile

@@ -195,6 +195,12 @@ def last_batch(checkpoint: str | os.PathLike[str]) -> int | None:
     return ids[-1] if ids else None
 
 
+def last_commit(checkpoint: str | os.PathLike[str]) -> int | None:
+    """The highest batch id in the checkpoint's commit log, or None (no batch committed)."""
+    ids = _log_ids(Path(checkpoint) / COMMITS)
+    return ids[-1] if ids else None
+
+
 def check_not_behind(checkpoint: str | os.PathLike[str], committed: int | None) -> None:
     """Refuse a checkpoint that is missing or older than the tables' last committed batch.
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from jobs.config.landing_paths import spark_path
 from jobs.config.pipeline import Pipeline
+from jobs.driver.checkpoint import last_commit
 from jobs.driver.landing_source import FILE_SOURCE_OPTIONS
 from sinks.lake_format import MAX_TIMESTAMP_MS
 
@@ -74,13 +75,9 @@ def pending_watermark(pipeline: Pipeline) -> bool:
     such a lake can tell and tick (:func:`write_tick`; :mod:`jobs.driver.state_upgrade`).
     """
     ckpt = Path(pipeline.checkpoint_path)
-    try:
-        commits = [int(p.name) for p in (ckpt / "commits").iterdir() if p.name.isdigit()]
-    except FileNotFoundError:
+    last = last_commit(ckpt)
+    if last is None:
         return False
-    if not commits:
-        return False
-    last = max(commits)
     if (ckpt / "offsets" / str(last + 1)).exists():
         return False  # Spark will run (or replay) that batch itself
     try:

@@ -50,7 +50,12 @@ from jobs.driver.state_upgrade import upgrade_state
 from jobs.driver.stopping import StopRequest, stop_on_signals
 from jobs.driver.writers_watermark import record_writers_watermark
 from jobs.executor.operator_input import balanced_bucket_ids
-from jobs.startup.session import AVAILABLE_NOW_LOGGERS, get_session, quiet_loggers
+from jobs.startup.session import (
+    AVAILABLE_NOW_LOGGERS,
+    SHUFFLE_PARTITIONS,
+    get_session,
+    quiet_loggers,
+)
 from sinks.errors import LakeError, SourceTableChanged, SourceTableError, UpstreamChanged
 from sinks.lock import LakeLock
 from sinks.small_files import write_atomically
@@ -438,10 +443,10 @@ def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> Sta
     The operator's state is laid out by ``state_buckets``, these values and the shards: the first
     run of a lake records them with the layout's format version
     (``<checkpoint>/_state_layout.json``), the values spread over ``partitions`` shards (default
-    2). Every later run reads them back, and refuses a lake of another format version, a
-    checkpoint without a recorded layout, or another ``state_buckets``: running would lose every
-    key's state. A lake of an older format keeps its shards: the shuffle partitions its
-    checkpoint fixed.
+    :data:`~jobs.startup.session.SHUFFLE_PARTITIONS`). Every later run reads them back, and refuses
+    a lake of another format version, a checkpoint without a recorded layout, or another
+    ``state_buckets``: running would lose every key's state. A lake of an older format keeps its
+    shards: the shuffle partitions its checkpoint fixed.
     """
     path = pipeline.run_path / STATE_LAYOUT_FILE
     if path.exists():
@@ -460,14 +465,15 @@ def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> Sta
                 f"the state of every key. Keep {recorded['state_buckets']}, or start a new lake.",
             )
         shards = recorded.get("shards") or checkpoint_partitions(pipeline.checkpoint_path)
-        return StateLayout(tuple(recorded["bucket_ids"]), shards or 2, recorded["format"])
+        shards = shards or SHUFFLE_PARTITIONS
+        return StateLayout(tuple(recorded["bucket_ids"]), shards, recorded["format"])
     if Path(pipeline.checkpoint_path).exists():
         raise PipelineConfigError(
             "lake",
             f"the lake {pipeline.lake_location} has a checkpoint but no {STATE_LAYOUT_FILE}: it "
             "was written by an older version; start a new lake directory.",
         )
-    shards = partitions or 2
+    shards = partitions or SHUFFLE_PARTITIONS
     ids = balanced_bucket_ids(pipeline.state_buckets, shards)
     layout = {
         "format": STATE_LAYOUT_FORMAT,

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jobs.config.pipeline import Pipeline
+from jobs.driver.checkpoint import last_commit
 from jobs.driver.control import pending_watermark, write_tick
 from jobs.driver.tws_state import OPERATOR_ID, read_bucket_states
 from jobs.executor.operator_input import spark_partition_of_int
@@ -39,14 +40,6 @@ RETIRED_STATE = "state-format-2"
 """Where the upgrade moves the ``transformWithState`` operator's store, in the checkpoint."""
 
 
-def _last_commit(checkpoint: Path) -> int | None:
-    try:
-        ids = [int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit()]
-    except FileNotFoundError:
-        return None
-    return max(ids, default=None)
-
-
 def upgrade_state(spark: SparkSession, pipeline: Pipeline, shards: int) -> int:
     """Write the buckets' states of the checkpoint's ``transformWithState`` store as shard files
     (the module doc); the number of buckets moved."""
@@ -54,7 +47,7 @@ def upgrade_state(spark: SparkSession, pipeline: Pipeline, shards: int) -> int:
     store, retired = checkpoint / "state" / str(OPERATOR_ID), checkpoint / RETIRED_STATE
     if retired.exists() and not store.exists():  # a killed upgrade moved it: read it again
         retired.rename(store)
-    last = _last_commit(checkpoint)
+    last = last_commit(checkpoint)
     if last is None:
         _retire(store, retired)
         return 0

@@ -30,7 +30,6 @@ otherwise honoured the next time the key gets data.
 from __future__ import annotations
 
 import cProfile
-import itertools
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -38,7 +37,6 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -52,6 +50,7 @@ from jobs.executor.operator_input import (
     REJECTED_BUCKET,
     ROW,
     InputSchema,
+    bucket_runs,
     canonical_order,
     elements_by_key,
     input_table,
@@ -396,8 +395,7 @@ def _by_bucket(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[int, pa.Tabl
     table = pa.Table.from_batches(chunks)
     table = table.take(pc.sort_indices(table.column(BUCKET)))
     buckets = table.column(BUCKET).to_numpy()
-    cuts = [0, *(np.flatnonzero(np.diff(buckets)) + 1).tolist(), len(buckets)]
-    for lo, hi in itertools.pairwise(cuts):
+    for lo, hi in bucket_runs(buckets):
         yield int(buckets[lo]), table.slice(lo, hi - lo)
 
 

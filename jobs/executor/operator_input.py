@@ -40,6 +40,7 @@ evenly over its shuffle partitions (:func:`balanced_bucket_ids`).
 
 from __future__ import annotations
 
+import itertools
 import operator
 import struct
 from collections.abc import Iterable, Iterator, Sequence
@@ -61,6 +62,10 @@ BUCKET, BLOB, ROW, CLOCK = "pst_bucket", "pst_blob", "pst_row", "pst_clock"
 OPERATOR_INPUT = f"{BUCKET} int, {BLOB} binary, {ROW} binary, {CLOCK} bigint"
 """The operator's input rows (Spark DDL): a bucket, one of the two encodings, and the largest
 value (µs) of the column Spark's watermark follows among the rows (null: none)."""
+OPERATOR_INPUT_ARROW = pa.schema(
+    [(BUCKET, pa.int32()), (BLOB, pa.binary()), (ROW, pa.binary()), (CLOCK, pa.int64())]
+)
+"""The same as an Arrow schema (what a ``mapInArrow`` function yields for it)."""
 REJECTED_BUCKET = -1
 CONTROL_BUCKET = -2
 """The bucket of control rows: they carry only a clock (:mod:`jobs.driver.control`)."""
@@ -116,15 +121,24 @@ def blob_of(rows: pa.RecordBatch | pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
+def bucket_runs(buckets: np.ndarray) -> list[tuple[int, int]]:
+    """The ``(start, end)`` row ranges of each bucket in ``buckets`` (sorted: one run each).
+
+    >>> bucket_runs(np.array([1, 1, 4, 7, 7]))
+    [(0, 2), (2, 3), (3, 5)]
+    """
+    if not len(buckets):
+        return []
+    cuts = [0, *(np.flatnonzero(np.diff(buckets)) + 1).tolist(), len(buckets)]
+    return list(itertools.pairwise(cuts))
+
+
 def blobs_by_bucket(buckets: np.ndarray, payload: pa.RecordBatch) -> tuple[list[int], Any, list]:
     """Rows of ``payload`` sorted by ``buckets`` (one bucket per row) -> (the distinct buckets,
     the first row of each, one blob of each bucket's rows)."""
-    cuts = np.flatnonzero(np.diff(buckets)) + 1
-    starts = np.concatenate([[0], cuts]).astype(np.int64) if len(buckets) else cuts
-    ends = [*cuts.tolist(), len(buckets)]
-    blobs = [
-        blob_of(payload.slice(lo, hi - lo)) for lo, hi in zip(starts.tolist(), ends, strict=True)
-    ]
+    runs = bucket_runs(buckets)
+    starts = np.array([lo for lo, _ in runs], dtype=np.int64)
+    blobs = [blob_of(payload.slice(lo, hi - lo)) for lo, hi in runs]
     return buckets[starts].tolist(), starts, blobs
 
 
@@ -139,23 +153,13 @@ def pack_by_bucket(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch
         buckets = rows.column(BUCKET).to_numpy(zero_copy_only=False)
         names = [n for n in rows.schema.names if n not in (BUCKET, CLOCK)]
         payload = pa.RecordBatch.from_arrays([rows.column(n) for n in names], names=names)
-        ids, starts, blobs = blobs_by_bucket(buckets, payload)
-        no_rows = pa.nulls(len(ids), pa.binary())
+        ids, _, blobs = blobs_by_bucket(buckets, payload)
         clocks = rows.column(CLOCK)
-        clock = pa.array(
-            [pc.max(clocks.slice(lo, hi - lo)).as_py() for lo, hi in _runs(starts, len(buckets))],
-            pa.int64(),
+        clock = [pc.max(clocks.slice(lo, hi - lo)).as_py() for lo, hi in bucket_runs(buckets)]
+        yield pa.RecordBatch.from_pydict(
+            {BUCKET: ids, BLOB: blobs, ROW: [None] * len(ids), CLOCK: clock},
+            schema=OPERATOR_INPUT_ARROW,
         )
-        yield pa.RecordBatch.from_arrays(
-            [pa.array(ids, pa.int32()), pa.array(blobs, pa.binary()), no_rows, clock],
-            names=[BUCKET, BLOB, ROW, CLOCK],
-        )
-
-
-def _runs(starts: Any, n: int) -> list[tuple[int, int]]:
-    """The (start, end) row ranges of the runs beginning at ``starts`` in ``n`` rows."""
-    lo = [int(s) for s in starts]
-    return list(zip(lo, [*lo[1:], n], strict=True))
 
 
 def row_expression(schema: InputSchema, spark_types: dict[str, str]) -> Column:

@@ -1,8 +1,8 @@
 """The operator's state: one file per shard and version, in the run's checkpoint directory.
 
 The operator's tasks (:mod:`jobs.executor.operator`) run over a batch's input repartitioned by key
-bucket into a fixed number of *shards* (the lake's ``partitions``); the task of shard ``p`` owns
-the buckets Spark's hash partitioning sends to ``p``, and keeps their state in
+bucket into a fixed number of *shards* (recorded in the lake's state layout); the task of shard
+``p`` owns the buckets Spark's hash partitioning sends to ``p``, and keeps their state in
 ``<root>/shard-<p>/<version>.arrow``: one Arrow IPC file, a row per bucket (its grouping value, the
 bucket's state bytes as :mod:`jobs.executor.bucket_state` makes them, its timer in Spark ms or
 null). A task reads the newest version *before* its own and, when its visits changed a bucket,

@@ -115,7 +115,14 @@ def test_a_due_timer_fires_in_a_step_without_input_and_a_replayed_step_repeats_i
 
 def test_each_task_reports_the_largest_clock_of_its_input():
     from jobs.executor.operator import OperatorStep
-    from jobs.executor.operator_input import BLOB, BUCKET, CLOCK, CONTROL_BUCKET, ROW
+    from jobs.executor.operator_input import (
+        BLOB,
+        BUCKET,
+        CLOCK,
+        CONTROL_BUCKET,
+        OPERATOR_INPUT_ARROW,
+        ROW,
+    )
 
     run = shard()
     batch = pa.RecordBatch.from_pydict(
@@ -125,9 +132,7 @@ def test_each_task_reports_the_largest_clock_of_its_input():
             ROW: [None, None],
             CLOCK: [T0_US + 9, T0_US],
         },
-        schema=pa.schema(
-            [(BUCKET, pa.int32()), (BLOB, pa.binary()), (ROW, pa.binary()), (CLOCK, pa.int64())]
-        ),
+        schema=OPERATOR_INPUT_ARROW,
     )
     out = pa.Table.from_batches(
         list(OperatorStep(run.config, run.root, clocks(), 0)(iter([batch])))
@@ -139,7 +144,14 @@ def test_each_task_reports_the_largest_clock_of_its_input():
 
 def test_a_bucket_in_another_shards_task_stops_it_rather_than_start_it_anew():
     from jobs.executor.operator import OperatorStep
-    from jobs.executor.operator_input import BLOB, BUCKET, CLOCK, ROW, spark_partition_of_int
+    from jobs.executor.operator_input import (
+        BLOB,
+        BUCKET,
+        CLOCK,
+        OPERATOR_INPUT_ARROW,
+        ROW,
+        spark_partition_of_int,
+    )
 
     run = shard()
     foreign = next(b for b in range(64) if spark_partition_of_int(b, 2) == 1)
@@ -150,9 +162,7 @@ def test_a_bucket_in_another_shards_task_stops_it_rather_than_start_it_anew():
             ROW: [None],
             CLOCK: [T0_US],
         },
-        schema=pa.schema(
-            [(BUCKET, pa.int32()), (BLOB, pa.binary()), (ROW, pa.binary()), (CLOCK, pa.int64())]
-        ),
+        schema=OPERATOR_INPUT_ARROW,
     )
     step = OperatorStep(run.config, run.root, clocks(), 0, shards=2)  # this task is shard 0
     with pytest.raises(RuntimeError, match=f"bucket {foreign} reached shard 0 of 2"):
