@@ -73,7 +73,22 @@ class BucketState:
         with pa.ipc.open_stream(blob) as reader:
             return cls(key_fields, reader.read_all(), blob)
 
+    @classmethod
+    def of_states(
+        cls, key_fields: Sequence[pa.Field], states: dict[Any, tuple[bytes, int | None, int | None]]
+    ) -> BucketState:
+        """A bucket holding ``states`` (key -> state bytes, next event and processing wake-ups),
+        to be saved in this form."""
+        bucket = cls(key_fields, bucket_schema(key_fields).empty_table(), None)
+        bucket._changed.update(states)
+        return bucket
+
     # -- reading ---------------------------------------------------------------------------------
+
+    def all_states(self) -> dict[Any, bytes]:
+        """Every key's state bytes as loaded."""
+        keys = _keys_of(self._table, len(self._key_fields))
+        return dict(zip(keys, self._table.column(STATE).to_pylist(), strict=True))
 
     @property
     def keys(self) -> int:

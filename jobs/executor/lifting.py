@@ -56,6 +56,7 @@ from panes.windowfns import FixedWindows
 from panes.windowing import TimestampCombiner
 
 START = "pst_window_start"
+COUNT = "count_all"
 _HOLD = "pst_hold"
 _EXACT_SUMS = (pa.types.is_integer,)
 _EXACT_EXTREMA = (pa.types.is_integer, pa.types.is_string, pa.types.is_large_string)
@@ -118,6 +119,20 @@ class Lifting:
         watermark); their rows are not combined but decoded, to be reported one by one."""
         if table.num_rows == 0:
             return {}
+        lifted = self.lift(table, watermark, cutoff)
+        if lifted is None:
+            return None
+        bundles = self._bundles(lifted)
+        if not lifted.expired:
+            return bundles
+        for key, elements in lifted.expired.items():
+            bundles.setdefault(key, Bundle([], [])).expired = elements
+        return self._in_key_order(bundles)
+
+    def lift(self, table: pa.Table, watermark: int, cutoff: int) -> Lifted | None:
+        """The bucket's elements combined per key and window (:class:`Lifted`), or None when
+        this table cannot be lifted (integer sums that could overflow); ``cutoff`` as for
+        :meth:`combined_by_key`."""
         if not self._sums_fit(table):
             return None
         ts = table.column(TS_US).to_numpy()
@@ -130,15 +145,12 @@ class Lifting:
                 canonical_order(elements)
             live = ~expired
             table, starts = table.filter(pa.array(live)), starts[live]
-        bundles = self._bundles(table, starts, watermark) if table.num_rows else {}
-        if not late:
-            return bundles
-        for key, elements in late.items():
-            bundles.setdefault(key, Bundle([], [])).expired = elements
-        return self._in_key_order(bundles)
+        parts = self._grouped(table, starts, watermark)
+        return Lifted(self, parts, late, _Elements(table, starts, self))
 
-    def _bundles(self, table: pa.Table, starts: Any, watermark: int) -> dict[Any, Bundle]:
-        """Each key's parts of ``table`` (rows of windows that are not expired)."""
+    def _grouped(self, table: pa.Table, starts: Any, watermark: int) -> pa.Table:
+        """Per key and window of ``table`` (rows of windows that are not expired): its start,
+        row count, hold and aggregations (:class:`Lifted`), sorted by key and start."""
         grouped = table.select([*self.keys, *self._value_columns()]).append_column(
             START, pa.array(starts, pa.int64())
         )
@@ -148,15 +160,35 @@ class Lifting:
             times = table.column(TS_US)
             held = pc.if_else(pc.greater_equal(times, watermark), times, None)
             grouped = grouped.append_column(_HOLD, held)
-            how = "min" if self.timestamps is TimestampCombiner.EARLIEST else "max"
-            wanted[(_HOLD, how)] = None
+            wanted[(_HOLD, self._hold_function)] = None
         for part in self.parts:
             for column, function, options in _aggregations(part):
                 wanted[(column, function)] = options
         aggregations = [([], "count_all", None), *((c, f, o) for (c, f), o in wanted.items())]
         result = grouped.group_by([*self.keys, START], use_threads=False).aggregate(aggregations)
-        result = result.sort_by([(k, "ascending") for k in (*self.keys, START)])
-        return self._parts(result, _Elements(table, starts, self))
+        return result.sort_by([(k, "ascending") for k in (*self.keys, START)])
+
+    @property
+    def _hold_function(self) -> str:
+        return "min" if self.timestamps is TimestampCombiner.EARLIEST else "max"
+
+    @property
+    def hold_column(self) -> str:
+        """The grouped table's hold column (:class:`Lifted`)."""
+        return f"{_HOLD}_{self._hold_function}"
+
+    @property
+    def acc_columns(self) -> list[tuple[str, ...]]:
+        """Per part, the grouped table's columns of its accumulator (a mean: sum and count)."""
+        out: list[tuple[str, ...]] = []
+        for part in self.parts:
+            if part.kind == "count_rows":
+                out.append((COUNT,))
+            elif part.kind == "mean":
+                out.append((f"{part.column}_sum", f"{part.column}_count"))
+            else:
+                out.append((f"{part.column}_{part.kind}",))
+        return out
 
     def _in_key_order(self, bundles: dict[Any, Bundle]) -> dict[Any, Bundle]:
         """``bundles`` in Arrow's order of their keys (the per-element path's)."""
@@ -184,16 +216,25 @@ class Lifting:
                 return False
         return True
 
-    def _parts(self, result: pa.Table, elements: _Elements) -> dict[Any, Bundle]:
-        names = result.schema.names
-        column = {n: result.column(n).to_pylist() for n in names}
+    def _bundles(self, lifted: Lifted) -> dict[Any, Bundle]:
+        """Each key's parts (:class:`~panes.engine.Combined`) of ``lifted``."""
+        result = lifted.parts
+        column = {n: result.column(n).to_pylist() for n in result.schema.names}
         keys = engine_keys([column[k] for k in self.keys])
-        starts, rows = column[START], column["count_all"]
-        earliest = self.timestamps is TimestampCombiner.EARLIEST
-        holds = column.get(f"{_HOLD}_{'min' if earliest else 'max'}")
-        accs = self._accumulators(column, len(starts))
+        starts, rows = column[START], column[COUNT]
+        holds = column.get(self.hold_column)
+        per_part = [
+            list(zip(*(column[c] for c in names), strict=True))
+            if len(names) > 1
+            else column[names[0]]
+            for names in self.acc_columns
+        ]
+        if self.single:
+            accs = per_part[0]
+        else:
+            accs = list(zip(*per_part, strict=True)) if per_part else [()] * len(starts)
         out: dict[Any, Bundle] = {}
-        size = self.size
+        size, elements = self.size, lifted.elements
         for i, key in enumerate(keys):
             start = starts[i]
             part = Combined(
@@ -210,19 +251,20 @@ class Lifting:
                 bundle.parts.append(part)
         return out
 
-    def _accumulators(self, column: dict[str, list], n: int) -> list[Any]:
-        per_part = []
-        for part in self.parts:
-            if part.kind == "count_rows":
-                per_part.append(column["count_all"])
-            elif part.kind == "mean":
-                sums, counts = column[f"{part.column}_sum"], column[f"{part.column}_count"]
-                per_part.append(list(zip(sums, counts, strict=True)))
-            else:
-                per_part.append(column[f"{part.column}_{part.kind}"])
-        if self.single:
-            return per_part[0]
-        return list(zip(*per_part, strict=True)) if per_part else [()] * n
+
+@dataclass(frozen=True)
+class Lifted:
+    """A bucket's elements lifted (:meth:`Lifting.lift`): ``parts``, one row per key and live
+    window (the key columns, :data:`START`, the row count :data:`COUNT`, the hold
+    (:attr:`Lifting.hold_column`) and each part's accumulator columns
+    (:attr:`Lifting.acc_columns`), sorted by key and start); the elements of expired windows
+    by key (canonical order: each is reported as dropped); and the live windows' elements,
+    decoded only when a closed window drops them."""
+
+    lifting: Lifting
+    parts: pa.Table
+    expired: dict[Any, list]
+    elements: _Elements
 
 
 def _part_of(fn: CombineFn, schema: InputSchema) -> _Part | None:

@@ -68,6 +68,7 @@ from jobs.executor.output_tables import (
 )
 from jobs.executor.state_store import ShardStore, Stored
 from jobs.executor.task_files import TaskOutput, TaskWriting
+from jobs.executor.window_table import Columnar, is_window_table
 from jobs.startup.python_processes import set_gc_thresholds
 from panes.time import BEGINNING_OF_TIME, END_OF_TIME
 from panes.weights import Retracted
@@ -124,7 +125,9 @@ class OperatorConfig:
     developer aid, each task's processor is profiled (cProfile) into a file there.
     ``lift_combiners``: combine a bucket's elements per key and window in Arrow where the
     pipeline allows it (:mod:`jobs.executor.lifting`; False: always element by element, what
-    the tests compare it with).
+    the tests compare it with). ``columnar_windows``: where the pipeline allows it, keep a
+    bucket's windows as one table visited column by column (:mod:`jobs.executor.window_table`;
+    False: the engine per key, what the tests compare it with).
     """
 
     engine_factory: Callable[[], Any]
@@ -137,6 +140,7 @@ class OperatorConfig:
     weighted: bool = False
     writing: TaskWriting | None = None
     lift_combiners: bool = True
+    columnar_windows: bool = True
 
     @property
     def input_schema(self) -> InputSchema:
@@ -192,6 +196,7 @@ class BucketProcessor:
         self._key_fields = tuple(pa.field(k, schema.arrow_type(k)) for k in schema.keys)
         self._engine: Any = None
         self._lifting: Lifting | None = None
+        self._columnar: Columnar | None = None
 
     @property
     def engine(self):
@@ -201,6 +206,8 @@ class BucketProcessor:
             if self.config.lift_combiners:
                 lifting = Lifting.of(self._engine, self.config.input_schema)
             self._lifting = lifting
+            if self.config.columnar_windows:
+                self._columnar = Columnar.of(self._engine, lifting, self.config.layout)
         return self._engine
 
     def visit(
@@ -210,6 +217,10 @@ class BucketProcessor:
         visit) -> the output batches, and the bucket's state after (None: empty)."""
         schema, engine = self.config.input_schema, self.engine
         wm, pt = self._clocks(clocks)
+        if self._columnar is not None:
+            columnar = self._visit_columnar(stored, table, clocks)
+            if columnar is not None:
+                return columnar
         by_key: dict[Any, Any] | None = None
         add: Callable = engine.add_elements
         if self._lifting is not None and table is not None:
@@ -220,7 +231,7 @@ class BucketProcessor:
             for elements in by_key.values():
                 canonical_order(elements)
             add = engine.add_elements
-        bucket = BucketState.load(None if stored is None else stored.blob, self._key_fields)
+        bucket = self._bucket_state(stored)
         outs = []
         due = [k for k in bucket.due(wm, pt) if k not in by_key]
         for ekey, loaded in zip(due, bucket.states_of(due), strict=True):
@@ -247,6 +258,60 @@ class BucketProcessor:
         self.output.close()
 
     # -- a visit --------------------------------------------------------------------------------
+
+    def _bucket_state(self, stored: Stored | None) -> BucketState:
+        """The bucket in the engine's key-state form (a window table is converted)."""
+        blob = None if stored is None else stored.blob
+        if self._columnar is not None and is_window_table(blob):
+            states = self._columnar.load(blob).key_states()
+            entries = {
+                k: (s.to_bytes(), s.next_event_time, s.next_processing_time)
+                for k, s in states.items()
+            }
+            return BucketState.of_states(self._key_fields, entries)
+        return BucketState.load(blob, self._key_fields)
+
+    def _visit_columnar(
+        self, stored: Stored | None, table: pa.Table | None, clocks: Clocks
+    ) -> tuple[list[pa.RecordBatch], Stored | None] | None:
+        """A visit of the bucket as a window table (:mod:`jobs.executor.window_table`), or None
+        where the engine's path must take it: sums that could leave 64 bits, or a bucket whose
+        state does not fit in columns."""
+        columnar, engine = self._columnar, self.engine
+        assert columnar is not None and self._lifting is not None
+        wm, pt = self._clocks(clocks)
+        lifted = None
+        if table is not None and table.num_rows:
+            lifted = self._lifting.lift(table, wm, engine.droppable_before(wm))
+            if lifted is None:
+                return None
+        blob = None if stored is None else stored.blob
+        if blob is None or is_window_table(blob):
+            windows = columnar.load(blob)
+        else:
+            fitted = columnar.fits(BucketState.load(blob, self._key_fields).all_states())
+            if fitted is None:
+                return None
+            windows = fitted
+        try:
+            visit = columnar.visit(windows, lifted, wm, pt)
+        except OverflowError:  # a sum beyond 64 bits: the engine's arbitrary integers take it
+            return None
+        outs: list[pa.RecordBatch] = []
+        columns, n = visit.pane_columns()
+        if n:
+            outs.extend(self.output.emit(KIND_PANE, columns, n))
+        outs.extend(self._emit_dropped(visit.dropped))
+        if not visit.changed and (blob is None or is_window_table(blob)):
+            return outs, stored
+        saved = columnar.save(visit.w)
+        if saved is None:
+            return outs, None
+        due = visit.w.next_due()
+        timer = None if due is None else self.config.timer_ms(due)
+        if stored is not None and saved == stored.blob and timer == stored.timer_ms:
+            return outs, stored
+        return outs, Stored(saved, timer)
 
     @staticmethod
     def _store(bucket: BucketState, ekey: Any, state) -> None:
@@ -281,7 +346,11 @@ class BucketProcessor:
         panes = [p for out in outs for p in out.panes]
         if panes:
             yield from self.output.emit(KIND_PANE, pane_columns(panes, layout), len(panes))
-        dropped = [d for out in outs for d in out.dropped]
+        yield from self._emit_dropped([d for out in outs for d in out.dropped])
+
+    def _emit_dropped(self, dropped: Sequence[Any]) -> Iterator[pa.RecordBatch]:
+        """Late-table rows of dropped elements."""
+        layout = self.config.layout
         if dropped:
             late: dict[str, list[Any]] = {c: [] for c in late_core_schema(layout).names}
             for d in dropped:
