@@ -78,8 +78,9 @@ class BucketState:
         cls, key_fields: Sequence[pa.Field], states: dict[Any, tuple[bytes, int | None, int | None]]
     ) -> BucketState:
         """A bucket holding ``states`` (key -> state bytes, next event and processing wake-ups),
-        to be saved in this form."""
-        bucket = cls(key_fields, bucket_schema(key_fields).empty_table(), None)
+        all of them to be saved in this form."""
+        table = _rows_table(bucket_schema(key_fields), list(states.items()))
+        bucket = cls(key_fields, table, None)
         bucket._changed.update(states)
         return bucket
 

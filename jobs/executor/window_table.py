@@ -87,7 +87,7 @@ INDEX, NONSPEC, EMITTED, DUE, SEEN_WM, SEEN_PT = (
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="zstd")
 _EARLY, _ON_TIME, _LATE = 0, 1, 2
-_TIMING_NAMES = pa.array([Timing.EARLY.name, Timing.ON_TIME.name, Timing.LATE.name])
+_TIMING_NAMES = (Timing.EARLY.name, Timing.ON_TIME.name, Timing.LATE.name)  # by the codes above
 _CLOSED_REASON = "closed: the window's trigger had finished"
 
 
@@ -728,7 +728,7 @@ class Visit:
                 elif a.kind == "max":
                     merged = pc.max_element_wise(current, theirs)
                 else:
-                    merged = pc.add_checked(current, theirs)  # OverflowError: the engine's path
+                    merged = _add_checked(current, theirs)
                 cols[column] = _put(mine, rows, merged)
 
     def _added(self, rows: np.ndarray, parts: pa.Table, which: np.ndarray) -> None:
@@ -943,7 +943,8 @@ class Visit:
         out["timestamp_us"] = pa.array(cat["timestamp"][order], pa.int64())
         out["pane_index"] = pa.array(cat["index"][order], pa.int64())
         out["nonspeculative_index"] = pa.array(cat["nonspec"][order], pa.int64())
-        out["timing"] = _TIMING_NAMES.take(pa.array(cat["timing"][order], pa.int64()))
+        names = pa.array(_TIMING_NAMES, pa.string())
+        out["timing"] = names.take(pa.array(cat["timing"][order], pa.int64()))
         out["is_first"] = pa.array(cat["index"][order] == 0, pa.bool_())
         out["is_last"] = pa.array(cat["is_last"][order], pa.bool_())
         out["is_retraction"] = pa.array(np.zeros(n, bool), pa.bool_())
@@ -984,6 +985,14 @@ def _extract(acc: _Acc, columns: list[pa.Array]) -> pa.Array:
     for i in np.flatnonzero(~exact):
         fixed[i] = int(sums[i]) / int(counts[i]) if counts[i] else None
     return pa.array(fixed, pa.float64())
+
+
+def _add_checked(mine: pa.Array, theirs: pa.Array) -> pa.Array:
+    """``mine + theirs``; OverflowError beyond 64 bits (the engine's path takes the bucket)."""
+    try:
+        return pc.add_checked(mine, theirs)
+    except pa.ArrowInvalid as e:
+        raise OverflowError(str(e)) from None
 
 
 def _put(column: pa.Array, rows: np.ndarray, values: pa.Array) -> pa.Array:
