@@ -146,13 +146,29 @@ class _Triggers:
         return self._past if past else self._before
 
     def _per_class(self, fn: Callable[..., tuple], *columns: np.ndarray) -> list[np.ndarray]:
-        """``fn`` of each distinct row of ``columns``, its answers spread over the rows."""
+        """``fn`` of each distinct row of ``columns`` (non-negative integers but the first,
+        a code), its answers spread over the rows."""
         if len(columns[0]) == 0:
             return [np.zeros(0, np.int64) for _ in range(2)]
-        stacked = np.stack([c.astype(np.int64) for c in columns])
-        classes, inverse = np.unique(stacked, axis=1, return_inverse=True)
-        answers = np.array([fn(*map(int, classes[:, j])) for j in range(classes.shape[1])])
-        return [answers[:, i][inverse.reshape(-1)] for i in range(answers.shape[1])]
+        # one integer per row: the columns' values in mixed radix
+        combined = columns[0].astype(np.int64) + 1
+        radices = [int(combined.max()) + 1]
+        for column in columns[1:]:
+            radix = int(column.max()) + 1
+            combined = combined * radix + column.astype(np.int64)
+            radices.append(radix)
+        if np.prod([float(r) for r in radices]) >= 2**62:
+            raise OverflowError("too many classes of windows")
+        classes, inverse = np.unique(combined, return_inverse=True)
+        answers = []
+        for value in classes.tolist():
+            digits = []
+            for radix in reversed(radices[1:]):
+                value, digit = divmod(value, radix)
+                digits.append(digit)
+            answers.append(fn(value - 1, *reversed(digits)))
+        table = np.array(answers, dtype=np.int64).reshape(len(answers), -1)
+        return [table[:, i][inverse] for i in range(table.shape[1])]
 
     def after_elements(self, codes, past, n) -> tuple[np.ndarray, np.ndarray]:
         """``on_elements`` of ``n`` elements, then ``should_fire``: (codes after, fires)."""
