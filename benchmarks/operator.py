@@ -1,5 +1,5 @@
-"""Operator benchmark: one key bucket's batches through the stateful operator, without Spark,
-combiner lifting against the per-element path.
+"""Operator benchmark: one key bucket's batches through the stateful operator, without Spark:
+columnar windows, combiner lifting (the engine per key) and the per-element path.
 
     .venv/bin/python benchmarks/operator.py [--events N] [--keys K] [--repeat R]
 
@@ -14,8 +14,11 @@ events over ``--keys`` keys of one bucket:
 * ``late``: the same events, the watermark already an hour past them (every element reaches
   the late table, each with its own row).
 
-Printed: the median time of ``--repeat`` runs per path and the ratio (per-element / lifted:
-above 1.0, lifting is faster). One process, one core; figures, not a test.
+Paths: **columnar** (the bucket's windows as one table, :mod:`jobs.executor.window_table`),
+**lifted** (the engine per key, fed parts combined in Arrow, :mod:`jobs.executor.lifting`) and
+**per element** (the engine per key, element by element). Printed: the median time of
+``--repeat`` runs per path and the ratios to the per-element path (above 1.0: faster). One
+process, one core; figures, not a test.
 """
 
 from __future__ import annotations
@@ -62,10 +65,17 @@ def batches(events: int, keys: int, late: bool) -> list[tuple[bytes, int]]:
     return out
 
 
-def run(lift: bool, plan: list[tuple[bytes, int]]) -> float:
+PATHS = {
+    "columnar": {},
+    "lifted": {"columnar_windows": False},
+    "per element": {"columnar_windows": False, "lift_combiners": False},
+}
+
+
+def run(path: str, plan: list[tuple[bytes, int]]) -> float:
     # the pipeline of benchmarks/spark_job.py (its landing and lake are not used here)
     pipeline = panestore_pipeline(Path("/nonexistent"), "/nonexistent", "jsonl", 100)
-    shard = ShardRun(replace(operator_config(pipeline), lift_combiners=lift))
+    shard = ShardRun(replace(operator_config(pipeline), **PATHS[path]))
     start = time.perf_counter()
     for blob, watermark in plan:
         shard.step(blob, clocks(watermark), bucket=0)
@@ -80,15 +90,16 @@ def main() -> None:
     args = ap.parse_args()
     for late in (False, True):
         plan = batches(args.events, args.keys, late)
-        times: dict[bool, list[float]] = {True: [], False: []}
+        times: dict[str, list[float]] = {path: [] for path in PATHS}
         for _ in range(args.repeat):
-            for lift in (True, False):
-                times[lift].append(run(lift, plan))
-        lifted, plain = statistics.median(times[True]), statistics.median(times[False])
+            for path in PATHS:
+                times[path].append(run(path, plan))
+        median = {path: statistics.median(t) for path, t in times.items()}
+        plain = median["per element"]
+        figures = ", ".join(f"{path} {t:.2f} s ({plain / t:.2f}x)" for path, t in median.items())
         print(
             f"{'late' if late else 'on time'}: {args.events:,} events, {args.keys:,} keys: "
-            f"lifted {lifted:.2f} s, per element {plain:.2f} s, ratio {plain / lifted:.2f} "
-            f"(medians of {args.repeat})",
+            f"{figures} (medians of {args.repeat})",
             flush=True,
         )
 

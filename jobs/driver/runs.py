@@ -405,14 +405,18 @@ def _writers_poll(
 
 
 STATE_LAYOUT_FILE = "_state_layout.json"
-STATE_LAYOUT_FORMAT = 3
-"""The version of the lake's state layout (``format`` in its layout file): 3 keeps the state in
-the operator's own shard files (:mod:`jobs.executor.state_store`); 2 and 1 kept it in Spark's
-``transformWithState`` store (a bucket's keys as a compressed Arrow table, or a pickled dict). A
-run of a format 1 or 2 lake first moves that state into shard files
-(:func:`jobs.driver.state_upgrade.upgrade_state`), then records 3, so that an older panestore
+STATE_LAYOUT_FORMAT = 4
+"""The version of the lake's state layout (``format`` in its layout file): 4 keeps the state in
+the operator's own shard files (:mod:`jobs.executor.state_store`), a bucket as its keys' engine
+states or as a table of its windows (:mod:`jobs.executor.window_table`); 3 had the shard files
+without window tables; 2 and 1 kept the state in Spark's ``transformWithState`` store (a bucket's
+keys as a compressed Arrow table, or a pickled dict). A run of a format 1 or 2 lake first moves
+that state into shard files (:func:`jobs.driver.state_upgrade.upgrade_state`); a run of an older
+lake records 4 (a bucket changes form when a visit changes it), so that an older panestore
 refuses the lake instead of misreading it."""
-READABLE_STATE_LAYOUTS = (1, 2, STATE_LAYOUT_FORMAT)
+SHARD_STATE_FORMAT = 3
+"""The first format that keeps the state in shard files (older ones: to move)."""
+READABLE_STATE_LAYOUTS = (1, 2, SHARD_STATE_FORMAT, STATE_LAYOUT_FORMAT)
 
 
 class StateLayout(NamedTuple):
@@ -547,8 +551,9 @@ def run(
         preparing = time.monotonic()
         state = check_state_layout(pipeline, _shuffle_partitions(spark))
         if state.format != STATE_LAYOUT_FORMAT:
-            emit(f"moving the state of state layout format {state.format} into shard files")
-            upgrade_state(spark, pipeline, state.shards)
+            if state.format < SHARD_STATE_FORMAT:
+                emit(f"moving the state of state layout format {state.format} into shard files")
+                upgrade_state(spark, pipeline, state.shards)
             record_state_layout(pipeline, state)
         sink = BatchSink(pipeline, kill_at=kill_at, shards=state.shards, profile_dir=profile_dir)
         sink.create_tables()

@@ -82,6 +82,26 @@ def test_a_lake_of_an_older_layout_keeps_its_checkpoint_partitions_as_shards(tmp
     assert check_state_layout(pipeline, partitions=2).format == STATE_LAYOUT_FORMAT
 
 
+def test_a_lake_of_shard_state_format_3_is_read_and_recorded_as_the_current_format(tmp_path):
+    """Format 3 (shard files, every bucket per key) needs no move: its buckets change form when
+    visited; recording the current format makes an older panestore refuse the lake."""
+    import json
+
+    from jobs.driver.runs import STATE_LAYOUT_FORMAT, record_state_layout
+
+    pipeline = load_pipeline(DEMO, overrides={"lake": str(tmp_path / "lake")})
+    check_state_layout(pipeline, partitions=2)
+    path = tmp_path / "lake" / "_state_layout.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "format": 3}))
+    layout = check_state_layout(pipeline, partitions=2)
+    assert (layout.format, layout.shards) == (3, 2)
+    record_state_layout(pipeline, layout)
+    assert json.loads(path.read_text())["format"] == STATE_LAYOUT_FORMAT == 4
+    path.write_text(json.dumps({**json.loads(path.read_text()), "format": 5}))
+    with pytest.raises(PipelineConfigError, match="format 5"):
+        check_state_layout(pipeline, partitions=2)
+
+
 def test_progress_lines_count_input_records_and_say_what_control_rows_were():
     """A drain batch read one control row (the sentinel) and no record: its line says 0 rows, and
     the run's summary does not count the control row as input."""
