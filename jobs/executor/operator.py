@@ -289,7 +289,7 @@ class BucketProcessor:
         if blob is None or is_window_table(blob):
             windows = columnar.load(blob)
         else:
-            fitted = columnar.fits(BucketState.load(blob, self._key_fields).all_states())
+            fitted = columnar.from_key_states(BucketState.load(blob, self._key_fields).all_states())
             if fitted is None:
                 return None
             windows = fitted

@@ -27,9 +27,9 @@ watermark passed their end, how many elements arrived), its answer spread over t
 (:class:`_Triggers`). A trigger without processing-time parts looks at the clocks only through
 "the watermark passed the end of the window", so a class's answer is every member's.
 
-What a row holds, and how it maps onto the engine's :class:`panes.state.KeyState` (either way,
-:func:`key_states` and :meth:`Windows.of_key_states`: a bucket stored by the engine's path, an
-older lake's, is read into this form, and a bucket whose sums would leave 64 bits goes back):
+What a row holds, and how it maps onto the engine's :class:`panes.state.KeyState` (either way:
+:meth:`Windows.key_states`, :meth:`Windows.of_key_states`; a bucket stored by the engine's path,
+an older lake's, is read into this form, and a bucket whose sums would leave 64 bits goes back):
 
 =================  ==============================================================================
 column             what it holds
@@ -63,6 +63,7 @@ import pyarrow.compute as pc
 from jobs.executor.lifting import COUNT, Lifted, Lifting
 from jobs.executor.lifting import START as PART_START
 from jobs.executor.operator_input import engine_keys, key_columns
+from panes.combiners import Aggregates
 from panes.engine import Engine
 from panes.pane import Dropped, Timing
 from panes.state import KeyState, WindowState
@@ -249,7 +250,9 @@ class Columnar:
                 self.accs.append(_Acc(part.kind, (f"acc_{i}",), kind_type))
             else:
                 self.accs.append(_Acc(part.kind, (f"acc_{i}",), pa.int64()))
-        self.names = list(engine.combine_fn.fns) if not lifting.single else []  # type: ignore[attr-defined]
+        fn = engine.combine_fn
+        # the pane log's value columns, one per part
+        self.names = list(fn.fns) if isinstance(fn, Aggregates) else list(layout.value_names)
         self.schema = pa.schema(
             [
                 *self.key_fields,
@@ -301,7 +304,7 @@ class Columnar:
             writer.write_table(windows.table())
         return sink.getvalue().to_pybytes()
 
-    def fits(self, key_states: dict[Any, bytes]) -> Windows | None:
+    def from_key_states(self, key_states: dict[Any, bytes]) -> Windows | None:
         """The engine's key states of a bucket (``{key: KeyState bytes}``) as a window table, or
         None when a state cannot be kept in columns (an accumulator beyond 64 bits)."""
         try:
@@ -642,6 +645,7 @@ class Visit:
             self._keep(np.flatnonzero(keep))
 
     def _keep(self, rows: np.ndarray) -> None:
+        """Only ``rows`` stay, in this order."""
         self.w = self.w.take(rows)
         self.ids = self.ids[rows]
 
@@ -695,13 +699,8 @@ class Visit:
         rows = np.concatenate([matched_row, new_rows])
         p_of = np.concatenate([matched_part, new_part])
         self._added(rows, parts, p_of)
-        keep = self.w.sorted_rows() if len(new_part) else None
-        if keep is not None:
-            self._keep_sorted(keep)
-
-    def _keep_sorted(self, order: np.ndarray) -> None:
-        self.w = self.w.take(order)
-        self.ids = self.ids[order]
+        if len(new_part):
+            self._keep(self.w.sorted_rows())
 
     def _append(self, parts: pa.Table, which: np.ndarray, ids: np.ndarray, start: np.ndarray):
         c, lifted = self.c, self.lifted
@@ -827,12 +826,12 @@ class Visit:
             cols[CLOSED][done] = True
             cols[TRIGGER][done] = -1
             cols["has_hold"][done] = False
-            self._reset(done, closed=True)
+            self._reset(done)
         if c.discarding and (~finished).any():
-            self._reset(rows[~finished], closed=False)
+            self._reset(rows[~finished])
 
-    def _reset(self, rows: np.ndarray, closed: bool) -> None:
-        """The accumulators of ``rows`` back to ``create()`` (closed: no accumulator)."""
+    def _reset(self, rows: np.ndarray) -> None:
+        """The accumulators of ``rows`` back to ``create()`` (a closed window's are not read)."""
         cols = self.w.cols
         for a in self.c.accs:
             for name in a.columns:
@@ -953,8 +952,7 @@ class Visit:
             for i, a in enumerate(c.accs)
         ]
         values = [_extract(a, columns) for a, columns in zip(c.accs, accs, strict=True)]
-        names = c.names if c.names else c.layout.value_names
-        for name, value in zip(names, values, strict=True):
+        for name, value in zip(c.names, values, strict=True):
             out[name] = value.cast(core.field(name).type)
         out["timestamp_us"] = pa.array(cat["timestamp"][order], pa.int64())
         out["pane_index"] = pa.array(cat["index"][order], pa.int64())
@@ -1022,9 +1020,4 @@ def _put(column: pa.Array, rows: np.ndarray, values: pa.Array) -> pa.Array:
     return pc.if_else(mask, taken, column)
 
 
-def key_states(columnar: Columnar, blob: bytes | None) -> dict[Any, KeyState]:
-    """A bucket stored in this form as the engine's key states."""
-    return columnar.load(blob).key_states()
-
-
-__all__ = ["Columnar", "Visit", "Windows", "is_window_table", "key_states"]
+__all__ = ["Columnar", "Visit", "Windows", "is_window_table"]

@@ -120,7 +120,7 @@ def compare(seed: int) -> bool:
     return columnar.processor()._columnar is not None
 
 
-@pytest.mark.parametrize("seeds", [range(0, 60), range(60, 120)])
+@pytest.mark.parametrize("seeds", [range(0, 40), range(40, 80)])
 def test_columnar_windows_and_the_engine_write_the_same_rows_and_keep_the_same_state(seeds):
     used = [compare(seed) for seed in seeds]
     assert all(used)  # every configuration drawn here is kept in columns
