@@ -64,7 +64,14 @@ from jobs.driver.control import SENTINEL_MS
 from jobs.driver.landing_source import ERROR, RAW, SOURCE_FILE
 from jobs.driver.pane_log_source import tagged as pane_log_tagged
 from jobs.executor.jsonl_decoder import LATEST_EVENT_TIME
-from jobs.executor.operator import Clocks, OperatorConfig, OperatorStep, run_step
+from jobs.executor.operator import (
+    Clocks,
+    Firing,
+    OperatorConfig,
+    OperatorStep,
+    run_step,
+    watermark_after,
+)
 from jobs.executor.operator_input import (
     BLOB,
     BUCKET,
@@ -363,16 +370,20 @@ class OperatorPlan:
         config = operator_config(pipeline, profile_dir, writing)
         return cls(config, state_root, shards, watermark_delay_ms(pipeline))
 
-    def output(self, rows: DataFrame, clocks: Clocks, version: int) -> DataFrame:
-        """The operator's output frame for ``rows`` at ``clocks``, storing state ``version``."""
-        step = OperatorStep(self.config, self.state_root, clocks, version, self.shards)
+    def output(
+        self, rows: DataFrame, clocks: Clocks, version: int, firing: Firing | None = None
+    ) -> DataFrame:
+        """The operator's output frame for ``rows`` at ``clocks``, storing state ``version``
+        (with ``firing``: and firing the batch's watermark advance in the same tasks)."""
+        step = OperatorStep(self.config, self.state_root, clocks, version, self.shards, firing)
         return run_step(rows, step)
 
+    def firing(self, version: int, kill: tuple[int, bool] | None = None) -> Firing:
+        """How a step's tasks fire the batch's watermark advance themselves, storing
+        ``version`` (:class:`jobs.executor.operator.Firing`)."""
+        return Firing(self.delay_ms, version, kill)
+
     def watermark_after(self, watermark_ms: int, clock_us: int | None) -> int:
-        """The watermark after a batch at ``watermark_ms`` whose largest clock was ``clock_us``,
-        as Spark computes it: the largest event time in ms (µs divided towards zero) minus
-        the delay, if that is later."""
-        if clock_us is None:
-            return watermark_ms
-        ms = clock_us // 1000 if clock_us >= 0 else -(-clock_us // 1000)
-        return max(watermark_ms, ms - self.delay_ms)
+        """The watermark after a batch at ``watermark_ms`` whose largest clock was ``clock_us``
+        (Spark's rule: :func:`jobs.executor.operator.watermark_after`)."""
+        return watermark_after(watermark_ms, clock_us, self.delay_ms)

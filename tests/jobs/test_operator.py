@@ -167,3 +167,45 @@ def test_a_bucket_in_another_shards_task_stops_it_rather_than_start_it_anew():
     step = OperatorStep(run.config, run.root, clocks(), 0, shards=2)  # this task is shard 0
     with pytest.raises(RuntimeError, match=f"bucket {foreign} reached shard 0 of 2"):
         list(step(iter([batch])))
+
+
+def test_a_task_fires_the_whole_batchs_watermark_advance_itself(tmp_path, monkeypatch):
+    """With a firing (a barrier stage), a task shares its largest clock with the other tasks,
+    fires every bucket due at the watermark the batch moved to (the largest clock of all tasks,
+    minus the delay), and stores the state after both steps as the firing's version: what the
+    data step and a separate firing step write."""
+    import pyspark
+
+    from jobs.executor.operator import Firing, OperatorStep
+    from jobs.executor.operator_input import BLOB, BUCKET, CLOCK, OPERATOR_INPUT_ARROW, ROW
+    from jobs.executor.state_store import ShardStore
+
+    other_task_clock = T0_US + 3 * 60_000_000  # another shard saw an event 3 minutes later
+    gathered: list[str] = []
+
+    class Barrier:
+        def allGather(self, message: str) -> list[str]:
+            gathered.append(message)
+            return [message, str(other_task_clock), "null"]
+
+    monkeypatch.setattr(pyspark, "BarrierTaskContext", type("B", (), {"get": Barrier}))
+    rows = blob([{"user": 7, "ts_us": T0_US + 5_000_000, "n": 1}])
+    batch = pa.RecordBatch.from_pydict(
+        {BUCKET: [3], BLOB: [rows], ROW: [None], CLOCK: [T0_US + 5_000_000]},
+        schema=OPERATOR_INPUT_ARROW,
+    )
+    together = shard(str(tmp_path / "together"))
+    firing = Firing(delay_ms=60_000, version=1)
+    step = OperatorStep(together.config, together.root, clocks(), 0, firing=firing)
+    out = pa.Table.from_batches(list(step(iter([batch]))))
+    got = [r for r in out.to_pylist() if r["record_kind"] != "clock"]
+    assert gathered == [str(T0_US + 5_000_000)]
+
+    apart = shard(str(tmp_path / "apart"))
+    want = apart.step(rows, clocks())
+    after = (other_task_clock // 1000) - 60_000  # Spark's rule: the largest clock - the delay
+    want += apart.step(None, clocks(after))
+    assert [(r["timing"], r["ns"]) for r in got] == [("EARLY", [1]), ("ON_TIME", [1])]
+    assert got == want
+    assert ShardStore(together.root, 0).versions() == [1]
+    assert ShardStore(together.root, 0).load(2) == apart.stored()
