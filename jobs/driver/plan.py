@@ -288,37 +288,36 @@ def _operator_input(
     if pipeline.writer_noted:  # only control rows move Spark's watermark (null is not counted)
         watermarked = WRITERS_TIME
         tagged = tagged.withColumn(WRITERS_TIME, F.when(F.col(CONTROL), F.col(EVENT_TIME)))
-    rows = (
-        tagged.withWatermark(watermarked, f"{delay} milliseconds")
-        # every row's clock: what Spark's watermark saw of it (the operator computes the next
-        # watermark from their largest: jobs.driver.batch_sink)
-        .withColumn(CLOCK, F.unix_micros(F.col(watermarked)))
-        .withColumn(TS_US, F.when(F.col(BLOB).isNull() & ~F.col(CONTROL), event_time_us))
-        .withColumn(
-            BUCKET,
-            F.when(F.col(CONTROL), F.lit(CONTROL_BUCKET))
-            .otherwise(
-                F.coalesce(
-                    F.col(BUCKET),
-                    F.when(F.col(REASON).isNull(), bucket).otherwise(F.lit(REJECTED_BUCKET)),
-                )
+    rows = tagged.withWatermark(watermarked, f"{delay} milliseconds")
+    # one projection (each DataFrame step costs the driver an analysis of the plan)
+    # every row's clock: what Spark's watermark saw of it (the operator computes the next
+    # watermark from their largest: jobs.driver.batch_sink)
+    clock = F.unix_micros(F.col(watermarked)).alias(CLOCK)
+    ts_us = F.when(F.col(BLOB).isNull() & ~F.col(CONTROL), event_time_us)
+    number = (
+        F.when(F.col(CONTROL), F.lit(CONTROL_BUCKET))
+        .otherwise(
+            F.coalesce(
+                F.col(BUCKET),
+                F.when(F.col(REASON).isNull(), bucket).otherwise(F.lit(REJECTED_BUCKET)),
             )
-            .cast("int"),
         )
+        .cast("int")
     )
     if bucket_ids is not None and tuple(bucket_ids) != tuple(range(pipeline.state_buckets)):
         # bucket number -> the lake's grouping value for it (jobs.driver.runs.check_state_layout)
         ids = F.array(*[F.lit(int(i)) for i in bucket_ids])
-        grouping = F.when(F.col(BUCKET) < 0, F.col(BUCKET))
-        rows = rows.withColumn(
-            BUCKET, grouping.otherwise(F.element_at(ids, F.col(BUCKET) + 1)).cast("int")
-        )
+        number = F.when(number < 0, number).otherwise(F.element_at(ids, number + 1)).cast("int")
     schema = operator_config(pipeline).input_schema
+    columns = {c: (ts_us if c == TS_US else F.col(c)) for c in schema.columns}
     if decoded:
         plain = F.col(BLOB).isNull() & ~F.col(CONTROL)
-        row = F.when(plain, row_expression(schema, dict(rows.dtypes)))
-        return rows.select(BUCKET, BLOB, row.alias(ROW), CLOCK)
-    packed = rows.select(BUCKET, CLOCK, *schema.columns)
+        types = {**dict(rows.dtypes), TS_US: "bigint"}
+        row = F.when(plain, row_expression(columns, types))
+        return rows.select(number.alias(BUCKET), BLOB, row.alias(ROW), clock)
+    packed = rows.select(
+        number.alias(BUCKET), clock, *[c.alias(name) for name, c in columns.items()]
+    )
     return packed.mapInArrow(pack_by_bucket, OPERATOR_INPUT)
 
 

@@ -162,21 +162,21 @@ def pack_by_bucket(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch
         )
 
 
-def row_expression(schema: InputSchema, spark_types: dict[str, str]) -> Column:
-    """The row encoding of a Spark row of ``schema``'s columns (``spark_types``: their Spark SQL
-    types): a JSON object as UTF-8 bytes, null fields left out, timestamps as µs integers and
-    floats widened to doubles (both exact in JSON)."""
+def row_expression(columns: dict[str, Column], spark_types: dict[str, str]) -> Column:
+    """The row encoding of ``columns`` (name -> the Spark column holding it, an input schema's
+    columns in order; ``spark_types``: their Spark SQL types): a JSON object as UTF-8 bytes,
+    null fields left out, timestamps as µs integers and floats widened to doubles (both exact
+    in JSON)."""
     from pyspark.sql import functions as F
 
-    def exact(name: str) -> Column:
-        col = F.col(name)
+    def exact(name: str, col: Column) -> Column:
         if spark_types[name] == "timestamp":
             col = F.unix_micros(col)
         elif spark_types[name] == "float":
             col = col.cast("double")
         return col.alias(name)
 
-    return F.to_json(F.struct(*[exact(c) for c in schema.columns])).cast("binary")
+    return F.to_json(F.struct(*[exact(n, c) for n, c in columns.items()])).cast("binary")
 
 
 # -- unpacking ----------------------------------------------------------------------------------
