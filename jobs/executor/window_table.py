@@ -604,10 +604,6 @@ class Visit:
             self.changed = True
         return self
 
-    def _past_end(self, rows: np.ndarray) -> np.ndarray:
-        """Whether the watermark is at or past the end of each row's window."""
-        return self.wm >= self.w.cols[START][rows] + self.c.size
-
     def _advance(self, due: np.ndarray) -> None:
         """:meth:`panes.engine.Engine.advance` of the rows ``due`` (their wake-up reached)."""
         c, cols = self.c, self.w.cols
