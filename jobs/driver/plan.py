@@ -29,8 +29,10 @@ Plan (all rows of one batch)::
          as they are and each plain row in the row encoding (JSON, no further Python stage);
          without it, the rows of each Arrow batch packed into per-bucket blobs (mapInArrow)
     in the batch sink, per batch:
-      -> repartition(shards, bucket).mapInArrow(OperatorStep) at the batch's clocks
-      -> if the largest clock moved the watermark: the same over no rows at the new watermark
+      -> repartition(shards, bucket).mapInArrow(OperatorStep, barrier) at the batch's clocks;
+         the tasks share their largest clocks and, if the largest moved the watermark, fire
+         every bucket due at the new watermark themselves (without a barrier stage: the same
+         step over no rows at the new watermark, a second job)
 
 * Event time: the configured column (a timestamp, or an epoch number in ``source.epoch_unit``),
   or with ``watermark.policy = "ingestion_time"`` the batch's timestamp (``current_timestamp()``,
