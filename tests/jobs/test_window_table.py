@@ -194,3 +194,82 @@ def test_a_step_without_changes_keeps_the_stored_bucket():
     before = columnar.stored()
     columnar.step(None, clocks(1, T0_MS))  # the window is not due: nothing to do
     assert columnar.stored() == before
+
+
+def _scenarios() -> dict:
+    """The conformance scenarios columns can hold: fixed windows, no processing time, a mode
+    that keeps no pane."""
+    from panes import FixedWindows, parse_trigger, parse_window
+    from tests.scenarios.format import load_all
+
+    return {
+        name: sc
+        for name, sc in load_all().items()
+        if type(parse_window(sc.window)) is FixedWindows
+        and not parse_trigger(sc.trigger).has_processing_time
+        and sc.accumulation != "ACCUMULATING_AND_RETRACTING"
+    }
+
+
+SCENARIOS = _scenarios()
+
+
+def _ms(us: int) -> str:
+    return f"{us * 1000}us"  # the scenario's microseconds as milliseconds (Spark's clocks)
+
+
+def test_most_conformance_scenarios_are_compared():
+    assert len(SCENARIOS) >= 30
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_conformance_scenarios_write_the_same_rows_in_columns(name):
+    """Each conformance scenario (times scaled from µs to ms, Spark's clock unit; a sum of the
+    elements' values for their lists) runs step by step through both operators: the same rows
+    after every step (a bundle: a step with rows; a watermark or processing time: a step
+    without), as many panes and dropped elements as the transcript, and the same windows."""
+    from panes import FixedWindows, parse_duration, parse_window
+
+    sc = SCENARIOS[name]
+    window = parse_window(sc.window)
+    assert isinstance(window, FixedWindows)
+    settings = {
+        "name": "p",
+        "lake": "/tmp/unused",
+        "keys": ["k"],
+        "event_time": "t",
+        "window": f"FixedWindows({_ms(window.size)}, {_ms(window.offset)})",
+        "trigger": sc.trigger,
+        "accumulation_mode": sc.accumulation.lower(),
+        "timestamp_combiner": sc.timestamp_combiner.lower(),
+        "on_time_behavior": sc.on_time_behavior.lower(),
+        "closing_behavior": sc.closing_behavior.lower(),
+        "allowed_lateness": _ms(parse_duration(sc.allowed_lateness)),
+        "allow_finishing_trigger": True,
+        "aggregates": {"total": "sum(v)", "n": "count()"},
+        "source": {"path": "/tmp/unused", "schema": {"k": "string", "t": "timestamp", "v": "long"}},
+    }
+    columnar, plain = shard_runs(settings)
+    schema = pa.schema([("k", pa.string()), ("ts_us", pa.int64()), ("v", pa.int64())])
+    watermark, processing = 0, T0_MS
+    for step in sc.steps:
+        blob = None
+        if step.action == "bundle":
+            from jobs.executor.operator_input import blob_of
+
+            elements = [
+                {"k": k, "ts_us": t * 1000, "v": v if isinstance(v, int) else t}
+                for k, v, t in step.elements
+            ]
+            blob = blob_of(pa.Table.from_pylist(elements, schema))
+        elif step.action == "watermark":
+            watermark = step.time or 0
+        else:
+            processing = T0_MS + (step.time or 0)
+        at = clocks(watermark, processing)
+        got, want = columnar.step(blob, at), plain.step(blob, at)
+        assert rows(got) == rows(want), f"{name}: {step}"
+        kinds = [r["record_kind"] for r in got]  # as many as the transcript says
+        assert (kinds.count("pane"), kinds.count("late")) == (len(step.panes), len(step.dropped))
+        assert_same_state(columnar, plain, f"{name}: {step}")
+    assert columnar.processor()._columnar is not None
