@@ -57,26 +57,6 @@ def kill(point: str, batch_id: int, kill_at: Sequence[tuple[str, int]]) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _driver() -> tuple[int, bool]:
-    """This process and whether it leads its process group (:func:`kill`'s target)."""
-    return os.getpid(), os.getpgid(0) == os.getpid()
-
-
-def fires_in_tasks(spark, shards: int) -> bool:
-    """Whether the operator's ``shards`` tasks can fire the batch's watermark advance
-    themselves: Spark runs them as a barrier stage only without dynamic allocation and with as
-    many task slots as tasks (else it fails the job after waiting for slots)."""
-    conf = spark.sparkContext.getConf()
-    if (conf.get("spark.dynamicAllocation.enabled") or "false").strip().lower() == "true":
-        return False
-    try:
-        sc = spark.sparkContext._jsc.sc()
-        slots = sc.maxNumConcurrentTasks(sc.resourceProfileManager().defaultResourceProfile())
-    except Exception:  # an API this Spark lacks: the second job is always possible
-        return False
-    return int(slots) >= shards
-
-
 @dataclass
 class BatchStats:
     batch_id: int
@@ -255,16 +235,8 @@ class BatchSink:
     ) -> tuple[dict[str, list[DataFile]], BatchCounts, int]:
         """The operator over the batch's input at the batch's clocks (step 0) and, when the batch
         moved the watermark, the firing at the new watermark (step 1): their files and counts,
-        and the watermark after the batch. Where Spark can run the operator's tasks as a barrier
-        stage, they fire the advance themselves, in one Spark job (:func:`fires_in_tasks`);
-        otherwise a second job fires it."""
+        and the watermark after the batch."""
         operator = self.operator
-        if fires_in_tasks(df.sparkSession, self.shards):
-            kill_at = ("between_steps", batch_id) in self.kill_at
-            firing = operator.firing(step_version(batch_id, 1), _driver() if kill_at else None)
-            out = operator.output(df, clocks, step_version(batch_id, 0), firing)
-            files, counts = write_batch_files(out, self.tables, batch_id, committed)
-            return files, counts, operator.watermark_after(clocks.watermark_ms, counts.clock_us)
         out = operator.output(df, clocks, step_version(batch_id, 0))
         files, counts = write_batch_files(out, self.tables, batch_id, committed)
         after = operator.watermark_after(clocks.watermark_ms, counts.clock_us)

@@ -29,10 +29,8 @@ Plan (all rows of one batch)::
          as they are and each plain row in the row encoding (JSON, no further Python stage);
          without it, the rows of each Arrow batch packed into per-bucket blobs (mapInArrow)
     in the batch sink, per batch:
-      -> repartition(shards, bucket).mapInArrow(OperatorStep, barrier) at the batch's clocks;
-         the tasks share their largest clocks and, if the largest moved the watermark, fire
-         every bucket due at the new watermark themselves (without a barrier stage: the same
-         step over no rows at the new watermark, a second job)
+      -> repartition(shards, bucket).mapInArrow(OperatorStep) at the batch's clocks
+      -> if the largest clock moved the watermark: the same over no rows at the new watermark
 
 * Event time: the configured column (a timestamp, or an epoch number in ``source.epoch_unit``),
   or with ``watermark.policy = "ingestion_time"`` the batch's timestamp (``current_timestamp()``,
@@ -66,14 +64,7 @@ from jobs.driver.control import SENTINEL_MS
 from jobs.driver.landing_source import ERROR, RAW, SOURCE_FILE
 from jobs.driver.pane_log_source import tagged as pane_log_tagged
 from jobs.executor.jsonl_decoder import LATEST_EVENT_TIME
-from jobs.executor.operator import (
-    Clocks,
-    Firing,
-    OperatorConfig,
-    OperatorStep,
-    run_step,
-    watermark_after,
-)
+from jobs.executor.operator import Clocks, OperatorConfig, OperatorStep, run_step
 from jobs.executor.operator_input import (
     BLOB,
     BUCKET,
@@ -371,20 +362,16 @@ class OperatorPlan:
         config = operator_config(pipeline, profile_dir, writing)
         return cls(config, state_root, shards, watermark_delay_ms(pipeline))
 
-    def output(
-        self, rows: DataFrame, clocks: Clocks, version: int, firing: Firing | None = None
-    ) -> DataFrame:
-        """The operator's output frame for ``rows`` at ``clocks``, storing state ``version``
-        (with ``firing``: and firing the batch's watermark advance in the same tasks)."""
-        step = OperatorStep(self.config, self.state_root, clocks, version, self.shards, firing)
+    def output(self, rows: DataFrame, clocks: Clocks, version: int) -> DataFrame:
+        """The operator's output frame for ``rows`` at ``clocks``, storing state ``version``."""
+        step = OperatorStep(self.config, self.state_root, clocks, version, self.shards)
         return run_step(rows, step)
 
-    def firing(self, version: int, kill: tuple[int, bool] | None = None) -> Firing:
-        """How a step's tasks fire the batch's watermark advance themselves, storing
-        ``version`` (:class:`jobs.executor.operator.Firing`)."""
-        return Firing(self.delay_ms, version, kill)
-
     def watermark_after(self, watermark_ms: int, clock_us: int | None) -> int:
-        """The watermark after a batch at ``watermark_ms`` whose largest clock was ``clock_us``
-        (Spark's rule: :func:`jobs.executor.operator.watermark_after`)."""
-        return watermark_after(watermark_ms, clock_us, self.delay_ms)
+        """The watermark after a batch at ``watermark_ms`` whose largest clock was ``clock_us``,
+        as Spark computes it: the largest event time in ms (µs divided towards zero) minus
+        the delay, if that is later."""
+        if clock_us is None:
+            return watermark_ms
+        ms = clock_us // 1000 if clock_us >= 0 else -(-clock_us // 1000)
+        return max(watermark_ms, ms - self.delay_ms)

@@ -30,9 +30,7 @@ otherwise honoured the next time the key gets data.
 from __future__ import annotations
 
 import cProfile
-import json
 import os
-import signal
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -372,9 +370,7 @@ class OperatorStep:
     The task of shard ``p`` loads the state version before ``version``, visits the buckets with
     input rows and the buckets whose timer ``clocks`` reached, stores what changed as
     ``version`` (:mod:`jobs.executor.state_store`), and yields its output and one ``clock`` row:
-    the largest :data:`~jobs.executor.operator_input.CLOCK` of its input (null: none). With a
-    ``firing`` (a barrier stage), the task then fires the watermark advance of the whole batch
-    itself and stores the state after both as the firing's version. A bucket
+    the largest :data:`~jobs.executor.operator_input.CLOCK` of its input (null: none). A bucket
     that reaches another shard's task (input partitioned otherwise than Spark's hash of the
     bucket into ``shards``) stops the task: its state is in that shard's files.
     """
@@ -384,7 +380,6 @@ class OperatorStep:
     clocks: Clocks
     version: int
     shards: int = 1
-    firing: Firing | None = None
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -420,21 +415,16 @@ class OperatorStep:
             out, after = processor.visit(states.get(bucket), table, self.clocks)
             changed |= _put(states, bucket, after)
             yield from out
-        for out, after_timer in _due(processor, states, visited, self.clocks):
-            changed |= after_timer
-            yield from out
-        version = self.version
-        if self.firing is not None:
-            advanced = self.firing.clocks_after(self.clocks, clock)
-            if advanced is not None:
-                self.firing.between_steps()
-                for out, after_timer in _due(processor, states, set(), advanced):
-                    changed |= after_timer
-                    yield from out
-                version = self.firing.version
+        for bucket, stored in sorted(states.items()):
+            if bucket in visited or stored.timer_ms is None:
+                continue
+            if stored.timer_ms <= self.clocks.watermark_ms:
+                out, after = processor.visit(stored, None, self.clocks)
+                changed |= _put(states, bucket, after)
+                yield from out
         processor.close()
         if changed:
-            store.save(version, states)
+            store.save(self.version, states)
         if profile is not None:
             profile.disable()
             profile.dump_stats(os.path.join(self.config.profile_dir or ".", _profile_name()))
@@ -452,61 +442,6 @@ class OperatorStep:
 
 def _profile_name() -> str:
     return f"{os.getpid()}-{time.time_ns()}.prof"
-
-
-def _due(
-    processor: BucketProcessor, states: dict[int, Stored], visited: set[int], clocks: Clocks
-) -> Iterator[tuple[list[pa.RecordBatch], bool]]:
-    """Visit every bucket not in ``visited`` whose timer ``clocks`` reached: (its output,
-    whether its state changed) per bucket."""
-    for bucket, stored in sorted(states.items()):
-        if bucket in visited or stored.timer_ms is None:
-            continue
-        if stored.timer_ms <= clocks.watermark_ms:
-            out, after = processor.visit(stored, None, clocks)
-            yield out, _put(states, bucket, after)
-
-
-def watermark_after(watermark_ms: int, clock_us: int | None, delay_ms: int) -> int:
-    """The watermark after a batch at ``watermark_ms`` whose largest clock was ``clock_us``,
-    as Spark computes it: the largest event time in ms (µs divided towards zero) minus the
-    delay, if that is later."""
-    if clock_us is None:
-        return watermark_ms
-    ms = clock_us // 1000 if clock_us >= 0 else -(-clock_us // 1000)
-    return max(watermark_ms, ms - delay_ms)
-
-
-@dataclass(frozen=True)
-class Firing:
-    """How the tasks of a step fire the watermark advance their batch made, in the same tasks
-    (a barrier stage: Spark starts all of them together): each shares its largest clock with
-    the others (``BarrierTaskContext.allGather``), computes the watermark after the batch by
-    Spark's rule (:func:`watermark_after`) and, when it moved, visits every bucket due there,
-    storing the result as ``version``. ``kill``: test hook, the driver a task SIGKILLs between
-    the two steps (its pid, and whether it leads its process group: the group goes with it)."""
-
-    delay_ms: int
-    version: int
-    kill: tuple[int, bool] | None = None
-
-    def clocks_after(self, clocks: Clocks, clock_us: int | None) -> Clocks | None:
-        """The clocks of the firing (None: the watermark did not move)."""
-        from pyspark import BarrierTaskContext
-
-        tops = [json.loads(m) for m in BarrierTaskContext.get().allGather(json.dumps(clock_us))]
-        known = [t for t in tops if t is not None]
-        after = watermark_after(clocks.watermark_ms, max(known, default=None), self.delay_ms)
-        if after <= clocks.watermark_ms:
-            return None
-        return Clocks(after, clocks.processing_ms)
-
-    def between_steps(self) -> None:
-        if self.kill is not None:
-            pid, leads = self.kill
-            if leads:
-                os.killpg(pid, signal.SIGKILL)
-            os.kill(pid, signal.SIGKILL)
 
 
 def _put(states: dict[int, Stored], bucket: int, after: Stored | None) -> bool:
@@ -537,5 +472,5 @@ def run_step(rows, step: OperatorStep):
     """The operator's ``step`` over ``rows`` (a batch's input frame,
     :data:`jobs.executor.operator_input.OPERATOR_INPUT`): its output frame."""
     return rows.repartition(step.shards, BUCKET).mapInArrow(
-        step, output_spark_schema(step.config.layout), barrier=step.firing is not None
+        step, output_spark_schema(step.config.layout)
     )
