@@ -46,7 +46,8 @@ from panes.windowing import (
 
 EARLY, ON_TIME, LATE = Timing.EARLY, Timing.ON_TIME, Timing.LATE
 
-_CLOSED = f"{DropReason.CLOSED}: the window's trigger had finished"
+CLOSED_REASON = f"{DropReason.CLOSED}: the window's trigger had finished"
+"""The late-table reason of an element of a window whose trigger had finished."""
 _MERGES_WITH_CLOSED = (
     f"{DropReason.CLOSED}: the window merges with a window whose trigger had finished"
 )
@@ -272,7 +273,7 @@ class Engine:
                 return ws
             if not ws.closed:
                 return ws
-            reason = _CLOSED
+            reason = CLOSED_REASON
         self._drop(out, key, elements() if callable(elements) else elements, window, reason, wm, pt)
         return None
 

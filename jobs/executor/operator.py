@@ -286,7 +286,8 @@ class BucketProcessor:
             if lifted is None:
                 return None
         blob = None if stored is None else stored.blob
-        if blob is None or is_window_table(blob):
+        in_columns = blob is None or is_window_table(blob)
+        if in_columns:
             windows = columnar.load(blob)
         else:
             fitted = columnar.from_key_states(BucketState.load(blob, self._key_fields).all_states())
@@ -302,7 +303,7 @@ class BucketProcessor:
         if n:
             outs.extend(self.output.emit(KIND_PANE, columns, n))
         outs.extend(self._emit_dropped(visit.dropped))
-        if not visit.changed and (blob is None or is_window_table(blob)):
+        if not visit.changed and in_columns:
             return outs, stored
         saved = columnar.save(visit.w)
         if saved is None:

@@ -64,7 +64,7 @@ from jobs.executor.lifting import COUNT, Lifted, Lifting
 from jobs.executor.lifting import START as PART_START
 from jobs.executor.operator_input import engine_keys, key_columns
 from panes.combiners import Aggregates
-from panes.engine import Engine
+from panes.engine import CLOSED_REASON, Engine
 from panes.pane import Dropped, Timing
 from panes.state import KeyState, WindowState
 from panes.time import END_OF_TIME
@@ -89,7 +89,6 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="zstd")
 _EARLY, _ON_TIME, _LATE = 0, 1, 2
 _TIMING_NAMES = (Timing.EARLY.name, Timing.ON_TIME.name, Timing.LATE.name)  # by the codes above
-_CLOSED_REASON = "closed: the window's trigger had finished"
 
 
 def is_window_table(blob: bytes | None) -> bool:
@@ -756,7 +755,7 @@ class Visit:
             cols[HOLD][rows[held]] = end[held] - 1
             cols["has_hold"][rows[held]] = True
         else:
-            hold = parts.column(lifted.lifting.hold_column).take(pa.array(which, pa.int64()))
+            hold = parts.column(c.lifting.hold_column).take(pa.array(which, pa.int64()))
             has = hold.is_valid().to_numpy(zero_copy_only=False).astype(bool)
             new = hold.fill_null(0).to_numpy().astype(np.int64)
             mine, mine_has = cols[HOLD][rows], cols["has_hold"][rows]
@@ -888,7 +887,7 @@ class Visit:
         window = Window(start, start + self.c.size)
         pt = self._pt_of_key(key)
         for value, ts in lifted.elements.of(key, start)():
-            self.dropped.append(Dropped(key, value, ts, window, _CLOSED_REASON, self.wm, pt))
+            self.dropped.append(Dropped(key, value, ts, window, CLOSED_REASON, self.wm, pt))
 
     def _pt_of_key(self, key: Any) -> int:
         """The processing time of ``key`` after this visit's advance."""
