@@ -14,6 +14,14 @@ settings.register_profile(
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow],
 )
+# ``./dev test --fast`` (the edit-test loop): the same derandomized examples, fewer of them.
+settings.register_profile(
+    "fast",
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 settings.register_profile(
     "thorough", max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
@@ -30,13 +38,20 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: a slow test, run with --run-slow")
+    config.addinivalue_line(
+        "markers", "bucket: needs the S3-compatible server the tests start (tests/s3_server.py)"
+    )
+    config.addinivalue_line("markers", "wheel: builds and installs the package")
 
 
 def pytest_collection_modifyitems(config, items):
-    if config.getoption("--run-slow"):
-        return
     import pytest
 
+    for item in items:
+        if "s3_endpoint" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.bucket)
+    if config.getoption("--run-slow"):
+        return
     skip = pytest.mark.skip(reason="slow: run with ./dev test --run-slow")
     for item in items:
         if "slow" in item.keywords:

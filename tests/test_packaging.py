@@ -10,6 +10,10 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.wheel
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -19,6 +19,7 @@ pd = pytest.importorskip("pandas")
 pytest.importorskip("pyspark")
 
 from jobs.executor.operator_input import blob_of  # noqa: E402
+from tests.examples import seeds  # noqa: E402
 from tests.operator_fakes import T0_MS, ShardRun, clocks  # noqa: E402
 
 WINDOWS = ["FixedWindows(1m)", "FixedWindows(1m, 15s)", "FixedWindows(5s)"]
@@ -157,7 +158,7 @@ def compare(seed: int) -> set[str]:
     return {r["record_kind"] for r in want}
 
 
-@pytest.mark.parametrize("seeds", [range(0, 40), range(40, 80)])
+@pytest.mark.parametrize("seeds", [seeds(0, 40), seeds(40, 80)])
 def test_lifted_and_per_element_paths_write_the_same_rows(seeds):
     kinds = set().union(*(compare(seed) for seed in seeds))
     assert kinds == {"pane", "late"}  # both paths fired and dropped

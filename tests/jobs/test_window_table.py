@@ -20,6 +20,7 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark")
 
+from tests.examples import seeds  # noqa: E402
 from tests.jobs.test_lifting import AGGREGATES, batches, comparable, config  # noqa: E402
 from tests.jobs.test_lifting import run as run_plan  # noqa: E402
 from tests.operator_fakes import T0_MS, ShardRun, clocks  # noqa: E402
@@ -120,7 +121,7 @@ def compare(seed: int) -> bool:
     return columnar.processor()._columnar is not None
 
 
-@pytest.mark.parametrize("seeds", [range(0, 40), range(40, 80)])
+@pytest.mark.parametrize("seeds", [seeds(0, 40), seeds(40, 80)])
 def test_columnar_windows_and_the_engine_write_the_same_rows_and_keep_the_same_state(seeds):
     used = [compare(seed) for seed in seeds]
     assert all(used)  # every configuration drawn here is kept in columns
