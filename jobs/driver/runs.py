@@ -50,6 +50,7 @@ from jobs.driver.state_upgrade import upgrade_state
 from jobs.driver.stopping import StopRequest, stop_on_signals
 from jobs.driver.writers_watermark import record_writers_watermark
 from jobs.executor.operator_input import balanced_bucket_ids
+from jobs.startup.python_processes import start_workers
 from jobs.startup.session import (
     AVAILABLE_NOW_LOGGERS,
     SHUFFLE_PARTITIONS,
@@ -548,6 +549,7 @@ def run(
             result.add_phase("session", time.monotonic() - started)
         if stop is None and threading.current_thread() is threading.main_thread():
             stop = scope.enter_context(stop_on_signals())  # after the session: see its doc
+        scope.callback(start_workers(spark).join)  # while the query is built
         preparing = time.monotonic()
         state = check_state_layout(pipeline, _shuffle_partitions(spark))
         if state.format != STATE_LAYOUT_FORMAT:
