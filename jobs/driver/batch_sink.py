@@ -27,6 +27,7 @@ from jobs.driver.landing_changes import CHANGED, ChangedFile, bind_changes
 from jobs.driver.plan import OperatorPlan, layout
 from jobs.executor.batch_output import BatchCounts, write_batch_files
 from jobs.executor.operator import Clocks
+from jobs.executor.operator_input import OPERATOR_INPUT
 from jobs.executor.output_tables import KIND_LATE, KIND_PANE, KIND_REJECTED, KINDS, OutputTables
 from jobs.executor.state_store import step_version
 from jobs.executor.task_files import ROWS_PER_FILE, TaskWriting, attempt_id
@@ -241,8 +242,9 @@ class BatchSink:
         after = operator.watermark_after(clocks.watermark_ms, counts.clock_us)
         if after > clocks.watermark_ms:
             kill("between_steps", batch_id, self.kill_at)
-            fire = operator.firing(
-                df.sparkSession, Clocks(after, clocks.processing_ms), step_version(batch_id, 1)
+            empty = df.sparkSession.createDataFrame([], OPERATOR_INPUT)
+            fire = operator.output(
+                empty, Clocks(after, clocks.processing_ms), step_version(batch_id, 1)
             )
             more, fired = write_batch_files(fire, self.tables, batch_id, committed)
             for kind, found in more.items():

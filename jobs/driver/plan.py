@@ -64,7 +64,7 @@ from jobs.driver.control import SENTINEL_MS
 from jobs.driver.landing_source import ERROR, RAW, SOURCE_FILE
 from jobs.driver.pane_log_source import tagged as pane_log_tagged
 from jobs.executor.jsonl_decoder import LATEST_EVENT_TIME
-from jobs.executor.operator import Clocks, OperatorConfig, OperatorStep, run_firing, run_step
+from jobs.executor.operator import Clocks, OperatorConfig, OperatorStep, run_step
 from jobs.executor.operator_input import (
     BLOB,
     BUCKET,
@@ -366,12 +366,6 @@ class OperatorPlan:
         """The operator's output frame for ``rows`` at ``clocks``, storing state ``version``."""
         step = OperatorStep(self.config, self.state_root, clocks, version, self.shards)
         return run_step(rows, step)
-
-    def firing(self, spark: SparkSession, clocks: Clocks, version: int) -> DataFrame:
-        """The operator's output frame over no rows at ``clocks`` (a watermark advance: the
-        buckets due fire), storing state ``version``."""
-        step = OperatorStep(self.config, self.state_root, clocks, version, self.shards)
-        return run_firing(spark, step)
 
     def watermark_after(self, watermark_ms: int, clock_us: int | None) -> int:
         """The watermark after a batch at ``watermark_ms`` whose largest clock was ``clock_us``,

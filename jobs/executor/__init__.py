@@ -20,13 +20,7 @@ from jobs.front_door import lazy_exports
 
 if TYPE_CHECKING:  # what the front door offers; each is imported on first use (jobs.front_door)
     from jobs.executor.batch_output import write_batch_files
-    from jobs.executor.operator import (
-        BucketProcessor,
-        OperatorConfig,
-        OperatorStep,
-        run_firing,
-        run_step,
-    )
+    from jobs.executor.operator import BucketProcessor, OperatorConfig, OperatorStep, run_step
     from jobs.executor.operator_input import InputSchema, pack_by_bucket, unpack
     from jobs.executor.output_tables import OutputTables
     from jobs.executor.pane_log_reader import PaneLogDataSource
@@ -42,7 +36,6 @@ __all__ = [
     "TaskOutput",
     "TaskWriting",
     "pack_by_bucket",
-    "run_firing",
     "run_step",
     "unpack",
     "write_batch_files",

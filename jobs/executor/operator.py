@@ -475,19 +475,3 @@ def run_step(rows, step: OperatorStep):
     return rows.repartition(step.shards, BUCKET).mapInArrow(
         step, output_spark_schema(step.config.layout)
     )
-
-
-def run_firing(spark, step: OperatorStep):
-    """The operator's ``step`` over no rows (a watermark advance fired): its output frame. A
-    task per shard, without a shuffle: partition ``p`` of a range of ``step.shards`` slices is
-    shard ``p``, its one row a control row without a clock (the operator skips it)."""
-    from pyspark.sql import functions as F
-
-    slots = spark.range(0, step.shards, 1, step.shards)
-    nothing = slots.select(
-        F.lit(CONTROL_BUCKET).cast("int").alias(BUCKET),
-        F.lit(None).cast("binary").alias(BLOB),
-        F.lit(None).cast("binary").alias(ROW),
-        F.lit(None).cast("bigint").alias(CLOCK),
-    )
-    return nothing.mapInArrow(step, output_spark_schema(step.config.layout))
