@@ -5,26 +5,22 @@ from hypothesis import HealthCheck, settings
 # fixtures of an S3-compatible server the tests start themselves (tests/s3_server.py)
 pytest_plugins = ("tests.s3_server",)
 
-# The default (the README's test command, CI) is derandomized: the same examples every run, so
-# a result does not depend on the day. ``PANESTORE_HYPOTHESIS=thorough`` explores at random.
-settings.register_profile(
-    "default",
-    max_examples=300,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-# ``./dev test --fast`` (the edit-test loop): the same derandomized examples, fewer of them.
-settings.register_profile(
-    "fast",
-    max_examples=60,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-settings.register_profile(
-    "thorough", max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+# Hypothesis profiles, by how many examples each property draws. The default (the README's test
+# command, CI) is derandomized: the same examples every run, so a result does not depend on the
+# day; ``fast`` (``./dev test --fast``, the edit-test loop) draws fewer of the same;
+# ``PANESTORE_HYPOTHESIS=thorough`` explores at random.
+for name, examples, derandomize in (
+    ("default", 300, True),
+    ("fast", 60, True),
+    ("thorough", 5000, False),
+):
+    settings.register_profile(
+        name,
+        max_examples=examples,
+        deadline=None,
+        derandomize=derandomize,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
 settings.load_profile(os.environ.get("PANESTORE_HYPOTHESIS", "default"))
 
 
