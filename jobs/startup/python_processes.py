@@ -192,7 +192,8 @@ def start_workers(spark: SparkSession) -> threading.Thread:
     itself, and reports what fails there.
 
     Measured (``docs/decisions.md``, "Python workers started while the query is built"): a
-    small run 11.6 s -> 10.4 s, the query's build ~1 s longer and its batch ~2 s shorter."""
+    small run 11.49 s -> 10.34 s (medians of 3), its query's build ~1 s longer and its batch
+    ~2.3 s shorter."""
 
     def run() -> None:
         try:
