@@ -549,7 +549,9 @@ def run(
             result.add_phase("session", time.monotonic() - started)
         if stop is None and threading.current_thread() is threading.main_thread():
             stop = scope.enter_context(stop_on_signals())  # after the session: see its doc
-        scope.callback(start_workers(spark).join)  # while the query is built
+        workers = start_workers(spark)  # while the query is built
+        if workers is not None:
+            scope.callback(workers.join)
         preparing = time.monotonic()
         state = check_state_layout(pipeline, _shuffle_partitions(spark))
         if state.format != STATE_LAYOUT_FORMAT:

@@ -184,16 +184,21 @@ def set_gc_thresholds() -> None:
 # -- starting the workers while the query is built ---------------------------------------------
 
 
-def start_workers(spark: SparkSession) -> threading.Thread:
+def start_workers(spark: SparkSession) -> threading.Thread | None:
     """Start ``spark``'s Python workers now, in a thread of the driver: a one-task job that runs
     a Python function over one row (the Arrow map runner of every panestore stage, so the stages
-    find the daemon started and a worker idle). Join the thread before the session may stop.
+    find the daemon started and a worker idle); None when this Spark application started them
+    already (a later run in the same session). Join the thread before the session may stop.
     Should the job fail, the thread ends: the first stage that needs the workers starts them
     itself, and reports what fails there.
 
     Measured (``docs/decisions.md``, "Python workers started while the query is built"): a
     small run 11.49 s -> 10.34 s (medians of 3), its query's build ~1 s longer and its batch
     ~2.3 s shorter."""
+    application = spark.sparkContext.applicationId
+    if application in _STARTED:
+        return None
+    _STARTED.add(application)
 
     def run() -> None:
         try:
@@ -204,6 +209,10 @@ def start_workers(spark: SparkSession) -> threading.Thread:
     thread = threading.Thread(target=run, name="panestore-start-workers", daemon=True)
     thread.start()
     return thread
+
+
+_STARTED: set[str] = set()
+"""The Spark applications whose workers :func:`start_workers` started."""
 
 
 def _pass_through(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
