@@ -91,6 +91,22 @@ class BucketState:
         keys = _keys_of(self._table, len(self._key_fields))
         return dict(zip(keys, self._table.column(STATE).to_pylist(), strict=True))
 
+    def entries(self) -> dict[Any, tuple[bytes, int | None, int | None]]:
+        """Every key's state bytes and next event and processing wake-ups as loaded."""
+        keys = _keys_of(self._table, len(self._key_fields))
+        t = self._table
+        values = zip(
+            t.column(STATE).to_pylist(),
+            t.column(NEXT_EVENT).to_pylist(),
+            t.column(NEXT_PROCESSING).to_pylist(),
+            strict=True,
+        )
+        return dict(zip(keys, values, strict=True))
+
+    def key_table(self) -> pa.Table:
+        """The key columns of the keys as loaded."""
+        return self._table.select([f.name for f in self._key_fields])
+
     @property
     def keys(self) -> int:
         """How many keys the bucket held when loaded."""

@@ -21,8 +21,10 @@ aggregate                    Arrow aggregation (per key and window)             
 ===========================  ===================================================  =============
 
 Integers only for sums: a float sum's rounding depends on the order of additions, and the pane
-log must be the same bit for bit whichever path computed it. A bucket whose integer sums could
-overflow 64 bits in Arrow (largest magnitude times rows reaches 2^63) is not lifted. Anything
+log must be the same bit for bit whichever path computed it. Arrow's sums wrap at 64 bits: a key
+with a window whose integer sums could leave them (its largest magnitude times its rows reaches
+2^63) is not lifted, its elements are added one by one (:meth:`Lifting.risky_keys`; one check
+over the whole table finds that no key is, the common case). Anything
 else (sessions, sliding windows, weighted input, ``to_list``, a user's ``CombineFn``, float sums)
 takes the per-element path (:func:`jobs.executor.operator_input.elements_by_key`), decided once
 per pipeline by :meth:`Lifting.of`. Rows of windows the watermark has expired are not combined:
@@ -47,6 +49,7 @@ from jobs.executor.operator_input import (
     elements_by_key,
     engine_keys,
     key_columns,
+    rows_of_keys,
 )
 from panes.combiners import Aggregates, CombineFn, Count, Max, Mean, Min, Sum
 from panes.engine import Combined, Engine, Output
@@ -109,44 +112,82 @@ class Lifting:
             schema=schema,
         )
 
-    def combined_by_key(
-        self, table: pa.Table, watermark: int, cutoff: int
-    ) -> dict[Any, Bundle] | None:
+    def combined_by_key(self, table: pa.Table, watermark: int, cutoff: int) -> dict[Any, Bundle]:
         """The bucket's elements (``table``: :func:`jobs.executor.operator_input.input_table`)
-        as each key's :class:`Bundle`, keys in the per-element path's order, or None when this
-        table cannot be lifted (integer sums that could overflow). ``cutoff``: windows ending
-        before it drop their elements (:meth:`panes.engine.Engine.droppable_before` the
-        watermark); their rows are not combined but decoded, to be reported one by one."""
+        as each key's :class:`Bundle`, keys in the per-element path's order. ``cutoff``: windows
+        ending before it drop their elements (:meth:`panes.engine.Engine.droppable_before` the
+        watermark); their rows are not combined but decoded, to be reported one by one, as are
+        all rows of a key whose sums could leave 64 bits (:meth:`risky_keys`)."""
         if table.num_rows == 0:
             return {}
+        one_by_one: dict[Any, list] = {}
+        risky = self.risky_keys(table)
+        if risky is not None:
+            mine = rows_of_keys(table.select(list(self.keys)), risky)
+            one_by_one = self._decoded(table.filter(pa.array(mine)))
+            table = table.filter(pa.array(~mine))
         lifted = self.lift(table, watermark, cutoff)
-        if lifted is None:
-            return None
         bundles = self._bundles(lifted)
-        if not lifted.expired:
+        if not lifted.expired and not one_by_one:
             return bundles
-        for key, elements in lifted.expired.items():
-            bundles.setdefault(key, Bundle([], [])).expired = elements
+        for key, elements in (*lifted.expired.items(), *one_by_one.items()):
+            bundles.setdefault(key, Bundle([], [])).elements = elements
         return self._in_key_order(bundles)
 
-    def lift(self, table: pa.Table, watermark: int, cutoff: int) -> Lifted | None:
-        """The bucket's elements combined per key and window (:class:`Lifted`), or None when
-        this table cannot be lifted (integer sums that could overflow); ``cutoff`` as for
-        :meth:`combined_by_key`."""
-        if not self._sums_fit(table):
-            return None
+    def lift(self, table: pa.Table, watermark: int, cutoff: int) -> Lifted:
+        """The bucket's elements combined per key and window (:class:`Lifted`); ``table`` holds
+        no key of :meth:`risky_keys`; ``cutoff`` as for :meth:`combined_by_key`."""
         ts = table.column(TS_US).to_numpy()
         starts = ts - (ts - self.offset) % self.size
         expired = starts + self.size < cutoff
         late: dict[Any, list] = {}
         if expired.any():
-            late = elements_by_key(table.filter(pa.array(expired)), self.schema)
-            for elements in late.values():
-                canonical_order(elements)
+            late = self._decoded(table.filter(pa.array(expired)))
             live = ~expired
             table, starts = table.filter(pa.array(live)), starts[live]
         parts = self._grouped(table, starts, watermark)
         return Lifted(self, parts, late, _Elements(table, starts, self))
+
+    def risky_keys(self, table: pa.Table) -> pa.Table | None:
+        """The keys of ``table`` (a table of the key columns) with a window whose integer sums
+        could leave 64 bits in Arrow: its largest magnitude times its rows reaches 2^63. None
+        when no key has one, which one check over the whole table finds in the common case.
+
+        >>> from jobs.executor.operator_input import InputSchema
+        >>> from panes import FixedWindows, Windowing, combiners
+        >>> from panes.engine import Engine
+        >>> schema = InputSchema(("k",), ("n",), (("k", pa.string()), ("n", pa.int64())))
+        >>> total = combiners.aggregates(total=combiners.sum("n"))
+        >>> engine = Engine(Windowing(FixedWindows(10)), total)
+        >>> lifting = Lifting.of(engine, schema)
+        >>> rows = {"k": ["a", "a", "b"], "ts_us": [1, 2, 3], "n": [2**62, 2**62, 1]}
+        >>> lifting.risky_keys(pa.table(rows)).to_pylist()
+        [{'k': 'a'}]
+        """
+        columns = sorted({p.column for p in self.parts if p.kind in ("sum", "mean") and p.column})
+        if not columns or _bound(table, columns, table.num_rows) < _INT64_LIMIT:
+            return None
+        ts = table.column(TS_US).to_numpy()
+        starts = pa.array(ts - (ts - self.offset) % self.size, pa.int64())
+        grouped = table.select([*self.keys, *columns]).append_column(START, starts)
+        aggregations = [([], "count_all", None), *((c, "min_max", None) for c in columns)]
+        result = grouped.group_by([*self.keys, START], use_threads=False).aggregate(aggregations)
+        counts = result.column(COUNT).to_pylist()
+        risky = [False] * result.num_rows
+        for c in columns:
+            bounds = result.column(f"{c}_min_max").combine_chunks()
+            lows, highs = bounds.field("min").to_pylist(), bounds.field("max").to_pylist()
+            for i, (low, high, n) in enumerate(zip(lows, highs, counts, strict=True)):
+                if low is not None and max(abs(low), abs(high)) * n >= _INT64_LIMIT:
+                    risky[i] = True
+        return result.select(list(self.keys)).filter(pa.array(risky))
+
+    def _decoded(self, table: pa.Table) -> dict[Any, list]:
+        """``table``'s elements by key, each key's in canonical order."""
+        by_key = elements_by_key(table, self.schema)
+        for elements in by_key.values():
+            canonical_order(elements)
+        return by_key
 
     def _grouped(self, table: pa.Table, starts: Any, watermark: int) -> pa.Table:
         """Per key and window of ``table`` (rows of windows that are not expired): its start,
@@ -207,15 +248,6 @@ class Lifting:
     def _value_columns(self) -> list[str]:
         return sorted({p.column for p in self.parts if p.column is not None})
 
-    def _sums_fit(self, table: pa.Table) -> bool:
-        for column in {p.column for p in self.parts if p.kind in ("sum", "mean")}:
-            values = table.column(column)
-            bounds = pc.min_max(values)
-            low, high = bounds["min"].as_py(), bounds["max"].as_py()
-            if low is not None and max(abs(low), abs(high)) * table.num_rows >= _INT64_LIMIT:
-                return False
-        return True
-
     def _bundles(self, lifted: Lifted) -> dict[Any, Bundle]:
         """Each key's parts (:class:`~panes.engine.Combined`) of ``lifted``."""
         result = lifted.parts
@@ -265,6 +297,18 @@ class Lifted:
     parts: pa.Table
     expired: dict[Any, list]
     elements: _Elements
+
+
+def _bound(table: pa.Table, columns: list[str], rows: int) -> int:
+    """The largest magnitude among ``columns`` of ``table`` times ``rows``: what bounds every
+    running sum of so many of their values."""
+    bound = 0
+    for column in columns:
+        extremes = pc.min_max(table.column(column))
+        low, high = extremes["min"].as_py(), extremes["max"].as_py()
+        if low is not None:
+            bound = max(bound, abs(low), abs(high))
+    return bound * rows
 
 
 def _part_of(fn: CombineFn, schema: InputSchema) -> _Part | None:
@@ -326,25 +370,27 @@ class _Elements:
 
 
 class Bundle:
-    """One key's share of a lifted batch: the elements of its expired windows (in canonical
-    order: reported one by one), and the parts of its other windows."""
+    """One key's share of a lifted batch: the elements it adds one by one (in canonical order:
+    those of its expired windows, reported one by one, or all of them for a key whose sums could
+    leave 64 bits), and the parts of its other windows."""
 
-    __slots__ = ("expired", "parts")
+    __slots__ = ("elements", "parts")
 
-    def __init__(self, expired: list, parts: list[Combined]) -> None:
-        self.expired = expired
+    def __init__(self, elements: list, parts: list[Combined]) -> None:
+        self.elements = elements
         self.parts = parts
 
 
 def add_bundle(engine: Engine, state: KeyState, key: Any, bundle: Bundle) -> Output:
     """Add a key's :class:`Bundle` to its state: what ``engine.add_elements`` of the elements it
-    was made from does. Expired windows end before every live one, so they come first."""
-    if not bundle.expired:
+    was made from does. Its elements one by one are of expired windows, which end before every
+    live one, or all of the key's: they come first."""
+    if not bundle.elements:
         return engine.add_combined(state, key, bundle.parts)
-    dropped = engine.add_elements(state, key, bundle.expired)
+    first = engine.add_elements(state, key, bundle.elements)
     out = engine.add_combined(state, key, bundle.parts)
-    out.panes[:0] = dropped.panes
-    out.dropped[:0] = dropped.dropped
+    out.panes[:0] = first.panes
+    out.dropped[:0] = first.dropped
     return out
 
 

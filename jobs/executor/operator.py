@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -55,6 +56,7 @@ from jobs.executor.operator_input import (
     elements_by_key,
     input_table,
     rejected_records,
+    rows_of_keys,
     spark_partition_of_int,
 )
 from jobs.executor.output_tables import (
@@ -68,7 +70,7 @@ from jobs.executor.output_tables import (
 )
 from jobs.executor.state_store import ShardStore, Stored
 from jobs.executor.task_files import TaskOutput, TaskWriting
-from jobs.executor.window_table import Columnar, is_window_table
+from jobs.executor.window_table import Columnar, KeysOverflow, Visit, Windows, is_window_table
 from jobs.startup.python_processes import set_gc_thresholds
 from panes.time import BEGINNING_OF_TIME, END_OF_TIME
 from panes.weights import Retracted
@@ -215,35 +217,13 @@ class BucketProcessor:
     ) -> tuple[list[pa.RecordBatch], Stored | None]:
         """Visit a bucket stored as ``stored`` with its input rows ``table`` (None: a timer's
         visit) -> the output batches, and the bucket's state after (None: empty)."""
-        schema, engine = self.config.input_schema, self.engine
-        wm, pt = self._clocks(clocks)
+        self.engine  # noqa: B018  # built on first use, with its lifting and columnar form
         if self._columnar is not None:
             columnar = self._visit_columnar(stored, table, clocks)
             if columnar is not None:
                 return columnar
-        by_key: dict[Any, Any] | None = None
-        add: Callable = engine.add_elements
-        if self._lifting is not None and table is not None:
-            by_key = self._lifting.combined_by_key(table, wm, engine.droppable_before(wm))
-            add = partial(add_bundle, engine)
-        if by_key is None:
-            by_key = elements_by_key(table, schema) if table is not None else {}
-            for elements in by_key.values():
-                canonical_order(elements)
-            add = engine.add_elements
         bucket = self._bucket_state(stored)
-        outs = []
-        due = [k for k in bucket.due(wm, pt) if k not in by_key]
-        for ekey, loaded in zip(due, bucket.states_of(due), strict=True):
-            state = engine.load_state(loaded)
-            outs.append(engine.advance(state, ekey, wm, pt))
-            self._store(bucket, ekey, state)
-        touched = list(by_key)
-        for ekey, loaded in zip(touched, bucket.states_of(touched), strict=True):
-            state = engine.new_state() if loaded is None else engine.load_state(loaded)
-            outs.append(engine.advance(state, ekey, wm, pt))
-            outs.append(add(state, ekey, by_key[ekey]))
-            self._store(bucket, ekey, state)
+        outs = self._visit_keys(bucket, table, clocks)
         return list(self._emit(outs)), self._stored(bucket, stored, clocks)
 
     def rejected(self, table: pa.Table | None, clocks: Clocks) -> Iterator[pa.RecordBatch]:
@@ -259,60 +239,155 @@ class BucketProcessor:
 
     # -- a visit --------------------------------------------------------------------------------
 
+    def _visit_keys(self, bucket: BucketState, table: pa.Table | None, clocks: Clocks) -> list:
+        """The engine's visit of ``bucket`` (changed in place) with its input rows: per key
+        with rows or a wake-up due, ``advance`` then the rows -> the engine's outputs."""
+        schema, engine = self.config.input_schema, self.engine
+        wm, pt = self._clocks(clocks)
+        by_key: dict[Any, Any]
+        add: Callable = engine.add_elements
+        if table is None:
+            by_key = {}
+        elif self._lifting is not None:
+            by_key = self._lifting.combined_by_key(table, wm, engine.droppable_before(wm))
+            add = partial(add_bundle, engine)
+        else:
+            by_key = elements_by_key(table, schema)
+            for elements in by_key.values():
+                canonical_order(elements)
+        outs = []
+        due = [k for k in bucket.due(wm, pt) if k not in by_key]
+        for ekey, loaded in zip(due, bucket.states_of(due), strict=True):
+            state = engine.load_state(loaded)
+            outs.append(engine.advance(state, ekey, wm, pt))
+            self._store(bucket, ekey, state)
+        touched = list(by_key)
+        for ekey, loaded in zip(touched, bucket.states_of(touched), strict=True):
+            state = engine.new_state() if loaded is None else engine.load_state(loaded)
+            outs.append(engine.advance(state, ekey, wm, pt))
+            outs.append(add(state, ekey, by_key[ekey]))
+            self._store(bucket, ekey, state)
+        return outs
+
     def _bucket_state(self, stored: Stored | None) -> BucketState:
         """The bucket in the engine's key-state form (a window table is converted)."""
         blob = None if stored is None else stored.blob
         if self._columnar is not None and is_window_table(blob):
-            states = self._columnar.load(blob).key_states()
+            windows, held = self._columnar.load(blob)
             entries = {
                 k: (s.to_bytes(), s.next_event_time, s.next_processing_time)
-                for k, s in states.items()
+                for k, s in windows.key_states().items()
             }
+            entries.update(BucketState.load(held, self._key_fields).entries())
             return BucketState.of_states(self._key_fields, entries)
         return BucketState.load(blob, self._key_fields)
 
     def _visit_columnar(
         self, stored: Stored | None, table: pa.Table | None, clocks: Clocks
     ) -> tuple[list[pa.RecordBatch], Stored | None] | None:
-        """A visit of the bucket as a window table (:mod:`jobs.executor.window_table`), or None
-        where the engine's path must take it: sums that could leave 64 bits, or a bucket whose
-        state does not fit in columns."""
-        columnar, engine = self._columnar, self.engine
-        assert columnar is not None and self._lifting is not None
-        wm, pt = self._clocks(clocks)
-        lifted = None
-        if table is not None and table.num_rows:
-            lifted = self._lifting.lift(table, wm, engine.droppable_before(wm))
-            if lifted is None:
-                return None
+        """A visit of the bucket as a window table (:mod:`jobs.executor.window_table`), the keys
+        whose sums could leave 64 bits held by the engine; None where the engine's path must
+        take the whole bucket (more classes of trigger states than columns handle)."""
+        columnar, lifting = self._columnar, self._lifting
+        assert columnar is not None and lifting is not None
         blob = None if stored is None else stored.blob
-        in_columns = blob is None or is_window_table(blob)
-        if in_columns:
-            windows = columnar.load(blob)
-        else:
-            fitted = columnar.from_key_states(BucketState.load(blob, self._key_fields).all_states())
-            if fitted is None:
+        to_engine: list[pa.Table] = []  # keys the engine takes over in this visit
+        if table is not None and table.num_rows:
+            risky = lifting.risky_keys(table)
+            if risky is not None:
+                to_engine.append(risky)
+        while True:  # again with more keys held if a merge leaves 64 bits (rare)
+            try:
+                visit, held, engine_rows = self._columns_visit(blob, table, to_engine, clocks)
+                break
+            except KeysOverflow as e:
+                to_engine.append(e.keys)
+            except OverflowError:
                 return None
-            windows = fitted
-        try:
-            visit = columnar.visit(windows, lifted, wm, pt)
-        except OverflowError:  # a sum beyond 64 bits: the engine's arbitrary integers take it
-            return None
         outs: list[pa.RecordBatch] = []
         columns, n = visit.pane_columns()
         if n:
             outs.extend(self.output.emit(KIND_PANE, columns, n))
         outs.extend(self._emit_dropped(visit.dropped))
-        if not visit.changed and in_columns:
+        windows, held_changed = visit.w, bool(to_engine)
+        if held.keys or engine_rows is not None:
+            outs.extend(self._emit(self._visit_keys(held, engine_rows, clocks)))
+            windows, held = self._back_to_columns(windows, held)
+            held_changed = True
+        if not visit.changed and not held_changed and is_window_table(blob):
             return outs, stored
-        saved = columnar.save(visit.w)
+        held_saved = held.save()
+        saved = columnar.save(windows, held_saved.blob)
         if saved is None:
             return outs, None
-        due = visit.w.next_due()
-        timer = None if due is None else self.config.timer_ms(due)
+        dues = [d for d in (windows.next_due(), held_saved.next_event_time) if d is not None]
+        timer = self._timer(min(dues, default=None), held_saved.polls, clocks)
         if stored is not None and saved == stored.blob and timer == stored.timer_ms:
             return outs, stored
         return outs, Stored(saved, timer)
+
+    def _columns_visit(
+        self, blob: bytes | None, table: pa.Table | None, to_engine: list[pa.Table], clocks: Clocks
+    ) -> tuple[Visit, BucketState, pa.Table | None]:
+        """The columnar visit of the bucket stored as ``blob``, the keys ``to_engine`` and those
+        held before moved to the engine -> the visit, the held keys, and their rows of
+        ``table`` (None: none). Raises :class:`KeysOverflow` for keys whose sums leave 64 bits."""
+        columnar, lifting = self._columnar, self._lifting
+        assert columnar is not None and lifting is not None
+        wm, pt = self._clocks(clocks)
+        windows, held = self._held_apart(blob, to_engine)
+        engine_rows, lifted = None, None
+        if table is not None and table.num_rows:
+            keys = table.select([f.name for f in self._key_fields])
+            mine = rows_of_keys(keys, held.key_table())
+            for moved in to_engine:
+                mine |= rows_of_keys(keys, moved)
+            if mine.any():
+                engine_rows = table.filter(pa.array(mine))
+                table = table.filter(pa.array(~mine))
+            if table.num_rows:
+                lifted = lifting.lift(table, wm, self.engine.droppable_before(wm))
+        return columnar.visit(windows, lifted, wm, pt), held, engine_rows
+
+    def _held_apart(
+        self, blob: bytes | None, to_engine: list[pa.Table]
+    ) -> tuple[Windows, BucketState]:
+        """The bucket's windows in columns, and the keys the engine holds
+        (:data:`jobs.executor.window_table.HELD_KEY`), with the windows of the keys ``to_engine``
+        moved there. A bucket the engine's path
+        stored is held as a whole (its keys return to columns after the visit)."""
+        columnar = self._columnar
+        assert columnar is not None
+        if blob is not None and not is_window_table(blob):
+            return columnar.load(None)[0], BucketState.load(blob, self._key_fields)
+        windows, held_blob = columnar.load(blob)
+        held = BucketState.load(held_blob, self._key_fields)
+        if to_engine and windows.rows:
+            moving = np.zeros(windows.rows, bool)
+            for keys in to_engine:
+                moving |= rows_of_keys(windows.keys, keys)
+            if moving.any():
+                entries = held.entries()
+                for key, state in windows.take(np.flatnonzero(moving)).key_states().items():
+                    entries[key] = (
+                        state.to_bytes(),
+                        state.next_event_time,
+                        state.next_processing_time,
+                    )
+                held = BucketState.of_states(self._key_fields, entries)
+                windows = windows.take(np.flatnonzero(~moving))
+        return windows, held
+
+    def _back_to_columns(self, windows: Windows, held: BucketState) -> tuple[Windows, BucketState]:
+        """The held keys whose accumulators fit 64 bits again, moved into ``windows``."""
+        columnar = self._columnar
+        assert columnar is not None
+        entries = BucketState.load(held.save().blob, self._key_fields).entries()
+        fitted, left = columnar.from_key_states({k: e[0] for k, e in entries.items()})
+        if fitted.rows:
+            both = Windows.concat([windows, fitted])
+            windows = both.take(both.sorted_rows())
+        return windows, BucketState.of_states(self._key_fields, {k: entries[k] for k in left})
 
     @staticmethod
     def _store(bucket: BucketState, ekey: Any, state) -> None:
@@ -328,15 +403,19 @@ class BucketProcessor:
         saved = bucket.save()
         if saved.blob is None:
             return None
-        want = (
-            None if saved.next_event_time is None else self.config.timer_ms(saved.next_event_time)
-        )
-        if saved.polls:
-            poll = clocks.watermark_ms + 1
-            want = poll if want is None else min(want, poll)
+        want = self._timer(saved.next_event_time, saved.polls, clocks)
         if before is not None and saved.blob is before.blob and want == before.timer_ms:
             return before
         return Stored(saved.blob, want)
+
+    def _timer(self, next_event_time: int | None, polls: bool, clocks: Clocks) -> int | None:
+        """A bucket's one timer: its next event-time wake-up, or earlier the next watermark move
+        when a key polls for processing time (None: neither)."""
+        want = None if next_event_time is None else self.config.timer_ms(next_event_time)
+        if polls:
+            poll = clocks.watermark_ms + 1
+            want = poll if want is None else min(want, poll)
+        return want
 
     def _clocks(self, clocks: Clocks) -> tuple[int, int]:
         return self.config.model_watermark(clocks.watermark_ms), clocks.processing_ms * 1000

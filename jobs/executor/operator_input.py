@@ -282,6 +282,41 @@ def key_columns(keys: Sequence[Any], n_keys: int) -> list[list]:
     return [list(c) for c in zip(*keys, strict=True)] if keys else [[] for _ in range(n_keys)]
 
 
+def key_ids(keys: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's key as an integer (0, 1, ... in the keys' sorted order), and the row of each
+    integer's first occurrence."""
+    n = keys.num_rows
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    order = pc.sort_indices(
+        keys, sort_keys=[(name, "ascending") for name in keys.column_names]
+    ).to_numpy()
+    ordered = keys.take(pa.array(order))
+    new = np.zeros(n, bool)
+    new[0] = True
+    for column in ordered.columns:
+        values = column.combine_chunks()
+        if n > 1:
+            differs = pc.not_equal(values.slice(1), values.slice(0, n - 1))
+            new[1:] |= differs.to_numpy(zero_copy_only=False).astype(bool)
+    rank = np.cumsum(new) - 1
+    ids = np.empty(n, np.int64)
+    ids[order] = rank
+    return ids, order[new]
+
+
+def rows_of_keys(keys: pa.Table, wanted: pa.Table) -> np.ndarray:
+    """Whether each row of ``keys`` (key columns) holds one of the keys of ``wanted`` (the same
+    columns)."""
+    n = keys.num_rows
+    if n == 0 or wanted.num_rows == 0:
+        return np.zeros(n, bool)
+    ids, _ = key_ids(pa.concat_tables([keys, wanted.select(keys.column_names).cast(keys.schema)]))
+    hit = np.zeros(int(ids.max()) + 1, bool)
+    hit[ids[n:]] = True
+    return hit[ids[:n]]
+
+
 _timestamp = operator.itemgetter(1)  # of a (value, timestamp) element
 
 

@@ -29,7 +29,7 @@ watermark passed their end, how many elements arrived), its answer spread over t
 
 What a row holds, and how it maps onto the engine's :class:`panes.state.KeyState` (either way:
 :meth:`Windows.key_states`, :meth:`Windows.of_key_states`; a bucket stored by the engine's path,
-an older lake's, is read into this form, and a bucket whose sums would leave 64 bits goes back):
+an older lake's, is read into this form key by key):
 
 =================  ==============================================================================
 column             what it holds
@@ -46,6 +46,14 @@ the key columns    the key's value, in the operator input's types
 ``due``            the next watermark at which the window needs attention (µs)
 ``seen_wm``        the key's watermark and processing time (``seen_pt``), as its ``KeyState``
 =================  ==============================================================================
+
+**Keys the engine holds.** Columns hold 64-bit accumulators; Python's integers do not stop there.
+A key whose sums could leave 64 bits in a visit (:meth:`jobs.executor.lifting.Lifting.risky_keys`
+before it, :class:`KeysOverflow` while merging) is *held*: its windows leave the table and the
+engine keeps its state, in the key-state form of :mod:`jobs.executor.bucket_state`, stored in the
+window table's schema metadata (:data:`HELD_KEY`). Its rows go to the engine from then on; after
+each visit a held key whose accumulators fit again returns to the table. Every other key of the
+bucket stays in columns: the fallback is per key, not per bucket.
 """
 
 from __future__ import annotations
@@ -62,7 +70,7 @@ import pyarrow.compute as pc
 
 from jobs.executor.lifting import COUNT, Lifted, Lifting
 from jobs.executor.lifting import START as PART_START
-from jobs.executor.operator_input import engine_keys, key_columns
+from jobs.executor.operator_input import engine_keys, key_columns, key_ids
 from panes.combiners import Aggregates
 from panes.engine import CLOSED_REASON, Engine
 from panes.pane import Dropped, Timing
@@ -76,6 +84,10 @@ from sinks.pane_log import PaneLogLayout, core_schema
 FORMAT = b"windows-1"
 """The schema metadata value (key :data:`FORMAT_KEY`) that marks a bucket stored in this form."""
 FORMAT_KEY = b"panestore.bucket"
+HELD_KEY = b"panestore.engine_keys"
+"""The schema metadata key of a window table's *held* keys: those whose accumulators columns
+cannot hold (a sum beyond 64 bits), kept by the engine as a
+:class:`jobs.executor.bucket_state.BucketState` blob beside the bucket's windows."""
 START, TRIGGER, CLOSED, FRESH, HOLD = "start", "trigger", "closed", "fresh", "hold"
 INDEX, NONSPEC, EMITTED, DUE, SEEN_WM, SEEN_PT = (
     "pane_index",
@@ -287,31 +299,46 @@ class Columnar:
 
     # -- loading and saving ----------------------------------------------------------------------
 
-    def load(self, blob: bytes | None) -> Windows:
-        """A bucket stored in this form (None or empty: no windows)."""
+    def load(self, blob: bytes | None) -> tuple[Windows, bytes | None]:
+        """A bucket stored in this form (None or empty: no windows): its windows, and the blob of
+        the keys the engine keeps (:data:`HELD_KEY`; None: none)."""
         if not blob:
-            return Windows.empty(self)
+            return Windows.empty(self), None
         with pa.ipc.open_stream(blob) as reader:
-            return Windows.of_table(self, reader.read_all())
+            held = (reader.schema.metadata or {}).get(HELD_KEY)
+            return Windows.of_table(self, reader.read_all()), held
 
-    def save(self, windows: Windows) -> bytes | None:
-        """The bucket's blob (None: no window is left)."""
-        if windows.rows == 0:
+    def save(self, windows: Windows, held: bytes | None = None) -> bytes | None:
+        """The bucket's blob, with the blob of the keys the engine keeps (None: no window and no
+        such key is left)."""
+        if windows.rows == 0 and held is None:
             return None
+        schema = self.schema
+        if held is not None:
+            schema = schema.with_metadata({FORMAT_KEY: FORMAT, HELD_KEY: held})
         sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, self.schema, options=_IPC_OPTIONS) as writer:
-            writer.write_table(windows.table())
+        with pa.ipc.new_stream(sink, schema, options=_IPC_OPTIONS) as writer:
+            writer.write_table(windows.table().replace_schema_metadata(schema.metadata))
         return sink.getvalue().to_pybytes()
 
-    def from_key_states(self, key_states: dict[Any, bytes]) -> Windows | None:
-        """The engine's key states of a bucket (``{key: KeyState bytes}``) as a window table, or
-        None when a state cannot be kept in columns (an accumulator beyond 64 bits)."""
+    def from_key_states(self, key_states: dict[Any, bytes]) -> tuple[Windows, list[Any]]:
+        """The engine's key states of a bucket (``{key: KeyState bytes}``) as a window table, and
+        the keys whose state columns cannot hold (an accumulator beyond 64 bits), left out."""
+        states = {k: KeyState.from_bytes(b) for k, b in key_states.items()}
         try:
-            return Windows.of_key_states(
-                self, {k: KeyState.from_bytes(b) for k, b in key_states.items()}
-            )
+            return Windows.of_key_states(self, states), []
         except OverflowError:
-            return None
+            pass
+        fitted, left = [], []
+        for key, state in states.items():
+            try:
+                fitted.append(Windows.of_key_states(self, {key: state}))
+            except OverflowError:
+                left.append(key)
+        if not fitted:
+            return Windows.empty(self), left
+        windows = Windows.concat(fitted)
+        return windows.take(windows.sorted_rows()), left
 
     # -- a visit ---------------------------------------------------------------------------------
 
@@ -503,29 +530,6 @@ def _int_array(values: list[int]) -> pa.Array:
     if any(v < _INT64_MIN or v > _INT64_MAX for v in values):
         raise OverflowError("an accumulator does not fit 64 bits")
     return pa.array(values, pa.int64())
-
-
-def key_ids(keys: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's key as an integer (0, 1, ... in the keys' sorted order), and the row of each
-    integer's first occurrence."""
-    n = keys.num_rows
-    if n == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    order = pc.sort_indices(
-        keys, sort_keys=[(name, "ascending") for name in keys.column_names]
-    ).to_numpy()
-    ordered = keys.take(pa.array(order))
-    new = np.zeros(n, bool)
-    new[0] = True
-    for column in ordered.columns:
-        values = column.combine_chunks()
-        if n > 1:
-            differs = pc.not_equal(values.slice(1), values.slice(0, n - 1))
-            new[1:] |= differs.to_numpy(zero_copy_only=False).astype(bool)
-    rank = np.cumsum(new) - 1
-    ids = np.empty(n, np.int64)
-    ids[order] = rank
-    return ids, order[new]
 
 
 class Visit:
@@ -738,7 +742,7 @@ class Visit:
                 elif a.kind == "max":
                     merged = pc.max_element_wise(current, theirs)
                 else:
-                    merged = _add_checked(current, theirs)
+                    merged = _add_checked(current, theirs, self.w.keys, rows)
                 cols[column] = _put(mine, rows, merged)
 
     def _added(self, rows: np.ndarray, parts: pa.Table, which: np.ndarray) -> None:
@@ -996,12 +1000,28 @@ def _extract(acc: _Acc, columns: list[pa.Array]) -> pa.Array:
     return pa.array(fixed, pa.float64())
 
 
-def _add_checked(mine: pa.Array, theirs: pa.Array) -> pa.Array:
-    """``mine + theirs``; OverflowError beyond 64 bits (the engine's path takes the bucket)."""
+class KeysOverflow(OverflowError):
+    """A visit's sums left 64 bits in the windows of ``keys`` (a table of key columns): the
+    engine's arbitrary integers must keep those keys."""
+
+    def __init__(self, keys: pa.Table) -> None:
+        super().__init__(f"sums beyond 64 bits for {keys.num_rows} keys")
+        self.keys = keys
+
+
+def _add_checked(mine: pa.Array, theirs: pa.Array, keys: pa.Table, rows: np.ndarray) -> pa.Array:
+    """``mine + theirs``, where ``rows`` are the windows (of ``keys``) the values belong to;
+    :class:`KeysOverflow` for the keys whose sums leave 64 bits."""
     try:
         return pc.add_checked(mine, theirs)
-    except pa.ArrowInvalid as e:
-        raise OverflowError(str(e)) from None
+    except pa.ArrowInvalid:
+        pass
+    sums = [
+        None if a is None or b is None else a + b
+        for a, b in zip(mine.to_pylist(), theirs.to_pylist(), strict=True)
+    ]
+    out = [i for i, v in enumerate(sums) if v is not None and not _INT64_MIN <= v <= _INT64_MAX]
+    raise KeysOverflow(keys.take(pa.array(rows[out], pa.int64())))
 
 
 def _put(column: pa.Array, rows: np.ndarray, values: pa.Array) -> pa.Array:
@@ -1015,4 +1035,4 @@ def _put(column: pa.Array, rows: np.ndarray, values: pa.Array) -> pa.Array:
     return pc.if_else(mask, taken, column)
 
 
-__all__ = ["Columnar", "Visit", "Windows", "is_window_table"]
+__all__ = ["Columnar", "KeysOverflow", "Visit", "Windows", "is_window_table"]

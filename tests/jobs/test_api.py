@@ -221,7 +221,14 @@ def test_delta_settings_are_checked(tmp_path, source, setting):
 
 
 @pytest.mark.parametrize(
-    "module", ["jobs.api.pipelines", "jobs.config.load", "jobs.executor.source_columns"]
+    "module",
+    [
+        "jobs.api.pipelines",
+        "jobs.config.load",
+        "jobs.executor.bucket_state",
+        "jobs.executor.lifting",
+        "jobs.executor.source_columns",
+    ],
 )
 def test_the_documented_examples_run(module):
     import doctest

@@ -82,9 +82,13 @@ def test_a_lake_of_an_older_layout_keeps_its_checkpoint_partitions_as_shards(tmp
     assert check_state_layout(pipeline, partitions=2).format == STATE_LAYOUT_FORMAT
 
 
-def test_a_lake_of_shard_state_format_3_is_read_and_recorded_as_the_current_format(tmp_path):
-    """Format 3 (shard files, every bucket per key) needs no move: its buckets change form when
-    visited; recording the current format makes an older panestore refuse the lake."""
+@pytest.mark.parametrize("older", [3, 4])
+def test_a_lake_of_shard_state_format_3_or_4_is_read_and_recorded_as_the_current_format(
+    tmp_path, older
+):
+    """Formats 3 (shard files, every bucket per key) and 4 (window tables without keys the engine
+    holds) need no move: their buckets change form when visited; recording the current format
+    makes an older panestore refuse the lake."""
     import json
 
     from jobs.driver.runs import STATE_LAYOUT_FORMAT, record_state_layout
@@ -92,13 +96,13 @@ def test_a_lake_of_shard_state_format_3_is_read_and_recorded_as_the_current_form
     pipeline = load_pipeline(DEMO, overrides={"lake": str(tmp_path / "lake")})
     check_state_layout(pipeline, partitions=2)
     path = tmp_path / "lake" / "_state_layout.json"
-    path.write_text(json.dumps({**json.loads(path.read_text()), "format": 3}))
+    path.write_text(json.dumps({**json.loads(path.read_text()), "format": older}))
     layout = check_state_layout(pipeline, partitions=2)
-    assert (layout.format, layout.shards) == (3, 2)
+    assert (layout.format, layout.shards) == (older, 2)
     record_state_layout(pipeline, layout)
-    assert json.loads(path.read_text())["format"] == STATE_LAYOUT_FORMAT == 4
-    path.write_text(json.dumps({**json.loads(path.read_text()), "format": 5}))
-    with pytest.raises(PipelineConfigError, match="format 5"):
+    assert json.loads(path.read_text())["format"] == STATE_LAYOUT_FORMAT == 5
+    path.write_text(json.dumps({**json.loads(path.read_text()), "format": 6}))
+    with pytest.raises(PipelineConfigError, match="format 6"):
         check_state_layout(pipeline, partitions=2)
 
 

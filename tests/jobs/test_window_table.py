@@ -109,11 +109,12 @@ def assert_same_state(columnar: ShardRun, plain: ShardRun, what: str) -> None:
         assert timer >= theirs["timers"][bucket], what
 
 
-def compare(seed: int) -> bool:
-    """One random workload through both paths, step by step; whether the columnar path ran."""
+def compare(seed: int, huge: bool = False) -> bool:
+    """One random workload through both paths, step by step; whether the columnar path ran.
+    ``huge``: values for which Arrow's sums of a batch could leave 64 bits (``batches``)."""
     settings, key_type, rng = settings_of(seed)
     columnar, plain = shard_runs(settings)
-    for step in batches(rng, key_type):
+    for step in batches(rng, key_type, huge=huge):
         got = run_plan(columnar, key_type, [step])
         want = run_plan(plain, key_type, [step])
         assert rows(got) == rows(want), f"seed {seed}: {settings}"
@@ -143,28 +144,61 @@ def test_what_columns_cannot_hold_takes_the_engine_per_key(change):
     assert columnar.processor()._columnar is None
 
 
-def sums_plan(values: list[list[int]]) -> list:
-    """One key's batches of ``n`` values in one window, then a watermark past it."""
-    plan = [
-        ([{"user": 1, "ts_us": T0_MS * 1000 + i, "n": v, "tag": None} for v in batch], 0, T0_MS)
-        for i, batch in enumerate(values)
-    ]
-    return [*plan, ([], T0_MS + 600_000, T0_MS)]
+def held_apart(shard: ShardRun) -> tuple[set, set]:
+    """The users of the shard's bucket kept in columns, and those the engine holds."""
+    from jobs.executor.bucket_state import BucketState
+
+    processor = shard.processor()
+    stored = shard.stored()[3]
+    windows, held = processor._columnar.load(stored.blob)
+    held_keys = BucketState.load(held, processor._key_fields).entries()
+    return set(windows.keys.column("user").to_pylist()), set(held_keys)
 
 
-def test_a_sum_leaving_64_bits_goes_to_the_engine_and_stays_exact():
+def test_a_sum_leaving_64_bits_takes_only_its_key_to_the_engine():
+    """The key whose window's sum passes 2^63 is held by the engine while it does, then returns
+    to columns; the bucket's other key stays in columns throughout (the same rows and state as
+    the engine's path all along)."""
     settings, _, _ = settings_of(1)
-    settings["aggregates"] = {"total": "sum(n)"}
-    settings["trigger"] = "AfterWatermark()"
-    settings["window"] = "FixedWindows(1m)"
+    settings.update(aggregates={"total": "sum(n)"}, trigger="AfterWatermark()")
+    settings.update(window="FixedWindows(1m)", keys=["user"])
     columnar, plain = shard_runs(settings)
     big = 2**62
-    plan = sums_plan([[big], [big], [-big], [5]])  # the window's sum passes 2^63, then returns
+    plan = [
+        ([{"user": u, "ts_us": T0_MS * 1000 + i, "n": v, "tag": None} for u, v in vs], 0, T0_MS)
+        for i, vs in enumerate([[(1, big), (2, 1)], [(1, big), (2, 1)], [(1, -big)], [(1, 5)]])
+    ]
+    plan.append(([], T0_MS + 600_000, T0_MS))
+    apart = []
     for step in plan:
         got, want = run_plan(columnar, "long", [step]), run_plan(plain, "long", [step])
         assert rows(got) == rows(want)
-    panes = [r for r in want if r["record_kind"] == "pane"]
-    assert [p["total"] for p in panes] == [2**62 + 5]
+        assert_same_state(columnar, plain, "")
+        if step[0]:
+            apart.append(held_apart(columnar))
+    assert apart == [({1, 2}, set()), ({2}, {1}), ({1, 2}, set()), ({1, 2}, set())]
+    totals = {r["user"]: r["total"] for r in want if r["record_kind"] == "pane"}
+    assert totals == {1: 2**62 + 5, 2: 2}
+
+
+def test_keys_whose_batch_sums_could_leave_64_bits_go_to_the_engine_and_back(monkeypatch):
+    """Random workloads with values for which Arrow's sums of a batch could leave 64 bits:
+    those keys pass through the engine (held, then back in columns), with the same rows and
+    state as the engine's path."""
+    from jobs.executor.lifting import Lifting
+
+    risky_batches = []
+    risky_keys = Lifting.risky_keys
+
+    def counted(self, table):
+        found = risky_keys(self, table)
+        risky_batches.append(found is not None)
+        return found
+
+    monkeypatch.setattr(Lifting, "risky_keys", counted)
+    for seed in seeds(200, 260):
+        compare(seed, huge=True)
+    assert sum(risky_batches) >= 5, "the workloads must put keys in the engine's hands"
 
 
 def test_a_bucket_kept_by_the_engine_continues_in_columns():
