@@ -30,7 +30,8 @@ watermark delay:
    per window when the watermark closes it.
 
 Each measurement runs in a fresh process, as a scheduled run does: the JVM and session are
-started first (timed apart), then the run is timed. ``--repeat`` times (default 3) the two sides
+started first (timed apart; the driver JVM maps Spark's classes from the class-data archive,
+which the benchmark writes first if there is none), then the run is timed. ``--repeat`` times (default 3) the two sides
 are measured alternately, the order swapped every other round (the machine may be shared: only
 medians and ratios of one invocation mean anything). Printed per workload: each run's time, the
 medians, the ratio of throughputs (native time / panestore time: 1.0 means as fast as native),
@@ -874,6 +875,8 @@ def main() -> None:
     if not args.no_native:
         sides.append(Side("native", "native"))
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="panestore-bench-"))
+    # every measured JVM starts with Spark's classes archived (jobs/startup/class_archive.py)
+    subprocess.run([sys.executable, "-m", "jobs.startup.class_archive"], cwd=ROOT, check=True)
     with contextlib.ExitStack() as scope:
         lakes = None
         if args.lake_in_bucket:

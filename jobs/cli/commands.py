@@ -145,6 +145,7 @@ def cmd_run(args) -> int:
             f"panestore-{pipeline.name}",
             master=args.master,
             shuffle_partitions=args.shuffle_partitions,
+            write_class_archive=True,
         )
     except JavaNotFound as e:
         print(f"panestore: {e}", file=terminal)

@@ -23,7 +23,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from jobs.startup.python_processes import DAEMON_MODULE, worker_python
+from jobs.startup.class_archive import ClassArchive
+from jobs.startup.python_processes import DAEMON_MODULE, default_cache_dir, worker_python
 
 MIN_JAVA = 17
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -163,28 +164,74 @@ def get_session(
     shuffle_partitions: int = SHUFFLE_PARTITIONS,
     driver_memory: str | None = None,
     extra: dict[str, str] | None = None,
+    write_class_archive: bool = False,
 ):
     """A SparkSession configured for panestore (no UI, UTC) on ``master``
-    (see the module doc for the default)."""
+    (see the module doc for the default). A driver JVM started here maps Spark's classes from
+    the class-data archive (:mod:`jobs.startup.class_archive`) when there is one; with
+    ``write_class_archive`` (a short-lived process: a command's run) it writes one at the
+    process's end when there is none."""
     if master is None and SUBMITTED not in os.environ:
         master = DEFAULT_MASTER
     prepare_environment(master)
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName(app_name)
-    if master is not None:
-        builder = builder.master(master)
-    executor_env = {"spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"]}
-    for k, v in local_conf(
+    conf = local_conf(
         shuffle_partitions=shuffle_partitions,
         driver_memory=driver_memory,
-        extra={**executor_env, **(extra or {})},
-    ).items():
+        extra={"spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"], **(extra or {})},
+    )
+    archive = class_archive(master, driver_memory)
+    if archive is None or SparkSession.getActiveSession() is not None:
+        return _started(SparkSession, app_name, master, conf)
+    writes = not archive.exists
+    if writes and not write_class_archive:
+        return _started(SparkSession, app_name, master, conf)
+    java_options = conf["spark.driver.extraJavaOptions"]
+    try:
+        spark = _started(
+            SparkSession,
+            app_name,
+            master,
+            {**conf, "spark.driver.extraJavaOptions": f"{java_options} {archive.java_options()}"},
+        )
+    except Exception:
+        if writes:
+            raise
+        archive.discard()  # a JVM that cannot start with it: without it, and write another
+        return _started(SparkSession, app_name, master, conf)
+    if writes:
+        archive.adopt_at_exit(spark)
+    return spark
+
+
+def _started(session_class, app_name: str, master: str | None, conf: dict[str, str]):
+    builder = session_class.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
+    for k, v in conf.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     quiet_loggers(spark)
     return spark
+
+
+def class_archive(master: str | None, driver_memory: str | None) -> ClassArchive | None:
+    """The class-data archive of the driver JVM this process starts (:mod:`jobs.startup.
+    class_archive`): a local master's, with Spark's jars found; None otherwise."""
+    if master is None or not master.startswith("local"):
+        return None
+    import pyspark
+
+    home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
+    jars = Path(home) / "jars"
+    if not jars.is_dir():
+        return None
+    archive = ClassArchive.for_driver(
+        default_cache_dir(), Path(os.environ["JAVA_HOME"]), jars, driver_memory
+    )
+    return archive if archive.usable() else None
 
 
 # Loggers that warn about normal operation: the state server logs a WARN for every
