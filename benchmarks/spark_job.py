@@ -29,16 +29,16 @@ watermark delay:
    and state), written to a Delta table with delta-rs. No triggers, no per-pane history: one row
    per window when the watermark closes it.
 
-Each measurement runs in a fresh process, as a scheduled run does: the JVM and session are
-started first (timed apart; the driver JVM maps Spark's classes from the class-data archive,
-which the benchmark writes first if there is none), then the run is timed. ``--repeat`` times (default 3) the two sides
-are measured alternately, the order swapped every other round (the machine may be shared: only
-medians and ratios of one invocation mean anything). Printed per workload: each run's time, the
-medians, the ratio of throughputs (native time / panestore time: 1.0 means as fast as native),
-the peak resident memory (process tree; driver Python, JVM and Python workers apart), and a
-table of where the time of a run goes (median per row): JVM and session start, preparing the
-lake, building the query, Spark's phases of each micro-batch (listing, planning, execution with
-the sink's Delta commits, checkpoint writes), and the query's start and stop around them.
+Each measurement runs in a fresh process, as a scheduled run does: the JVM and session are started
+first (timed apart; the driver JVM maps Spark's classes from the class-data archive, which the
+benchmark writes first if there is none), then the run is timed. ``--repeat`` times (default 3) the
+two sides are measured alternately, the order swapped every other round (the machine may be shared:
+only medians and ratios of one invocation mean anything). Printed per workload: each run's time, the
+medians, the ratio of throughputs (native time / panestore time: 1.0 means as fast as native), the
+peak resident memory (process tree; driver Python, JVM and Python workers apart), and a table of
+where the time of a run goes (median per row): JVM and session start, preparing the lake, building
+the query, Spark's phases of each micro-batch (listing, planning, execution with the sink's Delta
+commits, checkpoint writes), and the query's start and stop around them.
 ``--compare-code DIR`` (repeatable) measures panestore from another checkout too (before/after).
 
 ``--lake-in-bucket`` (workloads ``1m`` and ``10m``) adds the side **panestore (bucket)**: the
