@@ -876,7 +876,7 @@ def main() -> None:
         sides.append(Side("native", "native"))
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="panestore-bench-"))
     # every measured JVM starts with Spark's classes archived (jobs/startup/class_archive.py)
-    subprocess.run([sys.executable, "-m", "jobs.startup.class_archive"], cwd=ROOT, check=True)
+    subprocess.run([sys.executable, "-m", "jobs.startup.session"], cwd=ROOT, check=True)
     with contextlib.ExitStack() as scope:
         lakes = None
         if args.lake_in_bucket:

@@ -1,7 +1,8 @@
 """Starting Spark and its Python processes: the session, the worker launcher and daemon, quiet logs.
 
 :func:`get_session` builds the SparkSession every command uses (one shuffle-partitions default,
-:data:`SHUFFLE_PARTITIONS`); :mod:`.python_processes` makes Spark's Python workers import the
+:data:`SHUFFLE_PARTITIONS`), its driver JVM mapping Spark's classes from the archive of
+:mod:`.class_archive`; :mod:`.python_processes` makes Spark's Python workers import the
 installed PySpark and this project (the launcher, the preloading daemon, the garbage-collector
 thresholds; cache directory ``$PANESTORE_CACHE_DIR``); :mod:`.quiet` filters Spark's noise.
 

@@ -31,7 +31,6 @@ import atexit
 import hashlib
 import os
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -144,25 +143,4 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def main() -> None:
-    """Write the archive if there is none (``python -m jobs.startup.class_archive``; ``./dev``
-    does it when it sets up, so that the first run and the tests start with it): a session and
-    a small job, then the JVM's exit writes it."""
-    from jobs.startup.session import DEFAULT_MASTER, class_archive, get_session, prepare_environment
-
-    try:
-        prepare_environment(DEFAULT_MASTER)
-    except RuntimeError as e:  # no Java: nothing to archive (a run would say the same)
-        print(f"panestore: no class-data archive: {e}", file=sys.stderr)
-        return
-    archive = class_archive(DEFAULT_MASTER, None)
-    if archive is None or archive.exists:
-        return
-    spark = get_session("panestore-class-archive", shuffle_partitions=2, write_class_archive=True)
-    spark.range(1000).selectExpr("id % 7 AS k").groupBy("k").count().collect()
-
-
 __all__ = ["ClassArchive"]
-
-if __name__ == "__main__":
-    main()

@@ -271,3 +271,23 @@ def register_data_source(spark, source: type) -> None:
     if source.name() not in done:  # type: ignore[attr-defined]
         spark.dataSource.register(source)
         done.add(source.name())  # type: ignore[attr-defined]
+
+
+def write_class_archive() -> None:
+    """Write the driver JVM's class-data archive if there is none (``python -m
+    jobs.startup.session``; ``./dev`` does it when it sets up, so that the first run and the
+    tests start with it): a session and a small job, then the JVM's exit writes it."""
+    try:
+        prepare_environment(DEFAULT_MASTER)
+    except JavaNotFound as e:  # nothing to archive (a run says the same)
+        print(f"panestore: no class-data archive: {e}", file=sys.stderr)
+        return
+    archive = class_archive(DEFAULT_MASTER, None)
+    if archive is None or archive.exists:
+        return
+    spark = get_session("panestore-class-archive", shuffle_partitions=2, write_class_archive=True)
+    spark.range(1000).selectExpr("id % 7 AS k").groupBy("k").count().collect()
+
+
+if __name__ == "__main__":
+    write_class_archive()

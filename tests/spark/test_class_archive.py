@@ -13,11 +13,11 @@ pytestmark = pytest.mark.spark
 
 
 def test_a_process_writes_the_archive_at_its_end_and_the_next_jvm_maps_it(tmp_path):
-    """A real JVM: ``python -m jobs.startup.class_archive`` (what ``./dev`` runs) writes the
+    """A real JVM: ``python -m jobs.startup.session`` (what ``./dev`` runs) writes the
     archive when it ends; the next session's JVM starts with it and runs a job."""
     env = {**os.environ, "PANESTORE_CACHE_DIR": str(tmp_path / "cache")}
     done = subprocess.run(
-        [sys.executable, "-m", "jobs.startup.class_archive"],
+        [sys.executable, "-m", "jobs.startup.session"],
         env=env,
         capture_output=True,
         text=True,
