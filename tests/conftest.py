@@ -46,10 +46,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "s3_endpoint" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.bucket)
-    # Spark's tests first: the longest (a JVM per subprocess run) start while the two workers
-    # are both free, and the many short tests fill the end (the suite's wall time: 14 min 43 s
-    # in collection order, the two workers' ends minutes apart).
-    items.sort(key=lambda item: "spark" not in item.keywords)
     if config.getoption("--run-slow"):
         return
     skip = pytest.mark.skip(reason="slow: run with ./dev test --run-slow")
