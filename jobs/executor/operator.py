@@ -89,6 +89,11 @@ REJECTED_OUTPUT = (
 )  # (see jobs.executor.operator_input.rejected_records)
 
 
+def _entries(states: dict[Any, Any]) -> dict[Any, tuple[bytes, int | None, int | None]]:
+    """Key states (:class:`panes.state.KeyState`) as :class:`BucketState` entries."""
+    return {k: (s.to_bytes(), s.next_event_time, s.next_processing_time) for k, s in states.items()}
+
+
 def output_arrow_schema(layout: PaneLogLayout = DEFAULT_LAYOUT) -> pa.Schema:
     """Arrow schema of the operator's output (:mod:`jobs.executor.output_tables`): ``record_kind`` +
     pane core + late-only columns + the rejected-only columns (``raw``, ``source_file``; ``reason``
@@ -274,10 +279,7 @@ class BucketProcessor:
         blob = None if stored is None else stored.blob
         if self._columnar is not None and is_window_table(blob):
             windows, held = self._columnar.load(blob)
-            entries = {
-                k: (s.to_bytes(), s.next_event_time, s.next_processing_time)
-                for k, s in windows.key_states().items()
-            }
+            entries = _entries(windows.key_states())
             entries.update(BucketState.load(held, self._key_fields).entries())
             return BucketState.of_states(self._key_fields, entries)
         return BucketState.load(blob, self._key_fields)
@@ -291,6 +293,7 @@ class BucketProcessor:
         columnar, lifting = self._columnar, self._lifting
         assert columnar is not None and lifting is not None
         blob = None if stored is None else stored.blob
+        in_columns = blob is None or is_window_table(blob)
         to_engine: list[pa.Table] = []  # keys the engine takes over in this visit
         if table is not None and table.num_rows:
             risky = lifting.risky_keys(table)
@@ -298,7 +301,13 @@ class BucketProcessor:
                 to_engine.append(risky)
         while True:  # again with more keys held if a merge leaves 64 bits (rare)
             try:
-                visit, held, engine_rows = self._columns_visit(blob, table, to_engine, clocks)
+                visit, held, engine_rows = self._columns_visit(
+                    blob if in_columns else None,
+                    None if in_columns else blob,
+                    table,
+                    to_engine,
+                    clocks,
+                )
                 break
             except KeysOverflow as e:
                 to_engine.append(e.keys)
@@ -314,7 +323,7 @@ class BucketProcessor:
             outs.extend(self._emit(self._visit_keys(held, engine_rows, clocks)))
             windows, held = self._back_to_columns(windows, held)
             held_changed = True
-        if not visit.changed and not held_changed and is_window_table(blob):
+        if not visit.changed and not held_changed and in_columns:
             return outs, stored
         held_saved = held.save()
         saved = columnar.save(windows, held_saved.blob)
@@ -327,15 +336,21 @@ class BucketProcessor:
         return outs, Stored(saved, timer)
 
     def _columns_visit(
-        self, blob: bytes | None, table: pa.Table | None, to_engine: list[pa.Table], clocks: Clocks
+        self,
+        blob: bytes | None,
+        engine_blob: bytes | None,
+        table: pa.Table | None,
+        to_engine: list[pa.Table],
+        clocks: Clocks,
     ) -> tuple[Visit, BucketState, pa.Table | None]:
-        """The columnar visit of the bucket stored as ``blob``, the keys ``to_engine`` and those
+        """The columnar visit of the bucket stored as ``blob`` (a window table) or
+        ``engine_blob`` (the engine's form: every key held), the keys ``to_engine`` and those
         held before moved to the engine -> the visit, the held keys, and their rows of
         ``table`` (None: none). Raises :class:`KeysOverflow` for keys whose sums leave 64 bits."""
         columnar, lifting = self._columnar, self._lifting
         assert columnar is not None and lifting is not None
         wm, pt = self._clocks(clocks)
-        windows, held = self._held_apart(blob, to_engine)
+        windows, held = self._held_apart(blob, engine_blob, to_engine)
         engine_rows, lifted = None, None
         if table is not None and table.num_rows:
             keys = table.select([f.name for f in self._key_fields])
@@ -350,16 +365,16 @@ class BucketProcessor:
         return columnar.visit(windows, lifted, wm, pt), held, engine_rows
 
     def _held_apart(
-        self, blob: bytes | None, to_engine: list[pa.Table]
+        self, blob: bytes | None, engine_blob: bytes | None, to_engine: list[pa.Table]
     ) -> tuple[Windows, BucketState]:
         """The bucket's windows in columns, and the keys the engine holds
         (:data:`jobs.executor.window_table.HELD_KEY`), with the windows of the keys ``to_engine``
-        moved there. A bucket the engine's path
-        stored is held as a whole (its keys return to columns after the visit)."""
+        moved there. A bucket the engine's path stored (``engine_blob``) is held as a whole (its
+        keys return to columns after the visit)."""
         columnar = self._columnar
         assert columnar is not None
-        if blob is not None and not is_window_table(blob):
-            return columnar.load(None)[0], BucketState.load(blob, self._key_fields)
+        if engine_blob is not None:
+            return columnar.load(None)[0], BucketState.load(engine_blob, self._key_fields)
         windows, held_blob = columnar.load(blob)
         held = BucketState.load(held_blob, self._key_fields)
         if to_engine and windows.rows:
@@ -368,12 +383,7 @@ class BucketProcessor:
                 moving |= rows_of_keys(windows.keys, keys)
             if moving.any():
                 entries = held.entries()
-                for key, state in windows.take(np.flatnonzero(moving)).key_states().items():
-                    entries[key] = (
-                        state.to_bytes(),
-                        state.next_event_time,
-                        state.next_processing_time,
-                    )
+                entries.update(_entries(windows.take(np.flatnonzero(moving)).key_states()))
                 held = BucketState.of_states(self._key_fields, entries)
                 windows = windows.take(np.flatnonzero(~moving))
         return windows, held

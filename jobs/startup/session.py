@@ -181,12 +181,12 @@ def get_session(
         driver_memory=driver_memory,
         extra={"spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"], **(extra or {})},
     )
-    archive = class_archive(master, driver_memory)
-    if archive is None or SparkSession.getActiveSession() is not None:
+    archive = None
+    if SparkSession.getActiveSession() is None:  # a JVM starts here
+        archive = class_archive(master, driver_memory)
+    if archive is None or not (archive.exists or write_class_archive):
         return _started(SparkSession, app_name, master, conf)
     writes = not archive.exists
-    if writes and not write_class_archive:
-        return _started(SparkSession, app_name, master, conf)
     java_options = conf["spark.driver.extraJavaOptions"]
     try:
         spark = _started(
