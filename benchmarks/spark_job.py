@@ -22,7 +22,7 @@ Both sides run in scheduled mode (``availableNow``) with 1-minute fixed windows 
 watermark delay:
 
 1. **panestore**: ``panestore run`` with ``AfterWatermark(early=AfterCount(100),
-   late=AfterCount(1))``, accumulating sum, the engine in ``transformWithStateInPandas``, panes
+   late=AfterCount(1))``, accumulating sum, the operator in the batch sink's Spark tasks, panes
    committed to the Delta pane log (delta-rs) with app transactions.
 2. **Spark native** (the ceiling): a Structured Streaming windowed aggregation
    (``groupBy(window(ts, "1 minute"), key)``, same watermark, append mode, its own checkpoint
@@ -35,7 +35,10 @@ benchmark writes first if there is none), then the run is timed. ``--repeat`` ti
 two sides are measured alternately, the order swapped every other round (the machine may be shared:
 only medians and ratios of one invocation mean anything). Printed per workload: each run's time, the
 medians, the ratio of throughputs (native time / panestore time: 1.0 means as fast as native), the
-peak resident memory (process tree; driver Python, JVM and Python workers apart), and a table of
+peak memory of the process tree (the largest of the runs; driver Python, JVM and Python workers
+apart) as proportional set size, the memory the tree holds (:class:`PeakMemory`), and beside it
+the resident sets summed, which count the pages Spark's forked Python workers share with their
+daemon once per process, and a table of
 where the time of a run goes (median per row): JVM and session start, preparing the lake, building
 the query, Spark's phases of each micro-batch (listing, planning, execution with the sink's Delta
 commits, checkpoint writes), and the query's start and stop around them.
@@ -197,17 +200,26 @@ def prepare_landing(work: Path, wl: Workload, fmt: str) -> Path:
 # -- memory ---------------------------------------------------------------------------------
 
 
-class PeakRSS:
-    """Peak resident set size of this process tree (Linux /proc): in total, and of its parts
-    (``driver``: this Python process; ``jvm``: Java processes; ``workers``: the other Python
-    processes, Spark's daemon and workers), each part's peak taken on its own. Other processes
-    (the JVM's short-lived helpers) are not counted."""
+class PeakMemory:
+    """Peak memory of this process tree (Linux /proc), in total and by part (``driver``: this
+    Python process; ``jvm``: Java processes; ``workers``: the other Python processes, Spark's
+    daemon and workers), each part's peak taken on its own, in two measures:
+
+    * ``pss`` (proportional set size, ``/proc/<pid>/smaps_rollup``): each page shared by n
+      processes counts 1/n in each, so the sum is the memory the tree holds. Spark's Python
+      workers are forked from one daemon and share the modules it imported: their resident sets
+      count those pages once per process, their PSS once in all. The figure the targets use.
+    * ``rss`` (resident set size, ``/proc/<pid>/stat``): every page each process maps, shared
+      or not, summed: the earlier figure, an overcount for forked processes.
+
+    Other processes (the JVM's short-lived helpers) are not counted."""
 
     PARTS = ("total", "driver", "jvm", "workers")
+    MEASURES = ("pss", "rss")
 
     def __init__(self, interval: float = 0.2) -> None:
         self.interval = interval
-        self.peak = dict.fromkeys(self.PARTS, 0)
+        self.peak = {m: dict.fromkeys(self.PARTS, 0) for m in self.MEASURES}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -231,6 +243,18 @@ class PeakRSS:
         return children, info
 
     @staticmethod
+    def _pss(pid: int) -> int:
+        """The process's proportional set size in bytes (0 if it has ended)."""
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Pss:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        return 0
+
+    @staticmethod
     def _part(is_driver: bool, name: str) -> str | None:
         """The part a process counts in, or None for a helper the JVM spawns (``chmod``, ``rm``):
         just forked, such a process reports the JVM's pages as its own."""
@@ -242,7 +266,7 @@ class PeakRSS:
 
     def sample(self) -> None:
         children, info = self._processes()
-        now = dict.fromkeys(self.PARTS, 0)
+        now = {m: dict.fromkeys(self.PARTS, 0) for m in self.MEASURES}
         me = os.getpid()
         todo = [me]
         while todo:
@@ -250,18 +274,20 @@ class PeakRSS:
             name, rss = info.get(pid, ("", 0))
             part = self._part(pid == me, name)
             if part is not None:
-                now[part] += rss
-                now["total"] += rss
+                for measure, value in (("rss", rss), ("pss", self._pss(pid))):
+                    now[measure][part] += value
+                    now[measure]["total"] += value
             todo.extend(children.get(pid, ()))
-        for part, value in now.items():
-            self.peak[part] = max(self.peak[part], value)
+        for measure, parts in now.items():
+            for part, value in parts.items():
+                self.peak[measure][part] = max(self.peak[measure][part], value)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
             self.sample()
             time.sleep(self.interval)
 
-    def __enter__(self) -> PeakRSS:
+    def __enter__(self) -> PeakMemory:
         self._thread.start()
         return self
 
@@ -446,7 +472,7 @@ def measure_once(
         sys.path.insert(0, os.environ["PANESTORE_BENCH_CODE"])
     get_session = panestore_api("get_session")
     panestore_api("quiet_spark_stderr")()
-    with PeakRSS() as mem:
+    with PeakMemory() as mem:
         t = time.perf_counter()
         spark = get_session("panestore-bench", shuffle_partitions=shuffle)
         spark.range(1).count()  # JVM and session up before timing
@@ -460,7 +486,12 @@ def measure_once(
                 spark, landing, lake_uri, fmt, files_per_batch, checkpoint=target, marks=marks
             )
         spark.stop()
-    return {**got, "session_s": session_s, "peak_rss": mem.peak}
+    return {
+        **got,
+        "session_s": session_s,
+        "peak_pss": mem.peak["pss"],
+        "peak_rss": mem.peak["rss"],
+    }
 
 
 # -- the parent: runs children, prints figures ----------------------------------------------
@@ -624,12 +655,17 @@ def _requests_text(counts: dict[str, float]) -> str:
     return f"{sum(counts[k] for k in KINDS):,.0f} store requests: {parts}"
 
 
+def _peak(m: dict, part: str, measure: str = "pss") -> float:
+    """A measurement's peak memory of ``part`` in MiB (results from before PSS: their RSS)."""
+    return m.get(f"peak_{measure}", m["peak_rss"])[part] / MiB
+
+
 def _summary(m: dict) -> str:
     out = ", ".join(f"{v:,} {k}" for k, v in m["output"].items())
     requests = f"; {_requests_text(m['requests'])}" if "requests" in m else ""
     return (
         f"{m['seconds']:.1f}s (+ {m['session_s']:.1f}s JVM and session start; "
-        f"{len(m['batches'])} batches, {out}, peak {m['peak_rss']['total'] / MiB:,.0f} MiB"
+        f"{len(m['batches'])} batches, {out}, peak {_peak(m, 'total'):,.0f} MiB"
         f"{requests})"
     )
 
@@ -771,11 +807,22 @@ def report(wl: Workload, results: dict[str, list[dict]]) -> None:
                 f"ratio {s} / {local}: time {medians[s] / medians[local]:.2f}x "
                 f"(with JVM start: time {with_jvm[s] / with_jvm[local]:.2f}x)"
             )
+    peaks = {
+        s: {
+            measure: {k: max(_peak(m, k, measure) for m in results[s]) for k in PeakMemory.PARTS}
+            for measure in PeakMemory.MEASURES
+        }
+        for s in labels
+    }
     for s in labels:
-        peak = {k: max(m["peak_rss"][k] for m in results[s]) / MiB for k in PeakRSS.PARTS}
+        pss, rss = peaks[s]["pss"], peaks[s]["rss"]
+        ratio = ""
+        if s != "native" and "native" in peaks:
+            ratio = f", {pss['total'] / peaks['native']['pss']['total']:.2f}x native's"
         print(
-            f"peak RSS {s}: {peak['total']:,.0f} MiB (driver Python {peak['driver']:,.0f}, "
-            f"JVM {peak['jvm']:,.0f}, Python workers {peak['workers']:,.0f})"
+            f"peak memory {s}: {pss['total']:,.0f} MiB PSS{ratio} (driver Python "
+            f"{pss['driver']:,.0f}, JVM {pss['jvm']:,.0f}, Python workers {pss['workers']:,.0f}); "
+            f"RSS summed {rss['total']:,.0f} MiB (Python workers {rss['workers']:,.0f})"
         )
     tables = {s: [breakdown(m) for m in ms] for s, ms in results.items()}
     order: list[str] = []
