@@ -275,17 +275,58 @@ def with_timestamps(table: pa.Table) -> pa.Table:
     return table
 
 
-def _same_as_previous(table: pa.Table, names: Sequence[str]) -> list[bool]:
-    """Per row (in order): whether it equals the previous row in all of ``names`` (nulls equal)."""
+def _same_as_previous(table: pa.Table, names: Sequence[str]) -> np.ndarray:
+    """Per row (in order): whether it equals the previous row in all of ``names`` (nulls equal,
+    NaNs equal)."""
     n = table.num_rows
-    same = np.ones(max(n - 1, 0), bool)
+    same = np.ones(n, bool)
+    if n:
+        same[0] = False
     for name in names:
         col = table.column(name)
         a, b = col.slice(1), col.slice(0, max(n - 1, 0))
-        eq = pc.fill_null(pc.equal(a, b), False)
-        both_null = pc.and_(pc.is_null(a), pc.is_null(b))
-        same &= pc.or_(eq, both_null).to_numpy(zero_copy_only=False)
-    return [False, *same.tolist()] if n else []
+        eq = pc.or_(pc.fill_null(pc.equal(a, b), False), pc.and_(pc.is_null(a), pc.is_null(b)))
+        if pa.types.is_floating(col.type):
+            eq = pc.or_(eq, pc.fill_null(pc.and_(pc.is_nan(a), pc.is_nan(b)), False))
+        same[1:] &= eq.to_numpy(zero_copy_only=False)
+    return same
+
+
+def _pane_ids(core: pa.Table, pipeline_id: str, keys: Sequence[str]) -> list[str]:
+    """:func:`pane_id` of each row of ``core``, whose rows are sorted so that the rows of one
+    key, and those of one pane, are side by side: the key's part of the hashed text once per
+    key, the rest of it by Arrow for all rows at once, then the hash of each row's text."""
+    n = core.num_rows
+    if n == 0:
+        return []
+    rows = np.arange(n)
+    ident = [*keys, "window_start_us", "window_end_us", "pane_index", "is_retraction"]
+    # ordinal: the row's place in its run of rows of the same pane
+    same_pane = _same_as_previous(core, ident)
+    ordinals = rows - np.maximum.accumulate(np.where(same_pane, 0, rows))
+    first_of_key = np.flatnonzero(~_same_as_previous(core, keys))
+    key_values = zip(*(core.column(k).take(first_of_key).to_pylist() for k in keys))
+    prefixes = pa.array(
+        [_pane_id_prefix(pipeline_id, zip(keys, key, strict=True)) for key in key_values],
+        pa.string(),
+    )
+    run_of_row = np.repeat(np.arange(len(first_of_key)), np.diff(np.append(first_of_key, n)))
+
+    def text(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+        return pc.fill_null(pc.cast(values, pa.string()), "None")  # as Python's f-string
+
+    retraction = pc.fill_null(core.column("is_retraction"), False)
+    payload = pc.binary_join_element_wise(
+        prefixes.take(pa.array(run_of_row)),
+        text(core.column("window_start_us")),
+        text(core.column("window_end_us")),
+        text(core.column("pane_index")),
+        pc.if_else(retraction, "true", "false"),
+        pc.binary_join_element_wise(text(pa.array(ordinals)), "]", ""),
+        ",",
+    )
+    sha256 = hashlib.sha256
+    return [sha256(b).hexdigest()[:32] for b in payload.cast(pa.binary()).to_pylist()]
 
 
 def finish_batch(
@@ -298,10 +339,8 @@ def finish_batch(
 
     Rows are put in a deterministic order (key, window, pane index, retraction first; null keys
     last), so a replayed batch writes byte-identical content whatever order Spark's partitions
-    arrived in. Ids are :func:`pane_id`'s, computed without building a dict per row.
+    arrived in. Ids are :func:`pane_id`'s, their hashed texts built in Arrow (:func:`_pane_ids`).
     """
-    import pyarrow.compute as pc
-
     schema = pane_log_schema(layout)
     core = core.select(core_schema(layout).names).cast(core_schema(layout))
     keys = layout.key_names
@@ -310,27 +349,7 @@ def finish_batch(
     order.append(("is_retraction", "descending", "at_end"))
     core = core.take(pc.sort_indices(core, sort_keys=order))
     n = core.num_rows
-    ident = [*keys, "window_start_us", "window_end_us", "pane_index", "is_retraction"]
-    ordinals, run = [], 0
-    for same in _same_as_previous(core, ident):
-        run = run + 1 if same else 0
-        ordinals.append(run)
-    prefixes: dict[tuple, str] = {}
-    key_rows = zip(*(core.column(k).to_pylist() for k in keys), strict=True)
-    ids = []
-    for key, start, end, index, retraction, ordinal in zip(
-        key_rows,
-        core.column("window_start_us").to_pylist(),
-        core.column("window_end_us").to_pylist(),
-        core.column("pane_index").to_pylist(),
-        core.column("is_retraction").to_pylist(),
-        ordinals,
-        strict=True,
-    ):
-        prefix = prefixes.get(key)
-        if prefix is None:
-            prefix = prefixes[key] = _pane_id_prefix(pipeline_id, zip(keys, key, strict=True))
-        ids.append(_pane_id(prefix, start, end, index, retraction, ordinal))
+    ids = _pane_ids(core, pipeline_id, keys)
     out = with_timestamps(core)
     out = out.append_column("pipeline_id", pa.array([pipeline_id] * n, pa.string()))
     out = out.append_column("batch_id", pa.array([batch_id] * n, pa.int64()))

@@ -208,6 +208,52 @@ def test_finish_batch_orders_rows_and_ids_them_by_pane_id():
     assert len({r["pane_id"] for r in got}) == len(got)
 
 
+@pytest.mark.parametrize(
+    "field, choices",
+    [
+        (("k", pa.int64()), [-(2**63), -1, 0, 2**63 - 1, None]),
+        (("k", pa.bool_()), [True, False, None]),
+        (("k", pa.float64()), [-0.0, 0.5, 1e300, float("nan"), None]),
+        (("k", pa.string()), ["", "\u00e9\\\"", "x,y]", None]),
+    ],
+)
+def test_finish_batch_ids_equal_pane_id_for_every_key_type_and_extreme_bounds(field, choices):
+    """The ids built for all rows at once are :func:`pane_id`'s, text for text: key values of
+    every kind, the global window's bounds, negative and large integers."""
+    import random
+
+    lay = PaneLogLayout(key_fields=(field,))
+    rnd = random.Random(11)
+    bounds = [-(2**63), -(2**62) + 7, -1, 0, MIN, 2**63 - 1]
+    rows = [
+        dict(
+            k=rnd.choice(choices),
+            window_start_us=rnd.choice(bounds),
+            window_end_us=rnd.choice(bounds),
+            value=1.0,
+            timestamp_us=0,
+            pane_index=rnd.choice([0, 1, 2**40]),
+            nonspeculative_index=-1,
+            timing="ON_TIME",
+            is_first=False,
+            is_last=False,
+            is_retraction=rnd.random() < 0.5,
+            supersedes=[],
+            watermark_us=None,
+            processing_time_us=None,
+            accumulator=None,
+        )
+        for _ in range(300)
+    ]
+    got = finish_batch(pa.Table.from_pylist(rows, schema=core_schema(lay)), "pipe\u00e9", 0, lay)
+    seen: dict = {}
+    for r in got.to_pylist():
+        ident = (r["window_start_us"], r["window_end_us"], r["pane_index"], r["is_retraction"])
+        key = repr(r["k"])  # NaN equals itself here, as in the rows' order
+        ordinal = seen[key, ident] = seen.get((key, ident), -1) + 1
+        assert r["pane_id"] == pane_id("pipe\u00e9", {"k": r["k"]}, *ident, ordinal=ordinal)
+
+
 def test_replayed_batch_is_skipped_and_txn_recorded(tmp_path):
     log = PaneLog(tmp_path / "panes", "pipe")
     assert log.committed_batch_id() is None
