@@ -59,6 +59,35 @@ DECODER_OUTPUT = (
 _ARROW_TYPE = ARROW_JSON_TYPES
 # A failed chunk is split in two until it is this small; then its lines go to Spark.
 SMALLEST_SPLIT = 16
+CHUNK_ROWS = 100_000
+"""Lines decoded together (Spark hands ``mapInArrow`` 10,000 at a time): each chunk makes one
+blob per bucket it holds, which the operator opens one by one, and hashes its distinct keys."""
+CHUNK_BYTES = 32 << 20
+"""... unless their text reaches this size first."""
+
+
+def chunks(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``batches`` joined into chunks of :data:`CHUNK_ROWS` lines or :data:`CHUNK_BYTES` of
+    text (the last one smaller), empty batches dropped."""
+    held: list[pa.RecordBatch] = []
+    rows = size = 0
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        held.append(batch)
+        rows += batch.num_rows
+        size += batch.nbytes
+        if rows >= CHUNK_ROWS or size >= CHUNK_BYTES:
+            yield _joined(held)
+            held, rows, size = [], 0, 0
+    if held:
+        yield _joined(held)
+
+
+def _joined(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    if len(batches) == 1:
+        return batches[0]
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
 
 @dataclass(frozen=True)
@@ -82,9 +111,8 @@ class JsonlDecoder:
     # -- the mapInArrow function ------------------------------------------------------------------
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            if batch.num_rows:
-                yield self.decode_or_pass(batch)
+        for chunk in chunks(batches):
+            yield self.decode_or_pass(chunk)
 
     def decode_or_pass(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """:meth:`decode`; should it fail unexpectedly, every line of the batch is passed to

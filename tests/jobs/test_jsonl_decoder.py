@@ -248,3 +248,55 @@ def test_a_failing_decoder_leaves_the_whole_batch_to_spark(monkeypatch, capsys):
     assert out.column("_raw").to_pylist() == lines
     assert out.column("pst_blob").null_count == 2
     assert "decoder failed" in capsys.readouterr().err
+
+
+def test_spark_batches_are_decoded_in_chunks_with_the_same_outcome(monkeypatch):
+    """Spark hands the decoder 10,000 lines at a time; it joins them into chunks of
+    ``CHUNK_ROWS`` lines (one blob per bucket and chunk, not per batch), with the same outcome:
+    each line either decoded into its row or left to Spark, the bad line left to Spark."""
+    from jobs.executor import jsonl_decoder
+
+    monkeypatch.setattr(jsonl_decoder, "CHUNK_ROWS", 100)
+    good = [line(f"d{i % 7}", f"2024-01-01T00:{i % 60:02d}:{i % 59:02d}Z") for i in range(330)]
+    lines = [*good[:150], "not json", *good[150:]]
+    sizes = [40, 0, 40, 40, 31, 100, 80]  # an empty batch too; 331 lines in all
+    batches, at = [], 0
+    for n in sizes:
+        part = lines[at : at + n]
+        at += n
+        batches.append(
+            pa.RecordBatch.from_pydict(
+                {"_raw": pa.array(part, pa.string()), "_source_file": ["f.jsonl"] * len(part)}
+            )
+        )
+    dec = decoder()
+    chunks = list(dec(iter(batches)))
+    assert len(chunks) == 3  # 120 | 111 | 100 lines
+
+    def decoded(outputs) -> tuple[list, list[str]]:
+        rows, passed = [], []
+        for out in outputs:
+            buckets = out.column(0).drop_null().to_pylist()
+            assert len(buckets) == len(set(buckets))  # one blob per bucket and chunk
+            for bucket, blob, raw in zip(
+                out.column(0).to_pylist(), out.column(2).to_pylist(), out.column(3).to_pylist()
+            ):
+                if blob is None:
+                    passed.append(raw)
+                else:
+                    table = pa.ipc.open_stream(blob).read_all()
+                    rows += [(bucket, *r.values()) for r in table.to_pylist()]
+        return sorted(rows), passed
+
+    rows, passed = decoded(chunks)
+    assert "not json" in passed and len(passed) <= SMALLEST_SPLIT
+    expected, _ = decoded(  # each decoded line's row, decoded alone
+        [
+            dec.decode(pa.RecordBatch.from_pydict({"_raw": [g], "_source_file": ["f.jsonl"]}))
+            for g in good
+            if g not in passed
+        ]
+    )
+    assert rows == expected
+    blobs_alone = sum(len(dec.decode(b).column(0).drop_null()) for b in batches if b.num_rows)
+    assert sum(len(c.column(0).drop_null()) for c in chunks) < blobs_alone
