@@ -305,7 +305,7 @@ def _pane_ids(core: pa.Table, pipeline_id: str, keys: Sequence[str]) -> list[str
     same_pane = _same_as_previous(core, ident)
     ordinals = rows - np.maximum.accumulate(np.where(same_pane, 0, rows))
     first_of_key = np.flatnonzero(~_same_as_previous(core, keys))
-    key_values = zip(*(core.column(k).take(first_of_key).to_pylist() for k in keys))
+    key_values = zip(*(core.column(k).take(first_of_key).to_pylist() for k in keys), strict=True)
     prefixes = pa.array(
         [_pane_id_prefix(pipeline_id, zip(keys, key, strict=True)) for key in key_values],
         pa.string(),

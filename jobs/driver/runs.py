@@ -237,11 +237,12 @@ def _run_query(
     records,
     bucket_ids: tuple[int, ...],
     stop_after_batches: int | None,
+    built: Callable[[], Any],
     poll: Callable[[], Any] | None = None,
     stop: StopRequest | None = None,
 ) -> None:
     """Run one query to its end, reporting each batch (:func:`_await_query`: ``poll``,
-    ``stop``)."""
+    ``stop``); ``built`` is called once the query is built, before it starts."""
     building = time.monotonic()
     writer = _writer(
         spark,
@@ -254,6 +255,7 @@ def _run_query(
     )
     starting = time.monotonic()
     result.add_phase("build", starting - building)
+    built()
     query = writer.start()
     result.queries += 1
     try:
@@ -551,9 +553,6 @@ def run(
             result.add_phase("session", time.monotonic() - started)
         if stop is None and threading.current_thread() is threading.main_thread():
             stop = scope.enter_context(stop_on_signals())  # after the session: see its doc
-        workers = start_workers(spark)  # while the query is built
-        if workers is not None:
-            scope.callback(workers.join)
         preparing = time.monotonic()
         state = check_state_layout(pipeline, _shuffle_partitions(spark))
         if state.format != STATE_LAYOUT_FORMAT:
@@ -565,6 +564,14 @@ def run(
         sink.create_tables()
         check_readable(pipeline.checkpoint_path)
         check_not_behind(pipeline.checkpoint_path, sink.committed_batch_id())
+
+        def start_python_workers() -> None:
+            """After the build, while the query starts (:func:`start_workers`; once per
+            Spark application)."""
+            workers = start_workers(spark)
+            if workers is not None:
+                scope.callback(workers.join)
+
         run_query = functools.partial(
             _run_query,
             spark,
@@ -577,6 +584,7 @@ def run(
             records=records,
             bucket_ids=state.bucket_ids,
             stop_after_batches=stop_after_batches,
+            built=start_python_workers,
             stop=stop,
         )
         said: set[str] = set()  # writer_noted warnings already reported

@@ -279,7 +279,10 @@ def test_spark_batches_are_decoded_in_chunks_with_the_same_outcome(monkeypatch):
             buckets = out.column(0).drop_null().to_pylist()
             assert len(buckets) == len(set(buckets))  # one blob per bucket and chunk
             for bucket, blob, raw in zip(
-                out.column(0).to_pylist(), out.column(2).to_pylist(), out.column(3).to_pylist()
+                out.column(0).to_pylist(),
+                out.column(2).to_pylist(),
+                out.column(3).to_pylist(),
+                strict=True,
             ):
                 if blob is None:
                     passed.append(raw)
