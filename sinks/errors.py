@@ -57,3 +57,8 @@ class SourceTableError(LakeError):
 class SourceTableChanged(UpstreamChanged, SourceTableError):
     """The Delta table at a source's URI is not the table whose versions the pipeline has read
     (it was deleted and created anew, or is gone): its versions count from 0 again."""
+
+
+class PaneValueOutOfRange(LakeError):
+    """A pane's value does not fit its pane-log column (an integer sum beyond 64 bits, say): the
+    batch that fires it cannot be committed."""

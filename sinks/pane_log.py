@@ -28,6 +28,7 @@ three to a batch of core records before the exactly-once commit.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -40,6 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sinks.delta_append import ExactlyOnceAppender
+from sinks.errors import PaneValueOutOfRange
 from sinks.lake_format import (
     ACCUMULATOR,
     BATCH_FIELDS,
@@ -220,6 +222,44 @@ def pane_columns(panes: Sequence[Any], layout: PaneLogLayout = DEFAULT_LAYOUT) -
         for p in panes
     ]
     return cols
+
+
+def check_value_range(panes: Sequence[Any], layout: PaneLogLayout = DEFAULT_LAYOUT) -> None:
+    """Raise :class:`sinks.errors.PaneValueOutOfRange` for the first of the engine's ``panes``
+    whose value does not fit its integer column (what Arrow refuses to convert)."""
+    plain = layout.value_mapper is None
+    values = _split([p.value for p in panes], layout.value_names, layout.values_of, plain, True)
+    for name, type_ in layout.value_fields:
+        if not pa.types.is_integer(type_):
+            continue
+        bits = type_.bit_width
+        low, high = (
+            (0, 2**bits - 1)
+            if pa.types.is_unsigned_integer(type_)
+            else (
+                -(2 ** (bits - 1)),
+                2 ** (bits - 1) - 1,
+            )
+        )
+        for pane, value in zip(panes, values[name], strict=True):
+            if isinstance(value, int) and not low <= value <= high:
+                keys = ", ".join(f"{k}={v!r}" for k, v in layout.keys_of(pane.key).items())
+                raise PaneValueOutOfRange(
+                    f"the pane of {keys}, window [{_iso_us(pane.window.start)}, "
+                    f"{_iso_us(pane.window.end)}) has {name} = {value}, beyond the pane log's "
+                    f"{bits}-bit integer column {name!r}; nothing of the batch was committed, "
+                    "and every run stops at it"
+                )
+
+
+def _iso_us(us: int) -> str:
+    """A window bound in µs as ISO-8601 text (the number itself where no date holds it)."""
+    try:
+        return (
+            dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=us)
+        ).isoformat()
+    except OverflowError:
+        return str(us)
 
 
 def pane_record(pane: Any, layout: PaneLogLayout = DEFAULT_LAYOUT) -> dict[str, Any]:

@@ -57,7 +57,13 @@ from jobs.startup.session import (
     get_session,
     quiet_loggers,
 )
-from sinks.errors import LakeError, SourceTableChanged, SourceTableError, UpstreamChanged
+from sinks.errors import (
+    LakeError,
+    PaneValueOutOfRange,
+    SourceTableChanged,
+    SourceTableError,
+    UpstreamChanged,
+)
 from sinks.lock import LakeLock
 from sinks.small_files import write_atomically
 
@@ -340,7 +346,7 @@ def _await_query(
         return
     if err is not None:
         stopped = _SOURCE_STOPPED.search(str(err))
-        if stopped:  # a table source's refusal: another table, a change commit, a lost version
+        if stopped:  # a table source's refusal, a pane value out of range
             raise _REFUSALS[stopped.group(1)](stopped.group(2).strip()) from None
         unreadable = _UNREADABLE.search(str(err))
         if unreadable:
@@ -354,10 +360,12 @@ def _await_query(
         raise RuntimeError(f"the streaming query failed: {err}") from None
 
 
-# A table source's refusal (another table at the path; a Delta source's change commit or lost
-# version), inside Spark's error (a Python trace)
+# What a task refuses to do, inside Spark's error (a Python trace): a table source's refusal
+# (another table at the path; a Delta source's change commit or lost version), a pane whose
+# value does not fit the pane log
 _REFUSALS: dict[str, type[LakeError]] = {
-    e.__name__: e for e in (UpstreamChanged, SourceTableError, SourceTableChanged)
+    e.__name__: e
+    for e in (UpstreamChanged, SourceTableError, SourceTableChanged, PaneValueOutOfRange)
 }
 _SOURCE_STOPPED = re.compile(rf"({'|'.join(_REFUSALS)}): ([^\n]+)")
 # Spark's error for an input file it cannot read (corrupt, truncated, not of the format, ...)

@@ -75,7 +75,13 @@ from jobs.startup.python_processes import set_gc_thresholds
 from panes.time import BEGINNING_OF_TIME, END_OF_TIME
 from panes.weights import Retracted
 from sinks.lake_format import MAX_TIMESTAMP_MS
-from sinks.pane_log import DEFAULT_LAYOUT, PaneLogLayout, core_schema, pane_columns
+from sinks.pane_log import (
+    DEFAULT_LAYOUT,
+    PaneLogLayout,
+    check_value_range,
+    core_schema,
+    pane_columns,
+)
 from sinks.records import dropped_record, late_core_schema
 
 # Spark timestamps end at 9999-12-31; a drain pushes the Spark watermark to here or beyond.
@@ -435,7 +441,11 @@ class BucketProcessor:
         layout = self.config.layout
         panes = [p for out in outs for p in out.panes]
         if panes:
-            yield from self.output.emit(KIND_PANE, pane_columns(panes, layout), len(panes))
+            try:
+                yield from self.output.emit(KIND_PANE, pane_columns(panes, layout), len(panes))
+            except (OverflowError, pa.ArrowInvalid):
+                check_value_range(panes, layout)  # names the pane whose value does not fit
+                raise
         yield from self._emit_dropped([d for out in outs for d in out.dropped])
 
     def _emit_dropped(self, dropped: Sequence[Any]) -> Iterator[pa.RecordBatch]:

@@ -181,6 +181,29 @@ def test_a_sum_leaving_64_bits_takes_only_its_key_to_the_engine():
     assert totals == {1: 2**62 + 5, 2: 2}
 
 
+def test_a_pane_whose_sum_does_not_fit_64_bits_is_named_on_both_paths():
+    """A window whose sum is beyond 64 bits when it fires cannot be written: both paths raise
+    :class:`sinks.errors.PaneValueOutOfRange` naming the key, the window and the aggregate."""
+    from sinks.errors import PaneValueOutOfRange
+
+    settings, _, _ = settings_of(1)
+    settings.update(aggregates={"total": "sum(n)"}, trigger="AfterWatermark()")
+    settings.update(window="FixedWindows(1m)", keys=["user"])
+    big = 2**62
+    plan = [
+        ([{"user": u, "ts_us": T0_MS * 1000 + i, "n": v, "tag": None} for u, v in vs], 0, T0_MS)
+        for i, vs in enumerate([[(1, big), (2, 1)], [(7, big), (2, 1)], [(7, big)]])
+    ]
+    plan.append(([], T0_MS + 600_000, T0_MS))
+    for shard in shard_runs(settings):
+        with pytest.raises(PaneValueOutOfRange) as raised:
+            run_plan(shard, "long", plan)
+        message = str(raised.value)
+        assert "\n" not in message
+        assert "user=7" in message and f"total = {2 * big}" in message
+        assert "[2024-01-01T00:00:00+00:00, 2024-01-01T00:01:00+00:00)" in message
+
+
 def test_keys_whose_batch_sums_could_leave_64_bits_go_to_the_engine_and_back(monkeypatch):
     """Random workloads with values for which Arrow's sums of a batch could leave 64 bits:
     those keys pass through the engine (held, then back in columns), with the same rows and

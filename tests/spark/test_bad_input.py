@@ -197,3 +197,35 @@ def test_parquet_files_of_another_schema(spark, tmp_path):
         ("good.parquet", NOT_FINITE),
         ("no-key.parquet", "missing key (device_id)"),
     ]
+
+
+def test_a_sum_beyond_64_bits_stops_the_run_with_one_line_naming_the_pane(spark, tmp_path):
+    """A window whose integer sum leaves 64 bits when it fires cannot be written to the pane
+    log's bigint column: the run fails with one line naming the key, window and aggregate, the
+    batch commits nothing anywhere, and a run again stops at the same place (nothing lost)."""
+    from deltalake import DeltaTable
+
+    from jobs.config.load import pipeline_from_dict
+    from jobs.driver.runs import run
+    from sinks.errors import PaneValueOutOfRange
+
+    pipeline = pipeline_from_dict(
+        {
+            "name": "too_big",
+            "lake": str(tmp_path / "lake"),
+            "keys": ["device_id"],
+            "event_time": "ts",
+            "window": "FixedWindows(1h)",
+            "source": {"format": "jsonl", "path": str(tmp_path / "landing"), "schema": SCHEMA},
+            "aggregates": {"total": "sum(n)"},
+        }
+    )
+    put(tmp_path / "landing", "big.jsonl", [rec("small"), rec("big", n=2**62), rec("big", n=2**62)])
+    for _ in range(2):
+        with pytest.raises(PaneValueOutOfRange) as raised:
+            run(pipeline, spark=spark, drain=True, progress=None)
+        message = str(raised.value)
+        assert "\n" not in message and "device_id='big'" in message
+        assert f"total = {2**63}" in message and "2024-01-01T00:00:00+00:00" in message
+    panes = DeltaTable(pipeline.table_path("panes"))
+    assert panes.to_pyarrow_table().num_rows == 0
