@@ -25,6 +25,7 @@ from panes import (
 from sinks.materializer import Materializer
 from sinks.spec import ViewSpec
 from sinks.tables import open_view, table_identity
+from tests.examples import seeds
 from tests.sinks.lakes import (
     MODES,
     S,
@@ -46,7 +47,7 @@ def close(a: dict, b: dict) -> bool:
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name.lower())
 @pytest.mark.parametrize("vectorized", [None, False], ids=["auto", "python"])
 def test_random_runs_fold_incrementally_equal_fold_and_batch(tmp_path, mode, vectorized):
-    for seed in range(4):
+    for seed in seeds(0, 4):
         rng = random.Random(seed)
         run = random_run(
             seed * 7 + len(mode.name),
@@ -82,7 +83,7 @@ def _fold(spec, panes):
 
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name.lower())
 def test_out_of_order_versions_end_in_the_fold(tmp_path, mode):
-    for seed in range(5):
+    for seed in seeds(0, 5):
         rng = random.Random(100 + seed)
         run = random_run(
             200 + seed, str(tmp_path / f"{seed}"), mode=mode, window_fn=window_fns()[seed % 4]
@@ -248,7 +249,7 @@ def _acc_aggregates():
 @pytest.mark.parametrize("aggs", ["mean", "to_list", "mixed"])
 @pytest.mark.parametrize("vectorized", [None, False], ids=["auto", "python"])
 def test_discarding_mean_and_to_list_fold_equal_fold_and_batch(tmp_path, aggs, vectorized):
-    for seed in range(6):
+    for seed in seeds(0, 6):
         rng = random.Random(seed)
         run = random_run(
             500 + seed,
@@ -286,7 +287,7 @@ def _sorted_lists(view: dict) -> dict:
 
 
 def test_discarding_mean_folds_from_nothing_and_out_of_order(tmp_path):
-    for seed in range(5):
+    for seed in seeds(0, 5):
         run = random_run(
             600 + seed,
             str(tmp_path / f"{seed}"),

@@ -10,6 +10,7 @@ pytest.importorskip("deltalake")
 pytest.importorskip("duckdb")
 
 from sinks.reducer import fold_rows
+from tests.examples import seeds
 from tests.sinks.lakes import (
     chunked,
     random_run,
@@ -18,7 +19,7 @@ from tests.sinks.lakes import (
 
 
 def test_fold_rows_from_nothing_equals_fold(tmp_path):
-    for seed in range(10):
+    for seed in seeds(0, 10):
         run = random_run(300 + seed, str(tmp_path / str(seed)))
         write_batches(run, chunked(run, random.Random(seed)))
         from sinks.pane_log_changes import pane_log_commits, read_pane_rows
