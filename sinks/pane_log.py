@@ -233,14 +233,9 @@ def check_value_range(panes: Sequence[Any], layout: PaneLogLayout = DEFAULT_LAYO
         if not pa.types.is_integer(type_):
             continue
         bits = type_.bit_width
-        low, high = (
-            (0, 2**bits - 1)
-            if pa.types.is_unsigned_integer(type_)
-            else (
-                -(2 ** (bits - 1)),
-                2 ** (bits - 1) - 1,
-            )
-        )
+        signed = not pa.types.is_unsigned_integer(type_)
+        low = -(2 ** (bits - 1)) if signed else 0
+        high = 2 ** (bits - 1) - 1 if signed else 2**bits - 1
         for pane, value in zip(panes, values[name], strict=True):
             if isinstance(value, int) and not low <= value <= high:
                 keys = ", ".join(f"{k}={v!r}" for k, v in layout.keys_of(pane.key).items())
@@ -255,11 +250,12 @@ def check_value_range(panes: Sequence[Any], layout: PaneLogLayout = DEFAULT_LAYO
 def _iso_us(us: int) -> str:
     """A window bound in µs as ISO-8601 text (the number itself where no date holds it)."""
     try:
-        return (
-            dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=us)
-        ).isoformat()
+        return (_EPOCH + dt.timedelta(microseconds=us)).isoformat()
     except OverflowError:
         return str(us)
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
 def pane_record(pane: Any, layout: PaneLogLayout = DEFAULT_LAYOUT) -> dict[str, Any]:
