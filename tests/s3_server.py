@@ -27,6 +27,26 @@ START_S = 60.0
 """How long the server may take to start."""
 
 
+def _atomic_conditional_writes() -> None:
+    """Make moto's conditional object writes atomic, as S3's are. moto answers each request in a
+    thread of its own and checks a put's ``If-None-Match`` / ``If-Match`` before it writes, with
+    nothing between the two: two contenders creating one object at the same moment could both
+    succeed (seen: two holders of a lake's lock on a loaded machine, both by a create). Here its
+    object puts run one at a time."""
+    import threading
+
+    from moto.s3.responses import S3Response
+
+    one_at_a_time = threading.Lock()
+    put = S3Response.put_object
+
+    def put_object(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with one_at_a_time:
+            return put(self, *args, **kwargs)
+
+    S3Response.put_object = put_object  # type: ignore[method-assign]
+
+
 def _serve(port: Any, stop: Any) -> None:
     """The child process: moto's server on 127.0.0.1 (a free port, told through ``port``) until
     ``stop`` is set."""
@@ -34,6 +54,7 @@ def _serve(port: Any, stop: Any) -> None:
 
     from moto.server import ThreadedMotoServer
 
+    _atomic_conditional_writes()
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per request otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
