@@ -345,9 +345,9 @@ def _await_query(
         emit(f"{stop.name}: the batch in flight was abandoned ({first}); the next run replays it")
         return
     if err is not None:
-        stopped = _SOURCE_STOPPED.search(str(err))
-        if stopped:  # a table source's refusal, a pane value out of range
-            raise _REFUSALS[stopped.group(1)](stopped.group(2).strip()) from None
+        refused = _REFUSED.search(str(err))
+        if refused:  # a table source's refusal, a pane value out of range
+            raise _REFUSALS[refused.group(1)](refused.group(2).strip()) from None
         unreadable = _UNREADABLE.search(str(err))
         if unreadable:
             causes = [c for c in _CAUSE.findall(str(err)) if "FAILED_READ_FILE" not in c]
@@ -367,7 +367,7 @@ _REFUSALS: dict[str, type[LakeError]] = {
     e.__name__: e
     for e in (UpstreamChanged, SourceTableError, SourceTableChanged, PaneValueOutOfRange)
 }
-_SOURCE_STOPPED = re.compile(rf"({'|'.join(_REFUSALS)}): ([^\n]+)")
+_REFUSED = re.compile(rf"({'|'.join(_REFUSALS)}): ([^\n]+)")
 # Spark's error for an input file it cannot read (corrupt, truncated, not of the format, ...)
 _CAUSE = re.compile(r"Caused by: [\w.$]+: ([^\n]+)")
 _UNREADABLE = re.compile(
