@@ -1,4 +1,4 @@
-"""The operator without Spark: one shard's task run step after step as the batch sink runs it
+"""The operator without Spark: one shard's task run batch after batch as the batch sink runs it
 (:class:`jobs.executor.operator.OperatorStep` over one Arrow batch of operator input, its state
 in a directory). Used by the operator's tests and ``benchmarks/operator.py``."""
 
@@ -26,7 +26,7 @@ class ShardRun:
     def __init__(self, config: Any, root: str | None = None) -> None:
         self.config = config
         self.root = root or tempfile.mkdtemp(prefix="shard-")
-        self.version = 0
+        self.batch_id = 0
 
     def step(
         self,
@@ -52,16 +52,16 @@ class ShardRun:
             },
             schema=OPERATOR_INPUT_ARROW,
         )
-        step = OperatorStep(self.config, self.root, at, self.version)
-        self.version += 1
+        step = OperatorStep(self.config, self.root, at, self.batch_id)
+        self.batch_id += 1
         out = pa.Table.from_batches(list(step(iter([batch]) if n else iter([]))))
         return [r for r in out.to_pylist() if r["record_kind"] != "clock"]
 
     def stored(self) -> dict:
         """The shard's stored buckets (bucket -> state bytes and timer) after the last step."""
-        from jobs.executor.state_store import ShardStore
+        from jobs.executor.state_store import ShardStore, batch_versions
 
-        return ShardStore(self.root, 0).load(self.version)
+        return ShardStore(self.root, 0).load(batch_versions(self.batch_id)[0])
 
     def processor(self) -> Any:
         """A processor of this operator (to ask what it decided, e.g. whether it lifts)."""

@@ -27,9 +27,7 @@ from jobs.driver.landing_changes import CHANGED, ChangedFile, bind_changes
 from jobs.driver.plan import OperatorPlan, layout
 from jobs.executor.batch_output import BatchCounts, write_batch_files
 from jobs.executor.operator import Clocks
-from jobs.executor.operator_input import OPERATOR_INPUT
 from jobs.executor.output_tables import KIND_LATE, KIND_PANE, KIND_REJECTED, KINDS, OutputTables
-from jobs.executor.state_store import step_version
 from jobs.executor.task_files import ROWS_PER_FILE, TaskWriting, attempt_id
 from jobs.startup.session import SHUFFLE_PARTITIONS
 from sinks import tables
@@ -40,7 +38,7 @@ from sinks.records import REJECTED_CORE, LateLog, RejectedLog, finish_rejected
 if TYPE_CHECKING:  # pragma: no cover
     pass
 
-KILL_POINTS = ("between_steps", "before_commit", "between_tables", "after_commit")
+KILL_POINTS = ("before_commit", "between_tables", "after_commit")
 VANISHED = (
     "file vanished: listed for this batch but gone when it was read (deleted or moved after "
     "it landed); its records are not in this batch: land it again under a new name"
@@ -86,13 +84,14 @@ class BatchSink:
     Per batch (:mod:`jobs.executor.batch_output`): the tables that already hold the batch are
     skipped (a replay: their transaction version is at or above the batch id); one Spark job runs
     the operator over the batch at the batch's clocks (its offset log) and, when the batch moved
-    the watermark, a second one fires at the new watermark (:class:`jobs.driver.plan.OperatorPlan`);
-    each writes each kind still to commit as Parquet files into its table's directory (operator
-    tasks that emit many rows write them themselves, the rest one writer task); the driver
-    collects a row per file (path, size, statistics, figures) and commits each table's files in one
-    Delta commit with the application transaction (pipeline, batch id) through delta-rs, the pane
-    log first. Vanished input files (few) become rejected rows written from the driver into the
-    rejected table's commit. No output row is collected on the driver.
+    the watermark, fires at the new watermark in the same tasks
+    (:class:`jobs.driver.plan.OperatorPlan`). It writes each kind still to commit as Parquet files
+    into its table's directory (operator tasks that emit many rows write them themselves, the
+    rest one writer task); the driver collects a row per file (path, size, statistics, figures)
+    and commits each table's files in one Delta commit with the application transaction
+    (pipeline, batch id) through delta-rs, the pane log first. Vanished input files (few) become
+    rejected rows written from the driver into the rejected table's commit. No output row is
+    collected on the driver.
     """
 
     def __init__(
@@ -233,24 +232,12 @@ class BatchSink:
     def _run_operator(
         self, df, clocks: Clocks, batch_id: int, committed: Sequence[str]
     ) -> tuple[dict[str, list[DataFile]], BatchCounts, int]:
-        """The operator over the batch's input at the batch's clocks (step 0) and, when the batch
-        moved the watermark, the firing at the new watermark (step 1): their files and counts,
-        and the watermark after the batch."""
+        """The operator over the batch's input at the batch's clocks, the firing at the
+        watermark after it included (one job): its files and counts, and that watermark."""
         operator = self.operator
-        out = operator.output(df, clocks, step_version(batch_id, 0))
+        out = operator.output(df, clocks, batch_id)
         files, counts = write_batch_files(out, self.tables, batch_id, committed)
-        after = operator.watermark_after(clocks.watermark_ms, counts.clock_us)
-        if after > clocks.watermark_ms:
-            kill("between_steps", batch_id, self.kill_at)
-            empty = df.sparkSession.createDataFrame([], OPERATOR_INPUT)
-            fire = operator.output(
-                empty, Clocks(after, clocks.processing_ms), step_version(batch_id, 1)
-            )
-            more, fired = write_batch_files(fire, self.tables, batch_id, committed)
-            for kind, found in more.items():
-                files.setdefault(kind, []).extend(found)
-            counts.merge(fired)
-        return files, counts, after
+        return files, counts, operator.watermark_after(clocks.watermark_ms, counts.clock_us)
 
     @staticmethod
     def _file_notes(gone: Sequence[str], changed: Sequence[ChangedFile]) -> list[tuple[str, str]]:

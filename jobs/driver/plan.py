@@ -28,18 +28,19 @@ Plan (all rows of one batch)::
       -> the operator's input (:mod:`jobs.executor.operator_input`): with the decoder, its blobs
          as they are and each plain row in the row encoding (JSON, no further Python stage);
          without it, the rows of each Arrow batch packed into per-bucket blobs (mapInArrow)
-    in the batch sink, per batch:
-      -> repartition(shards, bucket).mapInArrow(OperatorStep) at the batch's clocks
-      -> if the largest clock moved the watermark: the same over no rows at the new watermark
+    in the batch sink, per batch, one Spark job:
+      -> mapInArrow(ClockRows): each map task also sends every shard its largest clock
+      -> repartition(shards, bucket).mapInArrow(OperatorStep) at the batch's clocks, then,
+         if the batch's largest clock moved the watermark, at the new watermark
 
 * Event time: the configured column (a timestamp, or an epoch number in ``source.epoch_unit``),
   or with ``watermark.policy = "ingestion_time"`` the batch's timestamp (``current_timestamp()``,
   fixed in the offset log, so replays see the same value).
 * Watermark: Spark's (largest event time seen minus the delay), which its offset log records
   per batch; the operator sees every row and applies the model's droppable rule itself,
-  recording what it drops. The watermark after a batch is computed from the operator's clocks by
-  Spark's rule (:meth:`OperatorPlan.watermark_after`) and fired in the batch itself: the next
-  batch's watermark in Spark's offset log is the same value.
+  recording what it drops. The watermark after a batch is computed by each operator task from
+  the batch's largest clock by Spark's rule (:func:`jobs.executor.operator.watermark_after`) and
+  fired in the batch itself: the next batch's watermark in Spark's offset log is the same value.
 * ``watermark.policy = "writer_noted"``: Spark's watermark follows the control rows only (a
   column null on data rows, which Spark's maximum leaves out); the driver writes the writers'
   watermark as control rows (:mod:`jobs.driver.writers_watermark`), delay 0.
@@ -64,7 +65,13 @@ from jobs.driver.control import SENTINEL_MS
 from jobs.driver.landing_source import ERROR, RAW, SOURCE_FILE
 from jobs.driver.pane_log_source import tagged as pane_log_tagged
 from jobs.executor.jsonl_decoder import LATEST_EVENT_TIME
-from jobs.executor.operator import Clocks, OperatorConfig, OperatorStep, run_step
+from jobs.executor.operator import (
+    Clocks,
+    OperatorConfig,
+    OperatorStep,
+    run_step,
+    watermark_after,
+)
 from jobs.executor.operator_input import (
     BLOB,
     BUCKET,
@@ -362,16 +369,15 @@ class OperatorPlan:
         config = operator_config(pipeline, profile_dir, writing)
         return cls(config, state_root, shards, watermark_delay_ms(pipeline))
 
-    def output(self, rows: DataFrame, clocks: Clocks, version: int) -> DataFrame:
-        """The operator's output frame for ``rows`` at ``clocks``, storing state ``version``."""
-        step = OperatorStep(self.config, self.state_root, clocks, version, self.shards)
+    def output(self, rows: DataFrame, clocks: Clocks, batch_id: int) -> DataFrame:
+        """The operator's output frame for batch ``batch_id``'s ``rows`` at ``clocks``: its
+        data, then the firing at the watermark after it (:class:`OperatorStep`)."""
+        step = OperatorStep(
+            self.config, self.state_root, clocks, batch_id, self.shards, self.delay_ms
+        )
         return run_step(rows, step)
 
     def watermark_after(self, watermark_ms: int, clock_us: int | None) -> int:
-        """The watermark after a batch at ``watermark_ms`` whose largest clock was ``clock_us``,
-        as Spark computes it: the largest event time in ms (µs divided towards zero) minus
-        the delay, if that is later."""
-        if clock_us is None:
-            return watermark_ms
-        ms = clock_us // 1000 if clock_us >= 0 else -(-clock_us // 1000)
-        return max(watermark_ms, ms - self.delay_ms)
+        """The watermark after a batch at ``watermark_ms`` whose largest clock was ``clock_us``
+        (Spark's rule: :func:`jobs.executor.operator.watermark_after`)."""
+        return watermark_after(watermark_ms, clock_us, self.delay_ms)

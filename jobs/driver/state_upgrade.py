@@ -4,7 +4,7 @@ Lakes of state layout formats 1 and 2 kept each bucket's state (and its one time
 ``transformWithStateInPandas`` value state in the checkpoint's RocksDB store. The operator now
 keeps it in shard files (:mod:`jobs.executor.state_store`). :func:`upgrade_state` reads every
 bucket's value as of the last committed batch (:func:`jobs.driver.tws_state.read_bucket_states`)
-and writes it as the version that batch's firing step would have written, in the shard Spark's
+and writes it as the version that batch would have written, in the shard Spark's
 hash partitioning sends the bucket to; the run then records the new format. Killed before that,
 the next run does it again from the same committed state.
 
@@ -30,7 +30,7 @@ from jobs.driver.checkpoint import last_commit
 from jobs.driver.control import pending_watermark, write_tick
 from jobs.driver.tws_state import OPERATOR_ID, read_bucket_states
 from jobs.executor.operator_input import spark_partition_of_int
-from jobs.executor.state_store import ShardStore, Stored, step_version
+from jobs.executor.state_store import ShardStore, Stored, batch_versions
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -57,7 +57,7 @@ def upgrade_state(spark: SparkSession, pipeline: Pipeline, shards: int) -> int:
         by_shard[spark_partition_of_int(bucket, shards)][bucket] = Stored(blob, timer)
     root = os.path.join(pipeline.checkpoint_path, "state")
     for shard, buckets in by_shard.items():
-        ShardStore(root, shard).save(step_version(last, 1), buckets)
+        ShardStore(root, shard).save(batch_versions(last)[1], buckets)
     if pending_watermark(pipeline):
         write_tick(pipeline)
     _retire(store, retired)

@@ -1,24 +1,28 @@
 """The stateful operator: the ``panes`` engine per key, run by Spark tasks over a batch's input.
 
 The batch sink (:mod:`jobs.driver.batch_sink`) runs the operator over each micro-batch's input in
-up to two *steps* (:class:`OperatorStep`, a ``mapInArrow`` function over the input repartitioned by
-key bucket into the lake's shards): the batch's data at the batch's clocks, then, when the batch
-moved the watermark, a firing at the new watermark. A shard's task loads its buckets' states
+one Spark job (:class:`OperatorStep`, a ``mapInArrow`` function over the input repartitioned by
+key bucket into the lake's shards). Each map task of the input sends every shard the largest
+clock of its rows (the value of the column Spark's watermark follows:
+:class:`jobs.executor.operator_input.ClockRows`), so each shard's task knows the batch's largest
+clock once it has read its input. A shard's task loads its buckets' states
 (:mod:`jobs.executor.state_store`), visits every bucket with input and every bucket whose timer
-the watermark reached (:class:`BucketProcessor`), sends on its output, stores the buckets it
-changed as the step's version, and reports the largest clock (the value of the column Spark's
-watermark follows) among its input rows, from which the sink computes the new watermark as Spark
-does.
+the batch's watermark reached (:class:`BucketProcessor`), then, when the batch moved the
+watermark (Spark's rule: :func:`watermark_after`), every bucket whose timer the new watermark
+reached; it sends on its output, stores the buckets it changed as the batch's version, and
+reports the largest clock, from which the sink records the new watermark. Spark's next batch
+runs at the same watermark: it computes it from the same rows.
 
 Time mapping (Spark ms -> model µs): the model watermark is ``spark_watermark_ms * 1000``.
 Spark reports watermark 0 before it has one: that maps to ``BEGINNING_OF_TIME``. A Spark
 watermark at or past ``end_of_time_ms`` (a drain) maps to ``END_OF_TIME``. Processing time is the
 batch timestamp Spark records in its offset log (deterministic on replay), in µs.
 
-Per step and key of a visited bucket:
+Per visit and key of a visited bucket:
 
-* data: ``advance(watermark, batch time)`` then ``add_elements(rows)``;
-* a due timer: ``advance(watermark, batch time)``;
+* data (at the batch's watermark): ``advance(watermark, batch time)`` then ``add_elements(rows)``;
+* a due timer (at the batch's watermark, then at the one after it): ``advance(watermark, batch
+  time)``;
 
 then the bucket's state is stored (or dropped when empty) with one timer, the earliest of the
 engine's next event-time wake-ups of its keys (as the smallest Spark ms watermark that reaches it)
@@ -47,12 +51,14 @@ from jobs.executor.operator_input import (
     BLOB,
     BUCKET,
     CLOCK,
-    CONTROL_BUCKET,
+    OPERATOR_INPUT,
     REJECTED_BUCKET,
     ROW,
+    ClockRows,
     InputSchema,
     bucket_runs,
     canonical_order,
+    carries_only_a_clock,
     elements_by_key,
     input_table,
     rejected_records,
@@ -68,7 +74,7 @@ from jobs.executor.output_tables import (
     PROCESSING_TIME,
     RECORD_KIND,
 )
-from jobs.executor.state_store import ShardStore, Stored
+from jobs.executor.state_store import ShardStore, Stored, batch_versions
 from jobs.executor.task_files import TaskOutput, TaskWriting
 from jobs.executor.window_table import Columnar, KeysOverflow, Visit, Windows, is_window_table
 from jobs.startup.python_processes import set_gc_thresholds
@@ -464,22 +470,32 @@ class BucketProcessor:
 
 @dataclass(frozen=True)
 class OperatorStep:
-    """One step of the operator over a batch's input: a ``mapInArrow`` function over the input
-    repartitioned by bucket into the lake's shards (:func:`run_step`). Picklable.
+    """The operator over a batch's input: a ``mapInArrow`` function over the input
+    repartitioned by bucket into the lake's shards, each map task's clock rows included
+    (:func:`run_step`). Picklable.
 
-    The task of shard ``p`` loads the state version before ``version``, visits the buckets with
-    input rows and the buckets whose timer ``clocks`` reached, stores what changed as
-    ``version`` (:mod:`jobs.executor.state_store`), and yields its output and one ``clock`` row:
-    the largest :data:`~jobs.executor.operator_input.CLOCK` of its input (null: none). A bucket
-    that reaches another shard's task (input partitioned otherwise than Spark's hash of the
-    bucket into ``shards``) stops the task: its state is in that shard's files.
+    The task of shard ``p`` loads the state its buckets had before batch ``batch_id``, then:
+
+    * visits, at the batch's ``clocks``, the buckets with input rows and the buckets whose timer
+      the batch's watermark reached;
+    * computes the watermark after the batch from the largest
+      :data:`~jobs.executor.operator_input.CLOCK` of the whole batch (every map task sent it
+      one: :class:`~jobs.executor.operator_input.ClockRows`) by Spark's rule
+      (:func:`watermark_after`), and, if it moved, visits at it the buckets whose timer it
+      reached (their panes are the batch's own);
+    * stores what changed as the batch's state version (:mod:`jobs.executor.state_store`), and
+      yields its output and one ``clock`` row: that largest clock (null: none).
+
+    A bucket that reaches another shard's task (input partitioned otherwise than Spark's hash of
+    the bucket into ``shards``) stops the task: its state is in that shard's files.
     """
 
     config: OperatorConfig
     state_root: str
     clocks: Clocks
-    version: int
+    batch_id: int
     shards: int = 1
+    delay_ms: int = 0
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -488,23 +504,23 @@ class OperatorStep:
         shard = task.partitionId() if task is not None else 0
         store = ShardStore(self.state_root, shard)
         profile = self._profiler()
-        states = store.load(self.version)
+        reads, writes = batch_versions(self.batch_id)
+        states = store.load(reads)
         schema = output_arrow_schema(self.config.layout)
         processor = BucketProcessor(self.config, TaskOutput(schema, self.config.writing))
-        changed, visited, clock = False, set(), None
-        for bucket, rows in _by_bucket(batches):
-            top = pc.max(rows.column(CLOCK)).as_py()
-            if top is not None and (clock is None or top > clock):
-                clock = top
-            if bucket == CONTROL_BUCKET:
+        changed, visited = False, set()
+        table = _input(batches)
+        clock = None if table is None else pc.max(table.column(CLOCK)).as_py()
+        for bucket, rows in _by_bucket(table):
+            if carries_only_a_clock(bucket):
                 continue
-            table = input_table(
+            elements = input_table(
                 [b for b in rows.column(BLOB).to_pylist() if b is not None],
                 [r for r in rows.column(ROW).to_pylist() if r is not None],
                 self.config.input_schema,
             )
             if bucket == REJECTED_BUCKET:
-                yield from processor.rejected(table, self.clocks)
+                yield from processor.rejected(elements, self.clocks)
                 continue
             if spark_partition_of_int(bucket, self.shards) != shard:  # its state is elsewhere
                 raise RuntimeError(
@@ -512,19 +528,24 @@ class OperatorStep:
                     "operator's input must be hash-partitioned by bucket into the lake's shards"
                 )
             visited.add(bucket)
-            out, after = processor.visit(states.get(bucket), table, self.clocks)
+            out, after = processor.visit(states.get(bucket), elements, self.clocks)
             changed |= _put(states, bucket, after)
             yield from out
-        for bucket, stored in sorted(states.items()):
-            if bucket in visited or stored.timer_ms is None:
-                continue
-            if stored.timer_ms <= self.clocks.watermark_ms:
-                out, after = processor.visit(stored, None, self.clocks)
-                changed |= _put(states, bucket, after)
-                yield from out
+        fired = watermark_after(self.clocks.watermark_ms, clock, self.delay_ms)
+        at = [self.clocks]
+        if fired > self.clocks.watermark_ms:
+            at.append(Clocks(fired, self.clocks.processing_ms))
+        for clocks in at:  # the timers the batch's watermark reached, then the one after it
+            for bucket, stored in sorted(states.items()):
+                if clocks is self.clocks and bucket in visited:
+                    continue
+                if stored.timer_ms is not None and stored.timer_ms <= clocks.watermark_ms:
+                    out, after = processor.visit(stored, None, clocks)
+                    changed |= _put(states, bucket, after)
+                    yield from out
         processor.close()
         if changed:
-            store.save(self.version, states)
+            store.save(writes, states)
         if profile is not None:
             profile.disable()
             profile.dump_stats(os.path.join(self.config.profile_dir or ".", _profile_name()))
@@ -556,12 +577,30 @@ def _put(states: dict[int, Stored], bucket: int, after: Stored | None) -> bool:
     return True
 
 
-def _by_bucket(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[int, pa.Table]]:
-    """The input rows of each bucket, in bucket order."""
+def watermark_after(watermark_ms: int, clock_us: int | None, delay_ms: int) -> int:
+    """The watermark after a batch at ``watermark_ms`` whose largest clock was ``clock_us``, as
+    Spark computes it: the largest event time in ms (µs divided towards zero) minus the delay,
+    if that is later.
+
+    >>> watermark_after(1_000, 9_999_999, 5_000), watermark_after(1_000, None, 0)
+    (4999, 1000)
+    """
+    if clock_us is None:
+        return watermark_ms
+    ms = clock_us // 1000 if clock_us >= 0 else -(-clock_us // 1000)
+    return max(watermark_ms, ms - delay_ms)
+
+
+def _input(batches: Iterable[pa.RecordBatch]) -> pa.Table | None:
+    """A task's input rows as one table (None: none)."""
     chunks = [b for b in batches if b.num_rows]
-    if not chunks:
+    return pa.Table.from_batches(chunks) if chunks else None
+
+
+def _by_bucket(table: pa.Table | None) -> Iterator[tuple[int, pa.Table]]:
+    """The input rows of each bucket, in bucket order."""
+    if table is None:
         return
-    table = pa.Table.from_batches(chunks)
     table = table.take(pc.sort_indices(table.column(BUCKET)))
     buckets = table.column(BUCKET).to_numpy()
     for lo, hi in bucket_runs(buckets):
@@ -570,7 +609,8 @@ def _by_bucket(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[int, pa.Tabl
 
 def run_step(rows, step: OperatorStep):
     """The operator's ``step`` over ``rows`` (a batch's input frame,
-    :data:`jobs.executor.operator_input.OPERATOR_INPUT`): its output frame."""
-    return rows.repartition(step.shards, BUCKET).mapInArrow(
+    :data:`jobs.executor.operator_input.OPERATOR_INPUT`): its output frame, one Spark job."""
+    with_clocks = rows.mapInArrow(ClockRows(step.shards), OPERATOR_INPUT)
+    return with_clocks.repartition(step.shards, BUCKET).mapInArrow(
         step, output_spark_schema(step.config.layout)
     )

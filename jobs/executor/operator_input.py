@@ -68,7 +68,8 @@ OPERATOR_INPUT_ARROW = pa.schema(
 """The same as an Arrow schema (what a ``mapInArrow`` function yields for it)."""
 REJECTED_BUCKET = -1
 CONTROL_BUCKET = -2
-"""The bucket of control rows: they carry only a clock (:mod:`jobs.driver.control`)."""
+"""The bucket of control rows: they carry only a clock (:mod:`jobs.driver.control`). Every
+bucket at or below it carries only a clock (:func:`clock_buckets`)."""
 TS_US = "ts_us"
 WEIGHT = "pst_weight"
 REJECTED_COLUMNS = ("pst_raw", "pst_source_file", "pst_reason")
@@ -160,6 +161,64 @@ def pack_by_bucket(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch
             {BUCKET: ids, BLOB: blobs, ROW: [None] * len(ids), CLOCK: clock},
             schema=OPERATOR_INPUT_ARROW,
         )
+
+
+def carries_only_a_clock(bucket: int) -> bool:
+    """Whether rows of ``bucket`` are control or clock rows (only their clock counts)."""
+    return bucket <= CONTROL_BUCKET
+
+
+def clock_buckets(shards: int) -> tuple[int, ...]:
+    """For each of ``shards`` shuffle partitions, a bucket value below :data:`CONTROL_BUCKET`
+    that Spark's hash partitioning sends there: the buckets of :class:`ClockRows`.
+
+    >>> buckets = clock_buckets(3)
+    >>> [spark_partition_of_int(b, 3) for b in buckets], all(b < CONTROL_BUCKET for b in buckets)
+    ([0, 1, 2], True)
+    """
+    found: dict[int, int] = {}
+    value = CONTROL_BUCKET
+    while len(found) < shards:
+        value -= 1
+        found.setdefault(spark_partition_of_int(value, shards), value)
+    return tuple(found[p] for p in range(shards))
+
+
+@dataclass(frozen=True)
+class ClockRows:
+    """``mapInArrow`` function on the map side of the operator's input: passes the rows
+    (:data:`OPERATOR_INPUT`) through, then sends each of the ``shards`` operator tasks one row of
+    its own clock bucket (:func:`clock_buckets`) holding the largest clock of the task's rows.
+
+    Every operator task thus reads the largest clock of the whole batch (what Spark's watermark
+    saw), computes the watermark after the batch by Spark's rule and fires it in the same task
+    (:class:`jobs.executor.operator.OperatorStep`). A task with no clock sends nothing.
+
+    >>> rows = pa.RecordBatch.from_pydict(
+    ...     {BUCKET: [5, 7], BLOB: [b"a", b"b"], ROW: [None, None], CLOCK: [10, 30]},
+    ...     schema=OPERATOR_INPUT_ARROW,
+    ... )
+    >>> out = pa.Table.from_batches(list(ClockRows(2)(iter([rows]))))
+    >>> out.column(BUCKET).to_pylist()[2:] == list(clock_buckets(2)), out.column(CLOCK).to_pylist()
+    (True, [10, 30, 30, 30])
+    """
+
+    shards: int
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        clock = None
+        for rows in batches:
+            top = pc.max(rows.column(CLOCK)).as_py()
+            if top is not None and (clock is None or top > clock):
+                clock = top
+            yield rows
+        if clock is not None:
+            buckets = clock_buckets(self.shards)
+            none = [None] * self.shards
+            yield pa.RecordBatch.from_pydict(
+                {BUCKET: buckets, BLOB: none, ROW: none, CLOCK: [clock] * self.shards},
+                schema=OPERATOR_INPUT_ARROW,
+            )
 
 
 def row_expression(columns: dict[str, Column], spark_types: dict[str, str]) -> Column:

@@ -11,7 +11,7 @@ writes its own version whole (a temporary name, then a rename), so:
 * a retried or replayed step reads what its first attempt read and writes the same file again
   (the step's input comes from Spark's offset log and is the same on replay);
 * a version a killed run wrote for a batch it never committed is read by no step before it, and
-  its batch's replay overwrites it (versions grow with the batch: ``2 * batch id + step``).
+  its batch's replay overwrites it (versions grow with the batch: :func:`batch_versions`).
 
 Older versions are deleted once :data:`KEEP_VERSIONS` newer ones exist, so a run killed anywhere
 still finds the version its replay needs.
@@ -46,10 +46,12 @@ class Stored(NamedTuple):
     timer_ms: int | None
 
 
-def step_version(batch_id: int, step: int) -> int:
-    """The state version a batch's step writes (step 0: the batch's data, 1: the firing after
-    its watermark advance)."""
-    return 2 * batch_id + step
+def batch_versions(batch_id: int) -> tuple[int, int]:
+    """(the version below which batch ``batch_id`` reads the newest, the version it writes):
+    ``2 * batch id`` and ``2 * batch id + 1`` (lakes of releases that ran a batch's firing as a
+    second step also hold the data step's ``2 * batch id``, which no later batch reads once the
+    batch wrote its own)."""
+    return 2 * batch_id, 2 * batch_id + 1
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,7 @@ def test_a_due_timer_fires_in_a_step_without_input_and_a_replayed_step_repeats_i
     assert run.step(None, clocks(T0_MS + 59_999)) == []  # not due: nothing fires
     fired = run.step(None, clocks(T0_MS + 60_000))
     assert [(r["timing"], r["ns"]) for r in fired] == [("ON_TIME", [1])]
-    run.version -= 1  # the same step again
+    run.batch_id -= 1  # the same batch again
     assert run.step(None, clocks(T0_MS + 60_000)) == fired
     assert run.step(None, clocks(T0_MS + 3_600_000)) == []
     assert run.stored() == {}  # the window expired: nothing kept
@@ -140,6 +140,57 @@ def test_each_task_reports_the_largest_clock_of_its_input():
     kinds = out.column("record_kind").to_pylist()
     assert kinds.count("clock") == 1 and "pane" in kinds
     assert out.column("pst_clock").to_pylist()[kinds.index("clock")] == T0_US + 9
+
+
+def test_a_batch_fires_the_watermark_after_it_in_the_same_task_from_every_map_tasks_clock():
+    """The shard's task reads its data at the batch's watermark, then fires the window the
+    watermark after the batch closes, a watermark that another map task's clock makes (its
+    rows went to the other shard; its clock row reached this one): one task, one state version,
+    a replay writes the same."""
+    from jobs.executor.operator import OperatorStep
+    from jobs.executor.operator_input import (
+        BLOB,
+        BUCKET,
+        CLOCK,
+        OPERATOR_INPUT_ARROW,
+        ROW,
+        ClockRows,
+        spark_partition_of_int,
+    )
+    from jobs.executor.state_store import ShardStore
+
+    def map_task(bucket: int, ts_us: int) -> list:
+        rows = pa.RecordBatch.from_pydict(
+            {
+                BUCKET: [bucket],
+                BLOB: [blob([{"user": bucket, "ts_us": ts_us, "n": 1}])],
+                ROW: [None],
+                CLOCK: [ts_us],
+            },
+            schema=OPERATOR_INPUT_ARROW,
+        )
+        return list(ClockRows(2)(iter([rows])))
+
+    mine, other = (next(b for b in range(64) if spark_partition_of_int(b, 2) == p) for p in (0, 1))
+    sent = [*map_task(mine, T0_US + 5_000_000), *map_task(other, T0_US + 70_000_000)]
+    sent_rows = pa.Table.from_batches(sent)
+    to_0 = [spark_partition_of_int(b, 2) == 0 for b in sent_rows[BUCKET].to_pylist()]
+    shard_0 = sent_rows.filter(pa.array(to_0))
+    assert shard_0.num_rows == 3  # its data, and one clock row of each map task
+
+    run = shard()
+
+    def batch() -> list[dict]:
+        step = OperatorStep(run.config, run.root, clocks(T0_MS), 0, shards=2, delay_ms=5_000)
+        out = pa.Table.from_batches(list(step(iter(shard_0.to_batches())))).to_pylist()
+        return sorted(out, key=repr)
+
+    first = batch()
+    panes = [(r["timing"], r["ns"]) for r in first if r["record_kind"] == "pane"]
+    assert sorted(panes) == [("EARLY", [1]), ("ON_TIME", [1])]  # T0 + 65 s closed [T0, T0 + 1m)
+    assert [r["pst_clock"] for r in first if r["record_kind"] == "clock"] == [T0_US + 70_000_000]
+    assert ShardStore(run.root, 0).versions() == [1]  # the batch's one version
+    assert batch() == first  # a replay reads what the first attempt read
 
 
 def test_a_bucket_in_another_shards_task_stops_it_rather_than_start_it_anew():

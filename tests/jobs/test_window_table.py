@@ -233,9 +233,9 @@ def test_a_bucket_kept_by_the_engine_continues_in_columns():
     plan = list(batches(rng, key_type))
     half = len(plan) // 2
     for step in plan[:half]:
-        engine_first.version = columnar.version
+        engine_first.batch_id = columnar.batch_id
         run_plan(engine_first, key_type, [step])
-        columnar.version = engine_first.version
+        columnar.batch_id = engine_first.batch_id
         run_plan(plain, key_type, [step])
     for step in plan[half:]:
         got = run_plan(columnar, key_type, [step])

@@ -49,10 +49,10 @@ def test_a_killed_api_job_run_again_writes_the_uninterrupted_pane_log(spark, tmp
     want = tables(base)
 
     lake = tmp_path / "killed"
-    # the data batch between its table commits; with --run-slow first after its data step (state
-    # written: the command line's kill at that point is tests/spark/test_kill_safety.py's)
+    # the data batch between its table commits; with --run-slow first before them (state and
+    # files written: the command line's kill at that point is tests/spark/test_kill_safety.py's)
     slow = request.config.getoption("--run-slow")
-    for kill_at in ("between_steps:0",) * slow + ("between_tables:0",):
+    for kill_at in ("before_commit:0",) * slow + ("between_tables:0",):
         proc = job(lake, counter, "--kill-at", kill_at)
         assert proc.returncode == -signal.SIGKILL, (kill_at, proc.stderr[-3000:])
     killed = pipeline(lake)

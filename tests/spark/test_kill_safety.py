@@ -4,7 +4,6 @@ Each killed run is a separate ``panestore run`` process (its own process group: 
 Python workers die together, as in a container kill). ``--kill-at point:batch`` makes the sink
 kill the job at a named point of a given batch (see ``jobs.driver.batch_sink.kill``):
 
-* ``between_steps``: the operator's data step wrote its state, the firing step did not run;
 * ``before_commit``: mid-batch, both steps ran and wrote their state, nothing committed;
 * ``between_tables``: the pane log committed, the late and rejected tables not;
 * ``after_commit``: every Delta commit done, Spark's checkpoint commit not.
@@ -60,14 +59,14 @@ FILES = [
     [view("b", 400), view("a", 35, 3.0), view("c", 300, 2.0)],
 ]
 # (point:batch) per killed run. Batches 0-3 read one file each, and each fires its own watermark
-# advance. Killed: between the last batch's data and firing steps (3), after its Delta commits
-# but before Spark's commit (3 again: the replay writes into no table). With --run-slow also:
-# mid-batch, its files written and not committed (1; tests/spark/test_bucket_lake.py kills there
-# too, on a lake in a bucket), between the pane-log and the late/rejected commits (2;
-# tests/spark/test_cluster.py kills there too), and after both steps of batch 3 (3).
-KILLS = ["between_steps:3", "after_commit:3"]
-SLOW_KILLS = ["before_commit:1", "between_tables:2", "before_commit:3"]
-KILL_ORDER = ("between_steps", "before_commit", "between_tables", "after_commit")
+# advance. Killed: the last batch mid-way, its state and files written and nothing committed
+# (3), then after its Delta commits but before Spark's commit (3 again: the replay writes into no
+# table). With --run-slow also: mid-batch (1; tests/spark/test_bucket_lake.py kills there too, on
+# a lake in a bucket) and between the pane-log and the late/rejected commits (2;
+# tests/spark/test_cluster.py kills there too).
+KILLS = ["before_commit:3", "after_commit:3"]
+SLOW_KILLS = ["before_commit:1", "between_tables:2"]
+KILL_ORDER = ("before_commit", "between_tables", "after_commit")
 
 
 def land(root):

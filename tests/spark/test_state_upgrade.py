@@ -79,7 +79,7 @@ def test_a_format_2_lake_continues_under_shard_state(spark, old_lake):
     from jobs.driver.state_upgrade import RETIRED_STATE
     from jobs.driver.tws_state import read_bucket_states
     from jobs.executor.operator_input import spark_partition_of_int
-    from jobs.executor.state_store import ShardStore, Stored, step_version
+    from jobs.executor.state_store import ShardStore, Stored, batch_versions
     from sinks.verify import verify
 
     pipeline = pipeline_from_dict(fx.conf(old_lake))
@@ -120,7 +120,7 @@ def test_a_format_2_lake_continues_under_shard_state(spark, old_lake):
     root = str(ckpt / "state")
     moved = {}
     for shard in range(fx.SHUFFLE_PARTITIONS):
-        stored = ShardStore(root, shard).load(step_version(last_old, 1) + 1)
+        stored = ShardStore(root, shard).load(batch_versions(last_old)[1] + 1)
         assert all(spark_partition_of_int(b, fx.SHUFFLE_PARTITIONS) == shard for b in stored)
         moved.update(stored)
     assert moved == {b: Stored(blob, timer) for b, (blob, timer) in old_states.items()}
