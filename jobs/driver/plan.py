@@ -29,7 +29,7 @@ Plan (all rows of one batch)::
          as they are and each plain row in the row encoding (JSON, no further Python stage);
          without it, the rows of each Arrow batch packed into per-bucket blobs (mapInArrow)
     in the batch sink, per batch, one Spark job:
-      -> mapInArrow(ClockRows): each map task also sends every shard its largest clock
+      -> beside each row with a clock, one clock row for every shard (with_clock_rows)
       -> repartition(shards, bucket).mapInArrow(OperatorStep) at the batch's clocks, then,
          if the batch's largest clock moved the watermark, at the new watermark
 

@@ -2,10 +2,10 @@
 
 The batch sink (:mod:`jobs.driver.batch_sink`) runs the operator over each micro-batch's input in
 one Spark job (:class:`OperatorStep`, a ``mapInArrow`` function over the input repartitioned by
-key bucket into the lake's shards). Each map task of the input sends every shard the largest
-clock of its rows (the value of the column Spark's watermark follows:
-:class:`jobs.executor.operator_input.ClockRows`), so each shard's task knows the batch's largest
-clock once it has read its input. A shard's task loads its buckets' states
+key bucket into the lake's shards). Beside each input row with a clock (the value of the column
+Spark's watermark follows), a row of that clock goes to every shard
+(:func:`jobs.executor.operator_input.with_clock_rows`), so each shard's task knows the batch's
+largest clock once it has read its input. A shard's task loads its buckets' states
 (:mod:`jobs.executor.state_store`), visits every bucket with input and every bucket whose timer
 the batch's watermark reached (:class:`BucketProcessor`), then, when the batch moved the
 watermark (Spark's rule: :func:`watermark_after`), every bucket whose timer the new watermark
@@ -51,10 +51,8 @@ from jobs.executor.operator_input import (
     BLOB,
     BUCKET,
     CLOCK,
-    OPERATOR_INPUT,
     REJECTED_BUCKET,
     ROW,
-    ClockRows,
     InputSchema,
     bucket_runs,
     canonical_order,
@@ -64,6 +62,7 @@ from jobs.executor.operator_input import (
     rejected_records,
     rows_of_keys,
     spark_partition_of_int,
+    with_clock_rows,
 )
 from jobs.executor.output_tables import (
     DATA_FILE,
@@ -470,17 +469,16 @@ class BucketProcessor:
 
 @dataclass(frozen=True)
 class OperatorStep:
-    """The operator over a batch's input: a ``mapInArrow`` function over the input
-    repartitioned by bucket into the lake's shards, each map task's clock rows included
-    (:func:`run_step`). Picklable.
+    """The operator over a batch's input: a ``mapInArrow`` function over the input and its
+    clock rows repartitioned by bucket into the lake's shards (:func:`run_step`). Picklable.
 
     The task of shard ``p`` loads the state its buckets had before batch ``batch_id``, then:
 
     * visits, at the batch's ``clocks``, the buckets with input rows and the buckets whose timer
       the batch's watermark reached;
     * computes the watermark after the batch from the largest
-      :data:`~jobs.executor.operator_input.CLOCK` of the whole batch (every map task sent it
-      one: :class:`~jobs.executor.operator_input.ClockRows`) by Spark's rule
+      :data:`~jobs.executor.operator_input.CLOCK` of the whole batch (its clock rows:
+      :func:`~jobs.executor.operator_input.with_clock_rows`) by Spark's rule
       (:func:`watermark_after`), and, if it moved, visits at it the buckets whose timer it
       reached (their panes are the batch's own);
     * stores what changed as the batch's state version (:mod:`jobs.executor.state_store`), and
@@ -610,7 +608,8 @@ def _by_bucket(table: pa.Table | None) -> Iterator[tuple[int, pa.Table]]:
 def run_step(rows, step: OperatorStep):
     """The operator's ``step`` over ``rows`` (a batch's input frame,
     :data:`jobs.executor.operator_input.OPERATOR_INPUT`): its output frame, one Spark job."""
-    with_clocks = rows.mapInArrow(ClockRows(step.shards), OPERATOR_INPUT)
-    return with_clocks.repartition(step.shards, BUCKET).mapInArrow(
-        step, output_spark_schema(step.config.layout)
+    return (
+        with_clock_rows(rows, step.shards)
+        .repartition(step.shards, BUCKET)
+        .mapInArrow(step, output_spark_schema(step.config.layout))
     )

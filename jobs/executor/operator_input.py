@@ -56,7 +56,7 @@ import xxhash
 from panes.weights import Retracted
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import Column
+    from pyspark.sql import Column, DataFrame
 
 BUCKET, BLOB, ROW, CLOCK = "pst_bucket", "pst_blob", "pst_row", "pst_clock"
 OPERATOR_INPUT = f"{BUCKET} int, {BLOB} binary, {ROW} binary, {CLOCK} bigint"
@@ -170,7 +170,8 @@ def carries_only_a_clock(bucket: int) -> bool:
 
 def clock_buckets(shards: int) -> tuple[int, ...]:
     """For each of ``shards`` shuffle partitions, a bucket value below :data:`CONTROL_BUCKET`
-    that Spark's hash partitioning sends there: the buckets of :class:`ClockRows`.
+    that Spark's hash partitioning sends there: the buckets of clock rows
+    (:func:`with_clock_rows`).
 
     >>> buckets = clock_buckets(3)
     >>> [spark_partition_of_int(b, 3) for b in buckets], all(b < CONTROL_BUCKET for b in buckets)
@@ -184,41 +185,30 @@ def clock_buckets(shards: int) -> tuple[int, ...]:
     return tuple(found[p] for p in range(shards))
 
 
-@dataclass(frozen=True)
-class ClockRows:
-    """``mapInArrow`` function on the map side of the operator's input: passes the rows
-    (:data:`OPERATOR_INPUT`) through, then sends each of the ``shards`` operator tasks one row of
-    its own clock bucket (:func:`clock_buckets`) holding the largest clock of the task's rows.
+def with_clock_rows(rows: DataFrame, shards: int) -> DataFrame:
+    """The operator's input ``rows`` (:data:`OPERATOR_INPUT`) with, beside each row that has a
+    clock, one row of each of the ``shards`` clock buckets (:func:`clock_buckets`) holding only
+    that clock. Whatever shard a row's bucket goes to, every shard's task reads the largest
+    clock of the whole batch (what Spark's watermark saw), so each computes the watermark after
+    the batch by Spark's rule and fires it itself (:class:`jobs.executor.operator.OperatorStep`).
 
-    Every operator task thus reads the largest clock of the whole batch (what Spark's watermark
-    saw), computes the watermark after the batch by Spark's rule and fires it in the same task
-    (:class:`jobs.executor.operator.OperatorStep`). A task with no clock sends nothing.
+    A row's bucket numbers are exploded, not the row: its blob is kept only on the row of its
+    own bucket. The rows are blobs of many elements, control rows and the few lines the
+    JSON-lines decoder left to Spark, so the clock rows are few."""
+    from pyspark.sql import functions as F
 
-    >>> rows = pa.RecordBatch.from_pydict(
-    ...     {BUCKET: [5, 7], BLOB: [b"a", b"b"], ROW: [None, None], CLOCK: [10, 30]},
-    ...     schema=OPERATOR_INPUT_ARROW,
-    ... )
-    >>> out = pa.Table.from_batches(list(ClockRows(2)(iter([rows]))))
-    >>> out.column(BUCKET).to_pylist()[2:] == list(clock_buckets(2)), out.column(CLOCK).to_pylist()
-    (True, [10, 30, 30, 30])
-    """
-
-    shards: int
-
-    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        clock = None
-        for rows in batches:
-            top = pc.max(rows.column(CLOCK)).as_py()
-            if top is not None and (clock is None or top > clock):
-                clock = top
-            yield rows
-        if clock is not None:
-            buckets = clock_buckets(self.shards)
-            none = [None] * self.shards
-            yield pa.RecordBatch.from_pydict(
-                {BUCKET: buckets, BLOB: none, ROW: none, CLOCK: [clock] * self.shards},
-                schema=OPERATOR_INPUT_ARROW,
-            )
+    own = F.col(BUCKET)
+    sent = F.array(*[F.lit(b) for b in clock_buckets(shards)])
+    buckets = F.when(F.col(CLOCK).isNull(), F.array(own)).otherwise(F.concat(F.array(own), sent))
+    to = "pst_to"
+    exploded = rows.select(F.explode(buckets).alias(to), BUCKET, BLOB, ROW, CLOCK)
+    mine = F.col(to) == own
+    return exploded.select(
+        F.col(to).alias(BUCKET),
+        F.when(mine, F.col(BLOB)).alias(BLOB),
+        F.when(mine, F.col(ROW)).alias(ROW),
+        CLOCK,
+    )
 
 
 def row_expression(columns: dict[str, Column], spark_types: dict[str, str]) -> Column:

@@ -142,11 +142,11 @@ def test_each_task_reports_the_largest_clock_of_its_input():
     assert out.column("pst_clock").to_pylist()[kinds.index("clock")] == T0_US + 9
 
 
-def test_a_batch_fires_the_watermark_after_it_in_the_same_task_from_every_map_tasks_clock():
+def test_a_batch_fires_the_watermark_after_it_in_the_same_task_from_the_batchs_largest_clock():
     """The shard's task reads its data at the batch's watermark, then fires the window the
-    watermark after the batch closes, a watermark that another map task's clock makes (its
-    rows went to the other shard; its clock row reached this one): one task, one state version,
-    a replay writes the same."""
+    watermark after the batch closes, a watermark that a row of another shard makes (its clock
+    row reached this one: jobs.executor.operator_input.with_clock_rows): one task, one state
+    version, a replay writes the same."""
     from jobs.executor.operator import OperatorStep
     from jobs.executor.operator_input import (
         BLOB,
@@ -154,41 +154,33 @@ def test_a_batch_fires_the_watermark_after_it_in_the_same_task_from_every_map_ta
         CLOCK,
         OPERATOR_INPUT_ARROW,
         ROW,
-        ClockRows,
+        clock_buckets,
         spark_partition_of_int,
     )
     from jobs.executor.state_store import ShardStore
 
-    def map_task(bucket: int, ts_us: int) -> list:
-        rows = pa.RecordBatch.from_pydict(
-            {
-                BUCKET: [bucket],
-                BLOB: [blob([{"user": bucket, "ts_us": ts_us, "n": 1}])],
-                ROW: [None],
-                CLOCK: [ts_us],
-            },
-            schema=OPERATOR_INPUT_ARROW,
-        )
-        return list(ClockRows(2)(iter([rows])))
-
-    mine, other = (next(b for b in range(64) if spark_partition_of_int(b, 2) == p) for p in (0, 1))
-    sent = [*map_task(mine, T0_US + 5_000_000), *map_task(other, T0_US + 70_000_000)]
-    sent_rows = pa.Table.from_batches(sent)
-    to_0 = [spark_partition_of_int(b, 2) == 0 for b in sent_rows[BUCKET].to_pylist()]
-    shard_0 = sent_rows.filter(pa.array(to_0))
-    assert shard_0.num_rows == 3  # its data, and one clock row of each map task
-
+    mine = next(b for b in range(64) if spark_partition_of_int(b, 2) == 0)
+    data, theirs = T0_US + 5_000_000, T0_US + 70_000_000  # the other shard's row: its clock
+    to_me = clock_buckets(2)[0]
+    shard_0 = pa.RecordBatch.from_pydict(
+        {
+            BUCKET: [mine, to_me, to_me],
+            BLOB: [blob([{"user": mine, "ts_us": data, "n": 1}]), None, None],
+            ROW: [None, None, None],
+            CLOCK: [data, data, theirs],
+        },
+        schema=OPERATOR_INPUT_ARROW,
+    )
     run = shard()
 
     def batch() -> list[dict]:
         step = OperatorStep(run.config, run.root, clocks(T0_MS), 0, shards=2, delay_ms=5_000)
-        out = pa.Table.from_batches(list(step(iter(shard_0.to_batches())))).to_pylist()
-        return sorted(out, key=repr)
+        return sorted(pa.Table.from_batches(list(step(iter([shard_0])))).to_pylist(), key=repr)
 
     first = batch()
     panes = [(r["timing"], r["ns"]) for r in first if r["record_kind"] == "pane"]
     assert sorted(panes) == [("EARLY", [1]), ("ON_TIME", [1])]  # T0 + 65 s closed [T0, T0 + 1m)
-    assert [r["pst_clock"] for r in first if r["record_kind"] == "clock"] == [T0_US + 70_000_000]
+    assert [r["pst_clock"] for r in first if r["record_kind"] == "clock"] == [theirs]
     assert ShardStore(run.root, 0).versions() == [1]  # the batch's one version
     assert batch() == first  # a replay reads what the first attempt read
 

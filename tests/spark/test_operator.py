@@ -170,3 +170,35 @@ def test_pane_log_equals_simulator(spark, tmp_path, value_type):
     assert [d.timestamp for d in sim.dropped] == [(T0 + 50) * 1_000_000]
     assert late[0]["reason"].startswith("expired")
     assert sink.pane_log.committed_batch_id() == _offset_log(ckpt)[-1][0]
+
+
+def test_every_shard_gets_each_clock_and_each_blob_stays_in_its_own_bucket(spark):
+    """The operator's input with its clock rows (jobs.executor.operator_input.with_clock_rows):
+    a row with a clock also sends it to each shard's clock bucket; the rows keep their blob or
+    row in their own bucket only; a row without a clock sends nothing."""
+    from jobs.executor.operator_input import (
+        BLOB,
+        BUCKET,
+        CLOCK,
+        CONTROL_BUCKET,
+        OPERATOR_INPUT,
+        REJECTED_BUCKET,
+        ROW,
+        clock_buckets,
+        spark_partition_of_int,
+        with_clock_rows,
+    )
+
+    rows = [
+        (5, b"blob", None, 30),
+        (CONTROL_BUCKET, None, None, 90),
+        (REJECTED_BUCKET, None, b"r", None),
+    ]
+    got = with_clock_rows(spark.createDataFrame(rows, OPERATOR_INPUT), 3).collect()
+    to_shards = clock_buckets(3)
+    assert sorted(tuple(r) for r in got) == sorted(
+        [*rows, *[(b, None, None, c) for b in to_shards for c in (30, 90)]]
+    )
+    assert [spark_partition_of_int(b, 3) for b in to_shards] == [0, 1, 2]
+    assert {r[BUCKET] for r in got if r[BLOB] is not None or r[ROW] is not None} == {5, -1}
+    assert all(r[CLOCK] is not None for r in got if r[BUCKET] in to_shards)
