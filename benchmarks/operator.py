@@ -3,7 +3,7 @@ columnar windows, combiner lifting (the engine per key) and the per-element path
 
     .venv/bin/python benchmarks/operator.py [--events N] [--keys K] [--repeat R]
 
-The operator (:class:`jobs.executor.operator.OperatorStep`) runs as in a Spark task, one shard
+The operator (:class:`jobs.executor.operator.OperatorBatch`) runs as in a Spark task, one shard
 over successive steps with its state in a temporary directory (``tests/operator_fakes.py``): per
 batch, the bucket's input rows (one Arrow blob) and the timers the batch's watermark reached. The
 benchmark's pipeline (1-minute fixed windows, ``AfterWatermark(early=AfterCount(100),

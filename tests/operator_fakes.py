@@ -1,5 +1,5 @@
 """The operator without Spark: one shard's task run batch after batch as the batch sink runs it
-(:class:`jobs.executor.operator.OperatorStep` over one Arrow batch of operator input, its state
+(:class:`jobs.executor.operator.OperatorBatch` over one Arrow batch of operator input, its state
 in a directory). Used by the operator's tests and ``benchmarks/operator.py``."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class ShardRun:
     ) -> list[dict]:
         """One step at clocks ``at`` over ``blobs`` (and ``rows``, the row encoding) of
         ``bucket`` (none: a step that only fires due timers): the output rows (no clock row)."""
-        from jobs.executor.operator import OperatorStep
+        from jobs.executor.operator import OperatorBatch
         from jobs.executor.operator_input import BLOB, BUCKET, CLOCK, OPERATOR_INPUT_ARROW, ROW
 
         blobs = [blobs] if isinstance(blobs, bytes) else [b for b in blobs or [] if b is not None]
@@ -52,7 +52,7 @@ class ShardRun:
             },
             schema=OPERATOR_INPUT_ARROW,
         )
-        step = OperatorStep(self.config, self.root, at, self.batch_id)
+        step = OperatorBatch(self.config, self.root, at, self.batch_id)
         self.batch_id += 1
         out = pa.Table.from_batches(list(step(iter([batch]) if n else iter([]))))
         return [r for r in out.to_pylist() if r["record_kind"] != "clock"]

@@ -30,7 +30,7 @@ Plan (all rows of one batch)::
          without it, the rows of each Arrow batch packed into per-bucket blobs (mapInArrow)
     in the batch sink, per batch, one Spark job:
       -> beside each row with a clock, one clock row for every shard (with_clock_rows)
-      -> repartition(shards, bucket).mapInArrow(OperatorStep) at the batch's clocks, then,
+      -> repartition(shards, bucket).mapInArrow(OperatorBatch) at the batch's clocks, then,
          if the batch's largest clock moved the watermark, at the new watermark
 
 * Event time: the configured column (a timestamp, or an epoch number in ``source.epoch_unit``),
@@ -67,9 +67,9 @@ from jobs.driver.pane_log_source import tagged as pane_log_tagged
 from jobs.executor.jsonl_decoder import LATEST_EVENT_TIME
 from jobs.executor.operator import (
     Clocks,
+    OperatorBatch,
     OperatorConfig,
-    OperatorStep,
-    run_step,
+    run_batch,
     watermark_after,
 )
 from jobs.executor.operator_input import (
@@ -371,11 +371,11 @@ class OperatorPlan:
 
     def output(self, rows: DataFrame, clocks: Clocks, batch_id: int) -> DataFrame:
         """The operator's output frame for batch ``batch_id``'s ``rows`` at ``clocks``: its
-        data, then the firing at the watermark after it (:class:`OperatorStep`)."""
-        step = OperatorStep(
+        data, then the firing at the watermark after it (:class:`OperatorBatch`)."""
+        operator = OperatorBatch(
             self.config, self.state_root, clocks, batch_id, self.shards, self.delay_ms
         )
-        return run_step(rows, step)
+        return run_batch(rows, operator)
 
     def watermark_after(self, watermark_ms: int, clock_us: int | None) -> int:
         """The watermark after a batch at ``watermark_ms`` whose largest clock was ``clock_us``

@@ -2,7 +2,7 @@
 
 Imported per task, so it imports cheaply and nothing of the configuration loader, the driver,
 the command line, the materializer or plotting (``tests/test_architecture.py`` holds this
-budget). :class:`OperatorStep` runs the panes engine per key bucket (:class:`BucketProcessor`)
+budget). :class:`OperatorBatch` runs the panes engine per key bucket (:class:`BucketProcessor`)
 over rows packed by :func:`pack_by_bucket`, keeping their state in shard files
 (:mod:`.state_store`); tasks write their output as Parquet files (:mod:`.task_files`,
 :mod:`.batch_output`); :class:`PaneLogDataSource` reads another pipeline's pane log.
@@ -20,7 +20,7 @@ from jobs.front_door import lazy_exports
 
 if TYPE_CHECKING:  # what the front door offers; each is imported on first use (jobs.front_door)
     from jobs.executor.batch_output import write_batch_files
-    from jobs.executor.operator import BucketProcessor, OperatorConfig, OperatorStep, run_step
+    from jobs.executor.operator import BucketProcessor, OperatorBatch, OperatorConfig, run_batch
     from jobs.executor.operator_input import InputSchema, pack_by_bucket, unpack
     from jobs.executor.output_tables import OutputTables
     from jobs.executor.pane_log_reader import PaneLogDataSource
@@ -29,14 +29,14 @@ if TYPE_CHECKING:  # what the front door offers; each is imported on first use (
 __all__ = [
     "BucketProcessor",
     "InputSchema",
+    "OperatorBatch",
     "OperatorConfig",
-    "OperatorStep",
     "OutputTables",
     "PaneLogDataSource",
     "TaskOutput",
     "TaskWriting",
     "pack_by_bucket",
-    "run_step",
+    "run_batch",
     "unpack",
     "write_batch_files",
 ]

@@ -1,7 +1,7 @@
 """The stateful operator: the ``panes`` engine per key, run by Spark tasks over a batch's input.
 
 The batch sink (:mod:`jobs.driver.batch_sink`) runs the operator over each micro-batch's input in
-one Spark job (:class:`OperatorStep`, a ``mapInArrow`` function over the input repartitioned by
+one Spark job (:class:`OperatorBatch`, a ``mapInArrow`` function over the input repartitioned by
 key bucket into the lake's shards). Beside each input row with a clock (the value of the column
 Spark's watermark follows), a row of that clock goes to every shard
 (:func:`jobs.executor.operator_input.with_clock_rows`), so each shard's task knows the batch's
@@ -36,7 +36,7 @@ from __future__ import annotations
 import cProfile
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -124,7 +124,7 @@ def output_arrow_schema(layout: PaneLogLayout = DEFAULT_LAYOUT) -> pa.Schema:
 
 
 def output_spark_schema(layout: PaneLogLayout = DEFAULT_LAYOUT):
-    """The same as a Spark ``StructType`` (the operator step's ``mapInArrow`` schema)."""
+    """The same as a Spark ``StructType`` (the operator's ``mapInArrow`` schema)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(output_arrow_schema(layout))
@@ -188,18 +188,18 @@ class OperatorConfig:
 
 @dataclass(frozen=True)
 class Clocks:
-    """A step's clocks as Spark keeps them (ms): the watermark and the batch's timestamp."""
+    """A visit's clocks as Spark keeps them (ms): the watermark and the batch's timestamp."""
 
     watermark_ms: int
     processing_ms: int
 
 
 class BucketProcessor:
-    """Hosts the engine for the buckets of one task: one visit per bucket and step.
+    """Hosts the engine for the buckets of one task: one visit per bucket and watermark.
 
     A bucket's state holds each engine key's state bytes and next wake-ups as one compressed
     Arrow table (:mod:`jobs.executor.bucket_state`); a visit decodes only the keys it touches:
-    keys with data, and keys whose wake-up is due at the step's clocks, and keeps the bucket's
+    keys with data, and keys whose wake-up is due at the visit's clocks, and keeps the bucket's
     bytes when it changed nothing. Per key, a visit is ``advance(watermark, batch time)`` then
     ``add_elements`` of its rows (if any); a key that is not due would fire nothing on
     ``advance``. Rejected records (bucket ``REJECTED_BUCKET``) are passed through as
@@ -468,9 +468,9 @@ class BucketProcessor:
 
 
 @dataclass(frozen=True)
-class OperatorStep:
+class OperatorBatch:
     """The operator over a batch's input: a ``mapInArrow`` function over the input and its
-    clock rows repartitioned by bucket into the lake's shards (:func:`run_step`). Picklable.
+    clock rows repartitioned by bucket into the lake's shards (:func:`run_batch`). Picklable.
 
     The task of shard ``p`` loads the state its buckets had before batch ``batch_id``, then:
 
@@ -529,18 +529,11 @@ class OperatorStep:
             out, after = processor.visit(states.get(bucket), elements, self.clocks)
             changed |= _put(states, bucket, after)
             yield from out
+        changed |= yield from _visit_due(processor, states, self.clocks, visited)
         fired = watermark_after(self.clocks.watermark_ms, clock, self.delay_ms)
-        at = [self.clocks]
-        if fired > self.clocks.watermark_ms:
-            at.append(Clocks(fired, self.clocks.processing_ms))
-        for clocks in at:  # the timers the batch's watermark reached, then the one after it
-            for bucket, stored in sorted(states.items()):
-                if clocks is self.clocks and bucket in visited:
-                    continue
-                if stored.timer_ms is not None and stored.timer_ms <= clocks.watermark_ms:
-                    out, after = processor.visit(stored, None, clocks)
-                    changed |= _put(states, bucket, after)
-                    yield from out
+        if fired > self.clocks.watermark_ms:  # the batch's own watermark advance
+            fire = Clocks(fired, self.clocks.processing_ms)
+            changed |= yield from _visit_due(processor, states, fire, set())
         processor.close()
         if changed:
             store.save(writes, states)
@@ -561,6 +554,21 @@ class OperatorStep:
 
 def _profile_name() -> str:
     return f"{os.getpid()}-{time.time_ns()}.prof"
+
+
+def _visit_due(
+    processor: BucketProcessor, states: dict[int, Stored], clocks: Clocks, visited: set[int]
+) -> Generator[pa.RecordBatch, None, bool]:
+    """Visit at ``clocks`` every bucket whose timer they reached, but those already ``visited``
+    there: their output; returns whether a bucket's state changed (``states`` is updated)."""
+    changed = False
+    for bucket, stored in sorted(states.items()):
+        if bucket in visited or stored.timer_ms is None or stored.timer_ms > clocks.watermark_ms:
+            continue
+        out, after = processor.visit(stored, None, clocks)
+        changed |= _put(states, bucket, after)
+        yield from out
+    return changed
 
 
 def _put(states: dict[int, Stored], bucket: int, after: Stored | None) -> bool:
@@ -605,11 +613,11 @@ def _by_bucket(table: pa.Table | None) -> Iterator[tuple[int, pa.Table]]:
         yield int(buckets[lo]), table.slice(lo, hi - lo)
 
 
-def run_step(rows, step: OperatorStep):
-    """The operator's ``step`` over ``rows`` (a batch's input frame,
+def run_batch(rows, operator: OperatorBatch):
+    """The ``operator`` over ``rows`` (a batch's input frame,
     :data:`jobs.executor.operator_input.OPERATOR_INPUT`): its output frame, one Spark job."""
     return (
-        with_clock_rows(rows, step.shards)
-        .repartition(step.shards, BUCKET)
-        .mapInArrow(step, output_spark_schema(step.config.layout))
+        with_clock_rows(rows, operator.shards)
+        .repartition(operator.shards, BUCKET)
+        .mapInArrow(operator, output_spark_schema(operator.config.layout))
     )

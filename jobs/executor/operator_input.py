@@ -190,7 +190,7 @@ def with_clock_rows(rows: DataFrame, shards: int) -> DataFrame:
     clock, one row of each of the ``shards`` clock buckets (:func:`clock_buckets`) holding only
     that clock. Whatever shard a row's bucket goes to, every shard's task reads the largest
     clock of the whole batch (what Spark's watermark saw), so each computes the watermark after
-    the batch by Spark's rule and fires it itself (:class:`jobs.executor.operator.OperatorStep`).
+    the batch by Spark's rule and fires it itself (:class:`jobs.executor.operator.OperatorBatch`).
 
     A row's bucket numbers are exploded, not the row: its blob is kept only on the row of its
     own bucket. The rows are blobs of many elements, control rows and the few lines the

@@ -17,7 +17,7 @@ wherever that can be arranged.
 An output row whose :data:`DATA_FILE` is set is not a record: it names a data file that an
 operator task wrote itself into the kind's table directory (:mod:`jobs.executor.task_files`).
 Nor is a row of kind :data:`KIND_CLOCK`: each operator task sends one, with the largest clock
-of its input (:class:`jobs.executor.operator.OperatorStep`).
+of its input (:class:`jobs.executor.operator.OperatorBatch`).
 """
 
 from __future__ import annotations

@@ -114,7 +114,7 @@ def test_a_due_timer_fires_in_a_step_without_input_and_a_replayed_step_repeats_i
 
 
 def test_each_task_reports_the_largest_clock_of_its_input():
-    from jobs.executor.operator import OperatorStep
+    from jobs.executor.operator import OperatorBatch
     from jobs.executor.operator_input import (
         BLOB,
         BUCKET,
@@ -135,7 +135,7 @@ def test_each_task_reports_the_largest_clock_of_its_input():
         schema=OPERATOR_INPUT_ARROW,
     )
     out = pa.Table.from_batches(
-        list(OperatorStep(run.config, run.root, clocks(), 0)(iter([batch])))
+        list(OperatorBatch(run.config, run.root, clocks(), 0)(iter([batch])))
     )
     kinds = out.column("record_kind").to_pylist()
     assert kinds.count("clock") == 1 and "pane" in kinds
@@ -147,7 +147,7 @@ def test_a_batch_fires_the_watermark_after_it_in_the_same_task_from_the_batchs_l
     watermark after the batch closes, a watermark that a row of another shard makes (its clock
     row reached this one: jobs.executor.operator_input.with_clock_rows): one task, one state
     version, a replay writes the same."""
-    from jobs.executor.operator import OperatorStep
+    from jobs.executor.operator import OperatorBatch
     from jobs.executor.operator_input import (
         BLOB,
         BUCKET,
@@ -174,8 +174,8 @@ def test_a_batch_fires_the_watermark_after_it_in_the_same_task_from_the_batchs_l
     run = shard()
 
     def batch() -> list[dict]:
-        step = OperatorStep(run.config, run.root, clocks(T0_MS), 0, shards=2, delay_ms=5_000)
-        return sorted(pa.Table.from_batches(list(step(iter([shard_0])))).to_pylist(), key=repr)
+        operator = OperatorBatch(run.config, run.root, clocks(T0_MS), 0, shards=2, delay_ms=5_000)
+        return sorted(pa.Table.from_batches(list(operator(iter([shard_0])))).to_pylist(), key=repr)
 
     first = batch()
     panes = [(r["timing"], r["ns"]) for r in first if r["record_kind"] == "pane"]
@@ -186,7 +186,7 @@ def test_a_batch_fires_the_watermark_after_it_in_the_same_task_from_the_batchs_l
 
 
 def test_a_bucket_in_another_shards_task_stops_it_rather_than_start_it_anew():
-    from jobs.executor.operator import OperatorStep
+    from jobs.executor.operator import OperatorBatch
     from jobs.executor.operator_input import (
         BLOB,
         BUCKET,
@@ -207,6 +207,6 @@ def test_a_bucket_in_another_shards_task_stops_it_rather_than_start_it_anew():
         },
         schema=OPERATOR_INPUT_ARROW,
     )
-    step = OperatorStep(run.config, run.root, clocks(), 0, shards=2)  # this task is shard 0
+    step = OperatorBatch(run.config, run.root, clocks(), 0, shards=2)  # this task is shard 0
     with pytest.raises(RuntimeError, match=f"bucket {foreign} reached shard 0 of 2"):
         list(step(iter([batch])))
