@@ -416,20 +416,21 @@ def _writers_poll(
 
 
 STATE_LAYOUT_FILE = "_state_layout.json"
-STATE_LAYOUT_FORMAT = 5
-"""The version of the lake's state layout (``format`` in its layout file): 5 keeps the state in
+STATE_LAYOUT_FORMAT = 6
+"""The version of the lake's state layout (``format`` in its layout file): 6 keeps the state in
 the operator's own shard files (:mod:`jobs.executor.state_store`), a bucket as its keys' engine
-states or as a table of its windows (:mod:`jobs.executor.window_table`) that may carry keys the
-engine holds (sums beyond 64 bits) in its metadata; 4 had window tables without such keys; 3 had
-the shard files without window tables; 2 and 1 kept the state in Spark's ``transformWithState``
-store (a bucket's keys as a compressed Arrow table, or a pickled dict). A run of a format 1 or 2
-lake first moves that state into shard files (:func:`jobs.driver.state_upgrade.upgrade_state`); a
-run of an older lake records 5 (a bucket changes form when a visit changes it), so that an older
-panestore refuses the lake instead of misreading it (a format-4 reader would not see the keys
-the engine holds: their state would be lost)."""
+states or as a table of its windows (:mod:`jobs.executor.window_table`) that may carry windows the
+engine holds (sums beyond 64 bits) in its metadata, a key's other windows staying in the table;
+5 held whole keys there; 4 had window tables without held keys; 3 had the shard files without
+window tables; 2 and 1 kept the state in Spark's ``transformWithState`` store (a bucket's keys as
+a compressed Arrow table, or a pickled dict). A run of a format 1 or 2 lake first moves that
+state into shard files (:func:`jobs.driver.state_upgrade.upgrade_state`); a run of an older lake
+records 6 (a bucket changes form when a visit changes it), so that an older panestore refuses the
+lake instead of misreading it (a format-4 reader would not see the windows the engine holds, a
+format-5 reader would take a held key's state for all of its windows: state would be lost)."""
 SHARD_STATE_FORMAT = 3
 """The first format that keeps the state in shard files (older ones: to move)."""
-READABLE_STATE_LAYOUTS = (1, 2, SHARD_STATE_FORMAT, 4, STATE_LAYOUT_FORMAT)
+READABLE_STATE_LAYOUTS = (1, 2, SHARD_STATE_FORMAT, 4, 5, STATE_LAYOUT_FORMAT)
 
 
 class StateLayout(NamedTuple):

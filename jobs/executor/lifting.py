@@ -21,10 +21,10 @@ aggregate                    Arrow aggregation (per key and window)             
 ===========================  ===================================================  =============
 
 Integers only for sums: a float sum's rounding depends on the order of additions, and the pane
-log must be the same bit for bit whichever path computed it. Arrow's sums wrap at 64 bits: a key
-with a window whose integer sums could leave them (its largest magnitude times its rows reaches
-2^63) is not lifted, its elements are added one by one (:meth:`Lifting.risky_keys`; one check
-over the whole table finds that no key is, the common case). Anything
+log must be the same bit for bit whichever path computed it. Arrow's sums wrap at 64 bits: a
+window whose integer sums could leave them (its largest magnitude times its rows reaches 2^63) is
+not lifted, its elements are added one by one (:meth:`Lifting.risky_windows`; one check over the
+whole table finds that no window is, the common case); the key's other windows are lifted. Anything
 else (sessions, sliding windows, weighted input, ``to_list``, a user's ``CombineFn``, float sums)
 takes the per-element path (:func:`jobs.executor.operator_input.elements_by_key`), decided once
 per pipeline by :meth:`Lifting.of`. Rows of windows the watermark has expired are not combined:
@@ -48,7 +48,7 @@ from jobs.executor.operator_input import (
     canonical_order,
     elements_by_key,
     engine_keys,
-    key_columns,
+    key_table,
     rows_of_keys,
 )
 from panes.combiners import Aggregates, CombineFn, Count, Max, Mean, Min, Sum
@@ -117,28 +117,33 @@ class Lifting:
         as each key's :class:`Bundle`, keys in the per-element path's order. ``cutoff``: windows
         ending before it drop their elements (:meth:`panes.engine.Engine.droppable_before` the
         watermark); their rows are not combined but decoded, to be reported one by one, as are
-        all rows of a key whose sums could leave 64 bits (:meth:`risky_keys`)."""
+        the rows of a window whose sums could leave 64 bits (:meth:`risky_windows`)."""
         if table.num_rows == 0:
             return {}
         one_by_one: dict[Any, list] = {}
-        risky = self.risky_keys(table)
+        risky = self.risky_windows(table)
         if risky is not None:
-            mine = rows_of_keys(table.select(list(self.keys)), risky)
+            mine = rows_of_keys(self.windows_of(table), risky)
             one_by_one = self._decoded(table.filter(pa.array(mine)))
             table = table.filter(pa.array(~mine))
         lifted = self.lift(table, watermark, cutoff)
         bundles = self._bundles(lifted)
         if not lifted.expired and not one_by_one:
             return bundles
-        for key, elements in (*lifted.expired.items(), *one_by_one.items()):
+        for key, elements in lifted.expired.items():
             bundles.setdefault(key, Bundle([], [])).elements = elements
+        for key, elements in one_by_one.items():
+            bundle = bundles.setdefault(key, Bundle([], []))
+            if bundle.elements:  # also elements of expired windows
+                elements = bundle.elements + elements
+                canonical_order(elements)
+            bundle.elements = elements
         return self._in_key_order(bundles)
 
     def lift(self, table: pa.Table, watermark: int, cutoff: int) -> Lifted:
         """The bucket's elements combined per key and window (:class:`Lifted`); ``table`` holds
-        no key of :meth:`risky_keys`; ``cutoff`` as for :meth:`combined_by_key`."""
-        ts = table.column(TS_US).to_numpy()
-        starts = ts - (ts - self.offset) % self.size
+        no window of :meth:`risky_windows`; ``cutoff`` as for :meth:`combined_by_key`."""
+        starts = self.starts(table)
         expired = starts + self.size < cutoff
         late: dict[Any, list] = {}
         if expired.any():
@@ -148,10 +153,20 @@ class Lifting:
         parts = self._grouped(table, starts, watermark)
         return Lifted(self, parts, late, _Elements(table, starts, self))
 
-    def risky_keys(self, table: pa.Table) -> pa.Table | None:
-        """The keys of ``table`` (a table of the key columns) with a window whose integer sums
-        could leave 64 bits in Arrow: its largest magnitude times its rows reaches 2^63. None
-        when no key has one, which one check over the whole table finds in the common case.
+    def starts(self, table: pa.Table) -> Any:
+        """The start (µs) of each row's window (a numpy array)."""
+        ts = table.column(TS_US).to_numpy()
+        return ts - (ts - self.offset) % self.size
+
+    def windows_of(self, table: pa.Table) -> pa.Table:
+        """Each row's window: its key columns and :data:`START`."""
+        starts = pa.array(self.starts(table), pa.int64())
+        return table.select(list(self.keys)).append_column(START, starts)
+
+    def risky_windows(self, table: pa.Table) -> pa.Table | None:
+        """The windows of ``table``'s rows (key columns and :data:`START`) whose integer sums
+        could leave 64 bits in Arrow: their largest magnitude times their rows reaches 2^63.
+        None when there is none, which one check over the whole table finds in the common case.
 
         >>> from jobs.executor.operator_input import InputSchema
         >>> from panes import FixedWindows, Windowing, combiners
@@ -160,16 +175,16 @@ class Lifting:
         >>> total = combiners.aggregates(total=combiners.sum("n"))
         >>> engine = Engine(Windowing(FixedWindows(10)), total)
         >>> lifting = Lifting.of(engine, schema)
-        >>> rows = {"k": ["a", "a", "b"], "ts_us": [1, 2, 3], "n": [2**62, 2**62, 1]}
-        >>> lifting.risky_keys(pa.table(rows)).to_pylist()
-        [{'k': 'a'}]
+        >>> rows = {"k": ["a", "a", "a", "b"], "ts_us": [1, 2, 13, 3], "n": [2**62, 2**62, 1, 1]}
+        >>> lifting.risky_windows(pa.table(rows)).to_pylist()
+        [{'k': 'a', 'pst_window_start': 0}]
         """
         columns = sorted({p.column for p in self.parts if p.kind in ("sum", "mean") and p.column})
         if not columns or _bound(table, columns, table.num_rows) < _INT64_LIMIT:
             return None
-        ts = table.column(TS_US).to_numpy()
-        starts = pa.array(ts - (ts - self.offset) % self.size, pa.int64())
-        grouped = table.select([*self.keys, *columns]).append_column(START, starts)
+        grouped = self.windows_of(table)
+        for c in columns:
+            grouped = grouped.append_column(c, table.column(c))
         aggregations = [([], "count_all", None), *((c, "min_max", None) for c in columns)]
         result = grouped.group_by([*self.keys, START], use_threads=False).aggregate(aggregations)
         counts = result.column(COUNT).to_pylist()
@@ -180,7 +195,7 @@ class Lifting:
             for i, (low, high, n) in enumerate(zip(lows, highs, counts, strict=True)):
                 if low is not None and max(abs(low), abs(high)) * n >= _INT64_LIMIT:
                     risky[i] = True
-        return result.select(list(self.keys)).filter(pa.array(risky))
+        return result.select([*self.keys, START]).filter(pa.array(risky))
 
     def _decoded(self, table: pa.Table) -> dict[Any, list]:
         """``table``'s elements by key, each key's in canonical order."""
@@ -234,12 +249,7 @@ class Lifting:
     def _in_key_order(self, bundles: dict[Any, Bundle]) -> dict[Any, Bundle]:
         """``bundles`` in Arrow's order of their keys (the per-element path's)."""
         keys = list(bundles)
-        columns = key_columns(keys, len(self.keys))
-        fields = [pa.field(k, self.schema.arrow_type(k)) for k in self.keys]
-        table = pa.Table.from_arrays(
-            [pa.array(c, f.type) for c, f in zip(columns, fields, strict=True)],
-            schema=pa.schema(fields),
-        )
+        table = key_table(keys, [pa.field(k, self.schema.arrow_type(k)) for k in self.keys])
         order = pc.sort_indices(table, sort_keys=[(k, "ascending") for k in self.keys])
         return {keys[i]: bundles[keys[i]] for i in order.to_pylist()}
 
@@ -371,8 +381,8 @@ class _Elements:
 
 class Bundle:
     """One key's share of a lifted batch: the elements it adds one by one (in canonical order:
-    those of its expired windows, reported one by one, or all of them for a key whose sums could
-    leave 64 bits), and the parts of its other windows."""
+    those of its expired windows, reported one by one, and of its windows whose sums could leave
+    64 bits), and the parts of its other windows."""
 
     __slots__ = ("elements", "parts")
 
@@ -383,8 +393,9 @@ class Bundle:
 
 def add_bundle(engine: Engine, state: KeyState, key: Any, bundle: Bundle) -> Output:
     """Add a key's :class:`Bundle` to its state: what ``engine.add_elements`` of the elements it
-    was made from does. Its elements one by one are of expired windows, which end before every
-    live one, or all of the key's: they come first."""
+    was made from does. Its elements one by one (of expired windows, and of windows whose sums
+    could leave 64 bits) come first; each window gets all its elements in one go either way, and
+    a fixed window's state depends on its own elements only."""
     if not bundle.elements:
         return engine.add_combined(state, key, bundle.parts)
     first = engine.add_elements(state, key, bundle.elements)

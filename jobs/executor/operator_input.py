@@ -331,6 +331,15 @@ def key_columns(keys: Sequence[Any], n_keys: int) -> list[list]:
     return [list(c) for c in zip(*keys, strict=True)] if keys else [[] for _ in range(n_keys)]
 
 
+def key_table(keys: Sequence[Any], fields: Sequence[pa.Field]) -> pa.Table:
+    """Engine keys -> a table of their key columns (``fields``)."""
+    columns = key_columns(keys, len(fields))
+    return pa.Table.from_arrays(
+        [pa.array(c, f.type) for c, f in zip(columns, fields, strict=True)],
+        schema=pa.schema(fields),
+    )
+
+
 def key_ids(keys: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     """Each row's key as an integer (0, 1, ... in the keys' sorted order), and the row of each
     integer's first occurrence."""
@@ -355,8 +364,8 @@ def key_ids(keys: pa.Table) -> tuple[np.ndarray, np.ndarray]:
 
 
 def rows_of_keys(keys: pa.Table, wanted: pa.Table) -> np.ndarray:
-    """Whether each row of ``keys`` (key columns) holds one of the keys of ``wanted`` (the same
-    columns)."""
+    """Whether each row of ``keys`` (key columns, with a window's start or without) holds one
+    of the rows of ``wanted`` (the same columns)."""
     n = keys.num_rows
     if n == 0 or wanted.num_rows == 0:
         return np.zeros(n, bool)

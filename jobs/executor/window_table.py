@@ -47,13 +47,19 @@ the key columns    the key's value, in the operator input's types
 ``seen_wm``        the key's watermark and processing time (``seen_pt``), as its ``KeyState``
 =================  ==============================================================================
 
-**Keys the engine holds.** Columns hold 64-bit accumulators; Python's integers do not stop there.
-A key whose sums could leave 64 bits in a visit (:meth:`jobs.executor.lifting.Lifting.risky_keys`
-before it, :class:`KeysOverflow` while merging) is *held*: its windows leave the table and the
-engine keeps its state, in the key-state form of :mod:`jobs.executor.bucket_state`, stored in the
-window table's schema metadata (:data:`HELD_KEY`). Its rows go to the engine from then on; after
-each visit a held key whose accumulators fit again returns to the table. Every other key of the
-bucket stays in columns: the fallback is per key, not per bucket.
+**Windows the engine holds.** Columns hold 64-bit accumulators; Python's integers do not stop
+there. A window whose sums could leave 64 bits in a visit
+(:meth:`jobs.executor.lifting.Lifting.risky_windows` before it, :class:`WindowsOverflow` while
+merging) is *held*: it leaves the table and the engine keeps it, in a key state holding the key's
+held windows only (the key-state form of :mod:`jobs.executor.bucket_state`, stored in the window
+table's schema metadata: :data:`HELD_KEY`). Its rows go to the engine from then on; after each
+visit a held window whose accumulators fit again returns to the table. The fallback is per key
+and window: the key's other windows, and every other key of the bucket, stay in columns.
+
+A key with windows on both sides is visited on both whenever either visits it (its rows, or a
+wake-up due): the engine advances its held windows' state, the table moves its rows' clocks, so
+both sides see the key's clocks the engine alone would (:meth:`Columnar.visit`'s ``others``,
+:meth:`Visit.visited_keys`).
 """
 
 from __future__ import annotations
@@ -70,7 +76,7 @@ import pyarrow.compute as pc
 
 from jobs.executor.lifting import COUNT, Lifted, Lifting
 from jobs.executor.lifting import START as PART_START
-from jobs.executor.operator_input import engine_keys, key_columns, key_ids
+from jobs.executor.operator_input import engine_keys, key_ids, key_table
 from panes.combiners import Aggregates
 from panes.engine import CLOSED_REASON, Engine
 from panes.pane import Dropped, Timing
@@ -85,9 +91,10 @@ FORMAT = b"windows-1"
 """The schema metadata value (key :data:`FORMAT_KEY`) that marks a bucket stored in this form."""
 FORMAT_KEY = b"panestore.bucket"
 HELD_KEY = b"panestore.engine_keys"
-"""The schema metadata key of a window table's *held* keys: those whose accumulators columns
+"""The schema metadata key of a window table's *held* windows: those whose accumulators columns
 cannot hold (a sum beyond 64 bits), kept by the engine as a
-:class:`jobs.executor.bucket_state.BucketState` blob beside the bucket's windows."""
+:class:`jobs.executor.bucket_state.BucketState` blob beside the bucket's windows (a key's state
+there holds its held windows only)."""
 START, TRIGGER, CLOSED, FRESH, HOLD = "start", "trigger", "closed", "fresh", "hold"
 INDEX, NONSPEC, EMITTED, DUE, SEEN_WM, SEEN_PT = (
     "pane_index",
@@ -321,20 +328,28 @@ class Columnar:
             writer.write_table(windows.table().replace_schema_metadata(schema.metadata))
         return sink.getvalue().to_pybytes()
 
-    def from_key_states(self, key_states: dict[Any, bytes]) -> tuple[Windows, list[Any]]:
+    def from_key_states(self, key_states: dict[Any, bytes]) -> tuple[Windows, dict[Any, KeyState]]:
         """The engine's key states of a bucket (``{key: KeyState bytes}``) as a window table, and
-        the keys whose state columns cannot hold (an accumulator beyond 64 bits), left out."""
+        the windows columns cannot hold (an accumulator beyond 64 bits), left out: per key, a
+        state with those windows only."""
         states = {k: KeyState.from_bytes(b) for k, b in key_states.items()}
         try:
-            return Windows.of_key_states(self, states), []
+            return Windows.of_key_states(self, states), {}
         except OverflowError:
             pass
-        fitted, left = [], []
+        fitted: list[Windows] = []
+        left: dict[Any, KeyState] = {}
         for key, state in states.items():
-            try:
-                fitted.append(Windows.of_key_states(self, {key: state}))
-            except OverflowError:
-                left.append(key)
+            for window, ws in state.windows.items():
+                alone = KeyState(state.watermark, state.processing_time)
+                alone.windows[window] = ws
+                try:
+                    fitted.append(Windows.of_key_states(self, {key: alone}))
+                except OverflowError:
+                    kept = left.setdefault(key, KeyState(state.watermark, state.processing_time))
+                    kept.windows[window] = ws
+        for state in left.values():
+            state.bound_wakeups()
         if not fitted:
             return Windows.empty(self), left
         windows = Windows.concat(fitted)
@@ -343,11 +358,18 @@ class Columnar:
     # -- a visit ---------------------------------------------------------------------------------
 
     def visit(
-        self, windows: Windows, lifted: Lifted | None, watermark: int, processing_time: int
+        self,
+        windows: Windows,
+        lifted: Lifted | None,
+        watermark: int,
+        processing_time: int,
+        others: pa.Table | None = None,
     ) -> Visit:
         """Visit a bucket's ``windows`` at the step's clocks with its lifted input (None: a
-        timer's visit): the panes and dropped elements, and the windows after."""
-        return Visit(self, windows, lifted, watermark, processing_time).run()
+        timer's visit): the panes and dropped elements, and the windows after. ``others``: the
+        keys the engine visits in the same step (key columns and :data:`SEEN_PT`, the processing
+        time their state saw), whose rows here are visited too."""
+        return Visit(self, windows, lifted, watermark, processing_time, others).run()
 
 
 class Windows:
@@ -434,14 +456,7 @@ class Windows:
                     raise OverflowError("a window keeps panes: not kept in columns")
                 keys.append(key)
                 rows.append((window, ws, state.watermark, state.processing_time))
-        n_keys = len(columnar.key_fields)
-        key_table = pa.Table.from_arrays(
-            [
-                pa.array(c, f.type)
-                for c, f in zip(key_columns(keys, n_keys), columnar.key_fields, strict=True)
-            ],
-            schema=pa.schema(columnar.key_fields),
-        )
+        keys_of_rows = key_table(keys, columnar.key_fields)
         cols: dict[str, Any] = {}
         single = columnar.lifting.single
         parts = [
@@ -473,8 +488,13 @@ class Windows:
         cols[DUE] = np.array([ws.event_due for _, ws, _, _ in rows], np.int64)
         cols[SEEN_WM] = np.array([wm for *_, wm, _ in rows], np.int64)
         cols[SEEN_PT] = np.array([pt for *_, pt in rows], np.int64)
-        windows = cls(columnar, key_table, cols)
+        windows = cls(columnar, keys_of_rows, cols)
         return windows.take(windows.sorted_rows())
+
+    def of_window(self) -> pa.Table:
+        """Each row's window: its key columns and its start (as
+        :meth:`jobs.executor.lifting.Lifting.windows_of` names it)."""
+        return self.keys.append_column(PART_START, pa.array(self.cols[START], pa.int64()))
 
     def next_due(self) -> int | None:
         """The earliest wake-up of these windows (None: no window)."""
@@ -542,12 +562,14 @@ class Visit:
         lifted: Lifted | None,
         watermark: int,
         processing_time: int,
+        others: pa.Table | None = None,
     ) -> None:
         self.c = columnar
         self.w = windows
         self.lifted = lifted
         self.wm = watermark
         self.pt = processing_time
+        self.others = others
         self.panes: list[dict[str, Any]] = []  # pane batches: numpy/Arrow columns + order
         self.dropped: list[Dropped] = []
         self.changed = False
@@ -564,30 +586,32 @@ class Visit:
         if lifted is not None:
             parts = lifted.parts
             tables.append(parts.select(names).cast(key_schema))
-            expired = key_columns(list(lifted.expired), len(names))
-            tables.append(
-                pa.Table.from_arrays(
-                    [pa.array(v, f.type) for v, f in zip(expired, c.key_fields, strict=True)],
-                    schema=key_schema,
-                )
-            )
+            tables.append(key_table(list(lifted.expired), c.key_fields))
+        n_data = sum(t.num_rows for t in tables[1:])
+        if self.others is not None:
+            tables.append(self.others.select(names).cast(key_schema))
         all_keys = pa.concat_tables(tables) if len(tables) > 1 else w.keys
         ids, firsts = key_ids(all_keys)
-        self.key_table = all_keys.take(pa.array(firsts)) if len(firsts) else all_keys
+        self.unique_keys = all_keys.take(pa.array(firsts)) if len(firsts) else all_keys
         n_w, n_p = w.rows, 0 if parts is None else parts.num_rows
-        w_ids, p_ids, data_ids = ids[:n_w], ids[n_w : n_w + n_p], ids[n_w:]
+        w_ids, p_ids = ids[:n_w], ids[n_w : n_w + n_p]
+        data_ids, other_ids = ids[n_w : n_w + n_data], ids[n_w + n_data :]
         n_keys = len(firsts)
         # the keys this visit touches: keys with data, and keys with a window due
         due_rows = w.cols[DUE] <= self.wm
         visited = np.zeros(n_keys, bool)
         visited[w_ids[due_rows]] = True
         visited[data_ids] = True
+        self._visited = visited.copy()  # by this side's rows (Visit.visited_keys)
+        visited[other_ids] = True
         # per key: its processing time after advance (max with what it saw; new keys: the step's)
         key_pt = np.full(n_keys, self.pt, np.int64)
+        seen = np.full(n_keys, _INT64_MIN, np.int64)
         if n_w:
-            seen = np.full(n_keys, _INT64_MIN, np.int64)
             np.maximum.at(seen, w_ids, w.cols[SEEN_PT])
-            key_pt = np.maximum(key_pt, seen)
+        if self.others is not None and len(other_ids):
+            np.maximum.at(seen, other_ids, self.others.column(SEEN_PT).to_numpy())
+        key_pt = np.maximum(key_pt, seen)
         self.key_pt = key_pt
         self.ids = w_ids
         if due_rows.any():
@@ -606,6 +630,11 @@ class Visit:
             w.cols[SEEN_PT] = np.where(touched, self.key_pt[self.ids], w.cols[SEEN_PT])
             self.changed = True
         return self
+
+    def visited_keys(self) -> pa.Table:
+        """The keys this visit touched through the table's own rows: with data, or with a
+        window due (key columns)."""
+        return self.unique_keys.filter(pa.array(self._visited))
 
     def _advance(self, due: np.ndarray) -> None:
         """:meth:`panes.engine.Engine.advance` of the rows ``due`` (their wake-up reached)."""
@@ -742,7 +771,7 @@ class Visit:
                 elif a.kind == "max":
                     merged = pc.max_element_wise(current, theirs)
                 else:
-                    merged = _add_checked(current, theirs, self.w.keys, rows)
+                    merged = _add_checked(current, theirs, self.w, rows)
                 cols[column] = _put(mine, rows, merged)
 
     def _added(self, rows: np.ndarray, parts: pa.Table, which: np.ndarray) -> None:
@@ -897,7 +926,7 @@ class Visit:
         """The processing time of ``key`` after this visit's advance."""
         if self._key_pts is None:
             names = [f.name for f in self.c.key_fields]
-            keys = engine_keys([self.key_table.column(n).to_pylist() for n in names])
+            keys = engine_keys([self.unique_keys.column(n).to_pylist() for n in names])
             self._key_pts = dict(zip(keys, self.key_pt.tolist(), strict=True))
         return self._key_pts[key]
 
@@ -1000,18 +1029,18 @@ def _extract(acc: _Acc, columns: list[pa.Array]) -> pa.Array:
     return pa.array(fixed, pa.float64())
 
 
-class KeysOverflow(OverflowError):
-    """A visit's sums left 64 bits in the windows of ``keys`` (a table of key columns): the
-    engine's arbitrary integers must keep those keys."""
+class WindowsOverflow(OverflowError):
+    """A visit's sums left 64 bits in ``windows`` (key columns and start:
+    :meth:`Windows.of_window`): the engine's arbitrary integers must keep them."""
 
-    def __init__(self, keys: pa.Table) -> None:
-        super().__init__(f"sums beyond 64 bits for {keys.num_rows} keys")
-        self.keys = keys
+    def __init__(self, windows: pa.Table) -> None:
+        super().__init__(f"sums beyond 64 bits in {windows.num_rows} windows")
+        self.windows = windows
 
 
-def _add_checked(mine: pa.Array, theirs: pa.Array, keys: pa.Table, rows: np.ndarray) -> pa.Array:
-    """``mine + theirs``, where ``rows`` are the windows (of ``keys``) the values belong to;
-    :class:`KeysOverflow` for the keys whose sums leave 64 bits."""
+def _add_checked(mine: pa.Array, theirs: pa.Array, windows: Windows, rows: np.ndarray) -> pa.Array:
+    """``mine + theirs``, where ``rows`` are the ``windows`` the values belong to;
+    :class:`WindowsOverflow` for the windows whose sums leave 64 bits."""
     try:
         return pc.add_checked(mine, theirs)
     except pa.ArrowInvalid:
@@ -1021,7 +1050,7 @@ def _add_checked(mine: pa.Array, theirs: pa.Array, keys: pa.Table, rows: np.ndar
         for a, b in zip(mine.to_pylist(), theirs.to_pylist(), strict=True)
     ]
     out = [i for i, v in enumerate(sums) if v is not None and not _INT64_MIN <= v <= _INT64_MAX]
-    raise KeysOverflow(keys.take(pa.array(rows[out], pa.int64())))
+    raise WindowsOverflow(windows.of_window().take(pa.array(rows[out], pa.int64())))
 
 
 def _put(column: pa.Array, rows: np.ndarray, values: pa.Array) -> pa.Array:
@@ -1035,4 +1064,4 @@ def _put(column: pa.Array, rows: np.ndarray, values: pa.Array) -> pa.Array:
     return pc.if_else(mask, taken, column)
 
 
-__all__ = ["Columnar", "KeysOverflow", "Visit", "Windows", "is_window_table"]
+__all__ = ["Columnar", "Visit", "Windows", "WindowsOverflow", "is_window_table"]

@@ -82,13 +82,14 @@ def test_a_lake_of_an_older_layout_keeps_its_checkpoint_partitions_as_shards(tmp
     assert check_state_layout(pipeline, partitions=2).format == STATE_LAYOUT_FORMAT
 
 
-@pytest.mark.parametrize("older", [3, 4])
-def test_a_lake_of_shard_state_format_3_or_4_is_read_and_recorded_as_the_current_format(
+@pytest.mark.parametrize("older", [3, 4, 5])
+def test_a_lake_of_shard_state_format_3_to_5_is_read_and_recorded_as_the_current_format(
     tmp_path, older
 ):
-    """Formats 3 (shard files, every bucket per key) and 4 (window tables without keys the engine
-    holds) need no move: their buckets change form when visited; recording the current format
-    makes an older panestore refuse the lake."""
+    """Formats 3 (shard files, every bucket per key), 4 (window tables without windows the
+    engine holds) and 5 (window tables whose held keys the engine holds whole) need no move:
+    their buckets change form when visited; recording the current format makes an older
+    panestore refuse the lake."""
     import json
 
     from jobs.driver.runs import STATE_LAYOUT_FORMAT, record_state_layout
@@ -100,9 +101,9 @@ def test_a_lake_of_shard_state_format_3_or_4_is_read_and_recorded_as_the_current
     layout = check_state_layout(pipeline, partitions=2)
     assert (layout.format, layout.shards) == (older, 2)
     record_state_layout(pipeline, layout)
-    assert json.loads(path.read_text())["format"] == STATE_LAYOUT_FORMAT == 5
-    path.write_text(json.dumps({**json.loads(path.read_text()), "format": 6}))
-    with pytest.raises(PipelineConfigError, match="format 6"):
+    assert json.loads(path.read_text())["format"] == STATE_LAYOUT_FORMAT == 6
+    path.write_text(json.dumps({**json.loads(path.read_text()), "format": 7}))
+    with pytest.raises(PipelineConfigError, match="format 7"):
         check_state_layout(pipeline, partitions=2)
 
 
