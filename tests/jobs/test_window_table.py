@@ -218,6 +218,60 @@ def test_a_sum_leaving_64_bits_takes_only_its_window_to_the_engine():
     ]
 
 
+_BIG, _MINUTE = 2**62, 60_000_000
+SPLIT_KEY_STEPS = {  # early panes, and steps of user 1: ((µs into the hour, n) rows, ms)
+    # the columns' side alone sees the latest batch time; then the held window fires
+    "engine": (
+        3,
+        [
+            ([(_MINUTE, _BIG), (0, 1)], T0_MS),
+            ([(_MINUTE + 1, _BIG)], T0_MS + 1_000),  # minute 1 leaves 64 bits: held
+            ([(1, 1)], T0_MS + 100_000),  # minute 0 only
+            ([(_MINUTE + 2, -_BIG)], T0_MS + 50_000),  # an earlier batch time
+        ],
+    ),
+    # the held window alone sees the latest batch time; then minute 0, in columns, fires
+    "columns": (
+        5,
+        [
+            ([(_MINUTE, _BIG), (0, 1)], T0_MS),
+            ([(_MINUTE + 1, _BIG)], T0_MS + 1_000),  # minute 1 leaves 64 bits: held
+            ([(_MINUTE + 2, 0)], T0_MS + 100_000),  # minute 1 only
+            ([(1, 1), (2, 1), (3, 1), (4, 1)], T0_MS + 50_000),  # an earlier batch time
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("fires_in", sorted(SPLIT_KEY_STEPS))
+def test_a_key_split_between_columns_and_the_engine_keeps_one_processing_time(fires_in):
+    """A key's held window and its windows in columns see the key's clocks the engine alone
+    would: a batch that visits only one side moves the other's too. Here the batch time goes
+    back (another machine's clock), and the pane that fires then, on either side, carries the
+    latest time the key saw, as on the engine's path."""
+    settings, _, _ = settings_of(1)
+    settings.update(aggregates={"total": "sum(n)"}, accumulation_mode="accumulating")
+    settings.update(window="FixedWindows(1m)", keys=["user"])
+    count, steps = SPLIT_KEY_STEPS[fires_in]
+    settings.update(trigger=f"AfterWatermark(early=AfterCount({count}))")
+    columnar, plain = shard_runs(settings)
+    panes = []
+    for data, pt in steps:
+        step = (
+            [{"user": 1, "ts_us": T0_MS * 1000 + t, "n": n, "tag": None} for t, n in data],
+            0,
+            pt,
+        )
+        got, want = run_plan(columnar, "long", [step]), run_plan(plain, "long", [step])
+        assert rows(got) == rows(want)
+        assert_same_state(columnar, plain, "")
+        panes += [r for r in want if r["record_kind"] == "pane"]
+    total = _BIG if fires_in == "engine" else 5
+    assert [(p["total"], p["processing_time_us"]) for p in panes] == [
+        (total, (T0_MS + 100_000) * 1000)
+    ]
+
+
 def test_a_pane_whose_sum_does_not_fit_64_bits_is_named_on_both_paths():
     """A window whose sum is beyond 64 bits when it fires cannot be written: both paths raise
     :class:`sinks.errors.PaneValueOutOfRange` naming the key, the window and the aggregate."""
