@@ -100,6 +100,8 @@ CONTROL = "_control"
 WRITERS_TIME = "_writers_ts"
 """``writer_noted``: the column Spark's watermark follows, the control rows' time (null on data)."""
 RAW_TEXT, FROM_FILE, REASON = REJECTED_COLUMNS
+CHECKED_TS, CHECKED_REASON = "_pst_ts", "_pst_reason"
+"""A record's event time and why it is rejected (null: it is not), before the tagging."""
 NOT_UTF8 = "not valid UTF-8 text (a binary file?)"
 
 
@@ -236,17 +238,22 @@ def _tagged(pipeline: Pipeline, records: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     ts, raw_ts = spark_event_time(pipeline.event_time_column, records)
-    reason = _rejection_reason(pipeline, records, ts, raw_ts)
-    return records.select(
-        *[F.when(reason.isNull(), _typed(pipeline, records, k)).alias(k) for k in pipeline.keys],
-        F.coalesce(F.col(LATEST_EVENT_TIME), F.when(reason.isNull(), ts)).alias(EVENT_TIME),
-        *[
-            F.when(reason.isNull(), _typed(pipeline, records, v)).alias(v)
-            for v in pipeline.value_columns
-        ],
-        F.when(reason.isNotNull(), F.make_valid_utf8(RAW)).alias(RAW_TEXT),  # kept as text
-        F.when(reason.isNotNull(), F.col(SOURCE_FILE)).alias(FROM_FILE),
-        reason.alias(REASON),
+    # the event time and the reason computed once, in a projection of their own: written into
+    # each column that depends on them, they made the plan's expressions several times larger,
+    # which Spark analyses when the query is built and optimizes when a batch is planned
+    checked = records.select(
+        "*",
+        ts.alias(CHECKED_TS),
+        _rejection_reason(pipeline, records, ts, raw_ts).alias(CHECKED_REASON),
+    )
+    ok = F.col(CHECKED_REASON).isNull()
+    return checked.select(
+        *[F.when(ok, _typed(pipeline, records, k)).alias(k) for k in pipeline.keys],
+        F.coalesce(F.col(LATEST_EVENT_TIME), F.when(ok, F.col(CHECKED_TS))).alias(EVENT_TIME),
+        *[F.when(ok, _typed(pipeline, records, v)).alias(v) for v in pipeline.value_columns],
+        F.when(~ok, F.make_valid_utf8(RAW)).alias(RAW_TEXT),  # kept as text
+        F.when(~ok, F.col(SOURCE_FILE)).alias(FROM_FILE),
+        F.col(CHECKED_REASON).alias(REASON),
         F.lit(False).alias(CONTROL),
         BUCKET,
         BLOB,
