@@ -43,6 +43,8 @@ where the time of a run goes (median per row): JVM and session start, preparing 
 the query, Spark's phases of each micro-batch (listing, planning, execution with the sink's Delta
 commits, checkpoint writes), and the query's start and stop around them.
 ``--compare-code DIR`` (repeatable) measures panestore from another checkout too (before/after).
+Every side's checkout is byte-compiled first, as an installation is (:func:`compile_checkout`),
+and the memory is sampled from this parent process, not from a thread of the measured one.
 
 ``--lake-in-bucket`` (workloads ``1m`` and ``10m``) adds the side **panestore (bucket)**: the
 same pipeline with its lake in a bucket (``lake = "s3://bench/lake"``) and Spark's
@@ -62,6 +64,7 @@ Figures, not a test.
 from __future__ import annotations
 
 import argparse
+import compileall
 import contextlib
 import json
 import os
@@ -201,9 +204,10 @@ def prepare_landing(work: Path, wl: Workload, fmt: str) -> Path:
 
 
 class PeakMemory:
-    """Peak memory of this process tree (Linux /proc), in total and by part (``driver``: this
-    Python process; ``jvm``: Java processes; ``workers``: the other Python processes, Spark's
-    daemon and workers), each part's peak taken on its own, in two measures:
+    """Peak memory of the process tree of ``root`` (Linux /proc), in total and by part
+    (``driver``: the root, a measurement's Python process; ``jvm``: Java processes; ``workers``:
+    the other Python processes, Spark's daemon and workers), each part's peak taken on its own,
+    in two measures:
 
     * ``pss`` (proportional set size, ``/proc/<pid>/smaps_rollup``): each page shared by n
       processes counts 1/n in each, so the sum is the memory the tree holds. Spark's Python
@@ -212,12 +216,16 @@ class PeakMemory:
     * ``rss`` (resident set size, ``/proc/<pid>/stat``): every page each process maps, shared
       or not, summed: the earlier figure, an overcount for forked processes.
 
-    Other processes (the JVM's short-lived helpers) are not counted."""
+    Other processes (the JVM's short-lived helpers) are not counted. The parent samples from
+    its own process, not a thread of the measured one: there its reading of ``/proc`` (every
+    0.2 s) competed with the measured driver for the GIL and slowed it (docs/decisions.md, "Where
+    the job stands", sitting 11)."""
 
     PARTS = ("total", "driver", "jvm", "workers")
     MEASURES = ("pss", "rss")
 
-    def __init__(self, interval: float = 0.2) -> None:
+    def __init__(self, root: int, interval: float = 0.2) -> None:
+        self.root = root
         self.interval = interval
         self.peak = {m: dict.fromkeys(self.PARTS, 0) for m in self.MEASURES}
         self._stop = threading.Event()
@@ -267,12 +275,11 @@ class PeakMemory:
     def sample(self) -> None:
         children, info = self._processes()
         now = {m: dict.fromkeys(self.PARTS, 0) for m in self.MEASURES}
-        me = os.getpid()
-        todo = [me]
+        todo = [self.root]
         while todo:
             pid = todo.pop()
             name, rss = info.get(pid, ("", 0))
-            part = self._part(pid == me, name)
+            part = self._part(pid == self.root, name)
             if part is not None:
                 for measure, value in (("rss", rss), ("pss", self._pss(pid))):
                     now[measure][part] += value
@@ -472,29 +479,34 @@ def measure_once(
         sys.path.insert(0, os.environ["PANESTORE_BENCH_CODE"])
     get_session = panestore_api("get_session")
     panestore_api("quiet_spark_stderr")()
-    with PeakMemory() as mem:
-        t = time.perf_counter()
-        spark = get_session("panestore-bench", shuffle_partitions=shuffle)
-        spark.range(1).count()  # JVM and session up before timing
-        session_s = time.perf_counter() - t
-        if what == "native":
-            got = measure_native(spark, landing, target, fmt, files_per_batch)
-        elif lake_uri is None:
-            got = measure_panestore(spark, landing, str(target), fmt, files_per_batch)
-        else:
-            got = measure_panestore(
-                spark, landing, lake_uri, fmt, files_per_batch, checkpoint=target, marks=marks
-            )
-        spark.stop()
-    return {
-        **got,
-        "session_s": session_s,
-        "peak_pss": mem.peak["pss"],
-        "peak_rss": mem.peak["rss"],
-    }
+    t = time.perf_counter()
+    spark = get_session("panestore-bench", shuffle_partitions=shuffle)
+    spark.range(1).count()  # JVM and session up before timing
+    session_s = time.perf_counter() - t
+    if what == "native":
+        got = measure_native(spark, landing, target, fmt, files_per_batch)
+    elif lake_uri is None:
+        got = measure_panestore(spark, landing, str(target), fmt, files_per_batch)
+    else:
+        got = measure_panestore(
+            spark, landing, lake_uri, fmt, files_per_batch, checkpoint=target, marks=marks
+        )
+    spark.stop()
+    return {**got, "session_s": session_s}
 
 
 # -- the parent: runs children, prints figures ----------------------------------------------
+
+
+def compile_checkout(code: Path) -> None:
+    """Byte-compile a measured checkout's packages, as installing them does (pip compiles a
+    wheel's modules; ``./dev`` compiles the checkout's): each measured Python process (the
+    driver, Spark's worker daemon) then loads them compiled instead of compiling them again,
+    ~0.4 s of each process's start here, where ``PYTHONDONTWRITEBYTECODE`` keeps Python from
+    writing its own caches."""
+    for package in ("panes", "sinks", "jobs"):
+        if (code / package).is_dir():
+            compileall.compile_dir(str(code / package), quiet=1)
 
 
 @dataclass(frozen=True)
@@ -582,25 +594,33 @@ def _child(
                 raise ValueError(f"{side.label} needs the S3 server")
             lake_uri, marks = lakes.fresh()
             bucket = ["--lake-uri", lake_uri, "--marks", marks]
-        proc = subprocess.run(
-            cmd + bucket, capture_output=True, text=True, check=False, env=env, cwd=landing.parent
-        )
-        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        with (
+            subprocess.Popen(
+                cmd + bucket,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+                cwd=landing.parent,
+            ) as proc,
+            PeakMemory(proc.pid) as mem,
+        ):
+            stdout, stderr = proc.communicate()
+        lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
         if proc.returncode == 0 and lines:
             got = json.loads(lines[-1])
+            got.update(peak_pss=mem.peak["pss"], peak_rss=mem.peak["rss"])
             if lakes is not None and marks is not None:
                 got["requests"] = lakes.requests(marks)
             return got
-        if attempt < ATTEMPTS and LOAD_FLAKE in proc.stderr:
+        if attempt < ATTEMPTS and LOAD_FLAKE in stderr:
             print(
                 f"  ({side.label}: {LOAD_FLAKE!r}: the machine is overloaded; measuring again)",
                 flush=True,
             )
             _reset(target, history)
             continue
-        raise SystemExit(
-            f"{side.label} measurement failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
-        )
+        raise SystemExit(f"{side.label} measurement failed ({proc.returncode}):\n{stderr[-3000:]}")
     raise AssertionError("unreachable")
 
 
@@ -922,6 +942,8 @@ def main() -> None:
     if not args.no_native:
         sides.append(Side("native", "native"))
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="panestore-bench-"))
+    for code in {ROOT, *(Path(side.code) for side in sides if side.code)}:
+        compile_checkout(code)
     # every measured JVM starts with Spark's classes archived (jobs/startup/class_archive.py)
     subprocess.run([sys.executable, "-m", "jobs.startup.session"], cwd=ROOT, check=True)
     with contextlib.ExitStack() as scope:
