@@ -41,6 +41,7 @@ from jobs.cli.inspect import add_subcommands, error_status, materialize_after_ru
 from jobs.config.checks import check_paths
 from jobs.config.load import load_pipeline
 from jobs.config.pipeline import Pipeline, PipelineConfigError
+from jobs.driver.checkpoint import check_against_tables
 from jobs.driver.fingerprint import check_lake_configuration
 from jobs.driver.lake_identity import check_lake_identity
 from jobs.driver.stopping import stop_on_signals
@@ -136,6 +137,7 @@ def cmd_run(args) -> int:
         print(f"panestore: {e}", file=sys.stderr)
         return ExitStatus.MISUSE
     check_lake_configuration(pipeline)  # before Spark: a lake's changed setting exits 2
+    check_against_tables(pipeline)  # ... and so do a checkpoint and tables apart in time
     terminal = sys.stderr if args.verbose else quiet_spark_stderr()
     print(pipeline.describe(), file=terminal, flush=True)
     from jobs.driver.runs import run  # imports pyspark: not for `check`

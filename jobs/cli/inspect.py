@@ -230,11 +230,12 @@ def _guard(fn):
 
 def error_status(error: Exception) -> ExitStatus:
     """The exit status of a command that ``error`` ended (:class:`ExitStatus`)."""
+    from jobs.driver.checkpoint import CheckpointError
     from sinks.errors import InvalidRequest, LakeBusy, TableMissing
 
     if isinstance(error, LakeBusy):
         return ExitStatus.BUSY
-    if isinstance(error, (PipelineConfigError, InvalidRequest, TableMissing)):
+    if isinstance(error, (PipelineConfigError, InvalidRequest, TableMissing, CheckpointError)):
         return ExitStatus.MISUSE
     return ExitStatus.FAILED
 

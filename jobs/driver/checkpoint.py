@@ -18,11 +18,17 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
 from jobs.executor.operator import Clocks
+from sinks.errors import LakeError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from jobs.config.pipeline import Pipeline
 
 OFFSETS, COMMITS, SOURCES = "offsets", "commits", "sources"
 
@@ -126,12 +132,17 @@ RECOVERY = (
 )
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(LakeError):
     """The checkpoint cannot be used with the lake's tables; the message says how to recover."""
 
 
 class CheckpointBehind(CheckpointError):
     """The lake's tables hold batches the checkpoint does not know: a run would lose data."""
+
+
+class TablesBehind(CheckpointError):
+    """The checkpoint has committed batches a table of the lake does not hold (the table was
+    restored from an older copy, or deleted): a run would go on after them and lose them."""
 
 
 def log_files(folder: Path) -> list[Path]:
@@ -199,6 +210,69 @@ def last_commit(checkpoint: str | os.PathLike[str]) -> int | None:
     """The highest batch id in the checkpoint's commit log, or None (no batch committed)."""
     ids = _log_ids(Path(checkpoint) / COMMITS)
     return ids[-1] if ids else None
+
+
+def check_against_tables(pipeline: Pipeline) -> None:
+    """Refuse a checkpoint and tables that do not belong together, in either direction, before
+    Spark reads the checkpoint: :func:`check_readable`, then :func:`check_not_behind` and
+    :func:`check_tables_not_behind` against the batch each of the run's tables (pane log,
+    late, rejected) holds. Reads the tables' logs only (nothing is created). Raises
+    :class:`CheckpointError`."""
+    check_readable(pipeline.checkpoint_path)
+    committed = tables_committed(pipeline)
+    held = [c for c in committed.values() if c is not None]
+    check_not_behind(pipeline.checkpoint_path, max(held, default=None))
+    check_tables_not_behind(pipeline.checkpoint_path, committed, pipeline.set_aside)
+
+
+RUN_TABLES = ("panes", "late", "rejected")
+"""The tables every batch of a run commits to (an empty batch too), in its own transaction."""
+
+
+def tables_committed(pipeline: Pipeline) -> dict[str, int | None]:
+    """Each run table's path -> the highest batch of ``pipeline`` it holds (None: none, or
+    no table there)."""
+    from jobs.config.sink_spec import view_spec
+    from sinks.tables import existing_table
+
+    spec = view_spec(pipeline)
+    committed: dict[str, int | None] = {}
+    for name in RUN_TABLES:
+        table = existing_table(spec, name)
+        version = None if table is None else table.transaction_version(pipeline.name)
+        committed[spec.table_path(name)] = version
+    return committed
+
+
+def check_tables_not_behind(
+    checkpoint: str | os.PathLike[str], committed: Mapping[str, int | None], set_aside: str
+) -> None:
+    """Refuse tables that lack batches the checkpoint has committed (``committed``: each
+    table's path -> the highest batch it holds, None for none).
+
+    Spark writes a batch to its commit log after the batch sink has committed it to every table,
+    so each table holds at least the checkpoint's last committed batch. A table restored from
+    an older copy, or deleted, under a checkpoint that survived would otherwise be continued at
+    the checkpoint's next batch, and the batches in between would be missing from it for good.
+    Raises :class:`TablesBehind` naming both places and how to rebuild (``set_aside``: how to
+    move the lake and its checkpoint aside)."""
+    done = last_commit(checkpoint)
+    if done is None:
+        return
+    behind = {path: have for path, have in committed.items() if have is None or have < done}
+    if not behind:
+        return
+    said = "; ".join(
+        f"{path} {'holds no batch' if have is None else f'ends at batch {have}'}"
+        for path, have in behind.items()
+    )
+    raise TablesBehind(
+        f"the checkpoint {checkpoint} has committed batches up to {done}, but {said}: the "
+        "tables were restored from an older copy or deleted, and a run would go on after "
+        f"batch {done} without the batches they lack. Restore the tables that belong to this "
+        f"checkpoint, or rebuild: {set_aside} and run again, which reprocesses the input "
+        "still there (docs/running.md, 'Recovering a lake')."
+    )
 
 
 def check_not_behind(checkpoint: str | os.PathLike[str], committed: int | None) -> None:

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 from jobs.config.checks import check_paths
 from jobs.config.pipeline import Pipeline, PipelineConfigError
 from jobs.driver.batch_sink import BatchSink, BatchStats
-from jobs.driver.checkpoint import check_not_behind, check_readable, checkpoint_partitions
+from jobs.driver.checkpoint import check_against_tables, checkpoint_partitions
 from jobs.driver.control import control_stream, write_drain_sentinel, write_tick
 from jobs.driver.fingerprint import bind_lake_configuration
 from jobs.driver.lake_identity import check_lake_identity
@@ -569,10 +569,9 @@ def run(
                 emit(f"moving the state of state layout format {state.format} into shard files")
                 upgrade_state(spark, pipeline, state.shards)
             record_state_layout(pipeline, state)
+        check_against_tables(pipeline)  # a checkpoint and tables that do not belong together
         sink = BatchSink(pipeline, kill_at=kill_at, shards=state.shards, profile_dir=profile_dir)
         sink.create_tables()
-        check_readable(pipeline.checkpoint_path)
-        check_not_behind(pipeline.checkpoint_path, sink.committed_batch_id())
 
         def start_python_workers() -> None:
             """After the build, while the query starts (:func:`start_workers`; once per

@@ -91,6 +91,29 @@ def test_a_checkpoint_behind_the_tables_is_refused(tmp_path):
     check_not_behind(ckpt, 2)  # one batch ahead of the tables: the replay of a killed run
 
 
+def test_tables_behind_the_checkpoint_are_refused_naming_both_places(tmp_path):
+    from jobs.driver.checkpoint import TablesBehind, check_tables_not_behind
+
+    ckpt = tmp_path / "ckpt"
+    aside = "move its lake and its checkpoint aside"
+    check_tables_not_behind(ckpt, {"lake/panes": None}, aside)  # a new lake
+    for b in range(3):
+        _offsets(ckpt, b, 1, b)
+        _commit(ckpt, b)
+    check_tables_not_behind(ckpt, {"lake/panes": 2, "lake/late": 2}, aside)
+    # a killed run: batch 3 committed to the pane log only, not yet to the checkpoint
+    _offsets(ckpt, 3, 1, 3)
+    check_tables_not_behind(ckpt, {"lake/panes": 3, "lake/late": 2}, aside)
+    with pytest.raises(TablesBehind) as refused:  # the late table restored from a backup
+        check_tables_not_behind(ckpt, {"lake/panes": 2, "lake/late": 0}, aside)
+    message = str(refused.value)
+    assert f"the checkpoint {ckpt} has committed batches up to 2" in message
+    assert "lake/late ends at batch 0" in message and "lake/panes" not in message
+    assert aside in message and "\n" not in message
+    with pytest.raises(TablesBehind, match="lake/panes holds no batch"):  # deleted
+        check_tables_not_behind(ckpt, {"lake/panes": None, "lake/late": 2}, aside)
+
+
 @pytest.mark.parametrize(
     "damage, message",
     [

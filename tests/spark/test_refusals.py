@@ -113,3 +113,67 @@ def test_a_copied_or_moved_project_is_refused_before_spark(spark, tmp_path):
     assert f"lake: the lake {moved / 'lake'} was created at {proj / 'lake'}" in proc.stderr
     assert not proj.exists()  # nothing created at the old place
     assert tree(moved / "lake") == before
+
+
+def test_tables_restored_under_a_live_checkpoint_are_refused_before_spark(spark, tmp_path):
+    """A lake whose checkpoint is apart (as bucket lakes need): its tables restored from an older
+    backup, or deleted, while the checkpoint survived. The run went on at the checkpoint's next
+    batch into the older tables (exit 0), and the batches in between were gone from the pane
+    log, ``late`` and ``rejected`` for good. Now refused before Spark starts (exit 2, naming
+    both places and the rebuild); the documented rebuild recovers every event."""
+    import subprocess
+    import sys
+
+    from deltalake import DeltaTable
+
+    from jobs.config.load import load_pipeline
+    from jobs.driver.runs import run
+
+    conf = tmp_path / "p.toml"
+    conf.write_text(
+        f'name = "restored"\nlake = "{tmp_path / "lake"}"\n'
+        f'checkpoint = "{tmp_path / "ckpt"}"\nkeys = ["device_id"]\nevent_time = "ts"\n'
+        'window = "FixedWindows(1h)"\n[aggregates]\nplays = "count()"\n[source]\n'
+        f'path = "{tmp_path / "landing"}"\n'
+        'schema = { device_id = "string", ts = "timestamp", seconds = "double" }\n'
+    )
+    pipeline = load_pipeline(conf)
+    put(tmp_path / "landing", "a.jsonl", [view("a", 10)])
+    run(pipeline, spark=spark, progress=None)
+    shutil.copytree(tmp_path / "lake", tmp_path / "backup")
+    put(tmp_path / "landing", "b.jsonl", [view("b", 20)])
+    run(pipeline, spark=spark, progress=None)  # b: only in the tables the backup lacks
+
+    def run_command():
+        return subprocess.run(
+            [sys.executable, "-m", "jobs.cli.commands", "run", str(conf), "--no-materialize"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        )
+
+    shutil.rmtree(tmp_path / "lake")
+    shutil.copytree(tmp_path / "backup", tmp_path / "lake")
+    versions = {t: DeltaTable(pipeline.table_path(t)).version() for t in ("panes", "rejected")}
+    offsets = sorted(os.listdir(tmp_path / "ckpt" / "_checkpoint" / "offsets"))
+    put(tmp_path / "landing", "c.jsonl", [view("c", 30)])
+    proc = run_command()
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    err = proc.stderr.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert f"the checkpoint {tmp_path / 'ckpt' / '_checkpoint'} has committed batches" in err
+    assert f"{tmp_path / 'lake' / 'panes'} ends at batch" in err
+    assert "move its lake" in err and str(tmp_path / "ckpt") in err
+    assert sorted(os.listdir(tmp_path / "ckpt" / "_checkpoint" / "offsets")) == offsets
+    assert {t: DeltaTable(pipeline.table_path(t)).version() for t in versions} == versions
+
+    shutil.rmtree(tmp_path / "lake" / "late")  # a deleted table: refused as well
+    proc = run_command()
+    assert proc.returncode == 2 and f"{tmp_path / 'lake' / 'late'} holds no batch" in proc.stderr
+
+    # the rebuild the message names: lake and checkpoint aside, every landed file again
+    shutil.move(str(tmp_path / "lake"), str(tmp_path / "lake-aside"))
+    shutil.move(str(tmp_path / "ckpt"), str(tmp_path / "ckpt-aside"))
+    run(pipeline, spark=spark, drain=True, progress=None)
+    assert view_and_verify(pipeline) == {"a": 1, "b": 1, "c": 1}
