@@ -47,7 +47,13 @@ from jobs.driver.lake_identity import check_lake_identity
 from jobs.driver.stopping import stop_on_signals
 from jobs.driver.watermark_marks import MarkError, note_watermark, parse_time
 from jobs.startup.quiet import quiet_spark_stderr
-from jobs.startup.session import SHUFFLE_PARTITIONS, JavaNotFound, get_session
+from jobs.startup.session import (
+    QUERY_FAILURE_LOGGERS,
+    SHUFFLE_PARTITIONS,
+    JavaNotFound,
+    get_session,
+    quiet_loggers,
+)
 from panes import parse_duration
 from sinks.aws_profile import adopt_shared_profile
 from sinks.errors import (
@@ -152,6 +158,8 @@ def cmd_run(args) -> int:
     except JavaNotFound as e:
         print(f"panestore: {e}", file=terminal)
         return ExitStatus.FAILED
+    if not args.verbose:  # a failed query is reported below, in one line
+        quiet_loggers(spark, QUERY_FAILURE_LOGGERS, "OFF")
     # From here on SIGINT and SIGTERM stop the run cleanly (jobs.driver.stopping), through the fold;
     # set after the session, whose SparkContext installs a SIGINT handler of its own.
     with stop_on_signals() as stop:

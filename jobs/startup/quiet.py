@@ -24,6 +24,10 @@ NOISE = re.compile(
     r"|WARNING: Using incubator modules"
     r"|Disabling AQE since AQE is not supported in stateful workloads"
     r"|Failed to cancel job group .* Cannot find active jobs"  # a query stopped between batches
+    # a local master's JVM on a host whose name resolves to the loopback address: it binds to
+    # another interface, which only a cluster's nodes would need to know
+    r"|WARN Utils: Your hostname, .* resolves to a loopback address"
+    r"|WARN Utils: Set SPARK_LOCAL_IP if you need to bind to another address"
 )
 
 _terminal: TextIO | None = None

@@ -247,6 +247,11 @@ AVAILABLE_NOW_LOGGERS = tuple(
     for kind in ("DataStream", "MicroBatchStream", "Source")
 )
 
+# A query that fails: Spark logs the failure with its Java and Python traces (~240 lines for a
+# source's refusal) before the driver sees it; a command reports it itself, in one line
+# (``panestore run -v`` leaves Spark's log as it is).
+QUERY_FAILURE_LOGGERS = ("org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution",)
+
 
 def quiet_loggers(spark, names=QUIET_LOGGERS, level: str = "ERROR") -> None:
     """Raise the level of ``names`` (log4j2) in the driver JVM (local mode: executors too)."""

@@ -127,6 +127,17 @@ def test_a_delete_stops_the_run_unless_change_commits_are_skipped(spark, tmp_pat
     with pytest.raises(SourceTableError, match=f"version {deleted_at}") as e:
         api.run(pipeline, spark=spark, progress=None)
     assert "skip_change_commits" in str(e.value)
+    # the command says it in one line: not after ~240 lines of Spark's log of the failed query
+    # (a Java and a Python trace)
+    conf = configure(tmp_path)
+    command = [sys.executable, "-m", "jobs.cli.commands", "run", str(conf), "--no-materialize"]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    said = proc.stderr.splitlines()
+    description = pipeline.describe().splitlines()
+    assert said[: len(description)] == description, proc.stderr[-3000:]
+    assert len(said) == len(description) + 1, proc.stderr[-3000:]
+    assert said[-1].startswith(f"panestore: version {deleted_at} (DELETE) of the Delta table")
 
     skipping = load(configure(tmp_path, extra="skip_change_commits = true"))
     result = run_and_check(spark, skipping)  # the batch reads the same commits the stream did
