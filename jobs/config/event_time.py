@@ -10,7 +10,7 @@ ISO-8601 text      ``YYYY-MM-DD`` (4 or 5 year digits), optionally ``T`` or a sp
                    ``HH:MM``, ``HH:MM:SS`` or ``HH:MM:SS.f`` (up to 6 fraction digits), then
                    optionally a zone: ``Z``, ``+HH:MM``, ``+HHMM`` or ``+HH`` (or ``-``; hours
                    00-17); a date alone is its midnight; a real date (not 2023-02-29);
-                   without a zone, in the session time zone (UTC in the job's sessions)
+                   without a zone, UTC: whatever the Spark session's time zone is
 =================  ==========================================================================
 
 Text is trimmed of spaces first. Anything else is unreadable, and the record is rejected
@@ -96,14 +96,11 @@ def form_regex(form: Form, named: bool = False) -> str:
 # -- Arrow ------------------------------------------------------------------------------------
 
 
-def event_time_us(
-    values: pa.Array | pa.ChunkedArray, *, epoch_us: int | None, naive_is_utc: bool = True
-) -> pa.Array:
+def event_time_us(values: pa.Array | pa.ChunkedArray, *, epoch_us: int | None) -> pa.Array:
     """Raw event times -> µs since 1970 UTC (int64), null where unreadable (see :data:`FORMS`).
 
-    ``values``: a timestamp array, integers or text counting ``epoch_us`` µs (an epoch column),
-    or (``epoch_us`` None) ISO-8601 text. ``naive_is_utc``: the session time zone is UTC; if not,
-    text without a zone is left unread (null) for Spark to read in its session's zone.
+    ``values``: a timestamp array (one without a zone: UTC wall time), integers or text counting
+    ``epoch_us`` µs (an epoch column), or (``epoch_us`` None) ISO-8601 text.
     """
     values = flat(values)
     if pa.types.is_timestamp(values.type):
@@ -117,7 +114,7 @@ def event_time_us(
         lo, hi = -(2**63 // epoch_us), (2**63 - 1) // epoch_us
         ok = pc.is_valid(ints).to_numpy(zero_copy_only=False) & (numbers >= lo) & (numbers <= hi)
         return pa.array(np.where(ok, numbers, 0) * epoch_us, pa.int64(), mask=~ok)
-    return _iso_us(pc.utf8_trim(values, " "), naive_is_utc)
+    return _iso_us(pc.utf8_trim(values, " "))
 
 
 def _epoch_text(text: pa.Array) -> pa.Array:
@@ -133,11 +130,10 @@ def _epoch_text(text: pa.Array) -> pa.Array:
     return pc.if_else(ok, pc.cast(pc.if_else(ok, signed, "0"), pa.int64()), None)
 
 
-def _iso_us(text: pa.Array, naive_is_utc: bool) -> pa.Array:
-    """ISO-8601 text -> µs (null where not :data:`ISO`, not a real date, or naive and not
-    ``naive_is_utc``)."""
+def _iso_us(text: pa.Array) -> pa.Array:
+    """ISO-8601 text -> µs (null where not :data:`ISO` or not a real date; no zone: UTC)."""
     zoned = _zoned_iso_us(text)
-    return zoned if zoned is not None else _iso_parts_us(text, naive_is_utc)
+    return zoned if zoned is not None else _iso_parts_us(text)
 
 
 def _zoned_iso_us(text: pa.Array) -> pa.Array | None:
@@ -152,7 +148,7 @@ def _zoned_iso_us(text: pa.Array) -> pa.Array | None:
         return None
 
 
-def _iso_parts_us(text: pa.Array, naive_is_utc: bool) -> pa.Array:
+def _iso_parts_us(text: pa.Array) -> pa.Array:
     """:func:`_iso_us` from the parts of :data:`ISO`'s match."""
     parts = pc.extract_regex(text, form_regex(ISO, named=True))  # null where no match
 
@@ -175,9 +171,6 @@ def _iso_parts_us(text: pa.Array, naive_is_utc: bool) -> pa.Array:
     offset = (number("zone_hour") * 3600 + number("zone_minute") * 60) * 1_000_000
     us -= np.where(sign == "-", -offset, offset)
     ok = matched & (day <= _days_in_month(year, np.where(matched, month, 1)))
-    if not naive_is_utc:
-        utc = pc.fill_null(pc.struct_field(parts, "utc"), "").to_numpy(zero_copy_only=False)
-        ok &= (utc == "Z") | (sign != "")
     return pa.array(us, pa.int64(), mask=~ok)
 
 
@@ -223,8 +216,8 @@ class EventTimeColumn:
 def spark_event_time(column: EventTimeColumn | None, df: DataFrame) -> tuple[Column, Column | None]:
     """(the event time of ``df``'s rows as a Spark timestamp column, the raw column or None
     for ingestion time: ``column`` None); the converted column is null where the raw one is
-    unreadable: text not in :data:`FORMS` (Spark's ``CAST`` reads the rest), an epoch too large
-    for µs."""
+    unreadable: text not in :data:`FORMS`, an epoch too large for µs. The same instant whatever
+    the session's time zone (:func:`spark_timestamp`)."""
     from pyspark.sql import functions as F
 
     if column is None:
@@ -232,15 +225,61 @@ def spark_event_time(column: EventTimeColumn | None, df: DataFrame) -> tuple[Col
     col = column.name
     raw = F.col(col)
     dtype = dict(df.dtypes)[col]
+    if column.epoch_us is None or dtype.startswith("timestamp"):
+        return spark_timestamp(raw, dtype), raw
+    if dtype == "string":  # an integral epoch
+        text = F.trim(raw)
+        num = F.when(text.rlike(form_regex(EPOCH_TEXT)), text.try_cast("bigint"))
+    else:
+        num = raw.cast("bigint")
+    # try_multiply: an epoch too large for µs is unreadable, not a failed batch
+    micros = F.try_multiply(num, F.lit(column.epoch_us))
+    return F.timestamp_micros(micros), raw
+
+
+_WALL_AND_ZONE = (
+    r"^(.+[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?)(?:Z|([+-])(\d{2})(?::?(\d{2}))?)?\z"
+)
+"""An :data:`ISO` text with a time: its wall time (group 1), then its zone's sign, hours and
+minutes (groups 2-4; empty for ``Z`` or no zone)."""
+_NAIVE_EPOCH = "1970-01-01 00:00:00"
+
+
+def spark_timestamp(column: Column, dtype: str) -> Column:
+    """``column``, of Spark type ``dtype``, as a timestamp: the same instant in every session,
+    whatever its ``spark.sql.session.timeZone``. A ``timestamp`` is taken as it is; a
+    ``timestamp_ntz`` and text without a zone are UTC wall time (Spark's own cast would read
+    them in the session's zone); text is read only in the :data:`ISO` form (trimmed), with its
+    zone where it has one; anything else is null."""
+    from pyspark.sql import functions as F
+
     if dtype == "timestamp":
-        return raw, raw
-    text = F.trim(raw.cast("string"))
-    if column.epoch_us is not None:  # an integral epoch
-        if dtype == "string":
-            num = F.when(text.rlike(form_regex(EPOCH_TEXT)), text.try_cast("bigint"))
-        else:
-            num = raw.cast("bigint")
-        # try_multiply: an epoch too large for µs is unreadable, not a failed batch
-        micros = F.try_multiply(num, F.lit(column.epoch_us))
-        return F.timestamp_micros(micros), raw
-    return F.when(text.rlike(form_regex(ISO)), text.try_cast("timestamp")), raw
+        return column
+    if dtype == "timestamp_ntz":
+        return _utc_wall_time(column)
+    text = F.trim(column.cast("string"))
+
+    def part(group: int) -> Column:
+        return F.regexp_extract(text, _WALL_AND_ZONE, group)
+
+    wall = F.when(part(1) != "", part(1)).otherwise(text)
+    offset_minutes = part(3).try_cast("bigint") * 60 + F.coalesce(
+        part(4).try_cast("bigint"), F.lit(0)
+    )
+    offset_us = F.coalesce(offset_minutes * 60_000_000, F.lit(0))
+    signed = F.when(part(2) == "-", -offset_us).otherwise(offset_us)
+    instant = F.timestamp_micros(
+        F.timestamp_diff(
+            "MICROSECOND", F.lit(_NAIVE_EPOCH).cast("timestamp_ntz"), wall.try_cast("timestamp_ntz")
+        )
+        - signed
+    )
+    return F.when(text.rlike(form_regex(ISO)), instant)
+
+
+def _utc_wall_time(column: Column) -> Column:
+    """A ``timestamp_ntz`` column as the instant of its wall time in UTC."""
+    from pyspark.sql import functions as F
+
+    since = F.timestamp_diff("MICROSECOND", F.lit(_NAIVE_EPOCH).cast("timestamp_ntz"), column)
+    return F.timestamp_micros(since)

@@ -62,8 +62,11 @@ UNBALANCED_QUOTES = "unbalanced quotes (a quoted CSV field cannot span lines)"
 
 
 def read_schema_ddl(pipeline: Pipeline) -> str:
-    """The DDL schema the text parsers use: event-time and key columns as strings."""
+    """The DDL schema the text parsers use: event-time, key and timestamp columns as strings
+    (the plan reads them: :func:`jobs.driver.plan.build_job`; a timestamp without a zone is
+    UTC, not the session's time zone)."""
     as_text = {*pipeline.keys, *([pipeline.event_time] if pipeline.event_time else [])}
+    as_text |= {c for c, t in pipeline.source.schema if t == "timestamp"}
     cols = [
         f"`{c}` {'string' if c in as_text else COLUMN_TYPES[t][0]}"
         for c, t in pipeline.source.schema
@@ -121,7 +124,7 @@ def read_landing_zone(
         lines = lines.where(F.trim(F.col(RAW)) != "")  # blank lines are not records
         decoder = None
         if python_decoder:
-            decoder = jsonl_decoder(pipeline, spark.conf.get("spark.sql.session.timeZone") or "UTC")
+            decoder = jsonl_decoder(pipeline)
         if decoder is not None:
             lines = lines.mapInArrow(decoder, DECODER_OUTPUT)
             decoded = list(DECODED_COLUMNS)
@@ -158,7 +161,7 @@ def read_landing_zone(
     )
 
 
-def jsonl_decoder(pipeline: Pipeline, session_time_zone: str = "UTC") -> JsonlDecoder | None:
+def jsonl_decoder(pipeline: Pipeline) -> JsonlDecoder | None:
     """The pipeline's JSON-lines decoder (:mod:`jobs.executor.jsonl_decoder`), or None when its
     records must all be read by Spark: another format, ingestion time, a key type the decoder
     cannot hash, an event time that is neither a timestamp nor an integer, a column type Arrow's
@@ -186,5 +189,4 @@ def jsonl_decoder(pipeline: Pipeline, session_time_zone: str = "UTC") -> JsonlDe
         values=values,
         buckets=pipeline.state_buckets,
         epoch_us=EPOCH_UNITS[src.epoch_unit] if types[et] in INTEGRAL else None,
-        naive_is_utc=session_time_zone.upper() in ("UTC", "Z", "ETC/UTC", "GMT", "+00:00"),
     )

@@ -59,6 +59,7 @@ from jobs.config.event_time import (
     MAX_EVENT_TIME_US,
     MIN_EVENT_TIME_US,
     spark_event_time,
+    spark_timestamp,
 )
 from jobs.config.pipeline import Pipeline
 from jobs.driver.control import SENTINEL_MS
@@ -156,15 +157,35 @@ def operator_config(
 
 
 def _typed(pipeline: Pipeline, df: DataFrame, column: str) -> Column:
-    """``column`` of ``df`` in its schema type: cast where the frame holds another type (text
-    read as text, a user's DataFrame or Delta table); null where the value does not cast."""
+    """``column`` of ``df`` in its schema type, null where a value does not convert exactly.
+
+    One rule for every source whose frame holds another type than the schema's (text read as
+    text, a user's DataFrame, a Delta table): text is read by its form (``"1.5"`` is no
+    ``long``; a timestamp by :func:`jobs.config.event_time.spark_timestamp`, UTC where it has
+    no zone, whatever the session's time zone); a value of another type converts only if it
+    converts back to itself (a double 1.5 is no ``long``, truncated to 1; 2.0 is 2)."""
     from pyspark.sql import functions as F
 
     sql_type = COLUMN_TYPES[pipeline.source.types[column]][0]
     dtype = dict(df.dtypes)[column]
+    value = F.col(column)
     if dtype == sql_type:
-        return F.col(column)
-    return F.col(column).try_cast(sql_type)
+        return value
+    if sql_type == "timestamp":
+        return spark_timestamp(value, dtype)
+    converted = value.try_cast(sql_type)
+    if dtype == "string":
+        return converted  # try_cast reads text by its form: "1.5" is not a long
+    return F.when(converted.try_cast(dtype).eqNullSafe(value), converted)
+
+
+def _not_converted(pipeline: Pipeline, df: DataFrame, column: str, what: str) -> str:
+    """Why ``column``'s value is refused when it does not convert (:func:`_typed`)."""
+    dtype = dict(df.dtypes)[column]
+    if dtype == "string":
+        return f"unparseable {what} ({column})"
+    declared = pipeline.source.types[column]
+    return f"{what} not exactly a {declared} ({column}: a {dtype} that does not convert exactly)"
 
 
 def _complete_records(pipeline: Pipeline, records: DataFrame) -> DataFrame:
@@ -218,13 +239,14 @@ def _rejection_reason(
     for k in pipeline.keys:
         key = _typed(pipeline, records, k)
         reason = reason.when(F.col(k).isNull(), F.lit(f"missing key ({k})"))
-        reason = reason.when(key.isNull(), F.lit(f"unparseable key ({k})"))
+        reason = reason.when(key.isNull(), F.lit(_not_converted(pipeline, records, k, "key")))
         if types[k] == "string":
             reason = reason.when(F.trim(key) == "", F.lit(f"empty key ({k})"))
     for v in pipeline.value_columns:
         value = _typed(pipeline, records, v)
         reason = reason.when(
-            F.col(v).isNotNull() & value.isNull(), F.lit(f"unparseable value ({v})")
+            F.col(v).isNotNull() & value.isNull(),
+            F.lit(_not_converted(pipeline, records, v, "value")),
         )
         if types[v] in ("double", "float"):
             finite = value.isNull() | ~(F.isnan(value) | F.abs(value).eqNullSafe(float("inf")))

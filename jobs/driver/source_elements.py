@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from jobs.config.event_time import EPOCH_UNITS, accepted, event_time_us
 from jobs.config.landing_paths import duckdb_literal
@@ -20,7 +21,7 @@ from jobs.config.sink_spec import view_spec
 from jobs.driver.upstream_identity import check_upstream
 from jobs.executor.operator_input import TS_US
 from sinks.batch_check import VALUE, value_fields
-from sinks.column_types import TYPES
+from sinks.column_types import INTEGRAL, TYPES
 from sinks.duck import raw_connect
 from sinks.errors import LakeError
 from sinks.upstream import final_view_elements
@@ -127,11 +128,22 @@ def load_source_elements(pipeline: Pipeline, events: pa.Table | None = None) -> 
             given = {f.name: f.type for f in events.schema}
 
         def typed(column: str) -> str:
-            """The column in its schema type (a given table's other type cast, null if not)."""
+            """The column in its schema type: a given table's other type converted as the job
+            converts it (:func:`jobs.driver.plan._typed`), null where it does not exactly:
+            text by its form, another type only if the value is the same in both types."""
             wanted = TYPES[types[column]]
+            name = f'"{column}"'
             if column not in given or given[column] == wanted.arrow:
-                return f'"{column}"'
-            return f'TRY_CAST("{column}" AS {wanted.duckdb})'
+                return name
+            converted = f"TRY_CAST({name} AS {wanted.duckdb})"
+            if pa.types.is_string(given[column]) or pa.types.is_large_string(given[column]):
+                if types[column] in INTEGRAL:  # DuckDB would round "1.5"; Spark refuses it
+                    form = f"regexp_matches(trim({name}), '^[+-]?[0-9]+$')"
+                    return f"CASE WHEN {form} THEN {converted} END"
+                return converted
+            if pa.types.is_timestamp(given[column]):
+                return converted
+            return f"CASE WHEN {converted} = {name} THEN {converted} END"
 
         vals = [f for f in value_fields(spec) if f != VALUE]
         sel = ", ".join(
@@ -156,7 +168,26 @@ def load_source_elements(pipeline: Pipeline, events: pa.Table | None = None) -> 
     epoch_us = EPOCH_UNITS[pipeline.source.epoch_unit] if types[et] != "timestamp" else None
     us = event_time_us(table.column(RAW_EVENT_TIME), epoch_us=epoch_us)
     table = table.drop_columns([RAW_EVENT_TIME]).append_column(TS_US, us)
-    return table.filter(accepted(us))
+    table, readable = _timestamps_read(table, [c for c in table.column_names if c in types], types)
+    return table.filter(pc.and_(accepted(us), readable))
+
+
+def _timestamps_read(
+    table: pa.Table, columns: list[str], types: dict[str, str]
+) -> tuple[pa.Table, pa.Array]:
+    """``table`` with its ``timestamp`` columns read as the job reads them when they are text
+    (:func:`jobs.config.event_time.event_time_us`: UTC without a zone), and the mask of the rows
+    whose text was readable (the job rejects the others)."""
+    readable = pa.array([True] * table.num_rows, pa.bool_())
+    for name in columns:
+        column = table.column(name)
+        if types[name] != "timestamp" or not pa.types.is_string(column.type):
+            continue
+        us = event_time_us(column, epoch_us=None)
+        readable = pc.and_(readable, pc.or_(pc.is_null(column), pc.is_valid(us)))
+        at = table.schema.get_field_index(name)
+        table = table.set_column(at, name, us.cast(TYPES["timestamp"].arrow))
+    return table, readable
 
 
 def _delta_rows(pipeline: Pipeline) -> pa.Table:

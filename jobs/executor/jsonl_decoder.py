@@ -96,8 +96,7 @@ class JsonlDecoder:
 
     ``columns`` is the source schema as ``(name, declared type)``; ``keys`` and ``event_time``
     name columns in it; ``epoch_us`` is the event time's unit in µs when it is an integer
-    (None: a timestamp string); ``naive_is_utc``: Spark reads a timestamp without a zone in
-    UTC (its session time zone), so such strings may be decoded here.
+    (None: a timestamp string).
     """
 
     columns: tuple[tuple[str, str], ...]
@@ -106,7 +105,6 @@ class JsonlDecoder:
     values: tuple[str, ...]
     buckets: int
     epoch_us: int | None = None
-    naive_is_utc: bool = True
 
     # -- the mapInArrow function ------------------------------------------------------------------
 
@@ -245,9 +243,7 @@ class JsonlDecoder:
             if _ARROW_TYPE.get(declared) == "float64":  # NaN and infinities: Spark's call
                 col = table.column(name)
                 ok = pc.and_kleene(ok, pc.or_kleene(pc.is_null(col), pc.is_finite(col)))
-        us = event_time_us(
-            table.column(self.event_time), epoch_us=self.epoch_us, naive_is_utc=self.naive_is_utc
-        )
+        us = event_time_us(table.column(self.event_time), epoch_us=self.epoch_us)
         return flat(pc.and_kleene(ok, accepted(us))), pc.fill_null(us, 0)
 
     # -- packing --------------------------------------------------------------------------------

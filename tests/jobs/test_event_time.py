@@ -44,8 +44,10 @@ TEXT = [  # a timestamp column's text (JSON string), its outcome
     ("2024-01-01T02:00:00+02", T0_US),
     ("2024-01-01T00:00:00.5Z", T0_US + 500_000),
     ("2024-01-01T00:00:00.123456Z", T0_US + 123_456),
-    ("2024-01-01T00:00:00", T0_US),  # no zone: the session's, UTC
+    ("2024-01-01T00:00:00", T0_US),  # no zone: UTC
     ("2024-01-01T00:00", T0_US),
+    ("2024-01-01T01:00+01:00", T0_US),  # minutes, then a zone
+    ("2024-01-01T00:00Z", T0_US),
     ("2024-01-01", T0_US),
     ("  2024-01-01T00:00:00Z  ", T0_US),  # spaces are trimmed
     ("2024-02-29T12:00:00Z", _us(2024, 2, 29, 12)),
@@ -135,9 +137,9 @@ def test_timestamps_nulls_and_sessions_not_in_utc():
     )
     assert event_time_us(stamps, epoch_us=None).to_pylist() == [T0_US, None]
     assert event_time_us(pa.array([None], pa.string()), epoch_us=None).to_pylist() == [None]
-    # without a zone, only where the session time zone is UTC (else Spark reads it)
+    # without a zone: UTC, whatever a Spark session's time zone is (tests/spark/test_event_time)
     text = pa.array(["2024-01-01T00:00:00", "2024-01-01T00:00:00Z", "2024-01-01"])
-    assert event_time_us(text, epoch_us=None, naive_is_utc=False).to_pylist() == [None, T0_US, None]
+    assert event_time_us(text, epoch_us=None).to_pylist() == [T0_US, T0_US, T0_US]
     assert accepted(pa.array([T0_US, None, MAX_EVENT_TIME_US + 1])).to_pylist() == [
         True,
         False,

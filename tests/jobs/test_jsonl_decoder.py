@@ -147,12 +147,6 @@ def test_accepted_timestamp_forms():
     assert [r["ts_us"] for r in rows] == list(forms.values())  # one key: in arrival order
 
 
-def test_timestamps_without_a_zone_go_to_spark_unless_its_session_is_utc():
-    lines = [line("a", "2024-01-01T00:00:01"), line("a", "2024-01-01T00:00:01Z")]
-    rows, passed, _ = run(decoder(naive_is_utc=False), lines)
-    assert passed == [lines[0]] and len(rows) == 1
-
-
 def test_epoch_event_time_and_integer_keys():
     dec = decoder(
         columns=(("user", "int"), ("region", "string"), ("t", "long"), ("n", "long")),
@@ -231,8 +225,6 @@ def test_pipelines_the_decoder_cannot_serve():
     # (keys of other types than string and integer are refused by the configuration)
     # a value column that is also the key: Spark hands over the text it read
     assert jsonl_decoder(pipeline(aggregates={"n": "count()", "d": "max(device)"})) is None
-    # a session time zone other than UTC: zone-less timestamps are Spark's to read
-    assert not jsonl_decoder(pipeline(), "Europe/Paris").naive_is_utc
 
 
 def test_a_failing_decoder_leaves_the_whole_batch_to_spark(monkeypatch, capsys):

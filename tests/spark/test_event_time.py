@@ -19,11 +19,23 @@ from tests.jobs.test_event_time import (
 pytestmark = pytest.mark.spark
 
 
-def test_spark_reads_the_corpus_as_arrow_does(spark, tmp_path):
+@pytest.mark.parametrize("zone", ["UTC", "America/New_York"])
+def test_spark_reads_the_corpus_as_arrow_does(spark, tmp_path, zone):
+    """In the job's UTC session and in a caller's session of another time zone alike: text
+    without a zone is UTC (docs/sources.md), never the session's."""
     from pyspark.sql import functions as F
 
     from jobs.config.event_time import spark_event_time
 
+    was = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", zone)
+    try:
+        _corpus_outcomes(spark, tmp_path, spark_event_time, F)
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", was)
+
+
+def _corpus_outcomes(spark, tmp_path, spark_event_time, F) -> None:
     for kind, corpus in (("text", TEXT), ("epoch", EPOCH_MS)):
         # the job's parsers hand the event time over as text
         # (jobs.driver.landing_source.read_schema_ddl)
