@@ -48,3 +48,23 @@ def arrow_type(type_name: str) -> pa.DataType:
     if type_name.startswith("list<") and type_name.endswith(">"):
         return pa.list_(arrow_type(type_name[5:-1]))
     return TYPES[type_name].arrow
+
+
+def integer_range(type_: pa.DataType) -> tuple[int, int] | None:
+    """The smallest and the largest value of an Arrow integer type (None: not an integer type).
+    The one rule for every integer the lake writes from a computation (a pane's value, a folded
+    window's): it fits its column, or the write stops naming it (:func:`beyond_range`)."""
+    if not pa.types.is_integer(type_):
+        return None
+    bits = type_.bit_width
+    if pa.types.is_unsigned_integer(type_):
+        return 0, 2**bits - 1
+    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+
+def beyond_range(value: object, type_: pa.DataType) -> bool:
+    """Whether ``value`` is an integer that a column of ``type_`` (an integer type) cannot hold."""
+    bounds = integer_range(type_)
+    if bounds is None or not isinstance(value, int):
+        return False
+    return not bounds[0] <= value <= bounds[1]

@@ -40,6 +40,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sinks.column_types import beyond_range
 from sinks.delta_append import ExactlyOnceAppender
 from sinks.errors import PaneValueOutOfRange
 from sinks.lake_format import (
@@ -230,21 +231,20 @@ def check_value_range(panes: Sequence[Any], layout: PaneLogLayout = DEFAULT_LAYO
     plain = layout.value_mapper is None
     values = _split([p.value for p in panes], layout.value_names, layout.values_of, plain, True)
     for name, type_ in layout.value_fields:
-        if not pa.types.is_integer(type_):
-            continue
-        bits = type_.bit_width
-        signed = not pa.types.is_unsigned_integer(type_)
-        low = -(2 ** (bits - 1)) if signed else 0
-        high = 2 ** (bits - 1) - 1 if signed else 2**bits - 1
         for pane, value in zip(panes, values[name], strict=True):
-            if isinstance(value, int) and not low <= value <= high:
-                keys = ", ".join(f"{k}={v!r}" for k, v in layout.keys_of(pane.key).items())
+            if beyond_range(value, type_):
+                where = window_text(layout.keys_of(pane.key), pane.window.start, pane.window.end)
                 raise PaneValueOutOfRange(
-                    f"the pane of {keys}, window [{_iso_us(pane.window.start)}, "
-                    f"{_iso_us(pane.window.end)}) has {name} = {value}, beyond the pane log's "
-                    f"{bits}-bit integer column {name!r}; nothing of the batch was committed, "
-                    "and every run stops at it"
+                    f"the pane of {where} has {name} = {value}, beyond the pane log's "
+                    f"{type_.bit_width}-bit integer column {name!r}; nothing of the batch was "
+                    "committed, and every run stops at it"
                 )
+
+
+def window_text(keys: Mapping[str, Any], start_us: int, end_us: int) -> str:
+    """A key's window as messages name it: ``user='u1', window [start, end)`` (ISO-8601)."""
+    named = ", ".join(f"{k}={v!r}" for k, v in keys.items())
+    return f"{named}, window [{_iso_us(start_us)}, {_iso_us(end_us)})"
 
 
 def _iso_us(us: int) -> str:
