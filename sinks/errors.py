@@ -62,3 +62,9 @@ class SourceTableChanged(UpstreamChanged, SourceTableError):
 class PaneValueOutOfRange(LakeError):
     """A pane's value does not fit its pane-log column (an integer sum beyond 64 bits, say): the
     batch that fires it cannot be committed."""
+
+
+class FoldValueOutOfRange(LakeError):
+    """A window's value folded from its panes does not fit its ``current`` view column (in
+    discarding mode, panes whose integer values each fit the pane log sum beyond 64 bits): the
+    materializer commits nothing, and every materialize stops at that window."""

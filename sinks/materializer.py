@@ -19,6 +19,14 @@ window function; it reads the view rows of the keys it touches) and a vectorized
 changes are applied by conditional MERGE clauses without reading the view. The fold rules are in
 :mod:`sinks.reducer`.
 
+No integer fold wraps: a window whose value its view column cannot hold (discarding panes that
+each fit, summed beyond 64 bits) stops the run with :class:`sinks.errors.FoldValueOutOfRange`
+naming the key, the window and the aggregate, and nothing is written. The reference reducer's
+values are exact and checked as they become the change table
+(:func:`sinks.view_merge.check_view_range`); the vectorized path leaves to it the versions whose
+sums do not fit their column (the view's value may bring them back) and any MERGE whose checked
+integer sum fails.
+
 View rows: key column(s), window bounds (µs and timestamps), ``window_day`` (the UTC date the
 window starts on; the view is partitioned by it, so a MERGE rewrites only the days its changes
 touch), the aggregate column(s), the pane index and timing of the pane the row reflects, its
@@ -39,6 +47,7 @@ import pyarrow.compute as pc
 
 from panes.windowing import AccumulationMode
 from sinks.change_feed import ensure_change_feed
+from sinks.errors import FoldValueOutOfRange
 from sinks.lake_format import (
     FOLDED_FROM_METADATA,
     FOLDED_VERSION_METADATA,
@@ -52,7 +61,7 @@ from sinks.reducer import Reducer
 from sinks.spec import ViewSpec
 from sinks.sql_reducer import reduce_vectorized, vectorized_applies
 from sinks.tables import arrow_schema, open_pane_log, open_view, plain_table
-from sinks.view_merge import change_table, merge_changes, rows_change_table
+from sinks.view_merge import change_table, fits_view, merge_changes, rows_change_table
 
 RETRIES = 5
 
@@ -141,7 +150,7 @@ class Materializer:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _run_once(self, upto: int | None) -> MaterializeResult:
-        from deltalake import CommitProperties, Transaction, write_deltalake
+        from deltalake import CommitProperties, Transaction
 
         spec = self.spec
         panes = open_pane_log(spec)
@@ -174,15 +183,39 @@ class Materializer:
         result = MaterializeResult(
             after + 1, latest, pane_rows=rows.num_rows, change_feed_from=feed_from
         )
+        try:
+            self._fold(view, schema, rows, props, result)
+        except FoldValueOutOfRange as e:
+            stays = (
+                f"the view stays folded up to pane-log version {after}"
+                if done is not None
+                else "the view has folded nothing yet"
+            )
+            raise FoldValueOutOfRange(
+                f"{e}; nothing was written: {stays}, and every materialize stops at this window"
+            ) from None
+        view.update_incremental()
+        result.view_version = view.version()
+        if self.hook:
+            self.hook("after_merge")
+        return result
+
+    def _fold(self, view, schema: pa.Schema, rows: pa.Table, props, result) -> None:
+        """Reduce ``rows`` and MERGE the changes into ``view`` in one commit (``props``);
+        :class:`FoldValueOutOfRange` where a window's value does not fit its view column."""
+        from deltalake import write_deltalake
+        from deltalake.exceptions import CommitFailedError, DeltaError
+
+        spec = self.spec
         use_fast = self.vectorized is not False and vectorized_applies(spec, rows)
+        reduced = reduce_vectorized(spec, rows) if use_fast and rows.num_rows else None
         if rows.num_rows == 0:
             changes, style = None, ""
-        elif use_fast:
-            reduced = reduce_vectorized(spec, rows)
+        elif reduced is not None and fits_view(schema, reduced):
             changes = change_table(schema, reduced)
             style = "combine" if spec.mode is AccumulationMode.DISCARDING else "latest"
             result.path = "vectorized"
-        else:
+        else:  # (a sum of these panes beyond its column: the view's value may bring it back)
             changes = self._python_changes(view, schema, rows)
             style = "replace"
             result.path = "python"
@@ -190,14 +223,17 @@ class Materializer:
             self.hook("before_merge")
         if changes is None or changes.num_rows == 0:
             write_deltalake(view, schema.empty_table(), mode="append", commit_properties=props)
-        else:
-            result.changes = changes.num_rows
+            return
+        result.changes = changes.num_rows
+        try:
             result.metrics = merge_changes(view, spec, changes, style, props)
-        view.update_incremental()
-        result.view_version = view.version()
-        if self.hook:
-            self.hook("after_merge")
-        return result
+        except DeltaError as e:
+            if style != "combine" or isinstance(e, CommitFailedError):
+                raise
+            # the MERGE refuses a sum its column cannot hold (sinks.view_merge): the reference
+            # reducer, exact, names the window
+            self._python_changes(view, schema, rows)
+            raise
 
     def _python_changes(self, view, schema: pa.Schema, rows: pa.Table) -> pa.Table:
         spec = self.spec

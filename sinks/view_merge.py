@@ -2,19 +2,23 @@
 
 A change table has the view's columns and ``_op`` (upsert / delete), one row per (key, window).
 :func:`merge_changes` applies one in a single MERGE commit, naming the ``window_day`` partitions
-it touches so only those days' files are rewritten.
+it touches so only those days' files are rewritten. Integer values never wrap: the reference
+reducer's rows are checked against their columns (:func:`check_view_range`), and ``combine``
+adds integers in a checked expression that fails the MERGE where the column cannot hold the sum.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from panes.combiners import CombineFn
+from sinks.column_types import beyond_range, integer_range
+from sinks.errors import FoldValueOutOfRange
 from sinks.lake_format import DELETE, OP, UPSERT, WINDOW_DAY, WINDOW_REF
-from sinks.pane_log import with_timestamps
+from sinks.pane_log import window_text, with_timestamps
 from sinks.spec import ViewSpec
 from sinks.sql_reducer import merge_aggregate, quote_name
 
@@ -55,7 +59,43 @@ def rows_change_table(
         row[OP] = DELETE
         rows.append(row)
     fields = [f.with_nullable(True) for f in schema] + [pa.field(OP, pa.string())]
-    return with_view_derived(pa.Table.from_pylist(rows, schema=pa.schema(fields)))
+    try:
+        table = pa.Table.from_pylist(rows, schema=pa.schema(fields))
+    except (OverflowError, pa.ArrowInvalid):
+        check_view_range(schema, upserts, keys)  # names the window whose value does not fit
+        raise
+    return with_view_derived(table)
+
+
+def check_view_range(schema: pa.Schema, rows: Sequence[Mapping], keys: Sequence[str]) -> None:
+    """Raise :class:`sinks.errors.FoldValueOutOfRange` for the first of the view ``rows`` (a
+    reducer's, its values exact Python integers) with a value its integer column cannot hold."""
+    for f in schema:
+        for row in rows:
+            value = row.get(f.name)
+            if beyond_range(value, f.type):
+                where = window_text(
+                    {k: row[k] for k in keys}, row["window_start_us"], row["window_end_us"]
+                )
+                raise FoldValueOutOfRange(
+                    f"the panes of {where} fold to {f.name} = {value}, beyond the current "
+                    f"view's {f.type.bit_width}-bit integer column {f.name!r}"
+                )
+
+
+def fits_view(schema: pa.Schema, table: pa.Table) -> bool:
+    """Whether each integer column of the view ``schema`` holds every value of the column of
+    its name in ``table`` (a reducer's, whose sums may be wider: DuckDB's are 128-bit)."""
+    for f in schema:
+        bounds = integer_range(f.type)
+        if bounds is None or f.name not in table.column_names:
+            continue
+        extremes = pc.min_max(table.column(f.name)).as_py()
+        if extremes["min"] is None:
+            continue
+        if int(extremes["min"]) < bounds[0] or int(extremes["max"]) > bounds[1]:
+            return False
+    return True
 
 
 def with_view_derived(table: pa.Table) -> pa.Table:
@@ -90,9 +130,19 @@ def _merge_predicate(spec: ViewSpec) -> str:
     return " AND ".join(parts)
 
 
-def _combine_expr(fn: CombineFn, col: str) -> str:
+# SQL integer types by width (a Delta table's integers are signed)
+_SQL_INTEGERS = {8: "TINYINT", 16: "SMALLINT", 32: "INT", 64: "BIGINT"}
+
+
+def _combine_expr(fn: CombineFn, col: str, type_: pa.DataType) -> str:
     t, s = f"t.{col}", f"s.{col}"
     merge = merge_aggregate(fn)
+    if merge == "sum" and integer_range(type_) is not None:
+        # DataFusion's integer + wraps silently; the sum as a 38-digit decimal, cast back to
+        # the column's type, fails the MERGE (nothing committed) where the column cannot hold it
+        wide = "DECIMAL(38, 0)"
+        back = _SQL_INTEGERS[type_.bit_width]
+        return f"CAST(CAST({t} AS {wide}) + CAST({s} AS {wide}) AS {back})"
     if merge == "sum":
         return f"{t} + {s}"
     op = "<" if merge == "min" else ">"
@@ -127,7 +177,10 @@ def merge_changes(dt, spec: ViewSpec, changes: pa.Table, style: str, commit_prop
         m = m.when_matched_update(upd, f"s.{OP} = '{UPSERT}' AND s.pane_index > t.pane_index")
         m = m.when_matched_delete(f"s.{OP} = '{DELETE}' AND t.pane_index <= s.pane_index")
     elif style == "combine":
-        upd = {quote_name(n): _combine_expr(fn, quote_name(n)) for n, fn in spec.aggregates}
+        upd = {
+            quote_name(n): _combine_expr(fn, quote_name(n), changes.schema.field(n).type)
+            for n, fn in spec.aggregates
+        }
         newer = "s.pane_index > t.pane_index"
         for n in ("pane_index", "timing", "is_last", "timestamp_us", "timestamp"):
             col = quote_name(n)

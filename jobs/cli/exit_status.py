@@ -12,7 +12,9 @@ class ExitStatus(IntEnum):
     """Done. A run stopped by SIGINT or SIGTERM, or whose fold found another materializer
     running (it said so; the next ``panestore materialize`` folds), also ends with 0."""
     FAILED = 1
-    """The job or the command failed (or ``verify`` found differences)."""
+    """The job or the command failed (or ``verify`` found differences). A fold whose window's
+    total its view column cannot hold (:class:`sinks.errors.FoldValueOutOfRange`) is one: in
+    ``materialize``, and in a run's fold (its batches are committed)."""
     MISUSE = 2
     """Bad arguments, an invalid configuration, a configuration file that cannot be read, SQL
     that does not run, or a table that does not exist yet. Nothing was written."""
