@@ -16,9 +16,10 @@ from sinks.tables import arrow_schema, open_pane_log, plain_schema, view_schema
 from sinks.view_merge import rows_change_table
 
 
-def view_from_pane_log(spec: ViewSpec, upto: int | None = None) -> pa.Table:
-    """The view recomputed from pane-log versions ``0..upto`` (default: all), as a table in the
-    ``current`` schema."""
+def refolded_rows(spec: ViewSpec, upto: int | None = None) -> tuple[dict[tuple, dict], pa.Schema]:
+    """The view rows of pane-log versions ``0..upto`` (default: all) folded from nothing, by
+    (key tuple, (start, end)), their values exact (Python's integers do not stop at 64 bits);
+    and the ``current`` schema."""
     dt = open_pane_log(spec)
     latest = dt.version()
     upto = latest if upto is None else upto
@@ -27,7 +28,14 @@ def view_from_pane_log(spec: ViewSpec, upto: int | None = None) -> pa.Table:
     if upto != latest:
         dt.load_as_version(upto)
     rows = read_pane_rows(dt, pane_log_commits(dt, -1, upto, spec.storage_options))
-    live = fold_rows(spec, rows)
     schema = plain_schema(view_schema(spec, plain_schema(arrow_schema(dt))))
+    return fold_rows(spec, rows), schema
+
+
+def view_from_pane_log(spec: ViewSpec, upto: int | None = None) -> pa.Table:
+    """The view recomputed from pane-log versions ``0..upto`` (default: all), as a table in the
+    ``current`` schema; :class:`sinks.errors.FoldValueOutOfRange` names a window whose value its
+    column cannot hold."""
+    live, schema = refolded_rows(spec, upto)
     table = rows_change_table(schema, list(live.values()), [], spec.keys)
     return table.drop_columns([OP]).cast(schema)

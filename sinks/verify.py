@@ -5,6 +5,9 @@
 2. **From the accepted raw events**, as a batch: each element assigned to its windows and
    aggregated, minus what the engine dropped (the ``late`` table): :mod:`sinks.batch_check`.
 
+Values are compared exactly (the refold's are Python's integers, the batch's DuckDB's 128-bit
+sums): a window whose value the view's integer column cannot hold is a difference that says so.
+
 ``verify(spec, elements=...) -> Report``; ``Report.ok`` is False when any difference was
 found, and ``str(report)`` lists them. Elements: an Arrow table with the key columns, ``ts_us``
 and the value columns the aggregates read (``_value`` for an aggregate without a field), or an
@@ -15,15 +18,17 @@ landing zone (``jobs.driver.source_elements.load_source_elements``).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
 from sinks.batch_check import View, batch_view
-from sinks.refold import view_from_pane_log
+from sinks.column_types import beyond_range
+from sinks.refold import refolded_rows
 from sinks.spec import ViewSpec
-from sinks.tables import existing_table, open_pane_log, open_view
+from sinks.tables import arrow_schema, existing_table, open_pane_log, open_view
 
 
 def view_dict(spec: ViewSpec, table: pa.Table) -> View:
@@ -47,17 +52,29 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
-def diff(expected: View, actual: View) -> list[str]:
+def diff(expected: View, actual: View, types: Mapping[str, pa.DataType] | None = None) -> list[str]:
+    """The differences between two views, exact; ``types``: the view's column types, to say
+    which expected value its column cannot hold."""
     out = []
     for at in sorted(set(expected) | set(actual), key=repr):
         e, a = expected.get(at), actual.get(at)
         if e is None:
             out.append(f"extra in view: {_at(at)} = {a}")
         elif a is None:
-            out.append(f"missing in view: {_at(at)} (expected {e})")
+            out.append(f"missing in view: {_at(at)} (expected {e}){_beyond(e, types or {})}")
         elif not all(_same(e[n], a.get(n)) for n in e):
-            out.append(f"differs: {_at(at)}: view {a}, expected {e}")
+            out.append(f"differs: {_at(at)}: view {a}, expected {e}{_beyond(e, types or {})}")
     return out
+
+
+def _beyond(expected: Mapping[str, Any], types: Mapping[str, pa.DataType]) -> str:
+    """What of ``expected`` the view's integer columns cannot hold (the materializer stops
+    there, naming the window)."""
+    return "".join(
+        f" ({n}: beyond the view's {types[n].bit_width}-bit integer column {n!r})"
+        for n, v in expected.items()
+        if n in types and beyond_range(v, types[n])
+    )
 
 
 def _at(at: tuple) -> str:
@@ -125,12 +142,16 @@ def verify(
     folded = view_dt.transaction_version(spec.app_id)
     report = Report(folded_version=folded, pane_log_version=open_pane_log(spec).version())
     actual = view_dict(spec, view_dt.to_pyarrow_table())
+    types = {f.name: f.type for f in arrow_schema(view_dt)}
+    refold: View = {}
     if folded is None:
         report.notes.append("the view has folded nothing yet")
-        refold: View = {}
-    else:
-        refold = view_dict(spec, view_from_pane_log(spec, upto=folded))
-    report.checks.append(Check("view = pane log refolded", diff(refold, actual), len(refold)))
+    else:  # exact values: a window beyond its column is a difference, not a wrapped number
+        rows, _ = refolded_rows(spec, upto=folded)
+        refold = {at: {n: r[n] for n in spec.value_names} for at, r in rows.items()}
+    report.checks.append(
+        Check("view = pane log refolded", diff(refold, actual, types), len(refold))
+    )
     if folded is not None and report.pane_log_version != folded:
         report.notes.append(
             f"note: pane-log versions {folded + 1}..{report.pane_log_version} "
@@ -145,7 +166,12 @@ def verify(
         if folded is not None and report.pane_log_version != folded:
             note += "; the view is behind the pane log, so differences may be expected"
         report.checks.append(
-            Check(f"view = batch over {elements_are}", diff(expected, actual), len(expected), note)
+            Check(
+                f"view = batch over {elements_are}",
+                diff(expected, actual, types),
+                len(expected),
+                note,
+            )
         )
     return report
 

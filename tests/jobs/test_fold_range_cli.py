@@ -1,8 +1,8 @@
 """A discarding window whose panes each fit the pane log's 64-bit column but whose total does not:
 ``panestore materialize``, the fold at the end of ``panestore run`` and ``query --as-of panes:N``
 exit 1 with one line naming the key, the window and the aggregate, and the view keeps what it
-had. No Spark: the pane log is written with the sinks API (the run's Spark session and query are
-stood in for)."""
+had; ``panestore verify`` reports the window with its exact total. No Spark: the pane log is
+written with the sinks API (the run's Spark session and query are stood in for)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from jobs.config.sink_spec import view_spec
 from jobs.driver.batch_sink import BatchSink
 from panes import Simulator
 from tests.sinks.lakes import view_dict
-from tests.sinks.test_fold_range import A
+from tests.sinks.test_fold_range import A, wrap_the_view
 
 CONF = """\
 name = "big"
@@ -132,3 +132,15 @@ def test_query_as_of_the_pane_log_stops_with_one_line(tmp_path, capsys):
     capsys.readouterr()
     assert main(["query", conf, "SELECT total FROM current", "--as-of", "panes:2"]) == 1
     one_line_naming_the_window(capsys.readouterr().err, "panestore query: ")
+
+
+def test_verify_names_the_window_and_its_exact_total(tmp_path, capsys):
+    conf = big_lake(tmp_path)
+    append_pane(conf, 1, 2)
+    wrap_the_view(view_spec(load_pipeline(conf)), folded=2)  # as a fold that wrapped left it
+    capsys.readouterr()
+    assert main(["verify", conf]) == 1
+    out = capsys.readouterr().out
+    assert out.count(f"expected {{'total': {2 * A}}}") == 2  # the refold's, the batch's
+    assert out.count("beyond the view's 64-bit integer column 'total'") == 2
+    assert out.endswith("verify: FAILED\n")

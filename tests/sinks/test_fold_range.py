@@ -1,7 +1,7 @@
 """Integer folds never wrap: a discarding window whose panes each fit the pane log's 64-bit column
 but whose total does not stops the materializer (both reducers), the refold and ``query
---as-of panes:N`` with one line naming the key, the window and the aggregate. Totals that leave
-64 bits only in between fold exactly."""
+--as-of panes:N`` with one line naming the key, the window and the aggregate; ``verify`` compares
+exact values and names the window. Totals that leave 64 bits only in between fold exactly."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from panes import AccumulationMode, FixedWindows, combiners
 from panes.pane import Pane, PaneInfo, Timing
 from panes.window import Window
 from sinks.errors import FoldValueOutOfRange
+from sinks.lake_format import KIND_METADATA
 from sinks.materializer import Materializer
 from sinks.pane_log import PaneLog, PaneLogLayout
 from sinks.spec import ViewSpec
@@ -130,3 +131,53 @@ def test_the_pane_log_refolded_stops_naming_the_window(tmp_path):
     assert_names_the_window(str(raised.value), 2 * A)
     with pytest.raises(FoldValueOutOfRange):
         connect(spec, as_of="panes:2")
+
+
+def wrap_the_view(spec: ViewSpec, folded: int) -> None:
+    """Make the view what a materializer that wrapped at 64 bits left: the window's total
+    wrapped, pane-log versions up to ``folded`` recorded as folded."""
+    from deltalake import CommitProperties, Transaction, write_deltalake
+
+    from sinks.tables import plain_table
+
+    view = open_view(spec)
+    rows = plain_table(view.to_pyarrow_table())
+    wrapped = pa.array([2 * A - 2**64], pa.int64())
+    rows = rows.set_column(rows.column_names.index("total"), "total", wrapped)
+    props = CommitProperties(
+        app_transactions=[Transaction(spec.app_id, folded)],
+        custom_metadata={KIND_METADATA: "current"},
+    )
+    write_deltalake(view, rows, mode="overwrite", commit_properties=props)
+
+
+def test_verify_compares_exact_totals_and_names_a_window_beyond_the_view_column(tmp_path):
+    from sinks.verify import verify
+
+    spec, log = discarding_sum(str(tmp_path))
+    log.append(0, [pane(0, A)])
+    Materializer(spec).run()
+    log.append(1, [pane(1, A)])
+    elements = [("u1", A, 11 * S), ("u1", A, 12 * S)]
+
+    # the materializer stopped: the view is what the pane log folds to up to its version, and
+    # the batch over the events says the window's total, exactly, and that it is beyond the view
+    with pytest.raises(FoldValueOutOfRange):
+        Materializer(spec).run()
+    report = verify(spec, elements=elements)
+    refolded, batch = report.checks
+    assert refolded.ok
+    assert not batch.ok and len(batch.differences) == 1
+    assert f"expected {{'total': {2 * A}}}" in batch.differences[0]
+    assert "beyond the view's 64-bit integer column 'total'" in batch.differences[0]
+
+    # a view whose total wrapped (an older materializer's): a difference, with the exact total
+    wrap_the_view(spec, folded=2)
+    report = verify(spec, elements=elements)
+    assert not report.ok
+    for check in report.checks:
+        (difference,) = check.differences
+        assert f"view {{'total': {2 * A - 2**64}}}, expected {{'total': {2 * A}}}" in difference
+        assert "key 'u1' window [10000000, 20000000)" in difference
+        assert "beyond the view's 64-bit integer column 'total'" in difference
+    assert str(report).endswith("verify: FAILED")
