@@ -41,28 +41,15 @@ from jobs.cli.inspect import add_subcommands, error_status, materialize_after_ru
 from jobs.config.checks import check_paths
 from jobs.config.load import load_pipeline
 from jobs.config.pipeline import Pipeline, PipelineConfigError
-from jobs.driver.checkpoint import check_against_tables
 from jobs.driver.fingerprint import check_lake_configuration
 from jobs.driver.lake_identity import check_lake_identity
 from jobs.driver.stopping import stop_on_signals
 from jobs.driver.watermark_marks import MarkError, note_watermark, parse_time
 from jobs.startup.quiet import quiet_spark_stderr
-from jobs.startup.session import (
-    QUERY_FAILURE_LOGGERS,
-    SHUFFLE_PARTITIONS,
-    JavaNotFound,
-    get_session,
-    quiet_loggers,
-)
+from jobs.startup.session import SHUFFLE_PARTITIONS, JavaNotFound, SessionOptions
 from panes import parse_duration
 from sinks.aws_profile import adopt_shared_profile
-from sinks.errors import (
-    LakeBusy,
-    LakeError,
-    NoConditionalWrites,
-    SourceTableError,
-    UpstreamChanged,
-)
+from sinks.errors import LakeError
 from sinks.object_store import one_line
 
 EXIT_BUSY = ExitStatus.BUSY
@@ -120,8 +107,6 @@ def cmd_check(args) -> int:
 
 def cmd_run(args) -> int:
     pipeline = _load(args)
-    check_paths(pipeline)  # before Spark: a bad path exits 2 naming the setting
-    check_lake_identity(pipeline)  # ... and so does a copied or moved lake
     if pipeline.source.is_dataframe:
         print(
             f"panestore: pipeline {pipeline.name} reads a streaming DataFrame built in PySpark "
@@ -130,58 +115,43 @@ def cmd_run(args) -> int:
             file=sys.stderr,
         )
         return ExitStatus.MISUSE
-    try:  # before Spark: a rebuilt upstream or a recreated source table exits 2
-        if pipeline.source.is_pane_log:
-            from jobs.driver.upstream_identity import check_upstream
-
-            check_upstream(pipeline)
-        elif pipeline.source.is_delta:
-            from jobs.driver.delta_table_source import check_source_table
-
-            check_source_table(pipeline)
-    except UpstreamChanged as e:
-        print(f"panestore: {e}", file=sys.stderr)
-        return ExitStatus.MISUSE
-    check_lake_configuration(pipeline)  # before Spark: a lake's changed setting exits 2
-    check_against_tables(pipeline)  # ... and so do a checkpoint and tables apart in time
     terminal = sys.stderr if args.verbose else quiet_spark_stderr()
-    print(pipeline.describe(), file=terminal, flush=True)
     from jobs.driver.runs import run  # imports pyspark: not for `check`
 
-    try:
-        spark = get_session(
-            f"panestore-{pipeline.name}",
-            master=args.master,
-            shuffle_partitions=args.shuffle_partitions,
-            write_class_archive=True,
-        )
-    except JavaNotFound as e:
-        print(f"panestore: {e}", file=terminal)
-        return ExitStatus.FAILED
-    if not args.verbose:  # a failed query is reported below, in one line
-        quiet_loggers(spark, QUERY_FAILURE_LOGGERS, "OFF")
-    # From here on SIGINT and SIGTERM stop the run cleanly (jobs.driver.stopping), through the fold;
-    # set after the session, whose SparkContext installs a SIGINT handler of its own.
+    session = SessionOptions(
+        f"panestore-{pipeline.name}",
+        master=args.master,
+        shuffle_partitions=args.shuffle_partitions,
+        write_class_archive=True,
+        quiet_query_failures=not args.verbose,  # a failed query is said below, in one line
+    )
+    # SIGINT and SIGTERM stop the run cleanly (jobs.driver.stopping), through the fold; the run
+    # takes the signals back once its session has started (its SparkContext installs a SIGINT
+    # handler of its own)
     with stop_on_signals() as stop:
-        try:
+        try:  # the run's checks come first, before Spark starts (jobs.driver.preflight)
             result = run(
                 pipeline,
-                spark=spark,
+                session=session,
                 follow=args.follow,
                 drain=args.drain,
                 interval=args.interval,
                 progress=terminal,
+                describe=True,
                 kill_at=args.kill_at,
                 profile_dir=args.profile_dir,
                 stop=stop,
             )
-        except LakeBusy as e:
+        except PipelineConfigError:
+            raise  # the configuration or a lake it does not fit: main says so, exit 2
+        except JavaNotFound as e:
             print(f"panestore: {e}", file=terminal)
-            return ExitStatus.BUSY
-        except (UpstreamChanged, SourceTableError, NoConditionalWrites) as e:
-            # a table source refused to read on; a store that cannot lock without single_writer
-            print(f"panestore: {e}", file=terminal)
-            return ExitStatus.MISUSE
+            return ExitStatus.FAILED
+        except LakeError as e:  # refused (a busy lake, a changed source, ...) or failed
+            status = error_status(e)
+            failed = "run failed: " if status == ExitStatus.FAILED else ""
+            print(f"panestore: {failed}{one_line(e)}", file=terminal)
+            return status
         except Exception as e:  # the streaming query failed: report, exit 1
             print(f"panestore: run failed: {e}", file=terminal)
             return ExitStatus.FAILED

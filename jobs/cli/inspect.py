@@ -231,11 +231,23 @@ def _guard(fn):
 def error_status(error: Exception) -> ExitStatus:
     """The exit status of a command that ``error`` ended (:class:`ExitStatus`)."""
     from jobs.driver.checkpoint import CheckpointError
-    from sinks.errors import InvalidRequest, LakeBusy, TableMissing
+    from sinks.errors import (
+        InvalidRequest,
+        LakeBusy,
+        NoConditionalWrites,
+        SourceTableError,
+        TableMissing,
+        UpstreamChanged,
+    )
 
     if isinstance(error, LakeBusy):
         return ExitStatus.BUSY
-    if isinstance(error, (PipelineConfigError, InvalidRequest, TableMissing, CheckpointError)):
+    refused = (
+        *(PipelineConfigError, InvalidRequest, TableMissing, CheckpointError),
+        # a table source that cannot be read on; a store that cannot lock without single_writer
+        *(UpstreamChanged, SourceTableError, NoConditionalWrites),
+    )
+    if isinstance(error, refused):
         return ExitStatus.MISUSE
     return ExitStatus.FAILED
 

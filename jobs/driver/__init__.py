@@ -1,8 +1,9 @@
 """The driver side of a run: the query plan, the batch sink, runs, and the checks and control
 files around them.
 
-Runs in the Python process that owns the SparkSession: :func:`run` checks the lake (its lock,
-identity, configuration fingerprint, checkpoint, upstream), builds the plan (:mod:`.plan`: a
+Runs in the Python process that owns the SparkSession: :func:`run` takes the lake's lock and
+checks it once, before Spark starts (:mod:`.preflight`: identity, configuration fingerprint,
+source table, checkpoint against the tables, state layout), builds the plan (:mod:`.plan`: a
 source's *records* frame -> tagged rows -> the operator) over the source's reader
 (:mod:`.sources`: :mod:`.landing_source`, :mod:`.pane_log_source`, :mod:`.delta_table_source`, or
 the caller's DataFrame), and commits each batch through :class:`BatchSink`. The code Spark runs
@@ -25,6 +26,7 @@ if TYPE_CHECKING:  # what the front door offers; each is imported on first use (
     from jobs.driver.landing_source import read_landing_zone
     from jobs.driver.pane_log_source import read_pane_log
     from jobs.driver.plan import build_job
+    from jobs.driver.preflight import Preflight, check_run
     from jobs.driver.runs import BatchReport, RunResult, run
     from jobs.driver.sources import read_source
     from jobs.driver.watermark_marks import LandingWriter, note_watermark
@@ -34,8 +36,10 @@ __all__ = [
     "BatchSink",
     "BatchStats",
     "LandingWriter",
+    "Preflight",
     "RunResult",
     "build_job",
+    "check_run",
     "note_watermark",
     "read_delta_table",
     "read_landing_zone",

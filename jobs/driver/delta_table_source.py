@@ -72,13 +72,13 @@ def stored_columns(pipeline: Pipeline) -> list[tuple[str, str]]:
     return [(c, stored[c]) for c, _ in pipeline.source.schema]
 
 
-def read_delta_table(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
+def read_delta_table(spark: SparkSession, pipeline: Pipeline, table: str | None) -> DataFrame:
     """The source table as a streaming records frame: the schema's columns in the table's own
-    types (:func:`jobs.driver.plan.build_job` casts them to the schema's, rejecting what does
-    not cast) and ``_source_file``, the data file a row came from. Raises
-    :class:`sinks.errors.SourceTableChanged` before the query starts if the table was recreated."""
+    types (:func:`jobs.driver.plan.build_job` converts them to the schema's, rejecting what does
+    not convert exactly) and ``_source_file``, the data file a row came from; ``table``: the
+    table's id the run's checks found (:func:`check_source_table`), to which the reader holds the
+    versions it reads."""
     src = pipeline.source
-    table = check_source_table(pipeline)
     register_data_source(spark, DeltaTableDataSource)
     columns = stored_columns(pipeline)
     return (

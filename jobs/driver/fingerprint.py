@@ -22,7 +22,7 @@ What is in it, and why (docs/running.md, "What may change on a live lake"):
 * ``window``, ``trigger``, ``accumulation_mode``, ``allowed_lateness``, ``timestamp_combiner``,
   ``on_time_behavior``, ``closing_behavior``: the windows in state, their trigger state, expiry
   times and holds, and the meaning of the panes already emitted;
-* ``state_buckets``: how the state is laid out (:func:`jobs.driver.runs.check_state_layout`).
+* ``state_buckets``: how the state is laid out (:func:`jobs.driver.preflight.check_state_layout`).
 
 Everything else may change: source columns no aggregate, key or event time reads,
 ``source.path``, ``max_files_per_trigger``, the csv options, ``bounded``, ``create_path``,

@@ -32,7 +32,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from jobs.config.pipeline import Pipeline
-from jobs.driver.upstream_identity import check_upstream
 from jobs.executor.operator_input import BLOB, BUCKET, TS_US, WEIGHT
 from jobs.executor.pane_log_reader import FORMAT_NAME, PaneLogDataSource
 from jobs.executor.source_columns import encode_columns
@@ -46,15 +45,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
 
-def read_pane_log(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
+def read_pane_log(spark: SparkSession, pipeline: Pipeline, table: str | None) -> DataFrame:
     """The upstream's pane log as a streaming frame of element rows: the downstream's key and
     value columns, and the event time, watermark and weight columns of
-    :func:`sinks.upstream.read_elements`. Raises :class:`UpstreamChanged` before the query
-    starts if the upstream is not the table the pipeline has read
-    (:func:`jobs.driver.upstream_identity.check_upstream`)."""
+    :func:`sinks.upstream.read_elements`; ``table``: the pane log's id the run's checks found
+    (:func:`jobs.driver.upstream_identity.check_upstream`), to which the reader holds the
+    versions it reads (None: the pipeline has read none yet)."""
     upstream = pipeline.source.upstream
     assert upstream is not None
-    table = check_upstream(pipeline)
     register_data_source(spark, PaneLogDataSource)
     types = pipeline.source.types
     wanted = [*pipeline.keys, *[c for c in pipeline.value_columns if c not in pipeline.keys]]

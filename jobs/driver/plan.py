@@ -334,7 +334,7 @@ def _operator_input(
         .cast("int")
     )
     if bucket_ids is not None and tuple(bucket_ids) != tuple(range(pipeline.state_buckets)):
-        # bucket number -> the lake's grouping value for it (jobs.driver.runs.check_state_layout)
+        # bucket number -> the lake's grouping value (jobs.driver.preflight.check_state_layout)
         ids = F.array(*[F.lit(int(i)) for i in bucket_ids])
         number = F.when(number < 0, number).otherwise(F.element_at(ids, number + 1)).cast("int")
     schema = operator_config(pipeline).input_schema
@@ -363,7 +363,7 @@ def build_job(
 
     A key's bucket is ``pmod(xxhash64(keys), state_buckets)``; the input carries
     ``bucket_ids[bucket]`` (default: the bucket number itself), values chosen per lake so its
-    shards get equal shares of buckets (:func:`jobs.driver.runs.check_state_layout`).
+    shards get equal shares of buckets (:func:`jobs.driver.preflight.check_state_layout`).
     """
     decoded = BLOB in records.columns  # the JSON-lines decoder packed (jobs.executor.jsonl_decoder)
     if pipeline.source.is_pane_log:

@@ -26,37 +26,33 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
-import json
 import re
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from jobs.config.checks import check_paths
-from jobs.config.pipeline import Pipeline, PipelineConfigError
+from jobs.config.pipeline import Pipeline
 from jobs.driver.batch_sink import BatchSink, BatchStats
-from jobs.driver.checkpoint import check_against_tables, checkpoint_partitions
 from jobs.driver.control import control_stream, write_drain_sentinel, write_tick
-from jobs.driver.fingerprint import bind_lake_configuration
-from jobs.driver.lake_identity import check_lake_identity
 from jobs.driver.landing_changes import note_changes
 from jobs.driver.plan import build_job
+from jobs.driver.preflight import (
+    SHARD_STATE_FORMAT,
+    STATE_LAYOUT_FORMAT,
+    Preflight,
+    check_before_lock,
+    check_run,
+    record_state_layout,
+)
 from jobs.driver.sources import read_source
 from jobs.driver.state_upgrade import upgrade_state
-from jobs.driver.stopping import StopRequest, stop_on_signals
+from jobs.driver.stopping import StopRequest, listen_again, stop_on_signals
 from jobs.driver.writers_watermark import record_writers_watermark
-from jobs.executor.operator_input import balanced_bucket_ids
 from jobs.startup.python_processes import start_workers
-from jobs.startup.session import (
-    AVAILABLE_NOW_LOGGERS,
-    SHUFFLE_PARTITIONS,
-    get_session,
-    quiet_loggers,
-)
+from jobs.startup.session import AVAILABLE_NOW_LOGGERS, SessionOptions, quiet_loggers
 from sinks.errors import (
     LakeError,
     PaneValueOutOfRange,
@@ -65,7 +61,6 @@ from sinks.errors import (
     UpstreamChanged,
 )
 from sinks.lock import LakeLock
-from sinks.small_files import write_atomically
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -198,14 +193,14 @@ def _writer(
     follow: bool,
     interval: str,
     records: DataFrame | None,
-    bucket_ids: tuple[int, ...],
+    checked: Preflight,
 ):
-    """The query, built and ready to start (a ``DataStreamWriter``)."""
+    """The query, built and ready to start (a ``DataStreamWriter``), over the state layout and
+    source table the run's checks found."""
     if records is None:
-        records = read_source(spark, pipeline)
-    out = build_job(
-        spark, pipeline, records, control_stream(spark, pipeline), bucket_ids=bucket_ids
-    )
+        records = read_source(spark, pipeline, checked.source_table)
+    control = control_stream(spark, pipeline)
+    out = build_job(spark, pipeline, records, control, bucket_ids=checked.state.bucket_ids)
     writer = (
         out.writeStream.foreachBatch(sink)
         .queryName(f"panestore_{pipeline.name}")
@@ -241,7 +236,7 @@ def _run_query(
     follow: bool,
     interval: str,
     records,
-    bucket_ids: tuple[int, ...],
+    checked: Preflight,
     stop_after_batches: int | None,
     built: Callable[[], Any],
     poll: Callable[[], Any] | None = None,
@@ -257,7 +252,7 @@ def _run_query(
         follow=follow,
         interval=interval,
         records=records,
-        bucket_ids=bucket_ids,
+        checked=checked,
     )
     starting = time.monotonic()
     result.add_phase("build", starting - building)
@@ -415,33 +410,6 @@ def _writers_poll(
     return poll
 
 
-STATE_LAYOUT_FILE = "_state_layout.json"
-STATE_LAYOUT_FORMAT = 6
-"""The version of the lake's state layout (``format`` in its layout file): 6 keeps the state in
-the operator's own shard files (:mod:`jobs.executor.state_store`), a bucket as its keys' engine
-states or as a table of its windows (:mod:`jobs.executor.window_table`) that may carry windows the
-engine holds (sums beyond 64 bits) in its metadata, a key's other windows staying in the table;
-5 held whole keys there; 4 had window tables without held keys; 3 had the shard files without
-window tables; 2 and 1 kept the state in Spark's ``transformWithState`` store (a bucket's keys as
-a compressed Arrow table, or a pickled dict). A run of a format 1 or 2 lake first moves that
-state into shard files (:func:`jobs.driver.state_upgrade.upgrade_state`); a run of an older lake
-records 6 (a bucket changes form when a visit changes it), so that an older panestore refuses the
-lake instead of misreading it (a format-4 reader would not see the windows the engine holds, a
-format-5 reader would take a held key's state for all of its windows: state would be lost)."""
-SHARD_STATE_FORMAT = 3
-"""The first format that keeps the state in shard files (older ones: to move)."""
-READABLE_STATE_LAYOUTS = (1, 2, SHARD_STATE_FORMAT, 4, 5, STATE_LAYOUT_FORMAT)
-
-
-class StateLayout(NamedTuple):
-    """How a lake's state is laid out: the buckets' grouping values, the operator's shards (its
-    tasks), and the recorded format (older than :data:`STATE_LAYOUT_FORMAT`: to upgrade)."""
-
-    bucket_ids: tuple[int, ...]
-    shards: int
-    format: int
-
-
 def _shuffle_partitions(spark: SparkSession) -> int | None:
     """The session's shuffle partitions (what a new lake's shards are), or None if not a
     number."""
@@ -452,63 +420,6 @@ def _shuffle_partitions(spark: SparkSession) -> int | None:
         return int(value)
     except ValueError:
         return None
-
-
-def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> StateLayout:
-    """The lake's state layout (:class:`StateLayout`; grouping values:
-    :func:`jobs.executor.operator_input.balanced_bucket_ids`).
-
-    The operator's state is laid out by ``state_buckets``, these values and the shards: the first
-    run of a lake records them with the layout's format version
-    (``<checkpoint>/_state_layout.json``), the values spread over ``partitions`` shards (default
-    :data:`~jobs.startup.session.SHUFFLE_PARTITIONS`). Every later run reads them back, and refuses
-    a lake of another format version, a checkpoint without a recorded layout, or another
-    ``state_buckets``: running would lose every key's state. A lake of an older format keeps its
-    shards: the shuffle partitions its checkpoint fixed.
-    """
-    path = pipeline.run_path / STATE_LAYOUT_FILE
-    if path.exists():
-        recorded = json.loads(path.read_text())
-        if recorded.get("format") not in READABLE_STATE_LAYOUTS:
-            raise PipelineConfigError(
-                "lake",
-                f"{path} records state layout format {recorded.get('format')}, this version "
-                f"reads formats {READABLE_STATE_LAYOUTS}: start a new lake directory.",
-            )
-        if recorded["state_buckets"] != pipeline.state_buckets:
-            raise PipelineConfigError(
-                "state_buckets",
-                f"the lake {pipeline.lake_location} was written with state_buckets = "
-                f"{recorded['state_buckets']}; running with {pipeline.state_buckets} would lose "
-                f"the state of every key. Keep {recorded['state_buckets']}, or start a new lake.",
-            )
-        shards = recorded.get("shards") or checkpoint_partitions(pipeline.checkpoint_path)
-        shards = shards or SHUFFLE_PARTITIONS
-        return StateLayout(tuple(recorded["bucket_ids"]), shards, recorded["format"])
-    if Path(pipeline.checkpoint_path).exists():
-        raise PipelineConfigError(
-            "lake",
-            f"the lake {pipeline.lake_location} has a checkpoint but no {STATE_LAYOUT_FILE}: it "
-            "was written by an older version; start a new lake directory.",
-        )
-    shards = partitions or SHUFFLE_PARTITIONS
-    ids = balanced_bucket_ids(pipeline.state_buckets, shards)
-    layout = {
-        "format": STATE_LAYOUT_FORMAT,
-        "state_buckets": pipeline.state_buckets,
-        "bucket_ids": ids,
-        "shards": shards,
-    }
-    write_atomically(path, json.dumps(layout))
-    return StateLayout(ids, shards, STATE_LAYOUT_FORMAT)
-
-
-def record_state_layout(pipeline: Pipeline, layout: StateLayout) -> None:
-    """Record ``layout`` as of the current format (after an upgrade moved its state)."""
-    path = pipeline.run_path / STATE_LAYOUT_FILE
-    recorded = json.loads(path.read_text())
-    current = {**recorded, "format": STATE_LAYOUT_FORMAT, "shards": layout.shards}
-    write_atomically(path, json.dumps(current))
 
 
 def run(
@@ -524,17 +435,23 @@ def run(
     kill_at: Sequence[tuple[str, int]] = (),
     profile_dir: str | None = None,
     stop: StopRequest | None = None,
+    session: SessionOptions | None = None,
+    describe: bool = False,
 ) -> RunResult:
     """Run ``pipeline`` once (see the module doc); returns what each batch did.
 
     Holds the lake's run lock (:class:`sinks.lock.LakeLock`) throughout: a second run of the same
-    lake while this one lives raises :class:`sinks.errors.LakeBusy` and writes nothing. A stop
+    lake while this one lives raises :class:`sinks.errors.LakeBusy` and writes nothing. Under
+    it, the run's checks run once (:func:`jobs.driver.preflight.check_run`), before Spark starts
+    when the run starts its own session (``spark`` None: as ``session`` says, by default a local
+    one). A stop
     requested in ``stop`` (by default, and on the main thread, SIGINT or SIGTERM during the run:
     :func:`jobs.driver.stopping.stop_on_signals`) ends the run after the batch in flight, skipping
     its remaining queries (tick, writers' watermark, drain); ``stopped_by`` of the result names the
     signal. Developer aids: ``kill_at`` SIGKILLs the job at ``(point, batch id)`` pairs
     (:func:`jobs.driver.batch_sink.kill`); ``profile_dir`` profiles the operator's tasks into that
-    directory.
+    directory. ``describe``: print the pipeline's description to ``progress`` once the checks have
+    passed.
     """
     if follow and drain:
         raise ValueError("--follow and --drain exclude each other (a drain ends the input)")
@@ -547,7 +464,7 @@ def run(
             stamp = dt.datetime.now().strftime("%H:%M:%S")
             print(f"[{stamp}] {pipeline.name}: {line}", file=progress, flush=True)
 
-    check_paths(pipeline)
+    check_before_lock(pipeline)
     lock = LakeLock(
         pipeline.lake_location,
         "run",
@@ -555,21 +472,26 @@ def run(
         single_writer=pipeline.single_writer,
     )
     with lock, contextlib.ExitStack() as scope:
-        check_lake_identity(pipeline, record=True)  # a copied or moved lake: before Spark reads it
-        bind_lake_configuration(pipeline)  # before Spark: a lake keeps its configuration
-        if spark is None:
-            spark = get_session(f"panestore-{pipeline.name}")
+        if spark is None:  # every check before Spark starts
+            options = session or SessionOptions(f"panestore-{pipeline.name}")
+            checked = check_run(pipeline, options.shuffle_partitions)
+            spark = options.start()
             result.add_phase("session", time.monotonic() - started)
+            if stop is not None and threading.current_thread() is threading.main_thread():
+                listen_again(stop)  # the caller's handlers, which the session replaced
+        else:
+            checked = check_run(pipeline, _shuffle_partitions(spark))
+        if describe and progress is not None:
+            print(pipeline.describe(), file=progress, flush=True)
         if stop is None and threading.current_thread() is threading.main_thread():
             stop = scope.enter_context(stop_on_signals())  # after the session: see its doc
         preparing = time.monotonic()
-        state = check_state_layout(pipeline, _shuffle_partitions(spark))
+        state = checked.state
         if state.format != STATE_LAYOUT_FORMAT:
             if state.format < SHARD_STATE_FORMAT:
                 emit(f"moving the state of state layout format {state.format} into shard files")
                 upgrade_state(spark, pipeline, state.shards)
             record_state_layout(pipeline, state)
-        check_against_tables(pipeline)  # a checkpoint and tables that do not belong together
         sink = BatchSink(pipeline, kill_at=kill_at, shards=state.shards, profile_dir=profile_dir)
         sink.create_tables()
 
@@ -590,7 +512,7 @@ def run(
             follow=follow,
             interval=interval,
             records=records,
-            bucket_ids=state.bucket_ids,
+            checked=checked,
             stop_after_batches=stop_after_batches,
             built=start_python_workers,
             stop=stop,

@@ -22,17 +22,19 @@ class RecordsRequired(ValueError):
     """A ``dataframe`` pipeline run without the DataFrame it reads."""
 
 
-def read_source(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
-    """The streaming records frame of ``pipeline``'s source (see the module doc)."""
+def read_source(spark: SparkSession, pipeline: Pipeline, table: str | None = None) -> DataFrame:
+    """The streaming records frame of ``pipeline``'s source (see the module doc); ``table``: the
+    id of the pane log or Delta table the run's checks found the source to be
+    (:func:`jobs.driver.preflight.check_source_identity`), which the reader holds it to."""
     src = pipeline.source
     if src.is_pane_log:
         from jobs.driver.pane_log_source import read_pane_log
 
-        return read_pane_log(spark, pipeline)
+        return read_pane_log(spark, pipeline, table)
     if src.is_delta:
         from jobs.driver.delta_table_source import read_delta_table
 
-        return read_delta_table(spark, pipeline)
+        return read_delta_table(spark, pipeline, table)
     if src.is_dataframe:
         raise RecordsRequired(
             f"pipeline {pipeline.name} reads a streaming DataFrame (source.format = "

@@ -64,3 +64,12 @@ def stop_on_signals() -> Iterator[StopRequest]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def listen_again(stop: StopRequest) -> None:
+    """Make ``stop`` the stop signals' handler again, as :func:`stop_on_signals` made it: a
+    SparkContext started since installs a SIGINT handler of its own (main thread only; after a
+    second signal the default actions stay, as :meth:`StopRequest.note` set them)."""
+    if not stop.abandon:
+        for s in STOP_SIGNALS:
+            signal.signal(s, stop.note)

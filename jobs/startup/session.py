@@ -21,6 +21,7 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from jobs.startup.class_archive import ClassArchive
@@ -203,6 +204,31 @@ def get_session(
     if writes:
         archive.adopt_at_exit(spark)
     return spark
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    """How a run that starts its own Spark session starts it (:func:`get_session`), once its
+    checks have passed: ``quiet_query_failures``: a failed query is left to the command to say
+    in one line (:data:`QUERY_FAILURE_LOGGERS` off)."""
+
+    app_name: str = "panestore"
+    master: str | None = None
+    shuffle_partitions: int = SHUFFLE_PARTITIONS
+    write_class_archive: bool = False
+    quiet_query_failures: bool = False
+
+    def start(self):
+        """The session (a ``SparkSession``); raises :class:`JavaNotFound` without a Java."""
+        spark = get_session(
+            self.app_name,
+            master=self.master,
+            shuffle_partitions=self.shuffle_partitions,
+            write_class_archive=self.write_class_archive,
+        )
+        if self.quiet_query_failures:
+            quiet_loggers(spark, QUERY_FAILURE_LOGGERS, "OFF")
+        return spark
 
 
 def _started(session_class, app_name: str, master: str | None, conf: dict[str, str]):

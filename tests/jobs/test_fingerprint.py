@@ -184,7 +184,7 @@ def test_an_unreadable_fingerprint_is_refused_naming_the_lake(tmp_path, lake):
 
 def test_a_lake_written_before_fingerprints_adopts_an_agreeing_configuration(tmp_path):
     from jobs.driver.batch_sink import BatchSink
-    from jobs.driver.runs import check_state_layout
+    from jobs.driver.preflight import check_state_layout
 
     older = pipeline(tmp_path)
     check_state_layout(older)  # what an older version's first run left: layout and tables

@@ -80,7 +80,6 @@ def test_materialize_while_another_materializer_runs_exits_busy(tmp_path, capsys
 def test_a_run_whose_fold_finds_the_materializer_busy_says_what_it_committed(
     tmp_path, capsys, monkeypatch
 ):
-    import jobs.cli.commands
     import jobs.driver.runs
     from jobs.driver.runs import BatchReport, RunResult
 
@@ -97,9 +96,6 @@ def test_a_run_whose_fold_finds_the_materializer_busy_says_what_it_committed(
             ]
         )
 
-    monkeypatch.setattr(jobs.cli.commands, "get_session", lambda *a, **kw: None)
-    # the lake stands in for a run's: its pane log has batches, it has no checkpoint
-    monkeypatch.setattr(jobs.cli.commands, "check_against_tables", lambda pipeline: None)
     monkeypatch.setattr(jobs.driver.runs, "run", run)
     holder = hold_materializer_lock(conf)
     try:

@@ -8,7 +8,7 @@ import pytest
 
 from jobs.config.load import load_pipeline
 from jobs.config.pipeline import PipelineConfigError
-from jobs.driver.runs import check_state_layout
+from jobs.driver.preflight import check_state_layout
 
 DEMO = Path(__file__).resolve().parents[2] / "conf" / "demo.toml"
 
@@ -63,7 +63,7 @@ def test_a_lake_of_an_older_layout_keeps_its_checkpoint_partitions_as_shards(tmp
     partitions: the run upgrading it (tests/spark/test_state_upgrade.py) keeps them as shards."""
     import json
 
-    from jobs.driver.runs import STATE_LAYOUT_FORMAT, record_state_layout
+    from jobs.driver.preflight import STATE_LAYOUT_FORMAT, record_state_layout
 
     pipeline = load_pipeline(DEMO, overrides={"lake": str(tmp_path / "lake")})
     ids = check_state_layout(pipeline, partitions=2).bucket_ids
@@ -92,7 +92,7 @@ def test_a_lake_of_shard_state_format_3_to_5_is_read_and_recorded_as_the_current
     panestore refuse the lake."""
     import json
 
-    from jobs.driver.runs import STATE_LAYOUT_FORMAT, record_state_layout
+    from jobs.driver.preflight import STATE_LAYOUT_FORMAT, record_state_layout
 
     pipeline = load_pipeline(DEMO, overrides={"lake": str(tmp_path / "lake")})
     check_state_layout(pipeline, partitions=2)

@@ -162,9 +162,8 @@ def test_panestore_run_refuses_a_rebuilt_upstream_before_spark_starts(chain, tmp
     old = make_table(pane_log, 2)
     write_offset(Path(down.checkpoint_path), 0, {"version": 1, "table": old}, committed=True)
     rebuild(pane_log, 3)
-    assert (
-        main(["run", str(tmp_path / "down.toml")]) == 2
-    )  # (Spark would take seconds to start: it is not)
+    # (Spark would take seconds to start: it is not); -v: stderr as it is
+    assert main(["run", str(tmp_path / "down.toml"), "-v"]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("panestore: the upstream 'sessions' was rebuilt: its pane log")
     assert f"Rebuild hourly too: move its lake aside (mv {down.lake_path} " in line

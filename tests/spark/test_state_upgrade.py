@@ -74,7 +74,8 @@ def test_a_format_2_lake_continues_under_shard_state(spark, old_lake):
     from jobs.cli.inspect import materialize_after_run
     from jobs.config.load import pipeline_from_dict
     from jobs.config.sink_spec import view_spec
-    from jobs.driver.runs import STATE_LAYOUT_FILE, STATE_LAYOUT_FORMAT, run
+    from jobs.driver.preflight import STATE_LAYOUT_FILE, STATE_LAYOUT_FORMAT
+    from jobs.driver.runs import run
     from jobs.driver.source_elements import load_source_elements
     from jobs.driver.state_upgrade import RETIRED_STATE
     from jobs.driver.tws_state import read_bucket_states

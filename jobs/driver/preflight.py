@@ -1,0 +1,165 @@
+"""A run's checks before Spark starts: one sequence, run once (:func:`check_run`).
+
+A run of a lake refuses, before Spark reads anything, what would lose or corrupt data or run
+under settings the lake was not written with (:func:`check_run`). In order, each naming what is
+wrong and how to recover (``docs/running.md``, "Recovering a lake"):
+
+1. the paths of the configuration (:func:`jobs.config.checks.check_paths`);
+2. a lake that was copied or moved, or whose landing directory changed; recorded at the lake's
+   first run (:func:`jobs.driver.lake_identity.check_lake_identity`);
+3. a source table that is not the one the pipeline has read: a rebuilt upstream pane log
+   (:func:`jobs.driver.upstream_identity.check_upstream`) or a recreated Delta table
+   (:func:`jobs.driver.delta_table_source.check_source_table`);
+4. a configuration the lake is not bound to
+   (:func:`jobs.driver.fingerprint.bind_lake_configuration`);
+5. a checkpoint and tables that do not belong together, in either direction
+   (:func:`jobs.driver.checkpoint.check_against_tables`);
+6. the state layout (:func:`check_state_layout`): another ``state_buckets``, or a format this
+   version does not read; a new lake's is recorded.
+
+Steps 2-6 run under the lake's run lock (:func:`jobs.driver.runs.run` holds it): a run's
+records are made by the run that holds the lake.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from jobs.config.checks import check_paths
+from jobs.config.pipeline import Pipeline, PipelineConfigError
+from jobs.driver.checkpoint import check_against_tables, checkpoint_partitions
+from jobs.driver.fingerprint import bind_lake_configuration
+from jobs.driver.lake_identity import check_lake_identity
+from jobs.executor.operator_input import balanced_bucket_ids
+from jobs.startup.session import SHUFFLE_PARTITIONS
+from sinks.small_files import write_atomically
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """What a run's checks found: the lake's state layout, and the id of the source table the
+    pipeline reads (a pane log or Delta table; None for files and DataFrames, or a table the
+    pipeline has not read yet), which its reader holds the table to."""
+
+    state: StateLayout
+    source_table: str | None
+
+
+def check_before_lock(pipeline: Pipeline) -> None:
+    """Step 1, before the lock is taken (the lock lives in the lake the paths name)."""
+    check_paths(pipeline)
+
+
+def check_run(pipeline: Pipeline, partitions: int | None) -> Preflight:
+    """Steps 2-6 of the module doc, in order, each once; ``partitions``: the shuffle
+    partitions a new lake's state is spread over (:func:`check_state_layout`). Raises
+    :class:`PipelineConfigError` or a :class:`sinks.errors.LakeError` naming the problem."""
+    check_lake_identity(pipeline, record=True)
+    source_table = check_source_identity(pipeline)
+    bind_lake_configuration(pipeline)
+    check_against_tables(pipeline)
+    return Preflight(check_state_layout(pipeline, partitions), source_table)
+
+
+def check_source_identity(pipeline: Pipeline) -> str | None:
+    """Step 3: the id of the table a pane-log or Delta source has read (None: none yet, or
+    another kind of source); raises :class:`sinks.errors.UpstreamChanged` for another table."""
+    if pipeline.source.is_pane_log:
+        from jobs.driver.upstream_identity import check_upstream
+
+        return check_upstream(pipeline)
+    if pipeline.source.is_delta:
+        from jobs.driver.delta_table_source import check_source_table
+
+        return check_source_table(pipeline)
+    return None
+
+
+# -- the state layout -------------------------------------------------------------------------
+
+
+STATE_LAYOUT_FILE = "_state_layout.json"
+STATE_LAYOUT_FORMAT = 6
+"""The version of the lake's state layout (``format`` in its layout file): 6 keeps the state in
+the operator's own shard files (:mod:`jobs.executor.state_store`), a bucket as its keys' engine
+states or as a table of its windows (:mod:`jobs.executor.window_table`) that may carry windows the
+engine holds (sums beyond 64 bits) in its metadata, a key's other windows staying in the table;
+5 held whole keys there; 4 had window tables without held keys; 3 had the shard files without
+window tables; 2 and 1 kept the state in Spark's ``transformWithState`` store (a bucket's keys as
+a compressed Arrow table, or a pickled dict). A run of a format 1 or 2 lake first moves that
+state into shard files (:func:`jobs.driver.state_upgrade.upgrade_state`); a run of an older lake
+records 6 (a bucket changes form when a visit changes it), so that an older panestore refuses the
+lake instead of misreading it (a format-4 reader would not see the windows the engine holds, a
+format-5 reader would take a held key's state for all of its windows: state would be lost)."""
+SHARD_STATE_FORMAT = 3
+"""The first format that keeps the state in shard files (older ones: to move)."""
+READABLE_STATE_LAYOUTS = (1, 2, SHARD_STATE_FORMAT, 4, 5, STATE_LAYOUT_FORMAT)
+
+
+class StateLayout(NamedTuple):
+    """How a lake's state is laid out: the buckets' grouping values, the operator's shards (its
+    tasks), and the recorded format (older than :data:`STATE_LAYOUT_FORMAT`: to upgrade)."""
+
+    bucket_ids: tuple[int, ...]
+    shards: int
+    format: int
+
+
+def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> StateLayout:
+    """The lake's state layout (:class:`StateLayout`; grouping values:
+    :func:`jobs.executor.operator_input.balanced_bucket_ids`).
+
+    The operator's state is laid out by ``state_buckets``, these values and the shards: the first
+    run of a lake records them with the layout's format version
+    (``<checkpoint>/_state_layout.json``), the values spread over ``partitions`` shards (default
+    :data:`~jobs.startup.session.SHUFFLE_PARTITIONS`). Every later run reads them back, and refuses
+    a lake of another format version, a checkpoint without a recorded layout, or another
+    ``state_buckets``: running would lose every key's state. A lake of an older format keeps its
+    shards: the shuffle partitions its checkpoint fixed.
+    """
+    path = pipeline.run_path / STATE_LAYOUT_FILE
+    if path.exists():
+        recorded = json.loads(path.read_text())
+        if recorded.get("format") not in READABLE_STATE_LAYOUTS:
+            raise PipelineConfigError(
+                "lake",
+                f"{path} records state layout format {recorded.get('format')}, this version "
+                f"reads formats {READABLE_STATE_LAYOUTS}: start a new lake directory.",
+            )
+        if recorded["state_buckets"] != pipeline.state_buckets:
+            raise PipelineConfigError(
+                "state_buckets",
+                f"the lake {pipeline.lake_location} was written with state_buckets = "
+                f"{recorded['state_buckets']}; running with {pipeline.state_buckets} would lose "
+                f"the state of every key. Keep {recorded['state_buckets']}, or start a new lake.",
+            )
+        shards = recorded.get("shards") or checkpoint_partitions(pipeline.checkpoint_path)
+        shards = shards or SHUFFLE_PARTITIONS
+        return StateLayout(tuple(recorded["bucket_ids"]), shards, recorded["format"])
+    if Path(pipeline.checkpoint_path).exists():
+        raise PipelineConfigError(
+            "lake",
+            f"the lake {pipeline.lake_location} has a checkpoint but no {STATE_LAYOUT_FILE}: it "
+            "was written by an older version; start a new lake directory.",
+        )
+    shards = partitions or SHUFFLE_PARTITIONS
+    ids = balanced_bucket_ids(pipeline.state_buckets, shards)
+    layout = {
+        "format": STATE_LAYOUT_FORMAT,
+        "state_buckets": pipeline.state_buckets,
+        "bucket_ids": ids,
+        "shards": shards,
+    }
+    write_atomically(path, json.dumps(layout))
+    return StateLayout(ids, shards, STATE_LAYOUT_FORMAT)
+
+
+def record_state_layout(pipeline: Pipeline, layout: StateLayout) -> None:
+    """Record ``layout`` as of the current format (after an upgrade moved its state)."""
+    path = pipeline.run_path / STATE_LAYOUT_FILE
+    recorded = json.loads(path.read_text())
+    current = {**recorded, "format": STATE_LAYOUT_FORMAT, "shards": layout.shards}
+    write_atomically(path, json.dumps(current))
