@@ -13,7 +13,14 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from jobs.config.load import delta_table_columns, parse_setting
-from jobs.config.pipeline import Aggregate, Pipeline, PipelineConfigError, Source, Watermark
+from jobs.config.pipeline import (
+    Aggregate,
+    Duration,
+    Pipeline,
+    PipelineConfigError,
+    Source,
+    Watermark,
+)
 from panes import (
     AccumulationMode,
     ClosingBehavior,
@@ -29,8 +36,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
-Duration = int | str
-"""A duration: µs (an int), or text like ``"5m"``."""
 Schema = Mapping[str, str] | Sequence[tuple[str, str]]
 """Columns and their types (string, int, long, double, float, boolean, timestamp)."""
 

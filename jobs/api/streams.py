@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from jobs.config.pipeline import Pipeline, PipelineConfigError
+from jobs.config.pipeline import Duration, Pipeline, PipelineConfigError, parse_duration_setting
 from jobs.config.save import save_pipeline
 from jobs.config.sink_spec import view_spec
-from jobs.driver.runs import RunResult
+from jobs.driver.runs import RunResult, spark_interval
 from jobs.driver.runs import run as run_pipeline
 from sinks.aws_profile import adopt_shared_profile
 
@@ -65,7 +65,7 @@ def run(
     spark: SparkSession | None = None,
     follow: bool = False,
     drain: bool = False,
-    interval: str = "10 seconds",
+    interval: Duration = "10s",
     fold: bool = True,
     progress: TextIO | None = sys.stderr,
     stop_after_batches: int | None = None,
@@ -75,10 +75,11 @@ def run(
 
     Scheduled by default: every input up to the run's start, in Spark's micro-batches (a batch
     a killed run left uncommitted first), then the batch that fires what became due; then the
-    run returns. ``follow``: keep running, one batch per ``interval`` while data arrives, until
-    stopped (SIGINT/SIGTERM, or ``stop_after_batches``). ``drain``: then close every window.
-    The session is ``events``' (or ``spark``, or a new local one). Raises
-    :class:`jobs.config.PipelineConfigError` for events that do not fit the pipeline,
+    run returns. ``follow``: keep running, one batch per ``interval`` (a duration: µs, or text
+    like ``"10s"``) while data arrives, until stopped (SIGINT/SIGTERM, or
+    ``stop_after_batches``). ``drain``: then close every window. The session is ``events``' (or
+    ``spark``, or a new local one). Raises :class:`jobs.config.PipelineConfigError` for an
+    ``interval`` that is no duration and for events that do not fit the pipeline,
     :class:`sinks.errors.LakeBusy` while another run holds the lake, and the run's failure.
 
     Progress lines go to ``progress``; the result lists every batch (``result.batches``), and
@@ -89,6 +90,7 @@ def run(
     >>> print(result.summary())  # doctest: +SKIP
     3 batches, 1200 rows, 310 panes, 2 late, 1 rejected in 14.2s (...)
     """
+    every = spark_interval(parse_duration_setting("interval", interval))
     _check_events(pipeline, events)
     adopt_shared_profile()
     session = events.sparkSession if events is not None else spark
@@ -97,7 +99,7 @@ def run(
         spark=session,
         follow=follow,
         drain=drain,
-        interval=interval,
+        interval=every,
         records=events,
         progress=progress,
         stop_after_batches=stop_after_batches,

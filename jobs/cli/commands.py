@@ -68,7 +68,9 @@ def _interval(text: str) -> str:
         us = parse_duration(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
-    return f"{max(us // 1000, 0)} milliseconds"
+    from jobs.driver.runs import spark_interval
+
+    return spark_interval(us)
 
 
 def _positive(text: str) -> int:

@@ -30,6 +30,7 @@ from jobs.config.pipeline import (
     Upstream,
     Watermark,
     _expect,
+    parse_duration_setting,
 )
 
 if sys.version_info >= (3, 11):
@@ -46,7 +47,6 @@ from panes import (
     Trigger,
     WindowFn,
     parse_aggregate,
-    parse_duration,
     parse_trigger,
     parse_window,
 )
@@ -269,24 +269,6 @@ def _path(name: str, value: Any) -> str:
     return str(os.fspath(value))
 
 
-def _duration(name: str, value: Any) -> int:
-    """A duration in µs: an int, or text like ``5m``."""
-    if isinstance(value, bool):
-        raise PipelineConfigError(name, f"expected a duration like '5m', got {value!r}")
-    if isinstance(value, int):
-        us = value
-    elif isinstance(value, str):
-        try:
-            us = parse_duration(value.strip())
-        except ValueError as e:
-            raise PipelineConfigError(name, str(e)) from None
-    else:
-        raise PipelineConfigError(name, f"expected a duration like '5m', got {value!r}")
-    if us < 0:
-        raise PipelineConfigError(name, "must not be negative")
-    return us
-
-
 def _enum(enum: type[Enum]) -> Parse:
     """A parser of the (case-insensitive) name of a member of ``enum``."""
 
@@ -350,7 +332,7 @@ _SETTINGS: dict[str, Parse] = {
     "event_time": _optional(_of(str, "a column name")),
     "trigger": _trigger,
     "accumulation_mode": _enum(AccumulationMode),
-    "allowed_lateness": _duration,
+    "allowed_lateness": parse_duration_setting,
     "timestamp_combiner": _enum(TimestampCombiner),
     "on_time_behavior": _enum(OnTimeBehavior),
     "closing_behavior": _enum(ClosingBehavior),
@@ -375,8 +357,8 @@ _SOURCE_SETTINGS: dict[str, Parse] = {
 }
 _WATERMARK_SETTINGS: dict[str, Parse] = {
     "policy": _of(str, f"one of {WATERMARK_POLICIES}"),
-    "delay": _duration,
-    "idle_timeout": _duration,
+    "delay": parse_duration_setting,
+    "idle_timeout": parse_duration_setting,
 }
 
 

@@ -255,28 +255,68 @@ class Upstream:
         return dict((*self.columns.keys, *self.columns.values))
 
 
-@dataclass(frozen=True)
+Duration = int | str
+"""A duration as a configuration gives it: µs (an int), or text like ``"5m"``, ``"1h30m"``."""
+
+
+def parse_duration_setting(name: str, value: Any) -> int:
+    """The duration setting ``name`` in µs, from an int (µs) or text (``"5m"``, ``"2h"``: the
+    forms of :func:`panes.parse_duration`), as a configuration file and the Python API accept
+    it. Raises :class:`PipelineConfigError` naming ``name`` for anything else or a negative one.
+
+    >>> parse_duration_setting("watermark.delay", "5m"), parse_duration_setting("x", 1_000)
+    (300000000, 1000)
+    """
+    if isinstance(value, bool):
+        raise PipelineConfigError(name, f"expected a duration like '5m', got {value!r}")
+    if isinstance(value, int):
+        us = value
+    elif isinstance(value, str):
+        try:
+            us = parse_duration(value.strip())
+        except ValueError as e:
+            raise PipelineConfigError(name, str(e)) from None
+    else:
+        raise PipelineConfigError(name, f"expected a duration like '5m', got {value!r}")
+    if us < 0:
+        raise PipelineConfigError(name, "must not be negative")
+    return us
+
+
+@dataclass(frozen=True, init=False)
 class Watermark:
     """``bounded_out_of_orderness``: watermark = largest event time seen - ``delay`` (heuristic;
     data behind it is late). ``ingestion_time``: arrival (batch) time is the event time, the
     watermark is perfect and nothing is ever late (the Dataflow paper, §2.3). ``writer_noted``: the
     minimum of the times the live writers noted (:mod:`jobs.driver.writers_watermark`); a writer
     that noted nothing for ``idle_timeout`` stops holding it. ``delay`` must be 0 with
-    ``writer_noted``. Durations are in µs."""
+    ``writer_noted``. Durations are given as in a configuration file, µs or text, and held in µs.
 
-    policy: str = "bounded_out_of_orderness"
-    delay: int = 0
-    idle_timeout: int = parse_duration("5m")
+    >>> Watermark(delay="5m") == Watermark(delay=300_000_000)
+    True
+    >>> Watermark("writer_noted", idle_timeout="10m").idle_timeout
+    600000000
+    """
 
-    def __post_init__(self) -> None:
+    policy: str
+    delay: int
+    idle_timeout: int
+
+    def __init__(
+        self,
+        policy: str = "bounded_out_of_orderness",
+        delay: Duration = 0,
+        idle_timeout: Duration = "5m",
+    ) -> None:
         """Check the settings (raising :class:`PipelineConfigError` naming the first bad one)."""
-        if self.policy not in WATERMARK_POLICIES:
+        _expect("watermark.policy", policy, str, f"one of {WATERMARK_POLICIES}")
+        if policy not in WATERMARK_POLICIES:
             raise PipelineConfigError(
-                "watermark.policy", f"{self.policy!r} is not one of {WATERMARK_POLICIES}"
+                "watermark.policy", f"{policy!r} is not one of {WATERMARK_POLICIES}"
             )
-        for name in ("delay", "idle_timeout"):
-            if getattr(self, name) < 0:
-                raise PipelineConfigError(f"watermark.{name}", "must not be negative")
+        object.__setattr__(self, "policy", policy)
+        for name, value in (("delay", delay), ("idle_timeout", idle_timeout)):
+            object.__setattr__(self, name, parse_duration_setting(f"watermark.{name}", value))
         if self.policy == "writer_noted" and self.delay:
             raise PipelineConfigError(
                 "watermark.delay",

@@ -422,6 +422,15 @@ def _shuffle_partitions(spark: SparkSession) -> int | None:
         return None
 
 
+def spark_interval(us: int) -> str:
+    """A ``--follow`` run's batch interval (µs) as Spark's processing-time trigger takes it.
+
+    >>> spark_interval(10_000_000)
+    '10000 milliseconds'
+    """
+    return f"{max(us // 1000, 0)} milliseconds"
+
+
 def run(
     pipeline: Pipeline,
     *,

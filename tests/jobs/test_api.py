@@ -122,6 +122,43 @@ def test_a_bad_setting_is_refused_naming_it(tmp_path, override, setting):
     assert e.value.field == setting
 
 
+def test_durations_are_taken_as_a_configuration_file_takes_them(tmp_path):
+    # README and docs/sources.md: api.Watermark(delay="5m"), allowed_lateness="2h"
+    text = api.Watermark(delay="5m", idle_timeout="1h30m")
+    assert text == api.Watermark(delay=5 * 60 * S, idle_timeout=90 * 60 * S)
+    assert text.delay == 300_000_000
+    pipeline = spend(tmp_path / "lake", watermark=api.Watermark(delay="5m"))
+    conf = tmp_path / "spend.toml"
+    conf.write_text(CONF.format(lake=tmp_path / "lake"))
+    assert pipeline == load_pipeline(conf) == spend(tmp_path / "lake")
+    assert api.Watermark("writer_noted", idle_timeout="10m").idle_timeout == 10 * 60 * S
+
+
+@pytest.mark.parametrize(
+    "settings, setting, message",
+    [
+        ({"delay": "5 minutes"}, "watermark.delay", "not a duration"),
+        ({"delay": -1}, "watermark.delay", "negative"),
+        ({"delay": 1.5}, "watermark.delay", "expected a duration"),
+        ({"delay": True}, "watermark.delay", "expected a duration"),
+        ({"idle_timeout": "soon"}, "watermark.idle_timeout", "not a duration"),
+        ({"policy": "writer_noted", "delay": "1m"}, "watermark.delay", "be 0"),
+        ({"policy": "perfect"}, "watermark.policy", "not one of"),
+    ],
+)
+def test_a_bad_watermark_is_refused_naming_the_setting(settings, setting, message):
+    with pytest.raises(PipelineConfigError) as e:
+        api.Watermark(**settings)
+    assert e.value.field == setting and message in e.value.message
+
+
+def test_a_runs_interval_is_a_duration_checked_before_spark(tmp_path):
+    with pytest.raises(PipelineConfigError) as e:
+        api.run(spend(tmp_path / "lake"), follow=True, interval="10 seconds")
+    assert e.value.field == "interval" and "not a duration" in e.value.message
+    assert not (tmp_path / "lake").exists()
+
+
 def test_a_dataframes_columns_of_readable_types_are_its_schema():
     from pyspark.sql.types import (
         BinaryType,
@@ -225,6 +262,8 @@ def test_delta_settings_are_checked(tmp_path, source, setting):
     [
         "jobs.api.pipelines",
         "jobs.config.load",
+        "jobs.config.pipeline",
+        "jobs.driver.runs",
         "jobs.executor.bucket_state",
         "jobs.executor.lifting",
         "jobs.executor.source_columns",

@@ -90,9 +90,7 @@ def test_runs_over_a_table_another_process_appends_optimizes_and_vacuums(spark, 
     writer.start()
     from jobs import api
 
-    api.run(
-        pipeline, spark=spark, follow=True, interval="1 second", stop_after_batches=2, progress=None
-    )
+    api.run(pipeline, spark=spark, follow=True, interval="1s", stop_after_batches=2, progress=None)
     writer.join()
     later = run_and_check(spark, pipeline)  # what the follow run had not taken yet
     assert later.total("rows") < 300
