@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Literal, TextIO
 
 from jobs.config.pipeline import Duration, Pipeline, PipelineConfigError, parse_duration_setting
 from jobs.config.save import save_pipeline
@@ -67,7 +67,7 @@ def run(
     drain: bool = False,
     interval: Duration = "10s",
     fold: bool = True,
-    progress: TextIO | None = sys.stderr,
+    progress: TextIO | Literal["stderr"] | None = "stderr",
     stop_after_batches: int | None = None,
 ) -> RunResult:
     """Run ``pipeline`` over ``events`` (its source's streaming DataFrame; None for a source
@@ -82,7 +82,8 @@ def run(
     ``interval`` that is no duration and for events that do not fit the pipeline,
     :class:`sinks.errors.LakeBusy` while another run holds the lake, and the run's failure.
 
-    Progress lines go to ``progress``; the result lists every batch (``result.batches``), and
+    Progress lines go to ``progress`` (``"stderr"``: ``sys.stderr`` at the call, a notebook's
+    or a test's too; None: nowhere); the result lists every batch (``result.batches``), and
     ``result.folded`` is the fold's outcome (None when not folded: another materializer held
     the lake, ``fold=False``).
 
@@ -91,6 +92,8 @@ def run(
     3 batches, 1200 rows, 310 panes, 2 late, 1 rejected in 14.2s (...)
     """
     every = spark_interval(parse_duration_setting("interval", interval))
+    if progress == "stderr":  # not bound when the module was imported: it may have changed
+        progress = sys.stderr
     _check_events(pipeline, events)
     adopt_shared_profile()
     session = events.sparkSession if events is not None else spark
