@@ -4,22 +4,27 @@ verify, save.
 The same pipeline as a configuration file and the ``panestore`` command, with the model's own
 objects (``panes`` window functions, triggers, modes, combiners) and the DataFrame the caller
 built (Kafka with their connector, Delta with their delta-spark, Auto Loader, a Python data
-source, ...)::
+source, ...). With ``spark`` a SparkSession and ``bronze.events`` a table of (user, ts, amount)
+rows (the examples of this package run so in ``tests/spark/test_doc_examples.py``):
 
-    from panes import Sessions, AfterWatermark, AfterProcessingTime, AfterCount, combiners
-    from jobs import api
-
-    events = spark.readStream.format("kafka")...select(...)   # user, ts, amount
-    pipeline = api.define(
-        "spend", source=api.dataframe_source(events), lake="/lakes/spend",
-        keys="user", event_time="ts", window=Sessions(30 * 60_000_000),
-        trigger=AfterWatermark(early=AfterProcessingTime(60_000_000), late=AfterCount(1)),
-        accumulation_mode="accumulating_and_retracting", allowed_lateness="2h",
-        watermark=api.Watermark(delay="5m"),
-        aggregates={"total": combiners.sum("amount"), "n": "count()"},
-    )
-    result = api.run(pipeline, events)      # scheduled: everything up to now, then exits
-    api.save(pipeline, "conf/spend.toml")   # panestore query|history|verify conf/spend.toml
+>>> from panes import Sessions, AfterWatermark, AfterProcessingTime, AfterAny, AfterCount
+>>> from panes import combiners
+>>> from jobs import api
+>>> events = spark.readStream.table("bronze.events")   # or Kafka, Auto Loader, a data source...
+>>> pipeline = api.define(
+...     "spend", source=api.dataframe_source(events), lake="lakes/spend",
+...     keys="user", event_time="ts", window=Sessions(30 * 60_000_000),
+...     trigger=AfterWatermark(early=AfterAny(AfterCount(5), AfterProcessingTime(60_000_000)),
+...                            late=AfterCount(1)),
+...     accumulation_mode="accumulating_and_retracting", allowed_lateness="2h",
+...     watermark=api.Watermark(delay="5m"),
+...     aggregates={"total": combiners.sum("amount"), "n": "count()"},
+... )
+>>> result = api.run(pipeline, events)    # scheduled: everything up to now, then returns
+>>> api.verify(pipeline, spark.read.table("bronze.events")).ok   # the view = a batch
+True
+>>> api.save(pipeline, "conf/spend.toml")   # panestore query|history|verify conf/spend.toml
+PosixPath('conf/spend.toml')
 
 Everything a ``panestore run`` promises holds: an exactly-once pane log; late and rejected
 records kept (a record the DataFrame cannot type is a rejected row with its reason); the lake's
