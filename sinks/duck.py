@@ -23,6 +23,7 @@ import importlib
 import io
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -271,13 +272,116 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
+READ_ONLY = (
+    "a query reads: one SELECT (or WITH, FROM, VALUES, PIVOT, DESCRIBE, SHOW, SUMMARIZE, a "
+    "PRAGMA that reads) or an EXPLAIN of one"
+)
+"""What :func:`query` runs: the statements that read."""
+
+# a statement's leading blanks and comments, and EXPLAIN's own words before the statement it
+# explains: ANALYZE, then options in parentheses (or a parenthesized query: tried both ways)
+_LEADING = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*", re.S)
+_EXPLAIN = re.compile(r"EXPLAIN\b\s*(?:ANALY[SZ]E\b\s*)?", re.I)
+_OPTIONS = re.compile(r"\([^()]*\)\s*")
+
+
+def check_read_only(sql: str) -> None:
+    """Refuse ``sql`` (:class:`InvalidRequest`, naming what is refused) unless it is one
+    statement that reads (:data:`READ_ONLY`), by DuckDB's own parser and before anything runs:
+    a statement that writes (COPY, EXPORT, CREATE, INSERT, UPDATE, DELETE, MERGE, ATTACH, ...),
+    loads code (INSTALL, LOAD) or changes settings (SET, RESET, USE, a PRAGMA that sets), an
+    EXPLAIN (ANALYZE runs it) of one, CALL, PREPARE / EXECUTE, and more than one statement.
+
+    DuckDB's parser turns a PIVOT that lists no values (``ON country``, no ``IN (...)``) into
+    two statements of no text of their own, a CREATE TYPE of the values and the SELECT; that
+    pair is one PIVOT, taken (the type lives in the query's in-memory connection only).
+
+    >>> check_read_only("WITH s AS (SELECT 1 AS n) SELECT n FROM s")
+    >>> check_read_only("COPY (SELECT 1) TO 'x.csv'")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    sinks.errors.InvalidRequest: COPY refused: a query reads: one SELECT (...) or an EXPLAIN of one
+    """
+    import duckdb
+
+    with _duckdb_errors():
+        statements = duckdb.extract_statements(sql)
+    if not statements:
+        raise InvalidRequest(f"no SQL statement: {READ_ONLY}")
+    *before, last = statements
+    pivot = not last.query and all(
+        not s.query and s.type == duckdb.StatementType.CREATE for s in before
+    )
+    if before and not pivot:
+        own = sum(1 for s in statements if s.query)
+        what = (
+            f"{own} statements"
+            if own > 1
+            else f"{_first_word(sql) or 'SQL'} (DuckDB runs it as {len(statements)} statements)"
+        )
+        raise InvalidRequest(f"{what} refused: {READ_ONLY}")
+    refused = _refused(last, sql)
+    if refused:
+        raise InvalidRequest(f"{refused} refused: {READ_ONLY}")
+
+
+def _refused(statement: Any, whole: str) -> str | None:
+    """What is refused in ``statement`` (None: it reads)."""
+    import duckdb
+
+    text = statement.query or whole
+    if statement.type == duckdb.StatementType.SELECT:
+        return None
+    if statement.type == duckdb.StatementType.EXPLAIN:
+        explained = _explained(text)
+        if explained is None:
+            return "EXPLAIN of something that is not a query"
+        inner = _refused(explained, "")
+        return None if inner is None else f"EXPLAIN of {inner}"
+    return _first_word(text) or statement.type.name
+
+
+def _explained(text: str) -> Any:
+    """The one statement an EXPLAIN statement's ``text`` explains, or None."""
+    import duckdb
+
+    m = _EXPLAIN.match(text, _start(text))
+    if m is None:
+        return None
+    rest = text[m.end() :]
+    with_options = _OPTIONS.match(rest)
+    for candidate in (rest, rest[with_options.end() :] if with_options else None):
+        if not candidate:
+            continue
+        try:
+            statements = duckdb.extract_statements(candidate)
+        except duckdb.Error:
+            continue
+        if len(statements) == 1:
+            return statements[0]
+    return None
+
+
+def _start(text: str) -> int:
+    """Where ``text``'s statement starts, after blanks and comments."""
+    m = _LEADING.match(text)
+    return m.end() if m else 0
+
+
+def _first_word(text: str) -> str:
+    rest = text[_start(text) :]
+    m = re.match(r"[A-Za-z_]+", rest)
+    return m.group(0).upper() if m else ""
+
+
 def query(
     spec: ViewSpec, sql: str, fmt: str = "table", out: str | None = None, as_of: Any = None
 ) -> str:
     """Run ``sql`` over the lake's tables (:func:`connect`) and render the result
-    (:func:`write_result`). SQL that DuckDB refuses raises :class:`InvalidRequest`, any other
-    DuckDB failure (writing ``out``, reading a table) a :class:`LakeError`, each with DuckDB's
-    message on one line."""
+    (:func:`write_result`). Queries read: SQL that is not one statement that reads is refused
+    before anything runs (:func:`check_read_only`). SQL that DuckDB refuses raises
+    :class:`InvalidRequest`, any other DuckDB failure (writing ``out``, reading a table) a
+    :class:`LakeError`, each with DuckDB's message on one line."""
+    check_read_only(sql)
     con = connect(spec, as_of=as_of)
     try:
         with _duckdb_errors():

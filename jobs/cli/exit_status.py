@@ -17,7 +17,8 @@ class ExitStatus(IntEnum):
     ``materialize``, and in a run's fold (its batches are committed)."""
     MISUSE = 2
     """Bad arguments, an invalid configuration, a configuration file that cannot be read, SQL
-    that does not run, or a table that does not exist yet. Nothing was written."""
+    that does not run or does not only read (``panestore query``), or a table that does not
+    exist yet. Nothing was written."""
     BUSY = 3
     """Another process holds the lake's lock (a run: the run lock; ``materialize``: the
     materializer lock). Nothing was written; retry when it has finished."""

@@ -272,8 +272,18 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
         "as a batch; exit status 1 on any difference",
     )
     p.add_argument("--pane-log-only", action="store_true", help="skip the raw-event batch check")
-    p = sub("query", cmd_query, "SQL over the tables panes, current, late, rejected (DuckDB)")
-    p.add_argument("sql")
+    p = sub(
+        "query",
+        cmd_query,
+        "SQL over the tables panes, current, late, rejected (DuckDB); read-only: a statement "
+        "that writes or changes settings is refused (exit status 2)",
+    )
+    p.add_argument(
+        "sql",
+        metavar="SQL",
+        help="one SELECT (or WITH, FROM, VALUES, PIVOT, DESCRIBE, SHOW, SUMMARIZE, a PRAGMA "
+        "that reads) or an EXPLAIN of one",
+    )
     p.add_argument("--format", choices=["table", "csv", "json", "parquet"], default="table")
     p.add_argument(
         "--out", type=_out_file, help="write the result to this file (needed for parquet)"
