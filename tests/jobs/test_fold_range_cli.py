@@ -104,7 +104,6 @@ def test_materialize_stops_with_one_line_and_writes_nothing(tmp_path, capsys):
 
 
 def test_the_fold_at_the_end_of_a_run_stops_with_one_line(tmp_path, capsys, monkeypatch):
-    import jobs.cli.commands
     import jobs.driver.runs
     from jobs.driver.batch_sink import BatchStats
     from jobs.driver.runs import BatchReport, RunResult
@@ -116,9 +115,7 @@ def test_the_fold_at_the_end_of_a_run_stops_with_one_line(tmp_path, capsys, monk
         append_pane(conf, 1, 2)
         return RunResult([BatchReport(1, 1, None, BatchStats(1, panes=1, committed=True))])
 
-    monkeypatch.setattr(jobs.cli.commands, "get_session", lambda *a, **kw: None)
-    monkeypatch.setattr(jobs.cli.commands, "check_against_tables", lambda pipeline: None)
-    monkeypatch.setattr(jobs.driver.runs, "run", run)
+    monkeypatch.setattr(jobs.driver.runs, "run", run)  # its checks and session too
     capsys.readouterr()
     assert main(["run", conf, "-v"]) == 1  # -v: stderr as it is
     last = capsys.readouterr().err.splitlines()[-1]
