@@ -45,7 +45,8 @@ from jobs.driver.fingerprint import check_lake_configuration
 from jobs.driver.lake_identity import check_lake_identity
 from jobs.driver.stopping import stop_on_signals
 from jobs.driver.watermark_marks import MarkError, note_watermark, parse_time
-from jobs.startup.quiet import quiet_spark_stderr
+from jobs.startup.quiet import error_stream
+from jobs.startup.quiet import terminal as quiet_terminal
 from jobs.startup.session import SHUFFLE_PARTITIONS, JavaNotFound, SessionOptions
 from panes import parse_duration
 from sinks.aws_profile import adopt_shared_profile
@@ -117,7 +118,9 @@ def cmd_run(args) -> int:
             file=sys.stderr,
         )
         return ExitStatus.MISUSE
-    terminal = sys.stderr if args.verbose else quiet_spark_stderr()
+    # the command's own lines go to the original stderr; Spark's noise is filtered from it once
+    # the session starts (after the run's checks: their refusals are plain lines on stderr)
+    terminal = sys.stderr if args.verbose else quiet_terminal()
     from jobs.driver.runs import run  # imports pyspark: not for `check`
 
     session = SessionOptions(
@@ -126,6 +129,7 @@ def cmd_run(args) -> int:
         shuffle_partitions=args.shuffle_partitions,
         write_class_archive=True,
         quiet_query_failures=not args.verbose,  # a failed query is said below, in one line
+        quiet_stderr=not args.verbose,
     )
     # SIGINT and SIGTERM stop the run cleanly (jobs.driver.stopping), through the fold; the run
     # takes the signals back once its session has started (its SparkContext installs a SIGINT
@@ -277,15 +281,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args) or 0)
     except PipelineConfigError as e:
         conf = getattr(args, "conf", "")
-        print(f"panestore: invalid configuration {conf}: {e}", file=sys.stderr)
+        print(f"panestore: invalid configuration {conf}: {e}", file=error_stream())
         return ExitStatus.MISUSE
     except LakeError as e:  # the checks before Spark: a store that cannot be read, ...
-        print(f"panestore {args.command}: {one_line(e)}", file=sys.stderr)
+        print(f"panestore {args.command}: {one_line(e)}", file=error_stream())
         return error_status(e)
     except (
         KeyboardInterrupt
     ):  # not within a run (jobs.driver.stopping): every write is transactional
-        print(f"panestore {args.command}: interrupted", file=sys.stderr)
+        print(f"panestore {args.command}: interrupted", file=error_stream())
         return ExitStatus.INTERRUPTED
 
 

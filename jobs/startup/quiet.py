@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import threading
 from typing import TextIO
 
@@ -31,18 +32,36 @@ NOISE = re.compile(
 )
 
 _terminal: TextIO | None = None
+_filtering = False
+
+
+def terminal() -> TextIO:
+    """A text stream on this process's *original* stderr, line-buffered (the same each call):
+    what is written there is never held up in (or lost with) the filter thread of
+    :func:`quiet_spark_stderr`, before it is installed or after. Write a command's own lines
+    there."""
+    global _terminal
+    if _terminal is None:
+        _terminal = os.fdopen(os.dup(2), "w", buffering=1)
+    return _terminal
+
+
+def error_stream() -> TextIO:
+    """Where a command says what went wrong: :func:`terminal` once the filter is installed (a
+    line written to fd 2 could still be in its pipe when the command ends), else ``sys.stderr``."""
+    return terminal() if _filtering else sys.stderr
 
 
 def quiet_spark_stderr(pattern: re.Pattern[str] = NOISE) -> TextIO:
     """Route fd 2 through a filter dropping lines that match ``pattern`` (idempotent).
 
-    Returns a text stream on the *original* stderr: write progress there, so it is never held
-    up in (or lost with) the filter thread at exit."""
-    global _terminal
-    if _terminal is not None:
-        return _terminal
-    original = os.dup(2)
-    _terminal = os.fdopen(os.dup(original), "w", buffering=1)
+    Returns :func:`terminal`, a stream on the *original* stderr: write progress there."""
+    global _filtering
+    out = terminal()
+    if _filtering:
+        return out
+    _filtering = True
+    original = out.fileno()
     read_fd, write_fd = os.pipe()
     os.dup2(write_fd, 2)
     os.close(write_fd)
@@ -67,4 +86,4 @@ def quiet_spark_stderr(pattern: re.Pattern[str] = NOISE) -> TextIO:
                 os.write(original, pending)
 
     threading.Thread(target=pump, name="stderr-filter", daemon=True).start()
-    return _terminal
+    return out

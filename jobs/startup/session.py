@@ -26,6 +26,7 @@ from pathlib import Path
 
 from jobs.startup.class_archive import ClassArchive
 from jobs.startup.python_processes import DAEMON_MODULE, default_cache_dir, worker_python
+from jobs.startup.quiet import quiet_spark_stderr
 
 MIN_JAVA = 17
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -210,16 +211,21 @@ def get_session(
 class SessionOptions:
     """How a run that starts its own Spark session starts it (:func:`get_session`), once its
     checks have passed: ``quiet_query_failures``: a failed query is left to the command to say
-    in one line (:data:`QUERY_FAILURE_LOGGERS` off)."""
+    in one line (:data:`QUERY_FAILURE_LOGGERS` off); ``quiet_stderr``: see :meth:`start`."""
 
     app_name: str = "panestore"
     master: str | None = None
     shuffle_partitions: int = SHUFFLE_PARTITIONS
     write_class_archive: bool = False
     quiet_query_failures: bool = False
+    quiet_stderr: bool = False
 
     def start(self):
-        """The session (a ``SparkSession``); raises :class:`JavaNotFound` without a Java."""
+        """The session (a ``SparkSession``); raises :class:`JavaNotFound` without a Java.
+        ``quiet_stderr``: Spark's noise filtered from the process's stderr from here on
+        (:func:`jobs.startup.quiet.quiet_spark_stderr`)."""
+        if self.quiet_stderr:
+            quiet_spark_stderr()
         spark = get_session(
             self.app_name,
             master=self.master,
