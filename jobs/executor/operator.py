@@ -86,7 +86,7 @@ from jobs.executor.window_table import (
     WindowsOverflow,
     is_window_table,
 )
-from jobs.startup.python_processes import set_gc_thresholds
+from jobs.startup.python_processes import gc_thresholds
 from panes.state import KeyState
 from panes.time import BEGINNING_OF_TIME, END_OF_TIME
 from panes.weights import Retracted
@@ -243,7 +243,6 @@ class BucketProcessor:
     """
 
     def __init__(self, config: OperatorConfig, output: TaskOutput) -> None:
-        set_gc_thresholds()
         self.config = config
         self.output = output
         schema = config.input_schema
@@ -590,7 +589,9 @@ class OperatorBatch:
       yields its output and one ``clock`` row: that largest clock (null: none).
 
     A bucket that reaches another shard's task (input partitioned otherwise than Spark's hash of
-    the bucket into ``shards``) stops the task: its state is in that shard's files.
+    the bucket into ``shards``) stops the task: its state is in that shard's files. The task
+    collects garbage less often while it runs, and gives its worker back with the thresholds it
+    had (:func:`~jobs.startup.python_processes.gc_thresholds`).
     """
 
     config: OperatorConfig
@@ -601,6 +602,10 @@ class OperatorBatch:
     delay_ms: int = 0
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        with gc_thresholds():  # the task's own: its worker goes back to Spark's pool as it came
+            yield from self._task(batches)
+
+    def _task(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
         task = TaskContext.get()

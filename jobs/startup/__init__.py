@@ -18,16 +18,16 @@ from typing import TYPE_CHECKING
 from jobs.front_door import lazy_exports
 
 if TYPE_CHECKING:  # what the front door offers; each is imported on first use (jobs.front_door)
-    from jobs.startup.python_processes import set_gc_thresholds, worker_python
+    from jobs.startup.python_processes import gc_thresholds, worker_python
     from jobs.startup.quiet import quiet_spark_stderr
     from jobs.startup.session import SHUFFLE_PARTITIONS, JavaNotFound, get_session
 
 __all__ = [
     "JavaNotFound",
     "SHUFFLE_PARTITIONS",
+    "gc_thresholds",
     "get_session",
     "quiet_spark_stderr",
-    "set_gc_thresholds",
     "worker_python",
 ]
 __getattr__ = lazy_exports(__name__, __file__)

@@ -34,7 +34,8 @@ measurements are in ``docs/decisions.md`` (how Spark's Python processes start):
   package's own ``__path__`` first): the daemon takes such archives off its path before it
   forks (:func:`drop_shadowed_archives`).
 * **The garbage collector.** The operator's visit makes millions of small objects that hold no
-  cycles; the operator calls :func:`set_gc_thresholds` when a task starts (:data:`GC_THRESHOLDS`).
+  cycles; the operator's task collects garbage less often while it runs (:func:`gc_thresholds`,
+  :data:`GC_THRESHOLDS`) and gives its worker back with the thresholds it had.
 * **The first Python task of a session.** Before it runs, the JVM loads its Arrow runner and
   starts the daemon, which imports :data:`PRELOADED`: ~2 s on the critical path of a run's first
   batch. A run starts them once its query is built, while the query starts and plans its first
@@ -59,7 +60,8 @@ import subprocess
 import sys
 import threading
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -176,10 +178,18 @@ def default_cache_dir() -> Path:
 # -- the garbage collector of the operator's workers -------------------------------------------
 
 
-def set_gc_thresholds() -> None:
-    """Collect garbage less often in this process (:data:`GC_THRESHOLDS`): the operator calls
-    it when a task starts, in the worker that runs the task."""
+@contextmanager
+def gc_thresholds() -> Iterator[None]:
+    """Within the block, collect garbage less often in this process (:data:`GC_THRESHOLDS`);
+    the thresholds it had are back after it, however it ends. The operator's task runs in it:
+    the worker that ran the task goes back to Spark's pool as it came, for the session's other
+    Python tasks (a caller's own UDFs, under :mod:`jobs.api`)."""
+    before = gc.get_threshold()
     gc.set_threshold(*GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
 
 
 # -- starting the workers while the query is built ---------------------------------------------

@@ -210,3 +210,35 @@ def test_a_bucket_in_another_shards_task_stops_it_rather_than_start_it_anew():
     step = OperatorBatch(run.config, run.root, clocks(), 0, shards=2)  # this task is shard 0
     with pytest.raises(RuntimeError, match=f"bucket {foreign} reached shard 0 of 2"):
         list(step(iter([batch])))
+
+
+def test_a_task_collects_garbage_less_often_and_gives_its_worker_back_as_it_came(monkeypatch):
+    """A worker runs the session's other Python tasks after the operator's (a caller's UDFs,
+    under jobs.api): the thresholds are the task's own, on failure too."""
+    import gc
+
+    from jobs.executor.operator import BucketProcessor
+    from jobs.startup.python_processes import GC_THRESHOLDS
+
+    before = gc.get_threshold()
+    assert before != GC_THRESHOLDS
+    seen = []
+    visit = BucketProcessor.visit
+
+    def noting(self, *args):
+        seen.append(gc.get_threshold())
+        return visit(self, *args)
+
+    monkeypatch.setattr(BucketProcessor, "visit", noting)
+    run = shard()
+    run.step(blob([{"user": 1, "ts_us": T0_US, "n": 1}]), clocks())
+    assert seen == [GC_THRESHOLDS]
+    assert gc.get_threshold() == before
+
+    def failing(self, *args):
+        raise ValueError("a visit that fails")
+
+    monkeypatch.setattr(BucketProcessor, "visit", failing)
+    with pytest.raises(ValueError, match="a visit that fails"):
+        run.step(blob([{"user": 1, "ts_us": T0_US + 1, "n": 2}]), clocks())
+    assert gc.get_threshold() == before

@@ -22,10 +22,10 @@ from jobs.startup.python_processes import (  # noqa: E402
     DAEMON_MODULE,
     GC_THRESHOLDS,
     default_cache_dir,
+    gc_thresholds,
     installed_packages,
     launcher,
     preload,
-    set_gc_thresholds,
     worker_python,
 )
 from jobs.startup.session import PROJECT_ROOT, local_conf  # noqa: E402
@@ -207,13 +207,15 @@ def test_the_daemon_takes_off_its_path_only_the_zips_the_installed_packages_shad
     assert plain.stdout.splitlines()[0] == "['classes.jar']"
 
 
-def test_the_operators_workers_collect_garbage_less_often() -> None:
+def test_the_operators_workers_collect_garbage_less_often_within_the_block_only() -> None:
     before = gc.get_threshold()
-    try:
-        set_gc_thresholds()
+    assert before != GC_THRESHOLDS
+    with gc_thresholds():
         assert gc.get_threshold() == GC_THRESHOLDS
-    finally:
-        gc.set_threshold(*before)
+    assert gc.get_threshold() == before
+    with pytest.raises(KeyboardInterrupt), gc_thresholds():
+        raise KeyboardInterrupt
+    assert gc.get_threshold() == before
 
 
 def test_preload_leaves_a_failing_import_to_the_task() -> None:
