@@ -28,7 +28,9 @@ PosixPath('conf/spend.toml')
 
 Everything a ``panestore run`` promises holds: an exactly-once pane log; late and rejected
 records kept (a record the DataFrame cannot type is a rejected row with its reason); the lake's
-run lock, configuration and checkpoint checks. See ``docs/sources.md``.
+run lock, configuration and checkpoint checks. Unlike the command, a call leaves the caller's
+session and process as it found them: configuration, log levels, environment, the Python
+workers' garbage-collector thresholds (:mod:`jobs.api.caller_state`). See ``docs/sources.md``.
 """
 
 from __future__ import annotations

@@ -9,6 +9,10 @@ environment when it names none (:mod:`sinks.aws_profile`; a lake in a bucket).
 The examples continue :mod:`jobs.api`'s: ``pipeline`` there has run once over the table
 ``bronze.events``, and five more events have arrived since (``tests/spark/test_doc_examples.py``
 runs them so).
+
+Unlike the command, which owns its process, each function leaves the caller's session and
+process as it found them (:mod:`jobs.api.caller_state`): the session's configuration and log
+levels, the environment, the Python workers' garbage-collector thresholds.
 """
 
 from __future__ import annotations
@@ -17,11 +21,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TextIO
 
+from jobs.api.caller_state import as_found
 from jobs.config.pipeline import Duration, Pipeline, PipelineConfigError, parse_duration_setting
 from jobs.config.save import save_pipeline
 from jobs.config.sink_spec import view_spec
 from jobs.driver.runs import RunResult, spark_interval
 from jobs.driver.runs import run as run_pipeline
+from jobs.startup.session import existing_session
 from sinks.aws_profile import adopt_shared_profile
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -82,9 +88,16 @@ def run(
     run returns. ``follow``: keep running, one batch per ``interval`` (a duration: µs, or text
     like ``"10s"``) while data arrives, until stopped (SIGINT/SIGTERM, or
     ``stop_after_batches``). ``drain``: then close every window. The session is ``events``' (or
-    ``spark``, or a new local one). Raises :class:`jobs.config.PipelineConfigError` for an
-    ``interval`` that is no duration and for events that do not fit the pipeline,
-    :class:`sinks.errors.LakeBusy` while another run holds the lake, and the run's failure.
+    ``spark``; else the running one, with panestore's settings while the run runs:
+    :func:`jobs.startup.session.get_session`; else a new local one). Raises
+    :class:`jobs.config.PipelineConfigError` for an ``interval`` that is no duration and for
+    events that do not fit the pipeline, :class:`sinks.errors.LakeBusy` while another run holds
+    the lake, and the run's failure.
+
+    The caller's session and process are left as found, however the run ends (returned,
+    raised, interrupted): the session's configuration (the ``availableNow`` wrapper, shuffle
+    partitions, ...), log4j's levels, the environment (AWS credentials), the garbage-collector
+    thresholds of the Python workers its later jobs reuse (:mod:`jobs.api.caller_state`).
 
     Progress lines go to ``progress`` (``"stderr"``: ``sys.stderr`` at the call, a notebook's
     or a test's too; None: nowhere); the result lists every batch (``result.batches``), and
@@ -99,29 +112,30 @@ def run(
     if progress == "stderr":  # not bound when the module was imported: it may have changed
         progress = sys.stderr
     _check_events(pipeline, events)
-    adopt_shared_profile()
     session = events.sparkSession if events is not None else spark
-    result = run_pipeline(
-        pipeline,
-        spark=session,
-        follow=follow,
-        drain=drain,
-        interval=every,
-        records=events,
-        progress=progress,
-        stop_after_batches=stop_after_batches,
-    )
-    if fold:
-        from sinks.errors import MaterializerBusy
+    with as_found(session if session is not None else existing_session()):
+        adopt_shared_profile()
+        result = run_pipeline(
+            pipeline,
+            spark=session,
+            follow=follow,
+            drain=drain,
+            interval=every,
+            records=events,
+            progress=progress,
+            stop_after_batches=stop_after_batches,
+        )
+        if fold:
+            from sinks.errors import MaterializerBusy
 
-        try:
-            result.folded = materialize(pipeline)
-        except MaterializerBusy as e:
-            if progress is not None:
-                print(f"{pipeline.name}: the fold was skipped: {e}", file=progress)
-        else:
-            if progress is not None:
-                print(f"{pipeline.name}: {result.folded.line()}", file=progress)
+            try:
+                result.folded = materialize(pipeline)
+            except MaterializerBusy as e:
+                if progress is not None:
+                    print(f"{pipeline.name}: the fold was skipped: {e}", file=progress)
+            else:
+                if progress is not None:
+                    print(f"{pipeline.name}: {result.folded.line()}", file=progress)
     return result
 
 
@@ -134,8 +148,9 @@ def materialize(pipeline: Pipeline) -> MaterializeResult:
     """
     from sinks.materializer import Materializer
 
-    adopt_shared_profile()
-    return Materializer(view_spec(pipeline)).run()
+    with as_found(None):
+        adopt_shared_profile()
+        return Materializer(view_spec(pipeline)).run()
 
 
 def verify(pipeline: Pipeline, events: DataFrame | None = None) -> Report:
@@ -152,16 +167,18 @@ def verify(pipeline: Pipeline, events: DataFrame | None = None) -> Report:
     from jobs.driver.source_elements import load_source_elements, source_elements_are
     from sinks.verify import verify as verify_view
 
-    adopt_shared_profile()
     elements = None
     notes = []
-    if events is not None or not pipeline.source.is_dataframe:
-        elements = load_source_elements(pipeline, None if events is None else events.toArrow())
-    else:
-        notes.append("raw events not checked: give verify the events as a batch DataFrame")
-    report = verify_view(
-        view_spec(pipeline), elements=elements, elements_are=source_elements_are(pipeline)
-    )
+    with as_found(None if events is None else events.sparkSession):
+        adopt_shared_profile()
+        if events is not None or not pipeline.source.is_dataframe:
+            rows = None if events is None else events.toArrow()
+            elements = load_source_elements(pipeline, rows)
+        else:
+            notes.append("raw events not checked: give verify the events as a batch DataFrame")
+        report = verify_view(
+            view_spec(pipeline), elements=elements, elements_are=source_elements_are(pipeline)
+        )
     report.notes.extend(notes)
     return report
 

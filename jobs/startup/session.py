@@ -237,6 +237,18 @@ class SessionOptions:
         return spark
 
 
+def existing_session():
+    """The session :func:`get_session` would return without starting one, or None: PySpark's
+    builder reuses the first session of a running application (and applies the builder's
+    settings to it)."""
+    from pyspark.sql import SparkSession
+
+    session = SparkSession._instantiatedSession  # what SparkSession.builder.getOrCreate reuses
+    if session is None or session.sparkContext._jsc is None:
+        return None
+    return session
+
+
 def _started(session_class, app_name: str, master: str | None, conf: dict[str, str]):
     builder = session_class.builder.appName(app_name)
     if master is not None:

@@ -275,3 +275,41 @@ def test_the_documented_examples_run(module):
 
     result = doctest.testmod(importlib.import_module(module))
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_the_environment_is_left_as_found_however_a_call_ends(tmp_path, monkeypatch):
+    """The API takes the AWS shared files' credentials into the environment while it runs
+    (delta-rs reads only the environment) and gives the caller's environment back."""
+    import os
+
+    from jobs.api.caller_state import as_found
+    from tests.pipelines import small_pipeline
+
+    credentials = tmp_path / "aws-credentials"
+    credentials.write_text("[default]\naws_access_key_id = AKIDTEST\naws_secret_access_key = s\n")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(credentials))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PANESTORE_TEST_CHANGED", "before")
+    monkeypatch.setenv("PANESTORE_TEST_REMOVED", "before")
+    before = dict(os.environ)
+
+    p = small_pipeline("p", tmp_path / "lake", tmp_path / "landing")
+    with pytest.raises(Exception, match="pane log not found"):  # after taking the credentials
+        api.materialize(p)
+    assert dict(os.environ) == before
+
+    def change() -> None:
+        os.environ["PANESTORE_TEST_ADDED"] = "during"
+        os.environ["PANESTORE_TEST_CHANGED"] = "during"
+        del os.environ["PANESTORE_TEST_REMOVED"]
+
+    with as_found(None):
+        change()
+    assert dict(os.environ) == before
+    for ending in (ValueError, KeyboardInterrupt):
+        with pytest.raises(ending), as_found(None):
+            change()
+            raise ending
+        assert dict(os.environ) == before, ending
