@@ -56,6 +56,24 @@ _UNPOINTED = cast(Window, None)
 _NO_WINDOW = f"{DropReason.NO_WINDOW}: the window function assigned no window"
 
 
+def window_gone(window_fn: WindowFn, allowed_lateness: int, window: Window, watermark: int) -> bool:
+    """Whether the engine has let ``window`` go at ``watermark`` (garbage collection): the
+    watermark passed the window's merge horizon (:meth:`~panes.windowfns.WindowFn.merge_horizon`:
+    its end, or for sessions ``end - 1 + gap``) plus the allowed lateness, or reached the end of
+    time. Nothing that is not dropped can reach the window any more, not even by merging, and
+    its elements have all been fired (a closing pane fires those that never were): its panes
+    are final.
+
+    >>> from panes import FixedWindows, Sessions
+    >>> [window_gone(FixedWindows(10), 5, Window(0, 10), wm) for wm in (15, 16)]
+    [False, True]
+    >>> [window_gone(Sessions(10), 5, Window(0, 10), wm) for wm in (24, 25)]
+    [False, True]
+    """
+    horizon = window_fn.merge_horizon(window)
+    return watermark > horizon + allowed_lateness or watermark >= END_OF_TIME
+
+
 class Output:
     """What one engine operation did: panes fired, elements dropped, and when the key next
     needs a wake-up (``None``: only new elements can make it fire)."""
@@ -343,10 +361,8 @@ class Engine:
         return watermark > window.end + self._lateness or watermark >= END_OF_TIME
 
     def _gone(self, window: Window, watermark: int) -> bool:
-        """Whether a live window is garbage: nothing that is not droppable can reach it any
-        more, not even by merging."""
-        end = window.end if self._horizon_is_end else self._window_fn.merge_horizon(window)
-        return watermark > end + self._lateness or watermark >= END_OF_TIME
+        """Whether a live window is garbage (:func:`window_gone`)."""
+        return window_gone(self._window_fn, self._lateness, window, watermark)
 
     # -- merging ---------------------------------------------------------------------------
 
