@@ -39,7 +39,8 @@ class ViewSpec:
     lake on a store without conditional writes: nothing locks the lake
     (:class:`sinks.lock.LakeLock`), and ``storage_options`` gains what delta-rs needs to commit
     there (:func:`sinks.object_store.delta_storage_options`). Column types are the pane log's
-    (:mod:`sinks.pane_log`).
+    (:mod:`sinks.pane_log`). ``allowed_lateness`` (µs): the pipeline's; ``verify`` tells by it
+    which windows are final at the pane log's watermark (:func:`panes.engine.window_gone`).
     """
 
     name: str
@@ -52,6 +53,7 @@ class ViewSpec:
     storage_options: Mapping[str, str] | None = field(default=None, repr=False)  # may hold keys
     tables: Mapping[str, str] | None = None  # table name -> path overrides
     single_writer: bool = False
+    allowed_lateness: int = 0
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__

@@ -157,8 +157,10 @@ def verify(pipeline: Pipeline, events: DataFrame | None = None) -> Report:
     """Check the ``current`` view: against the pane log refolded, and against a batch
     computation over ``events`` (a batch DataFrame of the same events as the stream), or over
     the records the source holds (files, a Delta table, the upstream's view); a ``dataframe``
-    source without ``events`` gets the refold only. ``report.ok`` is False on any difference;
-    ``print(report)`` lists them (``panestore verify``).
+    source without ``events`` gets the refold only. The batch check compares the windows final
+    at the lake's watermark (all of them after a drain); windows still open are counted, not
+    compared (``report.summary()``). ``report.ok`` is False on any difference; ``print(report)``
+    lists them (``panestore verify``).
 
     >>> report = verify(pipeline, spark.read.table("bronze.events"))
     >>> report.ok

@@ -268,8 +268,9 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     p = sub(
         "verify",
         cmd_verify,
-        "recompute the view from the pane log and from the raw events "
-        "as a batch; exit status 1 on any difference",
+        "recompute the view from the pane log and from the raw events as a batch (the "
+        "windows final at the lake's watermark; the others are counted as still open); exit "
+        "status 1 on any difference",
     )
     p.add_argument("--pane-log-only", action="store_true", help="skip the raw-event batch check")
     p = sub(

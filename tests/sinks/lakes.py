@@ -48,6 +48,8 @@ class Run:
     elements: list[tuple[Any, Any, int]]
     dropped: list
     panes: list[Pane] = field(default_factory=list)
+    live: set[tuple] = field(default_factory=set)  # (key tuple, (start, end)) the engine holds
+    sim: Simulator | None = None
 
     def expected(self) -> dict:
         return view_of_fold(self.spec, fold(self.panes, self.spec.mode, self.spec.combine_fn))
@@ -80,9 +82,11 @@ def random_run(
     multi: bool | None = None,
     name: str = "p",
     aggregates: dict[str, tuple[Any, pa.DataType]] | None = None,
+    drain: bool = True,
 ) -> Run:
     """A random simulator run. ``aggregates``: {column: (combiner, Arrow type)} instead of the
-    default sum (or, ``multi``, count/sum/min/max)."""
+    default sum (or, ``multi``, count/sum/min/max). ``drain``: end with the watermark at the end
+    of time (every window closed); else the run stops where its last step left it."""
     rng = random.Random(seed)
     mode = mode or rng.choice(MODES)
     window_fn = window_fn or rng.choice(window_fns())
@@ -126,7 +130,16 @@ def random_run(
         aggs = (("value", combine_fn),)
         layout = PaneLogLayout(value_fields=(("value", pa.int64()),))
         keys = ("key",)
-    spec = ViewSpec(name, lake, keys, aggs, window_fn, mode, combine_fn=combine_fn)
+    spec = ViewSpec(
+        name,
+        lake,
+        keys,
+        aggs,
+        window_fn,
+        mode,
+        combine_fn=combine_fn,
+        allowed_lateness=windowing.allowed_lateness,
+    )
     sim = Simulator(windowing, combine_fn)
     steps: list[list[Pane]] = []
     elements = []
@@ -145,8 +158,11 @@ def random_run(
             wm += rng.randint(0, 25) * S
             fired += sim.advance_watermark(wm)
         steps.append(fired)
-    steps.append(sim.advance_watermark(END_OF_TIME))
-    return Run(spec, layout, windowing, steps, elements, list(sim.dropped), list(sim.panes))
+    if drain:
+        steps.append(sim.advance_watermark(END_OF_TIME))
+    live = {(spec.key_of(k), (w.start, w.end)) for k, st in sim.states.items() for w in st.windows}
+    dropped, panes = list(sim.dropped), list(sim.panes)
+    return Run(spec, layout, windowing, steps, elements, dropped, panes, live=live, sim=sim)
 
 
 def write_batches(run: Run, batches: list[list[Pane]], start: int = 0) -> PaneLog:
@@ -184,16 +200,55 @@ def materialized_lake(tmp_path: Any, seed: int = 1, **kw: Any) -> Run:
     """A random run written to a lake under ``tmp_path`` (a folder, or a bucket's URI: pane log,
     late table), materialized."""
     run = random_run(seed, str(tmp_path), **kw)
-    write_batches(run, chunked(run, random.Random(seed)))
+    write_lake(run, chunked(run, random.Random(seed)), run.dropped)
+    return run
+
+
+def write_lake(run: Run, batches: list[list[Pane]], dropped: list, start: int = 0) -> None:
+    """``batches`` appended to the run's pane log from batch ``start`` on, ``dropped`` to its
+    late table (as batch ``start``), then the view folded."""
+    write_batches(run, batches, start)
     late = LateLog(
         run.spec.table_path("late"),
         run.spec.name,
         run.layout,
         storage_options=run.spec.storage_options,
     )
-    late.append(0, run.dropped)
+    late.append(start, dropped)
     Materializer(run.spec).run()
-    return run
+
+
+def scripted_run(
+    lake: str, windowing: Windowing, script: list, sim: Simulator | None = None
+) -> Run:
+    """A simulator run of ``script`` over keys ``key`` and sums: each item a bundle (a list of
+    ``(key, value, timestamp)``) or a watermark to advance to; one step (pane-log batch) each.
+    ``sim``: go on with that simulator (its panes and drops so far are left out)."""
+    sum_ = combiners.sum()
+    sim = sim or Simulator(windowing, sum_)
+    spec = ViewSpec(
+        "p",
+        lake,
+        ("key",),
+        (("value", sum_),),
+        windowing.window_fn,
+        windowing.accumulation_mode,
+        combine_fn=sum_,
+        allowed_lateness=windowing.allowed_lateness,
+    )
+    layout = PaneLogLayout(value_fields=(("value", pa.int64()),))
+    dropped_before = len(sim.dropped)
+    steps, elements = [], []
+    for item in script:
+        if isinstance(item, list):
+            elements += item
+            steps.append(sim.add_elements(item))
+        else:
+            steps.append(sim.advance_watermark(item))
+    live = {(spec.key_of(k), (w.start, w.end)) for k, st in sim.states.items() for w in st.windows}
+    panes = [p for step in steps for p in step]
+    dropped = sim.dropped[dropped_before:]
+    return Run(spec, layout, windowing, steps, elements, dropped, panes, live=live, sim=sim)
 
 
 def view_rows(spec: ViewSpec, version: int | None = None) -> dict:
