@@ -19,6 +19,7 @@ from jobs.config.load import load_pipeline
 from jobs.config.sink_spec import view_spec
 from jobs.driver.batch_sink import BatchSink
 from panes import Simulator
+from panes.time import END_OF_TIME
 from tests.sinks.lakes import view_dict
 from tests.sinks.test_fold_range import A, wrap_the_view
 
@@ -68,8 +69,9 @@ def append_pane(conf: str, batch_id: int, second: int) -> None:
     ts = T0 + second * 1_000_000
     panes = sim.add_elements([("u1", {"n": A}, ts)])
     assert [p.value for p in panes] == [{"total": A}]
-    index = batch_id  # the window's next pane
-    panes = [p._replace(pane=p.pane._replace(index=index, is_first=index == 0)) for p in panes]
+    index = batch_id  # the window's next pane, at a watermark past the window (verify: final)
+    info = {"index": index, "is_first": index == 0}
+    panes = [p._replace(pane=p.pane._replace(**info), watermark=END_OF_TIME) for p in panes]
     BatchSink(pipeline).pane_log.append(batch_id, panes)
     line = json.dumps({"user": "u1", "ts": f"2024-01-01T00:00:{second:02}Z", "n": A})
     (Path(pipeline.source.path) / f"{batch_id}.jsonl").write_text(line + "\n")
@@ -140,4 +142,6 @@ def test_verify_names_the_window_and_its_exact_total(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.count(f"expected {{'total': {2 * A}}}") == 2  # the refold's, the batch's
     assert out.count("beyond the view's 64-bit integer column 'total'") == 2
-    assert out.endswith("verify: FAILED\n")
+    assert out.endswith(
+        "verify: FAILED: 1 window compared, 0 still open (watermark: the end of time)\n"
+    )

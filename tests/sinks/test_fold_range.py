@@ -47,9 +47,11 @@ def discarding_sum(lake: str) -> tuple[ViewSpec, PaneLog]:
 
 
 def pane(index: int, value: int, user: str = "u1") -> Pane:
-    """The ``index``-th discarding pane of ``user``'s window [10 s, 20 s)."""
-    info = PaneInfo(index, index, Timing.EARLY, index == 0, False)
-    return Pane(user, Window(10 * S, 20 * S), value, 20 * S - 1, info, False, (), value, 0, index)
+    """The ``index``-th discarding pane of ``user``'s window [10 s, 20 s), emitted at a watermark
+    past its end (verify compares it: a final window)."""
+    info = PaneInfo(index, index, Timing.LATE, index == 0, False)
+    window, watermark = Window(10 * S, 20 * S), 30 * S
+    return Pane(user, window, value, 20 * S - 1, info, False, (), value, watermark, index)
 
 
 def folded_version(spec: ViewSpec) -> int | None:
@@ -180,4 +182,6 @@ def test_verify_compares_exact_totals_and_names_a_window_beyond_the_view_column(
         assert f"view {{'total': {2 * A - 2**64}}}, expected {{'total': {2 * A}}}" in difference
         assert "key 'u1' window [10000000, 20000000)" in difference
         assert "beyond the view's 64-bit integer column 'total'" in difference
-    assert str(report).endswith("verify: FAILED")
+    assert str(report).endswith(
+        "verify: FAILED: 1 window compared, 0 still open (watermark 1970-01-01T00:00:30.000Z)"
+    )
