@@ -47,7 +47,7 @@ from jobs.driver.stopping import stop_on_signals
 from jobs.driver.watermark_marks import MarkError, note_watermark, parse_time
 from jobs.startup.quiet import error_stream
 from jobs.startup.quiet import terminal as quiet_terminal
-from jobs.startup.session import SHUFFLE_PARTITIONS, JavaNotFound, SessionOptions
+from jobs.startup.session import SHUFFLE_PARTITIONS, JavaNotFound, SessionOptions, end_session
 from panes import parse_duration
 from sinks.aws_profile import adopt_shared_profile
 from sinks.errors import LakeError
@@ -294,18 +294,27 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def command() -> None:
-    """The ``panestore`` command: :func:`main`, then exit without tearing the interpreter down.
+    """The ``panestore`` command: :func:`main`, then end Spark's driver JVM if the command
+    started one, then exit without tearing the interpreter down.
 
     Native thread pools (Arrow's, DuckDB's) can still be winding down when Python finalizes,
     and finalizing under them aborts the process (``terminate called without an active
-    exception``, SIGABRT) after the command has done and reported its work. Every table write
-    has committed or failed by the time :func:`main` returns, so there is nothing left to
-    clean up; Spark's JVM exits when its gateway's standard input closes.
+    exception``, SIGABRT) after the command has done and reported its work: it leaves through
+    ``os._exit``, which runs no exit handlers. Every table write has committed or failed by the
+    time :func:`main` returns; the one exit work left is the driver JVM's, done here
+    (:func:`jobs.startup.session.end_session`): its session stopped, the JVM's exit awaited
+    (it writes the class-data archive then, if it was started to) and the archive adopted, so
+    that the command ends when its JVM has, and the next run maps the archive.
     """
     status = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
+    try:
+        end_session()
+    except KeyboardInterrupt:  # Ctrl-C while the JVM exits: it was killed, no archive adopted
+        pass
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
 
 
 if __name__ == "__main__":

@@ -2,9 +2,10 @@
 
 :func:`get_session` builds the SparkSession every command uses (one shuffle-partitions default,
 :data:`SHUFFLE_PARTITIONS`), its driver JVM mapping Spark's classes from the archive of
-:mod:`.class_archive`; :mod:`.python_processes` makes Spark's Python workers import the
-installed PySpark and this project (the launcher, the preloading daemon, the garbage-collector
-thresholds; cache directory ``$PANESTORE_CACHE_DIR``); :mod:`.quiet` filters Spark's noise.
+:mod:`.class_archive` (:func:`.session.end_session` ends that JVM, waits for it and adopts the
+archive it wrote); :mod:`.python_processes` makes Spark's Python workers import the installed
+PySpark and this project (the launcher, the preloading daemon, the garbage-collector thresholds;
+cache directory ``$PANESTORE_CACHE_DIR``); :mod:`.quiet` filters Spark's noise.
 
 >>> from jobs.startup import SHUFFLE_PARTITIONS
 >>> SHUFFLE_PARTITIONS

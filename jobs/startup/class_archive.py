@@ -16,24 +16,24 @@ get_session` starts on this machine: not under ``spark-submit``, not a cluster's
   Spark's jars (names and sizes) and the driver's heap setting. Another JDK or Spark gets another
   file; a JVM that still cannot use one runs without it, silently.
 * With no archive yet, the run's JVM writes one at its exit into a part file of its own
-  (``<digest>.<pid>.part``). When the Python process ends, it closes the JVM's input (which makes
-  the gateway JVM exit), waits for it, and renames the part into place only if the JVM exited
-  cleanly: a JVM that maps a truncated archive dies (SIGBUS), so a run killed while writing
-  leaves a part, never an archive. One process writes at a time (another one's live part: a run
-  starts without an archive); parts of processes no longer alive are removed.
+  (``<digest>.<pid>.part``). The process ends its JVM (:func:`jobs.startup.session.end_session`:
+  at the interpreter's exit, or called by a command before it leaves through ``os._exit``): it
+  stops the session, closes the JVM's input (which makes the gateway JVM exit, writing the
+  part), waits for it, and renames the part into place (:meth:`ClassArchive.adopt`) only if
+  the JVM exited cleanly: a JVM that maps a truncated archive dies (SIGBUS), so a run killed
+  while writing leaves a part, never an archive. One process writes at a time (another one's
+  live part: a run starts without an archive); parts of processes no longer alive are removed.
 * A JVM that fails to start with an archive is started again without it, and the archive is
   removed.
 """
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 ARCHIVE_SUFFIX = ".jsa"
 PART_SUFFIX = ".part"
@@ -108,29 +108,19 @@ class ClassArchive:
         """Remove the archive (a JVM failed to start with it)."""
         self.path.unlink(missing_ok=True)
 
-    def adopt_at_exit(self, spark: Any) -> None:
-        """When this process ends: close the gateway JVM's input so that it exits and writes its
-        part, wait for it, and rename the part into place if the JVM exited cleanly."""
-        gateway = getattr(spark.sparkContext, "_gateway", None)
-        proc = getattr(gateway, "proc", None)
-        if proc is None or proc.stdin is None:
-            return
-        atexit.register(self._adopt, proc)
-
-    def _adopt(self, proc: Any) -> None:
+    def adopt(self, exit_status: int | None) -> bool:
+        """The JVM this process started to write the archive has ended with ``exit_status``
+        (None: it did not end by itself and was killed): rename its part into place if it
+        exited cleanly and wrote one, else remove the part. Whether the archive was adopted."""
         part = self.part(os.getpid())
-        try:
-            proc.stdin.close()
-            code = proc.wait(timeout=300)
-        except Exception:  # the JVM did not end: its part is not known to be whole
-            code = None
-        if code == 0 and part.is_file() and part.stat().st_size > 0:
+        if exit_status == 0 and part.is_file() and part.stat().st_size > 0:
             for other in self.path.parent.glob(f"*{ARCHIVE_SUFFIX}"):
                 if other != self.path:
                     other.unlink(missing_ok=True)  # another JDK's or Spark's
             os.replace(part, self.path)
-        else:
-            part.unlink(missing_ok=True)
+            return True
+        part.unlink(missing_ok=True)
+        return False
 
 
 def _alive(pid: int) -> bool:

@@ -70,7 +70,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
 CACHE_DIR_ENV = "PANESTORE_CACHE_DIR"
-"""The environment variable that says where the launcher is kept (:func:`default_cache_dir`)."""
+"""The environment variable that says where the launcher and the driver JVM's class-data archive
+are kept (:func:`default_cache_dir`)."""
 DAEMON_MODULE = "jobs.startup.python_processes"
 """What ``spark.python.daemon.module`` names: this module, run as Spark's worker daemon."""
 GC_THRESHOLDS = (100_000, 50, 100)
@@ -165,7 +166,8 @@ def launcher(cache_dir: Path) -> Path | None:
 
 
 def default_cache_dir() -> Path:
-    """Where the launcher is kept, as an absolute path (Spark's processes start in other working
+    """Where the launcher and the driver JVM's class-data archive (:mod:`jobs.startup.
+    class_archive`) are kept, as an absolute path (Spark's processes start in other working
     directories): ``$PANESTORE_CACHE_DIR`` when set, else ``$XDG_CACHE_HOME/panestore``, else
     ``~/.cache/panestore``."""
     override = os.environ.get(CACHE_DIR_ENV)

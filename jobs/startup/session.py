@@ -12,21 +12,32 @@ The master is the one asked for, else the one ``spark-submit`` set (a driver it 
 the driver's ``PYTHONPATH`` (``spark.executorEnv.PYTHONPATH``: the project's root first), which
 covers a cluster whose nodes see the project at the same path; elsewhere install the project on
 every node (docs/cluster.md).
+
+A driver JVM that :func:`get_session` starts is this process's child (PySpark's gateway): it exits
+when its standard input closes. :func:`end_session` ends it and waits for it (and adopts the
+class-data archive it wrote at its exit, :mod:`jobs.startup.class_archive`): at the interpreter's
+exit, or called by a command that leaves through ``os._exit`` (:func:`jobs.cli.commands.command`),
+so that no JVM of a process outlives it.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from jobs.startup.class_archive import ClassArchive
 from jobs.startup.python_processes import DAEMON_MODULE, default_cache_dir, worker_python
-from jobs.startup.quiet import quiet_spark_stderr
+from jobs.startup.quiet import error_stream, quiet_spark_stderr
 
 MIN_JAVA = 17
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -171,8 +182,8 @@ def get_session(
     """A SparkSession configured for panestore (no UI, UTC) on ``master``
     (see the module doc for the default). A driver JVM started here maps Spark's classes from
     the class-data archive (:mod:`jobs.startup.class_archive`) when there is one; with
-    ``write_class_archive`` (a short-lived process: a command's run) it writes one at the
-    process's end when there is none."""
+    ``write_class_archive`` (a short-lived process: a command's run) it writes one when it ends
+    (:func:`end_session`, at the latest at the process's end) when there is none."""
     if master is None and SUBMITTED not in os.environ:
         master = DEFAULT_MASTER
     prepare_environment(master)
@@ -184,10 +195,12 @@ def get_session(
         extra={"spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"], **(extra or {})},
     )
     archive = None
-    if SparkSession.getActiveSession() is None:  # a JVM starts here
+    starts = SparkSession.getActiveSession() is None  # a JVM starts here (or its session)
+    if starts:
         archive = class_archive(master, driver_memory)
     if archive is None or not (archive.exists or write_class_archive):
-        return _started(SparkSession, app_name, master, conf)
+        spark = _started(SparkSession, app_name, master, conf)
+        return _remember_driver(spark, None) if starts else spark
     writes = not archive.exists
     java_options = conf["spark.driver.extraJavaOptions"]
     try:
@@ -201,9 +214,45 @@ def get_session(
         if writes:
             raise
         archive.discard()  # a JVM that cannot start with it: without it, and write another
-        return _started(SparkSession, app_name, master, conf)
-    if writes:
-        archive.adopt_at_exit(spark)
+        return _remember_driver(_started(SparkSession, app_name, master, conf), None)
+    return _remember_driver(spark, archive if writes else None)
+
+
+JVM_EXIT_TIMEOUT_S = 300.0
+"""How long :func:`end_session` waits for the driver JVM to exit before it kills it (writing the
+class-data archive takes it ~15-30 s on a 2-core machine; otherwise it exits in about a
+second)."""
+
+
+@dataclass
+class _DriverJvm:
+    """The driver JVM :func:`get_session` started in this process: its session, its process
+    (PySpark's gateway, ``spark-submit`` exec'ing ``java``), and the class-data archive it
+    writes at its exit (None: it writes none)."""
+
+    spark: Any
+    proc: subprocess.Popen
+    archive: ClassArchive | None
+
+
+_driver: _DriverJvm | None = None
+
+
+def _remember_driver(spark, archive: ClassArchive | None):
+    """Note the driver JVM ``spark`` runs on, started by :func:`get_session`, if it is this
+    process's child (a local master or a cluster's client, not under ``spark-submit``), for
+    :func:`end_session` (also at the interpreter's exit)."""
+    global _driver
+    proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
+    if proc is None or proc.stdin is None:  # not our child: nothing to end
+        return spark
+    if _driver is None or _driver.proc is not proc:
+        if _driver is None:
+            atexit.unregister(end_session)  # once, however many JVMs a process starts
+            atexit.register(end_session)
+        _driver = _DriverJvm(spark, proc, archive)
+    else:  # a new session on the same JVM (the first was stopped)
+        _driver.spark = spark
     return spark
 
 
@@ -247,6 +296,68 @@ def existing_session():
     if session is None or session.sparkContext._jsc is None:
         return None
     return session
+
+
+def end_session(timeout: float = JVM_EXIT_TIMEOUT_S) -> int | None:
+    """End the driver JVM of :func:`get_session`'s session, if it is this process's child, and
+    wait for it: stop the session (Spark's Python workers end with it), close the JVM's standard
+    input (PySpark's gateway then exits the JVM, which writes the class-data archive if it was
+    started to), wait up to ``timeout`` seconds in all (then kill it), and adopt the archive it
+    wrote (:meth:`ClassArchive.adopt`). Registered to run at the interpreter's exit; a command that
+    leaves through ``os._exit`` calls it first. Once: later calls do nothing. The JVM's exit
+    status (None: no JVM of this process, or it was killed); interrupted (Ctrl-C), it kills
+    the JVM and raises."""
+    global _driver
+    driver, _driver = _driver, None
+    if driver is None:
+        return None
+    status: int | None = None
+    started = time.monotonic()
+    try:
+        if driver.proc.poll() is None:  # stopped in a thread: a JVM that hangs is killed below
+            stopping = threading.Thread(
+                target=_stop, args=(driver.spark,), name="panestore-end-session", daemon=True
+            )
+            try:
+                stopping.start()
+            except RuntimeError:  # no new threads at the interpreter's exit (Python 3.12+)
+                _stop(driver.spark)
+            else:
+                stopping.join(timeout)
+        status = _ended(driver.proc, max(timeout - (time.monotonic() - started), 1.0))
+    except BaseException:
+        driver.proc.kill()
+        driver.proc.wait()
+        raise
+    finally:
+        if driver.archive is not None:
+            driver.archive.adopt(status)
+    return status
+
+
+def _stop(spark) -> None:
+    """Stop ``spark``; a JVM that no longer answers is ended all the same (its input closes)."""
+    with contextlib.suppress(Exception):
+        spark.stop()
+
+
+def _ended(proc: subprocess.Popen, timeout: float) -> int | None:
+    """Close ``proc``'s input (the gateway JVM exits), wait up to ``timeout`` seconds for it;
+    its exit status, or None after killing it."""
+    if proc.stdin is not None:
+        with contextlib.suppress(OSError):  # a JVM already gone: the pipe is broken
+            proc.stdin.close()
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        print(
+            f"panestore: Spark's driver JVM (pid {proc.pid}) did not exit in time after its "
+            "session's end: killed",
+            file=error_stream(),
+        )
+        proc.kill()
+        proc.wait()
+        return None
 
 
 def _started(session_class, app_name: str, master: str | None, conf: dict[str, str]):

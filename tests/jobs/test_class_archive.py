@@ -1,57 +1,96 @@
 """jobs.startup.class_archive: the driver JVM's class-data archive is written by one process at a
-time, adopted only from a JVM that exited cleanly (a truncated archive crashes every JVM that
-maps it), and named by what it depends on."""
+time, adopted when the session ends (jobs.startup.session.end_session) only from a JVM that
+exited cleanly (a truncated archive crashes every JVM that maps it), and named by what it depends
+on."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from jobs.startup import session
 from jobs.startup.class_archive import ClassArchive
 
+JVM = """\
+import sys, time
+part, code, hangs = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "hangs"
+sys.stdin.read()  # as PySpark's gateway JVM: it exits when its input closes
+if hangs:
+    time.sleep(60)
+with open(part, "wb") as f:  # its class-data archive, written at its exit
+    f.write(b"classes")
+sys.exit(code)
+"""
 
-class FakeJvm:
-    """The gateway JVM's process: ``wait`` gives ``code``, after writing ``part`` (if any)."""
 
-    def __init__(self, code: int, part: Path | None, data: bytes = b"classes") -> None:
-        self.code, self.part, self.data = code, part, data
-        self.stdin = open(os.devnull, "w")  # noqa: SIM115  # closed by the archive
+class FakeSession:
+    """A session on the driver JVM ``proc`` (a stand-in process: :data:`JVM`)."""
 
-    def wait(self, timeout=None):
-        assert self.stdin.closed, "the JVM exits when its input closes"
-        if self.part is not None:
-            self.part.write_bytes(self.data)
-        return self.code
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.stopped = False
+        self.sparkContext = SimpleNamespace(_gateway=SimpleNamespace(proc=proc))
+
+    def stop(self) -> None:
+        assert self.sparkContext._gateway.proc.poll() is None, "stopped on a live JVM"
+        self.stopped = True
+
+
+def started(archive: ClassArchive, code: int, hangs: bool = False) -> FakeSession:
+    """A session whose driver JVM writes ``archive``'s part at its exit, then exits ``code``
+    (``hangs``: it does not exit when its input closes), as :func:`get_session` notes it."""
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            JVM,
+            str(archive.part(os.getpid())),
+            str(code),
+            "hangs" if hangs else "exits",
+        ],
+        stdin=subprocess.PIPE,
+    )
+    spark = FakeSession(proc)
+    session._remember_driver(spark, archive)
+    return spark
 
 
 def test_a_jvm_that_exited_cleanly_has_its_part_adopted(tmp_path):
+    """Ending the session (at a command's end) stops it, closes the JVM's input, waits for the
+    JVM to write its part and exit, and renames the part into place."""
     archive = ClassArchive(tmp_path / "jvm" / "spark-1.jsa")
     assert archive.usable() and not archive.exists
     options = archive.java_options()
     assert f"-XX:ArchiveClassesAtExit={archive.part(os.getpid())}" in options
     stale = archive.path.with_name("spark-0.jsa")  # another JDK's or Spark's
     stale.write_bytes(b"old")
-    archive._adopt(FakeJvm(0, archive.part(os.getpid())))
+    spark = started(archive, 0)
+    assert session.end_session() == 0 and spark.stopped
     assert archive.path.read_bytes() == b"classes" and not stale.exists()
+    assert not archive.part(os.getpid()).exists()
     assert archive.java_options() == (
         f"-XX:SharedArchiveFile={archive.path} -Xlog:cds=off -Xlog:cds+dynamic=off"
     )
+    assert session.end_session() is None, "once"
 
 
-@pytest.mark.parametrize("code", [1, -9, None])
-def test_a_jvm_that_did_not_exit_cleanly_leaves_no_archive(tmp_path, code):
+@pytest.mark.parametrize("code", [1, None])
+def test_a_jvm_that_did_not_exit_cleanly_leaves_no_archive(tmp_path, code, capsys):
+    """A JVM that exits with an error, or does not exit in time (killed), leaves no archive
+    and no part; a killed one is said on stderr."""
     archive = ClassArchive(tmp_path / "jvm" / "spark-1.jsa")
     assert archive.usable()
-    jvm = FakeJvm(0 if code is None else code, archive.part(os.getpid()))
-    if code is None:  # still running after the wait's timeout
-        jvm.wait = lambda timeout=None: (_ for _ in ()).throw(subprocess.TimeoutExpired("java", 1))
-        archive.part(os.getpid()).write_bytes(b"half")
-    archive._adopt(jvm)
+    spark = started(archive, code or 0, hangs=code is None)
+    proc = spark.sparkContext._gateway.proc
+    if code is None:
+        archive.part(os.getpid()).write_bytes(b"half")  # killed while writing
+    assert session.end_session(timeout=1) == code
+    assert proc.poll() is not None, "no JVM outlives its session's end"
     assert not archive.exists and not list(archive.path.parent.iterdir())
+    assert ("did not exit in time" in capsys.readouterr().err) == (code is None)
 
 
 def test_one_process_writes_at_a_time_and_a_dead_writers_part_is_removed(tmp_path):
