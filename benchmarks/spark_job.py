@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/spark_job.py [--workload 1m|10m|small|small-1m-keys|all ...]
         [--repeat R] [--format jsonl|parquet|delta] [--files-per-batch F] [--no-native] [--keep DIR]
-        [--compare-code DIR ...] [--lake-in-bucket]
+        [--compare-code DIR ...] [--lake-in-bucket] [--no-process]
 
 Workloads (``benchmarks/workload.py``; ~10% of events out of order by up to 5 minutes, one file
 per 10,000 events in a landing directory; ``--format delta``: one append per 10,000 events to a
@@ -42,6 +42,13 @@ daemon once per process, and a table of
 where the time of a run goes (median per row): JVM and session start, preparing the lake, building
 the query, Spark's phases of each micro-batch (listing, planning, execution with the sink's Delta
 commits, checkpoint writes), and the query's start and stop around them.
+Beside it, **as a process**: each panestore side (not the bucket's) is also measured as a
+scheduler runs it, ``panestore run CONF`` (the installed entry point, its fold included) on a lake
+of its own, timed from the process's start to its end (its exit, and its output closed by
+whatever holds it: a JVM outliving the command would count); printed with the run's and the
+fold's time as the command reports them (the run's includes the JVM's and session's start), the
+rest being the interpreter's start and imports, the checks before the run and the JVM's exit
+(``--no-process``: not measured).
 ``--compare-code DIR`` (repeatable) measures panestore from another checkout too (before/after).
 Every side's checkout is byte-compiled first, as an installation is (:func:`compile_checkout`),
 and the memory is sampled from this parent process, not from a thread of the measured one.
@@ -68,6 +75,7 @@ import compileall
 import contextlib
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -332,27 +340,55 @@ def panestore_pipeline(
     """The benchmark's pipeline, its lake at ``lake`` (a directory, or ``s3://bucket/prefix``
     with ``checkpoint``, a local directory)."""
     pipeline_from_dict = panestore_api("pipeline_from_dict")
-    return pipeline_from_dict(
-        {
-            "name": "bench",
-            "lake": lake,
-            **({} if checkpoint is None else {"checkpoint": str(checkpoint)}),
-            "keys": ["key"],
-            "event_time": "ts",
-            "window": "FixedWindows(1m)",
-            "trigger": TRIGGER,
-            "accumulation_mode": "accumulating",
-            "source": {
-                "format": fmt,
-                "path": str(landing),
-                "schema": {"key": "string", "ts": "timestamp", "value": "long"},
-                # a Delta source reads every new version in one batch
-                **({} if fmt == "delta" else {"max_files_per_trigger": files_per_batch}),
-            },
-            "watermark": {"delay": "5m"},
-            "aggregates": {"value": "sum(value)"},
-        }
-    )
+    return pipeline_from_dict(pipeline_settings(landing, lake, fmt, files_per_batch, checkpoint))
+
+
+def pipeline_settings(
+    landing: Path, lake: str, fmt: str, files_per_batch: int, checkpoint: Path | None = None
+) -> dict:
+    """The settings of :func:`panestore_pipeline` (a configuration file's, as a dict)."""
+    return {
+        "name": "bench",
+        "lake": lake,
+        **({} if checkpoint is None else {"checkpoint": str(checkpoint)}),
+        "keys": ["key"],
+        "event_time": "ts",
+        "window": "FixedWindows(1m)",
+        "trigger": TRIGGER,
+        "accumulation_mode": "accumulating",
+        "source": {
+            "format": fmt,
+            "path": str(landing),
+            "schema": {"key": "string", "ts": "timestamp", "value": "long"},
+            # a Delta source reads every new version in one batch
+            **({} if fmt == "delta" else {"max_files_per_trigger": files_per_batch}),
+        },
+        "watermark": {"delay": "5m"},
+        "aggregates": {"value": "sum(value)"},
+    }
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return json.dumps(value) if isinstance(value, str) else str(value)
+
+
+def write_conf(path: Path, settings: dict) -> Path:
+    """``settings`` as a pipeline configuration file (TOML: the scalars, then one table per
+    dict; a dict within a table inline)."""
+    scalars = [f"{k} = {_toml_value(v)}" for k, v in settings.items() if not isinstance(v, dict)]
+    tables = [
+        f"\n[{k}]\n" + "\n".join(f"{kk} = {_toml_value(vv)}" for kk, vv in v.items())
+        for k, v in settings.items()
+        if isinstance(v, dict)
+    ]
+    path.write_text("\n".join(scalars + tables) + "\n")
+    return path
 
 
 def _batch_record(batch_id: int, rows: int, durations: dict, compute_s=None, commit_s=None):
@@ -511,7 +547,8 @@ def compile_checkout(code: Path) -> None:
 
 @dataclass(frozen=True)
 class Side:
-    """What is measured: ``panestore`` or ``native``, the checkout panestore runs from, and
+    """What is measured: ``panestore`` (a run in the measuring process), ``native``, or
+    ``command`` (``panestore run CONF`` as a process); the checkout panestore runs from, and
     whether its lake is in a bucket (this checkout's panestore)."""
 
     what: str
@@ -522,6 +559,7 @@ class Side:
 
 BUCKET = "bench"
 BUCKET_SUFFIX = " (bucket)"  # the bucket side's label: panestore's, with this suffix
+PROCESS_SUFFIX = " (process)"  # a command side's label: the in-process side's, with this suffix
 
 
 class BucketLakes:
@@ -562,7 +600,8 @@ def _child(
     lakes: BucketLakes | None = None,
 ) -> dict:
     """One measurement of ``side`` in a child process. ``lakes``: the bucket side's server (each
-    attempt gets a new bucket; the run's requests are added to the result)."""
+    attempt gets a new bucket; the run's requests are added to the result). A ``command`` side's
+    child is ``panestore run CONF`` itself (:func:`_command_result`)."""
     cmd = [
         sys.executable,
         str(Path(__file__).resolve()),
@@ -579,6 +618,13 @@ def _child(
         "--shuffle-partitions",
         str(shuffle),
     ]
+    if side.what == "command":  # the installed entry point: jobs.cli:command
+        conf = write_conf(
+            target.with_name(target.name + ".toml"),
+            pipeline_settings(landing, str(target), fmt, files_per_batch),
+        )
+        cmd = [sys.executable, "-c", "from jobs.cli import command; command()", "run", str(conf)]
+        cmd += ["--shuffle-partitions", str(shuffle)]
     # The checkout measured comes first on every Python process's path, and the child runs in
     # the landing's parent directory: Spark's Python processes put their working directory
     # first on their path, and a checkout there would shadow the one measured.
@@ -594,6 +640,7 @@ def _child(
                 raise ValueError(f"{side.label} needs the S3 server")
             lake_uri, marks = lakes.fresh()
             bucket = ["--lake-uri", lake_uri, "--marks", marks]
+        started = time.perf_counter()
         with (
             subprocess.Popen(
                 cmd + bucket,
@@ -605,8 +652,14 @@ def _child(
             ) as proc,
             PeakMemory(proc.pid) as mem,
         ):
+            # ends when the process has and its output is closed (by whatever holds it: a JVM
+            # that outlived the process): what a scheduler waits for
             stdout, stderr = proc.communicate()
-        lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
+        process_s = time.perf_counter() - started
+        if side.what == "command":
+            lines = [json.dumps(_command_result(stderr, process_s))]
+        else:
+            lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
         if proc.returncode == 0 and lines:
             got = json.loads(lines[-1])
             got.update(peak_pss=mem.peak["pss"], peak_rss=mem.peak["rss"])
@@ -624,9 +677,29 @@ def _child(
     raise AssertionError("unreachable")
 
 
+RUN_SUMMARY = re.compile(r"rejected in ([0-9.]+)s")
+RUN_SESSION = re.compile(r"rejected in [0-9.]+s \(session ([0-9.]+)s")
+FOLD_SUMMARY = re.compile(r"^materialize: .* in ([0-9.]+)s$", re.MULTILINE)
+
+
+def _command_result(stderr: str, process_s: float) -> dict:
+    """A ``command`` side's measurement: the process from its start to its end, and what it
+    reported of it (its run's summary line, the session's start in it where the run started
+    the session, its fold's; None where it said none)."""
+    run = RUN_SUMMARY.findall(stderr)
+    session = RUN_SESSION.findall(stderr)
+    fold = FOLD_SUMMARY.findall(stderr)
+    return {
+        "seconds": process_s,
+        "run_s": float(run[-1]) if run else None,
+        "run_session_s": float(session[-1]) if session else None,
+        "fold_s": float(fold[-1]) if fold else None,
+    }
+
+
 def _targets(work: Path, wl: Workload, side: Side) -> tuple[Path, Path | None]:
     """(where a measurement of ``side`` writes, the history snapshot it starts from)."""
-    name = "lake" if side.what == "panestore" else "native"
+    name = {"panestore": "lake", "command": "lake-command"}.get(side.what, "native")
     suffix = "" if side.code is None else f"-{Path(side.code).name}"
     suffix += "-bucket" if side.bucket else ""  # the checkpoint of the lake in a bucket
     target = work / wl.name / f"{name}{suffix}"
@@ -681,6 +754,12 @@ def _peak(m: dict, part: str, measure: str = "pss") -> float:
 
 
 def _summary(m: dict) -> str:
+    if "run_s" in m:  # a command side's
+        return (
+            f"{m['seconds']:.1f}s from its start to its end (its run {_secs(m['run_s'])}, "
+            f"JVM and session start in it {_secs(m.get('run_session_s'))}, its fold "
+            f"{_secs(m['fold_s'])}; peak {_peak(m, 'total'):,.0f} MiB)"
+        )
     out = ", ".join(f"{v:,} {k}" for k, v in m["output"].items())
     requests = f"; {_requests_text(m['requests'])}" if "requests" in m else ""
     return (
@@ -795,7 +874,13 @@ def _median(values: list[float | None]) -> float | None:
     return statistics.median(got) if got else None
 
 
+def _secs(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}s"
+
+
 def report(wl: Workload, results: dict[str, list[dict]]) -> None:
+    processes = {s: ms for s, ms in results.items() if "run_s" in ms[0]}
+    results = {s: ms for s, ms in results.items() if s not in processes}
     labels = list(results)
     events = wl.events
     medians = {s: statistics.median(m["seconds"] for m in ms) for s, ms in results.items()}
@@ -827,6 +912,22 @@ def report(wl: Workload, results: dict[str, list[dict]]) -> None:
                 f"ratio {s} / {local}: time {medians[s] / medians[local]:.2f}x "
                 f"(with JVM start: time {with_jvm[s] / with_jvm[local]:.2f}x)"
             )
+    if processes:
+        print(
+            "as a process: `panestore run CONF` (a scheduled run, its fold included) from its "
+            "start to its end, what a scheduler waits for:"
+        )
+    for s, ms in processes.items():
+        total = statistics.median(m["seconds"] for m in ms)
+        run, fold = _median([m["run_s"] for m in ms]), _median([m["fold_s"] for m in ms])
+        session = _median([m.get("run_session_s") for m in ms])
+        rest = total - (run or 0.0) - (fold or 0.0)
+        print(
+            f"{s:>22}: {total:7.2f}s: its run {_secs(run)} (JVM and session start in it: "
+            f"{_secs(session)}), its fold {_secs(fold)}, the rest {rest:.1f}s (interpreter and "
+            f"imports, checks{'' if session else ', JVM and session start'}, the JVM's exit); "
+            f"peak {max(_peak(m, 'total') for m in ms):,.0f} MiB PSS"
+        )
     peaks = {
         s: {
             measure: {k: max(_peak(m, k, measure) for m in results[s]) for k in PeakMemory.PARTS}
@@ -892,6 +993,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="measurements of each (median shown)")
     ap.add_argument("--no-native", action="store_true")
     ap.add_argument(
+        "--no-process",
+        action="store_true",
+        help="do not also time `panestore run` as a process from its start to its end",
+    )
+    ap.add_argument(
         "--compare-code",
         metavar="DIR",
         action="append",
@@ -939,6 +1045,12 @@ def main() -> None:
         sides.append(Side("panestore", "panestore" + BUCKET_SUFFIX, bucket=True))
     for code in (str(Path(c).resolve()) for c in args.compare_code):
         sides.append(Side("panestore", f"panestore@{Path(code).name}", code))
+    if not args.no_process:
+        sides += [
+            Side("command", f"{side.label}{PROCESS_SUFFIX}", side.code)
+            for side in sides
+            if side.what == "panestore" and not side.bucket
+        ]
     if not args.no_native:
         sides.append(Side("native", "native"))
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="panestore-bench-"))
