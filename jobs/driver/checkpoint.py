@@ -107,16 +107,6 @@ def batch_clocks(checkpoint: str | os.PathLike[str], batch_id: int) -> Clocks:
     return Clocks(int(metadata.get("batchWatermarkMs", 0)), int(metadata["batchTimestampMs"]))
 
 
-def checkpoint_partitions(checkpoint: str | os.PathLike[str]) -> int | None:
-    """The shuffle partitions the checkpoint's offset log fixed (None: no batch yet)."""
-    ids = _log_ids(Path(checkpoint) / OFFSETS)
-    if not ids:
-        return None
-    metadata = json.loads(_lines(Path(checkpoint) / OFFSETS / str(ids[-1]))[1])
-    value = metadata.get("conf", {}).get("spark.sql.shuffle.partitions")
-    return None if value is None else int(value)
-
-
 def local_path(uri: str) -> str | None:
     """The local filesystem path of a ``file:`` URI (or a plain path); None for other schemes."""
     parsed = urlparse(uri)

@@ -1,4 +1,4 @@
-"""Control rows and the checkpoint's pending watermark: how a run moves the watermark.
+"""Control rows: how a run moves the watermark.
 
 A run moves Spark's watermark past what the data says with *control rows*: ``{"kind", "ts"}`` JSON
 files under ``<checkpoint>/_control``, a second streaming source of the job (:mod:`jobs.driver.plan`
@@ -7,8 +7,7 @@ unions them with the records and drops them after the watermark has seen them).
 * the drain sentinel, at the last millisecond Spark timestamps can hold: the watermark moves to
   the end of time and every window closes (:func:`write_drain_sentinel`);
 * a tick, at 1970: it moves nothing, but makes Spark run a batch (:func:`write_tick`): a run
-  that must record something in a batch (changed landing files), or that upgrades a lake whose
-  last run stopped before firing a watermark advance (:func:`pending_watermark`).
+  that must record something in a batch (changed landing files).
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ from typing import TYPE_CHECKING
 
 from jobs.config.landing_paths import spark_path
 from jobs.config.pipeline import Pipeline
-from jobs.driver.checkpoint import last_commit
 from jobs.driver.landing_source import FILE_SOURCE_OPTIONS
 from sinks.lake_format import MAX_TIMESTAMP_MS
 
@@ -77,26 +75,3 @@ def write_tick(pipeline: Pipeline) -> Path:
     """A control row that only makes Spark run a batch: its event time (1970) moves nothing; the
     batch runs at the watermark Spark computed after the previous one, firing due timers."""
     return write_control(pipeline, "tick", 0)
-
-
-def pending_watermark(pipeline: Pipeline) -> bool:
-    """Whether the checkpoint holds a watermark advance no batch has run with.
-
-    The operator fires a batch's watermark advance in the batch itself
-    (:mod:`jobs.driver.batch_sink`); the older job (state layout formats 1 and 2) left it to
-    Spark's trailing no-data batch, which a run killed after the last data batch's commit never
-    ran. The commit log keeps the advance (``nextBatchWatermarkMs``), so the run that upgrades
-    such a lake can tell and tick (:func:`write_tick`; :mod:`jobs.driver.state_upgrade`).
-    """
-    ckpt = Path(pipeline.checkpoint_path)
-    last = last_commit(ckpt)
-    if last is None:
-        return False
-    if (ckpt / "offsets" / str(last + 1)).exists():
-        return False  # Spark will run (or replay) that batch itself
-    try:
-        committed = json.loads((ckpt / "commits" / str(last)).read_text().splitlines()[1])
-        offsets = json.loads((ckpt / "offsets" / str(last)).read_text().splitlines()[1])
-    except (OSError, IndexError, ValueError):
-        return False
-    return committed.get("nextBatchWatermarkMs", 0) > offsets.get("batchWatermarkMs", 0)

@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 from jobs.config.checks import check_paths
 from jobs.config.pipeline import Pipeline, PipelineConfigError
-from jobs.driver.checkpoint import check_against_tables, checkpoint_partitions
+from jobs.driver.checkpoint import check_against_tables
 from jobs.driver.fingerprint import bind_lake_configuration
 from jobs.driver.lake_identity import check_lake_identity
 from jobs.executor.operator_input import balanced_bucket_ids
@@ -82,30 +82,22 @@ def check_source_identity(pipeline: Pipeline) -> str | None:
 
 
 STATE_LAYOUT_FILE = "_state_layout.json"
-STATE_LAYOUT_FORMAT = 6
-"""The version of the lake's state layout (``format`` in its layout file): 6 keeps the state in
-the operator's own shard files (:mod:`jobs.executor.state_store`), a bucket as its keys' engine
-states or as a table of its windows (:mod:`jobs.executor.window_table`) that may carry windows the
-engine holds (sums beyond 64 bits) in its metadata, a key's other windows staying in the table;
-5 held whole keys there; 4 had window tables without held keys; 3 had the shard files without
-window tables; 2 and 1 kept the state in Spark's ``transformWithState`` store (a bucket's keys as
-a compressed Arrow table, or a pickled dict). A run of a format 1 or 2 lake first moves that
-state into shard files (:func:`jobs.driver.state_upgrade.upgrade_state`); a run of an older lake
-records 6 (a bucket changes form when a visit changes it), so that an older panestore refuses the
-lake instead of misreading it (a format-4 reader would not see the windows the engine holds, a
-format-5 reader would take a held key's state for all of its windows: state would be lost)."""
-SHARD_STATE_FORMAT = 3
-"""The first format that keeps the state in shard files (older ones: to move)."""
-READABLE_STATE_LAYOUTS = (1, 2, SHARD_STATE_FORMAT, 4, 5, STATE_LAYOUT_FORMAT)
+STATE_LAYOUT_FORMAT = 7
+"""The version of the lake's state layout (``format`` in its layout file): 7 keeps the state in
+the operator's own shard files (:mod:`jobs.executor.state_store`), a bucket in the one encoding
+of its pipeline's path (:func:`jobs.executor.paths.path_of`): a table of its windows with 128-bit
+sums for the columnar path (:mod:`jobs.executor.window_table`), its keys' engine states for the
+others (:mod:`jobs.executor.bucket_state`). Lakes of formats 1-6 are refused with how to rebuild
+them (:func:`check_state_layout`): nothing was migrated at 0.1.0."""
+READABLE_STATE_LAYOUTS = (STATE_LAYOUT_FORMAT,)
 
 
 class StateLayout(NamedTuple):
-    """How a lake's state is laid out: the buckets' grouping values, the operator's shards (its
-    tasks), and the recorded format (older than :data:`STATE_LAYOUT_FORMAT`: to upgrade)."""
+    """How a lake's state is laid out: the buckets' grouping values and the operator's shards
+    (its tasks)."""
 
     bucket_ids: tuple[int, ...]
     shards: int
-    format: int
 
 
 def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> StateLayout:
@@ -117,8 +109,9 @@ def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> Sta
     (``<checkpoint>/_state_layout.json``), the values spread over ``partitions`` shards (default
     :data:`~jobs.startup.session.SHUFFLE_PARTITIONS`). Every later run reads them back, and refuses
     a lake of another format version, a checkpoint without a recorded layout, or another
-    ``state_buckets``: running would lose every key's state. A lake of an older format keeps its
-    shards: the shuffle partitions its checkpoint fixed.
+    ``state_buckets``: running would lose every key's state. A lake of another format is refused
+    in one line naming its layout file, its format and how to rebuild the lake (set it aside:
+    :attr:`jobs.config.pipeline.Pipeline.set_aside`, and run again).
     """
     path = pipeline.run_path / STATE_LAYOUT_FILE
     if path.exists():
@@ -126,8 +119,9 @@ def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> Sta
         if recorded.get("format") not in READABLE_STATE_LAYOUTS:
             raise PipelineConfigError(
                 "lake",
-                f"{path} records state layout format {recorded.get('format')}, this version "
-                f"reads formats {READABLE_STATE_LAYOUTS}: start a new lake directory.",
+                f"{path} records state layout format {recorded.get('format')}, which this "
+                f"version does not read (it reads {STATE_LAYOUT_FORMAT} only): rebuild the lake: "
+                f"{pipeline.set_aside} and run again.",
             )
         if recorded["state_buckets"] != pipeline.state_buckets:
             raise PipelineConfigError(
@@ -136,14 +130,12 @@ def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> Sta
                 f"{recorded['state_buckets']}; running with {pipeline.state_buckets} would lose "
                 f"the state of every key. Keep {recorded['state_buckets']}, or start a new lake.",
             )
-        shards = recorded.get("shards") or checkpoint_partitions(pipeline.checkpoint_path)
-        shards = shards or SHUFFLE_PARTITIONS
-        return StateLayout(tuple(recorded["bucket_ids"]), shards, recorded["format"])
+        return StateLayout(tuple(recorded["bucket_ids"]), recorded["shards"])
     if Path(pipeline.checkpoint_path).exists():
         raise PipelineConfigError(
             "lake",
             f"the lake {pipeline.lake_location} has a checkpoint but no {STATE_LAYOUT_FILE}: it "
-            "was written by an older version; start a new lake directory.",
+            f"was written by an older version; rebuild it: {pipeline.set_aside} and run again.",
         )
     shards = partitions or SHUFFLE_PARTITIONS
     ids = balanced_bucket_ids(pipeline.state_buckets, shards)
@@ -154,12 +146,4 @@ def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> Sta
         "shards": shards,
     }
     write_atomically(path, json.dumps(layout))
-    return StateLayout(ids, shards, STATE_LAYOUT_FORMAT)
-
-
-def record_state_layout(pipeline: Pipeline, layout: StateLayout) -> None:
-    """Record ``layout`` as of the current format (after an upgrade moved its state)."""
-    path = pipeline.run_path / STATE_LAYOUT_FILE
-    recorded = json.loads(path.read_text())
-    current = {**recorded, "format": STATE_LAYOUT_FORMAT, "shards": layout.shards}
-    write_atomically(path, json.dumps(current))
+    return StateLayout(ids, shards)

@@ -39,16 +39,8 @@ from jobs.driver.batch_sink import BatchSink, BatchStats
 from jobs.driver.control import control_stream, write_drain_sentinel, write_tick
 from jobs.driver.landing_changes import note_changes
 from jobs.driver.plan import build_job
-from jobs.driver.preflight import (
-    SHARD_STATE_FORMAT,
-    STATE_LAYOUT_FORMAT,
-    Preflight,
-    check_before_lock,
-    check_run,
-    record_state_layout,
-)
+from jobs.driver.preflight import Preflight, check_before_lock, check_run
 from jobs.driver.sources import read_source
-from jobs.driver.state_upgrade import upgrade_state
 from jobs.driver.stopping import StopRequest, listen_again, stop_on_signals
 from jobs.driver.writers_watermark import record_writers_watermark
 from jobs.startup.python_processes import start_workers
@@ -496,11 +488,6 @@ def run(
             stop = scope.enter_context(stop_on_signals())  # after the session: see its doc
         preparing = time.monotonic()
         state = checked.state
-        if state.format != STATE_LAYOUT_FORMAT:
-            if state.format < SHARD_STATE_FORMAT:
-                emit(f"moving the state of state layout format {state.format} into shard files")
-                upgrade_state(spark, pipeline, state.shards)
-            record_state_layout(pipeline, state)
         sink = BatchSink(pipeline, kill_at=kill_at, shards=state.shards, profile_dir=profile_dir)
         sink.create_tables()
 

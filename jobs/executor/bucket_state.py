@@ -18,14 +18,10 @@ pickling and RocksDB), and a visit that touches one key of a bucket used to unpi
 every key of it. Compressed, the bucket is ~30x smaller (the keys' states repeat their shape);
 columnar, a visit finds the keys whose wake-up is due with one vectorized comparison and decodes
 only the states it touches, and a visit that changed nothing writes nothing.
-
-Buckets written by an earlier panestore (a pickled ``{key: (state, next event, next processing)}``
-dict) are read as well and rewritten in this form when their visit changes them.
 """
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -37,7 +33,6 @@ from jobs.executor.operator_input import engine_keys, key_columns
 
 STATE, NEXT_EVENT, NEXT_PROCESSING = "state", "next_event_us", "next_processing_us"
 _IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="zstd")
-_PICKLE = 0x80  # the first byte of a pickle (protocol 2 and later): a bucket of the older form
 
 
 class BucketState:
@@ -66,10 +61,6 @@ class BucketState:
         schema = bucket_schema(key_fields)
         if not blob:
             return cls(key_fields, schema.empty_table(), None)
-        if blob[0] == _PICKLE:
-            entries: dict = pickle.loads(blob)
-            table = _rows_table(schema, list(entries.items()))
-            return cls(key_fields, table, blob)
         with pa.ipc.open_stream(blob) as reader:
             return cls(key_fields, reader.read_all(), blob)
 

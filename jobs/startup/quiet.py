@@ -1,7 +1,6 @@
 """Filter Spark's noise from the terminal: Python worker banners and log4j start-up lines.
 
-Spark's Python workers (the ``transformWithStateInPandas`` ones above all, which a lake's state
-upgrade still reads with) print lines per task on stderr, and they write to the file descriptor
+Spark's Python workers print lines per task on stderr, and they write to the file descriptor
 they inherit from the JVM, which inherits it from this process. So
 the filter works at the descriptor level: fd 2 is replaced by a pipe, and a thread copies what
 comes through to the original stderr, minus the noise. Call it once, before Spark starts.

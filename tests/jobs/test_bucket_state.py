@@ -1,5 +1,5 @@
 """jobs.executor.bucket_state: a bucket's keys as a compressed Arrow table, read back exactly,
-due keys found by their wake-ups, buckets of the older pickled form still read."""
+due keys found by their wake-ups."""
 
 from __future__ import annotations
 
@@ -80,18 +80,6 @@ def test_tuple_keys_of_typed_columns():
     assert again.state_of((2**53 + 1, day)) == b"x"
     assert again.state_of((7, None)) == b"y"
     assert again.due(watermark=1, processing_time=0) == [(2**53 + 1, day)]
-
-
-def test_buckets_of_the_older_pickled_form_are_read_and_rewritten():
-    older = pickle.dumps({"a": (b"1", 10, None), "b": (b"2", None, 3)}, protocol=5)
-    bucket = BucketState.load(older, ONE)
-    assert (bucket.state_of("a"), bucket.state_of("b")) == (b"1", b"2")
-    assert bucket.due(watermark=10, processing_time=0) == ["a"]
-    assert bucket.save().blob is older  # unchanged: not rewritten
-    bucket.put("c", b"3", None, None)
-    rewritten = bucket.save().blob
-    assert rewritten is not None and rewritten[0] != older[0]
-    assert BucketState.load(rewritten, ONE).state_of("b") == b"2"
 
 
 def test_the_stored_form_is_much_smaller_than_the_pickled_one():

@@ -58,53 +58,34 @@ def test_a_lake_of_another_layout_format_is_refused(tmp_path):
         check_state_layout(other, partitions=2)
 
 
-def test_a_lake_of_an_older_layout_keeps_its_checkpoint_partitions_as_shards(tmp_path):
-    """Formats 1 and 2 kept the state in Spark's store, spread by the checkpoint's shuffle
-    partitions: the run upgrading it (tests/spark/test_state_upgrade.py) keeps them as shards."""
-    import json
-
-    from jobs.driver.preflight import STATE_LAYOUT_FORMAT, record_state_layout
-
-    pipeline = load_pipeline(DEMO, overrides={"lake": str(tmp_path / "lake")})
-    ids = check_state_layout(pipeline, partitions=2).bucket_ids
-    path = tmp_path / "lake" / "_state_layout.json"
-    older = {k: v for k, v in json.loads(path.read_text()).items() if k != "shards"}
-    path.write_text(json.dumps({**older, "format": 2}))
-    offsets = Path(pipeline.checkpoint_path) / "offsets"
-    offsets.mkdir(parents=True)
-    conf = {"spark.sql.shuffle.partitions": "5"}
-    (offsets / "0").write_text("v1\n" + json.dumps({"batchTimestampMs": 1, "conf": conf}) + "\n")
-    layout = check_state_layout(pipeline, partitions=2)
-    assert (layout.bucket_ids, layout.shards, layout.format) == (ids, 5, 2)
-    record_state_layout(pipeline, layout)
-    recorded = json.loads(path.read_text())
-    assert (recorded["format"], recorded["shards"]) == (STATE_LAYOUT_FORMAT, 5)
-    assert check_state_layout(pipeline, partitions=2).format == STATE_LAYOUT_FORMAT
-
-
-@pytest.mark.parametrize("older", [3, 4, 5])
-def test_a_lake_of_shard_state_format_3_to_5_is_read_and_recorded_as_the_current_format(
+@pytest.mark.parametrize("older", [1, 2, 3, 4, 5, 6])
+def test_a_lake_of_an_older_layout_format_is_refused_in_one_line_saying_how_to_rebuild(
     tmp_path, older
 ):
-    """Formats 3 (shard files, every bucket per key), 4 (window tables without windows the
-    engine holds) and 5 (window tables whose held keys the engine holds whole) need no move:
-    their buckets change form when visited; recording the current format makes an older
-    panestore refuse the lake."""
+    """Lakes of formats 1-6 are not migrated (0.1.0): the refusal names the layout file, its
+    format and how to rebuild (set the lake aside, and the checkpoint directory when apart)."""
     import json
-
-    from jobs.driver.preflight import STATE_LAYOUT_FORMAT, record_state_layout
 
     pipeline = load_pipeline(DEMO, overrides={"lake": str(tmp_path / "lake")})
     check_state_layout(pipeline, partitions=2)
     path = tmp_path / "lake" / "_state_layout.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), "format": older}))
-    layout = check_state_layout(pipeline, partitions=2)
-    assert (layout.format, layout.shards) == (older, 2)
-    record_state_layout(pipeline, layout)
-    assert json.loads(path.read_text())["format"] == STATE_LAYOUT_FORMAT == 6
-    path.write_text(json.dumps({**json.loads(path.read_text()), "format": 7}))
-    with pytest.raises(PipelineConfigError, match="format 7"):
+    with pytest.raises(PipelineConfigError) as error:
         check_state_layout(pipeline, partitions=2)
+    message = str(error.value)
+    assert error.value.field == "lake" and "\n" not in message
+    assert f"{path} records state layout format {older}" in message
+    assert f"{pipeline.set_aside} and run again" in message
+    apart = load_pipeline(
+        DEMO,
+        overrides={"lake": str(tmp_path / "lake"), "checkpoint": str(tmp_path / "ckpt")},
+    )
+    check_state_layout(apart, partitions=2)
+    path = tmp_path / "ckpt" / "_state_layout.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "format": older}))
+    with pytest.raises(PipelineConfigError, match="its checkpoint directory") as error:
+        check_state_layout(apart, partitions=2)
+    assert str(tmp_path / "ckpt") in str(error.value)
 
 
 def test_progress_lines_count_input_records_and_say_what_control_rows_were():
@@ -134,3 +115,38 @@ def test_progress_lines_count_input_records_and_say_what_control_rows_were():
         .summary()
         .startswith("2 batches, 98 rows (+1 control row: watermark moves), 102 panes")
     )
+
+
+def test_panestore_run_refuses_a_lake_of_an_older_layout_before_spark_starts(
+    tmp_path, monkeypatch, capsys
+):
+    """``panestore run`` over a format-6 lake: one line naming the layout file, its format and
+    how to rebuild, exit status 2, and no Spark session started."""
+    import json
+
+    from jobs.cli.commands import main
+    from jobs.driver.preflight import check_run
+    from jobs.startup.session import SessionOptions
+
+    conf = tmp_path / "demo.toml"
+    text = DEMO.read_text().replace('"demo-data/lake"', repr(str(tmp_path / "lake")))
+    conf.write_text(text.replace('"demo-data/landing"', repr(str(tmp_path / "landing"))))
+    pipeline = load_pipeline(conf)
+    check_run(pipeline, 2)  # what a first run records, before Spark
+    path = tmp_path / "lake" / "_state_layout.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "format": 6}))
+
+    def no_spark(self):
+        raise AssertionError("Spark started")
+
+    monkeypatch.setattr(SessionOptions, "start", no_spark)
+    capsys.readouterr()
+    try:
+        status = main(["run", str(conf)])
+    except SystemExit as e:
+        status = e.code
+    err = capsys.readouterr().err
+    assert status == 2, err
+    assert err.startswith("panestore") and err.count("\n") == 1, err
+    assert f"{path} records state layout format 6" in err
+    assert f"mv {tmp_path / 'lake'} {tmp_path / 'lake'}.old) and run again" in err
