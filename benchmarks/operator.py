@@ -1,14 +1,16 @@
 """Operator benchmark: one key bucket's batches through the stateful operator, without Spark:
 columnar windows, combiner lifting (the engine per key) and the per-element path.
 
-    .venv/bin/python benchmarks/operator.py [--events N] [--keys K] [--repeat R]
+    .venv/bin/python benchmarks/operator.py [--events N] [--keys K] [--repeat R] [--value-bits B]
 
 The operator (:class:`jobs.executor.operator.OperatorBatch`) runs as in a Spark task, one shard
 over successive steps with its state in a temporary directory (``tests/operator_fakes.py``): per
 batch, the bucket's input rows (one Arrow blob) and the timers the batch's watermark reached. The
 benchmark's pipeline (1-minute fixed windows, ``AfterWatermark(early=AfterCount(100),
 late=AfterCount(1))``, accumulating sum of a long) on two batch sequences of ``--events``
-events over ``--keys`` keys of one bucket:
+events over ``--keys`` keys of one bucket (values below 1,000; ``--value-bits B``: uniform in
+``[-2^B, 2^B]``, e.g. ``--keys 100 --value-bits 59``, where a batch's running sums could leave
+64 bits while the panes' values fit):
 
 * ``on time``: ten batches, each event ~1% out of order, the watermark 5 minutes behind;
 * ``late``: the same events, the watermark already an hour past them (every element reaches
@@ -43,7 +45,9 @@ from tests.operator_fakes import T0_MS, ShardRun, clocks
 MINUTE_MS = 60_000
 
 
-def batches(events: int, keys: int, late: bool) -> list[tuple[bytes, int]]:
+def batches(
+    events: int, keys: int, late: bool, value_bits: int | None = None
+) -> list[tuple[bytes, int]]:
     """(the batch's blob, its watermark ms) for ten batches over one hour of event time."""
     rng = random.Random(7)
     schema = pa.schema([("key", pa.string()), ("ts_us", pa.int64()), ("value", pa.int64())])
@@ -56,7 +60,12 @@ def batches(events: int, keys: int, late: bool) -> list[tuple[bytes, int]]:
             {
                 "key": [f"key-{rng.randrange(keys):05d}" for _ in range(per_batch)],
                 "ts_us": [t * 1000 for t in ts],
-                "value": [rng.randrange(1000) for _ in range(per_batch)],
+                "value": [
+                    rng.randrange(1000)
+                    if value_bits is None
+                    else rng.randint(-(2**value_bits), 2**value_bits)
+                    for _ in range(per_batch)
+                ],
             },
             schema=schema,
         )
@@ -87,9 +96,10 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=200_000)
     ap.add_argument("--keys", type=int, default=500)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--value-bits", type=int, default=None)
     args = ap.parse_args()
     for late in (False, True):
-        plan = batches(args.events, args.keys, late)
+        plan = batches(args.events, args.keys, late, args.value_bits)
         times: dict[str, list[float]] = {path: [] for path in PATHS}
         for _ in range(args.repeat):
             for path in PATHS:
@@ -98,7 +108,8 @@ def main() -> None:
         plain = median["per element"]
         figures = ", ".join(f"{path} {t:.2f} s ({plain / t:.2f}x)" for path, t in median.items())
         print(
-            f"{'late' if late else 'on time'}: {args.events:,} events, {args.keys:,} keys: "
+            f"{'late' if late else 'on time'}: {args.events:,} events, {args.keys:,} keys"
+            f"{'' if args.value_bits is None else f', values to 2^{args.value_bits}'}: "
             f"{figures} (medians of {args.repeat})",
             flush=True,
         )
