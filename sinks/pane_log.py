@@ -233,12 +233,22 @@ def check_value_range(panes: Sequence[Any], layout: PaneLogLayout = DEFAULT_LAYO
     for name, type_ in layout.value_fields:
         for pane, value in zip(panes, values[name], strict=True):
             if beyond_range(value, type_):
-                where = window_text(layout.keys_of(pane.key), pane.window.start, pane.window.end)
-                raise PaneValueOutOfRange(
-                    f"the pane of {where} has {name} = {value}, beyond the pane log's "
-                    f"{type_.bit_width}-bit integer column {name!r}; nothing of the batch was "
-                    "committed, and every run stops at it"
+                keys = layout.keys_of(pane.key)
+                raise value_out_of_range(
+                    keys, pane.window.start, pane.window.end, name, value, type_
                 )
+
+
+def value_out_of_range(
+    keys: Mapping[str, Any], start_us: int, end_us: int, name: str, value: int, type_: pa.DataType
+) -> PaneValueOutOfRange:
+    """The refusal of a pane of ``keys``' window ``[start_us, end_us)`` whose ``name`` is
+    ``value``, beyond its integer column of ``type_`` (one line: key, window, aggregate)."""
+    return PaneValueOutOfRange(
+        f"the pane of {window_text(keys, start_us, end_us)} has {name} = {value}, beyond the "
+        f"pane log's {type_.bit_width}-bit integer column {name!r}; nothing of the batch was "
+        "committed, and every run stops at it"
+    )
 
 
 def window_text(keys: Mapping[str, Any], start_us: int, end_us: int) -> str:

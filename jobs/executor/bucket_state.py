@@ -64,39 +64,12 @@ class BucketState:
         with pa.ipc.open_stream(blob) as reader:
             return cls(key_fields, reader.read_all(), blob)
 
-    @classmethod
-    def of_states(
-        cls, key_fields: Sequence[pa.Field], states: dict[Any, tuple[bytes, int | None, int | None]]
-    ) -> BucketState:
-        """A bucket holding ``states`` (key -> state bytes, next event and processing wake-ups),
-        all of them to be saved in this form."""
-        table = _rows_table(bucket_schema(key_fields), list(states.items()))
-        bucket = cls(key_fields, table, None)
-        bucket._changed.update(states)
-        return bucket
-
     # -- reading ---------------------------------------------------------------------------------
 
     def all_states(self) -> dict[Any, bytes]:
         """Every key's state bytes as loaded."""
         keys = _keys_of(self._table, len(self._key_fields))
         return dict(zip(keys, self._table.column(STATE).to_pylist(), strict=True))
-
-    def entries(self) -> dict[Any, tuple[bytes, int | None, int | None]]:
-        """Every key's state bytes and next event and processing wake-ups as loaded."""
-        keys = _keys_of(self._table, len(self._key_fields))
-        t = self._table
-        values = zip(
-            t.column(STATE).to_pylist(),
-            t.column(NEXT_EVENT).to_pylist(),
-            t.column(NEXT_PROCESSING).to_pylist(),
-            strict=True,
-        )
-        return dict(zip(keys, values, strict=True))
-
-    def key_table(self) -> pa.Table:
-        """The key columns of the keys as loaded."""
-        return self._table.select([f.name for f in self._key_fields])
 
     @property
     def keys(self) -> int:

@@ -22,15 +22,13 @@ aggregate                    Arrow aggregation (per key and window)             
 
 Integers only for sums: a float sum's rounding depends on the order of additions, and the pane
 log must be the same bit for bit whichever path computed it. Arrow's sums wrap at 64 bits: a
-window whose integer sums could leave them (its largest magnitude times its rows reaches 2^63) is
-not lifted, its elements are added one by one (:meth:`Lifting.risky_windows`; one check over the
-whole table finds that no window is, the common case); the key's other windows are lifted. Anything
-else (sessions, sliding windows, weighted input, ``to_list``, a user's ``CombineFn``, float sums)
-takes the per-element path (:func:`jobs.executor.operator_input.elements_by_key`), decided once
-per pipeline by :meth:`Lifting.of`. Rows of windows the watermark has expired are not combined:
-they are decoded and added element by element (:func:`add_bundle`), so each reaches ``late`` as
-its own row and a late-heavy batch costs what the per-element path costs; the elements of a live
-window whose trigger had finished are decoded from the same table only when it drops them.
+column whose running sums could leave them (its largest magnitude times the rows reaches 2^63;
+one ``min_max`` per column) is summed by its high and low 32 bits, exactly, into 128 bits
+(:func:`jobs.executor.wide_sums.exact_sums`). Whether a pipeline is lifted is decided once, from
+its configuration (:func:`jobs.executor.paths.path_of`). Rows of windows the watermark has
+expired are not combined: they are decoded and reported one by one as dropped
+(:func:`add_bundle`), so each reaches ``late`` as its own row; the elements of a live window
+whose trigger had finished are decoded from the same table only when it drops them.
 """
 
 from __future__ import annotations
@@ -49,8 +47,8 @@ from jobs.executor.operator_input import (
     elements_by_key,
     engine_keys,
     key_table,
-    rows_of_keys,
 )
+from jobs.executor.wide_sums import exact_sums, joined, python_ints_of, split_names
 from panes.combiners import Aggregates, CombineFn, Count, Max, Mean, Min, Sum
 from panes.engine import Combined, Engine, Output
 from panes.state import KeyState
@@ -63,7 +61,6 @@ COUNT = "count_all"
 _HOLD = "pst_hold"
 _EXACT_SUMS = (pa.types.is_integer,)
 _EXACT_EXTREMA = (pa.types.is_integer, pa.types.is_string, pa.types.is_large_string)
-_INT64_LIMIT = 2**63
 
 
 @dataclass(frozen=True)
@@ -92,22 +89,18 @@ class Lifting:
         return self.schema.keys
 
     @classmethod
-    def of(cls, engine: Engine, schema: InputSchema) -> Lifting | None:
-        """The lifting of ``engine`` over input of ``schema``,
-        or None when the per-element path must run (see the module doc)."""
+    def of(cls, engine: Engine, schema: InputSchema) -> Lifting:
+        """The lifting of ``engine`` over input of ``schema`` (a pipeline
+        :func:`jobs.executor.paths.path_of` lifts)."""
         window_fn = engine.windowing.window_fn
-        if engine.weighted or type(window_fn) is not FixedWindows:
-            return None
-        fn = engine.combine_fn
-        fns = list(fn.fns.values()) if isinstance(fn, Aggregates) else [fn]
-        parts = [_part_of(f, schema) for f in fns]
-        if any(p is None for p in parts):
-            return None
+        parts = lifted_parts(engine, schema)
+        if parts is None or not isinstance(window_fn, FixedWindows):
+            raise ValueError("this pipeline takes the per-element path: nothing to lift")
         return cls(
             size=window_fn.size,
             offset=window_fn.offset,
-            parts=tuple(p for p in parts if p is not None),
-            single=not isinstance(fn, Aggregates),
+            parts=parts,
+            single=not isinstance(engine.combine_fn, Aggregates),
             timestamps=engine.windowing.timestamp_combiner,
             schema=schema,
         )
@@ -116,33 +109,20 @@ class Lifting:
         """The bucket's elements (``table``: :func:`jobs.executor.operator_input.input_table`)
         as each key's :class:`Bundle`, keys in the per-element path's order. ``cutoff``: windows
         ending before it drop their elements (:meth:`panes.engine.Engine.droppable_before` the
-        watermark); their rows are not combined but decoded, to be reported one by one, as are
-        the rows of a window whose sums could leave 64 bits (:meth:`risky_windows`)."""
+        watermark); their rows are not combined but decoded, to be reported one by one."""
         if table.num_rows == 0:
             return {}
-        one_by_one: dict[Any, list] = {}
-        risky = self.risky_windows(table)
-        if risky is not None:
-            mine = rows_of_keys(self.windows_of(table), risky)
-            one_by_one = self._decoded(table.filter(pa.array(mine)))
-            table = table.filter(pa.array(~mine))
         lifted = self.lift(table, watermark, cutoff)
         bundles = self._bundles(lifted)
-        if not lifted.expired and not one_by_one:
+        if not lifted.expired:
             return bundles
         for key, elements in lifted.expired.items():
-            bundles.setdefault(key, Bundle([], [])).elements = elements
-        for key, elements in one_by_one.items():
-            bundle = bundles.setdefault(key, Bundle([], []))
-            if bundle.elements:  # also elements of expired windows
-                elements = bundle.elements + elements
-                canonical_order(elements)
-            bundle.elements = elements
+            bundles.setdefault(key, Bundle([], [])).expired = elements
         return self._in_key_order(bundles)
 
     def lift(self, table: pa.Table, watermark: int, cutoff: int) -> Lifted:
-        """The bucket's elements combined per key and window (:class:`Lifted`); ``table`` holds
-        no window of :meth:`risky_windows`; ``cutoff`` as for :meth:`combined_by_key`."""
+        """The bucket's elements combined per key and window (:class:`Lifted`); ``cutoff`` as
+        for :meth:`combined_by_key`."""
         starts = self.starts(table)
         expired = starts + self.size < cutoff
         late: dict[Any, list] = {}
@@ -157,45 +137,6 @@ class Lifting:
         """The start (µs) of each row's window (a numpy array)."""
         ts = table.column(TS_US).to_numpy()
         return ts - (ts - self.offset) % self.size
-
-    def windows_of(self, table: pa.Table) -> pa.Table:
-        """Each row's window: its key columns and :data:`START`."""
-        starts = pa.array(self.starts(table), pa.int64())
-        return table.select(list(self.keys)).append_column(START, starts)
-
-    def risky_windows(self, table: pa.Table) -> pa.Table | None:
-        """The windows of ``table``'s rows (key columns and :data:`START`) whose integer sums
-        could leave 64 bits in Arrow: their largest magnitude times their rows reaches 2^63.
-        None when there is none, which one check over the whole table finds in the common case.
-
-        >>> from jobs.executor.operator_input import InputSchema
-        >>> from panes import FixedWindows, Windowing, combiners
-        >>> from panes.engine import Engine
-        >>> schema = InputSchema(("k",), ("n",), (("k", pa.string()), ("n", pa.int64())))
-        >>> total = combiners.aggregates(total=combiners.sum("n"))
-        >>> engine = Engine(Windowing(FixedWindows(10)), total)
-        >>> lifting = Lifting.of(engine, schema)
-        >>> rows = {"k": ["a", "a", "a", "b"], "ts_us": [1, 2, 13, 3], "n": [2**62, 2**62, 1, 1]}
-        >>> lifting.risky_windows(pa.table(rows)).to_pylist()
-        [{'k': 'a', 'pst_window_start': 0}]
-        """
-        columns = sorted({p.column for p in self.parts if p.kind in ("sum", "mean") and p.column})
-        if not columns or _bound(table, columns, table.num_rows) < _INT64_LIMIT:
-            return None
-        grouped = self.windows_of(table)
-        for c in columns:
-            grouped = grouped.append_column(c, table.column(c))
-        aggregations = [([], "count_all", None), *((c, "min_max", None) for c in columns)]
-        result = grouped.group_by([*self.keys, START], use_threads=False).aggregate(aggregations)
-        counts = result.column(COUNT).to_pylist()
-        risky = [False] * result.num_rows
-        for c in columns:
-            bounds = result.column(f"{c}_min_max").combine_chunks()
-            lows, highs = bounds.field("min").to_pylist(), bounds.field("max").to_pylist()
-            for i, (low, high, n) in enumerate(zip(lows, highs, counts, strict=True)):
-                if low is not None and max(abs(low), abs(high)) * n >= _INT64_LIMIT:
-                    risky[i] = True
-        return result.select([*self.keys, START]).filter(pa.array(risky))
 
     def _decoded(self, table: pa.Table) -> dict[Any, list]:
         """``table``'s elements by key, each key's in canonical order."""
@@ -220,8 +161,17 @@ class Lifting:
         for part in self.parts:
             for column, function, options in _aggregations(part):
                 wanted[(column, function)] = options
+        sums = sorted({c for (c, f) in wanted if f == "sum" and c != _HOLD})
+        grouped, split = exact_sums(grouped, sums)
+        for column in split:  # summed by halves: joined below
+            options = wanted.pop((column, "sum"))
+            wanted.update({(half, "sum"): options for half in split_names(column)})
         aggregations = [([], "count_all", None), *((c, f, o) for (c, f), o in wanted.items())]
         result = grouped.group_by([*self.keys, START], use_threads=False).aggregate(aggregations)
+        for column in split:
+            high, low = (f"{half}_sum" for half in split_names(column))
+            exact = joined(result.column(high), result.column(low))
+            result = result.drop_columns([high, low]).append_column(f"{column}_sum", exact)
         return result.sort_by([(k, "ascending") for k in (*self.keys, START)])
 
     @property
@@ -261,7 +211,7 @@ class Lifting:
     def _bundles(self, lifted: Lifted) -> dict[Any, Bundle]:
         """Each key's parts (:class:`~panes.engine.Combined`) of ``lifted``."""
         result = lifted.parts
-        column = {n: result.column(n).to_pylist() for n in result.schema.names}
+        column = {n: python_ints_of(result.column(n)) for n in result.schema.names}
         keys = engine_keys([column[k] for k in self.keys])
         starts, rows = column[START], column[COUNT]
         holds = column.get(self.hold_column)
@@ -309,16 +259,16 @@ class Lifted:
     elements: _Elements
 
 
-def _bound(table: pa.Table, columns: list[str], rows: int) -> int:
-    """The largest magnitude among ``columns`` of ``table`` times ``rows``: what bounds every
-    running sum of so many of their values."""
-    bound = 0
-    for column in columns:
-        extremes = pc.min_max(table.column(column))
-        low, high = extremes["min"].as_py(), extremes["max"].as_py()
-        if low is not None:
-            bound = max(bound, abs(low), abs(high))
-    return bound * rows
+def lifted_parts(engine: Engine, schema: InputSchema) -> tuple[_Part, ...] | None:
+    """The parts of ``engine``'s aggregates over input of ``schema`` when lifting combines them
+    exactly (the module doc's table), for fixed windows and unweighted input; else None."""
+    if engine.weighted or type(engine.windowing.window_fn) is not FixedWindows:
+        return None
+    fn = engine.combine_fn
+    parts = [_part_of(f, schema) for f in (fn.fns.values() if isinstance(fn, Aggregates) else [fn])]
+    if any(p is None for p in parts):
+        return None
+    return tuple(p for p in parts if p is not None)
 
 
 def _part_of(fn: CombineFn, schema: InputSchema) -> _Part | None:
@@ -380,29 +330,27 @@ class _Elements:
 
 
 class Bundle:
-    """One key's share of a lifted batch: the elements it adds one by one (in canonical order:
-    those of its expired windows, reported one by one, and of its windows whose sums could leave
-    64 bits), and the parts of its other windows."""
+    """One key's share of a lifted batch: the parts of its live windows, and the elements of its
+    expired windows (canonical order), each reported as dropped."""
 
-    __slots__ = ("elements", "parts")
+    __slots__ = ("expired", "parts")
 
-    def __init__(self, elements: list, parts: list[Combined]) -> None:
-        self.elements = elements
+    def __init__(self, expired: list, parts: list[Combined]) -> None:
+        self.expired = expired
         self.parts = parts
 
 
 def add_bundle(engine: Engine, state: KeyState, key: Any, bundle: Bundle) -> Output:
     """Add a key's :class:`Bundle` to its state: what ``engine.add_elements`` of the elements it
-    was made from does. Its elements one by one (of expired windows, and of windows whose sums
-    could leave 64 bits) come first; each window gets all its elements in one go either way, and
-    a fixed window's state depends on its own elements only."""
-    if not bundle.elements:
-        return engine.add_combined(state, key, bundle.parts)
-    first = engine.add_elements(state, key, bundle.elements)
+    was made from does. The parts go to :meth:`~panes.engine.Engine.add_combined`; the elements
+    of expired windows reach no window: the engine reports them as dropped, at the key's
+    clocks, before the parts' output (as ``add_elements`` would, a fixed window's state
+    depending on its own elements only)."""
     out = engine.add_combined(state, key, bundle.parts)
-    out.panes[:0] = first.panes
-    out.dropped[:0] = first.dropped
+    if bundle.expired:
+        alone = KeyState(state.watermark, state.processing_time)  # touches no window
+        out.dropped[:0] = engine.add_elements(alone, key, bundle.expired).dropped
     return out
 
 
-__all__ = ["Bundle", "Lifting", "add_bundle"]
+__all__ = ["Bundle", "Lifting", "add_bundle", "lifted_parts"]

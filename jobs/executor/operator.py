@@ -41,12 +41,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.executor.bucket_state import BucketState
-from jobs.executor.lifting import START as LIFTED_START
 from jobs.executor.lifting import Lifting, add_bundle
 from jobs.executor.operator_input import (
     BLOB,
@@ -59,11 +57,8 @@ from jobs.executor.operator_input import (
     canonical_order,
     carries_only_a_clock,
     elements_by_key,
-    engine_keys,
     input_table,
-    key_table,
     rejected_records,
-    rows_of_keys,
     spark_partition_of_int,
     with_clock_rows,
 )
@@ -76,18 +71,11 @@ from jobs.executor.output_tables import (
     PROCESSING_TIME,
     RECORD_KIND,
 )
+from jobs.executor.paths import Path, path_of
 from jobs.executor.state_store import ShardStore, Stored, batch_versions
 from jobs.executor.task_files import TaskOutput, TaskWriting
-from jobs.executor.window_table import (
-    SEEN_PT,
-    Columnar,
-    Visit,
-    Windows,
-    WindowsOverflow,
-    is_window_table,
-)
+from jobs.executor.window_table import Columnar
 from jobs.startup.python_processes import gc_thresholds
-from panes.state import KeyState
 from panes.time import BEGINNING_OF_TIME, END_OF_TIME
 from panes.weights import Retracted
 from sinks.lake_format import MAX_TIMESTAMP_MS
@@ -109,36 +97,6 @@ REJECTED_OUTPUT = (
     "source_file",
     "reason",
 )  # (see jobs.executor.operator_input.rejected_records)
-
-
-Entries = dict[Any, tuple[bytes, int | None, int | None]]
-"""A :class:`BucketState`'s keys: state bytes, next event and processing wake-ups."""
-
-
-def _entries(states: dict[Any, KeyState]) -> Entries:
-    """Key states as :class:`BucketState` entries."""
-    return {k: (s.to_bytes(), s.next_event_time, s.next_processing_time) for k, s in states.items()}
-
-
-def _joined(entries: Entries, states: dict[Any, KeyState]) -> Entries:
-    """``entries`` with the windows of ``states`` added: a key in both gets one state holding
-    the windows of both (a key split between a window table and the engine has the same clocks
-    on both sides: :mod:`jobs.executor.window_table`)."""
-    out = dict(entries)
-    for key, state in states.items():
-        there = out.get(key)
-        if there is not None:
-            other = KeyState.from_bytes(there[0])
-            joined = KeyState(
-                max(state.watermark, other.watermark),
-                max(state.processing_time, other.processing_time),
-            )
-            both = {**other.windows, **state.windows}
-            joined.windows = {w: both[w] for w in sorted(both, key=lambda w: (w.start, w.end))}
-            joined.bound_wakeups()
-            state = joined
-        out[key] = (state.to_bytes(), state.next_event_time, state.next_processing_time)
-    return out
 
 
 def output_arrow_schema(layout: PaneLogLayout = DEFAULT_LAYOUT) -> pa.Schema:
@@ -177,11 +135,9 @@ class OperatorConfig:
     Spark watermark of a drain. ``writing``: how a task that emits many rows writes them itself
     (:mod:`jobs.executor.task_files`; None: every row leaves the task as a row). ``profile_dir``: a
     developer aid, each task's processor is profiled (cProfile) into a file there.
-    ``lift_combiners``: combine a bucket's elements per key and window in Arrow where the
-    pipeline allows it (:mod:`jobs.executor.lifting`; False: always element by element, what
-    the tests compare it with). ``columnar_windows``: where the pipeline allows it, keep a
-    bucket's windows as one table visited column by column (:mod:`jobs.executor.window_table`;
-    False: the engine per key, what the tests compare it with).
+    ``lift_combiners``, ``columnar_windows``: False keeps the pipeline off the lifted and columnar
+    paths (:func:`jobs.executor.paths.path_of`, which chooses the path once per pipeline; what
+    the tests and benchmarks compare those paths with).
     """
 
     engine_factory: Callable[[], Any]
@@ -233,8 +189,11 @@ class Clocks:
 class BucketProcessor:
     """Hosts the engine for the buckets of one task: one visit per bucket and watermark.
 
-    A bucket's state holds each engine key's state bytes and next wake-ups as one compressed
-    Arrow table (:mod:`jobs.executor.bucket_state`); a visit decodes only the keys it touches:
+    The pipeline's path (:func:`jobs.executor.paths.path_of`) is chosen once, when the engine
+    is built. On the columnar path a bucket's state is a table of its windows, visited column by
+    column (:mod:`jobs.executor.window_table`). On the others it holds each engine key's state
+    bytes and next wake-ups as one compressed Arrow table (:mod:`jobs.executor.bucket_state`);
+    a visit decodes only the keys it touches:
     keys with data, and keys whose wake-up is due at the visit's clocks, and keeps the bucket's
     bytes when it changed nothing. Per key, a visit is ``advance(watermark, batch time)`` then
     ``add_elements`` of its rows (if any); a key that is not due would fire nothing on
@@ -248,19 +207,27 @@ class BucketProcessor:
         schema = config.input_schema
         self._key_fields = tuple(pa.field(k, schema.arrow_type(k)) for k in schema.keys)
         self._engine: Any = None
+        self.path: Path | None = None
         self._lifting: Lifting | None = None
         self._columnar: Columnar | None = None
 
     @property
     def engine(self):
         if self._engine is None:
-            self._engine = self.config.engine_factory()
-            lifting = None
-            if self.config.lift_combiners:
-                lifting = Lifting.of(self._engine, self.config.input_schema)
-            self._lifting = lifting
-            if self.config.columnar_windows:
-                self._columnar = Columnar.of(self._engine, lifting, self.config.layout)
+            config = self.config
+            engine = self._engine = config.engine_factory()
+            self.path = path_of(
+                engine,
+                config.input_schema,
+                config.layout,
+                lift=config.lift_combiners,
+                columnar=config.columnar_windows,
+            )
+            if self.path is not Path.PER_ELEMENT:
+                self._lifting = Lifting.of(engine, config.input_schema)
+            if self.path is Path.COLUMNAR:
+                assert self._lifting is not None
+                self._columnar = Columnar(engine, self._lifting, config.layout)
         return self._engine
 
     def visit(
@@ -268,12 +235,10 @@ class BucketProcessor:
     ) -> tuple[list[pa.RecordBatch], Stored | None]:
         """Visit a bucket stored as ``stored`` with its input rows ``table`` (None: a timer's
         visit) -> the output batches, and the bucket's state after (None: empty)."""
-        self.engine  # noqa: B018  # built on first use, with its lifting and columnar form
+        self.engine  # noqa: B018  # built on first use, with its path
         if self._columnar is not None:
-            columnar = self._visit_columnar(stored, table, clocks)
-            if columnar is not None:
-                return columnar
-        bucket = self._bucket_state(stored)
+            return self._visit_columnar(stored, table, clocks)
+        bucket = BucketState.load(None if stored is None else stored.blob, self._key_fields)
         outs = self._visit_keys(bucket, table, clocks)
         return list(self._emit(outs)), self._stored(bucket, stored, clocks)
 
@@ -290,17 +255,10 @@ class BucketProcessor:
 
     # -- a visit --------------------------------------------------------------------------------
 
-    def _visit_keys(
-        self,
-        bucket: BucketState,
-        table: pa.Table | None,
-        clocks: Clocks,
-        others: Sequence[Any] = (),
-    ) -> list:
+    def _visit_keys(self, bucket: BucketState, table: pa.Table | None, clocks: Clocks) -> list:
         """The engine's visit of ``bucket`` (changed in place) with its input rows: per key
-        with rows or a wake-up due, ``advance`` then the rows -> the engine's outputs.
-        ``others``: keys to advance as well (those of the bucket: a window table's side of a
-        key visited its rows)."""
+        with rows or a wake-up due, ``advance`` then the rows (lifted: parts; else element by
+        element) -> the engine's outputs."""
         schema, engine = self.config.input_schema, self.engine
         wm, pt = self._clocks(clocks)
         by_key: dict[Any, Any]
@@ -316,9 +274,6 @@ class BucketProcessor:
                 canonical_order(elements)
         outs = []
         due = [k for k in bucket.due(wm, pt) if k not in by_key]
-        if others:
-            seen = set(due)
-            due += [k for k in others if k not in by_key and k not in seen]
         for ekey, loaded in zip(due, bucket.states_of(due), strict=True):
             if loaded is None:
                 continue
@@ -333,186 +288,32 @@ class BucketProcessor:
             self._store(bucket, ekey, state)
         return outs
 
-    def _bucket_state(self, stored: Stored | None) -> BucketState:
-        """The bucket in the engine's key-state form (a window table is converted)."""
-        blob = None if stored is None else stored.blob
-        if self._columnar is not None and is_window_table(blob):
-            windows, held = self._columnar.load(blob)
-            entries = BucketState.load(held, self._key_fields).entries()
-            entries = _joined(entries, windows.key_states())
-            return BucketState.of_states(self._key_fields, entries)
-        return BucketState.load(blob, self._key_fields)
-
     def _visit_columnar(
         self, stored: Stored | None, table: pa.Table | None, clocks: Clocks
-    ) -> tuple[list[pa.RecordBatch], Stored | None] | None:
-        """A visit of the bucket as a window table (:mod:`jobs.executor.window_table`), the
-        windows whose sums could leave 64 bits held by the engine; None where the engine's path
-        must take the whole bucket (more classes of trigger states than columns handle)."""
+    ) -> tuple[list[pa.RecordBatch], Stored | None]:
+        """A visit of the bucket as a window table (:mod:`jobs.executor.window_table`)."""
         columnar, lifting = self._columnar, self._lifting
         assert columnar is not None and lifting is not None
-        blob = None if stored is None else stored.blob
-        in_columns = blob is None or is_window_table(blob)
-        to_engine: list[pa.Table] = []  # windows the engine takes over in this visit
+        wm, pt = self._clocks(clocks)
+        windows = columnar.load(None if stored is None else stored.blob)
+        lifted = None
         if table is not None and table.num_rows:
-            risky = lifting.risky_windows(table)
-            if risky is not None:
-                to_engine.append(risky)
-        while True:  # again with more windows held if a merge leaves 64 bits (rare)
-            try:
-                visit, held, engine_rows = self._columns_visit(
-                    blob if in_columns else None,
-                    None if in_columns else blob,
-                    table,
-                    to_engine,
-                    clocks,
-                )
-                break
-            except WindowsOverflow as e:
-                to_engine.append(e.windows)
-            except OverflowError:
-                return None
+            lifted = lifting.lift(table, wm, self.engine.droppable_before(wm))
+        visit = columnar.visit(windows, lifted, wm, pt)
         outs: list[pa.RecordBatch] = []
         columns, n = visit.pane_columns()
         if n:
             outs.extend(self.output.emit(KIND_PANE, columns, n))
         outs.extend(self._emit_dropped(visit.dropped))
-        windows, held_changed = visit.w, bool(to_engine)
-        if held.keys or engine_rows is not None:
-            visited = visit.visited_keys()
-            both = visited.filter(pa.array(rows_of_keys(visited, held.key_table())))
-            others = engine_keys([c.to_pylist() for c in both.columns])
-            outs.extend(self._emit(self._visit_keys(held, engine_rows, clocks, others)))
-            windows, held = self._back_to_columns(windows, held)
-            held_changed = True
-        if not visit.changed and not held_changed and in_columns:
+        if not visit.changed:
             return outs, stored
-        held_saved = held.save()
-        saved = columnar.save(windows, held_saved.blob)
+        saved = columnar.save(visit.w)
         if saved is None:
             return outs, None
-        dues = [d for d in (windows.next_due(), held_saved.next_event_time) if d is not None]
-        timer = self._timer(min(dues, default=None), held_saved.polls, clocks)
+        timer = self._timer(visit.w.next_due(), False, clocks)
         if stored is not None and saved == stored.blob and timer == stored.timer_ms:
             return outs, stored
         return outs, Stored(saved, timer)
-
-    def _columns_visit(
-        self,
-        blob: bytes | None,
-        engine_blob: bytes | None,
-        table: pa.Table | None,
-        to_engine: list[pa.Table],
-        clocks: Clocks,
-    ) -> tuple[Visit, BucketState, pa.Table | None]:
-        """The columnar visit of the bucket stored as ``blob`` (a window table) or
-        ``engine_blob`` (the engine's form: every window held), the windows ``to_engine`` and
-        those held before moved to the engine -> the visit, the held windows, and their rows of
-        ``table`` (None: none). Raises :class:`WindowsOverflow` for windows whose sums leave 64
-        bits."""
-        columnar, lifting = self._columnar, self._lifting
-        assert columnar is not None and lifting is not None
-        wm, pt = self._clocks(clocks)
-        windows, held = self._held_apart(blob, engine_blob, to_engine)
-        engine_rows, lifted = None, None
-        if table is not None and table.num_rows:
-            if held.keys or to_engine:
-                of_rows = lifting.windows_of(table)
-                mine = rows_of_keys(of_rows, self._held_windows(held))
-                for moved in to_engine:
-                    mine |= rows_of_keys(of_rows, moved)
-                if mine.any():
-                    engine_rows = table.filter(pa.array(mine))
-                    table = table.filter(pa.array(~mine))
-            if table.num_rows:
-                lifted = lifting.lift(table, wm, self.engine.droppable_before(wm))
-        others = self._engine_visits(held, engine_rows, wm, pt)
-        return columnar.visit(windows, lifted, wm, pt, others), held, engine_rows
-
-    def _held_windows(self, held: BucketState) -> pa.Table:
-        """The windows ``held`` holds: key columns and start
-        (:meth:`jobs.executor.lifting.Lifting.windows_of`)."""
-        keys, starts = [], []
-        for key, data in held.all_states().items():
-            for window in KeyState.from_bytes(data).windows:
-                keys.append(key)
-                starts.append(window.start)
-        return key_table(keys, self._key_fields).append_column(
-            LIFTED_START, pa.array(starts, pa.int64())
-        )
-
-    def _engine_visits(
-        self, held: BucketState, engine_rows: pa.Table | None, wm: int, pt: int
-    ) -> pa.Table | None:
-        """The held keys the engine visits at clocks ``wm``, ``pt`` (with rows in
-        ``engine_rows``, or a wake-up due), and the processing time each one's state saw: the
-        window table visits their rows too (:meth:`jobs.executor.window_table.Columnar.visit`).
-        None: none."""
-        if not held.keys:
-            return None
-        keys = held.due(wm, pt)
-        if engine_rows is not None:
-            names = [f.name for f in self._key_fields]
-            keys += engine_keys([engine_rows.column(n).to_pylist() for n in names])
-        unique = list(dict.fromkeys(keys))
-        states = dict(zip(unique, held.states_of(unique), strict=True))
-        seen = {k: KeyState.from_bytes(s).processing_time for k, s in states.items() if s}
-        if not seen:
-            return None
-        return key_table(list(seen), self._key_fields).append_column(
-            SEEN_PT, pa.array(list(seen.values()), pa.int64())
-        )
-
-    def _held_apart(
-        self, blob: bytes | None, engine_blob: bytes | None, to_engine: list[pa.Table]
-    ) -> tuple[Windows, BucketState]:
-        """The bucket's windows in columns, and the windows the engine holds
-        (:data:`jobs.executor.window_table.HELD_KEY`), with the windows ``to_engine`` moved
-        there. A key of ``to_engine`` with rows in columns gets a state there, its windows or
-        none, with its rows' clocks. A bucket the engine's path stored (``engine_blob``) is
-        held as a whole (its windows return to columns after the visit)."""
-        columnar = self._columnar
-        assert columnar is not None
-        if engine_blob is not None:
-            return columnar.load(None)[0], BucketState.load(engine_blob, self._key_fields)
-        windows, held_blob = columnar.load(blob)
-        held = BucketState.load(held_blob, self._key_fields)
-        if not to_engine or not windows.rows:
-            return windows, held
-        of_rows = windows.of_window()
-        moving = np.zeros(windows.rows, bool)
-        of_key = np.zeros(windows.rows, bool)
-        for moved in to_engine:
-            moving |= rows_of_keys(of_rows, moved)
-            of_key |= rows_of_keys(windows.keys, moved.select(windows.keys.column_names))
-        if not of_key.any():
-            return windows, held
-        names = windows.keys.column_names
-        gone = of_rows.filter(pa.array(moving))
-        leaving = set(
-            zip(
-                engine_keys([gone.column(n).to_pylist() for n in names]),
-                gone.column(LIFTED_START).to_pylist(),
-                strict=True,
-            )
-        )
-        states = windows.take(np.flatnonzero(of_key)).key_states()
-        for key, state in states.items():
-            state.windows = {w: ws for w, ws in state.windows.items() if (key, w.start) in leaving}
-            state.bound_wakeups()
-        held = BucketState.of_states(self._key_fields, _joined(held.entries(), states))
-        return windows.take(np.flatnonzero(~moving)), held
-
-    def _back_to_columns(self, windows: Windows, held: BucketState) -> tuple[Windows, BucketState]:
-        """The held windows whose accumulators fit 64 bits again, moved into ``windows``."""
-        columnar = self._columnar
-        assert columnar is not None
-        entries = BucketState.load(held.save().blob, self._key_fields).entries()
-        fitted, left = columnar.from_key_states({k: e[0] for k, e in entries.items()})
-        if fitted.rows:
-            both = Windows.concat([windows, fitted])
-            windows = both.take(both.sorted_rows())
-        return windows, BucketState.of_states(self._key_fields, _entries(left))
 
     @staticmethod
     def _store(bucket: BucketState, ekey: Any, state) -> None:

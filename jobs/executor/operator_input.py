@@ -363,18 +363,6 @@ def key_ids(keys: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     return ids, order[new]
 
 
-def rows_of_keys(keys: pa.Table, wanted: pa.Table) -> np.ndarray:
-    """Whether each row of ``keys`` (key columns, with a window's start or without) holds one
-    of the rows of ``wanted`` (the same columns)."""
-    n = keys.num_rows
-    if n == 0 or wanted.num_rows == 0:
-        return np.zeros(n, bool)
-    ids, _ = key_ids(pa.concat_tables([keys, wanted.select(keys.column_names).cast(keys.schema)]))
-    hit = np.zeros(int(ids.max()) + 1, bool)
-    hit[ids[n:]] = True
-    return hit[ids[:n]]
-
-
 _timestamp = operator.itemgetter(1)  # of a (value, timestamp) element
 
 

@@ -1,8 +1,8 @@
 """Columnar windows: a bucket's fixed windows as one table, advanced and fed column by column.
 
-For a pipeline whose elements combiner lifting serves (:mod:`jobs.executor.lifting`: fixed
-windows, unweighted input, aggregates whose parts combine exactly), whose trigger waits for no
-processing time and whose mode keeps no emitted pane (discarding or accumulating), the engine's
+For a pipeline on the columnar path (:func:`jobs.executor.paths.path_of`: those whose elements
+combiner lifting serves, whose trigger waits for no processing time and whose mode keeps no
+emitted pane, discarding or accumulating), the engine's
 state of a window is a handful of numbers: its accumulator's parts, the trigger's state, the
 elements since it last fired, its output-timestamp hold, its pane counters, whether it closed and
 when it next needs the watermark. A bucket then keeps its windows as one table, a row per (key,
@@ -27,16 +27,17 @@ watermark passed their end, how many elements arrived), its answer spread over t
 (:class:`_Triggers`). A trigger without processing-time parts looks at the clocks only through
 "the watermark passed the end of the window", so a class's answer is every member's.
 
-What a row holds, and how it maps onto the engine's :class:`panes.state.KeyState` (either way:
-:meth:`Windows.key_states`, :meth:`Windows.of_key_states`; a bucket stored by the engine's path,
-an older lake's, is read into this form key by key):
+What a row holds, and how it maps onto the engine's :class:`panes.state.KeyState`
+(:meth:`Windows.key_states`, to inspect and compare; a bucket of this path is stored only as this
+table):
 
 =================  ==============================================================================
 column             what it holds
 =================  ==============================================================================
 the key columns    the key's value, in the operator input's types
 ``start``          the window's start (µs; its end is ``start + size``)
-``acc_<i>``        the ``i``-th aggregate's accumulator part (a mean: ``acc_<i>_sum``, ``_count``)
+``acc_<i>``        the ``i``-th aggregate's accumulator part (a mean: ``acc_<i>_sum``, ``_count``);
+                   an integer sum in 128 bits (``decimal128(38, 0)``: :mod:`~.wide_sums`)
 ``trigger``        the trigger's state (pickled tuple; null once the window closed)
 ``closed``         the trigger finished: later elements of the window are dropped
 ``fresh``          elements added since the window last fired
@@ -47,19 +48,12 @@ the key columns    the key's value, in the operator input's types
 ``seen_wm``        the key's watermark and processing time (``seen_pt``), as its ``KeyState``
 =================  ==============================================================================
 
-**Windows the engine holds.** Columns hold 64-bit accumulators; Python's integers do not stop
-there. A window whose sums could leave 64 bits in a visit
-(:meth:`jobs.executor.lifting.Lifting.risky_windows` before it, :class:`WindowsOverflow` while
-merging) is *held*: it leaves the table and the engine keeps it, in a key state holding the key's
-held windows only (the key-state form of :mod:`jobs.executor.bucket_state`, stored in the window
-table's schema metadata: :data:`HELD_KEY`). Its rows go to the engine from then on; after each
-visit a held window whose accumulators fit again returns to the table. The fallback is per key
-and window: the key's other windows, and every other key of the bucket, stay in columns.
-
-A key with windows on both sides is visited on both whenever either visits it (its rows, or a
-wake-up due): the engine advances its held windows' state, the table moves its rows' clocks, so
-both sides see the key's clocks the engine alone would (:meth:`Columnar.visit`'s ``others``,
-:meth:`Visit.visited_keys`).
+**Sums in 128 bits.** Python's integers do not stop at 64 bits, so neither do the columns' sums:
+a window's integer sum (``sum``, a mean's sum) is kept in 128 bits (:mod:`jobs.executor.wide_sums`;
+in memory an ``(n, 2)`` int64 array), which sums of 64-bit values cannot leave. A pane whose value
+does not fit its pane-log column is refused when the visit's panes are built
+(:meth:`Visit.pane_columns`: :class:`sinks.errors.PaneValueOutOfRange`, naming key, window and
+aggregate), as on the engine's paths.
 """
 
 from __future__ import annotations
@@ -74,6 +68,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.executor import wide_sums as wide
 from jobs.executor.lifting import COUNT, Lifted, Lifting
 from jobs.executor.lifting import START as PART_START
 from jobs.executor.operator_input import engine_keys, key_ids, key_table
@@ -85,16 +80,12 @@ from panes.time import END_OF_TIME
 from panes.triggers import ROOT, Trigger, TriggerContext
 from panes.window import Window
 from panes.windowing import AccumulationMode, ClosingBehavior, OnTimeBehavior, TimestampCombiner
-from sinks.pane_log import PaneLogLayout, core_schema
+from sinks.column_types import integer_range
+from sinks.pane_log import PaneLogLayout, core_schema, value_out_of_range
 
-FORMAT = b"windows-1"
+FORMAT = b"windows-2"
 """The schema metadata value (key :data:`FORMAT_KEY`) that marks a bucket stored in this form."""
 FORMAT_KEY = b"panestore.bucket"
-HELD_KEY = b"panestore.engine_keys"
-"""The schema metadata key of a window table's *held* windows: those whose accumulators columns
-cannot hold (a sum beyond 64 bits), kept by the engine as a
-:class:`jobs.executor.bucket_state.BucketState` blob beside the bucket's windows (a key's state
-there holds its held windows only)."""
 START, TRIGGER, CLOSED, FRESH, HOLD = "start", "trigger", "closed", "fresh", "hold"
 INDEX, NONSPEC, EMITTED, DUE, SEEN_WM, SEEN_PT = (
     "pane_index",
@@ -108,15 +99,6 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="zstd")
 _EARLY, _ON_TIME, _LATE = 0, 1, 2
 _TIMING_NAMES = (Timing.EARLY.name, Timing.ON_TIME.name, Timing.LATE.name)  # by the codes above
-
-
-def is_window_table(blob: bytes | None) -> bool:
-    """Whether a stored bucket is in this form (False: the engine's key-state form, or none)."""
-    if not blob:
-        return False
-    with pa.ipc.open_stream(blob) as reader:
-        meta = reader.schema.metadata or {}
-    return meta.get(FORMAT_KEY) == FORMAT
 
 
 def _clamp(value: int) -> int:
@@ -176,8 +158,12 @@ class _Triggers:
             radix = int(column.max()) + 1
             combined = combined * radix + column.astype(np.int64)
             radices.append(radix)
-        if np.prod([float(r) for r in radices]) >= 2**62:
-            raise OverflowError("too many classes of windows")
+        if np.prod([float(r) for r in radices]) >= 2**62:  # too many for one integer: rows
+            stacked = np.stack([c.astype(np.int64) for c in columns], axis=1)
+            rows, inverse = np.unique(stacked, axis=0, return_inverse=True)
+            answers = [fn(*row) for row in rows.tolist()]
+            table = np.array(answers, dtype=np.int64).reshape(len(answers), -1)
+            return [table[:, i][inverse.reshape(-1)] for i in range(table.shape[1])]
         classes, inverse = np.unique(combined, return_inverse=True)
         answers = []
         for value in classes.tolist():
@@ -233,11 +219,16 @@ class _Triggers:
 
 @dataclass(frozen=True)
 class _Acc:
-    """One aggregate's accumulator part: its kind (as lifting names it) and its stored columns."""
+    """One aggregate's accumulator part: its kind (as lifting names it), its stored columns and
+    their types (an integer sum's: :data:`jobs.executor.wide_sums.WIDE`, held as int64 pairs;
+    counts int64; a minimum or maximum the value's type, held as Arrow arrays)."""
 
     kind: str
     columns: tuple[str, ...]
-    arrow_type: pa.DataType
+    types: tuple[pa.DataType, ...]
+
+    def is_wide(self, i: int) -> bool:
+        return self.types[i] == wide.WIDE
 
 
 class Columnar:
@@ -262,12 +253,15 @@ class Columnar:
         self.accs: list[_Acc] = []
         for i, part in enumerate(lifting.parts):
             if part.kind == "mean":
-                self.accs.append(_Acc("mean", (f"acc_{i}_sum", f"acc_{i}_count"), pa.int64()))
+                columns = (f"acc_{i}_sum", f"acc_{i}_count")
+                self.accs.append(_Acc("mean", columns, (wide.WIDE, pa.int64())))
             elif part.kind in ("min", "max"):
                 kind_type = lifting.schema.arrow_type(part.column or "")
-                self.accs.append(_Acc(part.kind, (f"acc_{i}",), kind_type))
+                self.accs.append(_Acc(part.kind, (f"acc_{i}",), (kind_type,)))
+            elif part.kind == "sum":
+                self.accs.append(_Acc(part.kind, (f"acc_{i}",), (wide.WIDE,)))
             else:
-                self.accs.append(_Acc(part.kind, (f"acc_{i}",), pa.int64()))
+                self.accs.append(_Acc(part.kind, (f"acc_{i}",), (pa.int64(),)))
         fn = engine.combine_fn
         # the pane log's value columns, one per part
         self.names = list(fn.fns) if isinstance(fn, Aggregates) else list(layout.value_names)
@@ -275,7 +269,11 @@ class Columnar:
             [
                 *self.key_fields,
                 pa.field(START, pa.int64(), nullable=False),
-                *(pa.field(c, a.arrow_type) for a in self.accs for c in a.columns),
+                *(
+                    pa.field(c, t)
+                    for a in self.accs
+                    for c, t in zip(a.columns, a.types, strict=True)
+                ),
                 pa.field(TRIGGER, pa.binary()),
                 pa.field(CLOSED, pa.bool_(), nullable=False),
                 pa.field(FRESH, pa.int64(), nullable=False),
@@ -291,85 +289,34 @@ class Columnar:
         )
         self.core = core_schema(layout)
 
-    @classmethod
-    def of(cls, engine: Engine, lifting: Lifting | None, layout: PaneLogLayout) -> Columnar | None:
-        """The columnar form of ``engine``'s pipeline, or None where the engine must run per key
-        (the module doc says which pipelines)."""
-        windowing = engine.windowing
-        if lifting is None or windowing.trigger.has_processing_time:
-            return None
-        if windowing.accumulation_mode is AccumulationMode.ACCUMULATING_AND_RETRACTING:
-            return None
-        if layout.value_mapper is not None:
-            return None
-        return cls(engine, lifting, layout)
-
     # -- loading and saving ----------------------------------------------------------------------
 
-    def load(self, blob: bytes | None) -> tuple[Windows, bytes | None]:
-        """A bucket stored in this form (None or empty: no windows): its windows, and the blob of
-        the keys the engine keeps (:data:`HELD_KEY`; None: none)."""
+    def load(self, blob: bytes | None) -> Windows:
+        """A bucket stored in this form (None or empty: no windows)."""
         if not blob:
-            return Windows.empty(self), None
+            return Windows.empty(self)
         with pa.ipc.open_stream(blob) as reader:
-            held = (reader.schema.metadata or {}).get(HELD_KEY)
-            return Windows.of_table(self, reader.read_all()), held
+            if (reader.schema.metadata or {}).get(FORMAT_KEY) != FORMAT:
+                raise ValueError("the bucket is not a window table of this version")
+            return Windows.of_table(self, reader.read_all())
 
-    def save(self, windows: Windows, held: bytes | None = None) -> bytes | None:
-        """The bucket's blob, with the blob of the keys the engine keeps (None: no window and no
-        such key is left)."""
-        if windows.rows == 0 and held is None:
+    def save(self, windows: Windows) -> bytes | None:
+        """The bucket's blob (None: no window is left)."""
+        if windows.rows == 0:
             return None
-        schema = self.schema
-        if held is not None:
-            schema = schema.with_metadata({FORMAT_KEY: FORMAT, HELD_KEY: held})
         sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, schema, options=_IPC_OPTIONS) as writer:
-            writer.write_table(windows.table().replace_schema_metadata(schema.metadata))
+        with pa.ipc.new_stream(sink, self.schema, options=_IPC_OPTIONS) as writer:
+            writer.write_table(windows.table())
         return sink.getvalue().to_pybytes()
-
-    def from_key_states(self, key_states: dict[Any, bytes]) -> tuple[Windows, dict[Any, KeyState]]:
-        """The engine's key states of a bucket (``{key: KeyState bytes}``) as a window table, and
-        the windows columns cannot hold (an accumulator beyond 64 bits), left out: per key, a
-        state with those windows only."""
-        states = {k: KeyState.from_bytes(b) for k, b in key_states.items()}
-        try:
-            return Windows.of_key_states(self, states), {}
-        except OverflowError:
-            pass
-        fitted: list[Windows] = []
-        left: dict[Any, KeyState] = {}
-        for key, state in states.items():
-            for window, ws in state.windows.items():
-                alone = KeyState(state.watermark, state.processing_time)
-                alone.windows[window] = ws
-                try:
-                    fitted.append(Windows.of_key_states(self, {key: alone}))
-                except OverflowError:
-                    kept = left.setdefault(key, KeyState(state.watermark, state.processing_time))
-                    kept.windows[window] = ws
-        for state in left.values():
-            state.bound_wakeups()
-        if not fitted:
-            return Windows.empty(self), left
-        windows = Windows.concat(fitted)
-        return windows.take(windows.sorted_rows()), left
 
     # -- a visit ---------------------------------------------------------------------------------
 
     def visit(
-        self,
-        windows: Windows,
-        lifted: Lifted | None,
-        watermark: int,
-        processing_time: int,
-        others: pa.Table | None = None,
+        self, windows: Windows, lifted: Lifted | None, watermark: int, processing_time: int
     ) -> Visit:
         """Visit a bucket's ``windows`` at the step's clocks with its lifted input (None: a
-        timer's visit): the panes and dropped elements, and the windows after. ``others``: the
-        keys the engine visits in the same step (key columns and :data:`SEEN_PT`, the processing
-        time their state saw), whose rows here are visited too."""
-        return Visit(self, windows, lifted, watermark, processing_time, others).run()
+        timer's visit): the panes and dropped elements, and the windows after."""
+        return Visit(self, windows, lifted, watermark, processing_time).run()
 
 
 class Windows:
@@ -379,7 +326,7 @@ class Windows:
     def __init__(self, columnar: Columnar, keys: pa.Table, cols: dict[str, Any]) -> None:
         self.columnar = columnar
         self.keys = keys
-        self.cols = cols  # START... as numpy; acc columns as Arrow arrays; TRIGGER as codes
+        self.cols = cols  # START... as numpy; sums as int64 pairs, other accs Arrow; TRIGGER codes
 
     @property
     def rows(self) -> int:
@@ -394,8 +341,9 @@ class Windows:
         names = [f.name for f in columnar.key_fields]
         cols: dict[str, Any] = {}
         for a in columnar.accs:
-            for c in a.columns:
-                cols[c] = table.column(c).combine_chunks()
+            for i, c in enumerate(a.columns):
+                column = table.column(c).combine_chunks()
+                cols[c] = wide.pairs_of(column) if a.is_wide(i) else column
         for c in (START, FRESH, INDEX, NONSPEC, DUE, SEEN_WM, SEEN_PT):
             cols[c] = table.column(c).to_numpy().astype(np.int64)
         for c in (CLOSED, EMITTED):
@@ -412,7 +360,8 @@ class Windows:
         arrays: list[Any] = list(self.keys.columns)
         arrays.append(pa.array(cols[START], pa.int64()))
         for a in c.accs:
-            arrays += [cols[name].cast(a.arrow_type) for name in a.columns]
+            for i, name in enumerate(a.columns):
+                arrays.append(wide.decimals(cols[name]) if a.is_wide(i) else cols[name])
         arrays.append(c.triggers.column(cols[TRIGGER]))
         arrays.append(pa.array(cols[CLOSED], pa.bool_()))
         arrays.append(pa.array(cols[FRESH], pa.int64()))
@@ -445,57 +394,6 @@ class Windows:
 
     # -- the engine's form -----------------------------------------------------------------------
 
-    @classmethod
-    def of_key_states(cls, columnar: Columnar, states: dict[Any, KeyState]) -> Windows:
-        """Key states of the engine (non-merging windows, no retractions kept) as rows; raises
-        OverflowError when an accumulator does not fit its column."""
-        keys, rows = [], []
-        for key, state in states.items():
-            for window, ws in state.windows.items():
-                if ws.last is not None or ws.superseded or ws.retractions:
-                    raise OverflowError("a window keeps panes: not kept in columns")
-                keys.append(key)
-                rows.append((window, ws, state.watermark, state.processing_time))
-        keys_of_rows = key_table(keys, columnar.key_fields)
-        cols: dict[str, Any] = {}
-        single = columnar.lifting.single
-        parts = [
-            [None if ws.closed else (ws.acc if single else ws.acc[i]) for _, ws, _, _ in rows]
-            for i in range(len(columnar.accs))
-        ]
-        for a, values in zip(columnar.accs, parts, strict=True):
-            if a.kind == "mean":
-                sums = [0 if v is None else v[0] for v in values]
-                counts = [0 if v is None else v[1] for v in values]
-                cols[a.columns[0]] = _int_array(sums)
-                cols[a.columns[1]] = _int_array(counts)
-            elif a.kind in ("min", "max"):
-                cols[a.columns[0]] = pa.array(values, a.arrow_type)
-            else:
-                cols[a.columns[0]] = _int_array([0 if v is None else v for v in values])
-        triggers = columnar.triggers
-        cols[START] = np.array([w.start for w, *_ in rows], np.int64)
-        cols[TRIGGER] = np.array(
-            [-1 if ws.closed else triggers.code(ws.trigger) for _, ws, _, _ in rows], np.int64
-        )
-        cols[CLOSED] = np.array([ws.closed for _, ws, _, _ in rows], bool)
-        cols[FRESH] = np.array([ws.fresh for _, ws, _, _ in rows], np.int64)
-        cols["has_hold"] = np.array([ws.hold is not None for _, ws, _, _ in rows], bool)
-        cols[HOLD] = np.array([ws.hold or 0 for _, ws, _, _ in rows], np.int64)
-        cols[INDEX] = np.array([ws.index for _, ws, _, _ in rows], np.int64)
-        cols[NONSPEC] = np.array([ws.nonspeculative for _, ws, _, _ in rows], np.int64)
-        cols[EMITTED] = np.array([ws.emitted for _, ws, _, _ in rows], bool)
-        cols[DUE] = np.array([ws.event_due for _, ws, _, _ in rows], np.int64)
-        cols[SEEN_WM] = np.array([wm for *_, wm, _ in rows], np.int64)
-        cols[SEEN_PT] = np.array([pt for *_, pt in rows], np.int64)
-        windows = cls(columnar, keys_of_rows, cols)
-        return windows.take(windows.sorted_rows())
-
-    def of_window(self) -> pa.Table:
-        """Each row's window: its key columns and its start (as
-        :meth:`jobs.executor.lifting.Lifting.windows_of` names it)."""
-        return self.keys.append_column(PART_START, pa.array(self.cols[START], pa.int64()))
-
     def next_due(self) -> int | None:
         """The earliest wake-up of these windows (None: no window)."""
         return int(self.cols[DUE].min()) if self.rows else None
@@ -511,7 +409,7 @@ class Windows:
         names = [f.name for f in c.key_fields]
         keys = engine_keys([self.keys.column(n).to_pylist() for n in names])
         values = [
-            [cols[name].to_pylist() for name in a.columns] for a in c.accs
+            [_python(a, i, cols[name]) for i, name in enumerate(a.columns)] for a in c.accs
         ]  # per acc: its columns' values
         accs_by_part = []
         for a, columns in zip(c.accs, values, strict=True):
@@ -546,10 +444,9 @@ class Windows:
         return states
 
 
-def _int_array(values: list[int]) -> pa.Array:
-    if any(v < _INT64_MIN or v > _INT64_MAX for v in values):
-        raise OverflowError("an accumulator does not fit 64 bits")
-    return pa.array(values, pa.int64())
+def _python(acc: _Acc, i: int, column: Any) -> list:
+    """An accumulator column's values as Python's (integers of any size)."""
+    return wide.python_ints(column) if acc.is_wide(i) else column.to_pylist()
 
 
 class Visit:
@@ -562,14 +459,12 @@ class Visit:
         lifted: Lifted | None,
         watermark: int,
         processing_time: int,
-        others: pa.Table | None = None,
     ) -> None:
         self.c = columnar
         self.w = windows
         self.lifted = lifted
         self.wm = watermark
         self.pt = processing_time
-        self.others = others
         self.panes: list[dict[str, Any]] = []  # pane batches: numpy/Arrow columns + order
         self.dropped: list[Dropped] = []
         self.changed = False
@@ -588,29 +483,23 @@ class Visit:
             tables.append(parts.select(names).cast(key_schema))
             tables.append(key_table(list(lifted.expired), c.key_fields))
         n_data = sum(t.num_rows for t in tables[1:])
-        if self.others is not None:
-            tables.append(self.others.select(names).cast(key_schema))
         all_keys = pa.concat_tables(tables) if len(tables) > 1 else w.keys
         ids, firsts = key_ids(all_keys)
         self.unique_keys = all_keys.take(pa.array(firsts)) if len(firsts) else all_keys
         n_w, n_p = w.rows, 0 if parts is None else parts.num_rows
         w_ids, p_ids = ids[:n_w], ids[n_w : n_w + n_p]
-        data_ids, other_ids = ids[n_w : n_w + n_data], ids[n_w + n_data :]
+        data_ids = ids[n_w : n_w + n_data]
         n_keys = len(firsts)
         # the keys this visit touches: keys with data, and keys with a window due
         due_rows = w.cols[DUE] <= self.wm
         visited = np.zeros(n_keys, bool)
         visited[w_ids[due_rows]] = True
         visited[data_ids] = True
-        self._visited = visited.copy()  # by this side's rows (Visit.visited_keys)
-        visited[other_ids] = True
         # per key: its processing time after advance (max with what it saw; new keys: the step's)
         key_pt = np.full(n_keys, self.pt, np.int64)
         seen = np.full(n_keys, _INT64_MIN, np.int64)
         if n_w:
             np.maximum.at(seen, w_ids, w.cols[SEEN_PT])
-        if self.others is not None and len(other_ids):
-            np.maximum.at(seen, other_ids, self.others.column(SEEN_PT).to_numpy())
         key_pt = np.maximum(key_pt, seen)
         self.key_pt = key_pt
         self.ids = w_ids
@@ -630,11 +519,6 @@ class Visit:
             w.cols[SEEN_PT] = np.where(touched, self.key_pt[self.ids], w.cols[SEEN_PT])
             self.changed = True
         return self
-
-    def visited_keys(self) -> pa.Table:
-        """The keys this visit touched through the table's own rows: with data, or with a
-        window due (key columns)."""
-        return self.unique_keys.filter(pa.array(self._visited))
 
     def _advance(self, due: np.ndarray) -> None:
         """:meth:`panes.engine.Engine.advance` of the rows ``due`` (their wake-up reached)."""
@@ -739,8 +623,9 @@ class Visit:
         keys = keys.cast(pa.schema(c.key_fields))
         cols: dict[str, Any] = {}
         for a, names in zip(c.accs, c.lifting.acc_columns, strict=True):
-            for column, name in zip(a.columns, names, strict=True):
-                cols[column] = parts.column(name).take(index).combine_chunks().cast(a.arrow_type)
+            for i, (column, name) in enumerate(zip(a.columns, names, strict=True)):
+                taken = parts.column(name).take(index).combine_chunks()
+                cols[column] = wide.pairs_of(taken) if a.is_wide(i) else taken.cast(a.types[i])
         new_state = c.triggers.code(c.triggers.trigger.new_state())
         cols[START] = start
         cols[TRIGGER] = np.full(n, new_state, np.int64)
@@ -762,16 +647,19 @@ class Visit:
         index = pa.array(which, pa.int64())
         row_index = pa.array(rows, pa.int64())
         for a, names in zip(c.accs, c.lifting.acc_columns, strict=True):
-            for column, name in zip(a.columns, names, strict=True):
+            for i, (column, name) in enumerate(zip(a.columns, names, strict=True)):
                 mine = cols[column]
-                theirs = parts.column(name).take(index).combine_chunks().cast(a.arrow_type)
-                current = mine.take(row_index)
+                theirs = parts.column(name).take(index).combine_chunks()
+                if a.is_wide(i):
+                    mine[rows] = wide.add(mine[rows], wide.pairs_of(theirs))
+                    continue
+                current, theirs = mine.take(row_index), theirs.cast(a.types[i])
                 if a.kind == "min":
                     merged = pc.min_element_wise(current, theirs)
                 elif a.kind == "max":
                     merged = pc.max_element_wise(current, theirs)
                 else:
-                    merged = _add_checked(current, theirs, self.w, rows)
+                    merged = pc.add_checked(current, theirs)  # a count: within 64 bits
                 cols[column] = _put(mine, rows, merged)
 
     def _added(self, rows: np.ndarray, parts: pa.Table, which: np.ndarray) -> None:
@@ -862,9 +750,12 @@ class Visit:
         """The accumulators of ``rows`` back to ``create()`` (a closed window's are not read)."""
         cols = self.w.cols
         for a in self.c.accs:
-            for name in a.columns:
+            for i, name in enumerate(a.columns):
+                if a.is_wide(i):
+                    cols[name][rows] = 0
+                    continue
                 if a.kind in ("min", "max"):
-                    empty = pa.nulls(len(rows), a.arrow_type)
+                    empty = pa.nulls(len(rows), a.types[i])
                 else:
                     empty = pa.array(np.zeros(len(rows), np.int64))
                 cols[name] = _put(cols[name], rows, empty)
@@ -904,7 +795,13 @@ class Visit:
                 "timing": timing,
                 "is_last": is_last,
                 "pt": self.key_pt[self.ids[rows]],
-                "accs": [[cols[name].take(take) for name in a.columns] for a in c.accs],
+                "accs": [
+                    [
+                        cols[name][rows] if a.is_wide(i) else cols[name].take(take)
+                        for i, name in enumerate(a.columns)
+                    ]
+                    for a in c.accs
+                ],
                 "keys": self.w.keys.take(take),
             }
         )
@@ -974,14 +871,19 @@ class Visit:
         out["window_end_us"] = pa.array(cat["end"][order], pa.int64())
         accs = [
             [
-                pa.concat_arrays([b["accs"][i][j] for b in batches]).take(index)
+                np.concatenate([b["accs"][i][j] for b in batches])[order]
+                if a.is_wide(j)
+                else pa.concat_arrays([b["accs"][i][j] for b in batches]).take(index)
                 for j in range(len(a.columns))
             ]
             for i, a in enumerate(c.accs)
         ]
         values = [_extract(a, columns) for a, columns in zip(c.accs, accs, strict=True)]
         for name, value in zip(c.names, values, strict=True):
-            out[name] = value.cast(core.field(name).type)
+            type_ = core.field(name).type
+            if isinstance(value, np.ndarray):  # a sum: refused where its column cannot hold it
+                value = self._fitted(value, name, type_, keys, out)
+            out[name] = value.cast(type_)
         out["timestamp_us"] = pa.array(cat["timestamp"][order], pa.int64())
         out["pane_index"] = pa.array(cat["index"][order], pa.int64())
         out["nonspeculative_index"] = pa.array(cat["nonspec"][order], pa.int64())
@@ -996,12 +898,30 @@ class Visit:
         out["accumulator"] = self._accumulator_json(accs, n)
         return out, n
 
-    def _accumulator_json(self, accs: list[list[pa.Array]], n: int) -> pa.Array:
+    def _fitted(
+        self, pairs: np.ndarray, name: str, type_: pa.DataType, keys: pa.Table, out: dict
+    ) -> pa.Array:
+        """A sum's 128-bit values as ``type_`` (an integer column's); the first pane whose value
+        does not fit it is refused: :func:`sinks.pane_log.value_out_of_range`."""
+        bounds = integer_range(type_) or (_INT64_MIN, _INT64_MAX)
+        low = pairs[:, 0]
+        fits = wide.fits_int64(pairs) & (low >= bounds[0]) & (low <= bounds[1])
+        if not fits.all():
+            i = int(np.flatnonzero(~fits)[0])
+            names = [f.name for f in self.c.key_fields]
+            key = engine_keys([[keys.column(k)[i].as_py()] for k in names])[0]
+            start, end = out["window_start_us"][i].as_py(), out["window_end_us"][i].as_py()
+            value = wide.python_ints(pairs[i : i + 1])[0]
+            keys_of = self.c.layout.keys_of(key)
+            raise value_out_of_range(keys_of, start, end, name, value, type_)
+        return pa.array(low, pa.int64())
+
+    def _accumulator_json(self, accs: list[list[Any]], n: int) -> pa.Array:
         if not self.c.layout.accumulators:
             return pa.nulls(n, pa.string())
         per_part = []
         for a, columns in zip(self.c.accs, accs, strict=True):
-            lists = [col.to_pylist() for col in columns]
+            lists = [_python(a, i, col) for i, col in enumerate(columns)]
             per_part.append(list(zip(*lists, strict=True)) if a.kind == "mean" else lists[0])
         if self.c.lifting.single:
             values: list[Any] = per_part[0]
@@ -1010,13 +930,15 @@ class Visit:
         return pa.array([json.dumps(v, separators=(",", ":")) for v in values], pa.string())
 
 
-def _extract(acc: _Acc, columns: list[pa.Array]) -> pa.Array:
-    """A part's output value: the accumulator, a mean's quotient (exactly Python's)."""
+def _extract(acc: _Acc, columns: list[Any]) -> Any:
+    """A part's output value: the accumulator (a sum's as int64 pairs), a mean's quotient
+    (exactly Python's)."""
     if acc.kind != "mean":
         return columns[0]
-    sums = columns[0].to_numpy(zero_copy_only=False)
+    pairs = columns[0]
+    sums = pairs[:, 0]
     counts = columns[1].to_numpy(zero_copy_only=False)
-    exact = np.abs(sums) < 2**53
+    exact = wide.fits_int64(pairs) & (np.abs(sums) < 2**53)
     quotient = np.divide(
         sums.astype(np.float64), counts, where=counts != 0, out=np.zeros(len(sums))
     )
@@ -1024,33 +946,10 @@ def _extract(acc: _Acc, columns: list[pa.Array]) -> pa.Array:
     if exact.all():
         return values
     fixed = values.to_pylist()
+    big = wide.python_ints(pairs)
     for i in np.flatnonzero(~exact):
-        fixed[i] = int(sums[i]) / int(counts[i]) if counts[i] else None
+        fixed[i] = big[i] / int(counts[i]) if counts[i] else None
     return pa.array(fixed, pa.float64())
-
-
-class WindowsOverflow(OverflowError):
-    """A visit's sums left 64 bits in ``windows`` (key columns and start:
-    :meth:`Windows.of_window`): the engine's arbitrary integers must keep them."""
-
-    def __init__(self, windows: pa.Table) -> None:
-        super().__init__(f"sums beyond 64 bits in {windows.num_rows} windows")
-        self.windows = windows
-
-
-def _add_checked(mine: pa.Array, theirs: pa.Array, windows: Windows, rows: np.ndarray) -> pa.Array:
-    """``mine + theirs``, where ``rows`` are the ``windows`` the values belong to;
-    :class:`WindowsOverflow` for the windows whose sums leave 64 bits."""
-    try:
-        return pc.add_checked(mine, theirs)
-    except pa.ArrowInvalid:
-        pass
-    sums = [
-        None if a is None or b is None else a + b
-        for a, b in zip(mine.to_pylist(), theirs.to_pylist(), strict=True)
-    ]
-    out = [i for i, v in enumerate(sums) if v is not None and not _INT64_MIN <= v <= _INT64_MAX]
-    raise WindowsOverflow(windows.of_window().take(pa.array(rows[out], pa.int64())))
 
 
 def _put(column: pa.Array, rows: np.ndarray, values: pa.Array) -> pa.Array:
@@ -1064,4 +963,4 @@ def _put(column: pa.Array, rows: np.ndarray, values: pa.Array) -> pa.Array:
     return pc.if_else(mask, taken, column)
 
 
-__all__ = ["Columnar", "Visit", "Windows", "WindowsOverflow", "is_window_table"]
+__all__ = ["Columnar", "Visit", "Windows"]

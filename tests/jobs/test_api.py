@@ -265,7 +265,8 @@ def test_delta_settings_are_checked(tmp_path, source, setting):
         "jobs.config.pipeline",
         "jobs.driver.runs",
         "jobs.executor.bucket_state",
-        "jobs.executor.lifting",
+        "jobs.executor.paths",
+        "jobs.executor.wide_sums",
         "jobs.executor.source_columns",
     ],
 )

@@ -160,8 +160,6 @@ def compare(seed: int, huge: bool = False) -> set[str]:
     )
     want = run(plain, key_type, plan)
     assert plain.processor()._lifting is None
-    if huge:  # a window added one by one emits before its key's lifted ones: another order
-        got, want = sorted(got, key=repr), sorted(want, key=repr)
     assert comparable(got) == comparable(want), f"seed {seed}: {settings}"
     assert lifted.stored() == plain.stored()  # the same state kept
     assert want or not any(rows for rows, *_ in plan)
@@ -174,24 +172,24 @@ def test_lifted_and_per_element_paths_write_the_same_rows(seeds):
     assert kinds == {"pane", "late"}  # both paths fired and dropped
 
 
-def test_windows_whose_batch_sums_could_leave_64_bits_are_added_one_by_one(monkeypatch):
+def test_batches_whose_sums_could_leave_64_bits_are_lifted_exactly(monkeypatch):
     """Random workloads with values for which Arrow's sums of a batch could leave 64 bits:
-    those windows' elements are added one by one, their keys' other windows lifted, with the
-    same rows and state as the per-element path."""
-    from jobs.executor.lifting import Lifting
+    those columns are summed by their 32-bit halves, exactly, with the same rows and state as
+    the per-element path."""
+    from jobs.executor import wide_sums
 
-    found = []
-    risky_windows = Lifting.risky_windows
+    split = []
+    exact_sums = wide_sums.exact_sums
 
-    def counted(self, table):
-        risky = risky_windows(self, table)
-        found.append(0 if risky is None else risky.num_rows)
-        return risky
+    def counted(table, columns):
+        out = exact_sums(table, columns)
+        split.append(bool(out[1]))
+        return out
 
-    monkeypatch.setattr(Lifting, "risky_windows", counted)
+    monkeypatch.setattr("jobs.executor.lifting.exact_sums", counted)
     for seed in seeds(300, 360):
         compare(seed, huge=True)
-    assert sum(n > 0 for n in found) >= 5, "the workloads must hold windows back from lifting"
+    assert sum(split) >= 5, "the workloads must sum some batches by halves"
 
 
 @pytest.mark.parametrize(
@@ -212,9 +210,9 @@ def test_what_cannot_be_lifted_exactly_takes_the_per_element_path(window, aggreg
     assert lifted.processor()._lifting is None
 
 
-def test_a_window_whose_sums_could_overflow_64_bits_is_not_lifted_but_still_exact():
-    """Arrow's sums wrap at 64 bits: the window that could pass 2^63 is added element by
-    element; its key's other window and the bucket's other keys are still lifted."""
+def test_a_window_whose_running_sum_passes_64_bits_is_lifted_exactly():
+    """Arrow's sums wrap at 64 bits: a batch whose running sum could pass 2^63 is summed by
+    halves; every window is still lifted (one part each, no element one by one)."""
     from jobs.executor.lifting import Lifting
     from jobs.executor.operator_input import input_table
 
@@ -243,5 +241,6 @@ def test_a_window_whose_sums_could_overflow_64_bits_is_not_lifted_but_still_exac
     lifting = lifted.processor()._lifting
     assert isinstance(lifting, Lifting)
     bundles = lifting.combined_by_key(table, 0, 0)
-    assert [len(bundles[1].elements), len(bundles[1].parts)] == [3, 1]
-    assert [len(bundles[2].elements), len(bundles[2].parts)] == [0, 1]
+    assert [len(bundles[1].expired), len(bundles[1].parts)] == [0, 2]
+    assert [len(bundles[2].expired), len(bundles[2].parts)] == [0, 1]
+    assert sorted(p.acc for p in bundles[1].parts) == [(3,), (big,)]

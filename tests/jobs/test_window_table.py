@@ -2,8 +2,7 @@
 write the same pane log and late table as the engine fed element by element, on random
 workloads over random configurations (triggers of every shape without processing time, both
 modes that keep no pane, every timestamp combiner and on-time/closing behavior, allowed
-lateness, closed windows), keep the same state, and hand a bucket to the engine's path and back
-where columns cannot hold it.
+lateness, closed windows, sums beyond 64 bits), and keep the same state.
 
 Rows are compared as multisets: the columnar visit orders a bucket's panes by key and window,
 the engine by visit, and nothing downstream depends on the order of one batch's rows (pane ids
@@ -76,10 +75,12 @@ def windows_of(shard: ShardRun) -> dict:
     out, timers = {}, {}
     for bucket, stored in shard.stored().items():
         timers[bucket] = stored.timer_ms
-        state = processor._bucket_state(stored)
-        assert isinstance(state, BucketState)
-        for key, data in state.all_states().items():
-            ks = engine.load_state(data)
+        if columnar is not None:
+            states = columnar.load(stored.blob).key_states()
+        else:
+            loaded = BucketState.load(stored.blob, processor._key_fields).all_states()
+            states = {key: engine.load_state(data) for key, data in loaded.items()}
+        for key, ks in states.items():
             out[key] = {
                 w: (
                     ws.acc,
@@ -94,7 +95,6 @@ def windows_of(shard: ShardRun) -> dict:
                 )
                 for w, ws in ks.windows.items()
             }
-    del columnar
     return {"windows": out, "timers": timers}
 
 
@@ -138,37 +138,17 @@ def test_columnar_windows_and_the_engine_write_the_same_rows_and_keep_the_same_s
     ],
 )
 def test_what_columns_cannot_hold_takes_the_engine_per_key(change):
+    """Decided from the configuration (:func:`jobs.executor.paths.path_of`), once."""
     settings, _, _ = settings_of(0)
     settings.update(change)
     columnar, _ = shard_runs(settings)
     assert columnar.processor()._columnar is None
 
 
-def held_apart(shard: ShardRun) -> tuple[set, set]:
-    """The windows of the shard's bucket kept in columns, and those the engine holds, as
-    (user, the window's minute)."""
-    from jobs.executor.bucket_state import BucketState
-    from panes.state import KeyState
-
-    processor = shard.processor()
-    stored = shard.stored()[3]
-    windows, held = processor._columnar.load(stored.blob)
-    t0_us = T0_MS * 1000
-    users = windows.keys.column("user").to_pylist()
-    starts = windows.cols["start"].tolist()
-    in_columns = {(u, (s - t0_us) // 60_000_000) for u, s in zip(users, starts, strict=True)}
-    in_engine = {
-        (user, (w.start - t0_us) // 60_000_000)
-        for user, data in BucketState.load(held, processor._key_fields).all_states().items()
-        for w in KeyState.from_bytes(data).windows
-    }
-    return in_columns, in_engine
-
-
-def test_a_sum_leaving_64_bits_takes_only_its_window_to_the_engine():
-    """The window whose sum passes 2^63 is held by the engine while it does, then returns to
-    columns; its key's other window, and the bucket's other key, stay in columns throughout
-    (the same rows and state as the engine's path all along)."""
+def test_a_sum_leaving_64_bits_and_back_stays_exact_in_columns():
+    """A window's sum passes 2^63 and comes back: its 128-bit accumulator keeps it exactly, in
+    columns (the same rows and state as the engine's path all along), and its pane's value fits
+    again when it fires."""
     settings, _, _ = settings_of(1)
     settings.update(aggregates={"total": "sum(n)"}, trigger="AfterWatermark(late=AfterCount(1))")
     settings.update(window="FixedWindows(1m)", keys=["user"], allowed_lateness="10m")
@@ -192,22 +172,16 @@ def test_a_sum_leaving_64_bits_takes_only_its_window_to_the_engine():
         for step, wm in zip(steps, watermarks, strict=True)
     ]
     plan.append(([], T0_MS + 900_000, T0_MS))
-    apart, written = [], []
+    written, peaks = [], []
     for step in plan:
         got, want = run_plan(columnar, "long", [step]), run_plan(plain, "long", [step])
         assert rows(got) == rows(want)
         assert_same_state(columnar, plain, "")
         written += want
-        if step[0]:
-            apart.append(held_apart(columnar))
-    both = {(1, 0), (1, 1), (2, 0)}
-    assert apart == [
-        (both, set()),
-        ({(1, 0), (2, 0)}, {(1, 1)}),
-        ({(1, 0), (2, 0)}, {(1, 1)}),
-        (both, set()),
-        (both, set()),
-    ]
+        state = windows_of(columnar)["windows"]
+        accs = [v[0][0] for ws in state.values() for v in ws.values() if v[0] is not None]
+        peaks.append(max(accs, default=0))
+    assert peaks[1] == 2 * big > 2**63 - 1  # in columns, beyond 64 bits
     panes = [(r["user"], r["total"], r["timing"]) for r in written if r["record_kind"] == "pane"]
     assert sorted(panes) == [
         (1, 1, "LATE"),
@@ -220,22 +194,22 @@ def test_a_sum_leaving_64_bits_takes_only_its_window_to_the_engine():
 
 _BIG, _MINUTE = 2**62, 60_000_000
 SPLIT_KEY_STEPS = {  # early panes, and steps of user 1: ((µs into the hour, n) rows, ms)
-    # the columns' side alone sees the latest batch time; then the held window fires
+    # minute 0 alone sees the latest batch time; then minute 1, beyond 64 bits a while, fires
     "engine": (
         3,
         [
             ([(_MINUTE, _BIG), (0, 1)], T0_MS),
-            ([(_MINUTE + 1, _BIG)], T0_MS + 1_000),  # minute 1 leaves 64 bits: held
+            ([(_MINUTE + 1, _BIG)], T0_MS + 1_000),  # minute 1 leaves 64 bits
             ([(1, 1)], T0_MS + 100_000),  # minute 0 only
             ([(_MINUTE + 2, -_BIG)], T0_MS + 50_000),  # an earlier batch time
         ],
     ),
-    # the held window alone sees the latest batch time; then minute 0, in columns, fires
+    # minute 1 alone sees the latest batch time; then minute 0 fires
     "columns": (
         5,
         [
             ([(_MINUTE, _BIG), (0, 1)], T0_MS),
-            ([(_MINUTE + 1, _BIG)], T0_MS + 1_000),  # minute 1 leaves 64 bits: held
+            ([(_MINUTE + 1, _BIG)], T0_MS + 1_000),  # minute 1 leaves 64 bits
             ([(_MINUTE + 2, 0)], T0_MS + 100_000),  # minute 1 only
             ([(1, 1), (2, 1), (3, 1), (4, 1)], T0_MS + 50_000),  # an earlier batch time
         ],
@@ -244,11 +218,10 @@ SPLIT_KEY_STEPS = {  # early panes, and steps of user 1: ((µs into the hour, n)
 
 
 @pytest.mark.parametrize("fires_in", sorted(SPLIT_KEY_STEPS))
-def test_a_key_split_between_columns_and_the_engine_keeps_one_processing_time(fires_in):
-    """A key's held window and its windows in columns see the key's clocks the engine alone
-    would: a batch that visits only one side moves the other's too. Here the batch time goes
-    back (another machine's clock), and the pane that fires then, on either side, carries the
-    latest time the key saw, as on the engine's path."""
+def test_a_key_with_a_sum_beyond_64_bits_keeps_one_processing_time(fires_in):
+    """A key's windows, one of them beyond 64 bits a while, see the key's clocks the engine
+    would: here the batch time goes back (another machine's clock), and the pane that fires
+    then carries the latest time the key saw, as on the engine's path."""
     settings, _, _ = settings_of(1)
     settings.update(aggregates={"total": "sum(n)"}, accumulation_mode="accumulating")
     settings.update(window="FixedWindows(1m)", keys=["user"])
@@ -295,106 +268,24 @@ def test_a_pane_whose_sum_does_not_fit_64_bits_is_named_on_both_paths():
         assert "[2024-01-01T00:00:00+00:00, 2024-01-01T00:01:00+00:00)" in message
 
 
-def test_keys_whose_batch_sums_could_leave_64_bits_go_to_the_engine_and_back(monkeypatch):
-    """Random workloads with values for which Arrow's sums of a batch could leave 64 bits:
-    those keys pass through the engine (held, then back in columns), with the same rows and
-    state as the engine's path."""
-    from jobs.executor.lifting import Lifting
+def test_workloads_whose_batch_sums_could_leave_64_bits_stay_exact_in_columns():
+    """Random workloads with values for which Arrow's sums of a batch could leave 64 bits
+    (summed by halves, :func:`jobs.executor.wide_sums.exact_sums`): the same rows and state as
+    the engine's path, every one in columns."""
+    from jobs.executor import wide_sums
 
-    risky_batches = []
-    risky_windows = Lifting.risky_windows
+    split = []
+    exact_sums = wide_sums.exact_sums
 
-    def counted(self, table):
-        found = risky_windows(self, table)
-        risky_batches.append(found is not None)
-        return found
+    def counted(table, columns):
+        out = exact_sums(table, columns)
+        split.append(bool(out[1]))
+        return out
 
-    monkeypatch.setattr(Lifting, "risky_windows", counted)
-    for seed in seeds(200, 260):
-        compare(seed, huge=True)
-    assert sum(risky_batches) >= 5, "the workloads must put keys in the engine's hands"
-
-
-def test_a_bucket_kept_by_the_engine_continues_in_columns():
-    """A lake whose buckets an earlier panestore kept per key (or the engine's path took)
-    continues with columns: the same rows and state as the engine all along."""
-    settings, key_type, rng = settings_of(3)
-    columnar, plain = shard_runs(settings)
-    engine_first = ShardRun(replace(columnar.config, columnar_windows=False), columnar.root)
-    plan = list(batches(rng, key_type))
-    half = len(plan) // 2
-    for step in plan[:half]:
-        engine_first.batch_id = columnar.batch_id
-        run_plan(engine_first, key_type, [step])
-        columnar.batch_id = engine_first.batch_id
-        run_plan(plain, key_type, [step])
-    for step in plan[half:]:
-        got = run_plan(columnar, key_type, [step])
-        assert rows(got) == rows(run_plan(plain, key_type, [step]))
-        assert_same_state(columnar, plain, "")
-
-
-def hold_first_key_whole(shard: ShardRun) -> bool:
-    """Rewrite the shard's last stored version as state layout format 5 kept it when the
-    bucket's first key had a sum beyond 64 bits: all of that key's windows held by the engine,
-    none in the table. False: the bucket has no window in columns."""
-    import numpy as np
-
-    from jobs.executor.bucket_state import BucketState
-    from jobs.executor.operator import _entries
-    from jobs.executor.operator_input import rows_of_keys
-    from jobs.executor.state_store import ShardStore, Stored, batch_versions
-
-    store = ShardStore(shard.root, 0)
-    before = batch_versions(shard.batch_id)[0]
-    buckets = store.load(before)
-    processor = shard.processor()
-    stored = buckets.get(3)
-    if stored is None:
-        return False
-    windows, held = processor._columnar.load(stored.blob)
-    if held is not None or not windows.rows:
-        return False
-    first = rows_of_keys(windows.keys, windows.keys.slice(0, 1))
-    states = windows.take(np.flatnonzero(first)).key_states()
-    kept = BucketState.of_states(processor._key_fields, _entries(states)).save().blob
-    blob = processor._columnar.save(windows.take(np.flatnonzero(~first)), kept)
-    store.save(before - 1, {**buckets, 3: Stored(blob, stored.timer_ms)})
-    return True
-
-
-def test_a_key_held_whole_by_state_layout_format_5_continues_per_window():
-    """A format-5 lake held all windows of a key whose sums could leave 64 bits: this panestore
-    reads it as those windows held, and goes on with the same rows and state as the engine (the
-    key's new windows in columns, its held ones back in columns once they fit)."""
-    continued = 0
-    for seed in seeds(400, 410):
-        settings, key_type, rng = settings_of(seed)
-        columnar, plain = shard_runs(settings)
-        plan = list(batches(rng, key_type))
-        half = len(plan) // 2
-        for step in plan[:half]:
-            run_plan(columnar, key_type, [step])
-            run_plan(plain, key_type, [step])
-        if not hold_first_key_whole(columnar):
-            continue
-        continued += 1
-        assert held_apart_keys(columnar)
-        assert_same_state(columnar, plain, f"seed {seed}")
-        for step in plan[half:]:
-            got = run_plan(columnar, key_type, [step])
-            assert rows(got) == rows(run_plan(plain, key_type, [step])), f"seed {seed}"
-            assert_same_state(columnar, plain, f"seed {seed}")
-    assert continued >= 2
-
-
-def held_apart_keys(shard: ShardRun) -> set:
-    """The keys whose windows the engine holds in the shard's bucket."""
-    from jobs.executor.bucket_state import BucketState
-
-    processor = shard.processor()
-    _, held = processor._columnar.load(shard.stored()[3].blob)
-    return set(BucketState.load(held, processor._key_fields).all_states())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("jobs.executor.lifting.exact_sums", counted)
+        assert all(compare(seed, huge=True) for seed in seeds(200, 260))
+    assert sum(split) >= 5, "the workloads must sum some batches by halves"
 
 
 def test_a_step_without_changes_keeps_the_stored_bucket():

@@ -100,7 +100,8 @@ def test_pane_log_equals_simulator(spark, tmp_path, value_type):
 
     from jobs.driver.batch_sink import BatchSink
     from jobs.driver.plan import build_job, layout, operator_config
-    from jobs.executor.lifting import Lifting
+    from jobs.executor.paths import Path as OperatorPath
+    from jobs.executor.paths import path_of
     from panes import Simulator
     from sinks.pane_log import pane_record
 
@@ -115,8 +116,8 @@ def test_pane_log_equals_simulator(spark, tmp_path, value_type):
         ]
     )
     cfg = operator_config(pipeline)
-    lifted = Lifting.of(pipeline.engine(), cfg.input_schema) is not None
-    assert lifted == (value_type == "long")
+    path = path_of(pipeline.engine(), cfg.input_schema, cfg.layout)
+    assert (path is not OperatorPath.PER_ELEMENT) == (value_type == "long")
     sink = BatchSink(pipeline)
     sink.create_tables()
 
