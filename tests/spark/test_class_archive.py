@@ -16,6 +16,7 @@ import pytest
 from jobs.startup.python_processes import CACHE_DIR_ENV
 from tests.spark.support import put
 from tests.spark.test_job import view
+from tests.spark.test_signals import CONF as STOPPED_CONF
 
 pytestmark = pytest.mark.spark
 
@@ -60,22 +61,8 @@ def test_the_next_jvm_maps_the_archive_a_process_wrote_at_its_end():
     assert f"-XX:SharedArchiveFile={path}" in args and count == "5"
 
 
-CONF = """\
-name = "archived"
-lake = "{lake}"
-keys = ["device_id"]
-event_time = "ts"
-window = "FixedWindows(1h)"
-trigger = "AfterWatermark(early=AfterCount(1), late=AfterCount(1))"
-state_buckets = 2
-
-[source]
-path = "{landing}"
-schema = {{ device_id = "string", ts = "timestamp", seconds = "double" }}
-
-[aggregates]
-plays = "count()"
-"""
+# the configuration of the signal tests' lake, under another name
+CONF = STOPPED_CONF.replace('name = "stopped"', 'name = "archived"')
 
 
 def live_processes() -> list[tuple[int, int, list[bytes], list[str]]]:
