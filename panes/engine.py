@@ -30,21 +30,16 @@ from typing import Any, NamedTuple, cast
 
 from panes.combiners import CombineFn
 from panes.pane import Dropped, DropReason, Pane, PaneInfo, Timing
+from panes.rules import WindowRules, expiry
 from panes.state import KeyState, WindowState
 from panes.time import BEGINNING_OF_TIME, END_OF_TIME, format_duration
 from panes.triggers import ROOT, TriggerContext, merge_states
 from panes.weights import check_weighted, split_by_weight
 from panes.window import Window
 from panes.windowfns import Element, WindowFn
-from panes.windowing import (
-    AccumulationMode,
-    ClosingBehavior,
-    OnTimeBehavior,
-    TimestampCombiner,
-    Windowing,
-)
+from panes.windowing import AccumulationMode, TimestampCombiner, Windowing
 
-EARLY, ON_TIME, LATE = Timing.EARLY, Timing.ON_TIME, Timing.LATE
+EARLY = Timing.EARLY
 
 CLOSED_REASON = f"{DropReason.CLOSED}: the window's trigger had finished"
 """The late-table reason of an element of a window whose trigger had finished."""
@@ -70,8 +65,7 @@ def window_gone(window_fn: WindowFn, allowed_lateness: int, window: Window, wate
     >>> [window_gone(Sessions(10), 5, Window(0, 10), wm) for wm in (24, 25)]
     [False, True]
     """
-    horizon = window_fn.merge_horizon(window)
-    return watermark > horizon + allowed_lateness or watermark >= END_OF_TIME
+    return watermark >= expiry(window_fn.merge_horizon(window), allowed_lateness)
 
 
 class Output:
@@ -134,13 +128,11 @@ class Engine:
         self._window_fn = windowing.window_fn
         self._trigger = windowing.trigger
         self._lateness = windowing.allowed_lateness
-        mode = windowing.accumulation_mode
-        self._discarding = mode is AccumulationMode.DISCARDING
-        self._retracting = mode is AccumulationMode.ACCUMULATING_AND_RETRACTING
+        self.rules = WindowRules.of(windowing)
+        self._retracting = (
+            windowing.accumulation_mode is AccumulationMode.ACCUMULATING_AND_RETRACTING
+        )
         self._timestamps = windowing.timestamp_combiner
-        self._ontime_always = windowing.on_time_behavior is OnTimeBehavior.FIRE_ALWAYS
-        self._closing_always = windowing.closing_behavior is ClosingBehavior.FIRE_ALWAYS
-        self._holds_until_ontime = self._trigger.has_ontime_pane
         self._event_wakeups = self._trigger.has_event_time
         self._processing_wakeups = self._trigger.has_processing_time
         self._horizon_is_end = type(self._window_fn).merge_horizon is WindowFn.merge_horizon
@@ -297,9 +289,7 @@ class Engine:
 
     def _hold_of(self, times: list[int]) -> int | None:
         """The earliest/latest of a window's new element times not behind the watermark."""
-        if not times:
-            return None
-        return min(times) if self._timestamps is TimestampCombiner.EARLIEST else max(times)
+        return self.rules.hold_pick(times) if times else None
 
     def _added(
         self,
@@ -317,19 +307,7 @@ class Engine:
         window with the ``END_OF_WINDOW`` combiner), run the trigger once, fire if it says so,
         and note the window's next wake-ups."""
         ws.fresh += n
-        wm = state.watermark
-        if self._timestamps is TimestampCombiner.END_OF_WINDOW:
-            if window.end > wm:
-                ws.hold = window.end - 1
-        elif hold is not None:
-            # Beam's rule: elements behind the watermark hold nothing, and a pane with no hold
-            # is output at the end of its window.
-            if ws.hold is None:
-                ws.hold = hold
-            elif self._timestamps is TimestampCombiner.EARLIEST:
-                ws.hold = hold if hold < ws.hold else ws.hold
-            else:
-                ws.hold = hold if hold > ws.hold else ws.hold
+        ws.hold = self.rules.hold_after(ws.hold, hold, window.end, state.watermark)
         trigger = self._trigger
         ctx.window = window
         trigger.on_elements(ws.trigger, ROOT, ctx, n)
@@ -435,9 +413,7 @@ class Engine:
             ws.hold = (
                 result.max_timestamp
                 if kind is TimestampCombiner.END_OF_WINDOW
-                else min(holds)
-                if kind is TimestampCombiner.EARLIEST
-                else max(holds)
+                else self.rules.hold_pick(holds)
             )
         return ws
 
@@ -492,11 +468,9 @@ class Engine:
             ctx.window = window
             gone = self._gone(window, watermark)
             if (by_watermark or by_processing) and trigger.should_fire(ws.trigger, ROOT, ctx):
-                # the window's last pane unless a closing pane follows it (FIRE_ALWAYS)
-                last = gone and not self._closing_always
-                self._fire(key, window, ws, ctx, by_watermark, out, last=last)
+                self._fire(key, window, ws, ctx, by_watermark, out, gone=gone)
             if gone:
-                if not ws.closed and (ws.fresh or self._closing_always):
+                if not ws.closed and (ws.fresh or self.rules.closing_always):
                     self._fire(key, window, ws, ctx, True, out, closing=True)
                 del state.windows[window]
             else:
@@ -514,41 +488,32 @@ class Engine:
         by_watermark: bool,
         out: Output,
         closing: bool = False,
-        last: bool = False,
+        gone: bool = False,
     ) -> None:
         """Fire ``window``: move its trigger on (unless it is closing at expiry) and emit a pane
-        if it is non-empty or the on-time/closing behavior asks for one. The pane is the window's
-        last (``is_last``) when its trigger finished, it is the closing pane, or ``last`` says
-        the window expires right after this firing."""
+        if the rules say so (:class:`~panes.rules.WindowRules`); ``gone``: the window is let go
+        right after this firing."""
+        rules = self.rules
         if closing:
             finished = True
         else:
             self._trigger.on_fire(ws.trigger, ROOT, ctx)
             finished = self._trigger.is_done(ws.trigger, ROOT)
         wm, pt = ctx.watermark, ctx.processing_time
-        if wm < window.end:
-            timing, nonspeculative = EARLY, -1
-        else:
-            nonspeculative = ws.nonspeculative
-            timing = ON_TIME if by_watermark and nonspeculative == 0 else LATE
-        if ws.fresh:
-            emit = True
-        elif closing:
-            emit = self._closing_always
-        else:
-            emit = (timing is ON_TIME and self._ontime_always) or (
-                finished and self._closing_always
-            )
+        past_end = wm >= window.end
+        timing, nonspeculative = rules.timing(past_end, by_watermark, ws.nonspeculative)
+        emit = rules.emits(ws.fresh > 0, timing, finished, closing)
         if emit and self.weighted and ws.weight <= 0:
             self._withdraw(ws, wm, pt, out)
         elif emit:
-            self._emit(key, window, ws, timing, nonspeculative, finished or last, wm, pt, out)
-        if ws.hold is not None and not (wm < window.end and self._holds_until_ontime):
+            last = rules.is_last(finished, gone, closing)
+            self._emit(key, window, ws, timing, nonspeculative, last, wm, pt, out)
+        if ws.hold is not None and not rules.keeps_hold(past_end):
             ws.hold = None
         ws.fresh = 0
         if finished:
             ws.close()
-        elif self._discarding:
+        elif rules.resets(finished):
             ws.acc = self.combine_fn.create()
 
     def _emit(
@@ -629,16 +594,12 @@ class Engine:
         """The next watermark (its trigger's wake-up, or its expiry) and processing time at
         which ``window`` needs attention, given the clocks in ``ctx``."""
         horizon = window.end if self._horizon_is_end else self._window_fn.merge_horizon(window)
-        event = horizon + self._lateness + 1
-        if event > END_OF_TIME:
-            event = END_OF_TIME
+        event = self.rules.expiry(horizon)
         processing = None
         if not ws.closed:
             trigger = self._trigger
             if self._event_wakeups:
-                wake = trigger.event_wakeup(ws.trigger, ROOT, ctx)
-                if wake is not None and wake < event:
-                    event = wake
+                event = self.rules.due(event, trigger.event_wakeup(ws.trigger, ROOT, ctx))
             if self._processing_wakeups:
                 processing = trigger.processing_wakeup(ws.trigger, ROOT, ctx)
         ws.event_due, ws.processing_due = event, processing
