@@ -222,7 +222,8 @@ class Engine:
             if self._timestamps is TimestampCombiner.END_OF_WINDOW:
                 hold = None
             else:
-                hold = self._hold_of([element[-1] for element in group if element[-1] >= wm])
+                holds = self.rules.holds
+                hold = self._hold_of([e[-1] for e in group if holds(e[-1], wm)])
             self._added(state, key, window, ws, len(group), hold, ctx, out)
 
     def add_combined(self, state: KeyState, key: Any, parts: Iterable[Combined]) -> Output:
@@ -470,7 +471,7 @@ class Engine:
             if (by_watermark or by_processing) and trigger.should_fire(ws.trigger, ROOT, ctx):
                 self._fire(key, window, ws, ctx, by_watermark, out, gone=gone)
             if gone:
-                if not ws.closed and (ws.fresh or self.rules.closing_always):
+                if not ws.closed and self.rules.closes(ws.fresh > 0):
                     self._fire(key, window, ws, ctx, True, out, closing=True)
                 del state.windows[window]
             else:

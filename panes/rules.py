@@ -7,18 +7,20 @@ class of windows at a time. Every rule is a function of a few of the window's fa
 columnar engine evaluates it once per distinct combination of those facts among its rows
 (:func:`panes.columnar.classes.per_class`), as it evaluates the trigger.
 
-=========================  =====================================================================
-rule                       what it decides
-=========================  =====================================================================
-:meth:`~WindowRules.timing`       a firing's timing and the pane's non-speculative index
-:meth:`~WindowRules.emits`        whether a firing emits a pane (or only moves the trigger on)
-:meth:`~WindowRules.is_last`      whether the pane is the window's last
-:meth:`~WindowRules.keeps_hold`   whether the output-timestamp hold survives a firing
-:meth:`~WindowRules.resets`       whether the accumulator starts over after a firing
-:meth:`~WindowRules.hold_after`   the hold after elements arrived
-:meth:`~WindowRules.expiry`       the watermark at which a window is let go (garbage collection)
-:meth:`~WindowRules.due`          the next watermark at which a window needs attention
-=========================  =====================================================================
+==================================  ==============================================================
+rule                                what it decides
+==================================  ==============================================================
+:meth:`~WindowRules.timing`         a firing's timing and the pane's non-speculative index
+:meth:`~WindowRules.emits`          whether a firing emits a pane (or only moves the trigger on)
+:meth:`~WindowRules.closes`         whether a window let go fires a closing pane
+:meth:`~WindowRules.is_last`        whether the pane is the window's last
+:meth:`~WindowRules.keeps_hold`     whether the output-timestamp hold survives a firing
+:meth:`~WindowRules.resets`         whether the accumulator starts over after a firing
+:meth:`~WindowRules.holds`          whether an element holds its window's output timestamp
+:meth:`~WindowRules.hold_after`     the hold after elements arrived
+:meth:`~WindowRules.expiry`         the watermark at which a window is let go (garbage collection)
+:meth:`~WindowRules.due`            the next watermark at which a window needs attention
+==================================  ==============================================================
 
 >>> from panes import FixedWindows, Windowing
 >>> rules = WindowRules.of(Windowing(FixedWindows(10), allowed_lateness=5))
@@ -31,6 +33,7 @@ rule                       what it decides
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from panes.pane import Timing
 from panes.time import END_OF_TIME
@@ -89,6 +92,11 @@ class WindowRules:
             return self.closing_always
         return (timing is ON_TIME and self.ontime_always) or (finished and self.closing_always)
 
+    def closes(self, fresh: bool) -> bool:
+        """Whether a window let go while its trigger had not finished fires a closing pane:
+        elements never fired, or the closing behavior fires always."""
+        return fresh or self.closing_always
+
     def is_last(self, finished: bool, gone: bool, closing: bool) -> bool:
         """Whether a pane is its window's last: its trigger finished, it is the closing pane,
         or the window is let go right after this firing and no closing pane follows."""
@@ -105,6 +113,12 @@ class WindowRules:
         return self.discarding and not finished
 
     # -- elements ------------------------------------------------------------------------------
+
+    @staticmethod
+    def holds(timestamp: Any, watermark: int) -> Any:
+        """Whether an element at ``timestamp`` holds its window's output timestamp: it is not
+        behind the watermark (Beam's rule). Numbers, or numpy arrays of them."""
+        return timestamp >= watermark
 
     def hold_after(self, hold: int | None, new: int | None, end: int, watermark: int) -> int | None:
         """The hold of a window ending at ``end`` after elements arrived whose earliest (or

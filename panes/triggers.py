@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from panes.time import Duration, format_duration, to_micros
 from panes.window import Window
@@ -66,6 +66,67 @@ class TriggerContext:
         self.window = window
         self.watermark = watermark
         self.processing_time = processing_time
+
+    def past_end(self) -> bool:
+        """Whether the watermark passed the end of the window."""
+        return self.watermark >= self.window.end
+
+    def end_wakeup(self) -> int | None:
+        """The end of the window as an event-time wake-up (None: the watermark passed it)."""
+        end = self.window.end
+        return end if self.watermark < end else None
+
+
+class NotByClass(TypeError):
+    """A trigger read the clocks of a class of windows otherwise than through
+    :meth:`TriggerContext.past_end` and :meth:`TriggerContext.end_wakeup`."""
+
+
+class _Refused:
+    """A clock of :class:`ClassContext`: reading it raises :class:`NotByClass`."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __get__(self, ctx: object, owner: type | None = None) -> Any:
+        raise NotByClass(f"the trigger read the {self.what} of a class of windows as a number")
+
+
+class ClassContext(TriggerContext):
+    """The context of a *class* of windows: every window whose trigger state is the same and
+    for which the watermark is (``past_end``) or is not past the end. A trigger that is
+    :attr:`~Trigger.by_class` answers the same for every member, so an engine may evaluate it
+    once for the class (:mod:`panes.columnar`). Reading the window or a clock as a number
+    raises :class:`NotByClass`: the contract is checked wherever it is relied on.
+
+    >>> ctx = ClassContext(past_end=False)
+    >>> AfterWatermark().event_wakeup([0, None], ROOT, ctx) == ClassContext.END
+    True
+    >>> AfterProcessingTime(5).on_elements(  # doctest: +ELLIPSIS
+    ...     [0, None], ROOT, ctx, 1)
+    Traceback (most recent call last):
+    ...
+    panes.triggers.NotByClass: the trigger read the processing time of a class of windows as ...
+    """
+
+    __slots__ = ("_past",)
+
+    END = 1
+    """The end of the windows of a class, as :meth:`end_wakeup` gives it (a stand-in: the
+    engine reads a wake-up of this value as "the end of each window")."""
+
+    def __init__(self, past_end: bool) -> None:  # the clocks stay unset
+        self._past = past_end
+
+    def past_end(self) -> bool:
+        return self._past
+
+    def end_wakeup(self) -> int | None:
+        return None if self._past else ClassContext.END
+
+    window = _Refused("window")  # type: ignore[assignment]
+    watermark = _Refused("watermark")  # type: ignore[assignment]
+    processing_time = _Refused("processing time")  # type: ignore[assignment]
 
 
 def _min(a: int | None, b: int | None) -> int | None:
@@ -183,6 +244,20 @@ class Trigger:
         """Whether some node waits for processing time."""
         return any(child.has_processing_time for child in self._subtriggers())
 
+    clocks_by_end: ClassVar[bool] = False
+    """Whether this node reads the clocks only through :meth:`TriggerContext.past_end` and
+    :meth:`TriggerContext.end_wakeup` (or not at all). A node class says so; one that does not
+    is taken to read them as numbers."""
+
+    @property
+    def by_class(self) -> bool:
+        """Whether the trigger can be evaluated once per class of windows
+        (:class:`ClassContext`): every node reads the clocks only through whether the
+        watermark passed the end of the window, so its answers depend on its state, that fact
+        and the number of elements, never on the window's bounds or the times. A trigger that
+        is not so takes the per-key engine."""
+        return self.clocks_by_end and all(child.by_class for child in self._subtriggers())
+
     @property
     def fires_before_end_of_window(self) -> bool:
         """Whether it can fire before the watermark passes the end of the window (a node that
@@ -222,6 +297,8 @@ class _Leaf(Trigger):
 @dataclass(frozen=True, repr=False)
 class AfterCount(_Leaf):
     """``ElemCount(k)``: holds once ``count`` elements arrived since it last fired. Fires once."""
+
+    clocks_by_end = True
 
     count: int
 
@@ -293,6 +370,8 @@ class AfterProcessingTime(_Leaf):
 class Always(_Leaf):
     """Holds whenever the window is evaluated; never finishes. Fires for every bundle."""
 
+    clocks_by_end = True
+
     def should_fire(self, s: TriggerState, o: int, ctx: TriggerContext) -> bool:
         return True
 
@@ -307,6 +386,8 @@ class Always(_Leaf):
 @dataclass(frozen=True, repr=False)
 class Never(_Leaf):
     """Never holds and never finishes: windows emit only their closing pane at expiry."""
+
+    clocks_by_end = True
 
     def should_fire(self, s: TriggerState, o: int, ctx: TriggerContext) -> bool:
         return False
@@ -327,6 +408,8 @@ class Never(_Leaf):
 class Repeatedly(Trigger):
     """``Repeat(R)``: fires whenever ``R`` does; when ``R`` finishes its state is cleared and it
     starts over. Never finishes."""
+
+    clocks_by_end = True
 
     trigger: Trigger
 
@@ -366,6 +449,8 @@ class Repeatedly(Trigger):
 @dataclass(frozen=True, init=False, repr=False)
 class _Composite(Trigger):
     """A node over a sequence of subtriggers that all see every element."""
+
+    clocks_by_end = True
 
     triggers: tuple[Trigger, ...]
 
@@ -515,6 +600,8 @@ class OrFinally(Trigger):
     ``until`` keeps counting across the firings of ``trigger``.
     """
 
+    clocks_by_end = True
+
     trigger: Trigger
     until: Trigger
 
@@ -573,6 +660,8 @@ class AfterWatermark(Trigger):
     finishes when the end of the window fires.
     """
 
+    clocks_by_end = True
+
     early: Trigger | None = None
     late: Trigger | None = None
     _early: Trigger | None = field(init=False, repr=False, compare=False)
@@ -599,7 +688,7 @@ class AfterWatermark(Trigger):
     def should_fire(self, s: TriggerState, o: int, ctx: TriggerContext) -> bool:
         if s[0] >> o & 1:
             return self._late is None or self._late.should_fire(s, self._late_at(o), ctx)
-        if ctx.watermark >= ctx.window.end:
+        if ctx.past_end():
             return True
         return self._early is not None and self._early.should_fire(s, o + 1, ctx)
 
@@ -607,7 +696,7 @@ class AfterWatermark(Trigger):
         if s[0] >> o & 1:
             if self._late is not None:
                 self._late.on_fire(s, self._late_at(o), ctx)
-        elif ctx.watermark >= ctx.window.end:
+        elif ctx.past_end():
             s[0] |= 1 << o
             if self._early is not None:
                 self._early.reset(s, o + 1)
@@ -641,8 +730,7 @@ class AfterWatermark(Trigger):
         if s[0] >> o & 1:
             late = self._late
             return None if late is None else late.event_wakeup(s, self._late_at(o), ctx)
-        end = ctx.window.end
-        return end if ctx.watermark < end else None
+        return ctx.end_wakeup()
 
     def processing_wakeup(self, s: TriggerState, o: int, ctx: TriggerContext) -> int | None:
         if s[0] >> o & 1:

@@ -142,16 +142,24 @@ class FixedWindows(WindowFn):
         object.__setattr__(self, "size", size)
         object.__setattr__(self, "offset", to_micros(offset, "FixedWindows offset") % size)
 
+    def start_of(self, timestamp: Any) -> Any:
+        """The start of the window of ``timestamp``: a number, or a numpy array of them.
+
+        >>> import numpy as np
+        >>> FixedWindows(10, 3).start_of(12), FixedWindows(10).start_of(np.array([-1, 10])).tolist()
+        (3, [-10, 10])
+        """
+        return timestamp - (timestamp - self.offset) % self.size
+
     def assign(self, timestamp: int, value: Any) -> Sequence[Window]:
-        start = timestamp - (timestamp - self.offset) % self.size
+        start = self.start_of(timestamp)
         return (Window(start, start + self.size),)
 
     def assign_bundle(self, elements: Iterable[Element]) -> dict[Window | None, list[Element]]:
-        size, offset = self.size, self.offset
+        size, start_of = self.size, self.start_of
         by_start: dict[int, list[Element]] = {}
         for element in elements:
-            ts = element[-1]
-            start = ts - (ts - offset) % size
+            start = start_of(element[-1])
             group = by_start.get(start)
             if group is None:
                 by_start[start] = [element]

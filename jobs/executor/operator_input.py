@@ -53,6 +53,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import xxhash
 
+from panes.columnar.keys import engine_keys, key_columns, key_ids, key_table
 from panes.weights import Retracted
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -316,51 +317,6 @@ def elements_by_key(table: pa.Table | None, schema: InputSchema) -> dict[Any, li
         else:
             got.append(e)
     return by_key
-
-
-def engine_keys(columns: Sequence[list]) -> list[Any]:
-    """Key columns' values -> engine keys: the one column's values, or tuples of them."""
-    return columns[0] if len(columns) == 1 else list(zip(*columns, strict=True))
-
-
-def key_columns(keys: Sequence[Any], n_keys: int) -> list[list]:
-    """Engine keys -> the values of each of their ``n_keys`` key columns (:func:`engine_keys`
-    undone)."""
-    if n_keys == 1:
-        return [list(keys)]
-    return [list(c) for c in zip(*keys, strict=True)] if keys else [[] for _ in range(n_keys)]
-
-
-def key_table(keys: Sequence[Any], fields: Sequence[pa.Field]) -> pa.Table:
-    """Engine keys -> a table of their key columns (``fields``)."""
-    columns = key_columns(keys, len(fields))
-    return pa.Table.from_arrays(
-        [pa.array(c, f.type) for c, f in zip(columns, fields, strict=True)],
-        schema=pa.schema(fields),
-    )
-
-
-def key_ids(keys: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's key as an integer (0, 1, ... in the keys' sorted order), and the row of each
-    integer's first occurrence."""
-    n = keys.num_rows
-    if n == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    order = pc.sort_indices(
-        keys, sort_keys=[(name, "ascending") for name in keys.column_names]
-    ).to_numpy()
-    ordered = keys.take(pa.array(order))
-    new = np.zeros(n, bool)
-    new[0] = True
-    for column in ordered.columns:
-        values = column.combine_chunks()
-        if n > 1:
-            differs = pc.not_equal(values.slice(1), values.slice(0, n - 1))
-            new[1:] |= differs.to_numpy(zero_copy_only=False).astype(bool)
-    rank = np.cumsum(new) - 1
-    ids = np.empty(n, np.int64)
-    ids[order] = rank
-    return ids, order[new]
 
 
 _timestamp = operator.itemgetter(1)  # of a (value, timestamp) element

@@ -1,0 +1,225 @@
+"""The built-in combiners in columns: a window table's accumulators, one aggregate at a time.
+
+Each built-in aggregate the columnar engine serves is a :class:`Part` of one *kind*, whose
+accumulator is a few columns of the window table (:class:`Acc`). What a kind does with them is
+what its combiner (:mod:`panes.combiners`) does with one accumulator:
+
+============  ===========================  ===================================  ==================
+kind          combiner                     accumulator columns                  input types
+============  ===========================  ===================================  ==================
+count_rows    ``count()``                  rows (int64)                         any
+count         ``count(v)``                 non-null ``v`` (int64)               any
+sum           ``sum(v)``                   the sum, 128 bits (:mod:`.wide`)     integers
+mean          ``mean(v)``                  sum (128 bits) and count: its pair   integers
+min, max      ``min(v)``, ``max(v)``       the value's type (null: none)        integers, text
+list          ``to_list(v)``               a list of the value's type           any
+============  ===========================  ===================================  ==================
+
+Integers only for sums: a float sum's rounding depends on the order of additions, and a pane
+must be the same bit for bit whichever engine computed it. A bundle's parts are combined per key
+and window with Arrow's ``group_by`` (:meth:`Part.aggregations`), then merged into the windows'
+accumulators (:meth:`Acc.merge`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from panes.columnar import wide
+from panes.combiners import Aggregates, CombineFn, Count, Max, Mean, Min, Sum, ToList
+
+COUNT = "count_all"
+"""The grouped bundle's column of rows per key and window."""
+VALUE = "value"
+"""The column a combiner without a field reads, where element values are whole (not mappings)."""
+
+Kind = Literal["count_rows", "count", "sum", "mean", "min", "max", "list"]
+_SUMMED = (pa.types.is_integer,)
+_ORDERED = (pa.types.is_integer, pa.types.is_string, pa.types.is_large_string)
+_ALL = pc.ScalarAggregateOptions(skip_nulls=True, min_count=0)
+_VALID = pc.CountOptions(mode="only_valid")
+
+
+@dataclass(frozen=True)
+class Part:
+    """One aggregate in columns: ``kind`` over ``column`` (None: rows)."""
+
+    kind: Kind
+    column: str | None
+
+    @property
+    def order_sensitive(self) -> bool:
+        """Whether the value depends on the order in which elements are added (a list)."""
+        return self.kind == "list"
+
+    def aggregations(self) -> list[tuple[str, str, pc.FunctionOptions | None]]:
+        """Arrow's group aggregations that combine a bundle's values of one window."""
+        column = self.column or ""
+        if self.kind == "count_rows":
+            return []  # the bundle's row count
+        if self.kind == "count":
+            return [(column, "count", _VALID)]
+        if self.kind == "sum":
+            return [(column, "sum", _ALL)]
+        if self.kind == "mean":
+            return [(column, "sum", _ALL), (column, "count", _VALID)]
+        return [(column, self.kind, None)]
+
+    @property
+    def grouped(self) -> tuple[str, ...]:
+        """The grouped bundle's columns of this part's accumulator (a mean: sum and count)."""
+        if self.kind == "count_rows":
+            return (COUNT,)
+        if self.kind == "mean":
+            return (f"{self.column}_sum", f"{self.column}_count")
+        return (f"{self.column}_{self.kind}",)
+
+
+def parts_of(
+    combine_fn: CombineFn, types: Callable[[str], pa.DataType | None], whole: bool
+) -> tuple[Part, ...] | str:
+    """The parts of ``combine_fn`` over columns of ``types`` (None: no such column), or why
+    the columnar engine does not serve it. ``whole``: element values are whole values (a
+    combiner without a field reads column :data:`VALUE`), not mappings of columns."""
+    fns = list(combine_fn.fns.values()) if isinstance(combine_fn, Aggregates) else [combine_fn]
+    parts = []
+    for fn in fns:
+        part = _part_of(fn, types, whole)
+        if isinstance(part, str):
+            return part
+        parts.append(part)
+    return tuple(parts)
+
+
+def _part_of(fn: CombineFn, types: Callable[[str], Any], whole: bool) -> Part | str:
+    if type(fn) not in (Count, Sum, Mean, Min, Max, ToList):
+        return f"{fn!r} is not a built-in aggregate"
+    field = getattr(fn, "field", None)
+    if type(fn) is Count and field is None:
+        return Part("count_rows", None)
+    column = field if field is not None else (VALUE if whole else None)
+    if column is None:
+        return f"{fn!r} reads whole values, and the elements' values are columns"
+    arrow_type = types(column)
+    if arrow_type is None:
+        return f"{fn!r} reads a column {column!r} the elements do not have"
+    if type(fn) is Count:
+        return Part("count", column)
+    if type(fn) is ToList:
+        return Part("list", column)
+    if type(fn) in (Sum, Mean):
+        if not any(check(arrow_type) for check in _SUMMED):
+            return f"{fn!r} sums {arrow_type} values, whose sum depends on the order of additions"
+        return Part("sum" if type(fn) is Sum else "mean", column)
+    if not any(check(arrow_type) for check in _ORDERED):
+        return f"{fn!r} over {arrow_type} values"
+    return Part("min" if type(fn) is Min else "max", column)
+
+
+@dataclass(frozen=True)
+class Acc:
+    """A part's accumulator as columns of the window table: their names and stored types (an
+    integer sum's :data:`~panes.columnar.wide.WIDE`, held in memory as int64 pairs; the others
+    as Arrow arrays)."""
+
+    part: Part
+    columns: tuple[str, ...]
+    types: tuple[pa.DataType, ...]
+
+    @classmethod
+    def of(cls, i: int, part: Part, value_type: pa.DataType | None) -> Acc:
+        """The ``i``-th part's accumulator (``value_type``: its column's type)."""
+        if part.kind == "mean":
+            return cls(part, (f"acc_{i}_sum", f"acc_{i}_count"), (wide.WIDE, pa.int64()))
+        if part.kind == "sum":
+            return cls(part, (f"acc_{i}",), (wide.WIDE,))
+        if part.kind in ("min", "max"):
+            assert value_type is not None
+            return cls(part, (f"acc_{i}",), (value_type,))
+        if part.kind == "list":
+            assert value_type is not None
+            return cls(part, (f"acc_{i}",), (pa.list_(value_type),))
+        return cls(part, (f"acc_{i}",), (pa.int64(),))
+
+    @property
+    def fields(self) -> list[tuple[str, pa.DataType]]:
+        """The stored columns: names and types."""
+        return list(zip(self.columns, self.types, strict=True))
+
+    def is_wide(self, j: int) -> bool:
+        return self.types[j] == wide.WIDE
+
+    def held(self, j: int, column: pa.Array | pa.ChunkedArray) -> Any:
+        """A stored (or grouped) column as held in memory."""
+        if isinstance(column, pa.ChunkedArray):
+            column = column.combine_chunks()
+        return wide.pairs_of(column) if self.is_wide(j) else column.cast(self.types[j])
+
+    def stored(self, j: int, held: Any) -> pa.Array:
+        return wide.decimals(held) if self.is_wide(j) else held
+
+    def empty(self, j: int, n: int) -> Any:
+        """``n`` accumulators of no values (``create()``), held."""
+        if self.is_wide(j):
+            return wide.zeros(n)
+        if self.part.kind in ("min", "max"):
+            return pa.nulls(n, self.types[j])
+        if self.part.kind == "list":
+            return pa.array([[]] * n, self.types[j])
+        return pa.array(np.zeros(n, np.int64))
+
+    def merged(self, j: int, mine: Any, theirs: Any) -> Any:
+        """Accumulators ``mine`` with ``theirs`` merged in, row by row (both held)."""
+        if self.is_wide(j):
+            return wide.add(mine, theirs)
+        kind = self.part.kind
+        if kind == "min":
+            return pc.min_element_wise(mine, theirs)
+        if kind == "max":
+            return pc.max_element_wise(mine, theirs)
+        if kind == "list":
+            pairs = zip(mine.to_pylist(), theirs.to_pylist(), strict=True)
+            return pa.array([a + b for a, b in pairs], self.types[j])
+        return pc.add_checked(mine, theirs)  # a count: within 64 bits
+
+    def python(self, j: int, held: Any) -> list:
+        """A held column's values as Python's (integers of any size; lists as tuples, as
+        :class:`~panes.combiners.ToList` keeps them)."""
+        if self.is_wide(j):
+            return wide.python_ints(held)
+        values = held.to_pylist()
+        return [tuple(v) for v in values] if self.part.kind == "list" else values
+
+    def accumulators(self, held: list[Any]) -> list:
+        """The combiner's accumulators of rows whose columns are ``held``."""
+        lists = [self.python(j, column) for j, column in enumerate(held)]
+        return list(zip(*lists, strict=True)) if self.part.kind == "mean" else lists[0]
+
+    def value(self, held: list[Any]) -> Any:
+        """The output values (``extract``) of rows whose columns are ``held``: an Arrow array,
+        or a sum's int64 pairs (128 bits: where it fits its column is the writer's to say)."""
+        if self.part.kind != "mean":
+            return held[0]
+        pairs, counts = held[0], held[1].to_numpy(zero_copy_only=False)
+        sums = pairs[:, 0]
+        exact = wide.fits_int64(pairs) & (np.abs(sums) < 2**53)
+        quotient = np.divide(
+            sums.astype(np.float64), counts, where=counts != 0, out=np.zeros(len(sums))
+        )
+        values = pa.array(quotient, pa.float64(), mask=counts == 0)
+        if exact.all():
+            return values
+        fixed = values.to_pylist()  # beyond 2^53: Python's exact quotient, as Mean's extract
+        big = wide.python_ints(pairs)
+        for i in np.flatnonzero(~exact):
+            fixed[i] = big[i] / int(counts[i]) if counts[i] else None
+        return pa.array(fixed, pa.float64())
+
+
+__all__ = ["COUNT", "VALUE", "Acc", "Part", "parts_of"]
