@@ -10,6 +10,16 @@ The simulator is the contract that tests (ours and outside conformance suites) d
 
 It starts with the watermark at the beginning of time and processing time 0. Every call returns
 the panes it fired, in order; ``sim.panes`` and ``sim.dropped`` accumulate everything so far.
+
+``engine`` chooses who keeps the windows: ``"per key"`` (the default, :class:`~panes.engine.Engine`,
+every configuration) or ``"columnar"`` (:class:`panes.columnar.ColumnarEngine`, all keys' windows
+as one table; :class:`panes.columnar.NotColumnar` says why where it does not apply). Both give the
+same panes and drops; their order across keys and windows may differ, never within a window.
+
+>>> from panes import FixedWindows, Windowing, combiners
+>>> sim = Simulator(Windowing(FixedWindows(10)), combiners.sum(), engine="columnar")
+>>> sim.add_elements([("k", 3, 1), ("k", 4, 2)]), [p.value for p in sim.advance_watermark(10)]
+([], [7])
 """
 
 from __future__ import annotations
@@ -24,23 +34,45 @@ from panes.state import KeyState
 from panes.time import BEGINNING_OF_TIME, Duration, to_micros
 from panes.windowing import Windowing
 
+ENGINES = ("per key", "columnar")
+
 
 class Simulator:
-    """Runs one :class:`~panes.engine.Engine` over any number of keys."""
+    """Runs one engine over any number of keys (the module doc)."""
 
-    def __init__(self, windowing: Windowing, combine_fn: CombineFn, weighted: bool = False) -> None:
+    def __init__(
+        self,
+        windowing: Windowing,
+        combine_fn: CombineFn,
+        weighted: bool = False,
+        engine: str = "per key",
+    ) -> None:
+        if engine not in ENGINES:
+            raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
         self.engine = Engine(windowing, combine_fn, weighted)
-        self.states: dict[Any, KeyState] = {}
+        self._columnar = None
+        if engine == "columnar":
+            from panes.columnar.simulated import ColumnarRunner  # numpy and pyarrow: on demand
+
+            self._columnar = ColumnarRunner(windowing, combine_fn, weighted)
+        self._states: dict[Any, KeyState] = {}
         self.watermark = BEGINNING_OF_TIME
         self.processing_time = 0
         self.panes: list[Pane] = []
         self.dropped: list[Dropped] = []
 
+    @property
+    def states(self) -> dict[Any, KeyState]:
+        """Each key's state (the columnar engine's windows as the per-key engine's states)."""
+        return self._states if self._columnar is None else self._columnar.states
+
     def add_elements(self, elements: Iterable[tuple[Any, Any, int]]) -> list[Pane]:
         """Add one bundle of ``(key, value, timestamp)`` elements; triggers are evaluated once
         per window after the whole bundle is added."""
         by_key: dict[Any, list[tuple[Any, Any, int]]] = {}
+        given = []
         for element in elements:
+            given.append(element)
             key, _, timestamp = element
             if type(timestamp) is not int:
                 raise TypeError(
@@ -51,11 +83,16 @@ class Simulator:
                 by_key[key] = [element]
             else:
                 bundle.append(element)
+        if self._columnar is not None:
+            panes, dropped = self._columnar.add(given, self.watermark, self.processing_time)
+            self.panes.extend(panes)
+            self.dropped.extend(dropped)
+            return panes
         fired: list[Pane] = []
         for key, bundle in by_key.items():
-            state = self.states.get(key)
+            state = self._states.get(key)
             if state is None:
-                state = self.states[key] = KeyState(self.watermark, self.processing_time)
+                state = self._states[key] = KeyState(self.watermark, self.processing_time)
             self._collect(key, self.engine.add_elements(state, key, bundle), fired)
         return fired
 
@@ -90,9 +127,14 @@ class Simulator:
         return self._advance()
 
     def _advance(self) -> list[Pane]:
-        out = self.engine.advance_all(self.states, self.watermark, self.processing_time)
-        for key in [key for key, state in self.states.items() if state.is_empty]:
-            del self.states[key]
+        if self._columnar is not None:
+            panes, dropped = self._columnar.advance(self.watermark, self.processing_time)
+            self.panes.extend(panes)
+            self.dropped.extend(dropped)
+            return panes
+        out = self.engine.advance_all(self._states, self.watermark, self.processing_time)
+        for key in [key for key, state in self._states.items() if state.is_empty]:
+            del self._states[key]
         self.panes.extend(out.panes)
         self.dropped.extend(out.dropped)
         return out.panes
@@ -101,5 +143,5 @@ class Simulator:
         fired.extend(out.panes)
         self.panes.extend(out.panes)
         self.dropped.extend(out.dropped)
-        if self.states[key].is_empty:
-            del self.states[key]
+        if self._states[key].is_empty:
+            del self._states[key]

@@ -98,7 +98,7 @@ def lifting_reason(
     if weighted:
         return "weighted input (retractions) is added element by element"
     if type(windowing.window_fn) is not FixedWindows:
-        return f"{windowing.window_fn} is not fixed windows: an element may have several windows"
+        return f"{windowing.window_fn} are not fixed windows (one window per element, none merging)"
     parts = parts_of(combine_fn, columns.arrow_type, columns.whole)
     return parts if isinstance(parts, str) else None
 

@@ -58,8 +58,7 @@ class PaneColumns:
         value = self.values[i]
         if isinstance(value, np.ndarray):
             return wide.python_ints(value)
-        values = value.to_pylist()
-        return [tuple(v) for v in values] if self.accs[i].part.kind == "list" else values
+        return value.to_pylist()
 
     def accumulators(self) -> list[Any]:
         """The combiner's accumulator of each pane (a tuple of the aggregates')."""

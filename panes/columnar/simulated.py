@@ -1,0 +1,123 @@
+"""The columnar engine driven by the simulator (``panes.Simulator(..., engine="columnar")``).
+
+The simulator's elements are Python values; here each bundle becomes a table (a ``key`` column,
+:data:`~panes.columnar.bundle.TIMESTAMP`, and the values: one column
+:data:`~panes.columnar.accumulators.VALUE` where the aggregates read whole values, else a column
+per field the aggregates read), and all keys' windows are one table. What a dropped element
+reports is the element itself, as the simulator was given it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from panes.columnar.accumulators import VALUE
+from panes.columnar.bundle import TIMESTAMP, ElementColumns, NotColumnar, columnar_reason
+from panes.columnar.engine import ColumnarEngine
+from panes.columnar.windows import Windows
+from panes.combiners import Aggregates, CombineFn
+from panes.pane import Dropped, Pane
+from panes.state import KeyState
+from panes.windowfns import Element
+from panes.windowing import Windowing
+
+KEY = "key"
+_ROW = "pst_row"  # a bundle row's element, to report it as given
+
+
+class ColumnarRunner:
+    """All keys' windows as one table of a :class:`~panes.columnar.ColumnarEngine`, built at the
+    first bundle (when the values' types are known)."""
+
+    def __init__(self, windowing: Windowing, combine_fn: CombineFn, weighted: bool) -> None:
+        self.windowing = windowing
+        self.combine_fn = combine_fn
+        fns = list(combine_fn.fns.values()) if isinstance(combine_fn, Aggregates) else [combine_fn]
+        reads = [getattr(fn, "field", None) for fn in fns if fn.reads_value]
+        self.whole = any(field is None for field in reads)
+        if self.whole and any(field is not None for field in reads):
+            raise NotColumnar(
+                "the columnar engine does not apply: aggregates read both whole values and fields"
+            )
+        self.fields = () if self.whole else tuple(dict.fromkeys(f for f in reads if f))
+        # what can be said before the values' types are known: anything but the types
+        reason = columnar_reason(windowing, combine_fn, self._columns({}), weighted)
+        if reason is not None:
+            raise NotColumnar(f"the columnar engine does not apply: {reason}")
+        self.engine: ColumnarEngine | None = None
+        self.windows: Windows | None = None
+        self._given: list[Element] = []
+
+    def _columns(self, types: dict[str, pa.DataType]) -> ElementColumns:
+        """The bundles' columns (no types yet: a stand-in that every aggregate takes)."""
+        values = (VALUE,) if self.whole else self.fields
+        types = {KEY: pa.string(), **{c: pa.int64() for c in values}, **types}
+        return ElementColumns((KEY,), values, tuple(types.items()), self.whole, self._decode)
+
+    def add(self, elements: list[tuple[Any, Any, int]], watermark: int, processing_time: int):
+        """One bundle at the clocks: (panes, dropped)."""
+        if not elements:
+            return [], []
+        table = self._table(elements)
+        return self._visit(table, watermark, processing_time)
+
+    def advance(self, watermark: int, processing_time: int) -> tuple[list[Pane], list[Dropped]]:
+        if self.engine is None:
+            return [], []
+        return self._visit(None, watermark, processing_time)
+
+    @property
+    def states(self) -> dict[Any, KeyState]:
+        return {} if self.windows is None else self.windows.key_states()
+
+    def _visit(self, table: pa.Table | None, watermark: int, processing_time: int):
+        assert self.engine is not None and self.windows is not None
+        visit = self.engine.visit(self.windows, table, watermark, processing_time)
+        self.windows = visit.windows
+        columns = visit.panes()
+        return ([] if columns is None else columns.panes()), visit.dropped
+
+    def _table(self, elements: list[tuple[Any, Any, int]]) -> pa.Table:
+        first = len(self._given)
+        self._given.extend((value, ts) for _, value, ts in elements)
+        columns: dict[str, Any] = {KEY: [e[0] for e in elements]}
+        columns[TIMESTAMP] = pa.array([e[2] for e in elements], pa.int64())
+        if self.whole:
+            columns[VALUE] = [e[1] for e in elements]
+        else:
+            for field in self.fields:
+                columns[field] = [e[1][field] for e in elements]
+        columns[_ROW] = pa.array(range(first, first + len(elements)), pa.int64())
+        try:
+            arrays = {n: c if isinstance(c, pa.Array) else pa.array(c) for n, c in columns.items()}
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+            raise NotColumnar(f"the columnar engine does not apply: {e}") from None
+        types = {n: a.type for n, a in arrays.items() if n not in (KEY, TIMESTAMP, _ROW)}
+        if self.engine is None:
+            spec = self._columns({KEY: arrays[KEY].type, **types})
+            self.engine = ColumnarEngine(self.windowing, self.combine_fn, spec)
+            self.windows = self.engine.empty()
+        spec = self.engine.columns
+        table = pa.table(arrays)
+        want = pa.schema([pa.field(n, spec.arrow_type(n)) for n in (KEY, *spec.values)])
+        for field in want:
+            if table.schema.field(field.name).type != field.type:
+                got = table.schema.field(field.name).type
+                raise NotColumnar(
+                    f"the columnar engine does not apply: column {field.name!r} was "
+                    f"{field.type}, now {got}"
+                )
+        return table
+
+    def _decode(self, table: pa.Table) -> dict[Any, list[Element]]:
+        """A bundle's rows as the elements the simulator was given, by key in row order."""
+        out: dict[Any, list[Element]] = {}
+        keys = table.column(KEY).to_pylist()
+        for key, row in zip(keys, table.column(_ROW).to_pylist(), strict=True):
+            out.setdefault(key, []).append(self._given[row])
+        return out
+
+
+__all__ = ["ColumnarRunner"]
