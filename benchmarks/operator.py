@@ -16,8 +16,8 @@ events over ``--keys`` keys of one bucket (values below 1,000; ``--value-bits B`
 * ``late``: the same events, the watermark already an hour past them (every element reaches
   the late table, each with its own row).
 
-Paths: **columnar** (the bucket's windows as one table, :mod:`jobs.executor.window_table`),
-**lifted** (the engine per key, fed parts combined in Arrow, :mod:`jobs.executor.lifting`) and
+Paths: **columnar** (the bucket's windows as one table, :mod:`panes.columnar`),
+**lifted** (the engine per key, fed parts combined in Arrow, :mod:`panes.columnar.bundle`) and
 **per element** (the engine per key, element by element). Printed: the median time of
 ``--repeat`` runs per path and the ratios to the per-element path (above 1.0: faster). One
 process, one core; figures, not a test.

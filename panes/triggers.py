@@ -124,9 +124,9 @@ class ClassContext(TriggerContext):
     def end_wakeup(self) -> int | None:
         return None if self._past else ClassContext.END
 
-    window = _Refused("window")  # type: ignore[assignment]
-    watermark = _Refused("watermark")  # type: ignore[assignment]
-    processing_time = _Refused("processing time")  # type: ignore[assignment]
+    window = _Refused("window")
+    watermark = _Refused("watermark")
+    processing_time = _Refused("processing time")
 
 
 def _min(a: int | None, b: int | None) -> int | None:

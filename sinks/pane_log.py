@@ -40,7 +40,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sinks.column_types import beyond_range
+from panes.columnar.output import TIMINGS, PaneColumns
+from sinks.column_types import beyond_range, integer_range
 from sinks.delta_append import ExactlyOnceAppender
 from sinks.errors import PaneValueOutOfRange
 from sinks.lake_format import (
@@ -223,6 +224,61 @@ def pane_columns(panes: Sequence[Any], layout: PaneLogLayout = DEFAULT_LAYOUT) -
         for p in panes
     ]
     return cols
+
+
+def pane_rows(columns: PaneColumns, layout: PaneLogLayout = DEFAULT_LAYOUT) -> dict[str, Any]:
+    """The core records of panes given as columns (:class:`panes.columnar.PaneColumns`), as
+    one Arrow array per core column. A sum's value that its integer column cannot hold is
+    refused with the first such pane named (:func:`value_out_of_range`)."""
+    core = core_schema(layout)
+    n = len(columns)
+    out: dict[str, Any] = {}
+    for name in layout.key_names:
+        out[name] = columns.keys.column(name).combine_chunks().cast(core.field(name).type)
+    out["window_start_us"] = pa.array(columns.window_start, pa.int64())
+    out["window_end_us"] = pa.array(columns.window_end, pa.int64())
+    names = columns.names if columns.names is not None else layout.value_names
+    for i, name in enumerate(names):
+        type_ = core.field(name).type
+        value = columns.values[i]
+        if isinstance(value, np.ndarray):  # a sum in 128 bits
+            value = _fitted(columns, i, name, type_, layout)
+        out[name] = value.cast(type_)
+    out["timestamp_us"] = pa.array(columns.timestamp, pa.int64())
+    out["pane_index"] = pa.array(columns.index, pa.int64())
+    out["nonspeculative_index"] = pa.array(columns.nonspeculative, pa.int64())
+    timings = pa.array([t.name for t in TIMINGS], pa.string())
+    out["timing"] = timings.take(pa.array(columns.timing, pa.int64()))
+    out["is_first"] = pa.array(columns.index == 0, pa.bool_())
+    out["is_last"] = pa.array(columns.is_last, pa.bool_())
+    out["is_retraction"] = pa.array(np.zeros(n, bool), pa.bool_())
+    out["supersedes"] = pa.array([[]] * n, core.field("supersedes").type)
+    out["watermark_us"] = pa.array(columns.watermark, pa.int64())
+    out["processing_time_us"] = pa.array(columns.processing_time, pa.int64())
+    if layout.accumulators:
+        texts = [accumulator_json(acc) for acc in columns.accumulators()]
+        out[ACCUMULATOR] = pa.array(texts, pa.string())
+    else:
+        out[ACCUMULATOR] = pa.nulls(n, pa.string())
+    return out
+
+
+def _fitted(
+    columns: PaneColumns, i: int, name: str, type_: pa.DataType, layout: PaneLogLayout
+) -> pa.Array:
+    """The ``i``-th aggregate's 128-bit sums as int64, refused where ``type_`` (an integer
+    column's) cannot hold one."""
+    pairs = columns.values[i]
+    bounds = integer_range(type_) or (-(2**63), 2**63 - 1)
+    low = pairs[:, 0]
+    fits = (pairs[:, 1] == (low >> 63)) & (low >= bounds[0]) & (low <= bounds[1])
+    if not fits.all():
+        row = int(np.flatnonzero(~fits)[0])
+        keys = {k: columns.keys.column(k)[row].as_py() for k in layout.key_names}
+        start, end = int(columns.window_start[row]), int(columns.window_end[row])
+        value = columns.value_list(i)[row]
+        raise value_out_of_range(keys, start, end, name, value, type_)
+    return pa.array(low, pa.int64())
 
 
 def check_value_range(panes: Sequence[Any], layout: PaneLogLayout = DEFAULT_LAYOUT) -> None:

@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.executor.operator_input import engine_keys, key_columns
+from panes.columnar.keys import engine_keys, key_columns
 
 STATE, NEXT_EVENT, NEXT_PROCESSING = "state", "next_event_us", "next_processing_us"
 _IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="zstd")

@@ -44,8 +44,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.executor import window_store
 from jobs.executor.bucket_state import BucketState
-from jobs.executor.lifting import Lifting, add_bundle
 from jobs.executor.operator_input import (
     BLOB,
     BUCKET,
@@ -74,8 +74,8 @@ from jobs.executor.output_tables import (
 from jobs.executor.paths import Path, path_of
 from jobs.executor.state_store import ShardStore, Stored, batch_versions
 from jobs.executor.task_files import TaskOutput, TaskWriting
-from jobs.executor.window_table import Columnar
 from jobs.startup.python_processes import gc_thresholds
+from panes.columnar import ColumnarEngine, Lifting, add_bundle
 from panes.time import BEGINNING_OF_TIME, END_OF_TIME
 from panes.weights import Retracted
 from sinks.lake_format import MAX_TIMESTAMP_MS
@@ -85,6 +85,7 @@ from sinks.pane_log import (
     check_value_range,
     core_schema,
     pane_columns,
+    pane_rows,
 )
 from sinks.records import dropped_record, late_core_schema
 
@@ -191,7 +192,8 @@ class BucketProcessor:
 
     The pipeline's path (:func:`jobs.executor.paths.path_of`) is chosen once, when the engine
     is built. On the columnar path a bucket's state is a table of its windows, visited column by
-    column (:mod:`jobs.executor.window_table`). On the others it holds each engine key's state
+    column by the model's columnar engine (:class:`panes.columnar.ColumnarEngine`; stored by
+    :mod:`jobs.executor.window_store`). On the others it holds each engine key's state
     bytes and next wake-ups as one compressed Arrow table (:mod:`jobs.executor.bucket_state`);
     a visit decodes only the keys it touches:
     keys with data, and keys whose wake-up is due at the visit's clocks, and keeps the bucket's
@@ -209,7 +211,7 @@ class BucketProcessor:
         self._engine: Any = None
         self.path: Path | None = None
         self._lifting: Lifting | None = None
-        self._columnar: Columnar | None = None
+        self._columnar: ColumnarEngine | None = None
 
     @property
     def engine(self):
@@ -223,11 +225,11 @@ class BucketProcessor:
                 lift=config.lift_combiners,
                 columnar=config.columnar_windows,
             )
-            if self.path is not Path.PER_ELEMENT:
-                self._lifting = Lifting.of(engine, config.input_schema)
+            columns = config.input_schema.columns_of_elements()
+            if self.path is Path.LIFTED:
+                self._lifting = Lifting.of(engine.windowing, engine.combine_fn, columns)
             if self.path is Path.COLUMNAR:
-                assert self._lifting is not None
-                self._columnar = Columnar(engine, self._lifting, config.layout)
+                self._columnar = ColumnarEngine(engine.windowing, engine.combine_fn, columns)
         return self._engine
 
     def visit(
@@ -266,7 +268,7 @@ class BucketProcessor:
         if table is None:
             by_key = {}
         elif self._lifting is not None:
-            by_key = self._lifting.combined_by_key(table, wm, engine.droppable_before(wm))
+            by_key = self._lifting.combined_by_key(table, wm)
             add = partial(add_bundle, engine)
         else:
             by_key = elements_by_key(table, schema)
@@ -291,26 +293,25 @@ class BucketProcessor:
     def _visit_columnar(
         self, stored: Stored | None, table: pa.Table | None, clocks: Clocks
     ) -> tuple[list[pa.RecordBatch], Stored | None]:
-        """A visit of the bucket as a window table (:mod:`jobs.executor.window_table`)."""
-        columnar, lifting = self._columnar, self._lifting
-        assert columnar is not None and lifting is not None
+        """A visit of the bucket by the columnar engine."""
+        columnar = self._columnar
+        assert columnar is not None
         wm, pt = self._clocks(clocks)
-        windows = columnar.load(None if stored is None else stored.blob)
-        lifted = None
-        if table is not None and table.num_rows:
-            lifted = lifting.lift(table, wm, self.engine.droppable_before(wm))
-        visit = columnar.visit(windows, lifted, wm, pt)
+        windows = window_store.load(columnar, None if stored is None else stored.blob)
+        visit = columnar.visit(windows, table, wm, pt)
         outs: list[pa.RecordBatch] = []
-        columns, n = visit.pane_columns()
-        if n:
-            outs.extend(self.output.emit(KIND_PANE, columns, n))
+        panes = visit.panes()
+        if panes is not None:
+            outs.extend(
+                self.output.emit(KIND_PANE, pane_rows(panes, self.config.layout), len(panes))
+            )
         outs.extend(self._emit_dropped(visit.dropped))
         if not visit.changed:
             return outs, stored
-        saved = columnar.save(visit.w)
+        saved = window_store.save(visit.windows)
         if saved is None:
             return outs, None
-        timer = self._timer(visit.w.next_due(), False, clocks)
+        timer = self._timer(visit.windows.next_due(), False, clocks)
         if stored is not None and saved == stored.blob and timer == stored.timer_ms:
             return outs, stored
         return outs, Stored(saved, timer)

@@ -53,7 +53,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import xxhash
 
-from panes.columnar.keys import engine_keys, key_columns, key_ids, key_table
+from panes.columnar import TIMESTAMP, ElementColumns
 from panes.weights import Retracted
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -71,7 +71,7 @@ REJECTED_BUCKET = -1
 CONTROL_BUCKET = -2
 """The bucket of control rows: they carry only a clock (:mod:`jobs.driver.control`). Every
 bucket at or below it carries only a clock (:func:`clock_buckets`)."""
-TS_US = "ts_us"
+TS_US = TIMESTAMP
 WEIGHT = "pst_weight"
 REJECTED_COLUMNS = ("pst_raw", "pst_source_file", "pst_reason")
 """A rejected record's raw text, its file and why it was rejected (``pst_``: source columns may
@@ -110,6 +110,25 @@ class InputSchema:
     def arrow_schema(self) -> pa.Schema:
         """The Arrow schema of :attr:`columns`."""
         return pa.schema([(c, self.arrow_type(c)) for c in self.columns])
+
+    def columns_of_elements(self) -> ElementColumns:
+        """The elements' columns as the model's engines read a bundle's table (dropped elements
+        decoded as :func:`elements_by_key` does, each key's in canonical order)."""
+        types = tuple((c, self.arrow_type(c)) for c in (*self.keys, *self.values))
+        return ElementColumns(self.keys, self.values, types, decode=_Decoder(self))
+
+
+@dataclass(frozen=True)
+class _Decoder:
+    """Rows as each key's elements, in canonical order (picklable)."""
+
+    schema: InputSchema
+
+    def __call__(self, table: pa.Table) -> dict[Any, list]:
+        by_key = elements_by_key(table, self.schema)
+        for elements in by_key.values():
+            canonical_order(elements)
+        return by_key
 
 
 # -- packing ------------------------------------------------------------------------------------

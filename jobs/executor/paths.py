@@ -1,17 +1,21 @@
 """The operator's path: how a pipeline's bundles reach its windows, chosen once from its
 configuration (the table in ``docs/semantics.md``, "The operator's path").
 
-* **columnar** (:mod:`jobs.executor.window_table`): a bucket's windows as one table, the engine's
-  steps done column by column, lifted parts merged into 128-bit sums. A bucket is stored as that
-  table.
-* **lifted** (:mod:`jobs.executor.lifting`): the engine per key, fed each window's elements
-  combined in Arrow (:meth:`panes.engine.Engine.add_combined`). A bucket is stored as its keys'
-  engine states (:mod:`jobs.executor.bucket_state`).
-* **per element**: the engine per key, fed element by element
-  (:meth:`panes.engine.Engine.add_elements`). Stored as the lifted path's buckets.
+* **columnar**: the model's columnar engine (:class:`panes.columnar.ColumnarEngine`), a
+  bucket's windows as one table (stored by :mod:`jobs.executor.window_store`);
+* **lifted**: the per-key engine, fed each window's elements combined in Arrow
+  (:meth:`panes.columnar.Lifting.combined_by_key`, :func:`panes.columnar.add_bundle`); a bucket is
+  stored as its keys' engine states (:mod:`jobs.executor.bucket_state`);
+* **per element**: the per-key engine, fed element by element
+  (:meth:`panes.engine.Engine.add_elements`); stored as the lifted path's buckets.
 
-Nothing at run time changes a pipeline's path: not a key, a window or a value (a sum beyond 64
-bits stays on its path; a pane whose value does not fit its pane-log column is refused there).
+Which engine applies is the model's to say (:func:`panes.columnar.columnar_reason`,
+:func:`panes.columnar.lifting_reason`); what is decided here is only what the operator's input
+adds: a batch's rows come in no fixed order, so an aggregate whose value depends on the order of
+its elements (``to_list``) takes the per-element path, which sorts each key's rows canonically
+(:func:`jobs.executor.operator_input.canonical_order`); a pane-log layout that maps values
+itself (``value_mapper``) is written from the engine's panes. Nothing at run time changes a
+pipeline's path: not a key, a window or a value.
 
 >>> from jobs.executor.operator_input import InputSchema
 >>> from panes import AfterProcessingTime, AfterWatermark, FixedWindows, Windowing, combiners
@@ -32,10 +36,10 @@ from __future__ import annotations
 
 import enum
 
-from jobs.executor.lifting import lifted_parts
 from jobs.executor.operator_input import InputSchema
+from panes.columnar import columnar_reason, lifting_reason
+from panes.columnar.accumulators import parts_of
 from panes.engine import Engine
-from panes.windowing import AccumulationMode
 from sinks.pane_log import DEFAULT_LAYOUT, PaneLogLayout
 
 
@@ -56,13 +60,15 @@ def path_of(
     """The path of the pipeline ``engine`` runs over input of ``schema`` into pane-log columns
     of ``layout`` (the module doc). ``lift``, ``columnar``: False keeps the pipeline off those
     paths (what the tests and benchmarks compare them with)."""
-    windowing = engine.windowing
-    if not lift or lifted_parts(engine, schema) is None:
+    windowing, fn, columns = engine.windowing, engine.combine_fn, schema.columns_of_elements()
+    if not lift or lifting_reason(windowing, fn, columns, engine.weighted) is not None:
         return Path.PER_ELEMENT  # merging or sliding windows, weights, inexact aggregates
+    parts = parts_of(fn, columns.arrow_type, columns.whole)
+    if isinstance(parts, str) or any(p.order_sensitive for p in parts):
+        return Path.PER_ELEMENT  # a list: in the order the per-element path sorts rows into
     if (
         not columnar
-        or windowing.trigger.has_processing_time
-        or windowing.accumulation_mode is AccumulationMode.ACCUMULATING_AND_RETRACTING
+        or columnar_reason(windowing, fn, columns, engine.weighted) is not None
         or layout.value_mapper is not None
     ):
         return Path.LIFTED  # clocks beyond the watermark, emitted panes kept, mapped values

@@ -236,7 +236,7 @@ class Lifting:
         keys = engine_keys([column[k] for k in self.keys])
         starts, rows = column[START], column[COUNT]
         holds = column.get(self.hold_column)
-        per_part = []
+        per_part: list[list[Any]] = []
         for part in self.parts:
             names = part.grouped
             if len(names) > 1:
@@ -253,7 +253,7 @@ class Lifting:
         size, elements = self.size, lifted.elements
         for i, key in enumerate(keys):
             start = starts[i]
-            part = Combined(
+            combined = Combined(
                 Window(start, start + size),
                 accs[i],
                 rows[i],
@@ -262,9 +262,9 @@ class Lifting:
             )
             bundle = out.get(key)
             if bundle is None:
-                out[key] = Bundle([], [part])
+                out[key] = Bundle([], [combined])
             else:
-                bundle.parts.append(part)
+                bundle.parts.append(combined)
         return out
 
 

@@ -51,20 +51,7 @@ from panes.columnar.accumulators import Acc
 from panes.columnar.bundle import ElementColumns, Lifting, NotColumnar, columnar_reason
 from panes.columnar.classes import TriggerClasses
 from panes.columnar.visit import Visit
-from panes.columnar.windows import (
-    CLOSED,
-    DUE,
-    EMITTED,
-    FRESH,
-    HOLD,
-    INDEX,
-    NONSPEC,
-    SEEN_PT,
-    SEEN_WM,
-    START,
-    TRIGGER,
-    Windows,
-)
+from panes.columnar.windows import Layout, Windows
 from panes.combiners import Aggregates, CombineFn
 from panes.engine import Engine
 from panes.rules import WindowRules
@@ -96,23 +83,10 @@ class ColumnarEngine:
             for i, part in enumerate(self.lifting.parts)
         ]
         self.names = list(combine_fn.fns) if isinstance(combine_fn, Aggregates) else None
-        self.schema = pa.schema(
-            [
-                *self.key_fields,
-                pa.field(START, pa.int64(), nullable=False),
-                *(pa.field(c, t) for a in self.accs for c, t in a.fields),
-                pa.field(TRIGGER, pa.binary()),
-                pa.field(CLOSED, pa.bool_(), nullable=False),
-                pa.field(FRESH, pa.int64(), nullable=False),
-                pa.field(HOLD, pa.int64()),
-                pa.field(INDEX, pa.int64(), nullable=False),
-                pa.field(NONSPEC, pa.int64(), nullable=False),
-                pa.field(EMITTED, pa.bool_(), nullable=False),
-                pa.field(DUE, pa.int64(), nullable=False),
-                pa.field(SEEN_WM, pa.int64(), nullable=False),
-                pa.field(SEEN_PT, pa.int64(), nullable=False),
-            ]
+        self.layout = Layout(
+            self.key_fields, self.size, tuple(self.accs), self.names, self.triggers
         )
+        self.schema = self.layout.schema
         """The stored table of windows (the module doc)."""
 
     def empty(self) -> Windows:
@@ -121,7 +95,7 @@ class ColumnarEngine:
 
     def windows(self, table: pa.Table) -> Windows:
         """Windows stored as ``table`` (of :attr:`schema`)."""
-        return Windows.of_table(self, table)
+        return Windows.of_table(self.layout, table)
 
     def visit(
         self, windows: Windows, bundle: pa.Table | None, watermark: int, processing_time: int

@@ -20,7 +20,7 @@ is moving columns.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from panes.columnar.accumulators import COUNT
 from panes.columnar.bundle import START as PART_START
-from panes.columnar.bundle import Lifted
+from panes.columnar.bundle import Lifted, Lifting
 from panes.columnar.classes import by_value, per_class
 from panes.columnar.keys import engine_keys, key_ids, key_table
 from panes.columnar.output import EARLY, TIMINGS, PaneColumns
@@ -45,22 +45,33 @@ from panes.columnar.windows import (
     SEEN_WM,
     START,
     TRIGGER,
+    Layout,
     Windows,
 )
-from panes.engine import CLOSED_REASON
+from panes.engine import CLOSED_REASON, Engine
 from panes.pane import Dropped
+from panes.rules import WindowRules
 from panes.state import KeyState
 from panes.window import Window
 from panes.windowing import TimestampCombiner
 
-if TYPE_CHECKING:
-    from panes.columnar.engine import ColumnarEngine
-
 _INT64_MIN = -(2**63)
 _NO_HOLD = _INT64_MIN
 _PICK = {min: np.minimum, max: np.maximum}  # a rule's choice of hold, over arrays
-_PANE_COLUMNS = ("id", "phase", "order", "start", "sub", "end", "timestamp", "index", "nonspec")
-_PANE_COLUMNS += ("timing", "is_last", "pt")
+_PANE_COLUMNS = (
+    *("id", "phase", "order", "start", "sub", "end", "timestamp", "index", "nonspec"),
+    *("timing", "is_last", "pt"),
+)
+
+
+class Model(Protocol):
+    """What a visit reads of its engine (:class:`panes.columnar.ColumnarEngine`)."""
+
+    layout: Layout
+    rules: WindowRules
+    lifting: Lifting
+    per_key: Engine
+    event_wakeups: bool
 
 
 class Visit:
@@ -70,7 +81,7 @@ class Visit:
 
     def __init__(
         self,
-        engine: ColumnarEngine,
+        engine: Model,
         windows: Windows,
         lifted: Lifted | None,
         watermark: int,
@@ -90,14 +101,14 @@ class Visit:
 
     def run(self) -> Visit:
         e, w, lifted = self.e, self.windows, self.lifted
-        names = [f.name for f in e.key_fields]
-        key_schema = pa.schema(e.key_fields)
+        names = [f.name for f in e.layout.key_fields]
+        key_schema = pa.schema(e.layout.key_fields)
         tables = [w.keys]
         parts = None
         if lifted is not None:
             parts = lifted.parts
             tables.append(parts.select(names).cast(key_schema))
-            tables.append(key_table(list(lifted.expired), e.key_fields))
+            tables.append(key_table(list(lifted.expired), e.layout.key_fields))
         n_data = sum(t.num_rows for t in tables[1:])
         all_keys = pa.concat_tables(tables) if len(tables) > 1 else w.keys
         ids, firsts = key_ids(all_keys)
@@ -138,7 +149,7 @@ class Visit:
         """:meth:`panes.engine.Engine.advance` of the rows ``due`` (their wake-up reached)."""
         e, cols = self.e, self.windows.cols
         self.changed = True
-        end = cols[START][due] + e.size
+        end = cols[START][due] + e.layout.size
         gone = self.wm >= by_value(e.rules.expiry, end)
         past = self.wm >= end
         open_ = ~cols[CLOSED][due]
@@ -146,11 +157,13 @@ class Visit:
         codes = cols[TRIGGER][due]
         waits = np.zeros(len(due), bool)
         if open_.any():
-            waits[open_] = e.triggers.waits_for_end(codes[open_], seen_past[open_])
+            waits[open_] = e.layout.triggers.waits_for_end(codes[open_], seen_past[open_])
         by_watermark = open_ & waits & past
         fires = np.zeros(len(due), bool)
         if by_watermark.any():
-            fires[by_watermark] = e.triggers.should_fire(codes[by_watermark], past[by_watermark])
+            fires[by_watermark] = e.layout.triggers.should_fire(
+                codes[by_watermark], past[by_watermark]
+            )
         order = cols[DUE][due]
         if fires.any():
             self._fire(due[fires], by_watermark[fires], gone[fires], False, 0, order[fires])
@@ -177,12 +190,12 @@ class Visit:
         of the window where the trigger waits for it."""
         e, cols = self.e, self.windows.cols
         rules = e.rules
-        end = cols[START][rows] + e.size
+        end = cols[START][rows] + e.layout.size
         waits = np.zeros(len(rows), bool)
         open_ = ~cols[CLOSED][rows]
         if e.event_wakeups and open_.any():
             codes, past = cols[TRIGGER][rows][open_], (self.wm >= end)[open_]
-            waits[open_] = e.triggers.waits_for_end(codes, past)
+            waits[open_] = e.layout.triggers.waits_for_end(codes, past)
 
         def due(end: int, waits: int) -> tuple[int]:
             return (rules.due(rules.expiry(end), end if waits else None),)
@@ -233,14 +246,16 @@ class Visit:
         e = self.e
         n = len(which)
         index = pa.array(which, pa.int64())
-        keys = parts.select([f.name for f in e.key_fields]).take(index)
-        keys = keys.cast(pa.schema(e.key_fields))
+        keys = parts.select([f.name for f in e.layout.key_fields]).take(index)
+        keys = keys.cast(pa.schema(e.layout.key_fields))
         cols: dict[str, Any] = {}
-        for a in e.accs:
+        for a in e.layout.accs:
             for j, (column, name) in enumerate(zip(a.columns, a.part.grouped, strict=True)):
                 cols[column] = a.held(j, parts.column(name).take(index))
         cols[START] = start
-        cols[TRIGGER] = np.full(n, e.triggers.code(e.triggers.trigger.new_state()), np.int64)
+        cols[TRIGGER] = np.full(
+            n, e.layout.triggers.code(e.layout.triggers.trigger.new_state()), np.int64
+        )
         cols[CLOSED] = np.zeros(n, bool)
         cols[EMITTED] = np.zeros(n, bool)
         for name in (FRESH, HOLD, INDEX, NONSPEC, DUE):
@@ -248,14 +263,14 @@ class Visit:
         cols[HAS_HOLD] = np.zeros(n, bool)
         cols[SEEN_WM] = np.full(n, self.wm, np.int64)
         cols[SEEN_PT] = self.key_pt[ids]
-        self.windows = Windows.concat([self.windows, Windows(e, keys, cols)])
+        self.windows = Windows.concat([self.windows, Windows(e.layout, keys, cols)])
         self.ids = np.concatenate([self.ids, ids])
 
     def _merge(self, parts: pa.Table, which: np.ndarray, rows: np.ndarray) -> None:
         """Each part's accumulator merged into its window's (``merge``)."""
         cols = self.windows.cols
         index = pa.array(which, pa.int64())
-        for a in self.e.accs:
+        for a in self.e.layout.accs:
             for j, (column, name) in enumerate(zip(a.columns, a.part.grouped, strict=True)):
                 theirs = a.held(j, parts.column(name).take(index))
                 cols[column] = _put(
@@ -270,7 +285,7 @@ class Visit:
         rules = e.rules
         counts = parts.column(COUNT).to_numpy().astype(np.int64)[which]
         cols[FRESH][rows] += counts
-        end = cols[START][rows] + e.size
+        end = cols[START][rows] + e.layout.size
         if rules.timestamps is TimestampCombiner.END_OF_WINDOW:
 
             def held(end: int) -> int:
@@ -290,7 +305,7 @@ class Visit:
             cols[HOLD][rows] = np.where(has, value, mine)
             cols[HAS_HOLD][rows] = mine_has | has
         past = self.wm >= end
-        after, fires = e.triggers.after_elements(cols[TRIGGER][rows], past, counts)
+        after, fires = e.layout.triggers.after_elements(cols[TRIGGER][rows], past, counts)
         cols[TRIGGER][rows] = after
         if fires.any():
             n = int(fires.sum())
@@ -310,12 +325,12 @@ class Visit:
         """:meth:`panes.engine.Engine._fire` of ``rows`` (``gone``: let go right after)."""
         e, cols = self.e, self.windows.cols
         rules = e.rules
-        end = cols[START][rows] + e.size
+        end = cols[START][rows] + e.layout.size
         past = self.wm >= end
         if closing:
             finished = np.ones(len(rows), bool)
         else:
-            after, finished = e.triggers.on_fire(cols[TRIGGER][rows], past)
+            after, finished = e.layout.triggers.on_fire(cols[TRIGGER][rows], past)
             cols[TRIGGER][rows] = after
 
         def firing(past: int, by_wm: int, nonspec: int, fresh: int, finished: int, gone: int):
@@ -352,7 +367,7 @@ class Visit:
     def _reset(self, rows: np.ndarray) -> None:
         """The accumulators of ``rows`` back to ``create()``."""
         cols = self.windows.cols
-        for a in self.e.accs:
+        for a in self.e.layout.accs:
             for j, name in enumerate(a.columns):
                 cols[name] = _put(cols[name], rows, a.empty(j, len(rows)))
 
@@ -373,7 +388,7 @@ class Visit:
         cols[INDEX][rows] = index + 1
         cols[NONSPEC][rows] = np.where(timing != EARLY, nonspec + 1, cols[NONSPEC][rows])
         start = cols[START][rows]
-        end = start + e.size
+        end = start + e.layout.size
         timestamp = np.where(cols[HAS_HOLD][rows], cols[HOLD][rows], end - 1)  # max timestamp
         cols[EMITTED][rows] = True
         take = pa.array(rows, pa.int64())
@@ -391,7 +406,7 @@ class Visit:
                 "timing": timing,
                 "is_last": is_last.astype(bool),
                 "pt": self.key_pt[self.ids[rows]],
-                "held": [[_take(cols[name], rows) for name in a.columns] for a in e.accs],
+                "held": [[_take(cols[name], rows) for name in a.columns] for a in e.layout.accs],
                 "keys": self.windows.keys.take(take),
             }
         )
@@ -401,10 +416,10 @@ class Visit:
     def _drop_closed(self, parts: pa.Table, part: int) -> None:
         lifted = self.lifted
         assert lifted is not None
-        names = [f.name for f in self.e.key_fields]
+        names = [f.name for f in self.e.layout.key_fields]
         key = engine_keys([[parts.column(n)[part].as_py()] for n in names])[0]
         start = int(parts.column(PART_START)[part].as_py())
-        window = Window(start, start + self.e.size)
+        window = Window(start, start + self.e.layout.size)
         pt = self._pt_of_key(key)
         for value, ts in lifted.elements.of(key, start)():
             self.dropped.append(Dropped(key, value, ts, window, CLOSED_REASON, self.wm, pt))
@@ -412,7 +427,7 @@ class Visit:
     def _pt_of_key(self, key: Any) -> int:
         """The processing time of ``key`` after this visit's advance."""
         if self._key_pts is None:
-            names = [f.name for f in self.e.key_fields]
+            names = [f.name for f in self.e.layout.key_fields]
             keys = engine_keys([self.unique_keys.column(n).to_pylist() for n in names])
             self._key_pts = dict(zip(keys, self.key_pt.tolist(), strict=True))
         return self._key_pts[key]
@@ -438,7 +453,7 @@ class Visit:
         e = self.e
         held = [
             [_concat([b["held"][i][j] for b in batches], order) for j in range(len(a.columns))]
-            for i, a in enumerate(e.accs)
+            for i, a in enumerate(e.layout.accs)
         ]
         return PaneColumns(
             keys=pa.concat_tables([b["keys"] for b in batches]).take(index),
@@ -451,10 +466,10 @@ class Visit:
             is_last=cat["is_last"][order],
             watermark=np.full(len(order), self.wm, np.int64),
             processing_time=cat["pt"][order],
-            values=[a.value(h) for a, h in zip(e.accs, held, strict=True)],
-            accs=e.accs,
+            values=[a.value(h) for a, h in zip(e.layout.accs, held, strict=True)],
+            accs=e.layout.accs,
             held=held,
-            names=e.names,
+            names=e.layout.names,
         )
 
 

@@ -8,17 +8,17 @@ its class code, :class:`~panes.columnar.classes.TriggerClasses`), rows sorted by
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from panes.columnar.accumulators import Acc
+from panes.columnar.classes import TriggerClasses
 from panes.columnar.keys import engine_keys, key_ids
 from panes.state import KeyState, WindowState
 from panes.window import Window
-
-if TYPE_CHECKING:
-    from panes.columnar.engine import ColumnarEngine
 
 START, TRIGGER, CLOSED, FRESH, HOLD = "start", "trigger", "closed", "fresh", "hold"
 INDEX, NONSPEC, EMITTED, DUE, SEEN_WM, SEEN_PT = (
@@ -33,10 +33,44 @@ HAS_HOLD = "has_hold"  # in memory: whether ``hold`` holds
 _NUMBERS = (START, FRESH, INDEX, NONSPEC, DUE, SEEN_WM, SEEN_PT)
 
 
+@dataclass(frozen=True)
+class Layout:
+    """What a table of windows holds: its key columns, its windows' size, each aggregate's
+    accumulator (``names``: the aggregates' names; None: one aggregate) and its trigger's
+    classes; :attr:`schema`: the stored table."""
+
+    key_fields: tuple[pa.Field, ...]
+    size: int
+    accs: tuple[Acc, ...]
+    names: list[str] | None
+    triggers: TriggerClasses
+    schema: pa.Schema = field(init=False)
+
+    def __post_init__(self) -> None:
+        schema = pa.schema(
+            [
+                *self.key_fields,
+                pa.field(START, pa.int64(), nullable=False),
+                *(pa.field(c, t) for a in self.accs for c, t in a.fields),
+                pa.field(TRIGGER, pa.binary()),
+                pa.field(CLOSED, pa.bool_(), nullable=False),
+                pa.field(FRESH, pa.int64(), nullable=False),
+                pa.field(HOLD, pa.int64()),
+                pa.field(INDEX, pa.int64(), nullable=False),
+                pa.field(NONSPEC, pa.int64(), nullable=False),
+                pa.field(EMITTED, pa.bool_(), nullable=False),
+                pa.field(DUE, pa.int64(), nullable=False),
+                pa.field(SEEN_WM, pa.int64(), nullable=False),
+                pa.field(SEEN_PT, pa.int64(), nullable=False),
+            ]
+        )
+        object.__setattr__(self, "schema", schema)
+
+
 class Windows:
     """The windows of a :class:`~panes.columnar.ColumnarEngine` (the module doc)."""
 
-    def __init__(self, engine: ColumnarEngine, keys: pa.Table, cols: dict[str, Any]) -> None:
+    def __init__(self, engine: Layout, keys: pa.Table, cols: dict[str, Any]) -> None:
         self.engine = engine
         self.keys = keys
         self.cols = cols
@@ -46,7 +80,7 @@ class Windows:
         return self.keys.num_rows
 
     @classmethod
-    def of_table(cls, engine: ColumnarEngine, table: pa.Table) -> Windows:
+    def of_table(cls, engine: Layout, table: pa.Table) -> Windows:
         cols: dict[str, Any] = {}
         for a in engine.accs:
             for j, c in enumerate(a.columns):
@@ -140,4 +174,4 @@ class Windows:
         return states
 
 
-__all__ = ["Windows"]
+__all__ = ["Layout", "Windows"]

@@ -266,7 +266,7 @@ def test_delta_settings_are_checked(tmp_path, source, setting):
         "jobs.driver.runs",
         "jobs.executor.bucket_state",
         "jobs.executor.paths",
-        "jobs.executor.wide_sums",
+        "panes.columnar.wide",
         "jobs.executor.source_columns",
     ],
 )

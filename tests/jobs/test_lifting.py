@@ -1,6 +1,6 @@
-"""jobs.executor.lifting: combiner lifting gives the same pane log and late table as the
-element-by-element path, bit for bit, on random workloads over random configurations; and it
-is used exactly where the pipeline allows it.
+"""Combiner lifting (panes.columnar.bundle) in the operator gives the same pane log and late
+table as the element-by-element path, bit for bit, on random workloads over random
+configurations; and it is used exactly where the pipeline allows it.
 
 Each workload runs the same batches through two operators (a bucket's processor with a fake
 state handle, as :mod:`tests.jobs.test_operator` does): one lifting combiners in Arrow, one
@@ -176,7 +176,7 @@ def test_batches_whose_sums_could_leave_64_bits_are_lifted_exactly(monkeypatch):
     """Random workloads with values for which Arrow's sums of a batch could leave 64 bits:
     those columns are summed by their 32-bit halves, exactly, with the same rows and state as
     the per-element path."""
-    from jobs.executor import wide_sums
+    from panes.columnar import wide as wide_sums
 
     split = []
     exact_sums = wide_sums.exact_sums
@@ -186,7 +186,7 @@ def test_batches_whose_sums_could_leave_64_bits_are_lifted_exactly(monkeypatch):
         split.append(bool(out[1]))
         return out
 
-    monkeypatch.setattr("jobs.executor.lifting.exact_sums", counted)
+    monkeypatch.setattr("panes.columnar.bundle.exact_sums", counted)
     for seed in seeds(300, 360):
         compare(seed, huge=True)
     assert sum(split) >= 5, "the workloads must sum some batches by halves"
@@ -213,8 +213,8 @@ def test_what_cannot_be_lifted_exactly_takes_the_per_element_path(window, aggreg
 def test_a_window_whose_running_sum_passes_64_bits_is_lifted_exactly():
     """Arrow's sums wrap at 64 bits: a batch whose running sum could pass 2^63 is summed by
     halves; every window is still lifted (one part each, no element one by one)."""
-    from jobs.executor.lifting import Lifting
     from jobs.executor.operator_input import input_table
+    from panes.columnar import Lifting
 
     settings = config(random.Random(1), {"total": "sum(n)"})
     settings["window"] = "FixedWindows(1m)"
@@ -240,7 +240,7 @@ def test_a_window_whose_running_sum_passes_64_bits_is_lifted_exactly():
     table = input_table([blob_of(pa.Table.from_pylist(rows))], [], schema)
     lifting = lifted.processor()._lifting
     assert isinstance(lifting, Lifting)
-    bundles = lifting.combined_by_key(table, 0, 0)
+    bundles = lifting.combined_by_key(table, 0)
     assert [len(bundles[1].expired), len(bundles[1].parts)] == [0, 2]
     assert [len(bundles[2].expired), len(bundles[2].parts)] == [0, 1]
     assert sorted(p.acc for p in bundles[1].parts) == [(3,), (big,)]

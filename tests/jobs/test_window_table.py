@@ -1,4 +1,4 @@
-"""jobs.executor.window_table: a bucket's windows kept as one table and visited column by column
+"""The columnar path of the operator (panes.columnar): a bucket's windows kept as one table
 write the same pane log and late table as the engine fed element by element, on random
 workloads over random configurations (triggers of every shape without processing time, both
 modes that keep no pane, every timestamp combiner and on-time/closing behavior, allowed
@@ -68,6 +68,7 @@ def rows(emitted: list[dict]) -> list[tuple]:
 
 def windows_of(shard: ShardRun) -> dict:
     """The shard's stored state as {key: {window: the engine's view of it}} and its timers."""
+    from jobs.executor import window_store
     from jobs.executor.bucket_state import BucketState
 
     processor = shard.processor()
@@ -76,7 +77,7 @@ def windows_of(shard: ShardRun) -> dict:
     for bucket, stored in shard.stored().items():
         timers[bucket] = stored.timer_ms
         if columnar is not None:
-            states = columnar.load(stored.blob).key_states()
+            states = window_store.load(columnar, stored.blob).key_states()
         else:
             loaded = BucketState.load(stored.blob, processor._key_fields).all_states()
             states = {key: engine.load_state(data) for key, data in loaded.items()}
@@ -270,9 +271,9 @@ def test_a_pane_whose_sum_does_not_fit_64_bits_is_named_on_both_paths():
 
 def test_workloads_whose_batch_sums_could_leave_64_bits_stay_exact_in_columns():
     """Random workloads with values for which Arrow's sums of a batch could leave 64 bits
-    (summed by halves, :func:`jobs.executor.wide_sums.exact_sums`): the same rows and state as
+    (summed by halves, :func:`panes.columnar.wide.exact_sums`): the same rows and state as
     the engine's path, every one in columns."""
-    from jobs.executor import wide_sums
+    from panes.columnar import wide as wide_sums
 
     split = []
     exact_sums = wide_sums.exact_sums
@@ -283,7 +284,7 @@ def test_workloads_whose_batch_sums_could_leave_64_bits_stay_exact_in_columns():
         return out
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("jobs.executor.lifting.exact_sums", counted)
+        patch.setattr("panes.columnar.bundle.exact_sums", counted)
         assert all(compare(seed, huge=True) for seed in seeds(200, 260))
     assert sum(split) >= 5, "the workloads must sum some batches by halves"
 
