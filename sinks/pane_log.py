@@ -174,6 +174,9 @@ def _timing_name(timing: Any) -> str:
     return getattr(timing, "name", None) or str(timing)
 
 
+_TIMING_CODES = {t.name: code for code, t in enumerate(TIMINGS)}
+
+
 def _split(
     items: list[Any],
     names: list[str],
@@ -192,44 +195,55 @@ def _split(
     return {n: [d[n] for d in dicts] for n in names}
 
 
-def pane_columns(panes: Sequence[Any], layout: PaneLogLayout = DEFAULT_LAYOUT) -> dict[str, list]:
-    """The core records of engine ``Pane`` objects (duck-typed: see ``panes.engine``), as one
-    list per core column, in the panes' order."""
+def panes_as_columns(panes: Sequence[Any], layout: PaneLogLayout = DEFAULT_LAYOUT) -> PaneColumns:
+    """The per-key engine's ``Pane`` objects (duck-typed: see ``panes.engine``) as columns for
+    :func:`pane_rows`: keys and values split into the layout's columns
+    (:meth:`PaneLogLayout.keys_of`, :meth:`~PaneLogLayout.values_of`). A value its integer
+    column cannot hold is refused with its pane named (:func:`value_out_of_range`)."""
+    core = core_schema(layout)
     infos = [p.pane for p in panes]
-    cols = _split([p.key for p in panes], layout.key_names, layout.keys_of, True)
-    cols["window_start_us"] = [int(p.window.start) for p in panes]
-    cols["window_end_us"] = [int(p.window.end) for p in panes]
+    key_lists = _split([p.key for p in panes], layout.key_names, layout.keys_of, True)
+    keys = pa.table({n: pa.array(v, core.field(n).type) for n, v in key_lists.items()})
     plain = layout.value_mapper is None
-    values = _split([p.value for p in panes], layout.value_names, layout.values_of, plain, True)
-    cols.update(values)
-    cols["timestamp_us"] = [int(p.timestamp) for p in panes]
-    cols["pane_index"] = [int(i.index) for i in infos]
-    cols["nonspeculative_index"] = [int(i.nonspeculative_index) for i in infos]
-    cols["timing"] = [_timing_name(i.timing) for i in infos]
-    cols["is_first"] = [bool(i.is_first) for i in infos]
-    cols["is_last"] = [bool(i.is_last) for i in infos]
-    cols["is_retraction"] = [bool(p.is_retraction) for p in panes]
-    cols["supersedes"] = [
-        [{"start_us": int(w.start), "end_us": int(w.end)} for w in (p.supersedes or ())]
-        for p in panes
-    ]
-    cols["watermark_us"] = [None if p.watermark is None else int(p.watermark) for p in panes]
-    cols["processing_time_us"] = [
-        None if p.processing_time is None else int(p.processing_time) for p in panes
-    ]
-    cols[ACCUMULATOR] = [
-        accumulator_json(p.accumulator)
-        if layout.accumulators and hasattr(p, "accumulator")
-        else None
-        for p in panes
-    ]
-    return cols
+    value_lists = _split(
+        [p.value for p in panes], layout.value_names, layout.values_of, plain, True
+    )
+    values = []
+    for name, column in value_lists.items():
+        type_ = core.field(name).type
+        for pane, value in zip(panes, column, strict=True):
+            if beyond_range(value, type_):
+                keys_of = layout.keys_of(pane.key)
+                raise value_out_of_range(
+                    keys_of, pane.window.start, pane.window.end, name, value, type_
+                )
+        values.append(pa.array(column, type_))
+    accumulators = [getattr(p, "accumulator", None) for p in panes]
+    return PaneColumns(
+        keys=keys,
+        window_start=[int(p.window.start) for p in panes],
+        window_end=[int(p.window.end) for p in panes],
+        timestamp=[int(p.timestamp) for p in panes],
+        index=[int(i.index) for i in infos],
+        nonspeculative=[int(i.nonspeculative_index) for i in infos],
+        timing=[_TIMING_CODES[_timing_name(i.timing)] for i in infos],
+        is_last=[bool(i.is_last) for i in infos],
+        watermark=[p.watermark for p in panes],
+        processing_time=[p.processing_time for p in panes],
+        values=values,
+        names=layout.value_names,
+        accumulators=lambda: accumulators,
+        is_retraction=[bool(p.is_retraction) for p in panes],
+        supersedes=[tuple(p.supersedes or ()) for p in panes],
+    )
 
 
 def pane_rows(columns: PaneColumns, layout: PaneLogLayout = DEFAULT_LAYOUT) -> dict[str, Any]:
-    """The core records of panes given as columns (:class:`panes.columnar.PaneColumns`), as
-    one Arrow array per core column. A sum's value that its integer column cannot hold is
-    refused with the first such pane named (:func:`value_out_of_range`)."""
+    """The core records of panes given as columns (:class:`panes.columnar.PaneColumns`: the
+    columnar engine's, or the per-key engine's through :func:`panes_as_columns`), as one Arrow
+    array per core column: the one place a pane becomes a pane-log row. A sum's 128-bit value
+    that its integer column cannot hold is refused with the first such pane named
+    (:func:`value_out_of_range`)."""
     core = core_schema(layout)
     n = len(columns)
     out: dict[str, Any] = {}
@@ -245,14 +259,23 @@ def pane_rows(columns: PaneColumns, layout: PaneLogLayout = DEFAULT_LAYOUT) -> d
             value = _fitted(columns, i, name, type_, layout)
         out[name] = value.cast(type_)
     out["timestamp_us"] = pa.array(columns.timestamp, pa.int64())
-    out["pane_index"] = pa.array(columns.index, pa.int64())
+    index = pa.array(columns.index, pa.int64())
+    out["pane_index"] = index
     out["nonspeculative_index"] = pa.array(columns.nonspeculative, pa.int64())
     timings = pa.array([t.name for t in TIMINGS], pa.string())
     out["timing"] = timings.take(pa.array(columns.timing, pa.int64()))
-    out["is_first"] = pa.array(columns.index == 0, pa.bool_())
+    out["is_first"] = pc.equal(index, 0)
     out["is_last"] = pa.array(columns.is_last, pa.bool_())
-    out["is_retraction"] = pa.array(np.zeros(n, bool), pa.bool_())
-    out["supersedes"] = pa.array([[]] * n, core.field("supersedes").type)
+    retraction = columns.is_retraction
+    out["is_retraction"] = pa.array(np.zeros(n, bool) if retraction is None else retraction)
+    supersedes = core.field("supersedes").type
+    if columns.supersedes is None:
+        out["supersedes"] = pa.array([[]] * n, supersedes)
+    else:
+        windows = [
+            [{"start_us": w.start, "end_us": w.end} for w in ws] for ws in columns.supersedes
+        ]
+        out["supersedes"] = pa.array(windows, supersedes)
     out["watermark_us"] = pa.array(columns.watermark, pa.int64())
     out["processing_time_us"] = pa.array(columns.processing_time, pa.int64())
     if layout.accumulators:
@@ -279,20 +302,6 @@ def _fitted(
         value = columns.value_list(i)[row]
         raise value_out_of_range(keys, start, end, name, value, type_)
     return pa.array(low, pa.int64())
-
-
-def check_value_range(panes: Sequence[Any], layout: PaneLogLayout = DEFAULT_LAYOUT) -> None:
-    """Raise :class:`sinks.errors.PaneValueOutOfRange` for the first of the engine's ``panes``
-    whose value does not fit its integer column (what Arrow refuses to convert)."""
-    plain = layout.value_mapper is None
-    values = _split([p.value for p in panes], layout.value_names, layout.values_of, plain, True)
-    for name, type_ in layout.value_fields:
-        for pane, value in zip(panes, values[name], strict=True):
-            if beyond_range(value, type_):
-                keys = layout.keys_of(pane.key)
-                raise value_out_of_range(
-                    keys, pane.window.start, pane.window.end, name, value, type_
-                )
 
 
 def value_out_of_range(
@@ -325,8 +334,9 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
 def pane_record(pane: Any, layout: PaneLogLayout = DEFAULT_LAYOUT) -> dict[str, Any]:
-    """The core record of one engine ``Pane`` (see :func:`pane_columns`)."""
-    return {name: column[0] for name, column in pane_columns([pane], layout).items()}
+    """The core record of one engine ``Pane`` (:func:`pane_rows`), as Python values."""
+    rows = pane_rows(panes_as_columns([pane], layout), layout)
+    return {name: column[0].as_py() for name, column in rows.items()}
 
 
 def pane_id(

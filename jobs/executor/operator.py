@@ -82,10 +82,9 @@ from sinks.lake_format import MAX_TIMESTAMP_MS
 from sinks.pane_log import (
     DEFAULT_LAYOUT,
     PaneLogLayout,
-    check_value_range,
     core_schema,
-    pane_columns,
     pane_rows,
+    panes_as_columns,
 )
 from sinks.records import dropped_record, late_core_schema
 
@@ -352,11 +351,8 @@ class BucketProcessor:
         layout = self.config.layout
         panes = [p for out in outs for p in out.panes]
         if panes:
-            try:
-                yield from self.output.emit(KIND_PANE, pane_columns(panes, layout), len(panes))
-            except (OverflowError, pa.ArrowInvalid):
-                check_value_range(panes, layout)  # names the pane whose value does not fit
-                raise
+            rows = pane_rows(panes_as_columns(panes, layout), layout)
+            yield from self.output.emit(KIND_PANE, rows, len(panes))
         yield from self._emit_dropped([d for out in outs for d in out.dropped])
 
     def _emit_dropped(self, dropped: Sequence[Any]) -> Iterator[pa.RecordBatch]:

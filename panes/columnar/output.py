@@ -1,17 +1,18 @@
 """Panes as columns: what a visit of the columnar engine emits.
 
-One row per pane, in the order of the per-key engine's output (by key; for a key, the panes the
-watermark fired, by wake-up and window, before those fired by new elements, by window). The
-columns are the :class:`~panes.pane.Pane` fields: the key columns, window, timestamp, pane info
-and clocks as arrays, each aggregate's value and accumulator as the window table holds them. A
-pane of the columnar engine is never a retraction and supersedes nothing (its windows do not
-merge, its mode keeps no emitted pane). The pane log's writer turns them into rows
-(:func:`sinks.pane_log.pane_rows`); :meth:`PaneColumns.panes` into the engine's panes.
+One row per pane: the :class:`~panes.pane.Pane` fields as columns (the key columns as a table,
+window, timestamp, pane info and clocks as arrays, each aggregate's values as an array). The
+columnar engine emits its panes so (in the order of the per-key engine's output: by key; for a
+key, the panes the watermark fired, by wake-up and window, before those fired by new elements,
+by window); they are never retractions and supersede nothing (its windows do not merge, its
+mode keeps no emitted pane). The pane log's writer turns panes given as columns into rows
+(:func:`sinks.pane_log.pane_rows`), whichever engine emitted them; :meth:`PaneColumns.panes`
+turns them into the engine's panes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,24 +32,29 @@ EARLY, ON_TIME, LATE = 0, 1, 2
 
 @dataclass(frozen=True)
 class PaneColumns:
-    """Panes as columns (the module doc). ``values``: per aggregate, its output values (an
-    Arrow array, or an integer sum's 128-bit int64 pairs, :mod:`.wide`); ``names``: the
-    aggregates' names (None: one aggregate, its value the pane's)."""
+    """Panes as columns (the module doc). The arrays are numpy arrays or Python lists of the
+    :class:`~panes.pane.Pane` fields (``timing``: codes into :data:`TIMINGS`); ``values``: per
+    aggregate, its output values (an Arrow array, or an integer sum's 128-bit int64 pairs,
+    :mod:`.wide`); ``names``: the aggregates' names (None: one aggregate, its value the pane's);
+    ``accumulators()``: the combiner's accumulator of each pane. ``is_retraction`` and
+    ``supersedes`` (lists of windows) are None where no pane is a retraction or supersedes
+    anything."""
 
     keys: pa.Table
-    window_start: np.ndarray
-    window_end: np.ndarray
-    timestamp: np.ndarray
-    index: np.ndarray
-    nonspeculative: np.ndarray
-    timing: np.ndarray
-    is_last: np.ndarray
-    watermark: np.ndarray
-    processing_time: np.ndarray
+    window_start: Any
+    window_end: Any
+    timestamp: Any
+    index: Any
+    nonspeculative: Any
+    timing: Any
+    is_last: Any
+    watermark: Any
+    processing_time: Any
     values: list[Any]
-    accs: Sequence[Acc]
-    held: list[list[Any]]
     names: list[str] | None
+    accumulators: Callable[[], list[Any]]
+    is_retraction: Any = None
+    supersedes: list[tuple[Window, ...]] | None = None
 
     def __len__(self) -> int:
         return len(self.window_start)
@@ -60,13 +66,6 @@ class PaneColumns:
             return wide.python_ints(value)
         return value.to_pylist()
 
-    def accumulators(self) -> list[Any]:
-        """The combiner's accumulator of each pane (a tuple of the aggregates')."""
-        per_part = [a.accumulators(h) for a, h in zip(self.accs, self.held, strict=True)]
-        if self.names is None:
-            return per_part[0]
-        return list(zip(*per_part, strict=True))
-
     def panes(self) -> list[Pane]:
         """The engine's :class:`~panes.pane.Pane` of each row."""
         keys = engine_keys([self.keys.column(k).to_pylist() for k in self.keys.column_names])
@@ -77,26 +76,43 @@ class PaneColumns:
             rows = zip(*per_part, strict=True)
             values = [dict(zip(self.names, row, strict=True)) for row in rows]
         accs = self.accumulators()
+        retractions = [False] * len(keys) if self.is_retraction is None else self.is_retraction
+        supersedes = [()] * len(keys) if self.supersedes is None else self.supersedes
         out = []
         columns = zip(
             keys,
-            self.window_start.tolist(),
-            self.window_end.tolist(),
+            _list(self.window_start),
+            _list(self.window_end),
             values,
-            self.timestamp.tolist(),
-            self.index.tolist(),
-            self.nonspeculative.tolist(),
-            self.timing.tolist(),
-            self.is_last.tolist(),
+            _list(self.timestamp),
+            _list(self.index),
+            _list(self.nonspeculative),
+            _list(self.timing),
+            _list(self.is_last),
+            _list(retractions),
+            supersedes,
             accs,
-            self.watermark.tolist(),
-            self.processing_time.tolist(),
+            _list(self.watermark),
+            _list(self.processing_time),
             strict=True,
         )
-        for key, start, end, value, ts, index, nonspec, timing, last, acc, wm, pt in columns:
+        for key, start, end, value, ts, index, nonspec, timing, last, *rest in columns:
+            retraction, superseded, acc, wm, pt = rest
             info = PaneInfo(index, nonspec, TIMINGS[timing], index == 0, last)
-            out.append(Pane(key, Window(start, end), value, ts, info, False, (), acc, wm, pt))
+            window = Window(start, end)
+            out.append(Pane(key, window, value, ts, info, retraction, superseded, acc, wm, pt))
         return out
 
 
-__all__ = ["TIMINGS", "PaneColumns"]
+def accumulators_of(accs: Sequence[Acc], held: list[list[Any]], single: bool) -> list[Any]:
+    """The combiner's accumulator of each row of accumulators ``held`` (a tuple of the
+    aggregates', unless ``single``)."""
+    per_part = [a.accumulators(h) for a, h in zip(accs, held, strict=True)]
+    return per_part[0] if single else list(zip(*per_part, strict=True))
+
+
+def _list(column: Any) -> list:
+    return column.tolist() if isinstance(column, np.ndarray) else list(column)
+
+
+__all__ = ["TIMINGS", "PaneColumns", "accumulators_of"]

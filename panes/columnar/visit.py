@@ -20,6 +20,7 @@ is moving columns.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Protocol
 
 import numpy as np
@@ -31,7 +32,7 @@ from panes.columnar.bundle import START as PART_START
 from panes.columnar.bundle import Lifted, Lifting
 from panes.columnar.classes import by_value, per_class
 from panes.columnar.keys import engine_keys, key_ids, key_table
-from panes.columnar.output import EARLY, TIMINGS, PaneColumns
+from panes.columnar.output import EARLY, TIMINGS, PaneColumns, accumulators_of
 from panes.columnar.windows import (
     CLOSED,
     DUE,
@@ -467,9 +468,8 @@ class Visit:
             watermark=np.full(len(order), self.wm, np.int64),
             processing_time=cat["pt"][order],
             values=[a.value(h) for a, h in zip(e.layout.accs, held, strict=True)],
-            accs=e.layout.accs,
-            held=held,
             names=e.layout.names,
+            accumulators=partial(accumulators_of, e.layout.accs, held, e.layout.names is None),
         )
 
 
