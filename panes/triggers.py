@@ -39,6 +39,15 @@ Decisions where the specification is silent (see ``docs/semantics.md``):
   :meth:`Trigger.processing_wakeup`). A trigger that is still ready right after it fired (for
   example ``Repeatedly(AfterWatermark())`` after the end of the window) fires again only with
   new elements, as in Beam.
+
+Evaluation by class. A node that reads the clocks only through :meth:`TriggerContext.past_end`
+and :meth:`TriggerContext.end_wakeup` says so (``clocks_by_end``); a trigger all of whose nodes
+do (:attr:`Trigger.by_class`) answers the same for every window with the same state on the same
+side of the end of the window, so an engine may evaluate it once for all of them
+(:mod:`panes.columnar`). It does so in a :class:`ClassContext`, which refuses any other read of
+the clocks (:class:`NotByClass`): the contract is checked wherever it is relied on. A trigger
+that is not so (``AfterProcessingTime``, or a node class that does not declare it) takes the
+per-key engine.
 """
 
 from __future__ import annotations

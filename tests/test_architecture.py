@@ -212,3 +212,21 @@ def test_each_subpackage_has_a_front_door_that_imports_on_first_use(package):
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_the_model_imports_neither_numpy_nor_pyarrow_until_the_columnar_engine_is_used():
+    """``panes`` is pure Python: its per-key engine and simulator run without numpy or pyarrow;
+    only the columnar engine (``panes.columnar``) needs them."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from panes import FixedWindows, Simulator, Windowing, combiners\n"
+        "sim = Simulator(Windowing(FixedWindows(10)), combiners.sum())\n"
+        "sim.add_elements([('k', 1, 1)])\n"
+        "assert [p.value for p in sim.advance_watermark(100)] == [1]\n"
+        "print(sorted(m for m in ('numpy', 'pyarrow') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

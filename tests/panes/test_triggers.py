@@ -272,3 +272,83 @@ def test_after_each_merge_moves_on_as_far_as_the_furthest_state():
 def test_fires_before_end_of_window(text, early):
     t = parse_trigger(text)
     assert t.fires_before_end_of_window is early
+
+
+# -- evaluation by class ----------------------------------------------------------------------
+
+
+BY_CLASS = [
+    DefaultTrigger(),
+    AfterWatermark(early=AfterCount(2), late=AfterCount(1)),
+    Repeatedly(AfterAny(AfterCount(2), AfterWatermark())),
+    AfterEach(AfterCount(2), Repeatedly(AfterWatermark())),
+    OrFinally(Repeatedly(AfterCount(2)), AfterWatermark()),
+    AfterAll(AfterCount(3), AfterWatermark()),
+    Repeatedly(Always()),
+    AfterWatermark(late=Never()),
+]
+
+
+@given(
+    st.sampled_from(BY_CLASS),
+    st.lists(st.tuples(st.integers(0, 3), st.integers(-5, 30)), max_size=12),
+    st.integers(1, 20),
+)
+def test_a_trigger_by_class_answers_as_it_does_for_each_window_of_the_class(trigger, steps, end):
+    """The contract of :class:`ClassContext`: for a ``by_class`` trigger, the answers in a real
+    window's context equal the answers in the context of its class (the watermark on the same
+    side of the window's end; its end as the wake-up)."""
+    from panes.triggers import ClassContext
+
+    assert trigger.by_class
+    window = Window(end - 10, end)
+    real, by_class = trigger.new_state(), trigger.new_state()
+    for n, watermark in steps:
+        ctx, cls = TriggerContext(window, watermark, 0), ClassContext(watermark >= end)
+        if n:
+            trigger.on_elements(real, ROOT, ctx, n)
+            trigger.on_elements(by_class, ROOT, cls, n)
+        fires = trigger.should_fire(real, ROOT, ctx)
+        assert fires == trigger.should_fire(by_class, ROOT, cls)
+        if fires:
+            trigger.on_fire(real, ROOT, ctx)
+            trigger.on_fire(by_class, ROOT, cls)
+        assert real == by_class
+        wake = trigger.event_wakeup(real, ROOT, ctx)
+        assert (wake == end) == (trigger.event_wakeup(by_class, ROOT, cls) == ClassContext.END)
+        assert wake in (None, end)
+
+
+def test_a_node_that_does_not_declare_how_it_reads_the_clocks_is_not_evaluated_by_class():
+    from dataclasses import dataclass
+
+    from panes.triggers import _Leaf
+
+    @dataclass(frozen=True, repr=False)
+    class AfterWatermarkAtLeast(_Leaf):  # reads the watermark as a number
+        at: int
+
+        def should_fire(self, s, o, ctx):
+            return ctx.watermark >= self.at
+
+    trigger = Repeatedly(AfterWatermarkAtLeast(5))
+    assert not trigger.by_class
+    assert not Repeatedly(AfterAny(AfterCount(2), AfterProcessingTime(3))).by_class
+
+
+def test_a_node_that_reads_the_clocks_of_a_class_as_numbers_is_refused():
+    from dataclasses import dataclass
+
+    from panes.triggers import ClassContext, NotByClass, _Leaf
+
+    @dataclass(frozen=True, repr=False)
+    class Misdeclared(_Leaf):
+        clocks_by_end = True  # wrongly: it reads the watermark as a number
+
+        def should_fire(self, s, o, ctx):
+            return ctx.watermark >= 5
+
+    trigger = Repeatedly(Misdeclared())
+    assert trigger.by_class
+    with pytest.raises(NotByClass, match="watermark"):
+        trigger.should_fire(trigger.new_state(), ROOT, ClassContext(past_end=True))
