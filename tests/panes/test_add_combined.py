@@ -3,7 +3,7 @@ on every conformance scenario whose windows do not merge and assign one window p
 simulator that hands the engine each bundle pre-combined per key and window emits exactly the
 panes and drops exactly the elements the per-element simulator does, step by step, in order.
 (The Arrow side of lifting is compared with the per-element path in
-``tests/jobs/test_lifting.py`` and ``tests/panes/test_columnar.py``.)"""
+``tests/jobs/test_lifted_path.py`` and ``tests/panes/test_columnar.py``.)"""
 
 from __future__ import annotations
 

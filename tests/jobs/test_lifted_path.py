@@ -81,7 +81,7 @@ def operators(settings: dict) -> list[ShardRun]:
     from jobs.driver.plan import operator_config
 
     conf = operator_config(pipeline_from_dict(settings))
-    # the engine per key, lifted or not (columnar windows: tests/jobs/test_window_table.py)
+    # the engine per key, lifted or not (columnar windows: tests/jobs/test_columnar_path.py)
     conf = replace(conf, columnar_windows=False)
     return [ShardRun(replace(conf, lift_combiners=lift)) for lift in (True, False)]
 

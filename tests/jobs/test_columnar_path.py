@@ -20,8 +20,8 @@ pa = pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark")
 
 from tests.examples import seeds  # noqa: E402
-from tests.jobs.test_lifting import AGGREGATES, batches, comparable, config  # noqa: E402
-from tests.jobs.test_lifting import run as run_plan  # noqa: E402
+from tests.jobs.test_lifted_path import AGGREGATES, batches, comparable, config  # noqa: E402
+from tests.jobs.test_lifted_path import run as run_plan  # noqa: E402
 from tests.operator_fakes import T0_MS, ShardRun, clocks  # noqa: E402
 
 TRIGGERS = [
