@@ -15,31 +15,61 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("panes", "sinks", "jobs")
+# Spark's Python workers: the model, the sinks' formats, start-up (GC thresholds), and of the
+# configuration only the accepted event-time forms (pure: numpy and Arrow)
+ON_EXECUTORS = {
+    "panes",
+    "sinks",
+    "jobs.executor",
+    "jobs.startup",
+    "jobs.front_door",
+    "jobs.config.event_time",
+}
+# The lower half of the sources (jobs/sources/): what Spark's Python workers run (a source's
+# reader, the storage reading it needs, the columns option of the data sources) and what the
+# configuration reads of a source (its settings, the landing directory's naming rules, the
+# columns an upstream pane log or a Delta table offers). The executors' rule and import budget
+# hold for them; the rest of a source (registering it, its checks before the query starts, its
+# records frame) is its driver side, under the "jobs.sources" entry.
+SOURCES_BELOW = (
+    "jobs.sources.columns",
+    "jobs.sources.files.paths",
+    "jobs.sources.files.jsonl_decoder",
+    "jobs.sources.delta_table.log",
+    "jobs.sources.delta_table.reader",
+    "jobs.sources.pane_log.reader",
+    "jobs.sources.pane_log.upstream",
+)
 # what each package (and each sub-package of jobs) may import of ours; the longest prefix rules
 ALLOWED = {
     "panes": {"panes"},
     "sinks": {"panes", "sinks"},
     "jobs": {"panes", "sinks", "jobs"},
-    # the configuration: pure Python, below everything else in jobs
-    "jobs.config": {"panes", "sinks", "jobs.config", "jobs.front_door"},
+    # the configuration: pure Python, below everything else in jobs but the sources' lower half
+    "jobs.config": {"panes", "sinks", "jobs.config", "jobs.front_door", *SOURCES_BELOW},
     # Spark and its Python processes' start-up: nothing of the pipeline
     "jobs.startup": {"jobs.startup", "jobs.front_door"},
-    # Spark's Python workers: the model, the sinks' formats, start-up (GC thresholds), and of
-    # the configuration only the accepted event-time forms (pure: numpy and Arrow)
-    "jobs.executor": {
+    "jobs.executor": ON_EXECUTORS,
+    # a source's driver side: its registration, checks and records frame; of the driver only the
+    # checkpoint's reading (what a batch read)
+    "jobs.sources": {
         "panes",
         "sinks",
-        "jobs.executor",
+        "jobs.config",
         "jobs.startup",
+        "jobs.executor",
+        "jobs.sources",
         "jobs.front_door",
-        "jobs.config.event_time",
+        "jobs.driver.checkpoint",
     },
+    **{m: {*ON_EXECUTORS, *SOURCES_BELOW} for m in SOURCES_BELOW},
     "jobs.driver": {
         "panes",
         "sinks",
         "jobs.config",
         "jobs.startup",
         "jobs.executor",
+        "jobs.sources",
         "jobs.driver",
         "jobs.front_door",
     },
@@ -49,6 +79,7 @@ ALLOWED = {
         "sinks",
         "jobs.config",
         "jobs.startup",
+        "jobs.sources",
         "jobs.driver",
         "jobs.api",
         "jobs.front_door",
@@ -59,6 +90,10 @@ SUBPACKAGES = (
     "jobs.config",
     "jobs.startup",
     "jobs.executor",
+    "jobs.sources",
+    "jobs.sources.files",
+    "jobs.sources.delta_table",
+    "jobs.sources.pane_log",
     "jobs.driver",
     "jobs.api",
     "jobs.cli",
@@ -164,12 +199,17 @@ NOT_ON_EXECUTORS = (
 
 
 def _executor_modules() -> list[str]:
-    return sorted(m for m in _files() if m.startswith("jobs.executor."))
+    """The modules Spark's Python workers import: :mod:`jobs.executor`'s and the sources' lower
+    half (:data:`SOURCES_BELOW`)."""
+    files = _files()
+    assert set(SOURCES_BELOW) <= set(files)
+    return sorted(m for m in files if m.startswith("jobs.executor.") or m in SOURCES_BELOW)
 
 
 def test_executor_modules_stay_within_their_import_budget():
     """Imported in a fresh interpreter, as a Python worker does, every module of
-    :mod:`jobs.executor` loads nothing of :data:`NOT_ON_EXECUTORS`."""
+    :mod:`jobs.executor` and of the sources' lower half loads nothing of
+    :data:`NOT_ON_EXECUTORS`."""
     import subprocess
     import sys
 

@@ -12,8 +12,8 @@ while it runs:
 * log4j's levels: the loggers a run quiets (:func:`jobs.startup.session.quiet_loggers`); given
   no session, the root's too (``setLogLevel("WARN")``);
 * the process's environment: the AWS shared files' credentials
-  (:func:`sinks.aws_profile.adopt_shared_profile`), and, given no session, the variables Spark is
-  started with (:func:`jobs.startup.session.prepare_environment`).
+  (:func:`jobs.startup.aws_profile.adopt_shared_profile`), and, given no session, the variables
+  Spark is started with (:func:`jobs.startup.session.prepare_environment`).
 
 :func:`as_found` records them as an API call starts and puts them back as it ends, however it
 ends (returned, raised, interrupted). The Python workers' garbage-collector thresholds need no

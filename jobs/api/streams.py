@@ -4,7 +4,7 @@
 of a ``dataframe`` source (any other source is read by its own reader), followed by the fold a
 ``panestore run`` does. The lake's guarantees are the command's: see :mod:`jobs.driver.runs`.
 Like the command, each function first takes the AWS shared files' credentials into the
-environment when it names none (:mod:`sinks.aws_profile`; a lake in a bucket).
+environment when it names none (:mod:`jobs.startup.aws_profile`; a lake in a bucket).
 
 The examples continue :mod:`jobs.api`'s: ``pipeline`` there has run once over the table
 ``bronze.events``, and five more events have arrived since (``tests/spark/test_doc_examples.py``
@@ -27,8 +27,8 @@ from jobs.config.save import save_pipeline
 from jobs.config.sink_spec import view_spec
 from jobs.driver.runs import RunResult, spark_interval
 from jobs.driver.runs import run as run_pipeline
+from jobs.startup.aws_profile import adopt_shared_profile
 from jobs.startup.session import existing_session
-from sinks.aws_profile import adopt_shared_profile
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession

@@ -45,11 +45,11 @@ from jobs.driver.fingerprint import check_lake_configuration
 from jobs.driver.lake_identity import check_lake_identity
 from jobs.driver.stopping import stop_on_signals
 from jobs.driver.watermark_marks import MarkError, note_watermark, parse_time
+from jobs.startup.aws_profile import adopt_shared_profile
 from jobs.startup.quiet import error_stream
 from jobs.startup.quiet import terminal as quiet_terminal
 from jobs.startup.session import SHUFFLE_PARTITIONS, JavaNotFound, SessionOptions, end_session
 from panes import parse_duration
-from sinks.aws_profile import adopt_shared_profile
 from sinks.errors import LakeError
 from sinks.object_store import one_line
 

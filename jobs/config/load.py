@@ -39,6 +39,7 @@ else:
     import tomli as tomllib
 
 from jobs.config.event_time import EPOCH_UNITS
+from jobs.sources.pane_log.upstream import PaneLogColumns, has_pane_log, pane_log_columns
 from panes import (
     AccumulationMode,
     ClosingBehavior,
@@ -53,7 +54,6 @@ from panes import (
 from sinks.column_types import COLUMN_TYPES
 from sinks.errors import LakeError
 from sinks.object_store import is_object_store
-from sinks.upstream import PaneLogColumns, has_pane_log, pane_log_columns
 
 
 def resolve_upstream(path: str, pipeline: str | None) -> Upstream:
@@ -192,8 +192,8 @@ def _pane_log_upstream(src: Mapping[str, Any]) -> Upstream:
 
 def delta_table_columns(path: Any) -> tuple[tuple[str, str], ...]:
     """The schema of a ``delta`` source that gives none: the table's columns of the types a
-    pipeline reads (:func:`sinks.delta_source.source_table_columns`)."""
-    from sinks.delta_source import source_table_columns
+    pipeline reads (:func:`jobs.sources.delta_table.log.source_table_columns`)."""
+    from jobs.sources.delta_table.log import source_table_columns
 
     if not isinstance(path, str) or not path:
         raise PipelineConfigError("source.path", "is required: the Delta table's path or URI")

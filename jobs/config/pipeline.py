@@ -52,7 +52,8 @@ from pathlib import Path
 from typing import Any
 
 from jobs.config.event_time import EPOCH_UNITS, EventTimeColumn
-from jobs.config.landing_paths import landing_path_problem
+from jobs.sources.files.paths import landing_path_problem
+from jobs.sources.pane_log.upstream import PaneLogColumns
 from panes import (
     AccumulationMode,
     ClosingBehavior,
@@ -72,7 +73,6 @@ from panes.engine import Engine
 from sinks.column_types import COLUMN_TYPES, INTEGRAL
 from sinks.lake_format import FIXED_NAMES
 from sinks.object_store import is_object_store
-from sinks.upstream import PaneLogColumns
 
 
 class PipelineConfigError(ValueError):
@@ -233,9 +233,9 @@ class Source:
 @dataclass(frozen=True)
 class Upstream:
     """The pipeline a ``pane_log`` source reads: the path of its pane-log table and what the
-    table offers (:class:`sinks.upstream.PaneLogColumns`). Its panes become elements: key and
-    aggregate columns as fields, output timestamp as event time, weight -1 for a retraction
-    (docs/running.md, "A pipeline over another pipeline's pane log")."""
+    table offers (:class:`jobs.sources.pane_log.upstream.PaneLogColumns`). Its panes become
+    elements: key and aggregate columns as fields, output timestamp as event time, weight -1 for a
+    retraction (docs/running.md, "A pipeline over another pipeline's pane log")."""
 
     pane_log: str
     columns: PaneLogColumns

@@ -4,10 +4,10 @@ files around them.
 Runs in the Python process that owns the SparkSession: :func:`run` takes the lake's lock and
 checks it once, before Spark starts (:mod:`.preflight`: identity, configuration fingerprint,
 source table, checkpoint against the tables, state layout), builds the plan (:mod:`.plan`: a
-source's *records* frame -> tagged rows -> the operator) over the source's reader
-(:mod:`.sources`: :mod:`.landing_source`, :mod:`.pane_log_source`, :mod:`.delta_table_source`, or
-the caller's DataFrame), and commits each batch through :class:`BatchSink`. The code Spark runs
-in its Python workers is :mod:`jobs.executor`.
+source's *records* frame -> tagged rows -> the operator) over the source's records frame
+(:func:`jobs.sources.read_source`, or the caller's DataFrame), and commits each batch through
+:class:`BatchSink`. The code Spark runs in its Python workers is :mod:`jobs.executor` (and the
+sources' readers, :mod:`jobs.sources`).
 
 >>> from jobs.driver import run, RunResult
 >>> run.__module__
@@ -22,13 +22,9 @@ from jobs.front_door import lazy_exports
 
 if TYPE_CHECKING:  # what the front door offers; each is imported on first use (jobs.front_door)
     from jobs.driver.batch_sink import BatchSink, BatchStats
-    from jobs.driver.delta_table_source import read_delta_table
-    from jobs.driver.landing_source import read_landing_zone
-    from jobs.driver.pane_log_source import read_pane_log
     from jobs.driver.plan import build_job
     from jobs.driver.preflight import Preflight, check_run
     from jobs.driver.runs import BatchReport, RunResult, run
-    from jobs.driver.sources import read_source
     from jobs.driver.watermark_marks import LandingWriter, note_watermark
 
 __all__ = [
@@ -41,10 +37,6 @@ __all__ = [
     "build_job",
     "check_run",
     "note_watermark",
-    "read_delta_table",
-    "read_landing_zone",
-    "read_pane_log",
-    "read_source",
     "run",
 ]
 __getattr__ = lazy_exports(__name__, __file__)

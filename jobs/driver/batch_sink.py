@@ -23,12 +23,12 @@ import pyarrow as pa
 from jobs.config.pipeline import Pipeline
 from jobs.config.sink_spec import view_spec
 from jobs.driver.checkpoint import batch_clocks, batch_input, local_path
-from jobs.driver.landing_changes import CHANGED, ChangedFile, bind_changes
 from jobs.driver.plan import OperatorPlan, layout
 from jobs.executor.batch_output import BatchCounts, write_batch_files
 from jobs.executor.operator import Clocks
 from jobs.executor.output_tables import KIND_LATE, KIND_PANE, KIND_REJECTED, KINDS, OutputTables
 from jobs.executor.task_files import ROWS_PER_FILE, TaskWriting, attempt_id
+from jobs.sources.files.changes import CHANGED, ChangedFile, bind_changes
 from jobs.startup.session import SHUFFLE_PARTITIONS
 from sinks import tables
 from sinks.data_files import DataFile, write_data_files
@@ -198,7 +198,7 @@ class BatchSink:
         started = time.perf_counter()
         committed = [k for k, a in self.appenders.items() if a.is_committed(batch_id)]
         todo = [k for k in KINDS if k not in committed]
-        # landing files changed after an earlier batch read them (jobs.driver.landing_changes):
+        # landing files changed after an earlier batch read them (jobs.sources.files.changes):
         # bound to this batch before its rejected rows commit, so a replay records the same rows
         changed = tuple(bind_changes(self.pipeline, batch_id)) if KIND_REJECTED in todo else ()
         clocks = batch_clocks(self.pipeline.checkpoint_path, batch_id)

@@ -18,9 +18,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobs.config.landing_paths import spark_path
 from jobs.config.pipeline import Pipeline
-from jobs.driver.landing_source import FILE_SOURCE_OPTIONS
+from jobs.sources.files.landing import FILE_SOURCE_OPTIONS
+from jobs.sources.files.paths import spark_path
 from sinks.lake_format import MAX_TIMESTAMP_MS
 
 if TYPE_CHECKING:  # pragma: no cover

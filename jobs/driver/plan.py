@@ -63,9 +63,6 @@ from jobs.config.event_time import (
 )
 from jobs.config.pipeline import Pipeline
 from jobs.driver.control import SENTINEL_MS
-from jobs.driver.landing_source import ERROR, RAW, SOURCE_FILE
-from jobs.driver.pane_log_source import tagged as pane_log_tagged
-from jobs.executor.jsonl_decoder import LATEST_EVENT_TIME
 from jobs.executor.operator import (
     Clocks,
     OperatorBatch,
@@ -89,6 +86,9 @@ from jobs.executor.operator_input import (
     row_expression,
 )
 from jobs.executor.task_files import TaskWriting
+from jobs.sources.files.jsonl_decoder import LATEST_EVENT_TIME
+from jobs.sources.files.landing import ERROR, RAW, SOURCE_FILE
+from jobs.sources.pane_log.driver import tagged as pane_log_tagged
 from sinks.column_types import COLUMN_TYPES, arrow_type
 from sinks.pane_log import PaneLogLayout
 

@@ -8,8 +8,8 @@ wrong and how to recover (``docs/running.md``, "Recovering a lake"):
 2. a lake that was copied or moved, or whose landing directory changed; recorded at the lake's
    first run (:func:`jobs.driver.lake_identity.check_lake_identity`);
 3. a source table that is not the one the pipeline has read: a rebuilt upstream pane log
-   (:func:`jobs.driver.upstream_identity.check_upstream`) or a recreated Delta table
-   (:func:`jobs.driver.delta_table_source.check_source_table`);
+   (:func:`jobs.sources.pane_log.identity.check_upstream`) or a recreated Delta table
+   (:func:`jobs.sources.delta_table.driver.check_source_table`);
 4. a configuration the lake is not bound to
    (:func:`jobs.driver.fingerprint.bind_lake_configuration`);
 5. a checkpoint and tables that do not belong together, in either direction
@@ -68,11 +68,11 @@ def check_source_identity(pipeline: Pipeline) -> str | None:
     """Step 3: the id of the table a pane-log or Delta source has read (None: none yet, or
     another kind of source); raises :class:`sinks.errors.UpstreamChanged` for another table."""
     if pipeline.source.is_pane_log:
-        from jobs.driver.upstream_identity import check_upstream
+        from jobs.sources.pane_log.identity import check_upstream
 
         return check_upstream(pipeline)
     if pipeline.source.is_delta:
-        from jobs.driver.delta_table_source import check_source_table
+        from jobs.sources.delta_table.driver import check_source_table
 
         return check_source_table(pipeline)
     return None

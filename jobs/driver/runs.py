@@ -37,12 +37,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 from jobs.config.pipeline import Pipeline
 from jobs.driver.batch_sink import BatchSink, BatchStats
 from jobs.driver.control import control_stream, write_drain_sentinel, write_tick
-from jobs.driver.landing_changes import note_changes
 from jobs.driver.plan import build_job
 from jobs.driver.preflight import Preflight, check_before_lock, check_run
-from jobs.driver.sources import read_source
 from jobs.driver.stopping import StopRequest, listen_again, stop_on_signals
 from jobs.driver.writers_watermark import record_writers_watermark
+from jobs.sources.files.changes import note_changes
+from jobs.sources.records import read_source
 from jobs.startup.python_processes import start_workers
 from jobs.startup.session import AVAILABLE_NOW_LOGGERS, SessionOptions, quiet_loggers
 from sinks.errors import (

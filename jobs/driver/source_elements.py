@@ -14,17 +14,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.config.event_time import EPOCH_UNITS, accepted, event_time_us
-from jobs.config.landing_paths import duckdb_literal
-from jobs.config.landing_paths import landing_files as input_files
 from jobs.config.pipeline import Pipeline
 from jobs.config.sink_spec import view_spec
-from jobs.driver.upstream_identity import check_upstream
 from jobs.executor.operator_input import TS_US
+from jobs.sources.files.paths import duckdb_literal
+from jobs.sources.files.paths import landing_files as input_files
+from jobs.sources.pane_log.identity import check_upstream
+from jobs.sources.pane_log.upstream import final_view_elements
 from sinks.batch_check import VALUE, value_fields
 from sinks.column_types import INTEGRAL, TYPES
 from sinks.duck import raw_connect
 from sinks.errors import LakeError
-from sinks.upstream import final_view_elements
 
 
 def landing_files(path: str) -> list[str]:
@@ -193,9 +193,9 @@ def _timestamps_read(
 def _delta_rows(pipeline: Pipeline) -> pa.Table:
     """The rows a ``delta`` source's stream reads, from its starting version to the table's
     newest: what every commit added (change commits stop it, or are skipped, as in the stream)."""
-    from jobs.driver.delta_table_source import check_source_table, starting_version, stored_columns
-    from sinks.delta_source import plan_range, read_files
-    from sinks.upstream import pane_log_head
+    from jobs.sources.delta_table.driver import check_source_table, starting_version, stored_columns
+    from jobs.sources.delta_table.log import plan_range, read_files
+    from jobs.sources.pane_log.upstream import pane_log_head
 
     src = pipeline.source
     table = check_source_table(pipeline)

@@ -39,11 +39,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jobs.config.event_time import MAX_EVENT_TIME_US, MIN_EVENT_TIME_US, spark_event_time
-from jobs.config.landing_paths import is_hidden, spark_path
 from jobs.config.pipeline import Pipeline
 from jobs.driver.checkpoint import OFFSETS, batch_input, local_path
 from jobs.driver.control import write_control
-from jobs.driver.landing_source import read_schema_ddl, spark_schema_ddl
 from jobs.driver.watermark_marks import (
     Mark,
     MarkError,
@@ -53,6 +51,8 @@ from jobs.driver.watermark_marks import (
     read_mark,
     writer_names,
 )
+from jobs.sources.files.landing import read_schema_ddl, spark_schema_ddl
+from jobs.sources.files.paths import is_hidden, spark_path
 from sinks.small_files import write_atomically
 
 if TYPE_CHECKING:  # pragma: no cover

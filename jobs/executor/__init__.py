@@ -5,7 +5,7 @@ the command line, the materializer or plotting (``tests/test_architecture.py`` h
 budget). :class:`OperatorBatch` runs the panes engine per key bucket (:class:`BucketProcessor`)
 over rows packed by :func:`pack_by_bucket`, keeping their state in shard files
 (:mod:`.state_store`); tasks write their output as Parquet files (:mod:`.task_files`,
-:mod:`.batch_output`); :class:`PaneLogDataSource` reads another pipeline's pane log.
+:mod:`.batch_output`). The sources' readers, which run here too, are in :mod:`jobs.sources`.
 
 >>> from jobs.executor import pack_by_bucket
 >>> pack_by_bucket.__module__
@@ -23,7 +23,6 @@ if TYPE_CHECKING:  # what the front door offers; each is imported on first use (
     from jobs.executor.operator import BucketProcessor, OperatorBatch, OperatorConfig, run_batch
     from jobs.executor.operator_input import InputSchema, pack_by_bucket, unpack
     from jobs.executor.output_tables import OutputTables
-    from jobs.executor.pane_log_reader import PaneLogDataSource
     from jobs.executor.task_files import TaskOutput, TaskWriting
 
 __all__ = [
@@ -32,7 +31,6 @@ __all__ = [
     "OperatorBatch",
     "OperatorConfig",
     "OutputTables",
-    "PaneLogDataSource",
     "TaskOutput",
     "TaskWriting",
     "pack_by_bucket",

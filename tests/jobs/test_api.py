@@ -267,7 +267,7 @@ def test_delta_settings_are_checked(tmp_path, source, setting):
         "jobs.executor.bucket_state",
         "jobs.executor.paths",
         "panes.columnar.wide",
-        "jobs.executor.source_columns",
+        "jobs.sources.columns",
     ],
 )
 def test_the_documented_examples_run(module):

@@ -186,8 +186,8 @@ def pipeline(tmp_path, kind: str):
 
 @pytest.mark.parametrize("kind", ["text", "epoch"])
 def test_the_decoder_decodes_exactly_the_accepted_event_times(tmp_path, kind):
-    from jobs.driver.landing_source import jsonl_decoder
     from jobs.executor.operator_input import unpack
+    from jobs.sources.files.landing import jsonl_decoder
 
     cases = [(line, expected) for k, line, expected in corpus_lines() if k == kind]
     decoder = jsonl_decoder(pipeline(tmp_path, kind))

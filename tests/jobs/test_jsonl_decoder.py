@@ -15,14 +15,14 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 pytest.importorskip("xxhash")
 
-from jobs.executor.jsonl_decoder import SMALLEST_SPLIT  # noqa: E402
+from jobs.sources.files.jsonl_decoder import SMALLEST_SPLIT  # noqa: E402
 
 US = 1_000_000
 T0 = 1_704_067_200  # 2024-01-01T00:00:00Z
 
 
 def decoder(**over):
-    from jobs.executor.jsonl_decoder import JsonlDecoder
+    from jobs.sources.files.jsonl_decoder import JsonlDecoder
 
     conf = dict(
         columns=(
@@ -191,7 +191,7 @@ def test_epoch_event_time_and_integer_keys():
 
 def test_pipelines_the_decoder_cannot_serve():
     from jobs.config.load import pipeline_from_dict
-    from jobs.driver.landing_source import jsonl_decoder
+    from jobs.sources.files.landing import jsonl_decoder
 
     def pipeline(**over):
         conf = {
@@ -228,7 +228,7 @@ def test_pipelines_the_decoder_cannot_serve():
 
 
 def test_a_failing_decoder_leaves_the_whole_batch_to_spark(monkeypatch, capsys):
-    from jobs.executor.jsonl_decoder import JsonlDecoder
+    from jobs.sources.files.jsonl_decoder import JsonlDecoder
 
     def broken(self, table):
         raise RuntimeError("boom")
@@ -246,7 +246,7 @@ def test_spark_batches_are_decoded_in_chunks_with_the_same_outcome(monkeypatch):
     """Spark hands the decoder 10,000 lines at a time; it joins them into chunks of
     ``CHUNK_ROWS`` lines (one blob per bucket and chunk, not per batch), with the same outcome:
     each line either decoded into its row or left to Spark, the bad line left to Spark."""
-    from jobs.executor import jsonl_decoder
+    from jobs.sources.files import jsonl_decoder
 
     monkeypatch.setattr(jsonl_decoder, "CHUNK_ROWS", 100)
     good = [line(f"d{i % 7}", f"2024-01-01T00:{i % 60:02d}:{i % 59:02d}Z") for i in range(330)]

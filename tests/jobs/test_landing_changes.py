@@ -1,4 +1,4 @@
-"""jobs.driver.landing_changes: a landing file changed after the job read it is found from Spark's
+"""jobs.sources.files.changes: a landing file changed after the job read it is found from Spark's
 file-source log, reported once, and bound to one batch so a replay records the same rows.
 (The run's side: tests/spark/test_landing_files.py.)"""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 
-from jobs.driver.landing_changes import bind_changes, note_changes, taken_files
+from jobs.sources.files.changes import bind_changes, note_changes, taken_files
 from tests.pipelines import small_pipeline
 
 

@@ -1,4 +1,4 @@
-"""jobs.config.landing_paths: which landing files are input, named literally to Spark and DuckDB.
+"""jobs.sources.files.paths: which landing files are input, named literally to Spark and DuckDB.
 
 Folder names may hold glob characters (``land[1]``, ``*``, ``?``, ``{a,b}``) and files may sit in
 subfolders (date folders, one folder per writer): ``panestore verify`` must read exactly the
@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from jobs.config.landing_paths import hadoop_literal
 from jobs.driver.source_elements import landing_files
+from jobs.sources.files.paths import hadoop_literal
 from tests.pipelines import small_pipeline
 from tests.spark.support import put
 

@@ -14,10 +14,10 @@ import pyarrow as pa
 import pytest
 
 from jobs.config.load import load_pipeline
-from jobs.driver.upstream_identity import check_upstream, recorded_offsets
-from jobs.executor.pane_log_reader import PaneLogStreamReader, VersionRange
+from jobs.sources.pane_log.identity import check_upstream, recorded_offsets
+from jobs.sources.pane_log.reader import PaneLogStreamReader, VersionRange
+from jobs.sources.pane_log.upstream import pane_log_head
 from sinks.errors import UpstreamChanged
-from sinks.upstream import pane_log_head
 from tests.jobs.test_pane_log_config import configs
 
 

@@ -136,9 +136,9 @@ def test_the_job_writes_the_same_tables_with_and_without_the_decoder(spark, tmp_
     from deltalake import DeltaTable
 
     from jobs.driver.batch_sink import BatchSink
-    from jobs.driver.landing_source import jsonl_decoder, read_landing_zone
     from jobs.driver.runs import run
     from jobs.executor.task_files import TaskWriting
+    from jobs.sources.files.landing import jsonl_decoder, read_landing_zone
 
     files = [_landing(1, 0), _landing(2, 140)]
     decoder = jsonl_decoder(_pipeline(tmp_path, "with"))

@@ -38,7 +38,7 @@ def test_spark_reads_the_corpus_as_arrow_does(spark, tmp_path, zone):
 def _corpus_outcomes(spark, tmp_path, spark_event_time, F) -> None:
     for kind, corpus in (("text", TEXT), ("epoch", EPOCH_MS)):
         # the job's parsers hand the event time over as text
-        # (jobs.driver.landing_source.read_schema_ddl)
+        # (jobs.sources.files.landing.read_schema_ddl)
         df = spark.createDataFrame([(as_text(raw),) for raw, _ in corpus], "ts string")
         ts, _ = spark_event_time(pipeline(tmp_path, kind).event_time_column, df)
         got = [r[0] for r in df.select(F.unix_micros(ts)).collect()]

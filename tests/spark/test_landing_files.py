@@ -214,8 +214,8 @@ def test_a_landing_path_like_a_pattern_and_its_subfolders_are_read_as_named(spar
 def test_data_appended_to_a_file_after_it_was_read_is_reported_once(spark, tmp_path):
     from deltalake import DeltaTable
 
-    from jobs.driver.landing_changes import CHANGED
     from jobs.driver.runs import run
+    from jobs.sources.files.changes import CHANGED
 
     pipeline = make_pipeline(tmp_path)
     path = land(tmp_path, "jsonl", "growing", "a", 10)

@@ -1,7 +1,7 @@
 """Which upstream pane log a downstream has read, and whether the path still holds that table.
 
 A downstream pipeline (``[source] format = "pane_log"``) remembers how far it has read its
-upstream in Spark's offset log: pane-log versions (:mod:`jobs.driver.pane_log_source`). A version
+upstream in Spark's offset log: pane-log versions (:mod:`jobs.sources.pane_log.driver`). A version
 number means something only in the table it was read from: an upstream rebuilt the documented
 way (its lake moved aside, run again) writes a new pane log whose versions start again at 0,
 and a downstream that went on from its old version would skip the new table's first versions
@@ -26,8 +26,13 @@ from pathlib import Path
 
 from jobs.config.pipeline import Pipeline
 from jobs.driver.checkpoint import OFFSETS, RECOVERY, CheckpointError
+from jobs.sources.pane_log.upstream import (
+    PaneLogHead,
+    PaneLogOffset,
+    commit_times_ms,
+    pane_log_head,
+)
 from sinks.errors import UpstreamChanged
-from sinks.upstream import PaneLogHead, PaneLogOffset, commit_times_ms, pane_log_head
 
 CLOCK_SLACK_MS = 2_000
 """How much later than an offset file's modification time the commit of a version it names may

@@ -1,9 +1,9 @@
 """A pipeline's records frame, by its source's format: the one place a run picks its reader.
 
-* files (``jsonl``, ``csv``, ``parquet``): :func:`jobs.driver.landing_source.read_landing_zone`
+* files (``jsonl``, ``csv``, ``parquet``): :func:`jobs.sources.files.landing.read_landing_zone`
   (a landing directory that ``source.create_path`` allows to be missing is created empty);
-* ``pane_log``: :func:`jobs.driver.pane_log_source.read_pane_log`;
-* ``delta``: :func:`jobs.driver.delta_table_source.read_delta_table`;
+* ``pane_log``: :func:`jobs.sources.pane_log.driver.read_pane_log`;
+* ``delta``: :func:`jobs.sources.delta_table.driver.read_delta_table`;
 * ``dataframe``: the caller's streaming DataFrame (:func:`jobs.driver.runs.run` ``records``).
 """
 
@@ -28,11 +28,11 @@ def read_source(spark: SparkSession, pipeline: Pipeline, table: str | None = Non
     (:func:`jobs.driver.preflight.check_source_identity`), which the reader holds it to."""
     src = pipeline.source
     if src.is_pane_log:
-        from jobs.driver.pane_log_source import read_pane_log
+        from jobs.sources.pane_log.driver import read_pane_log
 
         return read_pane_log(spark, pipeline, table)
     if src.is_delta:
-        from jobs.driver.delta_table_source import read_delta_table
+        from jobs.sources.delta_table.driver import read_delta_table
 
         return read_delta_table(spark, pipeline, table)
     if src.is_dataframe:
@@ -40,7 +40,7 @@ def read_source(spark: SparkSession, pipeline: Pipeline, table: str | None = Non
             f"pipeline {pipeline.name} reads a streaming DataFrame (source.format = "
             "'dataframe'): run it from PySpark code with jobs.api.run(pipeline, frame)"
         )
-    from jobs.driver.landing_source import read_landing_zone
+    from jobs.sources.files.landing import read_landing_zone
 
     if not _has_scheme(src.path):
         Path(src.path).mkdir(parents=True, exist_ok=True)

@@ -30,9 +30,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
-from jobs.config.landing_paths import has_scheme
 from jobs.config.pipeline import Pipeline
 from jobs.driver.checkpoint import SOURCES, local_path, log_files
+from jobs.sources.files.paths import has_scheme
 from sinks.small_files import write_atomically
 
 CHANGES_DIR = "_landing_changes"

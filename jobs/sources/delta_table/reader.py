@@ -1,12 +1,13 @@
 """The Delta-table stream reader: a PySpark Python data source over any Delta table, append-only.
 
-Offsets are table versions and the table they belong to (:class:`sinks.upstream.PaneLogOffset`:
-``{"version": v, "table": id}``), as for the pane-log source. A micro-batch reads the rows the
-commits of versions ``(start, end]`` added (:func:`sinks.delta_source.plan_range`, then
-:func:`sinks.delta_source.read_files`): Spark records both offsets in its offset log before the
-batch runs, and the commits of a version range never change, so a replayed batch reads the same
-rows. Commits that add no data (OPTIMIZE, compaction, properties) contribute nothing; a commit
-that deletes or updates rows, a version no longer in the table's log and a data file vacuumed
+Offsets are table versions and the table they belong to
+(:class:`jobs.sources.pane_log.upstream.PaneLogOffset`: ``{"version": v, "table": id}``), as for the
+pane-log source. A micro-batch reads the rows the commits of versions ``(start, end]`` added
+(:func:`jobs.sources.delta_table.log.plan_range`, then
+:func:`jobs.sources.delta_table.log.read_files`): Spark records both offsets in its offset log
+before the batch runs, and the commits of a version range never change, so a replayed batch reads
+the same rows. Commits that add no data (OPTIMIZE, compaction, properties) contribute nothing; a
+commit that deletes or updates rows, a version no longer in the table's log and a data file vacuumed
 before it was read stop the batch with :class:`sinks.errors.SourceTableError`, naming the version
 (never a silent gap). The start is ``options["starting_version"]`` (the offset before it is the
 initial offset).
@@ -16,7 +17,7 @@ reported when the query was built), so the read runs in parallel.
 
 This module runs in Spark's Python workers: it imports nothing of the pipeline configuration.
 The driver side (registration, the table check before the query starts) is
-:mod:`jobs.driver.delta_table_source`.
+:mod:`jobs.sources.delta_table.driver`.
 """
 
 from __future__ import annotations
@@ -32,11 +33,11 @@ except ImportError:  # pragma: no cover - exercised only without pyspark
     # stand-ins so that the module imports; mypy checks against pyspark's classes
     DataSourceStreamReader = InputPartition = object  # type: ignore[assignment,misc]
 
-from jobs.executor.source_columns import ColumnsDataSource
+from jobs.sources.columns import ColumnsDataSource
+from jobs.sources.delta_table.log import SourceFile, plan_range, read_files
+from jobs.sources.pane_log.upstream import PaneLogOffset, pane_log_head
 from sinks.column_types import arrow_type
-from sinks.delta_source import SourceFile, plan_range, read_files
 from sinks.errors import SourceTableChanged
-from sinks.upstream import PaneLogOffset, pane_log_head
 
 FORMAT_NAME = "panestore_delta_table"
 """The name :class:`DeltaTableDataSource` is registered under."""

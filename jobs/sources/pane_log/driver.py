@@ -3,13 +3,14 @@
 The pane log is read incrementally by a PySpark Python streaming data source
 (:class:`PaneLogDataSource`, no delta-spark jars): its offsets are pane-log versions and the table
 they belong to (``{"version": v, "table": id}``, version -1 before the first;
-:class:`sinks.upstream.PaneLogOffset`), and a micro-batch reads the rows of the
-versions ``(start, end]`` with delta-rs (:func:`sinks.upstream.read_elements`). Spark records both
-offsets in its offset log before the batch runs, so a replayed batch reads exactly the same rows:
-the exactly-once chain is the upstream's exactly-once pane log plus this fixed version range.
+:class:`jobs.sources.pane_log.upstream.PaneLogOffset`), and a micro-batch reads the rows of the
+versions ``(start, end]`` with delta-rs (:func:`jobs.sources.pane_log.upstream.read_elements`).
+Spark records both offsets in its offset log before the batch runs, so a replayed batch reads
+exactly the same rows: the exactly-once chain is the upstream's exactly-once pane log plus this
+fixed version range.
 
 A version range means something only in its table: the reader is given the table the driver
-checked (:func:`jobs.driver.upstream_identity.check_upstream`, before the query starts) and refuses
+checked (:func:`jobs.sources.pane_log.identity.check_upstream`, before the query starts) and refuses
 another (an upstream rebuilt while the downstream runs) when it looks for new versions, plans a
 batch or reads one, with :class:`sinks.errors.UpstreamChanged`.
 
@@ -33,13 +34,13 @@ from typing import TYPE_CHECKING
 
 from jobs.config.pipeline import Pipeline
 from jobs.executor.operator_input import BLOB, BUCKET, TS_US, WEIGHT
-from jobs.executor.pane_log_reader import FORMAT_NAME, PaneLogDataSource
-from jobs.executor.source_columns import encode_columns
+from jobs.sources.columns import encode_columns
+from jobs.sources.pane_log.reader import FORMAT_NAME, PaneLogDataSource
+from jobs.sources.pane_log.upstream import EVENT_TIME_US, WATERMARK_US
+from jobs.sources.pane_log.upstream import WEIGHT as UPSTREAM_WEIGHT
 from jobs.startup.session import register_data_source
 from panes.time import END_OF_TIME
 from sinks.lake_format import MAX_TIMESTAMP_MS
-from sinks.upstream import EVENT_TIME_US, WATERMARK_US
-from sinks.upstream import WEIGHT as UPSTREAM_WEIGHT
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -48,9 +49,9 @@ if TYPE_CHECKING:  # pragma: no cover
 def read_pane_log(spark: SparkSession, pipeline: Pipeline, table: str | None) -> DataFrame:
     """The upstream's pane log as a streaming frame of element rows: the downstream's key and
     value columns, and the event time, watermark and weight columns of
-    :func:`sinks.upstream.read_elements`; ``table``: the pane log's id the run's checks found
-    (:func:`jobs.driver.upstream_identity.check_upstream`), to which the reader holds the
-    versions it reads (None: the pipeline has read none yet)."""
+    :func:`jobs.sources.pane_log.upstream.read_elements`; ``table``: the pane log's id the run's
+    checks found (:func:`jobs.sources.pane_log.identity.check_upstream`), to which the reader holds
+    the versions it reads (None: the pipeline has read none yet)."""
     upstream = pipeline.source.upstream
     assert upstream is not None
     register_data_source(spark, PaneLogDataSource)

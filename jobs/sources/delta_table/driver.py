@@ -1,7 +1,7 @@
 """A pipeline whose source is a Delta table (``[source] format = "delta"``), read without jars.
 
 The table is read incrementally by a PySpark Python streaming data source
-(:class:`jobs.executor.delta_table_reader.DeltaTableDataSource`): offsets are table versions
+(:class:`jobs.sources.delta_table.reader.DeltaTableDataSource`): offsets are table versions
 and the table's id, a micro-batch reads the rows the commits of its version range added. See
 ``docs/sources.md`` for what is read, what is skipped and what stops a run.
 
@@ -15,14 +15,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from jobs.config.pipeline import Pipeline, PipelineConfigError, starting_timestamp_ms
-from jobs.driver.landing_source import SOURCE_FILE
-from jobs.driver.upstream_identity import recorded_offsets
-from jobs.executor.delta_table_reader import FORMAT_NAME, DeltaTableDataSource
-from jobs.executor.source_columns import encode_columns, spark_columns
+from jobs.sources.columns import encode_columns, spark_columns
+from jobs.sources.delta_table.log import source_table_columns, version_at
+from jobs.sources.delta_table.reader import FORMAT_NAME, DeltaTableDataSource
+from jobs.sources.files.landing import SOURCE_FILE
+from jobs.sources.pane_log.identity import recorded_offsets
+from jobs.sources.pane_log.upstream import pane_log_head
 from jobs.startup.session import register_data_source
-from sinks.delta_source import source_table_columns, version_at
 from sinks.errors import SourceTableChanged
-from sinks.upstream import pane_log_head
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession

@@ -13,16 +13,16 @@ a corrupt-record column), so an unparseable line becomes a row with ``_error`` s
 stopping the job or vanishing. The event-time and key columns are read as *strings* and converted
 by the job core, which can then tell a missing value from an unparseable one.
 
-JSON-lines of a pipeline :class:`jobs.executor.jsonl_decoder.JsonlDecoder` serves are decoded in the
-Python workers first: the frame then also carries the decoder's ``pst_bucket``, ``pst_ts`` and
-``pst_blob`` columns, a row being either a blob of decoded elements (its other columns null) or
+JSON-lines of a pipeline :class:`jobs.sources.files.jsonl_decoder.JsonlDecoder` serves are decoded
+in the Python workers first: the frame then also carries the decoder's ``pst_bucket``, ``pst_ts``
+and ``pst_blob`` columns, a row being either a blob of decoded elements (its other columns null) or
 a record parsed here from a line the decoder passed through.
 
 Any other Spark streaming source plugs into :func:`jobs.driver.plan.build_job` the same way: give it
 a frame with the schema's columns (``_raw``/``_source_file``/``_error`` are optional).
 
 Every file below the landing directory is read, at any depth (``recursiveFileLookup``: date
-folders, one folder per writer), except hidden names at any level (:mod:`jobs.config.landing_paths`,
+folders, one folder per writer), except hidden names at any level (:mod:`jobs.sources.files.paths`,
 the rule ``panestore verify`` and the writers' watermark share). The directory's path is taken
 literally (escaped for Hadoop's globbing: ``land[1]`` is not a pattern).
 
@@ -41,10 +41,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from jobs.config.event_time import EPOCH_UNITS
-from jobs.config.landing_paths import spark_path
 from jobs.config.pipeline import COLUMN_TYPES, Pipeline
-from jobs.executor.jsonl_decoder import DECODED_COLUMNS, DECODER_OUTPUT, JsonlDecoder
 from jobs.executor.operator_input import HASHED_AS
+from jobs.sources.files.jsonl_decoder import DECODED_COLUMNS, DECODER_OUTPUT, JsonlDecoder
+from jobs.sources.files.paths import spark_path
 from sinks.column_types import ARROW_JSON_TYPES, INTEGRAL
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -97,7 +97,7 @@ def read_landing_zone(
     """The pipeline's landing directory as a streaming records frame (see the module doc).
 
     With ``python_decoder`` (and a pipeline it can serve), JSON-lines are first decoded in the
-    Python workers (:mod:`jobs.executor.jsonl_decoder`): the frame then also carries its blob
+    Python workers (:mod:`jobs.sources.files.jsonl_decoder`): the frame then also carries its blob
     columns, and only the lines it passed through are parsed here. Outcomes are the same either way.
     """
     from pyspark.sql import functions as F
@@ -162,7 +162,7 @@ def read_landing_zone(
 
 
 def jsonl_decoder(pipeline: Pipeline) -> JsonlDecoder | None:
-    """The pipeline's JSON-lines decoder (:mod:`jobs.executor.jsonl_decoder`), or None when its
+    """The pipeline's JSON-lines decoder (:mod:`jobs.sources.files.jsonl_decoder`), or None when its
     records must all be read by Spark: another format, ingestion time, a key type the decoder
     cannot hash, an event time that is neither a timestamp nor an integer, a column type Arrow's
     JSON reader may read differently from Spark, or a value column that is also a key or the

@@ -1,5 +1,5 @@
-"""Any Delta table read as an append-only stream by version (sinks.delta_source), without Spark:
-tables written by delta-rs, and commits of other writers written by hand."""
+"""Any Delta table read as an append-only stream by version (jobs.sources.delta_table.log), without
+Spark: tables written by delta-rs, and commits of other writers written by hand."""
 
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from sinks.column_types import TYPES
-from sinks.delta_source import (
+from jobs.sources.delta_table.log import (
     SourceFile,
     plan_range,
     read_files,
     source_table_columns,
     version_at,
 )
+from sinks.column_types import TYPES
 from sinks.errors import SourceTableChanged, SourceTableError, UpstreamChanged
 
 UTC = dt.timezone.utc
@@ -420,7 +420,7 @@ def test_a_reader_feature_this_reader_does_not_know_is_refused_naming_it(tmp_pat
 
 
 def test_a_reader_feature_delta_rs_reads_but_this_reader_does_not_is_refused(tmp_path):
-    from sinks import delta_source
+    from jobs.sources.delta_table import log as delta_source
 
     write_deltalake(str(tmp_path), pa.table({"ntz": pa.array([0], pa.timestamp("us"))}))
     assert DeltaTable(str(tmp_path)).protocol().reader_features == ["timestampNtz"]

@@ -1,15 +1,15 @@
 """The pane-log stream reader: a PySpark Python data source over another pipeline's pane log.
 
-Offsets are pane-log versions and the table they belong to (:class:`sinks.upstream.PaneLogOffset`:
-``{"version": v, "table": id}``, version -1 before the first), and a micro-batch reads the rows of
-the versions ``(start, end]`` with delta-rs (:func:`sinks.upstream.read_elements`). Spark records
-both offsets in its offset log before the batch runs, so a replayed batch reads exactly the same
-rows.
+Offsets are pane-log versions and the table they belong to
+(:class:`jobs.sources.pane_log.upstream.PaneLogOffset`: ``{"version": v, "table": id}``, version -1
+before the first), and a micro-batch reads the rows of the versions ``(start, end]`` with delta-rs
+(:func:`jobs.sources.pane_log.upstream.read_elements`). Spark records both offsets in its offset log
+before the batch runs, so a replayed batch reads exactly the same rows.
 
 This module runs in Spark's Python workers (Spark starts them for the data source's planning
 calls and its ``read``): it imports nothing of the pipeline configuration. The driver side
 (registration, the checks before the query starts, the element rows the job takes) is
-:mod:`jobs.driver.pane_log_source`.
+:mod:`jobs.sources.pane_log.driver`.
 
 A version range means something only in its table: the reader is given the table the driver
 checked and refuses another (an upstream rebuilt while the downstream runs) when it looks for
@@ -29,11 +29,17 @@ except ImportError:  # pragma: no cover - exercised only without pyspark
     # stand-ins so that the module imports; mypy checks against pyspark's classes
     DataSourceStreamReader = InputPartition = object  # type: ignore[assignment,misc]
 
-from jobs.executor.source_columns import ColumnsDataSource
+from jobs.sources.columns import ColumnsDataSource
+from jobs.sources.pane_log.upstream import (
+    EVENT_TIME_US,
+    WATERMARK_US,
+    PaneLogOffset,
+    pane_log_head,
+    read_elements,
+)
+from jobs.sources.pane_log.upstream import WEIGHT as UPSTREAM_WEIGHT
 from sinks.column_types import arrow_type
 from sinks.errors import UpstreamChanged
-from sinks.upstream import EVENT_TIME_US, WATERMARK_US, PaneLogOffset, pane_log_head, read_elements
-from sinks.upstream import WEIGHT as UPSTREAM_WEIGHT
 
 FORMAT_NAME = "panestore_pane_log"
 """The name :class:`PaneLogDataSource` is registered under."""

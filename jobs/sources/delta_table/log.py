@@ -3,8 +3,8 @@
 A pipeline's source can be any Delta table (``[source] format = "delta"``), read the way Spark's
 Delta streaming source reads one, but with pyarrow alone. Its offsets are the table's versions:
 a micro-batch reads the rows that the commits of versions ``after < v <= upto`` added. The
-table's newest offset is :func:`sinks.upstream.pane_log_head` (any Delta table: its id and
-newest version), and :func:`version_at` turns a starting timestamp into a first version.
+table's newest offset is :func:`jobs.sources.pane_log.upstream.pane_log_head` (any Delta table: its
+id and newest version), and :func:`version_at` turns a starting timestamp into a first version.
 
 Reading a range is two steps, so a Spark data source can plan on the driver and read on its
 workers: :func:`plan_range` reads the range's commits from the table's log
@@ -55,10 +55,10 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from jobs.sources.pane_log.upstream import table_head
 from sinks.column_types import TYPES
 from sinks.data_files import table_filesystem
 from sinks.errors import SourceTableChanged, SourceTableError
-from sinks.upstream import table_head
 
 SKIP_CHANGE_COMMITS_OPTION = "source.skip_change_commits"
 """The option that skips commits that delete or update rows (whole, their added rows too)."""
@@ -194,9 +194,10 @@ def plan_range(
     ``uri`` added, version by version, each commit's in its order (see the module doc for what
     a commit contributes and what stops the run).
 
-    ``table``: the table id (``metaData.id``, as :class:`sinks.upstream.PaneLogOffset.table`)
-    the versions belong to; another table at ``uri`` raises :class:`SourceTableChanged`.
-    ``skip_change_commits``: skip the commits that delete or update rows instead of stopping."""
+    ``table``: the table id (``metaData.id``, as
+    :class:`jobs.sources.pane_log.upstream.PaneLogOffset.table`) the versions belong to; another
+    table at ``uri`` raises :class:`SourceTableChanged`. ``skip_change_commits``: skip the commits
+    that delete or update rows instead of stopping."""
     if after < -1:
         raise ValueError(f"after must be -1 or a version, not {after}")
     if upto <= after:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sinks.aws_profile import adopt_shared_profile
+from jobs.startup.aws_profile import adopt_shared_profile
 
 CREDENTIALS = """\
 [default]

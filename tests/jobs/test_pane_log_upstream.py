@@ -7,6 +7,15 @@ import random
 import pyarrow as pa
 import pytest
 
+from jobs.sources.pane_log.upstream import (
+    EVENT_TIME_US,
+    WATERMARK_US,
+    WEIGHT,
+    final_view_elements,
+    latest_version,
+    pane_log_columns,
+    read_elements,
+)
 from panes import (
     END_OF_TIME,
     AccumulationMode,
@@ -21,15 +30,6 @@ from panes import (
 from panes.fold import batch, fold
 from sinks.errors import ForeignTable
 from sinks.materializer import Materializer
-from sinks.upstream import (
-    EVENT_TIME_US,
-    WATERMARK_US,
-    WEIGHT,
-    final_view_elements,
-    latest_version,
-    pane_log_columns,
-    read_elements,
-)
 from tests.sinks.lakes import S, chunked, random_run, write_batches
 
 RETRACTING = AccumulationMode.ACCUMULATING_AND_RETRACTING
