@@ -33,6 +33,7 @@ ON_EXECUTORS = {
 # records frame) is its driver side, under the "jobs.sources" entry.
 SOURCES_BELOW = (
     "jobs.sources.columns",
+    "jobs.sources.versions",
     "jobs.sources.files.paths",
     "jobs.sources.files.jsonl_decoder",
     "jobs.sources.delta_table.log",

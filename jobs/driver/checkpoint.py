@@ -11,7 +11,8 @@ query read the entries of source logs ``(offset(b - 1), offset(b)]``.
 :func:`batch_input` reads that back, so the job can tell which listed files a batch could not
 read (Spark skips a file that vanished between its listing and the read with only a log warning)
 and report them instead of losing them silently. Checkpoint files are immutable once written,
-so a replayed batch gets the same answer.
+so a replayed batch gets the same answer. :func:`recorded_offsets` reads the offsets of a source
+read by version (a pane log, a Delta table) back, for their checks before the query starts.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
 from jobs.executor.operator import Clocks
+from jobs.sources.versions import TableOffset
 from sinks.errors import LakeError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -284,3 +286,38 @@ def check_not_behind(checkpoint: str | os.PathLike[str], committed: int | None) 
         f"{committed}: a run would number new input as batches the tables already have and skip "
         f"it. {RECOVERY}"
     )
+
+
+@dataclass(frozen=True)
+class RecordedOffset:
+    """An offset of a source read by version (:mod:`jobs.sources.versions`) in the offset log:
+    the batch it ends, the offset, and when Spark wrote it (the offset file's modification
+    time, ms)."""
+
+    batch_id: int
+    offset: TableOffset
+    written_ms: int
+
+
+def recorded_offsets(checkpoint: str | os.PathLike[str]) -> list[RecordedOffset]:
+    """The offsets of a source read by version (end offsets: a pane log's, a Delta table's) in
+    the checkpoint's offset log, by batch id; planned batches that were not committed included.
+    Empty without a checkpoint."""
+    folder = Path(checkpoint) / OFFSETS
+    if not folder.is_dir():
+        return []
+    out = []
+    for batch_id in sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()):
+        path = folder / str(batch_id)
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()[2:]
+            offsets = [json.loads(x) for x in lines if x.strip().startswith("{")]
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            raise CheckpointError(
+                f"the checkpoint file {path} is damaged ({e}). {RECOVERY}"
+            ) from None
+        written_ms = path.stat().st_mtime_ns // 1_000_000
+        for o in offsets:
+            if isinstance(o, dict) and "version" in o and "logOffset" not in o:
+                out.append(RecordedOffset(batch_id, TableOffset.from_json(o), written_ms))
+    return out

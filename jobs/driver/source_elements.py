@@ -195,14 +195,14 @@ def _delta_rows(pipeline: Pipeline) -> pa.Table:
     newest: what every commit added (change commits stop it, or are skipped, as in the stream)."""
     from jobs.sources.delta_table.driver import check_source_table, starting_version, stored_columns
     from jobs.sources.delta_table.log import plan_range, read_files
-    from jobs.sources.pane_log.upstream import pane_log_head
+    from jobs.sources.versions import head_at
 
     src = pipeline.source
     table = check_source_table(pipeline)
     files = plan_range(
         src.path,
         starting_version(pipeline) - 1,
-        pane_log_head(src.path).version,
+        head_at(src.path).version,
         table=table,
         skip_change_commits=src.skip_change_commits,
     )

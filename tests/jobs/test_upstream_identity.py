@@ -14,9 +14,10 @@ import pyarrow as pa
 import pytest
 
 from jobs.config.load import load_pipeline
-from jobs.sources.pane_log.identity import check_upstream, recorded_offsets
+from jobs.driver.checkpoint import recorded_offsets
+from jobs.sources.pane_log.identity import check_upstream
 from jobs.sources.pane_log.reader import PaneLogStreamReader, VersionRange
-from jobs.sources.pane_log.upstream import pane_log_head
+from jobs.sources.versions import head_at
 from sinks.errors import UpstreamChanged
 from tests.jobs.test_pane_log_config import configs
 
@@ -28,7 +29,7 @@ def make_table(path: Path, versions: int) -> str:
 
     for i in range(versions):
         write_deltalake(str(path), pa.table({"x": [i]}), mode="append")
-    return str(pane_log_head(str(path)).table)
+    return str(head_at(str(path)).table)
 
 
 def write_offset(

@@ -143,8 +143,8 @@ def test_a_downstream_refuses_a_rebuilt_upstream_until_rebuilt_itself(spark, tmp
     from jobs.cli.commands import main
     from jobs.cli.inspect import materialize_after_run
     from jobs.config.load import load_pipeline
+    from jobs.driver.checkpoint import recorded_offsets
     from jobs.driver.runs import run
-    from jobs.sources.pane_log.identity import recorded_offsets
 
     up = upstream(tmp_path)
     first = [

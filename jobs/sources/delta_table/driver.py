@@ -15,12 +15,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from jobs.config.pipeline import Pipeline, PipelineConfigError, starting_timestamp_ms
+from jobs.driver.checkpoint import recorded_offsets
 from jobs.sources.columns import encode_columns, spark_columns
 from jobs.sources.delta_table.log import source_table_columns, version_at
 from jobs.sources.delta_table.reader import FORMAT_NAME, DeltaTableDataSource
 from jobs.sources.files.landing import SOURCE_FILE
-from jobs.sources.pane_log.identity import recorded_offsets
-from jobs.sources.pane_log.upstream import pane_log_head
+from jobs.sources.versions import head_at
 from jobs.startup.session import register_data_source
 from sinks.errors import SourceTableChanged
 
@@ -33,7 +33,7 @@ def check_source_table(pipeline: Pipeline) -> str | None:
     nothing read); raises :class:`sinks.errors.SourceTableChanged` (an ``UpstreamChanged``) if
     the path holds another table than the one the pipeline has read, or none."""
     path = pipeline.source.path
-    head = pane_log_head(path)
+    head = head_at(path)
     named = [r.offset for r in recorded_offsets(pipeline.checkpoint_path) if r.offset.table]
     if not named:
         return head.table

@@ -1,7 +1,7 @@
 """The Delta-table stream reader: a PySpark Python data source over any Delta table, append-only.
 
 Offsets are table versions and the table they belong to
-(:class:`jobs.sources.pane_log.upstream.PaneLogOffset`: ``{"version": v, "table": id}``), as for the
+(:class:`jobs.sources.versions.TableOffset`: ``{"version": v, "table": id}``), as for the
 pane-log source. A micro-batch reads the rows the commits of versions ``(start, end]`` added
 (:func:`jobs.sources.delta_table.log.plan_range`, then
 :func:`jobs.sources.delta_table.log.read_files`): Spark records both offsets in its offset log
@@ -35,7 +35,7 @@ except ImportError:  # pragma: no cover - exercised only without pyspark
 
 from jobs.sources.columns import ColumnsDataSource
 from jobs.sources.delta_table.log import SourceFile, plan_range, read_files
-from jobs.sources.pane_log.upstream import PaneLogOffset, pane_log_head
+from jobs.sources.versions import TableOffset, head_at
 from sinks.column_types import arrow_type
 from sinks.errors import SourceTableChanged
 
@@ -91,18 +91,18 @@ class DeltaTableStreamReader(DataSourceStreamReader):
         )
 
     def initialOffset(self) -> dict:
-        return PaneLogOffset(self.start - 1).to_json()
+        return TableOffset(self.start - 1).to_json()
 
     def latestOffset(self) -> dict:
-        head = pane_log_head(self.path)
+        head = head_at(self.path)
         if self.table is None:
             self.table = head.table
         elif head.table != self.table:
             raise self._changed(head.table)
-        return PaneLogOffset(max(head.version, self.start - 1), head.table).to_json()
+        return TableOffset(max(head.version, self.start - 1), head.table).to_json()
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        first, last = PaneLogOffset.from_json(start), PaneLogOffset.from_json(end)
+        first, last = TableOffset.from_json(start), TableOffset.from_json(end)
         if last.version <= first.version:
             return []
         files = plan_range(

@@ -18,58 +18,18 @@ table's history and the offset files' times tell); otherwise the run is refused 
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from jobs.config.pipeline import Pipeline
-from jobs.driver.checkpoint import OFFSETS, RECOVERY, CheckpointError
-from jobs.sources.pane_log.upstream import (
-    PaneLogHead,
-    PaneLogOffset,
-    commit_times_ms,
-    pane_log_head,
-)
+from jobs.driver.checkpoint import RecordedOffset, recorded_offsets
+from jobs.sources.pane_log.upstream import commit_times_ms
+from jobs.sources.versions import TableHead, head_at
 from sinks.errors import UpstreamChanged
 
 CLOCK_SLACK_MS = 2_000
 """How much later than an offset file's modification time the commit of a version it names may
 be stamped and still count as committed before it (file times can be this coarse)."""
-
-
-@dataclass(frozen=True)
-class RecordedOffset:
-    """A pane-log offset in the downstream's offset log: the batch it ends, the offset, and when
-    Spark wrote it (the offset file's modification time, ms)."""
-
-    batch_id: int
-    offset: PaneLogOffset
-    written_ms: int
-
-
-def recorded_offsets(checkpoint: str | os.PathLike[str]) -> list[RecordedOffset]:
-    """The pane-log offsets (end offsets) of the checkpoint's offset log, by batch id; planned
-    batches that were not committed included. Empty without a checkpoint."""
-    folder = Path(checkpoint) / OFFSETS
-    if not folder.is_dir():
-        return []
-    out = []
-    for batch_id in sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()):
-        path = folder / str(batch_id)
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()[2:]
-            offsets = [json.loads(x) for x in lines if x.strip().startswith("{")]
-        except (OSError, UnicodeDecodeError, ValueError) as e:
-            raise CheckpointError(
-                f"the checkpoint file {path} is damaged ({e}). {RECOVERY}"
-            ) from None
-        written_ms = path.stat().st_mtime_ns // 1_000_000
-        for o in offsets:
-            if isinstance(o, dict) and "version" in o and "logOffset" not in o:
-                out.append(RecordedOffset(batch_id, PaneLogOffset.from_json(o), written_ms))
-    return out
 
 
 @dataclass(frozen=True)
@@ -98,7 +58,7 @@ class Chain:
 
 def table_to_read(
     offsets: Sequence[RecordedOffset],
-    head: PaneLogHead,
+    head: TableHead,
     commit_times: Callable[[int], Mapping[int, int]],
     chain: Chain,
 ) -> str | None:
@@ -132,7 +92,7 @@ def table_to_read(
 
 def _adopt(
     offsets: Sequence[RecordedOffset],
-    head: PaneLogHead,
+    head: TableHead,
     commit_times: Callable[[int], Mapping[int, int]],
     chain: Chain,
 ) -> str | None:
@@ -187,7 +147,7 @@ def check_upstream(pipeline: Pipeline) -> str | None:
     chain = Chain(pipeline.name, pipeline.set_aside, up.name, up.pane_log)
     return table_to_read(
         recorded_offsets(pipeline.checkpoint_path),
-        pane_log_head(up.pane_log),
+        head_at(up.pane_log),
         lambda since: commit_times_ms(up.pane_log, since),
         chain,
     )

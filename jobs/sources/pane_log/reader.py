@@ -1,7 +1,7 @@
 """The pane-log stream reader: a PySpark Python data source over another pipeline's pane log.
 
 Offsets are pane-log versions and the table they belong to
-(:class:`jobs.sources.pane_log.upstream.PaneLogOffset`: ``{"version": v, "table": id}``, version -1
+(:class:`jobs.sources.versions.TableOffset`: ``{"version": v, "table": id}``, version -1
 before the first), and a micro-batch reads the rows of the versions ``(start, end]`` with delta-rs
 (:func:`jobs.sources.pane_log.upstream.read_elements`). Spark records both offsets in its offset log
 before the batch runs, so a replayed batch reads exactly the same rows.
@@ -30,14 +30,9 @@ except ImportError:  # pragma: no cover - exercised only without pyspark
     DataSourceStreamReader = InputPartition = object  # type: ignore[assignment,misc]
 
 from jobs.sources.columns import ColumnsDataSource
-from jobs.sources.pane_log.upstream import (
-    EVENT_TIME_US,
-    WATERMARK_US,
-    PaneLogOffset,
-    pane_log_head,
-    read_elements,
-)
+from jobs.sources.pane_log.upstream import EVENT_TIME_US, WATERMARK_US, read_elements
 from jobs.sources.pane_log.upstream import WEIGHT as UPSTREAM_WEIGHT
+from jobs.sources.versions import TableOffset, head_at
 from sinks.column_types import arrow_type
 from sinks.errors import UpstreamChanged
 
@@ -74,18 +69,18 @@ class PaneLogStreamReader(DataSourceStreamReader):
         )
 
     def initialOffset(self) -> dict:
-        return PaneLogOffset(-1).to_json()
+        return TableOffset(-1).to_json()
 
     def latestOffset(self) -> dict:
-        head = pane_log_head(self.path)
+        head = head_at(self.path)
         if self.table is None:
             self.table = head.table
         elif head.table != self.table:
             raise self._changed(head.table, self.table)
-        return PaneLogOffset(head.version, head.table).to_json()
+        return TableOffset(head.version, head.table).to_json()
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        first, last = PaneLogOffset.from_json(start), PaneLogOffset.from_json(end)
+        first, last = TableOffset.from_json(start), TableOffset.from_json(end)
         if first.version >= 0 and first.table is not None and last.table != first.table:
             raise self._changed(last.table, first.table)
         if last.version > first.version:

@@ -13,13 +13,13 @@ downstream batch reads what it read the first time.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.sources.versions import head_at
 from sinks.column_types import TYPES
 from sinks.errors import ForeignTable, LakeError, UpstreamChanged
 from sinks.lake_format import CONFIG_PROPERTY, PANE_LOG_VERSION, PIPELINE_PROPERTY
@@ -100,55 +100,9 @@ def pane_log_columns(path: str, pipeline: str | None = None) -> PaneLogColumns:
     )
 
 
-@dataclass(frozen=True)
-class PaneLogOffset:
-    """A downstream's offset: it has read the pane-log versions up to ``version`` (-1: none) of
-    the table ``table`` (None: no table yet, or an offset of an older panestore)."""
-
-    version: int
-    table: str | None = None
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> PaneLogOffset:
-        table = data.get("table")
-        return cls(int(data["version"]), None if table is None else str(table))
-
-    def to_json(self) -> dict[str, Any]:
-        """The offset as Spark stores it (no ``table`` key while there is no table)."""
-        if self.table is None:
-            return {"version": self.version}
-        return {"version": self.version, "table": self.table}
-
-
-@dataclass(frozen=True)
-class PaneLogHead:
-    """Where a pane log stands: its Delta table id (``metaData.id``, new for every table created
-    at the path: a rebuilt upstream's pane log has another) and its newest version; ``table`` is
-    None and ``version`` -1 when there is no table (yet)."""
-
-    table: str | None
-    version: int
-
-
-def pane_log_head(path: str) -> PaneLogHead:
-    """The pane log's table id and newest version (see :class:`PaneLogHead`)."""
-    from deltalake import DeltaTable
-
-    try:
-        dt = DeltaTable(path)
-    except Exception:  # not created yet
-        return PaneLogHead(None, -1)
-    return table_head(dt)
-
-
-def table_head(dt: Any) -> PaneLogHead:
-    """The :class:`PaneLogHead` of a loaded ``deltalake.DeltaTable`` (any Delta table)."""
-    return PaneLogHead(str(dt.metadata().id), dt.version())
-
-
 def latest_version(path: str) -> int:
     """The pane log's newest version, -1 if it does not exist yet (the upstream has not run)."""
-    return pane_log_head(path).version
+    return head_at(path).version
 
 
 def commit_times_ms(path: str, since: int) -> dict[int, int]:

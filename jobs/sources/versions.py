@@ -1,0 +1,66 @@
+"""A Delta table read by version: the offsets of the sources that read one, and where a table
+stands.
+
+The pane-log source (:mod:`jobs.sources.pane_log`) and the Delta-table source
+(:mod:`jobs.sources.delta_table`) count their progress in versions of one table. A version
+number means something only in the table it was read from (a table deleted and created again at
+the same path starts again at 0), so an offset names the table too: its Delta table id
+(``metaData.id``, new for every table created), ``{"version": v, "table": id}``. Spark records
+the offsets in its offset log (read back by :func:`jobs.driver.checkpoint.recorded_offsets`).
+
+Runs in Spark's Python workers (the readers' planning calls) as on the driver: it imports
+nothing of ours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TableOffset:
+    """A source's offset: it has read the versions up to ``version`` (-1: none) of the table
+    ``table`` (None: no table yet, or an offset of an older panestore)."""
+
+    version: int
+    table: str | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TableOffset:
+        table = data.get("table")
+        return cls(int(data["version"]), None if table is None else str(table))
+
+    def to_json(self) -> dict[str, Any]:
+        """The offset as Spark stores it (no ``table`` key while there is no table)."""
+        if self.table is None:
+            return {"version": self.version}
+        return {"version": self.version, "table": self.table}
+
+
+@dataclass(frozen=True)
+class TableHead:
+    """Where a Delta table stands: its table id (``metaData.id``, new for every table created
+    at the path: a rebuilt upstream's pane log has another) and its newest version; ``table`` is
+    None and ``version`` -1 when there is no table (yet)."""
+
+    table: str | None
+    version: int
+
+
+def head_at(path: str) -> TableHead:
+    """The table id and newest version of the Delta table at ``path`` (see
+    :class:`TableHead`)."""
+    from deltalake import DeltaTable
+
+    try:
+        dt = DeltaTable(path)
+    except Exception:  # not created yet
+        return TableHead(None, -1)
+    return table_head(dt)
+
+
+def table_head(dt: Any) -> TableHead:
+    """The :class:`TableHead` of a loaded ``deltalake.DeltaTable``."""
+    return TableHead(str(dt.metadata().id), dt.version())
