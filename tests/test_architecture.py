@@ -34,6 +34,7 @@ ON_EXECUTORS = {
 SOURCES_BELOW = (
     "jobs.sources.columns",
     "jobs.sources.versions",
+    "jobs.sources.settings",
     "jobs.sources.files.paths",
     "jobs.sources.files.jsonl_decoder",
     "jobs.sources.delta_table.log",
@@ -63,7 +64,8 @@ ALLOWED = {
         "jobs.front_door",
         "jobs.driver.checkpoint",
     },
-    **{m: {*ON_EXECUTORS, *SOURCES_BELOW} for m in SOURCES_BELOW},
+    # ... and of the configuration also what every setting shares (the error naming a setting)
+    **{m: {*ON_EXECUTORS, *SOURCES_BELOW, "jobs.config.values"} for m in SOURCES_BELOW},
     "jobs.driver": {
         "panes",
         "sinks",

@@ -42,8 +42,11 @@ from jobs.front_door import lazy_exports
 if TYPE_CHECKING:  # what the front door offers; each is imported on first use (jobs.front_door)
     from jobs.api.pipelines import dataframe_source, define, delta_source, schema_of
     from jobs.api.streams import materialize, run, save, verify
-    from jobs.config.pipeline import Pipeline, PipelineConfigError, Source, Watermark
+    from jobs.config.pipeline import Pipeline
+    from jobs.config.values import PipelineConfigError
+    from jobs.config.watermark import Watermark
     from jobs.driver.runs import RunResult
+    from jobs.sources.settings import Source
 
 __all__ = [
     "Pipeline",

@@ -12,15 +12,12 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from jobs.config.aggregates import Aggregate
 from jobs.config.load import delta_table_columns, parse_setting
-from jobs.config.pipeline import (
-    Aggregate,
-    Duration,
-    Pipeline,
-    PipelineConfigError,
-    Source,
-    Watermark,
-)
+from jobs.config.pipeline import Pipeline
+from jobs.config.values import Duration, PipelineConfigError
+from jobs.config.watermark import Watermark
+from jobs.sources.settings import Source
 from panes import (
     AccumulationMode,
     ClosingBehavior,

@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TextIO
 
 from jobs.api.caller_state import as_found
-from jobs.config.pipeline import Duration, Pipeline, PipelineConfigError, parse_duration_setting
+from jobs.config.pipeline import Pipeline
 from jobs.config.save import save_pipeline
 from jobs.config.sink_spec import view_spec
+from jobs.config.values import Duration, PipelineConfigError, parse_duration_setting
 from jobs.driver.runs import RunResult, spark_interval
 from jobs.driver.runs import run as run_pipeline
 from jobs.startup.aws_profile import adopt_shared_profile

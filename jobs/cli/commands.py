@@ -40,7 +40,8 @@ from jobs.cli.exit_status import ExitStatus
 from jobs.cli.inspect import add_subcommands, error_status, materialize_after_run
 from jobs.config.checks import check_paths
 from jobs.config.load import load_pipeline
-from jobs.config.pipeline import Pipeline, PipelineConfigError
+from jobs.config.pipeline import Pipeline
+from jobs.config.values import PipelineConfigError
 from jobs.driver.fingerprint import check_lake_configuration
 from jobs.driver.lake_identity import check_lake_identity
 from jobs.driver.stopping import stop_on_signals

@@ -17,7 +17,8 @@ from typing import Any
 
 from jobs.cli.exit_status import ExitStatus
 from jobs.config.load import load_pipeline
-from jobs.config.pipeline import Pipeline, PipelineConfigError
+from jobs.config.pipeline import Pipeline
+from jobs.config.values import PipelineConfigError
 from sinks.object_store import one_line
 
 

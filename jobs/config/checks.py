@@ -8,7 +8,9 @@ import os
 import re
 from pathlib import Path
 
-from jobs.config.pipeline import Pipeline, PipelineConfigError, _has_scheme
+from jobs.config.pipeline import Pipeline
+from jobs.config.values import PipelineConfigError
+from jobs.sources.files.paths import has_scheme
 
 
 def check_paths(pipeline: Pipeline) -> None:
@@ -18,7 +20,7 @@ def check_paths(pipeline: Pipeline) -> None:
     (:func:`check_lake_name`). A landing directory with a URI scheme (an object store) is left
     to the storage layer. Raises :class:`PipelineConfigError` naming the setting."""
     landing = Path(pipeline.source.path)
-    if pipeline.source.is_landing and not _has_scheme(pipeline.source.path):
+    if pipeline.source.is_landing and not has_scheme(pipeline.source.path):
         if landing.exists() and not landing.is_dir():
             raise PipelineConfigError("source.path", f"{landing} is a file, not a directory")
         if landing.is_dir() and not os.access(landing, os.R_OK | os.X_OK):

@@ -20,18 +20,11 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from jobs.config.pipeline import (
-    FORMATS,
-    WATERMARK_POLICIES,
-    Aggregate,
-    Pipeline,
-    PipelineConfigError,
-    Source,
-    Upstream,
-    Watermark,
-    _expect,
-    parse_duration_setting,
-)
+from jobs.config.aggregates import Aggregate
+from jobs.config.pipeline import Pipeline
+from jobs.config.values import PipelineConfigError, expect, parse_duration_setting
+from jobs.config.watermark import WATERMARK_POLICIES, Watermark
+from jobs.sources.settings import FORMATS, Source, Upstream
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -249,7 +242,7 @@ def _of(kind: type, what: str) -> Parse:
     """A parser accepting a value of ``kind`` as it is."""
 
     def parse(name: str, value: Any) -> Any:
-        _expect(name, value, kind, what)
+        expect(name, value, kind, what)
         return value
 
     return parse
@@ -265,7 +258,7 @@ def _optional(parse: Parse) -> Parse:
 
 
 def _path(name: str, value: Any) -> str:
-    _expect(name, value, (str, os.PathLike), "a path (text)")
+    expect(name, value, (str, os.PathLike), "a path (text)")
     return str(os.fspath(value))
 
 

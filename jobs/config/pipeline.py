@@ -44,16 +44,15 @@ Relative paths (``lake``, ``source.path``) are relative to the working directory
 
 from __future__ import annotations
 
-import datetime as dt
-import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from jobs.config.aggregates import Aggregate
 from jobs.config.event_time import EPOCH_UNITS, EventTimeColumn
-from jobs.sources.files.paths import landing_path_problem
-from jobs.sources.pane_log.upstream import PaneLogColumns
+from jobs.config.values import IDENTIFIER, PipelineConfigError, expect
+from jobs.config.watermark import Watermark
+from jobs.sources.files.paths import has_scheme
+from jobs.sources.settings import Source
 from panes import (
     AccumulationMode,
     ClosingBehavior,
@@ -66,306 +65,15 @@ from panes import (
     Windowing,
     combiners,
     format_duration,
-    parse_duration,
 )
 from panes.combiners import CombineFn
 from panes.engine import Engine
-from sinks.column_types import COLUMN_TYPES, INTEGRAL
+from sinks.column_types import INTEGRAL
 from sinks.lake_format import FIXED_NAMES
 from sinks.object_store import is_object_store
 
-
-class PipelineConfigError(ValueError):
-    """An invalid pipeline configuration; ``field`` names the offending setting."""
-
-    def __init__(self, field_name: str, message: str) -> None:
-        self.field = field_name
-        self.message = message
-        super().__init__(f"{field_name}: {message}")
-
-
-# -- source settings ---------------------------------------------------------------------
-
-FILE_FORMATS = ("jsonl", "csv", "parquet")
-FORMATS = (*FILE_FORMATS, "pane_log", "delta", "dataframe")
-WATERMARK_POLICIES = ("bounded_out_of_orderness", "ingestion_time", "writer_noted")
 # Key column types the job groups by (a float key has no exact identity; see Pipeline._check_keys)
 KEY_TYPES = frozenset({"string", "int", "long", "bigint"})
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-# -- the pipeline --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Source:
-    """Where a pipeline's records come from (``format``):
-
-    * ``jsonl``, ``csv``, ``parquet``: a directory of files that grows over time (``path``),
-      read as a Spark streaming file source;
-    * ``pane_log``: another pipeline's pane log (its ``upstream``; ``schema`` is then the
-      columns it offers);
-    * ``delta``: a Delta table read as an append-only stream (``path``, a directory or URI):
-      every commit's new rows from ``starting_version`` (or the first version committed at or
-      after ``starting_timestamp``, ISO-8601; default: version 0) on. A commit that deletes or
-      updates rows stops the run, unless ``skip_change_commits`` (the whole commit is then
-      skipped). ``schema`` defaults to the table's columns of the types below;
-    * ``dataframe``: a streaming DataFrame built in PySpark code, given to
-      :func:`jobs.driver.runs.run` (``path`` is only a description, optional).
-
-    ``schema`` lists (column, type) pairs (types: string, int, long, double, float, boolean,
-    timestamp); it is explicit for files (no inference). A ``timestamp`` column is an ISO-8601
-    string in jsonl/csv; a numeric event-time column counts ``epoch_unit`` (s, ms, us) since
-    1970-01-01 UTC. A column whose type in a table or DataFrame differs from the schema's is
-    cast; a value that does not cast rejects its record. ``bounded``: the input is finite and
-    complete when a run starts, every run drains (see :mod:`jobs.driver.runs`).
-    ``create_path``: a missing landing directory is created empty (the producer has not started
-    yet) instead of refused as a likely typo.
-    """
-
-    path: str
-    schema: tuple[tuple[str, str], ...]
-    format: str = "jsonl"
-    max_files_per_trigger: int | None = None
-    csv_header: bool = False
-    csv_delimiter: str = ","
-    epoch_unit: str = "ms"
-    bounded: bool = False
-    create_path: bool = False
-    pipeline: str | None = None
-    upstream: Upstream | None = None
-    starting_version: int | None = None
-    starting_timestamp: str | None = None
-    skip_change_commits: bool = False
-
-    def __post_init__(self) -> None:
-        """Check the settings (raising :class:`PipelineConfigError` naming the first bad one)."""
-        if self.format not in FORMATS:
-            raise PipelineConfigError("source.format", f"{self.format!r} is not one of {FORMATS}")
-        if self.is_pane_log and self.upstream is None:
-            raise PipelineConfigError(
-                "source.path", "a pane_log source needs its upstream (load it with load_pipeline)"
-            )
-        if not self.path and not self.is_dataframe:
-            what = "the Delta table" if self.is_delta else "the landing directory"
-            raise PipelineConfigError("source.path", f"is required ({what})")
-        self._check_delta_settings()
-        if not self.schema:
-            raise PipelineConfigError("source.schema", "is required: column = type, ...")
-        for col, typ in self.schema:
-            if not _NAME.fullmatch(col) or col.startswith("_"):
-                raise PipelineConfigError(
-                    f"source.schema.{col}", "column names are identifiers not starting with _"
-                )
-            if typ not in COLUMN_TYPES:
-                known = ", ".join(COLUMN_TYPES)
-                raise PipelineConfigError(
-                    f"source.schema.{col}", f"unknown type {typ!r}; known: {known}"
-                )
-        mf = self.max_files_per_trigger
-        if mf is not None and mf < 1:
-            raise PipelineConfigError("source.max_files_per_trigger", f"must be >= 1, got {mf!r}")
-        if self.epoch_unit not in EPOCH_UNITS:
-            raise PipelineConfigError(
-                "source.epoch_unit", f"{self.epoch_unit!r} is not one of {list(EPOCH_UNITS)}"
-            )
-        if len(self.csv_delimiter) != 1:
-            raise PipelineConfigError("source.csv_delimiter", "must be one character")
-        problem = landing_path_problem(self.path) if self.is_landing else None
-        if problem is not None:
-            raise PipelineConfigError("source.path", problem)
-
-    def _check_delta_settings(self) -> None:
-        """The settings of a ``delta`` source: on no other format, one starting point."""
-        given = [
-            name
-            for name in ("starting_version", "starting_timestamp", "skip_change_commits")
-            if getattr(self, name) not in (None, False)
-        ]
-        if given and not self.is_delta:
-            raise PipelineConfigError(
-                f"source.{given[0]}", f"is a setting of a delta source, not of {self.format}"
-            )
-        if self.starting_version is not None and self.starting_timestamp is not None:
-            raise PipelineConfigError(
-                "source.starting_timestamp", "give starting_version or starting_timestamp, not both"
-            )
-        if self.starting_version is not None:
-            _expect("source.starting_version", self.starting_version, int, "a version >= 0")
-            if self.starting_version < 0:
-                raise PipelineConfigError("source.starting_version", "must be >= 0")
-        if self.starting_timestamp is not None:
-            _expect("source.starting_timestamp", self.starting_timestamp, str, "ISO-8601 text")
-            starting_timestamp_ms(self.starting_timestamp)  # raises naming the setting
-
-    @property
-    def types(self) -> dict[str, str]:
-        return dict(self.schema)
-
-    @property
-    def is_pane_log(self) -> bool:
-        return self.format == "pane_log"
-
-    @property
-    def is_delta(self) -> bool:
-        return self.format == "delta"
-
-    @property
-    def is_dataframe(self) -> bool:
-        """The records are a streaming DataFrame the caller gives the run."""
-        return self.format == "dataframe"
-
-    @property
-    def is_landing(self) -> bool:
-        """The source is a landing directory of files."""
-        return self.format in FILE_FORMATS
-
-    def unknown_column(self, column: str) -> str:
-        """Why ``column`` cannot be read from this source."""
-        if self.upstream is not None:
-            return (
-                f"column {column!r} is not a column of the upstream pane log "
-                f"{self.upstream.pane_log} ({self.upstream.columns.describe()})"
-            )
-        return f"column {column!r} is not in source.schema"
-
-
-@dataclass(frozen=True)
-class Upstream:
-    """The pipeline a ``pane_log`` source reads: the path of its pane-log table and what the
-    table offers (:class:`jobs.sources.pane_log.upstream.PaneLogColumns`). Its panes become
-    elements: key and aggregate columns as fields, output timestamp as event time, weight -1 for a
-    retraction (docs/running.md, "A pipeline over another pipeline's pane log")."""
-
-    pane_log: str
-    columns: PaneLogColumns
-
-    @property
-    def name(self) -> str:
-        return self.columns.pipeline
-
-    @property
-    def view(self) -> str:
-        """The path of the upstream's current view (next to its pane log)."""
-        return str(Path(self.pane_log).parent / "current")
-
-    @property
-    def schema(self) -> dict[str, str]:
-        """The columns a downstream can use: key and aggregate columns, with their types."""
-        return dict((*self.columns.keys, *self.columns.values))
-
-
-Duration = int | str
-"""A duration as a configuration gives it: µs (an int), or text like ``"5m"``, ``"1h30m"``."""
-
-
-def parse_duration_setting(name: str, value: Any) -> int:
-    """The duration setting ``name`` in µs, from an int (µs) or text (``"5m"``, ``"2h"``: the
-    forms of :func:`panes.parse_duration`), as a configuration file and the Python API accept
-    it. Raises :class:`PipelineConfigError` naming ``name`` for anything else or a negative one.
-
-    >>> parse_duration_setting("watermark.delay", "5m"), parse_duration_setting("x", 1_000)
-    (300000000, 1000)
-    """
-    if isinstance(value, bool):
-        raise PipelineConfigError(name, f"expected a duration like '5m', got {value!r}")
-    if isinstance(value, int):
-        us = value
-    elif isinstance(value, str):
-        try:
-            us = parse_duration(value.strip())
-        except ValueError as e:
-            raise PipelineConfigError(name, str(e)) from None
-    else:
-        raise PipelineConfigError(name, f"expected a duration like '5m', got {value!r}")
-    if us < 0:
-        raise PipelineConfigError(name, "must not be negative")
-    return us
-
-
-@dataclass(frozen=True, init=False)
-class Watermark:
-    """``bounded_out_of_orderness``: watermark = largest event time seen - ``delay`` (heuristic;
-    data behind it is late). ``ingestion_time``: arrival (batch) time is the event time, the
-    watermark is perfect and nothing is ever late (the Dataflow paper, §2.3). ``writer_noted``: the
-    minimum of the times the live writers noted (:mod:`jobs.driver.writers_watermark`); a writer
-    that noted nothing for ``idle_timeout`` stops holding it. ``delay`` must be 0 with
-    ``writer_noted``. Durations are given as in a configuration file, µs or text, and held in µs.
-
-    >>> Watermark(delay="5m") == Watermark(delay=300_000_000)
-    True
-    >>> Watermark("writer_noted", idle_timeout="10m").idle_timeout
-    600000000
-    """
-
-    policy: str
-    delay: int
-    idle_timeout: int
-
-    def __init__(
-        self,
-        policy: str = "bounded_out_of_orderness",
-        delay: Duration = 0,
-        idle_timeout: Duration = "5m",
-    ) -> None:
-        """Check the settings (raising :class:`PipelineConfigError` naming the first bad one)."""
-        _expect("watermark.policy", policy, str, f"one of {WATERMARK_POLICIES}")
-        if policy not in WATERMARK_POLICIES:
-            raise PipelineConfigError(
-                "watermark.policy", f"{policy!r} is not one of {WATERMARK_POLICIES}"
-            )
-        object.__setattr__(self, "policy", policy)
-        for name, value in (("delay", delay), ("idle_timeout", idle_timeout)):
-            object.__setattr__(self, name, parse_duration_setting(f"watermark.{name}", value))
-        if self.policy == "writer_noted" and self.delay:
-            raise PipelineConfigError(
-                "watermark.delay",
-                "must be 0 with writer_noted: the writers' marks say how far "
-                "event time has come (a writer that lags notes a lower time)",
-            )
-        if self.policy == "writer_noted" and self.idle_timeout <= 0:
-            raise PipelineConfigError("watermark.idle_timeout", "must be positive")
-
-
-@dataclass(frozen=True)
-class Aggregate:
-    """A named aggregate of the pipeline (``watched = "sum(seconds)"``); ``str(fn)`` is its
-    text (``sum(seconds)``)."""
-
-    name: str
-    fn: CombineFn
-
-    @property
-    def column(self) -> str | None:
-        """The source column it reads (None: ``count()``, or a combiner of no column)."""
-        column = getattr(self.fn, "field", None)
-        return column if isinstance(column, str) else None
-
-    def output_type(self, types: Mapping[str, str]) -> str:
-        """Its output column type, given the source's column types; refuses (naming
-        ``aggregates.<name>``) an aggregate the column's type does not support."""
-        where = f"aggregates.{self.name}"
-        kind = getattr(type(self.fn), "name", None)  # the built-ins' SQL name (panes.combiners)
-        if kind == "count":
-            return "long"
-        col = self.column
-        if kind not in ("sum", "mean", "min", "max", "to_list") or col is None:
-            raise PipelineConfigError(where, f"unsupported aggregate {self.fn!r}")
-        if col not in types:
-            raise PipelineConfigError(
-                where, f"column {col!r} is not in source.schema ({', '.join(types)})"
-            )
-        typ = types[col]
-        numeric = COLUMN_TYPES[typ][1]
-        if kind in ("sum", "mean") and not numeric:
-            raise PipelineConfigError(where, f"{kind}() needs a numeric column, {col!r} is {typ}")
-        if kind == "mean":
-            return "double"
-        if kind == "sum":
-            return "long" if typ in INTEGRAL else "double"
-        if kind in ("min", "max"):
-            return {"int": "long", "float": "double"}.get(typ, typ)
-        return f"list<{typ}>"
 
 
 @dataclass(frozen=True)
@@ -434,15 +142,15 @@ class Pipeline:
             ("keys", tuple, "a tuple of column names"),
             ("aggregates", tuple, "a tuple of Aggregate"),
         ):
-            _expect(name, getattr(self, name), kind, what)
+            expect(name, getattr(self, name), kind, what)
         for agg in self.aggregates:
-            _expect("aggregates", agg, Aggregate, "a tuple of Aggregate")
+            expect("aggregates", agg, Aggregate, "a tuple of Aggregate")
 
     def _check_names(self) -> None:
         sb = self.state_buckets
         if not 1 <= sb <= 1 << 20:
             raise PipelineConfigError("state_buckets", f"must be an integer 1..1048576, got {sb!r}")
-        if not _NAME.fullmatch(self.name):
+        if not IDENTIFIER.fullmatch(self.name):
             raise PipelineConfigError(
                 "name", f"must be an identifier (letters, digits, _), got {self.name!r}"
             )
@@ -491,7 +199,7 @@ class Pipeline:
                 "writer_noted reads the writers' marks in the landing directory: it needs a "
                 f"source of files, not {self.source.format}",
             )
-        if self.writer_noted and _has_scheme(self.source.path):
+        if self.writer_noted and has_scheme(self.source.path):
             raise PipelineConfigError(
                 "watermark.policy",
                 "writer_noted reads the writers' marks as local files: "
@@ -520,7 +228,7 @@ class Pipeline:
         names = [a.name for a in self.aggregates]
         for agg in self.aggregates:
             where = f"aggregates.{agg.name}"
-            if not _NAME.fullmatch(agg.name):
+            if not IDENTIFIER.fullmatch(agg.name):
                 raise PipelineConfigError(where, "aggregate names are identifiers")
             if agg.name in self.keys:
                 raise PipelineConfigError(where, "an aggregate cannot be named like a key column")
@@ -721,28 +429,3 @@ class Pipeline:
             f"{self.accumulation_mode.name.lower()}, allowed lateness "
             f"{format_duration(self.allowed_lateness)}\n  aggregates: {aggs}"
         )
-
-
-def _expect(name: str, value: Any, kind: type | tuple[type, ...], what: str) -> None:
-    """Refuse ``value`` unless it is of ``kind`` (a bool is no number, a number no path)."""
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
-        raise PipelineConfigError(name, f"must be {what}, got {value!r}")
-
-
-def starting_timestamp_ms(text: str) -> int:
-    """``source.starting_timestamp`` in ms since 1970 (ISO-8601; no zone: UTC)."""
-    try:
-        when = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise PipelineConfigError(
-            "source.starting_timestamp", f"{text!r} is not an ISO-8601 time (2024-05-01T00:00Z)"
-        ) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
-    return int(when.timestamp() * 1000)
-
-
-def _has_scheme(path: str) -> bool:
-    """A URI with a scheme (``s3://...``): not a local path."""
-    return "://" in path

@@ -22,7 +22,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from jobs.config.pipeline import Pipeline, PipelineConfigError
+from jobs.config.pipeline import Pipeline
+from jobs.config.values import PipelineConfigError
 from panes import format_duration, parse_aggregate, parse_trigger, parse_window
 from sinks.small_files import write_atomically
 

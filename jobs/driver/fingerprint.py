@@ -7,7 +7,7 @@ another trigger's state). :class:`Fingerprint` lists these settings as canonical
 run of a lake records it in ``<checkpoint>/_fingerprint.json`` (atomically, before Spark starts and
 before any table is created), and every later run, and ``panestore check``, compares the
 configuration with it before anything else: the first setting that differs is refused with
-:class:`~jobs.config.pipeline.PipelineConfigError` naming it, and nothing is written.
+:class:`~jobs.config.values.PipelineConfigError` naming it, and nothing is written.
 
 What is in it, and why (docs/running.md, "What may change on a live lake"):
 
@@ -41,8 +41,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobs.config.pipeline import Pipeline, PipelineConfigError
+from jobs.config.pipeline import Pipeline
 from jobs.config.sink_spec import view_spec
+from jobs.config.values import PipelineConfigError
 from panes import format_duration
 from sinks.column_types import INTEGRAL, TYPES, arrow_type
 from sinks.errors import LakeError, TableMissing

@@ -29,7 +29,8 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from jobs.config.pipeline import Pipeline, PipelineConfigError
+from jobs.config.pipeline import Pipeline
+from jobs.config.values import PipelineConfigError
 from jobs.driver.checkpoint import SOURCES, local_path, log_files
 from sinks.small_files import write_atomically
 

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from jobs.config.checks import check_paths
-from jobs.config.pipeline import Pipeline, PipelineConfigError
+from jobs.config.pipeline import Pipeline
+from jobs.config.values import PipelineConfigError
 from jobs.driver.checkpoint import check_against_tables
 from jobs.driver.fingerprint import bind_lake_configuration
 from jobs.driver.lake_identity import check_lake_identity

@@ -1,7 +1,7 @@
 """A pipeline's sources: where its records come from, one sub-package per kind of source.
 
 A source is one concept in one place: what the configuration reads of it (its ``[source]``
-settings, checked before Spark starts), its driver side (registering its reader, its checks
+settings, parsed and checked before Spark starts by :mod:`.settings`), its driver side (registering its reader, its checks
 before the query starts, its records frame) and its executor side (the reader Spark's Python
 workers run, and the storage reading it needs):
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobs.config.pipeline import Pipeline, _has_scheme
+from jobs.config.pipeline import Pipeline
+from jobs.sources.files.paths import has_scheme
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -42,6 +43,6 @@ def read_source(spark: SparkSession, pipeline: Pipeline, table: str | None = Non
         )
     from jobs.sources.files.landing import read_landing_zone
 
-    if not _has_scheme(src.path):
+    if not has_scheme(src.path):
         Path(src.path).mkdir(parents=True, exist_ok=True)
     return read_landing_zone(spark, pipeline)

@@ -262,12 +262,17 @@ def test_delta_settings_are_checked(tmp_path, source, setting):
     [
         "jobs.api.pipelines",
         "jobs.config.load",
-        "jobs.config.pipeline",
+        "jobs.config.values",
+        "jobs.config.watermark",
         "jobs.driver.runs",
         "jobs.executor.bucket_state",
         "jobs.executor.paths",
         "panes.columnar.wide",
+        "jobs.sources",
         "jobs.sources.columns",
+        "jobs.sources.delta_table",
+        "jobs.sources.files",
+        "jobs.sources.pane_log",
     ],
 )
 def test_the_documented_examples_run(module):

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from jobs.config.load import pipeline_from_dict
-from jobs.config.pipeline import Pipeline, PipelineConfigError
+from jobs.config.pipeline import Pipeline
+from jobs.config.values import PipelineConfigError
 from jobs.driver.fingerprint import (
     FINGERPRINT_FILE,
     Fingerprint,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from jobs.config.load import load_pipeline
-from jobs.config.pipeline import PipelineConfigError
+from jobs.config.values import PipelineConfigError
 from jobs.driver.lake_identity import (
     IDENTITY_FILE,
     LakeIdentity,

@@ -8,8 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from jobs.config.aggregates import Aggregate
 from jobs.config.load import DEFAULTS_FILE, load_pipeline, pipeline_from_dict
-from jobs.config.pipeline import Aggregate, Pipeline, PipelineConfigError, Source, Watermark
+from jobs.config.pipeline import Pipeline
+from jobs.config.values import PipelineConfigError
+from jobs.config.watermark import Watermark
+from jobs.sources.settings import Source
 from panes import (
     AccumulationMode,
     AfterCount,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from jobs.config.load import load_pipeline
-from jobs.config.pipeline import PipelineConfigError
+from jobs.config.values import PipelineConfigError
 from jobs.driver.preflight import check_state_layout
 
 DEMO = Path(__file__).resolve().parents[2] / "conf" / "demo.toml"

@@ -8,9 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from jobs.config.aggregates import Aggregate
 from jobs.config.load import load_pipeline, pipeline_from_dict
-from jobs.config.pipeline import Aggregate, Pipeline, PipelineConfigError, Source, Watermark
+from jobs.config.pipeline import Pipeline
 from jobs.config.save import pipeline_to_dict, pipeline_to_toml, save_pipeline
+from jobs.config.values import PipelineConfigError
+from jobs.config.watermark import Watermark
+from jobs.sources.settings import Source
 from panes import AccumulationMode, AfterCount, AfterWatermark, FixedWindows, combiners
 
 if sys.version_info >= (3, 11):

@@ -248,8 +248,10 @@ def test_files_gone_from_the_landing_directory_are_forgotten_once_they_cannot_ma
 def test_the_files_a_batch_took_are_read_from_the_checkpoint(tmp_path):
     import json
 
-    from jobs.config.pipeline import Aggregate, Pipeline, Source
+    from jobs.config.aggregates import Aggregate
+    from jobs.config.pipeline import Pipeline
     from jobs.driver.writers_watermark import newly_taken
+    from jobs.sources.settings import Source
     from panes import FixedWindows
     from panes.combiners import count
 
@@ -290,9 +292,12 @@ def test_the_files_a_batch_took_are_read_from_the_checkpoint(tmp_path):
 def test_the_job_records_an_advance_as_a_control_row_then_its_state(tmp_path):
     import json
 
-    from jobs.config.pipeline import Aggregate, Pipeline, Source, Watermark
+    from jobs.config.aggregates import Aggregate
+    from jobs.config.pipeline import Pipeline
+    from jobs.config.watermark import Watermark
     from jobs.driver.watermark_marks import LandingWriter, marks_dir
     from jobs.driver.writers_watermark import load_state, record_writers_watermark, state_path
+    from jobs.sources.settings import Source
     from panes import FixedWindows
     from panes.combiners import count
 

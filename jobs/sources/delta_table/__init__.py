@@ -6,7 +6,7 @@ version or a vacuumed file stops the run, naming the version (``docs/sources.md`
 
 * Settings: ``path`` (a directory or URI), ``schema`` (default: the table's columns),
   ``starting_version`` or ``starting_timestamp``, ``skip_change_commits``
-  (:class:`jobs.config.pipeline.Source`).
+  (:class:`jobs.sources.settings.Source`).
 * Driver side: registering the reader and its options, the first version, the schema's columns
   in the table's types, and the check before the query starts that refuses a recreated table
   (:func:`read_delta_table`, :func:`check_source_table`, :mod:`.driver`).

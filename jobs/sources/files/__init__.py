@@ -6,7 +6,7 @@ the last batch, each once.
 
 * Settings: ``path`` (the landing directory), ``schema``, ``format``, ``max_files_per_trigger``,
   ``csv_header``, ``csv_delimiter``, ``epoch_unit``, ``create_path``
-  (:class:`jobs.config.pipeline.Source`); which files are input and how to name a path literally
+  (:class:`jobs.sources.settings.Source`); which files are input and how to name a path literally
   to Spark and DuckDB: :mod:`.paths` (also read by the configuration's path check, ``panestore
   verify`` and the writers' watermark).
 * Driver side: the records frame over Spark's file source (:func:`read_landing_zone`,

@@ -41,11 +41,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from jobs.config.event_time import EPOCH_UNITS
-from jobs.config.pipeline import COLUMN_TYPES, Pipeline
+from jobs.config.pipeline import Pipeline
 from jobs.executor.operator_input import HASHED_AS
 from jobs.sources.files.jsonl_decoder import DECODED_COLUMNS, DECODER_OUTPUT, JsonlDecoder
 from jobs.sources.files.paths import spark_path
-from sinks.column_types import ARROW_JSON_TYPES, INTEGRAL
+from sinks.column_types import ARROW_JSON_TYPES, COLUMN_TYPES, INTEGRAL
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession

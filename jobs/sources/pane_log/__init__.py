@@ -6,7 +6,7 @@ the upstream's watermark recorded with each pane (``docs/running.md``, "A pipeli
 pipeline's pane log").
 
 * Settings: ``path`` (the upstream's configuration or pane log) and what the upstream offers, read
-  when the configuration loads (:class:`jobs.config.pipeline.Upstream`,
+  when the configuration loads (:class:`jobs.sources.settings.Upstream`,
   :func:`pane_log_columns`).
 * Driver side: registering the reader and the element rows the job takes (:func:`read_pane_log`,
   :mod:`.driver`); the check before the query starts that refuses a rebuilt upstream (another

@@ -1,0 +1,61 @@
+"""What every setting of a pipeline's configuration shares: the error that names a setting, the
+type check, durations and names.
+
+>>> parse_duration_setting("watermark.delay", "5m")
+300000000
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from panes import parse_duration
+
+
+class PipelineConfigError(ValueError):
+    """An invalid pipeline configuration; ``field`` names the offending setting."""
+
+    def __init__(self, field_name: str, message: str) -> None:
+        self.field = field_name
+        self.message = message
+        super().__init__(f"{field_name}: {message}")
+
+
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""A name the configuration accepts for a pipeline, a column or an aggregate."""
+
+
+def expect(name: str, value: Any, kind: type | tuple[type, ...], what: str) -> None:
+    """Refuse ``value`` unless it is of ``kind`` (a bool is no number, a number no path)."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
+        raise PipelineConfigError(name, f"must be {what}, got {value!r}")
+
+
+Duration = int | str
+"""A duration as a configuration gives it: µs (an int), or text like ``"5m"``, ``"1h30m"``."""
+
+
+def parse_duration_setting(name: str, value: Any) -> int:
+    """The duration setting ``name`` in µs, from an int (µs) or text (``"5m"``, ``"2h"``: the
+    forms of :func:`panes.parse_duration`), as a configuration file and the Python API accept
+    it. Raises :class:`PipelineConfigError` naming ``name`` for anything else or a negative one.
+
+    >>> parse_duration_setting("watermark.delay", "5m"), parse_duration_setting("x", 1_000)
+    (300000000, 1000)
+    """
+    if isinstance(value, bool):
+        raise PipelineConfigError(name, f"expected a duration like '5m', got {value!r}")
+    if isinstance(value, int):
+        us = value
+    elif isinstance(value, str):
+        try:
+            us = parse_duration(value.strip())
+        except ValueError as e:
+            raise PipelineConfigError(name, str(e)) from None
+    else:
+        raise PipelineConfigError(name, f"expected a duration like '5m', got {value!r}")
+    if us < 0:
+        raise PipelineConfigError(name, "must not be negative")
+    return us
