@@ -1,9 +1,9 @@
 """A pipeline's sources: where its records come from, one sub-package per kind of source.
 
 A source is one concept in one place: what the configuration reads of it (its ``[source]``
-settings, parsed and checked before Spark starts by :mod:`.settings`), its driver side (registering its reader, its checks
-before the query starts, its records frame) and its executor side (the reader Spark's Python
-workers run, and the storage reading it needs):
+settings, parsed and checked before Spark starts by :mod:`.settings`), its driver side
+(registering its reader, its checks before the query starts, its records frame) and its executor
+side (the reader Spark's Python workers run, and the storage reading it needs):
 
 ==========================  =====================  ==============================================
 ``[source] format``         sub-package            records
