@@ -107,7 +107,7 @@ def event_time_us(values: pa.Array | pa.ChunkedArray, *, epoch_us: int | None) -
         return pc.cast(pc.cast(values, pa.timestamp("us", values.type.tz)), pa.int64())
     if epoch_us is not None:
         if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
-            values = _epoch_text(pc.utf8_trim(values, " "))
+            values = epoch_text_units(pc.utf8_trim(values, " "))
         ints = pc.cast(values, pa.int64())
         numbers = pc.fill_null(ints, 0).to_numpy(zero_copy_only=False)
         # as Spark's try_multiply: the product must be an int64
@@ -117,7 +117,7 @@ def event_time_us(values: pa.Array | pa.ChunkedArray, *, epoch_us: int | None) -
     return _iso_us(pc.utf8_trim(values, " "))
 
 
-def _epoch_text(text: pa.Array) -> pa.Array:
+def epoch_text_units(text: pa.Array) -> pa.Array:
     """Text epochs -> int64, null unless :data:`EPOCH_TEXT` and within int64."""
     ok = pc.fill_null(pc.match_substring_regex(text, form_regex(EPOCH_TEXT)), False)
     signed = pc.replace_substring_regex(pc.if_else(ok, text, "0"), r"^\+", "")

@@ -55,7 +55,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from jobs.config.event_time import (
-    EVENT_TIME_RANGE,
     MAX_EVENT_TIME_US,
     MIN_EVENT_TIME_US,
     spark_event_time,
@@ -63,6 +62,7 @@ from jobs.config.event_time import (
 )
 from jobs.config.pipeline import Pipeline
 from jobs.driver.control import SENTINEL_MS
+from jobs.executor import rejection_reasons as why
 from jobs.executor.operator import (
     Clocks,
     OperatorBatch,
@@ -103,7 +103,6 @@ WRITERS_TIME = "_writers_ts"
 RAW_TEXT, FROM_FILE, REASON = REJECTED_COLUMNS
 CHECKED_TS, CHECKED_REASON = "_pst_ts", "_pst_reason"
 """A record's event time and why it is rejected (null: it is not), before the tagging."""
-NOT_UTF8 = "not valid UTF-8 text (a binary file?)"
 
 
 # -- layout and operator config ---------------------------------------------------------------
@@ -183,7 +182,7 @@ def _not_converted(pipeline: Pipeline, df: DataFrame, column: str, what: str) ->
     """Why ``column``'s value is refused when it does not convert (:func:`_typed`)."""
     dtype = dict(df.dtypes)[column]
     if dtype == "string":
-        return f"unparseable {what} ({column})"
+        return why.unparseable(what, column)
     declared = pipeline.source.types[column]
     return f"{what} not exactly a {declared} ({column}: a {dtype} that does not convert exactly)"
 
@@ -219,29 +218,31 @@ def _complete_records(pipeline: Pipeline, records: DataFrame) -> DataFrame:
 def _rejection_reason(
     pipeline: Pipeline, records: DataFrame, ts: Column, raw_ts: Column | None
 ) -> Column:
-    """Why a plain record cannot become an element (null: it can; always null for a blob), given
-    its converted and raw event time (:func:`jobs.config.event_time.spark_event_time`)."""
+    """Why a record Spark read cannot become an element (null: it can), given its converted and
+    raw event time (:func:`jobs.config.event_time.spark_event_time`). The tagger of every record
+    the JSON-lines decoder does not judge (:mod:`jobs.executor.jsonl_decoder`), in the same
+    order: event time, keys, values."""
     from pyspark.sql import functions as F
 
     raw = F.col(RAW)
-    reason = F.when(raw.isNotNull() & ~F.is_valid_utf8(raw), F.lit(NOT_UTF8))
+    reason = F.when(raw.isNotNull() & ~F.is_valid_utf8(raw), F.lit(why.NOT_UTF8))
     reason = reason.when(F.col(ERROR).isNotNull(), F.col(ERROR))
     if raw_ts is not None:
-        et = pipeline.event_time
-        reason = reason.when(raw_ts.isNull(), F.lit(f"missing event time ({et})"))
-        reason = reason.when(ts.isNull(), F.lit(f"unparseable event time ({et})"))
+        et = pipeline.event_time or ""
+        reason = reason.when(raw_ts.isNull(), F.lit(why.missing_event_time(et)))
+        reason = reason.when(ts.isNull(), F.lit(why.unparseable_event_time(et)))
         micros = F.unix_micros(ts)
         reason = reason.when(
             (micros < MIN_EVENT_TIME_US) | (micros > MAX_EVENT_TIME_US),
-            F.lit(f"event time out of range ({et}): {EVENT_TIME_RANGE}"),
+            F.lit(why.event_time_out_of_range(et)),
         )
     types = pipeline.source.types
     for k in pipeline.keys:
         key = _typed(pipeline, records, k)
-        reason = reason.when(F.col(k).isNull(), F.lit(f"missing key ({k})"))
+        reason = reason.when(F.col(k).isNull(), F.lit(why.missing_key(k)))
         reason = reason.when(key.isNull(), F.lit(_not_converted(pipeline, records, k, "key")))
         if types[k] == "string":
-            reason = reason.when(F.trim(key) == "", F.lit(f"empty key ({k})"))
+            reason = reason.when(F.trim(key) == "", F.lit(why.empty_key(k)))
     for v in pipeline.value_columns:
         value = _typed(pipeline, records, v)
         reason = reason.when(
@@ -250,13 +251,35 @@ def _rejection_reason(
         )
         if types[v] in ("double", "float"):
             finite = value.isNull() | ~(F.isnan(value) | F.abs(value).eqNullSafe(float("inf")))
-            reason = reason.when(~finite, F.lit(f"not a finite number ({v})"))
-    return F.when(F.col(BLOB).isNull(), reason)
+            reason = reason.when(~finite, F.lit(why.not_finite(v)))
+    return reason
+
+
+def _decoded(pipeline: Pipeline, records: DataFrame) -> DataFrame:
+    """The JSON-lines decoder's rows (:mod:`jobs.executor.jsonl_decoder`) in the shape of
+    :func:`_tagged`: a blob (its latest event time) or a line the decoder rejected, with the
+    decoder's reason. Nothing is judged here: the decoder was the records' one tagger."""
+    from pyspark.sql import functions as F
+
+    reason = F.col(ERROR)
+    rejected = reason.isNotNull()
+    types = dict(records.dtypes)
+    return records.select(
+        *[F.lit(None).cast(types[k]).alias(k) for k in pipeline.keys],
+        F.col(LATEST_EVENT_TIME).alias(EVENT_TIME),
+        *[F.lit(None).cast(types[v]).alias(v) for v in pipeline.value_columns],
+        F.when(rejected, F.make_valid_utf8(RAW)).alias(RAW_TEXT),
+        F.when(rejected, F.col(SOURCE_FILE)).alias(FROM_FILE),
+        reason.alias(REASON),
+        F.lit(False).alias(CONTROL),
+        BUCKET,
+        BLOB,
+    )
 
 
 def _tagged(pipeline: Pipeline, records: DataFrame) -> DataFrame:
-    """One row per record or blob: keys, event time, values, and for a rejected record (its
-    keys and values null: a valid key never is) the raw record, its file and the reason."""
+    """One row per record: keys, event time, values, and for a rejected record (its keys and
+    values null: a valid key never is) the raw record, its file and the reason."""
     from pyspark.sql import functions as F
 
     ts, raw_ts = spark_event_time(pipeline.event_time_column, records)
@@ -271,7 +294,7 @@ def _tagged(pipeline: Pipeline, records: DataFrame) -> DataFrame:
     ok = F.col(CHECKED_REASON).isNull()
     return checked.select(
         *[F.when(ok, _typed(pipeline, records, k)).alias(k) for k in pipeline.keys],
-        F.coalesce(F.col(LATEST_EVENT_TIME), F.when(ok, F.col(CHECKED_TS))).alias(EVENT_TIME),
+        F.when(ok, F.col(CHECKED_TS)).alias(EVENT_TIME),
         *[F.when(ok, _typed(pipeline, records, v)).alias(v) for v in pipeline.value_columns],
         F.when(~ok, F.make_valid_utf8(RAW)).alias(RAW_TEXT),  # kept as text
         F.when(~ok, F.col(SOURCE_FILE)).alias(FROM_FILE),
@@ -368,6 +391,8 @@ def build_job(
     decoded = BLOB in records.columns  # the JSON-lines decoder packed (jobs.executor.jsonl_decoder)
     if pipeline.source.is_pane_log:
         tagged = pane_log_tagged(pipeline, records, EVENT_TIME, REJECTED_COLUMNS, CONTROL)
+    elif decoded:
+        tagged = _decoded(pipeline, records)
     else:
         tagged = _tagged(pipeline, _complete_records(pipeline, records))
     if control is not None:

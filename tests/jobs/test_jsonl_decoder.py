@@ -1,8 +1,9 @@
 """The JSON-lines decoder (pure: Arrow batches in, Arrow batches out; no Spark).
 
-What it decodes must be exactly what Spark would read, so these tests pin which lines it keeps
-and which it passes through to Spark; ``tests/spark/test_decoder_equivalence.py`` checks the
-outcome against Spark's own path.
+It is the one tagger of the lines of a pipeline it serves: these tests pin which lines it decodes
+and which it rejects, with which reason (strict JSON: docs/sources.md);
+``tests/spark/test_decoder_equivalence.py`` checks that on strict JSON the outcome is Spark's own
+path's.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 pytest.importorskip("xxhash")
 
-from jobs.sources.files.jsonl_decoder import SMALLEST_SPLIT  # noqa: E402
+from jobs.executor import rejection_reasons as why  # noqa: E402
 
 US = 1_000_000
 T0 = 1_704_067_200  # 2024-01-01T00:00:00Z
@@ -41,18 +42,18 @@ def decoder(**over):
 
 
 def run(dec, lines: list[str]):
-    """-> (decoded rows as dicts, with their bucket; passed-through raw lines; blob rows)."""
+    """-> (decoded rows as dicts, with their bucket; {rejected raw line: reason}; blob rows)."""
     batch = pa.RecordBatch.from_pydict(
         {"_raw": pa.array(lines, pa.string()), "_source_file": ["f.jsonl"] * len(lines)}
     )
     out = pickle.loads(pickle.dumps(dec)).decode(batch).to_pydict()
-    rows, passed, blobs = [], [], []
-    for bucket, ts, blob, raw, file in zip(*out.values(), strict=True):
+    rows, rejected, blobs = [], {}, []
+    for bucket, ts, blob, raw, file, reason in zip(*out.values(), strict=True):
         if blob is None:
-            assert bucket is None and ts is None and file == "f.jsonl"
-            passed.append(raw)
+            assert bucket is None and ts is None and file == "f.jsonl" and reason
+            rejected[raw] = reason
             continue
-        assert raw is None and file is None
+        assert raw is None and file is None and reason is None
         table = pa.ipc.open_stream(blob).read_all()
         got = table.to_pylist()
         # the blob's event time is its latest element's
@@ -60,7 +61,7 @@ def run(dec, lines: list[str]):
         blobs.append(bucket)
         rows += [dict(r, bucket=bucket) for r in got]
     assert len(blobs) == len(set(blobs))  # one blob per bucket and batch
-    return rows, passed, blobs
+    return rows, rejected, blobs
 
 
 def line(device="a", ts="2024-01-01T00:00:01Z", **more):
@@ -71,8 +72,8 @@ def test_valid_lines_are_decoded_into_their_key_buckets():
     from jobs.executor.operator_input import KeyBuckets
 
     lines = [line(f"d{i % 13}", f"2024-01-01T00:{i % 60:02d}:00.{i:06d}Z") for i in range(200)]
-    rows, passed, _ = run(decoder(), lines)
-    assert passed == []
+    rows, rejected, _ = run(decoder(), lines)
+    assert rejected == {}
     assert len(rows) == 200
     hasher = KeyBuckets(("string",), 8)
     assert all(r["bucket"] == hasher.bucket(r["device"]) for r in rows)
@@ -90,43 +91,68 @@ def test_valid_lines_are_decoded_into_their_key_buckets():
     ]
 
 
-@pytest.mark.parametrize(
-    "bad",
-    [
-        "not json",
-        "{'device': 'a'}",  # single quotes: Spark accepts them, Arrow does not
-        '{"device": "a", "device": "b", "ts": "2024-01-01T00:00:01Z"}',  # Spark: the last
-        '{"device": "a", "ts": "2024-01-01T00:00:01Z"}{"device": "b"}',  # Spark: the first
-        '{"device": 5, "ts": "2024-01-01T00:00:01Z"}',  # Spark: the text "5"
-        '{"device": "a", "ts": "2024-01-01T00:00:01Z", "seconds": NaN}',  # both: NaN
-        '{"device": "a", "ts": "2024-01-01T00:00:01Z", "seconds": Inf}',  # Spark: malformed
-        '{"device": "a", "ts": "2024-01-01T00:00:01Z", "seconds": "1.5"}',
-        '{"device": "a", "ts": "2024-01-01T00:00:01Z", "ok": "yes"}',  # unused column too
-        "[1, 2]",
-        '\ufeff{"device": "a", "ts": "2024-01-01T00:00:01Z"}',  # a byte-order mark
-        '{"device": "\\ud800", "ts": "2024-01-01T00:00:01Z"}',
-        '{"device": null, "ts": "2024-01-01T00:00:01Z"}',  # rejected by Spark
-        '{"ts": "2024-01-01T00:00:01Z"}',
-        '{"device": "a"}',
-        '{"device": "a", "ts": "yesterday"}',
-        '{"device": "a", "ts": "2024-01-01T00:00:01.1234567Z"}',  # Spark truncates: its call
-        '{"device": "a", "ts": "2024-02-30T00:00:01Z"}',  # no such day
-        '{"device": "a", "ts": "2023-02-29T00:00:01Z"}',
-        '{"device": "a", "ts": "2024-01-01T24:00:00Z"}',
-        '{"device": "a", "ts": "2024-01-01T00:00:01+18:00"}',
-        '{"device": "a", "ts": 1704067201}',
-    ],
-)
-def test_lines_spark_must_judge_are_passed_through(bad):
+NOT_STRICT = [
+    "not json",
+    "{'device': 'a'}",  # single quotes (Spark's from_json reads them)
+    '{"device": "a", "device": "b", "ts": "2024-01-01T00:00:01Z"}',  # a duplicate field
+    '{"device": "a", "ts": "2024-01-01T00:00:01Z"}{"device": "b"}',  # two objects
+    '{"device": 5, "ts": "2024-01-01T00:00:01Z"}',  # a number for a string column
+    '{"device": "a", "ts": "2024-01-01T00:00:01Z", "seconds": 1e400}',  # beyond a double
+    '{"device": "a", "ts": "2024-01-01T00:00:01Z", "seconds": "1.5"}',  # text for a number
+    '{"device": "a", "ts": "2024-01-01T00:00:01Z", "ok": "yes"}',  # unused column too
+    "[1, 2]",
+    '{"device": "\\ud800", "ts": "2024-01-01T00:00:01Z"}',
+]
+INVALID = {
+    '{"device": null, "ts": "2024-01-01T00:00:01Z"}': why.missing_key("device"),
+    '{"ts": "2024-01-01T00:00:01Z"}': why.missing_key("device"),
+    '{"device": " ", "ts": "2024-01-01T00:00:01Z"}': why.empty_key("device"),
+    '{"device": "a"}': why.missing_event_time("ts"),
+    '{"device": "a", "ts": null}': why.missing_event_time("ts"),
+    '{"device": "a", "ts": "yesterday"}': why.unparseable_event_time("ts"),
+    '{"device": "a", "ts": "2024-01-01T00:00:01.1234567Z"}': why.unparseable_event_time("ts"),
+    '{"device": "a", "ts": "2024-02-30T00:00:01Z"}': why.unparseable_event_time("ts"),
+    '{"device": "a", "ts": "2023-02-29T00:00:01Z"}': why.unparseable_event_time("ts"),
+    '{"device": "a", "ts": "2024-01-01T24:00:00Z"}': why.unparseable_event_time("ts"),
+    '{"device": "a", "ts": "2024-01-01T00:00:01+18:00"}': why.unparseable_event_time("ts"),
+    '{"device": "a", "ts": 1704067201}': why.unparseable_event_time("ts"),
+    '{"device": "a", "ts": "10000-01-01T00:00:00Z"}': why.event_time_out_of_range("ts"),
+    '{"device": "a", "ts": "2024-01-01T00:00:01Z", "seconds": NaN}': why.not_finite("seconds"),
+    '{"device": "a", "ts": "2024-01-01T00:00:01Z", "seconds": -Infinity}': why.not_finite(
+        "seconds"
+    ),
+    '{"device": "a", "ts": "2024-01-01T00:00:01Z", "seconds": Inf}': why.not_finite("seconds"),
+}
+
+
+@pytest.mark.parametrize("bad", [*NOT_STRICT, *INVALID])
+def test_every_line_is_decoded_or_rejected_with_its_reason(bad):
     good = [line("a", f"2024-01-01T00:00:{s:02d}Z") for s in range(40)]
     lines = [*good[:20], bad, *good[20:]]
-    rows, passed, _ = run(decoder(), lines)
-    assert bad in passed
-    # a bad line costs at most its smallest chunk; the other lines are decoded
-    assert len(passed) <= SMALLEST_SPLIT
-    assert len(rows) + len(passed) == len(lines)
-    kept = {(T0 + s) * US for s in range(40) if good[s] not in passed}
-    assert sorted(r["ts_us"] for r in rows) == sorted(kept)
+    rows, rejected, _ = run(decoder(), lines)
+    assert rejected == {bad: INVALID.get(bad, why.NOT_STRICT_JSON)}
+    # a bad line costs no other line
+    assert sorted(r["ts_us"] for r in rows) == [(T0 + s) * US for s in range(40)]
+
+
+def test_lines_that_are_not_utf8_are_rejected_as_such():
+    good = line("a").encode()
+    bad = b'{"device": "\xff", "ts": "2024-01-01T00:00:01Z"}'
+    batch = pa.RecordBatch.from_arrays(
+        [
+            pa.array([good, bad, good], pa.binary()).cast(pa.string(), safe=False),
+            pa.array(["f"] * 3),
+        ],
+        names=["_raw", "_source_file"],
+    )
+    out = decoder().decode(batch)
+    assert out.column("_error").to_pylist() == [None, why.NOT_UTF8]  # one blob, the line
+    assert out.column("_raw").cast(pa.binary())[1].as_py() == bad  # kept as it was
+
+
+def test_a_byte_order_mark_is_skipped():
+    rows, rejected, _ = run(decoder(), ["\ufeff" + line("a"), line("b")])
+    assert rejected == {} and sorted(r["device"] for r in rows) == ["a", "b"]
 
 
 def test_accepted_timestamp_forms():
@@ -142,8 +168,8 @@ def test_accepted_timestamp_forms():
         " 2024-01-01T00:00:01 ": (T0 + 1) * US,  # trimmed
         "2024-01-01": T0 * US,  # (every form of jobs.config.event_time.FORMS: test_event_time)
     }
-    rows, passed, _ = run(decoder(), [line("a", ts) for ts in forms])
-    assert passed == []
+    rows, rejected, _ = run(decoder(), [line("a", ts) for ts in forms])
+    assert rejected == {}
     assert [r["ts_us"] for r in rows] == list(forms.values())  # one key: in arrival order
 
 
@@ -159,9 +185,10 @@ def test_epoch_event_time_and_integer_keys():
     def rec(user, t, region="eu"):
         return json.dumps({"user": user, "region": region, "t": t, "n": 2})
 
-    valid = [rec(7, 1_704_067_201_000), rec(-3, 1_704_067_201_500)]
-    rows, passed, _ = run(dec, valid)
-    assert passed == []
+    # an epoch may be its digits as text (jobs.config.event_time.FORMS)
+    valid = [rec(7, 1_704_067_201_000), rec(-3, 1_704_067_201_500), rec(8, " 1704067201000 ")]
+    rows, rejected, _ = run(dec, valid)
+    assert rejected == {}
     from jobs.executor.operator_input import KeyBuckets
 
     hasher = KeyBuckets(("int", "string"), 8)
@@ -180,13 +207,27 @@ def test_epoch_event_time_and_integer_keys():
             "n": 2,
             "bucket": hasher.bucket((-3, "eu")),
         },
+        {
+            "user": 8,
+            "region": "eu",
+            "ts_us": (T0 + 1) * US,
+            "n": 2,
+            "bucket": hasher.bucket((8, "eu")),
+        },
     ]
     assert sorted(rows, key=repr) == sorted(expected, key=repr)
     padding = [rec(i, 1_704_067_201_000 + i) for i in range(40)]
-    for bad in (rec(7, "1704067201000"), rec(7, 1.5e12), rec(2**31, 0), rec(7, 2**62)):
-        rows, passed, _ = run(dec, [*padding[:20], bad, *padding[20:]])
-        assert bad in passed and len(passed) <= SMALLEST_SPLIT
-        assert len(rows) + len(passed) == 41
+    bad_lines = {
+        rec(7, 1.5e12): why.unparseable_event_time("t"),  # not an integer
+        rec(7, "1.5e12"): why.unparseable_event_time("t"),
+        rec(7, 2**62): why.unparseable_event_time("t"),  # beyond µs in 64 bits
+        rec(7, None): why.missing_event_time("t"),
+        rec(2**31, 0): why.unparseable("key", "user"),  # beyond an int
+        rec("7", 0): why.NOT_STRICT_JSON,  # text for an integer key
+    }
+    for bad, reason in bad_lines.items():
+        rows, rejected, _ = run(dec, [*padding[:20], bad, *padding[20:]])
+        assert rejected == {bad: reason} and len(rows) == 40
 
 
 def test_pipelines_the_decoder_cannot_serve():
@@ -227,26 +268,25 @@ def test_pipelines_the_decoder_cannot_serve():
     assert jsonl_decoder(pipeline(aggregates={"n": "count()", "d": "max(device)"})) is None
 
 
-def test_a_failing_decoder_leaves_the_whole_batch_to_spark(monkeypatch, capsys):
+def test_a_failing_decoder_stops_the_task(monkeypatch):
+    """The decoder is the lines' one tagger: a failure of its own is an error, not a reason to
+    reject (or pass on) valid lines."""
     from jobs.sources.files.jsonl_decoder import JsonlDecoder
 
     def broken(self, table):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(JsonlDecoder, "_valid", broken)
-    lines = [line("a"), line("b")]
-    batch = pa.RecordBatch.from_pydict({"_raw": lines, "_source_file": ["f.jsonl"] * 2})
-    (out,) = list(decoder()(iter([batch])))
-    assert out.column("_raw").to_pylist() == lines
-    assert out.column("pst_blob").null_count == 2
-    assert "decoder failed" in capsys.readouterr().err
+    monkeypatch.setattr(JsonlDecoder, "judged", broken)
+    batch = pa.RecordBatch.from_pydict({"_raw": [line("a")], "_source_file": ["f.jsonl"]})
+    with pytest.raises(RuntimeError, match="boom"):
+        list(decoder()(iter([batch])))
 
 
 def test_spark_batches_are_decoded_in_chunks_with_the_same_outcome(monkeypatch):
     """Spark hands the decoder 10,000 lines at a time; it joins them into chunks of
     ``CHUNK_ROWS`` lines (one blob per bucket and chunk, not per batch), with the same outcome:
-    each line either decoded into its row or left to Spark, the bad line left to Spark."""
-    from jobs.sources.files import jsonl_decoder
+    each line either decoded into its row or rejected, the bad line rejected."""
+    from jobs.executor import jsonl_decoder
 
     monkeypatch.setattr(jsonl_decoder, "CHUNK_ROWS", 100)
     good = [line(f"d{i % 7}", f"2024-01-01T00:{i % 60:02d}:{i % 59:02d}Z") for i in range(330)]
@@ -266,7 +306,7 @@ def test_spark_batches_are_decoded_in_chunks_with_the_same_outcome(monkeypatch):
     assert len(chunks) == 3  # 120 | 111 | 100 lines
 
     def decoded(outputs) -> tuple[list, list[str]]:
-        rows, passed = [], []
+        rows, rejected = [], []
         for out in outputs:
             buckets = out.column(0).drop_null().to_pylist()
             assert len(buckets) == len(set(buckets))  # one blob per bucket and chunk
@@ -277,17 +317,16 @@ def test_spark_batches_are_decoded_in_chunks_with_the_same_outcome(monkeypatch):
                 strict=True,
             ):
                 if blob is None:
-                    passed.append(raw)
+                    rejected.append(raw)
                 else:
                     table = pa.ipc.open_stream(blob).read_all()
                     rows += [(bucket, *r.values()) for r in table.to_pylist()]
-        return sorted(rows), passed
+        return sorted(rows), rejected
 
-    rows, passed = decoded(chunks)
-    assert "not json" in passed and len(passed) <= SMALLEST_SPLIT
-    kept = [g for g in good if g not in passed]  # valid lines: decoded alike in one batch
-    expected, _ = decoded(
-        [dec.decode(pa.RecordBatch.from_pydict({"_raw": kept, "_source_file": ["f"] * len(kept)}))]
+    rows, rejected = decoded(chunks)
+    assert rejected == ["not json"]
+    expected, _ = decoded(  # the valid lines: decoded alike in one batch
+        [dec.decode(pa.RecordBatch.from_pydict({"_raw": good, "_source_file": ["f"] * len(good)}))]
     )
     assert rows == expected
     blobs_alone = sum(len(dec.decode(b).column(0).drop_null()) for b in batches if b.num_rows)

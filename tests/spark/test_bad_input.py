@@ -49,10 +49,10 @@ JSONL = [
     (rec("year-10000", "10000-01-01T00:00:00Z"), OUT_OF_RANGE),
     (rec("year-0", "0000-01-01T00:00:00Z"), OUT_OF_RANGE),
     (rec("last-ms", "9999-12-31T23:59:59.999Z"), OUT_OF_RANGE),  # the drain sentinel's time
-    (rec("nan", seconds="NaN"), NOT_FINITE),
+    (rec("nan", seconds="NaN"), MALFORMED),  # strict JSON: text for a number
     ('{"device_id": "nan2", "ts": "' + TS % 1 + '", "seconds": NaN, "n": 1}', NOT_FINITE),
     ('{"device_id": "inf", "ts": "' + TS % 1 + '", "seconds": -Infinity, "n": 1}', NOT_FINITE),
-    ('{"device_id": "e400", "ts": "' + TS % 1 + '", "seconds": 1e400, "n": 1}', NOT_FINITE),
+    ('{"device_id": "e400", "ts": "' + TS % 1 + '", "seconds": 1e400, "n": 1}', MALFORMED),
     (rec("huge-long", n=10**30), MALFORMED),
     (rec("float-long", n=1.5), MALFORMED),
     (rec("text-long", n="seven"), MALFORMED),

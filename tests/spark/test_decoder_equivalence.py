@@ -1,6 +1,9 @@
-"""The JSON-lines decoder changes no outcome: Spark agrees on buckets (and on the shuffle
-partition of a bucket's grouping value), and a job over a landing zone full of awkward lines
-writes the same tables with and without it.
+"""The JSON-lines decoder, the one tagger of a pipeline's JSON lines, judges strict JSON as Spark's
+``from_json`` and the plan's tagging would: Spark agrees on buckets (and on the shuffle partition
+of a bucket's grouping value), and a job over a landing zone of strict JSON lines, invalid ones
+among them, writes the same tables with and without it. Lines that are not strict JSON, which
+``from_json`` may read, the decoder rejects (``tests/jobs/test_jsonl_decoder.py``; here: through
+the job).
 
 The run without the decoder also has its operator tasks write every row themselves
 (:mod:`jobs.executor.task_files`: at most one row sent on, files of seven rows), where the run with
@@ -86,23 +89,26 @@ def _pipeline(tmp_path, name: str):
     )
 
 
-AWKWARD = [
-    "not json",
-    "{'device_id': 'q', 'ts': '2024-01-01T00:00:05Z'}",  # single quotes: Spark reads it
-    '{"device_id": "a", "device_id": "b", "ts": "2024-01-01T00:00:06Z"}',  # Spark: "b"
-    '{"device_id": "c", "ts": "2024-01-01T00:00:07Z"}{"device_id": "z"}',  # Spark: the first
-    '{"device_id": 5, "ts": "2024-01-01T00:00:08Z", "seconds": 1}',  # Spark: key "5"
+AWKWARD = [  # strict JSON, rejected by both with the same reason
     '{"device_id": "a", "ts": "2024-01-01T00:00:09Z", "seconds": Infinity}',
-    '{"device_id": "a", "ts": "2024-01-01T00:00:09Z", "seconds": Inf}',
-    '{"device_id": "a", "ts": "2024-01-01T00:00:10Z", "n": 3000000000}',
-    '{"device_id": "a", "ts": "2024-01-01T00:00:10Z", "n": "3"}',
     '{"device_id": null, "ts": "2024-01-01T00:00:11Z"}',
     '{"ts": "2024-01-01T00:00:11Z"}',
+    '{"device_id": " ", "ts": "2024-01-01T00:00:11Z"}',
     '{"device_id": "a"}',
     '{"device_id": "a", "ts": "yesterday"}',
     '{"device_id": "a", "ts": "2024-01-01T00:00:12 UTC"}',  # not a form of jobs.config.event_time
     '{"device_id": "a", "ts": "2024-01-01T00:00:12.1234567Z"}',
     '{"device_id": "a", "ts": "2024-02-30T00:00:12Z"}',
+    '{"device_id": "a", "ts": 1704067212}',
+]
+NOT_STRICT = [  # Spark's from_json reads some of these; the decoder rejects them all
+    "not json",
+    "{'device_id': 'q', 'ts': '2024-01-01T00:00:05Z'}",  # single quotes: Spark reads it
+    '{"device_id": "a", "device_id": "b", "ts": "2024-01-01T00:00:06Z"}',  # Spark: "b"
+    '{"device_id": "c", "ts": "2024-01-01T00:00:07Z"}{"device_id": "z"}',  # Spark: the first
+    '{"device_id": 5, "ts": "2024-01-01T00:00:08Z", "seconds": 1}',  # Spark: key "5"
+    '{"device_id": "a", "ts": "2024-01-01T00:00:10Z", "n": 3000000000}',
+    '{"device_id": "a", "ts": "2024-01-01T00:00:10Z", "n": "3"}',
     "[1, 2]",
 ]
 # unusual, but read the same by both: decoded
@@ -131,6 +137,23 @@ def _landing(seed: int, start: int) -> list[str]:
     return lines
 
 
+def test_lines_that_are_not_strict_json_are_rejected_through_the_job(spark, tmp_path):
+    from deltalake import DeltaTable
+
+    from jobs.driver.runs import run
+    from jobs.executor.rejection_reasons import NOT_STRICT_JSON
+
+    pipeline = _pipeline(tmp_path, "strict")
+    put(tmp_path / "landing", "views.jsonl", [*_landing(3, 0), *NOT_STRICT])
+    run(pipeline, spark=spark, progress=None, drain=True)
+    rejected = DeltaTable(pipeline.table_path("rejected")).to_pyarrow_table().to_pylist()
+    reasons = {r["raw"]: r["reason"] for r in rejected}
+    assert {line: reasons.get(line) for line in NOT_STRICT} == dict.fromkeys(
+        NOT_STRICT, NOT_STRICT_JSON
+    )
+    assert all(r["source_file"].endswith("views.jsonl") for r in rejected)
+
+
 def test_the_job_writes_the_same_tables_with_and_without_the_decoder(spark, tmp_path, monkeypatch):
     import pyarrow as pa
     from deltalake import DeltaTable
@@ -144,15 +167,14 @@ def test_the_job_writes_the_same_tables_with_and_without_the_decoder(spark, tmp_
     decoder = jsonl_decoder(_pipeline(tmp_path, "with"))
     assert decoder is not None
 
-    def passed(lines: list[str]) -> list[str]:
+    def rejected(lines: list[str]) -> list[str]:
         batch = pa.RecordBatch.from_pydict({"_raw": lines, "_source_file": ["f"] * len(lines)})
         return [r for r in decoder.decode(batch).column("_raw").to_pylist() if r is not None]
 
-    for lines in files:  # the decoder does decode here, and leaves every awkward line to Spark
-        left = passed(lines)
-        assert set(AWKWARD) <= set(left) and len(left) < len(lines) / 2
+    for lines in files:  # the decoder decodes the valid lines, rejects every awkward one
+        assert sorted(rejected(lines)) == sorted(AWKWARD)
     plain = json.dumps({"device_id": "d1", "ts": iso(1), "seconds": 1.0, "n": 1})
-    assert passed([*ODD, plain]) == []
+    assert rejected([*ODD, plain]) == []
 
     pipelines = {name: _pipeline(tmp_path, name) for name in ("with", "without")}
     default = BatchSink.task_writing

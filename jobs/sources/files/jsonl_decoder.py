@@ -1,39 +1,37 @@
-"""Decoding JSON-lines in the packing step: Arrow's JSON parser, with Spark's as the judge.
+"""Decoding and tagging JSON lines in the read stage: Arrow's JSON reader, strict JSON.
 
-Parsing JSON in the JVM (``from_json``) and tagging every row with Spark SQL expressions was most of
-a scheduled run's read stage. :class:`JsonlDecoder` is a ``mapInArrow`` function over the raw lines
-(``_raw``, ``_source_file``) that parses them with Arrow's JSON reader and packs every *unambiguous*
-valid record straight into its key bucket's Arrow blob, the operator's packed input
-(:mod:`jobs.executor.operator`). Every other line is passed through untouched for the JVM to parse,
-tag and, if need be, reject, exactly as without the decoder. Output rows are of two kinds:
+:class:`JsonlDecoder` is a ``mapInArrow`` function over the raw lines (``_raw``,
+``_source_file``) of a pipeline it serves (:func:`jobs.driver.landing_source.jsonl_decoder`). It
+is the only judge of those lines: it parses them with Arrow's JSON reader, packs every valid
+record straight into its key bucket's Arrow blob, the operator's packed input
+(:mod:`jobs.executor.operator`), and rejects every other line with its reason
+(:mod:`jobs.executor.rejection_reasons`). Output rows are of two kinds:
 
 * a blob: ``(pst_bucket, pst_ts, pst_blob)``; ``pst_ts`` is the latest event time in the blob
   (Spark's watermark takes the maximum, so it sees what it would see row by row);
-* a passed-through line: ``(_raw, _source_file)``, the other columns null.
+* a rejected line: ``(_raw, _source_file, _error)``, ``_error`` its reason, the other columns null.
 
-Invariant: the decoder changes no outcome. A record is decoded here only when Arrow's reading of it
-provably equals Spark's: Arrow's parser is stricter than Spark's (no single quotes, duplicate
-fields, several objects on a line, numbers in string columns) and fails where it is unsure (a
-leading byte-order mark is made to fail), a failing line goes to Spark, and so does any non-finite
-double (the two parsers spell NaN and infinities differently). Decoded records are valid by
-construction: their keys are non-null strings or integers in range, and their event time is read by
-the job's own :func:`jobs.config.event_time.event_time_us` and accepted (a form of
-:data:`jobs.config.event_time.FORMS`, in range; text without a zone only when Spark's session time
-zone is UTC); anything else, including every record Spark would reject, takes Spark's path. Buckets
-are Spark's own ``pmod(xxhash64(keys), B)`` (:class:`jobs.executor.operator_input.KeyBuckets`), so a
-key's state is found whichever path its rows take. Should decoding a batch fail unexpectedly, all
-its lines go to Spark (:meth:`JsonlDecoder.decode_or_pass`): the decoder can make a run slower,
-never stop it.
+The contract is strict JSON (``docs/sources.md``): a line is one JSON object whose fields of the
+source schema have their column's JSON type (a string for a ``string`` column or an ISO-8601 event
+time, a number for a numeric one, ``true``/``false``, or null); fields outside the schema are
+ignored; a leading byte-order mark is skipped. ``NaN`` and ``Infinity`` read as numbers, and are
+rejected as not finite in a value column. A line Arrow cannot read so (single quotes, two objects,
+a number for a string column or text for a number, a duplicate field, text that is not UTF-8) is
+rejected, never passed on or dropped. One exception: an epoch event time may also be its digits as
+text (:data:`jobs.config.event_time.FORMS`). The event time is read by
+:func:`jobs.config.event_time.event_time_us` (a form of :data:`jobs.config.event_time.FORMS`, in
+range). Keys are hashed to Spark's own ``pmod(xxhash64(keys), B)``
+(:class:`jobs.executor.operator_input.KeyBuckets`), the bucket every other source's rows get in
+Spark SQL.
 
 Pipelines the decoder cannot serve (:func:`jobs.driver.landing_source.jsonl_decoder` returns None)
-are read by Spark alone: other formats, ingestion time, keys of other types than string and integer,
-columns of types Arrow might read differently (timestamps, floats), and value columns that are also
-the key or event-time column (Spark hands those over as the text it read).
+are read by Spark alone (``from_json``, tagged in Spark SQL): ingestion time, keys of other types
+than string and integer, ``float`` and ``timestamp`` value columns, and value columns that are
+also the key or event-time column.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -44,20 +42,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from jobs.config.event_time import accepted, event_time_us, flat
+from jobs.config.event_time import accepted, epoch_text_units, event_time_us, flat
+from jobs.executor import rejection_reasons as why
 from jobs.executor.operator_input import BLOB, BUCKET, TS_US, KeyBuckets, blobs_by_bucket
 from sinks.column_types import ARROW_JSON_TYPES
 
 LATEST_EVENT_TIME = "pst_ts"
 DECODED_COLUMNS = (BUCKET, LATEST_EVENT_TIME, BLOB)
-# the lines' columns, in and out (jobs.driver.landing_source.RAW, SOURCE_FILE)
-LINE, FILE = "_raw", "_source_file"
+# the lines' columns, in and out, and a rejected line's reason
+# (jobs.driver.landing_source.RAW, SOURCE_FILE, ERROR)
+LINE, FILE, REASON = "_raw", "_source_file", "_error"
 DECODER_OUTPUT = (
-    f"{BUCKET} int, {LATEST_EVENT_TIME} timestamp, {BLOB} binary, {LINE} string, {FILE} string"
+    f"{BUCKET} int, {LATEST_EVENT_TIME} timestamp, {BLOB} binary, {LINE} string, {FILE} string, "
+    f"{REASON} string"
 )
 # declared type -> Arrow type Arrow's JSON reader must produce for it to equal Spark's reading
 _ARROW_TYPE = ARROW_JSON_TYPES
-# A failed chunk is split in two until it is this small; then its lines go to Spark.
+# A failed chunk is split in two until it is this small; then its lines are read one by one.
 SMALLEST_SPLIT = 16
 CHUNK_ROWS = 100_000
 """Lines decoded together (Spark hands ``mapInArrow`` 10,000 at a time): each chunk makes one
@@ -110,48 +111,42 @@ class JsonlDecoder:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for chunk in chunks(batches):
-            yield self.decode_or_pass(chunk)
-
-    def decode_or_pass(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """:meth:`decode`; should it fail unexpectedly, every line of the batch is passed to
-        Spark instead (the outcome is the same, only slower), with a warning on stderr."""
-        try:
-            return self.decode(batch)
-        except Exception as error:  # the decoder is an optimization: it must not stop the job
-            print(
-                f"panestore: JSON-lines decoder failed ({error!r}); "
-                f"{batch.num_rows} lines left to Spark",
-                file=sys.stderr,
-            )
-            return self._output(batch, [], [], [])
+            yield self.decode(chunk)
 
     def decode(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """One batch of ``(_raw, _source_file)`` lines -> blobs and passed-through lines."""
+        """One batch of ``(_raw, _source_file)`` lines -> blobs and rejected lines."""
         lines = batch.column(0)
         parsed: list[tuple[int, pa.Table]] = []
-        self._parse_chunks(lines, 0, len(lines), parsed)
+        reasons = np.full(len(lines), None, dtype=object)  # None: not rejected
+        self._parse_chunks(lines, 0, len(lines), parsed, reasons)
+        decoded, ts_us = None, None
         if parsed:
             table = pa.concat_tables([t for _, t in parsed])
             rows = np.concatenate([np.arange(lo, lo + t.num_rows) for lo, t in parsed])
-            ok, ts_us = self._valid(table)
-            decoded = table.filter(ok)
-            rows_ok = rows[ok.to_numpy(zero_copy_only=False)]
-            ts_us = ts_us.filter(ok)
-        else:
-            decoded, rows_ok, ts_us = None, np.empty(0, np.int64), None
-        passed = np.ones(len(lines), bool)
-        passed[rows_ok] = False
-        slow = batch.filter(pa.array(passed))
+            reason, us = self.judged(table)
+            ok = pc.is_null(reason)
+            bad = np.flatnonzero(~ok.to_numpy(zero_copy_only=False))
+            reasons[rows[bad]] = reason.take(pa.array(bad, pa.int64())).to_pylist()
+            decoded, ts_us = table.filter(ok), us.filter(ok)
+        rejected = np.flatnonzero(reasons != None)  # noqa: E711 (elementwise)
         ids, latest, blobs = self._pack(decoded, ts_us)
-        return self._output(slow, ids, latest, blobs)
+        return self._output(
+            batch.take(pa.array(rejected, pa.int64())),
+            pa.array(reasons[rejected].tolist(), pa.string()),
+            ids,
+            latest,
+            blobs,
+        )
 
     @staticmethod
-    def _output(slow: pa.RecordBatch, ids: list, latest: list, blobs: list) -> pa.RecordBatch:
-        """Blob rows, then the ``slow`` lines passed through (see the module doc)."""
-        nb, ns = len(blobs), slow.num_rows
+    def _output(
+        rejected: pa.RecordBatch, reasons: pa.Array, ids: list, latest: list, blobs: list
+    ) -> pa.RecordBatch:
+        """Blob rows, then the ``rejected`` lines with their ``reasons`` (see the module doc)."""
+        nb, nr = len(blobs), rejected.num_rows
 
-        def column(blob_part: pa.Array, type_: pa.DataType, slow_part: pa.Array | None = None):
-            tail = pa.nulls(ns, type_) if slow_part is None else pc.cast(slow_part, type_)
+        def column(blob_part: pa.Array, type_: pa.DataType, line_part: pa.Array | None = None):
+            tail = pa.nulls(nr, type_) if line_part is None else pc.cast(line_part, type_)
             return pa.concat_arrays([blob_part, tail])
 
         utc = pa.timestamp("us", "UTC")
@@ -160,10 +155,11 @@ class JsonlDecoder:
                 column(pa.array(ids, pa.int32()), pa.int32()),
                 column(pa.array(latest, pa.int64()).cast(utc), utc),
                 column(pa.array(blobs, pa.binary()), pa.binary()),
-                column(pa.nulls(nb, pa.string()), pa.string(), slow.column(0)),
-                column(pa.nulls(nb, pa.string()), pa.string(), slow.column(1)),
+                column(pa.nulls(nb, pa.string()), pa.string(), rejected.column(0)),
+                column(pa.nulls(nb, pa.string()), pa.string(), rejected.column(1)),
+                column(pa.nulls(nb, pa.string()), pa.string(), reasons),
             ],
-            names=[BUCKET, LATEST_EVENT_TIME, BLOB, LINE, FILE],
+            names=[BUCKET, LATEST_EVENT_TIME, BLOB, LINE, FILE, REASON],
         )
 
     # -- parsing --------------------------------------------------------------------------------
@@ -188,12 +184,23 @@ class JsonlDecoder:
             fields.append(pa.field(name, pa.type_for_alias(t)))
         return pa.schema(fields)
 
-    def _parse(self, lines: pa.Array, lo: int, hi: int) -> pa.Table | None:
+    @cached_property
+    def _loose_schema(self) -> pa.Schema:
+        """:attr:`read_schema` without the event time, whose type Arrow infers (one line)."""
+        return pa.schema([f for f in self.read_schema if f.name != self.event_time])
+
+    def _parse(
+        self, lines: pa.Array, lo: int, hi: int, schema: pa.Schema | None = None
+    ) -> pa.Table | None:
         """Lines ``lo..hi`` parsed as one JSON-lines buffer; None unless every line is exactly
-        one object of the read schema."""
+        one object of the read schema (``schema``: of that schema, other fields inferred)."""
         chunk = lines.slice(lo, hi - lo)
-        if chunk.null_count or pc.any(pc.starts_with(chunk, "\ufeff")).as_py():
-            return None  # Arrow skips a byte-order mark: whether Spark does is Spark's call
+        if chunk.null_count:
+            return None
+        try:  # Arrow's JSON reader takes bytes that are not UTF-8 in a string as they are
+            chunk.validate(full=True)
+        except pa.ArrowInvalid:
+            return None
         wide = pa.types.is_large_string(chunk.type) or pa.types.is_large_binary(chunk.type)
         offsets = np.frombuffer(chunk.buffers()[1], np.int64 if wide else np.int32)
         offsets = offsets[chunk.offset : chunk.offset + len(chunk) + 1]
@@ -204,7 +211,8 @@ class JsonlDecoder:
                 pa.BufferReader(pa.py_buffer(text)),
                 read_options=pj.ReadOptions(use_threads=False, block_size=max(1 << 20, len(text))),
                 parse_options=pj.ParseOptions(
-                    explicit_schema=self.read_schema, unexpected_field_behavior="ignore"
+                    explicit_schema=self.read_schema if schema is None else schema,
+                    unexpected_field_behavior="ignore" if schema is None else "infer",
                 ),
             )
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError):
@@ -212,39 +220,81 @@ class JsonlDecoder:
         return table if table.num_rows == hi - lo else None  # blank lines, several objects
 
     def _parse_chunks(
-        self, lines: pa.Array, lo: int, hi: int, out: list[tuple[int, pa.Table]]
+        self, lines: pa.Array, lo: int, hi: int, out: list[tuple[int, pa.Table]], reasons: Any
     ) -> None:
-        """Parse ``lo..hi``, halving chunks that fail down to :data:`SMALLEST_SPLIT` lines
-        (whose lines are then left to Spark)."""
+        """Parse ``lo..hi``, halving chunks that fail down to :data:`SMALLEST_SPLIT` lines,
+        whose lines are then read one by one (:meth:`_parse_line`)."""
         table = self._parse(lines, lo, hi)
         if table is not None:
             out.append((lo, table))
         elif hi - lo > SMALLEST_SPLIT:
             mid = (lo + hi) // 2
-            self._parse_chunks(lines, lo, mid, out)
-            self._parse_chunks(lines, mid, hi, out)
+            self._parse_chunks(lines, lo, mid, out, reasons)
+            self._parse_chunks(lines, mid, hi, out, reasons)
+        else:
+            for i in range(lo, hi):
+                table = self._parse(lines, i, i + 1) if hi - lo > 1 else None
+                if table is None:
+                    table, reasons[i] = self._parse_line(lines, i)
+                if table is not None:
+                    out.append((i, table))
 
-    # -- validity and event time ----------------------------------------------------------------
+    def _parse_line(self, lines: pa.Array, i: int) -> tuple[pa.Table | None, str | None]:
+        """Line ``i``, which Arrow cannot read with :attr:`read_schema`: (its table, None) if it
+        is an epoch event time as digits in text, else (None, why it is rejected)."""
+        raw = lines[i].as_buffer()
+        try:
+            raw.to_pybytes().decode("utf-8") if raw is not None else None
+        except UnicodeDecodeError:
+            return None, why.NOT_UTF8
+        loose = self._parse(lines, i, i + 1, self._loose_schema)  # the event time inferred
+        if loose is None:
+            return None, why.NOT_STRICT_JSON
+        et = self.event_time
+        if et not in loose.column_names or pa.types.is_null(loose.column(et).type):
+            return None, why.missing_event_time(et)
+        value = loose.column(et)
+        if self.epoch_us is None or not pa.types.is_string(value.type):
+            return None, why.unparseable_event_time(et)  # (a strictly read line never comes here)
+        units = epoch_text_units(pc.utf8_trim(flat(value), " "))
+        if not units.is_valid().to_pylist()[0]:
+            return None, why.unparseable_event_time(et)
+        columns = {f.name: loose.column(f.name) for f in self._loose_schema}
+        columns[et] = pa.chunked_array([units])
+        return pa.table([columns[f.name] for f in self.read_schema], schema=self.read_schema), None
 
-    def _valid(self, table: pa.Table) -> tuple[pa.Array, pa.Array]:
-        """(mask of the records decoded here, their event time in µs (int64; garbage where the
-        mask is false))."""
+    # -- judging: why a record is rejected, and its event time ----------------------------------
+
+    def judged(self, table: pa.Table) -> tuple[pa.Array, pa.Array]:
+        """(why each record of ``table`` (as read by :meth:`_parse`) is rejected, null where it
+        is not; its event time in µs (int64; garbage where rejected)). The first reason that
+        holds, in the order: event time, keys, values (as :mod:`jobs.driver.plan`)."""
         types = self.types
-        ok = pa.array([True] * table.num_rows)
+        reason = pa.nulls(table.num_rows, pa.string())
+
+        def unless_rejected(condition: pa.Array, text: str) -> None:
+            nonlocal reason
+            holds = pc.and_(pc.is_null(reason), pc.fill_null(condition, False))
+            reason = pc.if_else(holds, pa.scalar(text, pa.string()), reason)
+
+        et = self.event_time
+        raw_ts = table.column(et)
+        us = event_time_us(raw_ts, epoch_us=self.epoch_us)
+        unless_rejected(pc.is_null(raw_ts), why.missing_event_time(et))
+        unless_rejected(pc.is_null(us), why.unparseable_event_time(et))
+        unless_rejected(pc.invert(accepted(us)), why.event_time_out_of_range(et))
         for k in self.keys:
             col = table.column(k)
-            ok = pc.and_kleene(ok, pc.is_valid(col))
-            if types[k] == "string":  # an empty key is Spark's to reject
-                ok = pc.and_kleene(ok, pc.not_equal(pc.utf8_trim(col, " "), ""))
+            unless_rejected(pc.is_null(col), why.missing_key(k))
             if types[k] == "int":
                 inside = pc.and_(pc.greater_equal(col, -(2**31)), pc.less(col, 2**31))
-                ok = pc.and_kleene(ok, pc.fill_null(inside, False))
-        for name, declared in self.columns:
-            if _ARROW_TYPE.get(declared) == "float64":  # NaN and infinities: Spark's call
-                col = table.column(name)
-                ok = pc.and_kleene(ok, pc.or_kleene(pc.is_null(col), pc.is_finite(col)))
-        us = event_time_us(table.column(self.event_time), epoch_us=self.epoch_us)
-        return flat(pc.and_kleene(ok, accepted(us))), pc.fill_null(us, 0)
+                unless_rejected(pc.invert(inside), why.unparseable("key", k))
+            if types[k] == "string":
+                unless_rejected(pc.equal(pc.utf8_trim(col, " "), ""), why.empty_key(k))
+        for v in self.values:
+            if _ARROW_TYPE.get(types[v]) == "float64":
+                unless_rejected(pc.invert(pc.is_finite(table.column(v))), why.not_finite(v))
+        return flat(reason), pc.fill_null(us, 0)
 
     # -- packing --------------------------------------------------------------------------------
 

@@ -13,10 +13,11 @@ a corrupt-record column), so an unparseable line becomes a row with ``_error`` s
 stopping the job or vanishing. The event-time and key columns are read as *strings* and converted
 by the job core, which can then tell a missing value from an unparseable one.
 
-JSON-lines of a pipeline :class:`jobs.sources.files.jsonl_decoder.JsonlDecoder` serves are decoded
-in the Python workers first: the frame then also carries the decoder's ``pst_bucket``, ``pst_ts``
-and ``pst_blob`` columns, a row being either a blob of decoded elements (its other columns null) or
-a record parsed here from a line the decoder passed through.
+JSON-lines of a pipeline :class:`jobs.sources.files.jsonl_decoder.JsonlDecoder` serves are read by the
+decoder alone, in the Python workers (strict JSON): the frame then carries the decoder's
+``pst_bucket``, ``pst_ts`` and ``pst_blob`` columns, a row being either a blob of decoded elements
+(its other columns null) or a line the decoder rejected (``_raw``, ``_source_file`` and its reason
+in ``_error``; the schema's columns null). Spark parses no line of such a pipeline.
 
 Any other Spark streaming source plugs into :func:`jobs.driver.plan.build_job` the same way: give it
 a frame with the schema's columns (``_raw``/``_source_file``/``_error`` are optional).
@@ -43,6 +44,7 @@ from typing import TYPE_CHECKING
 from jobs.config.event_time import EPOCH_UNITS
 from jobs.config.pipeline import Pipeline
 from jobs.executor.operator_input import HASHED_AS
+from jobs.executor.rejection_reasons import MALFORMED
 from jobs.sources.files.jsonl_decoder import DECODED_COLUMNS, DECODER_OUTPUT, JsonlDecoder
 from jobs.sources.files.paths import spark_path
 from sinks.column_types import ARROW_JSON_TYPES, COLUMN_TYPES, INTEGRAL
@@ -57,7 +59,6 @@ FILE_SOURCE_OPTIONS = {"maxFileAge": "100000000d", "ignoreMissingFiles": "true"}
 # the landing source reads subfolders too (no partition inference: folder names are not columns)
 LANDING_OPTIONS = {**FILE_SOURCE_OPTIONS, "recursiveFileLookup": "true"}
 CORRUPT = "_corrupt_record"
-MALFORMED = "malformed record (not parseable with the source schema)"
 UNBALANCED_QUOTES = "unbalanced quotes (a quoted CSV field cannot span lines)"
 
 
@@ -96,9 +97,10 @@ def read_landing_zone(
 ) -> DataFrame:
     """The pipeline's landing directory as a streaming records frame (see the module doc).
 
-    With ``python_decoder`` (and a pipeline it can serve), JSON-lines are first decoded in the
-    Python workers (:mod:`jobs.sources.files.jsonl_decoder`): the frame then also carries its blob
-    columns, and only the lines it passed through are parsed here. Outcomes are the same either way.
+    With ``python_decoder`` (and a pipeline it can serve), JSON-lines are decoded and judged in
+    the Python workers (:mod:`jobs.sources.files.jsonl_decoder`, strict JSON): the frame then carries
+    its blob columns and the lines it rejected, with their reasons; Spark parses none. Without
+    it (tests, measurements), Spark's ``from_json`` reads them.
     """
     from pyspark.sql import functions as F
 
@@ -119,15 +121,18 @@ def read_landing_zone(
     )
     ddl = read_schema_ddl(pipeline) + f", `{CORRUPT}` string"
     opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
-    decoded: list[str] = []
     if src.format == "jsonl":
         lines = lines.where(F.trim(F.col(RAW)) != "")  # blank lines are not records
-        decoder = None
-        if python_decoder:
-            decoder = jsonl_decoder(pipeline)
-        if decoder is not None:
-            lines = lines.mapInArrow(decoder, DECODER_OUTPUT)
-            decoded = list(DECODED_COLUMNS)
+        decoder = jsonl_decoder(pipeline) if python_decoder else None
+        if decoder is not None:  # the decoder's rows: blobs and rejected lines (with _error)
+            out = lines.mapInArrow(decoder, DECODER_OUTPUT)
+            return out.select(
+                *[F.lit(None).cast(COLUMN_TYPES[t][0]).alias(c) for c, t in src.schema],
+                RAW,
+                SOURCE_FILE,
+                ERROR,
+                *DECODED_COLUMNS,
+            )
         parsed = F.from_json(F.col(RAW), ddl, opts)
     else:
         opts["sep"] = src.csv_delimiter
@@ -137,7 +142,7 @@ def read_landing_zone(
             lines = lines.where(F.col(RAW) != header)
         lines = lines.where(F.col(RAW) != "")
         parsed = F.from_csv(F.col(RAW), ddl, opts)
-    rec = lines.select(RAW, SOURCE_FILE, *decoded, parsed.alias("_r"))
+    rec = lines.select(RAW, SOURCE_FILE, parsed.alias("_r"))
     malformed = F.col("_r").isNull() | F.col(f"_r.`{CORRUPT}`").isNotNull()
     checks = [(malformed, MALFORMED)]  # (condition, reason): the first that holds is the error
     if src.format == "jsonl":
@@ -150,14 +155,9 @@ def read_landing_zone(
         checks.insert(0, (quotes % 2 == 1, UNBALANCED_QUOTES))
     error = F.lit(None).cast("string")
     for condition, reason in reversed(checks):
-        # a decoded row has no raw line: it is not malformed
         error = F.when(F.col(RAW).isNotNull() & condition, F.lit(reason)).otherwise(error)
     return rec.select(
-        *[F.col(f"_r.`{c}`").alias(c) for c in names],
-        RAW,
-        SOURCE_FILE,
-        error.alias(ERROR),
-        *decoded,
+        *[F.col(f"_r.`{c}`").alias(c) for c in names], RAW, SOURCE_FILE, error.alias(ERROR)
     )
 
 

@@ -1,0 +1,47 @@
+"""Why a record is rejected: the texts of the ``rejected`` table's ``reason`` column.
+
+Each record is judged by one tagger, chosen per pipeline: the JSON-lines decoder
+(:mod:`jobs.executor.jsonl_decoder`) for the JSON lines of a pipeline it serves, otherwise the
+plan's Spark SQL tagging (:func:`jobs.driver.plan._rejection_reason`, after Spark's parsers in
+:mod:`jobs.driver.landing_source`). Both write these texts; ``docs/running.md`` lists them.
+"""
+
+from __future__ import annotations
+
+from jobs.config.event_time import EVENT_TIME_RANGE
+
+MALFORMED = "malformed record (not parseable with the source schema)"
+"""A record Spark's parsers (CSV, JSON lines the decoder does not serve) cannot read."""
+NOT_STRICT_JSON = "malformed record (not one strict JSON object of the source schema)"
+"""A JSON line the decoder cannot read: not one object, or a field not of its column's JSON type
+(docs/sources.md, "JSON lines: strict JSON")."""
+NOT_UTF8 = "not valid UTF-8 text (a binary file?)"
+
+
+def missing_event_time(column: str) -> str:
+    return f"missing event time ({column})"
+
+
+def unparseable_event_time(column: str) -> str:
+    return f"unparseable event time ({column})"
+
+
+def event_time_out_of_range(column: str) -> str:
+    return f"event time out of range ({column}): {EVENT_TIME_RANGE}"
+
+
+def missing_key(column: str) -> str:
+    return f"missing key ({column})"
+
+
+def unparseable(what: str, column: str) -> str:
+    """A key or value (``what``) whose text does not read as its column's type."""
+    return f"unparseable {what} ({column})"
+
+
+def empty_key(column: str) -> str:
+    return f"empty key ({column})"
+
+
+def not_finite(column: str) -> str:
+    return f"not a finite number ({column})"
