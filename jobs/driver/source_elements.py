@@ -1,9 +1,12 @@
 """A pipeline's input records as the batch check's elements (``sinks.verify``), read with DuckDB.
 
-The job reads its source with Spark; this module re-reads it independently (the landing files
-with DuckDB, a Delta table's commits with pyarrow, or an Arrow table of the same events the
-caller gives), to compute the pipeline's results as one batch and compare them with the view
-(``panestore verify``).
+The job reads its source with Spark and the JSON-lines decoder; this module re-reads it
+independently (the landing files with DuckDB, a Delta table's commits with pyarrow, or an Arrow
+table of the same events the caller gives), to compute the pipeline's results as one batch and
+compare them with the view (``panestore verify``). Event times (and text in ``timestamp``
+columns) are read by DuckDB's own timestamp parser, gated by this module's own statement of the
+accepted forms (:data:`ISO_FORM`, :data:`EPOCH_FORM`): none of the job's event-time code
+(:mod:`jobs.config.event_time`) is used, so a misreading there shows as a difference.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import os
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.config.event_time import EPOCH_UNITS, accepted, event_time_us
+from jobs.config.event_time import EPOCH_UNITS, MAX_EVENT_TIME_US, MIN_EVENT_TIME_US
 from jobs.config.pipeline import Pipeline
 from jobs.config.sink_spec import view_spec
 from jobs.executor.operator_input import TS_US
@@ -29,7 +32,7 @@ from sinks.errors import LakeError
 
 def landing_files(path: str) -> list[str]:
     """The input files under ``path``, sorted: the files the job reads (every depth, hidden
-    names left out at every level: :func:`jobs.config.landing_paths.landing_files`)."""
+    names left out at every level: :func:`jobs.sources.files.paths.landing_files`)."""
     if not os.path.isdir(path):
         raise LakeError(f"landing zone {path} not found")
     files = input_files(path)
@@ -40,8 +43,8 @@ def landing_files(path: str) -> list[str]:
 
 def reader_sql(pipeline: Pipeline, files: list[str]) -> str:
     """The DuckDB table function reading ``files`` in the source's format and schema, the event
-    time of text formats as text (as the job reads it: :func:`jobs.config.event_time.event_time_us`
-    reads it afterwards). Malformed records are skipped (the job rejects them too)."""
+    time of text formats as text (:func:`event_time_sql` reads it). Malformed records are skipped
+    (the job rejects them too)."""
     src = pipeline.source
 
     def duckdb_type(column: str, type_name: str) -> str:
@@ -64,7 +67,40 @@ def reader_sql(pipeline: Pipeline, files: list[str]) -> str:
     return f"read_parquet({flist})"
 
 
-RAW_EVENT_TIME = "pst_event_time"
+# The accepted event-time text forms (docs/sources.md), stated again here for DuckDB's regular
+# expressions (RE2), apart from the job's jobs.config.event_time.FORMS.
+_DATE = r"[0-9]{4,5}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
+_CLOCK = r"([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,6})?)?"
+_OFFSET = r"(Z|[+-](0[0-9]|1[0-7])(:?[0-5][0-9])?)"
+ISO_FORM = f"{_DATE}([T ]{_CLOCK}{_OFFSET}?)?"
+"""An ISO-8601 date-time (the whole text): a date, optionally a time and a zone."""
+_MINUTES_AND_ZONE = r"^([0-9]{4,5}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2})([Z+-].*)?$"
+EPOCH_FORM = r"[+-]?[0-9]{1,19}"
+"""An epoch in text: an optional sign and digits."""
+
+
+def event_time_sql(column: str, duckdb_type: str, epoch_us: int | None) -> str:
+    """DuckDB SQL reading the SQL expression ``column`` (of DuckDB type ``duckdb_type``) as µs
+    since 1970 UTC (a HUGEINT), null where it is not an accepted form (text trimmed of spaces
+    first; without a zone, UTC: :func:`sinks.duck.raw_connect`'s time zone). ``epoch_us``: an
+    epoch column's unit in µs (None: a timestamp column). Range checks are the caller's."""
+    if duckdb_type.startswith("TIMESTAMP"):
+        return f"epoch_us({column})"
+    if duckdb_type != "VARCHAR":  # a number (a fraction cut towards zero, as Spark's cast)
+        number = f"trunc({column})" if duckdb_type in ("DOUBLE", "FLOAT") else column
+        return f"TRY_CAST({number} AS HUGEINT) * {epoch_us}" if epoch_us is not None else "NULL"
+    text = f"trim({column}, ' ')"
+    if epoch_us is not None:
+        return (
+            f"CASE WHEN regexp_full_match({text}, '{EPOCH_FORM}') "
+            f"THEN TRY_CAST({text} AS HUGEINT) * {epoch_us} END"
+        )
+    # DuckDB reads HH:MM and a zone only with seconds: HH:MM:00
+    seconds = f"regexp_replace({text}, '{_MINUTES_AND_ZONE}', '\\1:00\\2')"
+    return (
+        f"CASE WHEN regexp_full_match({text}, '{ISO_FORM}') "
+        f"THEN epoch_us(TRY_CAST({seconds} AS TIMESTAMPTZ)) END"
+    )
 
 
 def source_elements_are(pipeline: Pipeline) -> str:
@@ -93,9 +129,9 @@ def load_source_elements(pipeline: Pipeline, events: pa.Table | None = None) -> 
 
     Records that the job rejects (a missing or empty key, a missing, unreadable or out of range
     event time, a value that does not cast to its type, a non-finite number; jobs.driver.plan)
-    are left out. The event time is read by the job's own
-    :func:`jobs.config.event_time.event_time_us`. Requires ``event_time`` (an ingestion-time
-    pipeline's event time is the batch time, which the records do not hold).
+    are left out. The event time is read by DuckDB (:func:`event_time_sql`), not by the job's
+    code. Requires ``event_time`` (an ingestion-time pipeline's event time is the batch time,
+    which the records do not hold).
     """
     if pipeline.source.upstream is not None and events is None:
         check_upstream(pipeline)
@@ -146,13 +182,20 @@ def load_source_elements(pipeline: Pipeline, events: pa.Table | None = None) -> 
             return f"CASE WHEN {converted} = {name} THEN {converted} END"
 
         vals = [f for f in value_fields(spec) if f != VALUE]
-        sel = ", ".join(
-            [
-                *[f'{typed(k)} AS "{k}"' for k in spec.keys],
-                *[f'{typed(v)} AS "{v}"' for v in vals],
-                f'"{et}" AS {RAW_EVENT_TIME}',
-            ]
-        )
+        described = {r[0]: r[1] for r in con.sql(f"DESCRIBE SELECT * FROM {reader}").fetchall()}
+        epoch_us = EPOCH_UNITS[pipeline.source.epoch_unit] if types[et] != "timestamp" else None
+        # timestamp keys and values, in µs: text read as an event time's text is
+        stamps = {
+            c: event_time_sql(f'"{c}"', described[c], None)
+            for c in (*spec.keys, *vals)
+            if types[c] == "timestamp"
+        }
+
+        def column(c: str) -> str:
+            return f'{stamps[c] if c in stamps else typed(c)} AS "{c}"'
+
+        us = event_time_sql(f'"{et}"', described[et], epoch_us)
+        sel = ", ".join([*map(column, spec.keys), *map(column, vals), f"{us} AS {TS_US}"])
         accepted_sql = [f"{typed(k)} IS NOT NULL" for k in spec.keys]
         accepted_sql += [f"trim({typed(k)}) <> ''" for k in spec.keys if types[k] == "string"]
         accepted_sql += [f'("{v}" IS NULL OR {typed(v)} IS NOT NULL)' for v in vals]
@@ -161,33 +204,20 @@ def load_source_elements(pipeline: Pipeline, events: pa.Table | None = None) -> 
             for v in pipeline.value_columns
             if types[v] in ("double", "float")
         ]
-        table = con.sql(f"SELECT {sel} FROM {reader} WHERE {' AND '.join(accepted_sql)}")
-        table = table.to_arrow_table()
+        accepted_sql += [f'("{c}" IS NULL OR {sql} IS NOT NULL)' for c, sql in stamps.items()]
+        table = con.sql(
+            f"SELECT * FROM (SELECT {sel} FROM {reader} WHERE {' AND '.join(accepted_sql)}) "
+            f"WHERE {TS_US} BETWEEN {MIN_EVENT_TIME_US} AND {MAX_EVENT_TIME_US}"
+        ).to_arrow_table()
     finally:
         con.close()
-    epoch_us = EPOCH_UNITS[pipeline.source.epoch_unit] if types[et] != "timestamp" else None
-    us = event_time_us(table.column(RAW_EVENT_TIME), epoch_us=epoch_us)
-    table = table.drop_columns([RAW_EVENT_TIME]).append_column(TS_US, us)
-    table, readable = _timestamps_read(table, [c for c in table.column_names if c in types], types)
-    return table.filter(pc.and_(accepted(us), readable))
-
-
-def _timestamps_read(
-    table: pa.Table, columns: list[str], types: dict[str, str]
-) -> tuple[pa.Table, pa.Array]:
-    """``table`` with its ``timestamp`` columns read as the job reads them when they are text
-    (:func:`jobs.config.event_time.event_time_us`: UTC without a zone), and the mask of the rows
-    whose text was readable (the job rejects the others)."""
-    readable = pa.array([True] * table.num_rows, pa.bool_())
-    for name in columns:
-        column = table.column(name)
-        if types[name] != "timestamp" or not pa.types.is_string(column.type):
-            continue
-        us = event_time_us(column, epoch_us=None)
-        readable = pc.and_(readable, pc.or_(pc.is_null(column), pc.is_valid(us)))
-        at = table.schema.get_field_index(name)
-        table = table.set_column(at, name, us.cast(TYPES["timestamp"].arrow))
-    return table, readable
+    at = table.schema.get_field_index(TS_US)
+    table = table.set_column(at, TS_US, pc.cast(table.column(TS_US), pa.int64()))
+    for c in stamps:
+        at = table.schema.get_field_index(c)
+        micros = pc.cast(table.column(c), pa.int64())
+        table = table.set_column(at, c, micros.cast(TYPES["timestamp"].arrow))
+    return table
 
 
 def _delta_rows(pipeline: Pipeline) -> pa.Table:

@@ -4,8 +4,9 @@ agrees.
 A corpus of good and bad event times (ISO forms, epochs, out of range, garbage) with the outcome
 each must have: its µs, :data:`UNREADABLE` (rejected as ``unparseable event time``) or
 :data:`OUT_OF_RANGE`. Here: the Arrow reading (:func:`jobs.config.event_time.event_time_us`), the
-JSON-lines decoder (decodes exactly the accepted records, with that time, and passes the others to
-Spark) and ``verify``'s reading of the landing zone (:mod:`jobs.driver.source_elements`).
+JSON-lines decoder (decodes exactly the accepted records, with that time, and rejects the others
+with their reason) and ``verify``'s own reading of the landing zone in DuckDB
+(:mod:`jobs.driver.source_elements`), which uses none of the job's event-time code.
 ``tests/spark/test_event_time.py`` holds Spark's reading to the same corpus.
 """
 
@@ -186,26 +187,26 @@ def pipeline(tmp_path, kind: str):
 
 @pytest.mark.parametrize("kind", ["text", "epoch"])
 def test_the_decoder_decodes_exactly_the_accepted_event_times(tmp_path, kind):
+    from jobs.executor import rejection_reasons as why
     from jobs.executor.operator_input import unpack
     from jobs.sources.files.landing import jsonl_decoder
 
     cases = [(line, expected) for k, line, expected in corpus_lines() if k == kind]
     decoder = jsonl_decoder(pipeline(tmp_path, kind))
-    decoded = 0
-    for line, expected in cases:  # one line a batch: a failing line fails its whole chunk
+    reasons = {UNREADABLE: why.unparseable_event_time("ts"), OUT_OF_RANGE: "event time out of"}
+    for line, expected in cases:
         batch = pa.RecordBatch.from_pydict({"_raw": [line], "_source_file": ["f"]})
         out = decoder.decode(batch).to_pydict()
         blobs = [b for b in out["pst_blob"] if b is not None]
-        if not isinstance(expected, int):
-            assert not blobs and out["_raw"] == [line], line  # left to Spark, which rejects it
-        elif blobs:  # (an accepted one may be left to Spark too: a JSON string for an epoch)
+        if isinstance(expected, int):
             assert unpack(blobs).column("ts_us").to_pylist() == [expected], line
-            decoded += 1
-    assert decoded >= 2
+        else:
+            assert not blobs and out["_raw"] == [line], line
+            assert out["_error"][0].startswith(reasons[expected]), (line, out["_error"])
 
 
 @pytest.mark.parametrize("kind", ["text", "epoch"])
-def test_verify_reads_the_landing_zone_with_the_same_function(tmp_path, kind):
+def test_verify_reads_the_landing_zone_to_the_same_outcomes(tmp_path, kind):
     from jobs.driver.source_elements import load_source_elements
 
     cases = [(line, expected) for k, line, expected in corpus_lines() if k == kind]
@@ -215,3 +216,50 @@ def test_verify_reads_the_landing_zone_with_the_same_function(tmp_path, kind):
     got = dict(zip(table.column("k").to_pylist(), table.column("ts_us").to_pylist(), strict=True))
     want = {json.loads(line)["k"]: e for line, e in cases if isinstance(e, int)}
     assert got == want
+
+
+def test_verify_reads_event_times_with_code_the_job_does_not_use(tmp_path, monkeypatch):
+    """A decoder that misread zone offsets (the wall time taken as UTC) would make other
+    elements than ``verify`` reads: verify's reading (DuckDB's) does not move with the job's."""
+    import pyarrow.compute as pc
+
+    from jobs.config import event_time
+    from jobs.driver.source_elements import load_source_elements
+    from jobs.executor.operator_input import unpack
+    from jobs.sources.files import jsonl_decoder as decoder_module
+    from jobs.sources.files.landing import jsonl_decoder
+
+    stamps = ["2024-01-01T01:00:00+01:00", "2023-12-31T19:00:00-05:00", "2024-01-01T05:30:00+0530"]
+    stamps.append("2024-01-01T00:00:00Z")
+    lines = [json.dumps({"k": f"k{i}", "ts": ts, "v": 1}) for i, ts in enumerate(stamps)]
+    (tmp_path / "text").mkdir()
+    (tmp_path / "text" / "a.jsonl").write_text("".join(line + "\n" for line in lines))
+    p = pipeline(tmp_path, "text")
+
+    def decoded() -> dict:
+        batch = pa.RecordBatch.from_pydict({"_raw": lines, "_source_file": ["f"] * len(lines)})
+        blobs = [b for b in jsonl_decoder(p).decode(batch).column("pst_blob").to_pylist() if b]
+        t = unpack(blobs)
+        return dict(zip(t.column("k").to_pylist(), t.column("ts_us").to_pylist(), strict=True))
+
+    def verified() -> dict:
+        t = load_source_elements(p)
+        return dict(zip(t.column("k").to_pylist(), t.column("ts_us").to_pylist(), strict=True))
+
+    right = {f"k{i}": T0_US for i in range(len(stamps))}
+    assert decoded() == verified() == right
+    real = event_time.event_time_us
+
+    def offsets_ignored(values, *, epoch_us):
+        wall = pc.replace_substring_regex(event_time.flat(values), r"(Z|[+-]\d\d(:?\d\d)?)$", "")
+        return real(wall, epoch_us=epoch_us)
+
+    monkeypatch.setattr(decoder_module, "event_time_us", offsets_ignored)
+    monkeypatch.setattr(event_time, "event_time_us", offsets_ignored)
+    assert decoded() == {
+        **right,
+        "k0": T0_US + 3_600_000_000,
+        "k1": T0_US - 18_000_000_000,
+        "k2": T0_US + 19_800_000_000,
+    }
+    assert verified() == right  # a batch check over these elements differs from the view
