@@ -331,3 +331,25 @@ def test_spark_batches_are_decoded_in_chunks_with_the_same_outcome(monkeypatch):
     assert rows == expected
     blobs_alone = sum(len(dec.decode(b).column(0).drop_null()) for b in batches if b.num_rows)
     assert sum(len(c.column(0).drop_null()) for c in chunks) < blobs_alone
+
+
+def test_a_bad_line_costs_five_parses_not_a_halving_of_its_chunk(monkeypatch):
+    """Arrow names the row it failed on: the chunk is cut there (the line and the one before
+    it read alone, the bad one loosely once more), so a bad line costs five parses whatever
+    the size of its chunk."""
+    from jobs.executor.jsonl_decoder import JsonlDecoder
+
+    calls = []
+    parse = JsonlDecoder._parse
+
+    def counted(self, *args, **kwargs):
+        calls.append(args[1:3])
+        return parse(self, *args, **kwargs)
+
+    monkeypatch.setattr(JsonlDecoder, "_parse", counted)
+    good = [line(f"d{i % 7}", f"2024-01-01T00:{i % 60:02d}:00Z") for i in range(2000)]
+    bad = ["{not json", '{"device": 5, "ts": "2024-01-01T00:00:01Z"}', '{"device": "a"} x']
+    lines = [b for i, g in enumerate(good) for b in ([g, bad[i % 3]] if i % 20 == 19 else [g])]
+    rows, rejected, _ = run(decoder(), lines)
+    assert len(rows) == 2000 and len(rejected) == 3  # (the same three texts, 100 lines)
+    assert len(calls) <= 1 + 100 * 5

@@ -32,6 +32,7 @@ also the key or event-time column.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -91,6 +92,44 @@ def _joined(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
     return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
 
+_ERROR_ROW = re.compile(r" in row (\d+)$")
+"""Where Arrow's JSON reader names the row (of the buffer) it failed on."""
+
+
+class _Lines:
+    """A batch's lines as one buffer, a line break after each: ``text(lo, hi)`` is lines
+    ``lo..hi``'s text without a copy."""
+
+    def __init__(self, lines: pa.Array) -> None:
+        self.lines = lines
+        wide = pa.types.is_large_string(lines.type) or pa.types.is_large_binary(lines.type)
+        offsets = np.frombuffer(lines.buffers()[1], np.int64 if wide else np.int32)
+        offsets = offsets[lines.offset : lines.offset + len(lines) + 1].astype(np.int64)
+        data = np.frombuffer(lines.buffers()[2], np.uint8) if len(lines) else np.empty(0, np.uint8)
+        data = data[offsets[0] : offsets[-1]]
+        self._text = np.insert(data, offsets[1:] - offsets[0], 10)  # "\n" after each line
+        self._starts = offsets - offsets[0] + np.arange(len(offsets))  # where each line starts
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def text(self, lo: int, hi: int) -> pa.Buffer:
+        return pa.py_buffer(self._text[self._starts[lo] : self._starts[hi]])
+
+    def not_utf8(self) -> np.ndarray:
+        """Mask of the lines that are not UTF-8 text."""
+        bad = np.zeros(len(self.lines), bool)
+        try:
+            self.lines.validate(full=True)
+        except pa.ArrowInvalid:
+            for i, raw in enumerate(self.lines.cast(pa.binary()).to_pylist()):
+                try:
+                    (raw or b"").decode("utf-8")
+                except UnicodeDecodeError:
+                    bad[i] = True
+        return bad
+
+
 @dataclass(frozen=True)
 class JsonlDecoder:
     """The decoder of one pipeline (picklable: shipped to the Python workers).
@@ -115,10 +154,10 @@ class JsonlDecoder:
 
     def decode(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """One batch of ``(_raw, _source_file)`` lines -> blobs and rejected lines."""
-        lines = batch.column(0)
+        lines = _Lines(batch.column(0))
         parsed: list[tuple[int, pa.Table]] = []
         reasons = np.full(len(lines), None, dtype=object)  # None: not rejected
-        self._parse_chunks(lines, 0, len(lines), parsed, reasons)
+        self._parse_chunks(lines, parsed, reasons)
         decoded, ts_us = None, None
         if parsed:
             table = pa.concat_tables([t for _, t in parsed])
@@ -190,64 +229,64 @@ class JsonlDecoder:
         return pa.schema([f for f in self.read_schema if f.name != self.event_time])
 
     def _parse(
-        self, lines: pa.Array, lo: int, hi: int, schema: pa.Schema | None = None
-    ) -> pa.Table | None:
-        """Lines ``lo..hi`` parsed as one JSON-lines buffer; None unless every line is exactly
-        one object of the read schema (``schema``: of that schema, other fields inferred)."""
-        chunk = lines.slice(lo, hi - lo)
-        if chunk.null_count:
-            return None
-        try:  # Arrow's JSON reader takes bytes that are not UTF-8 in a string as they are
-            chunk.validate(full=True)
-        except pa.ArrowInvalid:
-            return None
-        wide = pa.types.is_large_string(chunk.type) or pa.types.is_large_binary(chunk.type)
-        offsets = np.frombuffer(chunk.buffers()[1], np.int64 if wide else np.int32)
-        offsets = offsets[chunk.offset : chunk.offset + len(chunk) + 1]
-        data = np.frombuffer(chunk.buffers()[2], np.uint8)[offsets[0] : offsets[-1]]
-        text = np.insert(data, (offsets[1:] - offsets[0]).astype(np.int64), 10)  # "\n" after each
+        self, lines: _Lines, lo: int, hi: int, schema: pa.Schema | None = None
+    ) -> tuple[pa.Table | None, int | None]:
+        """Lines ``lo..hi`` parsed as one JSON-lines buffer: (the table, None) if every line is
+        exactly one object of the read schema (``schema``: of that schema, other fields
+        inferred), else (None, the line Arrow's error names, counted from ``lo``, or None)."""
+        text = lines.text(lo, hi)
         try:
             table = pj.read_json(
-                pa.BufferReader(pa.py_buffer(text)),
+                pa.BufferReader(text),
                 read_options=pj.ReadOptions(use_threads=False, block_size=max(1 << 20, len(text))),
                 parse_options=pj.ParseOptions(
                     explicit_schema=self.read_schema if schema is None else schema,
                     unexpected_field_behavior="ignore" if schema is None else "infer",
                 ),
             )
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError):
-            return None
-        return table if table.num_rows == hi - lo else None  # blank lines, several objects
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+            named = _ERROR_ROW.search(str(error))
+            return None, int(named.group(1)) if named else None
+        if table.num_rows != hi - lo:  # blank lines, several objects on a line
+            return None, None
+        return table, None
 
-    def _parse_chunks(
-        self, lines: pa.Array, lo: int, hi: int, out: list[tuple[int, pa.Table]], reasons: Any
-    ) -> None:
-        """Parse ``lo..hi``, halving chunks that fail down to :data:`SMALLEST_SPLIT` lines,
-        whose lines are then read one by one (:meth:`_parse_line`)."""
-        table = self._parse(lines, lo, hi)
-        if table is not None:
-            out.append((lo, table))
-        elif hi - lo > SMALLEST_SPLIT:
-            mid = (lo + hi) // 2
-            self._parse_chunks(lines, lo, mid, out, reasons)
-            self._parse_chunks(lines, mid, hi, out, reasons)
-        else:
-            for i in range(lo, hi):
-                table = self._parse(lines, i, i + 1) if hi - lo > 1 else None
-                if table is None:
-                    table, reasons[i] = self._parse_line(lines, i)
+    def _parse_chunks(self, lines: _Lines, out: list[tuple[int, pa.Table]], reasons: Any) -> None:
+        """Parse every line into ``out`` (``(first line, table)``), or its reason into
+        ``reasons``: a range Arrow fails on is cut around the line its error names (that line
+        and the one before it, where text after an object shows as an error of the next row,
+        are read alone: :meth:`_parse_line`), or halved when the error names none; a line that
+        is not UTF-8 is rejected before Arrow (which takes such bytes in a string as they are)."""
+        todo, start = [], 0
+        for i in np.flatnonzero(lines.not_utf8()):
+            reasons[i] = why.NOT_UTF8
+            todo.append((start, int(i)))
+            start = int(i) + 1
+        todo.append((start, len(lines)))
+        while todo:
+            lo, hi = todo.pop()
+            if lo >= hi:
+                continue
+            table, row = self._parse(lines, lo, hi)
+            if table is None and hi - lo == 1:
+                table, reasons[lo] = self._parse_line(lines, lo)
                 if table is not None:
-                    out.append((i, table))
+                    out.append((lo, table))
+            elif table is not None:
+                out.append((lo, table))
+            elif row is not None and 0 <= row < hi - lo:
+                first, last = lo + max(row - 1, 0), lo + row + 1
+                todo += [(lo, first), *((i, i + 1) for i in range(first, last)), (last, hi)]
+            elif hi - lo > SMALLEST_SPLIT:
+                mid = (lo + hi) // 2
+                todo += [(lo, mid), (mid, hi)]
+            else:
+                todo += [(i, i + 1) for i in range(lo, hi)]
 
-    def _parse_line(self, lines: pa.Array, i: int) -> tuple[pa.Table | None, str | None]:
+    def _parse_line(self, lines: _Lines, i: int) -> tuple[pa.Table | None, str | None]:
         """Line ``i``, which Arrow cannot read with :attr:`read_schema`: (its table, None) if it
         is an epoch event time as digits in text, else (None, why it is rejected)."""
-        raw = lines[i].as_buffer()
-        try:
-            raw.to_pybytes().decode("utf-8") if raw is not None else None
-        except UnicodeDecodeError:
-            return None, why.NOT_UTF8
-        loose = self._parse(lines, i, i + 1, self._loose_schema)  # the event time inferred
+        loose, _ = self._parse(lines, i, i + 1, self._loose_schema)  # the event time inferred
         if loose is None:
             return None, why.NOT_STRICT_JSON
         et = self.event_time
