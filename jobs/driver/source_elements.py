@@ -58,13 +58,48 @@ def reader_sql(pipeline: Pipeline, files: list[str]) -> str:
         raise LakeError(str(e)) from None
     flist = "[" + ", ".join("'" + f.replace("'", "''") + "'" for f in literal) + "]"
     if src.format == "jsonl":
-        return f"read_json({flist}, format='newline_delimited', columns={cols}, ignore_errors=true)"
+        return _strict_json(pipeline, flist)
     if src.format == "csv":
         return (
             f"read_csv({flist}, header={str(src.csv_header).lower()}, "
             f"delim='{src.csv_delimiter}', columns={cols}, ignore_errors=true)"
         )
     return f"read_parquet({flist})"
+
+
+_JSON_TYPES = {
+    "VARCHAR": ("VARCHAR",),
+    "BOOLEAN": ("BOOLEAN",),
+    "DOUBLE": ("UBIGINT", "BIGINT", "DOUBLE"),
+    "FLOAT": ("UBIGINT", "BIGINT", "DOUBLE"),
+}
+_JSON_INTEGERS = ("UBIGINT", "BIGINT")
+
+
+def _strict_json(pipeline: Pipeline, flist: str) -> str:
+    """A DuckDB subquery reading JSON lines as the strict-JSON contract says (docs/sources.md):
+    a record whose schema field is of another JSON type than its column's (a number for a
+    string, text for a number, an integer beyond its column) is left out, as the job rejects it;
+    the event time as text (a number's digits for an epoch column)."""
+    src = pipeline.source
+    epoch = src.types.get(pipeline.event_time or "") in INTEGRAL
+    cols = "{" + ", ".join(f"'{c}': 'JSON'" for c, _ in src.schema) + "}"
+    values, checks = [], []
+    for c, t in src.schema:
+        name = f'"{c}"'
+        duck = "VARCHAR" if c == pipeline.event_time else TYPES[t].duckdb
+        allowed = _JSON_TYPES.get(duck, _JSON_INTEGERS)
+        if c == pipeline.event_time and epoch:
+            allowed = (*_JSON_INTEGERS, "VARCHAR")
+        value = f"({name} ->> '$')" if duck == "VARCHAR" else f"TRY_CAST({name} AS {duck})"
+        kinds = ", ".join(f"'{k}'" for k in allowed)
+        checks.append(
+            f"(coalesce(json_type({name}), 'NULL') = 'NULL' OR "
+            f"(json_type({name}) IN ({kinds}) AND {value} IS NOT NULL))"
+        )
+        values.append(f"CASE WHEN json_type({name}) <> 'NULL' THEN {value} END AS {name}")
+    reader = f"read_json({flist}, format='newline_delimited', columns={cols}, ignore_errors=true)"
+    return f"(SELECT {', '.join(values)} FROM {reader} WHERE {' AND '.join(checks)})"
 
 
 # The accepted event-time text forms (docs/sources.md), stated again here for DuckDB's regular

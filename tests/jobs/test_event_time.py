@@ -263,3 +263,30 @@ def test_verify_reads_event_times_with_code_the_job_does_not_use(tmp_path, monke
         "k2": T0_US + 19_800_000_000,
     }
     assert verified() == right  # a batch check over these elements differs from the view
+
+
+def test_verify_leaves_out_the_lines_that_are_not_strict_json(tmp_path):
+    """The job rejects a field of another JSON type than its column's (strict JSON,
+    docs/sources.md); verify's DuckDB reading leaves the same records out, where DuckDB alone
+    would read ``5`` as the text "5" or "7" as the number 7."""
+    from jobs.driver.landing_source import jsonl_decoder
+    from jobs.driver.source_elements import load_source_elements
+
+    ts = "2024-01-01T00:00:00Z"
+    lines = [
+        {"k": "good", "ts": ts, "v": 1},
+        {"k": 5, "ts": ts, "v": 1},
+        {"k": "text-for-long", "ts": ts, "v": "7"},
+        {"k": "fraction-for-long", "ts": ts, "v": 1.5},
+        {"k": "number-for-time", "ts": 1704067200, "v": 1},
+        {"k": "null-value", "ts": ts, "v": None, "other": [1, "x"]},
+    ]
+    text = [json.dumps(x) for x in lines] + ["{'k': 'single-quotes', 'ts': '" + ts + "'}"]
+    (tmp_path / "text").mkdir()
+    (tmp_path / "text" / "a.jsonl").write_text("".join(t + "\n" for t in text))
+    p = pipeline(tmp_path, "text")
+    batch = pa.RecordBatch.from_pydict({"_raw": text, "_source_file": ["f"] * len(text)})
+    rejected = set(jsonl_decoder(p).decode(batch).column("_raw").drop_null().to_pylist())
+    decoded = {json.loads(t)["k"] for t in text if t not in rejected}
+    assert decoded == {"good", "null-value"}
+    assert set(load_source_elements(p).column("k").to_pylist()) == decoded
