@@ -18,12 +18,12 @@ Text is trimmed of spaces first. Anything else is unreadable, and the record is 
 :data:`EVENT_TIME_RANGE` is rejected as out of range. With ``watermark.policy = "ingestion_time"``
 the batch's timestamp is the event time.
 
-Every path derives from :data:`FORMS`: :func:`event_time_us` reads them with Arrow (the JSON-lines
-decoder, and ``panestore verify``'s reading of the source,
-:mod:`jobs.driver.source_elements`);
-:func:`spark_event_time` reads them in Spark for the records Spark parses: the same patterns
-gate Spark's own ``CAST`` (so Spark accepts no other form), and ``tests/spark/test_event_time.py``
-checks on a corpus that both give the same value or the same rejection.
+The job's readers derive from :data:`FORMS`, one per record: :func:`event_time_us` reads them
+with Arrow in the JSON-lines decoder; :func:`spark_event_time` reads them in Spark for the records
+Spark parses and tags: the same patterns gate Spark's own ``CAST`` (so Spark accepts no other
+form), and ``tests/spark/test_event_time.py`` checks on a corpus that both give the same value or
+the same rejection. ``panestore verify`` reads them with none of this code
+(:func:`jobs.driver.source_elements.event_time_sql`, DuckDB), so it checks the job's reading.
 """
 
 from __future__ import annotations

@@ -24,10 +24,9 @@ Packing makes the rows crossing into the operator's Python tasks a few thousand 
 instead of one per element, and both encodings avoid pandas for the values (it would hold an
 integer column with nulls as float64). Who packs:
 
-* the JSON-lines decoder (:mod:`jobs.sources.files.jsonl_decoder`) packs the records it decodes in
-its
-  own Python stage (with :func:`blobs_by_bucket`); the few lines it leaves to Spark reach the
-  operator in the row encoding, so no second Python stage runs before the shuffle;
+* the JSON-lines decoder (:mod:`jobs.sources.files.jsonl_decoder`) packs the records it decodes in its
+  own Python stage (with :func:`blobs_by_bucket`); the lines it rejects reach the operator in
+  the row encoding, so no second Python stage runs before the shuffle;
 * every other source's rows are packed by :func:`pack_by_bucket`, a ``mapInArrow`` function.
 
 A key's bucket is Spark's ``pmod(xxhash64(key columns), state_buckets)``
@@ -215,7 +214,7 @@ def with_clock_rows(rows: DataFrame, shards: int) -> DataFrame:
 
     A row's bucket numbers are exploded, not the row: its blob is kept only on the row of its
     own bucket. The rows are blobs of many elements, control rows and the few lines the
-    JSON-lines decoder left to Spark, so the clock rows are few."""
+    JSON-lines decoder rejected, so the clock rows are few."""
     from pyspark.sql import functions as F
 
     own = F.col(BUCKET)

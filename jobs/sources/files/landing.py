@@ -8,10 +8,11 @@ one row per input record with the schema's columns plus three bookkeeping column
 * ``_source_file``: the file it came from;
 * ``_error``: why the record could not be parsed, or null.
 
-JSON-lines and CSV are read as text and parsed with ``from_json`` / ``from_csv`` (PERMISSIVE, with
-a corrupt-record column), so an unparseable line becomes a row with ``_error`` set instead of
-stopping the job or vanishing. The event-time and key columns are read as *strings* and converted
-by the job core, which can then tell a missing value from an unparseable one.
+CSV (and the JSON lines of a pipeline the decoder does not serve) are read as text and parsed
+with ``from_csv`` / ``from_json`` (PERMISSIVE, with a corrupt-record column), so an unparseable
+line becomes a row with ``_error`` set instead of stopping the job or vanishing. The event-time
+and key columns are read as *strings* and converted by the job core, which can then tell a
+missing value from an unparseable one.
 
 JSON-lines of a pipeline :class:`jobs.sources.files.jsonl_decoder.JsonlDecoder` serves are read by the
 decoder alone, in the Python workers (strict JSON): the frame then carries the decoder's
@@ -162,11 +163,11 @@ def read_landing_zone(
 
 
 def jsonl_decoder(pipeline: Pipeline) -> JsonlDecoder | None:
-    """The pipeline's JSON-lines decoder (:mod:`jobs.sources.files.jsonl_decoder`), or None when its
-    records must all be read by Spark: another format, ingestion time, a key type the decoder
-    cannot hash, an event time that is neither a timestamp nor an integer, a column type Arrow's
-    JSON reader may read differently from Spark, or a value column that is also a key or the
-    event time."""
+    """The pipeline's JSON-lines decoder (:mod:`jobs.sources.files.jsonl_decoder`), the one tagger of
+    its lines, or None when its records are all read and tagged by Spark: another format,
+    ingestion time, a key type the decoder cannot hash, an event time that is neither a
+    timestamp nor an integer, a column the decoder does not read (``float``, ``timestamp``
+    besides the event time), or a value column that is also a key or the event time."""
     src = pipeline.source
     if src.format != "jsonl" or pipeline.ingestion_time or not pipeline.event_time:
         return None
