@@ -51,7 +51,7 @@ FILES = [
     [view("b", 400), view("a", 35, 3.0), view("c", 300, 2.0)],
 ]
 REJECTED = {
-    "not json at all": "malformed record (not parseable with the source schema)",
+    "not json at all": "malformed record (not one strict JSON object of the source schema)",
     '{"device_id": "d", "ts": "yesterday"}': "unparseable event time (ts)",
     '{"ts": "' + iso(300) + '"}': "missing key (device_id)",
 }
