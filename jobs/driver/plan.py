@@ -1,6 +1,6 @@
 """The job core: a records frame -> the operator's input stream -> the operator, per batch.
 
-:func:`build_job` takes any streaming *records* frame (see :mod:`jobs.driver.landing_source`) and
+:func:`build_job` takes any streaming *records* frame (see :mod:`jobs.sources.files.landing`) and
 returns the operator's input stream (:data:`jobs.executor.operator_input.OPERATOR_INPUT`). The
 query has no stateful operator of Spark's: :class:`jobs.driver.batch_sink.BatchSink`
 (``foreachBatch``) runs the operator over each batch (:class:`OperatorPlan`, the engine in
@@ -189,7 +189,7 @@ def _not_converted(pipeline: Pipeline, df: DataFrame, column: str, what: str) ->
 
 def _complete_records(pipeline: Pipeline, records: DataFrame) -> DataFrame:
     """``records`` with every column the plan reads: the optional bookkeeping columns of
-    :mod:`jobs.driver.landing_source`, and the JSON-lines decoder's blob columns (null: every
+    :mod:`jobs.sources.files.landing`, and the JSON-lines decoder's blob columns (null: every
     row is plain)."""
     from pyspark.sql import functions as F
 
@@ -220,7 +220,7 @@ def _rejection_reason(
 ) -> Column:
     """Why a record Spark read cannot become an element (null: it can), given its converted and
     raw event time (:func:`jobs.config.event_time.spark_event_time`). The tagger of every record
-    the JSON-lines decoder does not judge (:mod:`jobs.executor.jsonl_decoder`), in the same
+    the JSON-lines decoder does not judge (:mod:`jobs.sources.files.jsonl_decoder`), in the same
     order: event time, keys, values."""
     from pyspark.sql import functions as F
 
@@ -256,7 +256,7 @@ def _rejection_reason(
 
 
 def _decoded(pipeline: Pipeline, records: DataFrame) -> DataFrame:
-    """The JSON-lines decoder's rows (:mod:`jobs.executor.jsonl_decoder`) in the shape of
+    """The JSON-lines decoder's rows (:mod:`jobs.sources.files.jsonl_decoder`) in the shape of
     :func:`_tagged`: a blob (its latest event time) or a line the decoder rejected, with the
     decoder's reason. Nothing is judged here: the decoder was the records' one tagger."""
     from pyspark.sql import functions as F
@@ -388,7 +388,9 @@ def build_job(
     ``bucket_ids[bucket]`` (default: the bucket number itself), values chosen per lake so its
     shards get equal shares of buckets (:func:`jobs.driver.preflight.check_state_layout`).
     """
-    decoded = BLOB in records.columns  # the JSON-lines decoder packed (jobs.executor.jsonl_decoder)
+    decoded = (
+        BLOB in records.columns
+    )  # the JSON-lines decoder packed (jobs.sources.files.jsonl_decoder)
     if pipeline.source.is_pane_log:
         tagged = pane_log_tagged(pipeline, records, EVENT_TIME, REJECTED_COLUMNS, CONTROL)
     elif decoded:

@@ -24,9 +24,9 @@ Packing makes the rows crossing into the operator's Python tasks a few thousand 
 instead of one per element, and both encodings avoid pandas for the values (it would hold an
 integer column with nulls as float64). Who packs:
 
-* the JSON-lines decoder (:mod:`jobs.sources.files.jsonl_decoder`) packs the records it decodes in its
-  own Python stage (with :func:`blobs_by_bucket`); the lines it rejects reach the operator in
-  the row encoding, so no second Python stage runs before the shuffle;
+* the JSON-lines decoder (:mod:`jobs.sources.files.jsonl_decoder`) packs the records it decodes
+  in its own Python stage (with :func:`blobs_by_bucket`); the lines it rejects reach the operator
+  in the row encoding, so no second Python stage runs before the shuffle;
 * every other source's rows are packed by :func:`pack_by_bucket`, a ``mapInArrow`` function.
 
 A key's bucket is Spark's ``pmod(xxhash64(key columns), state_buckets)``

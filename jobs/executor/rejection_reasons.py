@@ -1,9 +1,9 @@
 """Why a record is rejected: the texts of the ``rejected`` table's ``reason`` column.
 
 Each record is judged by one tagger, chosen per pipeline: the JSON-lines decoder
-(:mod:`jobs.executor.jsonl_decoder`) for the JSON lines of a pipeline it serves, otherwise the
+(:mod:`jobs.sources.files.jsonl_decoder`) for the JSON lines of a pipeline it serves, otherwise the
 plan's Spark SQL tagging (:func:`jobs.driver.plan._rejection_reason`, after Spark's parsers in
-:mod:`jobs.driver.landing_source`). Both write these texts; ``docs/running.md`` lists them.
+:mod:`jobs.sources.files.landing`). Both write these texts; ``docs/running.md`` lists them.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """Integer sums that cannot leave their column: 128 bits, as Arrow's ``decimal128(38, 0)``.
 
-A window's integer sum (``sum(v)``, a mean's sum) adds 64-bit values; Python's integers do not
-stop at 64 bits (the per-key engine's), and neither may the columnar engine's accumulators, or a
-pane would depend on the engine. Sums of fewer than 2^63 values of 64 bits fit 127 bits, so the
-columnar engine keeps them in 128 bits: stored as ``decimal128(38, 0)`` (whose 16 bytes per value are a little-endian
-two's-complement integer), held in memory as an ``(n, 2)`` int64 numpy array of the same bytes
-(column 0 the low 64 bits, column 1 the high 64 bits, signed), added with a carry. A pane whose
-value does not fit its pane-log column is refused where it is written
+A window's integer sum (``sum(v)``, a mean's sum) adds 64-bit values; Python's integers do not stop
+at 64 bits (the per-key engine's), and neither may the columnar engine's accumulators, or a pane
+would depend on the engine. Sums of fewer than 2^63 values of 64 bits fit 127 bits, so the columnar
+engine keeps them in 128 bits: stored as ``decimal128(38, 0)`` (whose 16 bytes per value are a
+little-endian two's-complement integer), held in memory as an ``(n, 2)`` int64 numpy array of the
+same bytes (column 0 the low 64 bits, column 1 the high 64 bits, signed), added with a carry. A pane
+whose value does not fit its pane-log column is refused where it is written
 (:func:`sinks.pane_log.value_out_of_range`).
 
 Lifting's Arrow sums (:mod:`panes.columnar.bundle`) wrap at 64 bits: :func:`exact_sums` gives

@@ -269,8 +269,8 @@ def test_verify_leaves_out_the_lines_that_are_not_strict_json(tmp_path):
     """The job rejects a field of another JSON type than its column's (strict JSON,
     docs/sources.md); verify's DuckDB reading leaves the same records out, where DuckDB alone
     would read ``5`` as the text "5" or "7" as the number 7."""
-    from jobs.driver.landing_source import jsonl_decoder
     from jobs.driver.source_elements import load_source_elements
+    from jobs.sources.files.landing import jsonl_decoder
 
     ts = "2024-01-01T00:00:00Z"
     lines = [

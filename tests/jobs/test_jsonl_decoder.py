@@ -286,7 +286,7 @@ def test_spark_batches_are_decoded_in_chunks_with_the_same_outcome(monkeypatch):
     """Spark hands the decoder 10,000 lines at a time; it joins them into chunks of
     ``CHUNK_ROWS`` lines (one blob per bucket and chunk, not per batch), with the same outcome:
     each line either decoded into its row or rejected, the bad line rejected."""
-    from jobs.executor import jsonl_decoder
+    from jobs.sources.files import jsonl_decoder
 
     monkeypatch.setattr(jsonl_decoder, "CHUNK_ROWS", 100)
     good = [line(f"d{i % 7}", f"2024-01-01T00:{i % 60:02d}:{i % 59:02d}Z") for i in range(330)]
@@ -337,7 +337,7 @@ def test_a_bad_line_costs_five_parses_not_a_halving_of_its_chunk(monkeypatch):
     """Arrow names the row it failed on: the chunk is cut there (the line and the one before
     it read alone, the bad one loosely once more), so a bad line costs five parses whatever
     the size of its chunk."""
-    from jobs.executor.jsonl_decoder import JsonlDecoder
+    from jobs.sources.files.jsonl_decoder import JsonlDecoder
 
     calls = []
     parse = JsonlDecoder._parse

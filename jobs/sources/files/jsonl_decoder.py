@@ -1,7 +1,7 @@
 """Decoding and tagging JSON lines in the read stage: Arrow's JSON reader, strict JSON.
 
 :class:`JsonlDecoder` is a ``mapInArrow`` function over the raw lines (``_raw``,
-``_source_file``) of a pipeline it serves (:func:`jobs.driver.landing_source.jsonl_decoder`). It
+``_source_file``) of a pipeline it serves (:func:`jobs.sources.files.landing.jsonl_decoder`). It
 is the only judge of those lines: it parses them with Arrow's JSON reader, packs every valid
 record straight into its key bucket's Arrow blob, the operator's packed input
 (:mod:`jobs.executor.operator`), and rejects every other line with its reason
@@ -24,7 +24,7 @@ range). Keys are hashed to Spark's own ``pmod(xxhash64(keys), B)``
 (:class:`jobs.executor.operator_input.KeyBuckets`), the bucket every other source's rows get in
 Spark SQL.
 
-Pipelines the decoder cannot serve (:func:`jobs.driver.landing_source.jsonl_decoder` returns None)
+Pipelines the decoder cannot serve (:func:`jobs.sources.files.landing.jsonl_decoder` returns None)
 are read by Spark alone (``from_json``, tagged in Spark SQL): ingestion time, keys of other types
 than string and integer, ``float`` and ``timestamp`` value columns, and value columns that are
 also the key or event-time column.
@@ -51,7 +51,7 @@ from sinks.column_types import ARROW_JSON_TYPES
 LATEST_EVENT_TIME = "pst_ts"
 DECODED_COLUMNS = (BUCKET, LATEST_EVENT_TIME, BLOB)
 # the lines' columns, in and out, and a rejected line's reason
-# (jobs.driver.landing_source.RAW, SOURCE_FILE, ERROR)
+# (jobs.sources.files.landing.RAW, SOURCE_FILE, ERROR)
 LINE, FILE, REASON = "_raw", "_source_file", "_error"
 DECODER_OUTPUT = (
     f"{BUCKET} int, {LATEST_EVENT_TIME} timestamp, {BLOB} binary, {LINE} string, {FILE} string, "

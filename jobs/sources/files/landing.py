@@ -14,8 +14,8 @@ line becomes a row with ``_error`` set instead of stopping the job or vanishing.
 and key columns are read as *strings* and converted by the job core, which can then tell a
 missing value from an unparseable one.
 
-JSON-lines of a pipeline :class:`jobs.sources.files.jsonl_decoder.JsonlDecoder` serves are read by the
-decoder alone, in the Python workers (strict JSON): the frame then carries the decoder's
+JSON-lines of a pipeline :class:`jobs.sources.files.jsonl_decoder.JsonlDecoder` serves are read by
+the decoder alone, in the Python workers (strict JSON): the frame then carries the decoder's
 ``pst_bucket``, ``pst_ts`` and ``pst_blob`` columns, a row being either a blob of decoded elements
 (its other columns null) or a line the decoder rejected (``_raw``, ``_source_file`` and its reason
 in ``_error``; the schema's columns null). Spark parses no line of such a pipeline.
@@ -98,10 +98,10 @@ def read_landing_zone(
 ) -> DataFrame:
     """The pipeline's landing directory as a streaming records frame (see the module doc).
 
-    With ``python_decoder`` (and a pipeline it can serve), JSON-lines are decoded and judged in
-    the Python workers (:mod:`jobs.sources.files.jsonl_decoder`, strict JSON): the frame then carries
-    its blob columns and the lines it rejected, with their reasons; Spark parses none. Without
-    it (tests, measurements), Spark's ``from_json`` reads them.
+    With ``python_decoder`` (and a pipeline it can serve), JSON-lines are decoded and judged in the
+    Python workers (:mod:`jobs.sources.files.jsonl_decoder`, strict JSON): the frame then carries
+    its blob columns and the lines it rejected, with their reasons; Spark parses none. Without it
+    (tests, measurements), Spark's ``from_json`` reads them.
     """
     from pyspark.sql import functions as F
 
@@ -163,8 +163,8 @@ def read_landing_zone(
 
 
 def jsonl_decoder(pipeline: Pipeline) -> JsonlDecoder | None:
-    """The pipeline's JSON-lines decoder (:mod:`jobs.sources.files.jsonl_decoder`), the one tagger of
-    its lines, or None when its records are all read and tagged by Spark: another format,
+    """The pipeline's JSON-lines decoder (:mod:`jobs.sources.files.jsonl_decoder`), the one tagger
+    of its lines, or None when its records are all read and tagged by Spark: another format,
     ingestion time, a key type the decoder cannot hash, an event time that is neither a
     timestamp nor an integer, a column the decoder does not read (``float``, ``timestamp``
     besides the event time), or a value column that is also a key or the event time."""
