@@ -117,6 +117,10 @@ def _part_of(fn: CombineFn, types: Callable[[str], Any], whole: bool) -> Part | 
         if not any(check(arrow_type) for check in _SUMMED):
             return f"{fn!r} sums {arrow_type} values, whose sum depends on the order of additions"
         return Part("sum" if type(fn) is Sum else "mean", column)
+    if pa.types.is_floating(arrow_type):
+        return (
+            f"{fn!r} over {arrow_type} values: NaN and signed zeros make it depend on their order"
+        )
     if not any(check(arrow_type) for check in _ORDERED):
         return f"{fn!r} over {arrow_type} values"
     return Part("min" if type(fn) is Min else "max", column)

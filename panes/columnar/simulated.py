@@ -42,6 +42,9 @@ class ColumnarRunner:
                 "the columnar engine does not apply: aggregates read both whole values and fields"
             )
         self.fields = () if self.whole else tuple(dict.fromkeys(f for f in reads if f))
+        self._values = (VALUE,) if self.whole else self.fields
+        self._untyped: set[str] = set()  # columns of only missing values so far (held as int64)
+        self._typed: set[str] = set()
         # what can be said before the values' types are known: anything but the types
         reason = columnar_reason(windowing, combine_fn, self._columns({}), weighted)
         if reason is not None:
@@ -94,22 +97,44 @@ class ColumnarRunner:
             arrays = {n: c if isinstance(c, pa.Array) else pa.array(c) for n, c in columns.items()}
         except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
             raise NotColumnar(f"the columnar engine does not apply: {e}") from None
+        for name in (KEY, *self._values):  # no value: the column's type (int64 until one)
+            if not pa.types.is_null(arrays[name].type):
+                self._typed.add(name)
+                continue
+            had = None if self.engine is None else self.engine.columns.arrow_type(name)
+            arrays[name] = arrays[name].cast(had or pa.int64())
+            if had is None:
+                self._untyped.add(name)
         types = {n: a.type for n, a in arrays.items() if n not in (KEY, TIMESTAMP, _ROW)}
         if self.engine is None:
             spec = self._columns({KEY: arrays[KEY].type, **types})
             self.engine = ColumnarEngine(self.windowing, self.combine_fn, spec)
             self.windows = self.engine.empty()
         spec = self.engine.columns
-        table = pa.table(arrays)
-        want = pa.schema([pa.field(n, spec.arrow_type(n)) for n in (KEY, *spec.values)])
-        for field in want:
-            if table.schema.field(field.name).type != field.type:
-                got = table.schema.field(field.name).type
+        known = {n: spec.arrow_type(n) for n in (KEY, *spec.values)}
+        promoted = {}
+        for name, had in known.items():
+            got = arrays[name].type
+            if name in self._untyped and name in self._typed:  # its first values
+                self._untyped.discard(name)
+                if got != had:
+                    promoted[name] = got
+            elif got != had:
                 raise NotColumnar(
-                    f"the columnar engine does not apply: column {field.name!r} was "
-                    f"{field.type}, now {got}"
+                    f"the columnar engine does not apply: column {name!r} was {had}, now {got}"
                 )
-        return table
+            else:
+                arrays[name] = arrays[name].cast(had)
+        if promoted:
+            self._promote({**known, **promoted})
+        return pa.table(arrays)
+
+    def _promote(self, types: dict[str, pa.DataType]) -> None:
+        """A new engine for columns whose type is known now, the windows cast to its table."""
+        assert self.engine is not None and self.windows is not None
+        table = self.windows.table()
+        self.engine = ColumnarEngine(self.windowing, self.combine_fn, self._columns(types))
+        self.windows = self.engine.windows(table.cast(self.engine.schema))
 
     def _decode(self, table: pa.Table) -> dict[Any, list[Element]]:
         """A bundle's rows as the elements the simulator was given, by key in row order."""

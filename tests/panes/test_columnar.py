@@ -78,8 +78,8 @@ FIELDS = [
 KEYS = ["a", "b", "c"]
 
 
-def record(value: int) -> dict:
-    return {"v": value, "s": f"s{value % 7}"}
+def record(value: int | None) -> dict:
+    return {"v": value, "s": None if value is None else f"s{value % 7}"}
 
 
 @st.composite
@@ -100,7 +100,8 @@ def pipelines(draw):
     return windowing, fn, fields
 
 
-element = st.tuples(st.sampled_from(KEYS), st.integers(-3, 9), st.integers(0, 120))
+value = st.one_of(st.integers(-3, 9), st.integers(-3, 9), st.none())  # None: a missing value
+element = st.tuples(st.sampled_from(KEYS), value, st.integers(0, 120))
 step = st.one_of(
     st.tuples(st.just("bundle"), st.lists(element, min_size=1, max_size=6)),
     st.tuples(st.just("watermark"), st.integers(0, 25)),
@@ -181,3 +182,22 @@ def test_a_float_sum_is_refused_at_its_first_bundle():
     sim = Simulator(Windowing(FixedWindows(10)), combiners.sum(), engine="columnar")
     with pytest.raises(NotColumnar, match="order of additions"):
         sim.add_elements([("k", 1.5, 1)])
+
+
+def test_a_column_whose_first_values_are_all_missing_takes_its_type_from_later_ones():
+    """The simulator learns a column's type from its values; a column of only ``None`` so far
+    has none, and takes the type of its first values, the windows kept."""
+    windowing = Windowing(
+        FixedWindows(10),
+        trigger=Repeatedly(AfterCount(1)),
+        accumulation_mode=AccumulationMode.ACCUMULATING,
+    )
+    for fn, values in [
+        (combiners.max(), [None, "b", "a"]),
+        (combiners.to_list(), [None, "a"]),
+        (combiners.sum(), [None, 3]),
+    ]:
+        sims = [Simulator(windowing, fn), Simulator(windowing, fn, engine="columnar")]
+        for v in values:
+            outs = [[p.value for p in sim.add_elements([("k", v, 1)])] for sim in sims]
+            assert outs[0] == outs[1], (fn, v)
