@@ -1,10 +1,12 @@
-"""panes: the Dataflow model in pure Python.
+"""panes: the Dataflow model in Python.
 
 Windows say *where* in event time results are computed, triggers *when* in processing time
 they are emitted, combiners *what* is computed, and the accumulation mode *how* refinements
-relate. The per-key :class:`~panes.engine.Engine` turns elements, watermark and processing time
-into panes; the :class:`Simulator` drives it over many keys. Nothing here imports Spark, Delta or
-DuckDB.
+relate. Two engines turn elements, watermark and processing time into panes by the same rules
+(:mod:`panes.rules`): the per-key :class:`~panes.engine.Engine` (every configuration, pure
+Python) and the columnar engine (:mod:`panes.columnar`: many keys' windows as one table, with
+numpy and Arrow, imported only when used); the :class:`Simulator` drives either over many keys.
+Nothing here imports Spark, Delta or DuckDB.
 """
 
 from panes import combiners
