@@ -2,8 +2,10 @@
 
 Imported per task, so it imports cheaply and nothing of the configuration loader, the driver,
 the command line, the materializer or plotting (``tests/test_architecture.py`` holds this
-budget). :class:`OperatorBatch` runs the panes engine per key bucket (:class:`BucketProcessor`)
-over rows packed by :func:`pack_by_bucket`, keeping their state in shard files
+budget). :class:`OperatorBatch` runs one of the model's engines per key bucket
+(:class:`BucketProcessor`: the columnar engine, or the per-key engine; :mod:`.paths`) over rows
+packed by :func:`pack_by_bucket`, moving data between Spark and the model: no rule of the model
+is stated here. It keeps the buckets' state in shard files
 (:mod:`.state_store`); tasks write their output as Parquet files (:mod:`.task_files`,
 :mod:`.batch_output`). The sources' readers, which run here too, are in :mod:`jobs.sources`.
 
