@@ -1,4 +1,4 @@
-"""The stateful operator: a ``panes`` engine per key bucket, run by Spark tasks over a batch's input.
+"""The stateful operator: a ``panes`` engine per key bucket, run by Spark tasks over a batch.
 
 The batch sink (:mod:`jobs.driver.batch_sink`) runs the operator over each micro-batch's input in
 one Spark job (:class:`OperatorBatch`, a ``mapInArrow`` function over the input repartitioned by
