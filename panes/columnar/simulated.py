@@ -52,6 +52,7 @@ class ColumnarRunner:
         self.engine: ColumnarEngine | None = None
         self.windows: Windows | None = None
         self._given: list[Element] = []
+        self._keys: dict[Any, None] = {}  # the keys with windows, in the order first kept
 
     def _columns(self, types: dict[str, pa.DataType]) -> ElementColumns:
         """The bundles' columns (no types yet: a stand-in that every aggregate takes)."""
@@ -60,16 +61,45 @@ class ColumnarRunner:
         return ElementColumns((KEY,), values, tuple(types.items()), self.whole, self._decode)
 
     def add(self, elements: list[tuple[Any, Any, int]], watermark: int, processing_time: int):
-        """One bundle at the clocks: (panes, dropped)."""
+        """One bundle at the clocks: (panes, dropped), in the per-key simulator's order: by key
+        in the order of its first element in the bundle; for a key, by window in the order of
+        its first element."""
         if not elements:
             return [], []
         table = self._table(elements)
-        return self._visit(table, watermark, processing_time)
+        panes, dropped = self._visit(table, watermark, processing_time)
+        keys: dict[Any, int] = {}
+        windows: dict[tuple[Any, int], int] = {}
+        start_of = self.windowing.window_fn.start_of  # type: ignore[attr-defined]  # fixed
+        for i, (key, _, ts) in enumerate(elements):
+            keys.setdefault(key, i)
+            windows.setdefault((key, start_of(ts)), i)
+
+        def order(p: Pane | Dropped) -> tuple[int, int]:
+            start = -1 if p.window is None else p.window.start
+            return keys[p.key], windows.get((p.key, start), -1)
+
+        for key in keys:
+            self._keys.setdefault(key, None)
+        self._forget_empty_keys()
+        return sorted(panes, key=order), sorted(dropped, key=order)
 
     def advance(self, watermark: int, processing_time: int) -> tuple[list[Pane], list[Dropped]]:
+        """The clocks moved: (panes, dropped), in the per-key simulator's order: by key in the
+        order the simulator first kept it (:attr:`_keys`); for a key, by wake-up and window."""
         if self.engine is None:
             return [], []
-        return self._visit(None, watermark, processing_time)
+        panes, dropped = self._visit(None, watermark, processing_time)
+        rank = {key: i for i, key in enumerate(self._keys)}
+        self._forget_empty_keys()
+        return sorted(panes, key=lambda p: rank[p.key]), dropped
+
+    def _forget_empty_keys(self) -> None:
+        """Keys without a window leave :attr:`_keys` (the per-key simulator drops their state)."""
+        assert self.windows is not None
+        kept = set(self.windows.keys.column(KEY).to_pylist())
+        for key in [k for k in self._keys if k not in kept]:
+            del self._keys[key]
 
     @property
     def states(self) -> dict[Any, KeyState]:
