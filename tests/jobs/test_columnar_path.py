@@ -20,7 +20,13 @@ pa = pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark")
 
 from tests.examples import seeds  # noqa: E402
-from tests.jobs.test_lifted_path import AGGREGATES, batches, comparable, config  # noqa: E402
+from tests.jobs.test_lifted_path import (  # noqa: E402
+    AGGREGATES,
+    batches,
+    comparable,
+    config,
+    splits_counted,
+)
 from tests.jobs.test_lifted_path import run as run_plan  # noqa: E402
 from tests.operator_fakes import T0_MS, ShardRun, clocks  # noqa: E402
 
@@ -273,18 +279,8 @@ def test_workloads_whose_batch_sums_could_leave_64_bits_stay_exact_in_columns():
     """Random workloads with values for which Arrow's sums of a batch could leave 64 bits
     (summed by halves, :func:`panes.columnar.wide.exact_sums`): the same rows and state as
     the engine's path, every one in columns."""
-    from panes.columnar import wide as wide_sums
-
-    split = []
-    exact_sums = wide_sums.exact_sums
-
-    def counted(table, columns):
-        out = exact_sums(table, columns)
-        split.append(bool(out[1]))
-        return out
-
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("panes.columnar.bundle.exact_sums", counted)
+        split = splits_counted(patch)
         assert all(compare(seed, huge=True) for seed in seeds(200, 260))
     assert sum(split) >= 5, "the workloads must sum some batches by halves"
 

@@ -172,21 +172,26 @@ def test_lifted_and_per_element_paths_write_the_same_rows(seeds):
     assert kinds == {"pane", "late"}  # both paths fired and dropped
 
 
-def test_batches_whose_sums_could_leave_64_bits_are_lifted_exactly(monkeypatch):
-    """Random workloads with values for which Arrow's sums of a batch could leave 64 bits:
-    those columns are summed by their 32-bit halves, exactly, with the same rows and state as
-    the per-element path."""
-    from panes.columnar import wide as wide_sums
+def splits_counted(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Lifting's sums counted: one item per bundle, whether it summed a column by halves."""
+    from panes.columnar import wide
 
-    split = []
-    exact_sums = wide_sums.exact_sums
+    split: list[bool] = []
 
     def counted(table, columns):
-        out = exact_sums(table, columns)
+        out = wide.exact_sums(table, columns)
         split.append(bool(out[1]))
         return out
 
     monkeypatch.setattr("panes.columnar.bundle.exact_sums", counted)
+    return split
+
+
+def test_batches_whose_sums_could_leave_64_bits_are_lifted_exactly(monkeypatch):
+    """Random workloads with values for which Arrow's sums of a batch could leave 64 bits:
+    those columns are summed by their 32-bit halves, exactly, with the same rows and state as
+    the per-element path."""
+    split = splits_counted(monkeypatch)
     for seed in seeds(300, 360):
         compare(seed, huge=True)
     assert sum(split) >= 5, "the workloads must sum some batches by halves"
