@@ -11,10 +11,10 @@ The simulator is the contract that tests (ours and outside conformance suites) d
 It starts with the watermark at the beginning of time and processing time 0. Every call returns
 the panes it fired, in order; ``sim.panes`` and ``sim.dropped`` accumulate everything so far.
 
-``engine`` chooses who keeps the windows: ``"per key"`` (the default, :class:`~panes.engine.Engine`,
+``engine`` chooses who keeps the windows: ``"per_key"`` (the default, :class:`~panes.engine.Engine`,
 every configuration) or ``"columnar"`` (:class:`panes.columnar.ColumnarEngine`, all keys' windows
 as one table; :class:`panes.columnar.NotColumnar` says why where it does not apply). Both give the
-same panes and drops; their order across keys and windows may differ, never within a window.
+same panes and drops, in the same order.
 
 >>> from panes import FixedWindows, Windowing, combiners
 >>> sim = Simulator(Windowing(FixedWindows(10)), combiners.sum(), engine="columnar")
@@ -34,7 +34,7 @@ from panes.state import KeyState
 from panes.time import BEGINNING_OF_TIME, Duration, to_micros
 from panes.windowing import Windowing
 
-ENGINES = ("per key", "columnar")
+ENGINES = ("per_key", "columnar")
 
 
 class Simulator:
@@ -45,7 +45,7 @@ class Simulator:
         windowing: Windowing,
         combine_fn: CombineFn,
         weighted: bool = False,
-        engine: str = "per key",
+        engine: str = "per_key",
     ) -> None:
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
