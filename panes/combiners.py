@@ -44,6 +44,15 @@ class CombineFn(Generic[A, V, O]):
     #: combiner says otherwise, for user combiners.
     value_is_accumulator: bool = False
 
+    #: A combiner of your own declares the type of its output values, the pane log's column type:
+    #: a type name of a pipeline's schema (``"long"``, ``"double"``, ``"string"``, ...) or an
+    #: Arrow type. The built-ins derive theirs from the column they read.
+    output_type: Any = None
+
+    #: A combiner of your own names the value columns it reads: its values are then mappings of
+    #: them (``value["amount"]``). The built-ins read their ``field``.
+    fields: tuple[str, ...] = ()
+
     @property
     def reads_value(self) -> bool:
         """Whether the combiner reads its input values (``count()`` only counts them)."""
@@ -342,6 +351,29 @@ class Aggregates(CombineFn):
 
     def __repr__(self) -> str:
         return "aggregates(" + ", ".join(f"{n}={fn!r}" for n, fn in self._items) + ")"
+
+
+def fields_of(fn: CombineFn) -> tuple[str, ...]:
+    """The value columns ``fn`` reads: a built-in's ``field``, or a combiner's own ``fields``.
+
+    >>> fields_of(sum("amount")), fields_of(count())
+    (('amount',), ())
+    """
+    field = getattr(fn, "field", None)
+    return (field,) if isinstance(field, str) else tuple(fn.fields)
+
+
+def text_of(fn: CombineFn) -> str:
+    """``fn`` as text that is the same in every process: its ``repr``, or for a combiner of
+    your own that does not write one, its class's qualified name.
+
+    >>> text_of(sum("amount"))
+    'sum(amount)'
+    """
+    if type(fn).__repr__ is object.__repr__:
+        cls = type(fn)
+        return f"{cls.__module__}.{cls.__qualname__}({', '.join(fields_of(fn))})"
+    return repr(fn)
 
 
 def aggregates(**fns: CombineFn) -> Aggregates:

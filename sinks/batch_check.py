@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from panes.combiners import CombineFn, sql_form
+from panes.combiners import CombineFn, fields_of, sql_form
 from panes.fold import batch
 from panes.pane import Dropped
 from panes.window import Window
@@ -55,9 +55,9 @@ def value_fields(spec: ViewSpec) -> list[str]:
     """The value columns the aggregates read from the elements table."""
     out = []
     for _, fn in spec.aggregates:
-        f = getattr(fn, "field", None) or VALUE
-        if f not in out and fn.reads_value:
-            out.append(f)
+        for f in fields_of(fn) or ((VALUE,) if fn.reads_value else ()):
+            if f not in out:
+                out.append(f)
     return out or [VALUE]
 
 

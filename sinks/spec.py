@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from panes.combiners import Aggregates, CombineFn
+from panes.combiners import Aggregates, CombineFn, text_of
 from panes.windowfns import WindowFn
 from panes.windowing import AccumulationMode
 from sinks.object_store import delta_storage_options, join_location
@@ -116,7 +116,7 @@ class ViewSpec:
     def config(self) -> dict[str, Any]:
         return {
             "keys": list(self.keys),
-            "aggregates": [[n, repr(fn)] for n, fn in self.aggregates],
+            "aggregates": [[n, text_of(fn)] for n, fn in self.aggregates],
             "window": str(self.window_fn),
             "accumulation_mode": self.mode.name,
         }

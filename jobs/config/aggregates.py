@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from jobs.config.values import PipelineConfigError
-from panes.combiners import CombineFn
-from sinks.column_types import COLUMN_TYPES, INTEGRAL
+from panes.combiners import BUILTINS, CombineFn, fields_of
+from sinks.column_types import COLUMN_TYPES, INTEGRAL, TYPES
 
 
 @dataclass(frozen=True)
@@ -20,24 +20,32 @@ class Aggregate:
 
     @property
     def column(self) -> str | None:
-        """The source column it reads (None: ``count()``, or a combiner of no column)."""
+        """The source column a built-in reads (None: ``count()``, or a combiner of your own)."""
         column = getattr(self.fn, "field", None)
         return column if isinstance(column, str) else None
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The source columns it reads (:func:`panes.combiners.fields_of`)."""
+        return fields_of(self.fn)
 
     def output_type(self, types: Mapping[str, str]) -> str:
         """Its output column type, given the source's column types; refuses (naming
         ``aggregates.<name>``) an aggregate the column's type does not support."""
         where = f"aggregates.{self.name}"
+        for read in self.columns:
+            if read not in types:
+                raise PipelineConfigError(
+                    where, f"column {read!r} is not in source.schema ({', '.join(types)})"
+                )
+        if type(self.fn) not in BUILTINS.values():
+            return _declared_type(where, self.fn)
         kind = getattr(type(self.fn), "name", None)  # the built-ins' SQL name (panes.combiners)
         if kind == "count":
             return "long"
         col = self.column
         if kind not in ("sum", "mean", "min", "max", "to_list") or col is None:
             raise PipelineConfigError(where, f"unsupported aggregate {self.fn!r}")
-        if col not in types:
-            raise PipelineConfigError(
-                where, f"column {col!r} is not in source.schema ({', '.join(types)})"
-            )
         typ = types[col]
         numeric = COLUMN_TYPES[typ][1]
         if kind in ("sum", "mean") and not numeric:
@@ -49,3 +57,26 @@ class Aggregate:
         if kind in ("min", "max"):
             return {"int": "long", "float": "double"}.get(typ, typ)
         return f"list<{typ}>"
+
+
+def _declared_type(where: str, fn: CombineFn) -> str:
+    """The schema type name of a combiner of your own's declared ``output_type`` (a type name,
+    a ``list<name>``, or an Arrow type of one)."""
+    declared = fn.output_type
+    if isinstance(declared, str):
+        inner = declared[5:-1] if declared.startswith("list<") and declared.endswith(">") else None
+        if declared in TYPES or inner in TYPES:
+            return declared
+    else:
+        for name, column_type in TYPES.items():
+            if declared is not None and column_type.arrow == declared:
+                return name
+        item = getattr(declared, "value_type", None)
+        for name, column_type in TYPES.items():
+            if item is not None and column_type.arrow == item:
+                return f"list<{name}>"
+    raise PipelineConfigError(
+        where,
+        f"{fn!r} is not a built-in aggregate: declare its output_type, one of "
+        f"{', '.join(TYPES)} (or list<...> of one), or an Arrow type of one; got {declared!r}",
+    )

@@ -325,8 +325,7 @@ class Pipeline:
     @property
     def value_columns(self) -> tuple[str, ...]:
         """Source columns the aggregates read (the element value is a dict of these)."""
-        columns = (a.column for a in self.aggregates)
-        return tuple(dict.fromkeys(c for c in columns if c is not None))
+        return tuple(dict.fromkeys(c for a in self.aggregates for c in a.columns))
 
     @property
     def ingestion_time(self) -> bool:

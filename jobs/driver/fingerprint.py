@@ -45,6 +45,7 @@ from jobs.config.pipeline import Pipeline
 from jobs.config.sink_spec import view_spec
 from jobs.config.values import PipelineConfigError
 from panes import format_duration
+from panes.combiners import text_of
 from sinks.column_types import INTEGRAL, TYPES, arrow_type
 from sinks.errors import LakeError, TableMissing
 from sinks.lake_format import TABLES
@@ -134,7 +135,7 @@ class Fingerprint:
                 out.append(("source.epoch_unit", source.epoch_unit))
         out.append(("watermark.policy", pipeline.watermark.policy))
         out.append(("aggregates", ", ".join(a.name for a in pipeline.aggregates)))
-        out += [(f"aggregates.{n}", repr(fn)) for n, fn in view_spec(pipeline).aggregates]
+        out += [(f"aggregates.{n}", text_of(fn)) for n, fn in view_spec(pipeline).aggregates]
         out += [(f"source.schema.{c}", types[c]) for c in pipeline.value_columns]
         w = pipeline.windowing()
         out += [

@@ -16,9 +16,11 @@ from panes import (
     AfterCount,
     AfterProcessingTime,
     AfterWatermark,
+    FixedWindows,
     Sessions,
     combiners,
 )
+from panes.combiners import CombineFn, text_of
 
 S = 1_000_000
 
@@ -319,3 +321,69 @@ def test_the_environment_is_left_as_found_however_a_call_ends(tmp_path, monkeypa
             change()
             raise ending
         assert dict(os.environ) == before, ending
+
+
+class _Own(CombineFn):
+    """A combiner of a user's own, reading two columns."""
+
+    fields = ("amount", "n")
+
+    def create(self):
+        return 0
+
+    def add(self, acc, value):
+        return acc + (value["amount"] or 0) * (value["n"] or 0)
+
+    def merge(self, accs):
+        return sum(accs)
+
+    def extract(self, acc):
+        return acc
+
+
+@pytest.mark.parametrize(
+    ("declared", "column_type"),
+    [
+        ("double", "double"),
+        (pa.float64(), "double"),
+        ("list<string>", "list<string>"),
+        (pa.list_(pa.int64()), "list<long>"),
+    ],
+)
+def test_a_combiner_of_the_users_own_has_its_declared_column_type(tmp_path, declared, column_type):
+    fn = _Own()
+    fn.output_type = declared
+    p = api.define(
+        "own",
+        source=api.dataframe_source(
+            {"k": "string", "ts": "timestamp", "amount": "double", "n": "long"}
+        ),
+        lake=str(tmp_path),
+        keys="k",
+        event_time="ts",
+        window=FixedWindows(60_000_000),
+        aggregates={"weighted": fn, "count": "count()"},
+    )
+    assert p.aggregate_types == {"weighted": column_type, "count": "long"}
+    assert p.value_columns == ("amount", "n")
+    assert text_of(fn) == "tests.jobs.test_api._Own(amount, n)"  # the same in every process
+    with pytest.raises(PipelineConfigError) as e:  # code only: no text for it in a TOML file
+        api.save(p, tmp_path / "own.toml")
+    assert e.value.field == "aggregates.weighted"
+
+
+def test_a_combiner_of_the_users_own_without_a_declared_type_is_refused_naming_it(tmp_path):
+    with pytest.raises(PipelineConfigError) as e:
+        api.define(
+            "own",
+            source=api.dataframe_source(
+                {"k": "string", "ts": "timestamp", "amount": "double", "n": "long"}
+            ),
+            lake=str(tmp_path),
+            keys="k",
+            event_time="ts",
+            window=FixedWindows(60_000_000),
+            aggregates={"weighted": _Own()},
+        )
+    assert e.value.field == "aggregates.weighted"
+    assert "declare its output_type" in str(e.value)

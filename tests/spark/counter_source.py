@@ -120,3 +120,55 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+from panes.combiners import CombineFn  # noqa: E402
+
+
+class SpreadFn(CombineFn):
+    """A combiner of a user's own (``max - min`` of ``amount``), declaring its output type and
+    the column it reads; its accumulator, ``(min, max)``, is JSON."""
+
+    output_type = "double"
+    fields = ("amount",)
+
+    def create(self):
+        return None
+
+    def add(self, acc, value):
+        x = value["amount"]
+        if x is None:
+            return acc
+        return (x, x) if acc is None else (min(acc[0], x), max(acc[1], x))
+
+    def merge(self, accs):
+        present = [a for a in accs if a is not None]
+        if not present:
+            return None
+        return (min(a[0] for a in present), max(a[1] for a in present))
+
+    def extract(self, acc):
+        return None if acc is None else acc[1] - acc[0]
+
+
+def spread_pipeline(lake: Path):
+    """:func:`pipeline` in discarding mode, with the user's combiner beside a built-in."""
+    from jobs import api
+    from panes import AfterCount, AfterWatermark, FixedWindows, combiners
+
+    return api.define(
+        "spread",
+        source=api.dataframe_source(
+            {"user": "string", "ts": "timestamp", "amount": "double"}, description="test counter"
+        ),
+        lake=str(lake),
+        keys="user",
+        event_time="ts",
+        window=FixedWindows(60 * 1_000_000),
+        trigger=AfterWatermark(early=AfterCount(3), late=AfterCount(1)),
+        accumulation_mode="discarding",
+        allowed_lateness="2m",
+        watermark=api.Watermark(delay=30 * 1_000_000),
+        aggregates={"spread": SpreadFn(), "total": combiners.sum("amount")},
+        state_buckets=4,
+    )
