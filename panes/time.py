@@ -32,25 +32,29 @@ UNITS: dict[str, int] = {
 
 _PART = re.compile(r"(\d+)(us|ms|s|m|h|d)")
 
-Duration = int | timedelta
+Duration = int | timedelta | str
 
 
 def to_micros(value: Duration, what: str = "duration") -> int:
-    """Normalize a duration given as int microseconds or ``timedelta`` to int microseconds.
+    """Normalize a duration given as int microseconds, a ``timedelta`` or text (``"5m"``,
+    :func:`parse_duration`) to int microseconds.
 
-    >>> to_micros(timedelta(minutes=1))
-    60000000
-    >>> to_micros(5)
-    5
+    >>> to_micros(timedelta(minutes=1)), to_micros("1m"), to_micros(5)
+    (60000000, 60000000, 5)
     """
     if isinstance(value, bool):
-        raise TypeError(f"{what} must be an int of microseconds or a timedelta, not bool")
+        raise TypeError(f"{what} must be an int of microseconds, a timedelta or text, not bool")
     if isinstance(value, int):
         return value
     if isinstance(value, timedelta):
         return (value.days * 86_400 + value.seconds) * MICROS_PER_SECOND + value.microseconds
+    if isinstance(value, str):
+        try:
+            return parse_duration(value)
+        except ValueError as e:
+            raise ValueError(f"{what}: {e}") from None
     raise TypeError(
-        f"{what} must be an int of microseconds or a timedelta, not {type(value).__name__}"
+        f"{what} must be an int of microseconds, a timedelta or text, not {type(value).__name__}"
     )
 
 

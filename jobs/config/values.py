@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from panes import parse_duration
+from panes.time import to_micros
 
 
 class PipelineConfigError(ValueError):
@@ -38,24 +38,23 @@ Duration = int | str
 
 
 def parse_duration_setting(name: str, value: Any) -> int:
-    """The duration setting ``name`` in µs, from an int (µs) or text (``"5m"``, ``"2h"``: the
-    forms of :func:`panes.parse_duration`), as a configuration file and the Python API accept
-    it. Raises :class:`PipelineConfigError` naming ``name`` for anything else or a negative one.
+    """The duration setting ``name`` in µs, from an int (µs), text (``"5m"``, ``"2h"``: the
+    forms of :func:`panes.parse_duration`) or a ``timedelta``, as a configuration file and the
+    Python API accept it (the model's :func:`panes.time.to_micros`). Raises
+    :class:`PipelineConfigError` naming ``name`` for anything else or a negative one.
 
+    >>> from datetime import timedelta
     >>> parse_duration_setting("watermark.delay", "5m"), parse_duration_setting("x", 1_000)
     (300000000, 1000)
+    >>> parse_duration_setting("allowed_lateness", timedelta(hours=1))
+    3600000000
     """
-    if isinstance(value, bool):
-        raise PipelineConfigError(name, f"expected a duration like '5m', got {value!r}")
-    if isinstance(value, int):
-        us = value
-    elif isinstance(value, str):
-        try:
-            us = parse_duration(value.strip())
-        except ValueError as e:
-            raise PipelineConfigError(name, str(e)) from None
-    else:
-        raise PipelineConfigError(name, f"expected a duration like '5m', got {value!r}")
+    try:
+        us = to_micros(value.strip() if isinstance(value, str) else value, name)
+    except TypeError:
+        raise PipelineConfigError(name, f"expected a duration like '5m', got {value!r}") from None
+    except ValueError as e:
+        raise PipelineConfigError(name, str(e).removeprefix(f"{name}: ")) from None
     if us < 0:
         raise PipelineConfigError(name, "must not be negative")
     return us

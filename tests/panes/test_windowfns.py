@@ -310,12 +310,22 @@ def test_invalid_sizes_raise_value_error_naming_the_field(build, field):
         build()
 
 
-@pytest.mark.parametrize("bad", [1.5, "10s", True, None])
+@pytest.mark.parametrize("bad", [1.5, True, None])
 def test_durations_of_other_types_are_rejected_naming_the_field(bad):
     with pytest.raises(TypeError, match="FixedWindows size"):
         FixedWindows(bad)
     with pytest.raises(TypeError, match="Sessions gap"):
         Sessions(bad)
+
+
+def test_durations_are_microseconds_a_timedelta_or_text():
+    """As a configuration writes them: ``FixedWindows("1m")`` is ``FixedWindows(60_000_000)``;
+    text that is no duration is refused naming the field."""
+    assert FixedWindows("1m") == FixedWindows(timedelta(minutes=1)) == FixedWindows(60_000_000)
+    assert SlidingWindows("10s", "5s") == SlidingWindows(10_000_000, 5_000_000)
+    assert Sessions("1h30m").gap == 5_400_000_000
+    with pytest.raises(ValueError, match="FixedWindows size: not a duration: '10 sec'"):
+        FixedWindows("10 sec")
 
 
 # -- the custom window-function protocol, through the Simulator -------------------------------
