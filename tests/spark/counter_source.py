@@ -77,13 +77,17 @@ def counter_stream(spark, counter: Path):
     return spark.readStream.format("test_counter").option("path", str(counter)).load()
 
 
-def pipeline(lake: Path):
-    """The pipeline, defined in code."""
+def pipeline(lake: Path, name: str = "counted", **settings):
+    """The pipeline, defined in code (``settings``: ``api.define``'s, instead of these)."""
     from jobs import api
     from panes import AfterCount, AfterWatermark, FixedWindows, combiners
 
+    defaults = {
+        "accumulation_mode": "accumulating_and_retracting",
+        "aggregates": {"total": combiners.sum("amount"), "n": "count()"},
+    }
     return api.define(
-        "counted",
+        name,
         source=api.dataframe_source(
             {"user": "string", "ts": "timestamp", "amount": "double"}, description="test counter"
         ),
@@ -92,11 +96,10 @@ def pipeline(lake: Path):
         event_time="ts",
         window=FixedWindows(60 * 1_000_000),
         trigger=AfterWatermark(early=AfterCount(3), late=AfterCount(1)),
-        accumulation_mode="accumulating_and_retracting",
         allowed_lateness="2m",
         watermark=api.Watermark(delay=30 * 1_000_000),
-        aggregates={"total": combiners.sum("amount"), "n": "count()"},
         state_buckets=4,
+        **{**defaults, **settings},
     )
 
 
@@ -153,22 +156,11 @@ class SpreadFn(CombineFn):
 
 def spread_pipeline(lake: Path):
     """:func:`pipeline` in discarding mode, with the user's combiner beside a built-in."""
-    from jobs import api
-    from panes import AfterCount, AfterWatermark, FixedWindows, combiners
+    from panes import combiners
 
-    return api.define(
+    return pipeline(
+        lake,
         "spread",
-        source=api.dataframe_source(
-            {"user": "string", "ts": "timestamp", "amount": "double"}, description="test counter"
-        ),
-        lake=str(lake),
-        keys="user",
-        event_time="ts",
-        window=FixedWindows(60 * 1_000_000),
-        trigger=AfterWatermark(early=AfterCount(3), late=AfterCount(1)),
         accumulation_mode="discarding",
-        allowed_lateness="2m",
-        watermark=api.Watermark(delay=30 * 1_000_000),
         aggregates={"spread": SpreadFn(), "total": combiners.sum("amount")},
-        state_buckets=4,
     )
