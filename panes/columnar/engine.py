@@ -74,18 +74,19 @@ class ColumnarEngine:
         self.per_key = Engine(windowing, combine_fn)  # reports what it drops
         self.lifting = Lifting.of(windowing, combine_fn, columns)
         self.rules = WindowRules.of(windowing)
-        self.size = self.lifting.size
-        self.triggers = TriggerClasses(windowing.trigger)
         self.event_wakeups = windowing.trigger.has_event_time
-        self.key_fields = tuple(pa.field(k, columns.arrow_type(k)) for k in columns.keys)
-        self.accs = [
+        accs = tuple(
             Acc.of(i, part, None if part.column is None else columns.arrow_type(part.column))
             for i, part in enumerate(self.lifting.parts)
-        ]
-        self.names = list(combine_fn.fns) if isinstance(combine_fn, Aggregates) else None
-        self.layout = Layout(
-            self.key_fields, self.size, tuple(self.accs), self.names, self.triggers
         )
+        self.layout = Layout(
+            key_fields=tuple(pa.field(k, columns.arrow_type(k)) for k in columns.keys),
+            size=self.lifting.size,
+            accs=accs,
+            names=list(combine_fn.fns) if isinstance(combine_fn, Aggregates) else None,
+            triggers=TriggerClasses(windowing.trigger),
+        )
+        """The table's key columns, window size, accumulators and trigger classes."""
         self.schema = self.layout.schema
         """The stored table of windows (the module doc)."""
 

@@ -70,8 +70,8 @@ class Layout:
 class Windows:
     """The windows of a :class:`~panes.columnar.ColumnarEngine` (the module doc)."""
 
-    def __init__(self, engine: Layout, keys: pa.Table, cols: dict[str, Any]) -> None:
-        self.engine = engine
+    def __init__(self, layout: Layout, keys: pa.Table, cols: dict[str, Any]) -> None:
+        self.layout = layout
         self.keys = keys
         self.cols = cols
 
@@ -80,9 +80,9 @@ class Windows:
         return self.keys.num_rows
 
     @classmethod
-    def of_table(cls, engine: Layout, table: pa.Table) -> Windows:
+    def of_table(cls, layout: Layout, table: pa.Table) -> Windows:
         cols: dict[str, Any] = {}
-        for a in engine.accs:
+        for a in layout.accs:
             for j, c in enumerate(a.columns):
                 cols[c] = a.held(j, table.column(c))
         for c in _NUMBERS:
@@ -92,12 +92,12 @@ class Windows:
         hold = table.column(HOLD)
         cols[HAS_HOLD] = hold.is_valid().to_numpy(zero_copy_only=False).astype(bool)
         cols[HOLD] = hold.fill_null(0).to_numpy().astype(np.int64)
-        cols[TRIGGER] = engine.triggers.codes_of(table.column(TRIGGER))
-        return cls(engine, table.select([f.name for f in engine.key_fields]), cols)
+        cols[TRIGGER] = layout.triggers.codes_of(table.column(TRIGGER))
+        return cls(layout, table.select([f.name for f in layout.key_fields]), cols)
 
     def table(self) -> pa.Table:
         """These windows as the stored table."""
-        e, cols = self.engine, self.cols
+        e, cols = self.layout, self.cols
         arrays: list[Any] = list(self.keys.columns)
         arrays.append(pa.array(cols[START], pa.int64()))
         for a in e.accs:
@@ -119,7 +119,7 @@ class Windows:
         cols = {
             n: (v.take(index) if isinstance(v, pa.Array) else v[rows]) for n, v in self.cols.items()
         }
-        return Windows(self.engine, self.keys.take(index), cols)
+        return Windows(self.layout, self.keys.take(index), cols)
 
     @staticmethod
     def concat(parts: Sequence[Windows]) -> Windows:
@@ -131,7 +131,7 @@ class Windows:
             else:
                 cols[n] = np.concatenate([p.cols[n] for p in parts])
         keys = pa.concat_tables([p.keys for p in parts]).combine_chunks()
-        return Windows(first.engine, keys, cols)
+        return Windows(first.layout, keys, cols)
 
     def next_due(self) -> int | None:
         """The earliest wake-up of these windows (None: no window)."""
@@ -144,7 +144,7 @@ class Windows:
 
     def key_states(self) -> dict[Any, KeyState]:
         """These rows as the per-key engine's key states, to inspect and compare."""
-        e, cols = self.engine, self.cols
+        e, cols = self.layout, self.cols
         keys = engine_keys([self.keys.column(f.name).to_pylist() for f in e.key_fields])
         per_acc = [a.accumulators([cols[c] for c in a.columns]) for a in e.accs]
         lists = {n: cols[n].tolist() for n in (*_NUMBERS, HOLD, CLOSED, EMITTED, HAS_HOLD)}
