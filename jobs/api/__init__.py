@@ -12,15 +12,15 @@ rows (the examples of this package run so in ``tests/spark/test_doc_examples.py`
 >>> from jobs import api
 >>> events = spark.readStream.table("bronze.events")   # or Kafka, Auto Loader, a data source...
 >>> pipeline = api.define(
-...     "spend", source=api.dataframe_source(events), lake="lakes/spend",
-...     keys="user", event_time="ts", window=Sessions(30 * 60_000_000),
-...     trigger=AfterWatermark(early=AfterAny(AfterCount(5), AfterProcessingTime(60_000_000)),
+...     "spend", source=events, lake="lakes/spend",
+...     keys="user", event_time="ts", window=Sessions("30m"),
+...     trigger=AfterWatermark(early=AfterAny(AfterCount(5), AfterProcessingTime("1m")),
 ...                            late=AfterCount(1)),
 ...     accumulation_mode="accumulating_and_retracting", allowed_lateness="2h",
 ...     watermark=api.Watermark(delay="5m"),
 ...     aggregates={"total": combiners.sum("amount"), "n": "count()"},
 ... )
->>> result = api.run(pipeline, events)    # scheduled: everything up to now, then returns
+>>> result = api.run(pipeline)    # scheduled: everything up to now, then returns
 >>> api.verify(pipeline, spark.read.table("bronze.events")).ok   # the view = a batch
 True
 >>> api.save(pipeline, "conf/spend.toml")   # panestore query|history|verify conf/spend.toml

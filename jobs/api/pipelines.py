@@ -74,24 +74,31 @@ def schema_of(frame: DataFrame | StructType) -> tuple[tuple[str, str], ...]:
 def dataframe_source(
     schema: DataFrame | StructType | Schema, *, description: str = "", bounded: bool = False
 ) -> Source:
-    """The source of a pipeline that reads a streaming DataFrame given to :func:`jobs.api.run`.
+    """The source of a pipeline that reads a streaming DataFrame.
 
-    ``schema``: the DataFrame itself (its columns of the types a pipeline reads:
-    :func:`schema_of`), or the columns and types to read (a column the DataFrame holds in another
-    type is cast; a value that does not cast rejects its record, with the reason).
+    ``schema``: the streaming DataFrame itself (the pipeline keeps it: :func:`jobs.api.run` reads
+    it; its columns of the types a pipeline reads: :func:`schema_of`), or the columns and types
+    to read (a column the DataFrame holds in another type is cast; a value that does not cast
+    rejects its record, with the reason), the DataFrame then given to :func:`jobs.api.run`.
     ``description`` says where the events come from (shown by ``panestore check``).
-    ``bounded``: the stream ends (every run drains).
+    ``bounded``: the stream ends (every run drains). ``define(source=events)`` is
+    ``define(source=dataframe_source(events))``.
 
     >>> dataframe_source({"user": "string", "ts": "timestamp", "amount": "double"}).schema
     (('user', 'string'), ('ts', 'timestamp'), ('amount', 'double'))
     """
+    frame = None
     if isinstance(schema, Mapping):
         columns = tuple((str(c), str(t)) for c, t in schema.items())
     elif hasattr(schema, "fields") or hasattr(schema, "schema"):
         columns = schema_of(schema)  # type: ignore[arg-type]
+        if getattr(schema, "isStreaming", False):
+            frame = schema
     else:
         columns = tuple((str(c), str(t)) for c, t in schema)
-    return Source(path=description, schema=columns, format="dataframe", bounded=bounded)
+    return Source(
+        path=description, schema=columns, format="dataframe", bounded=bounded, frame=frame
+    )
 
 
 def delta_source(
@@ -127,7 +134,7 @@ def delta_source(
 def define(
     name: str,
     *,
-    source: Source,
+    source: Source | DataFrame,
     lake: str | os.PathLike[str],
     keys: str | Sequence[str],
     window: WindowFn | str,
@@ -148,9 +155,12 @@ def define(
     """A pipeline, from the model's own objects or their text (each setting as in a
     configuration file: ``docs/running.md``; the defaults are the configuration's).
 
-    ``aggregates``: name -> a built-in combiner (``panes.combiners.sum("amount")``) or its text
-    (``"sum(amount)"``, ``"count()"``). Durations are µs or text (``"2h"``). A lake in an
-    object store (``"s3://bucket/prefix"``) needs ``checkpoint``, a directory on a filesystem
+    ``source``: a streaming DataFrame (the pipeline reads it: ``run(pipeline)``), or a
+    :class:`jobs.api.Source` (:func:`dataframe_source`, :func:`delta_source`, a loaded
+    configuration's). ``aggregates``: name -> a combiner (``panes.combiners.sum("amount")``)
+    or its text (``"sum(amount)"``, ``"count()"``). Durations are a ``timedelta``, text
+    (``"2h"``) or µs. A lake in an object store (``"s3://bucket/prefix"``) needs
+    ``checkpoint``, a directory on a filesystem
     every node mounts (docs/cluster.md).
 
     >>> from panes import FixedWindows, AfterWatermark, AfterCount, combiners
@@ -169,6 +179,14 @@ def define(
     >>> p.aggregate_types
     {'total': 'double', 'n': 'long'}
     """
+    if not isinstance(source, Source):
+        if not getattr(source, "isStreaming", False):
+            raise PipelineConfigError(
+                "source",
+                f"must be a streaming DataFrame (spark.readStream...) or a Source, got "
+                f"{type(source).__name__}",
+            )
+        source = dataframe_source(source)
     return Pipeline(
         name=name,
         source=source,

@@ -38,10 +38,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from sinks.verify import Report
 
 
-def _check_events(pipeline: Pipeline, events: DataFrame | None) -> None:
-    """``events`` fits ``pipeline``: given exactly for a ``dataframe`` source, streaming, with
-    every column of the source's schema."""
+def _events(pipeline: Pipeline, events: DataFrame | None) -> DataFrame | None:
+    """The events a run of ``pipeline`` reads: ``events``, else the DataFrame it was defined
+    with; checked to fit: given exactly for a ``dataframe`` source, streaming, with every column
+    of the source's schema."""
     src = pipeline.source
+    if events is None:
+        events = src.frame
     if not src.is_dataframe:
         if events is not None:
             raise PipelineConfigError(
@@ -49,10 +52,12 @@ def _check_events(pipeline: Pipeline, events: DataFrame | None) -> None:
                 f"pipeline {pipeline.name} reads its {src.format} source itself; give events "
                 "only to a pipeline whose source is a DataFrame (api.dataframe_source)",
             )
-        return
+        return None
     if events is None:
         raise PipelineConfigError(
-            "source", f"pipeline {pipeline.name} reads a DataFrame: give it, run(pipeline, events)"
+            "source",
+            f"pipeline {pipeline.name} reads a DataFrame it was not defined with: give it, "
+            "run(pipeline, events)",
         )
     if not events.isStreaming:
         raise PipelineConfigError(
@@ -67,6 +72,7 @@ def _check_events(pipeline: Pipeline, events: DataFrame | None) -> None:
                 f"source.schema.{column}",
                 f"the DataFrame has no column {column!r} (it has {', '.join(events.columns)})",
             )
+    return events
 
 
 def run(
@@ -81,8 +87,10 @@ def run(
     progress: TextIO | Literal["stderr"] | None = "stderr",
     stop_after_batches: int | None = None,
 ) -> RunResult:
-    """Run ``pipeline`` over ``events`` (its source's streaming DataFrame; None for a source
-    the pipeline reads itself: files, a pane log, a Delta table), then fold the view (``fold``).
+    """Run ``pipeline``, then fold the view (``fold``). A pipeline over a streaming DataFrame
+    reads the one it was defined with (``define(source=events)``), or ``events`` (a pipeline
+    loaded from a configuration file, a new stream of the same events); any other source is
+    read by the pipeline itself (files, a pane log, a Delta table).
 
     Scheduled by default: every input up to the run's start, in Spark's micro-batches (a batch
     a killed run left uncommitted first), then the batch that fires what became due; then the
@@ -105,14 +113,14 @@ def run(
     ``result.folded`` is the fold's outcome (None when not folded: another materializer held
     the lake, ``fold=False``).
 
-    >>> result = run(pipeline, spark.readStream.table("bronze.events"))  # what is new
+    >>> result = run(pipeline)  # what is new in the stream it was defined with
     >>> print(result.summary())  # doctest: +ELLIPSIS
     1 batches, 5 rows, 1 panes, 0 late, 0 rejected in ...s (...)
     """
     every = spark_interval(parse_duration_setting("interval", interval))
     if progress == "stderr":  # not bound when the module was imported: it may have changed
         progress = sys.stderr
-    _check_events(pipeline, events)
+    events = _events(pipeline, events)
     session = events.sparkSession if events is not None else spark
     with as_found(session if session is not None else existing_session()):
         adopt_shared_profile()

@@ -9,8 +9,9 @@ checks them, with the rest of the configuration, before Spark starts (raising
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from jobs.config.event_time import EPOCH_UNITS
 from jobs.config.values import IDENTIFIER, PipelineConfigError, expect
@@ -35,8 +36,8 @@ class Source:
       after ``starting_timestamp``, ISO-8601; default: version 0) on. A commit that deletes or
       updates rows stops the run, unless ``skip_change_commits`` (the whole commit is then
       skipped). ``schema`` defaults to the table's columns of the types below;
-    * ``dataframe``: a streaming DataFrame built in PySpark code, given to
-      :func:`jobs.driver.runs.run` (``path`` is only a description, optional).
+    * ``dataframe``: a streaming DataFrame built in PySpark code (``frame``, given once: to
+      ``jobs.api.define(source=...)``; ``path`` is only a description, optional).
 
     ``schema`` lists (column, type) pairs (types: string, int, long, double, float, boolean,
     timestamp); it is explicit for files (no inference). A ``timestamp`` column is an ISO-8601
@@ -62,6 +63,14 @@ class Source:
     starting_version: int | None = None
     starting_timestamp: str | None = None
     skip_change_commits: bool = False
+    #: A ``dataframe`` source's streaming DataFrame, when the pipeline was defined in code with
+    #: it; not a setting (not compared, not saved): a run reads it unless given other events.
+    frame: Any = field(default=None, compare=False, repr=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without ``frame``: a DataFrame lives on the driver, and the settings travel
+        to Spark's workers in the operator's closures."""
+        return {**self.__dict__, "frame": None}
 
     def __post_init__(self) -> None:
         """Check the settings (raising :class:`PipelineConfigError` naming the first bad one)."""
@@ -75,6 +84,8 @@ class Source:
             what = "the Delta table" if self.is_delta else "the landing directory"
             raise PipelineConfigError("source.path", f"is required ({what})")
         self._check_delta_settings()
+        if self.frame is not None and not self.is_dataframe:
+            raise PipelineConfigError("source.format", "only a dataframe source holds a DataFrame")
         if not self.schema:
             raise PipelineConfigError("source.schema", "is required: column = type, ...")
         for col, typ in self.schema:

@@ -387,3 +387,51 @@ def test_a_combiner_of_the_users_own_without_a_declared_type_is_refused_naming_i
         )
     assert e.value.field == "aggregates.weighted"
     assert "declare its output_type" in str(e.value)
+
+
+class _Frame:
+    """What the API reads of a PySpark DataFrame: its schema, columns, whether it streams."""
+
+    def __init__(self, streaming: bool) -> None:
+        from pyspark.sql.types import DoubleType, StringType, StructField, StructType
+        from pyspark.sql.types import TimestampType as Ts
+
+        self.schema = StructType(
+            [
+                StructField("user", StringType()),
+                StructField("ts", Ts()),
+                StructField("amount", DoubleType()),
+            ]
+        )
+        self.columns = [f.name for f in self.schema.fields]
+        self.isStreaming = streaming
+
+
+def test_the_dataframe_is_given_once_to_define_and_the_run_reads_it(tmp_path):
+    from jobs.api.streams import _events
+
+    events = _Frame(streaming=True)
+    pipeline = spend(tmp_path / "lake", source=events)
+    assert pipeline.source.frame is events and pipeline.source.schema == spend("x").source.schema
+    assert _events(pipeline, None) is events  # api.run(pipeline)
+    other = _Frame(streaming=True)
+    assert _events(pipeline, other) is other  # a new stream of the same events
+    # the frame is not a setting: the saved configuration loads to the same pipeline
+    assert load_pipeline(api.save(pipeline, tmp_path / "spend.toml")) == pipeline
+    declared = spend(tmp_path / "lake")  # a schema declared, the stream given at the run
+    with pytest.raises(PipelineConfigError, match=r"run\(pipeline, events\)"):
+        _events(declared, None)
+
+
+def test_a_batch_dataframe_is_refused_as_a_source_naming_it(tmp_path):
+    with pytest.raises(PipelineConfigError) as e:
+        spend(tmp_path / "lake", source=_Frame(streaming=False))
+    assert e.value.field == "source" and "streaming DataFrame" in e.value.message
+
+
+def test_a_pipeline_holding_its_dataframe_pickles_without_it(tmp_path):
+    import pickle
+
+    pipeline = spend(tmp_path / "lake", source=_Frame(streaming=True))
+    copy = pickle.loads(pickle.dumps(pipeline))  # as Spark ships the operator's closures
+    assert copy == pipeline and copy.source.frame is None
