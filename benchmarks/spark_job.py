@@ -17,6 +17,10 @@ Delta table, the pipeline's source):
   measurement starts from a copy of that lake and runs 1,000 new events on random keys of it,
   which move the watermark far enough to close the windows of 1% of the keys.
 * ``small-1m-keys``: the same small run on a lake holding 1,000,000 keys.
+* ``1m-sketches``: the events of ``1m``, each window computing an approximate count of distinct
+  values and a 95th percentile: ``approx_count_distinct(value)`` and
+  ``approx_percentile(value, 0.95)`` (DataSketches HLL and KLL) against Spark's own
+  ``approx_count_distinct`` and ``percentile_approx``.
 
 Both sides run in scheduled mode (``availableNow``) with 1-minute fixed windows and a 5-minute
 watermark delay:
@@ -83,9 +87,10 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -112,6 +117,7 @@ class Workload:
     span_us: int
     files_per_batch: int = 100
     history_keys: int = 0  # > 0: a small scheduled run on a lake holding this many keys
+    aggregates: str = "sum"  # what each window computes: a key of AGGREGATES
 
     @property
     def is_small_run(self) -> bool:
@@ -123,6 +129,32 @@ WORKLOADS = {
     "10m": Workload("10m", 10_000_000, 10_000, 6 * HOUR_US),
     "small": Workload("small", 1_000, 10_000, HOUR_US, history_keys=10_000),
     "small-1m-keys": Workload("small-1m-keys", 1_000, 1_000_000, HOUR_US, history_keys=1_000_000),
+    "1m-sketches": Workload("1m-sketches", 1_000_000, 1_000, HOUR_US, aggregates="sketches"),
+}
+
+
+@dataclass(frozen=True)
+class Aggregation:
+    """What each window computes, on each side: panestore's aggregates (their text) and Spark's
+    own functions for the same answers (``F`` is ``pyspark.sql.functions``)."""
+
+    panestore: dict[str, str]
+    native: Callable[[Any], list]
+
+
+AGGREGATES = {
+    "sum": Aggregation(
+        {"value": "sum(value)"},
+        lambda F: [F.sum("value").alias("value"), F.count("*").alias("n")],
+    ),
+    # distinct values and a 95th percentile per key and window: sketches on both sides
+    "sketches": Aggregation(
+        {"distinct": "approx_count_distinct(value)", "p95": "approx_percentile(value, 0.95)"},
+        lambda F: [
+            F.approx_count_distinct("value").alias("distinct"),
+            F.percentile_approx("value", 0.95).alias("p95"),
+        ],
+    ),
 }
 
 
@@ -335,16 +367,28 @@ def panestore_api(name: str):
 
 
 def panestore_pipeline(
-    landing: Path, lake: str, fmt: str, files_per_batch: int, checkpoint: Path | None = None
+    landing: Path,
+    lake: str,
+    fmt: str,
+    files_per_batch: int,
+    checkpoint: Path | None = None,
+    aggregates: str = "sum",
 ):
     """The benchmark's pipeline, its lake at ``lake`` (a directory, or ``s3://bucket/prefix``
-    with ``checkpoint``, a local directory)."""
+    with ``checkpoint``, a local directory), computing ``AGGREGATES[aggregates]``."""
     pipeline_from_dict = panestore_api("pipeline_from_dict")
-    return pipeline_from_dict(pipeline_settings(landing, lake, fmt, files_per_batch, checkpoint))
+    return pipeline_from_dict(
+        pipeline_settings(landing, lake, fmt, files_per_batch, checkpoint, aggregates)
+    )
 
 
 def pipeline_settings(
-    landing: Path, lake: str, fmt: str, files_per_batch: int, checkpoint: Path | None = None
+    landing: Path,
+    lake: str,
+    fmt: str,
+    files_per_batch: int,
+    checkpoint: Path | None = None,
+    aggregates: str = "sum",
 ) -> dict:
     """The settings of :func:`panestore_pipeline` (a configuration file's, as a dict)."""
     return {
@@ -364,7 +408,7 @@ def pipeline_settings(
             **({} if fmt == "delta" else {"max_files_per_trigger": files_per_batch}),
         },
         "watermark": {"delay": "5m"},
-        "aggregates": {"value": "sum(value)"},
+        "aggregates": dict(AGGREGATES[aggregates].panestore),
     }
 
 
@@ -409,13 +453,14 @@ def measure_panestore(
     files_per_batch: int,
     checkpoint: Path | None = None,
     marks: str | None = None,
+    aggregates: str = "sum",
 ) -> dict:
     """One run of the pipeline. ``marks``: the lake is in a bucket of the benchmark's S3 server;
     the run is bracketed by the marks ``<marks>-start`` and ``<marks>-end`` in its log."""
     from deltalake import DeltaTable
 
     run = panestore_api("run")
-    pipeline = panestore_pipeline(landing, lake, fmt, files_per_batch, checkpoint)
+    pipeline = panestore_pipeline(landing, lake, fmt, files_per_batch, checkpoint, aggregates)
     if marks:
         mark(f"{marks}-start")
     start = time.perf_counter()
@@ -445,7 +490,9 @@ def measure_panestore(
     }
 
 
-def measure_native(spark, landing: Path, out: Path, fmt: str, files_per_batch: int) -> dict:
+def measure_native(
+    spark, landing: Path, out: Path, fmt: str, files_per_batch: int, aggregates: str = "sum"
+) -> dict:
     """Spark's own windowed aggregation of the same files into Delta (delta-rs); a Delta
     table's data files are read as Parquet (no delta-spark here; the same rows: appends only)."""
     from deltalake import write_deltalake
@@ -460,14 +507,13 @@ def measure_native(spark, landing: Path, out: Path, fmt: str, files_per_batch: i
     agg = (
         df.withWatermark("ts", "5 minutes")
         .groupBy(F.window("ts", "1 minute"), "key")
-        .agg(F.sum("value").alias("value"), F.count("*").alias("n"))
-        .select(
-            "key",
-            F.col("window.start").alias("window_start"),
-            F.col("window.end").alias("window_end"),
-            "value",
-            "n",
-        )
+        .agg(*AGGREGATES[aggregates].native(F))
+    )
+    agg = agg.select(
+        "key",
+        F.col("window.start").alias("window_start"),
+        F.col("window.end").alias("window_end"),
+        *(c for c in agg.columns if c not in ("window", "key")),
     )
     rows = [0]
     sink_s: dict[int, float] = {}
@@ -507,6 +553,7 @@ def measure_once(
     shuffle: int,
     lake_uri: str | None = None,
     marks: str | None = None,
+    aggregates: str = "sum",
 ) -> dict:
     """One measurement in this (fresh) process: JVM and session up first, then the timed run.
     ``PANESTORE_BENCH_CODE`` in the environment: run the panestore of that checkout.
@@ -520,12 +567,21 @@ def measure_once(
     spark.range(1).count()  # JVM and session up before timing
     session_s = time.perf_counter() - t
     if what == "native":
-        got = measure_native(spark, landing, target, fmt, files_per_batch)
+        got = measure_native(spark, landing, target, fmt, files_per_batch, aggregates)
     elif lake_uri is None:
-        got = measure_panestore(spark, landing, str(target), fmt, files_per_batch)
+        got = measure_panestore(
+            spark, landing, str(target), fmt, files_per_batch, aggregates=aggregates
+        )
     else:
         got = measure_panestore(
-            spark, landing, lake_uri, fmt, files_per_batch, checkpoint=target, marks=marks
+            spark,
+            landing,
+            lake_uri,
+            fmt,
+            files_per_batch,
+            checkpoint=target,
+            marks=marks,
+            aggregates=aggregates,
         )
     spark.stop()
     return {**got, "session_s": session_s}
@@ -598,6 +654,7 @@ def _child(
     shuffle: int,
     history: Path | None = None,
     lakes: BucketLakes | None = None,
+    aggregates: str = "sum",
 ) -> dict:
     """One measurement of ``side`` in a child process. ``lakes``: the bucket side's server (each
     attempt gets a new bucket; the run's requests are added to the result). A ``command`` side's
@@ -617,11 +674,13 @@ def _child(
         str(files_per_batch),
         "--shuffle-partitions",
         str(shuffle),
+        "--aggregates",
+        aggregates,
     ]
     if side.what == "command":  # the installed entry point: jobs.cli:command
         conf = write_conf(
             target.with_name(target.name + ".toml"),
-            pipeline_settings(landing, str(target), fmt, files_per_batch),
+            pipeline_settings(landing, str(target), fmt, files_per_batch, aggregates=aggregates),
         )
         cmd = [sys.executable, "-c", "from jobs.cli import command; command()", "run", str(conf)]
         cmd += ["--shuffle-partitions", str(shuffle)]
@@ -728,7 +787,7 @@ def _prepare_history(
             shutil.rmtree(path, ignore_errors=True)
         _reset(target, None)
         t = time.perf_counter()
-        _child(side, landing, target, fmt, wl.files_per_batch, shuffle)
+        _child(side, landing, target, fmt, wl.files_per_batch, shuffle, aggregates=wl.aggregates)
         shutil.move(target, history)
         if target.with_name(target.name + "_ckpt").exists():
             shutil.move(
@@ -790,6 +849,7 @@ def run_workload(
                 args.shuffle_partitions,
                 history,
                 lakes,
+                wl.aggregates,
             )
             results[side.label].append(m)
             print(f"[{wl.name}] run {i + 1}: {side.label} {_summary(m)}", flush=True)
@@ -1016,6 +1076,7 @@ def main() -> None:
     ap.add_argument("--target", help=argparse.SUPPRESS)
     ap.add_argument("--lake-uri", help=argparse.SUPPRESS)
     ap.add_argument("--marks", help=argparse.SUPPRESS)
+    ap.add_argument("--aggregates", choices=tuple(AGGREGATES), help=argparse.SUPPRESS)
     args = ap.parse_args()
 
     if args.measure:  # a child: one measurement, printed as JSON
@@ -1028,6 +1089,7 @@ def main() -> None:
             args.shuffle_partitions,
             args.lake_uri,
             args.marks,
+            args.aggregates,
         )
         print(json.dumps(got))
         return
