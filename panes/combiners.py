@@ -17,6 +17,9 @@ Write your own by subclassing :class:`CombineFn`::
 Built-ins follow SQL: ``count()`` counts elements, ``count(field)``, ``sum``, ``min``, ``max`` and
 ``mean`` skip ``None`` inputs, and ``to_list`` keeps every value, ``None`` included (as
 ``array_agg``).
+Sums of ``Decimal`` values are exact (:data:`EXACT_DECIMALS`: no digit is ever rounded away,
+whatever their number), and a mean of them is the exact sum divided by the count, rounded once
+to a float; a float among decimals is a ``TypeError``, never a silent conversion.
 Each takes an optional ``field``: with it, values are mappings and the aggregate reads
 ``value[field]``. Several named aggregates combine into one with :func:`aggregates`, and the
 textual form ``"sum(seconds)"`` (what ``str`` prints) parses with
@@ -26,9 +29,48 @@ textual form ``"sum(seconds)"`` (what ``str`` prints) parses with
 from __future__ import annotations
 
 import builtins
+import decimal
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any, Generic, TypeVar
+
+EXACT_DECIMALS = decimal.Context(
+    prec=decimal.MAX_PREC,
+    Emax=decimal.MAX_EMAX,
+    Emin=decimal.MIN_EMIN,
+    traps=[decimal.InvalidOperation, decimal.DivisionByZero, decimal.Overflow, decimal.Inexact],
+)
+"""The context decimal sums are computed in: a precision no sum reaches, so additions and
+subtractions are exact (an inexact result would raise, never round)."""
+
+
+def exact_sum(start: Any, values: Iterable[Any]) -> Any:
+    """``start`` plus ``values``, exactly: integers as Python's, ``Decimal`` values in
+    :data:`EXACT_DECIMALS` (the default context would round past 28 digits).
+
+    >>> exact_sum(0, [Decimal("0.1")] * 1000), exact_sum(Decimal("1E+30"), [Decimal("0.01")])
+    (Decimal('100.0'), Decimal('1000000000000000000000000000000.01'))
+    """
+    values = values if isinstance(values, (list, tuple)) else list(values)
+    if isinstance(start, Decimal) or (values and isinstance(values[0], Decimal)):
+        with decimal.localcontext(EXACT_DECIMALS):
+            return start + builtins.sum(values)
+    total = start + builtins.sum(values)
+    if isinstance(total, Decimal):  # a Decimal after other values: sum again, exactly
+        with decimal.localcontext(EXACT_DECIMALS):
+            return start + builtins.sum(values)
+    return total
+
+
+def exact_difference(acc: Any, value: Any) -> Any:
+    """``acc - value``, exactly for ``Decimal`` values (:data:`EXACT_DECIMALS`)."""
+    if isinstance(value, Decimal) or isinstance(acc, Decimal):
+        with decimal.localcontext(EXACT_DECIMALS):
+            return acc - value
+    return acc - value
+
 
 A = TypeVar("A")  # accumulator
 V = TypeVar("V")  # input value
@@ -137,20 +179,20 @@ class Sum(_FieldCombineFn):
     def add_all(self, acc: Any, values: Sequence[Any]) -> Any:
         if self.field is None:
             try:
-                return acc + builtins.sum(values)
+                return exact_sum(acc, values)
             except TypeError:  # a None among the values: skip them, as SQL does
                 pass
-        return acc + builtins.sum(self._inputs(values))
+        return exact_sum(acc, self._inputs(values))
 
     def merge(self, accs: Sequence[Any]) -> Any:
-        return builtins.sum(accs)
+        return exact_sum(0, accs)
 
     def extract(self, acc: Any) -> Any:
         return acc
 
     def retract(self, acc: Any, value: Any) -> Any:
         value = self._input(value)
-        return acc if value is None else acc - value
+        return acc if value is None else exact_difference(acc, value)
 
 
 class Count(_FieldCombineFn):
@@ -223,7 +265,13 @@ class Max(_Extremum):
 
 
 class Mean(_FieldCombineFn):
-    """The arithmetic mean; its accumulator is ``(sum, count)``."""
+    """The arithmetic mean; its accumulator is ``(sum, count)`` (an exact sum: :func:`exact_sum`).
+    The mean of ``Decimal`` values is their exact sum over their count, rounded once to the
+    nearest float (as DuckDB's ``avg`` of a decimal, a double).
+
+    >>> m = mean(); m.extract(m.add_all(m.create(), [Decimal("0.1"), Decimal("0.2")]))
+    0.15
+    """
 
     name = "mean"
 
@@ -232,17 +280,21 @@ class Mean(_FieldCombineFn):
 
     def add_all(self, acc: tuple[Any, int], values: Sequence[Any]) -> tuple[Any, int]:
         inputs = self._inputs(values)
-        return (acc[0] + builtins.sum(inputs), acc[1] + len(inputs))
+        return (exact_sum(acc[0], inputs), acc[1] + len(inputs))
 
     def merge(self, accs: Sequence[tuple[Any, int]]) -> tuple[Any, int]:
-        return (builtins.sum(a[0] for a in accs), builtins.sum(a[1] for a in accs))
+        return (exact_sum(0, [a[0] for a in accs]), builtins.sum(a[1] for a in accs))
 
     def extract(self, acc: tuple[Any, int]) -> float | None:
-        return acc[0] / acc[1] if acc[1] else None
+        if not acc[1]:
+            return None
+        if isinstance(acc[0], Decimal):
+            return float(Fraction(acc[0]) / acc[1])  # exact quotient, rounded once
+        return acc[0] / acc[1]
 
     def retract(self, acc: tuple[Any, int], value: Any) -> tuple[Any, int]:
         value = self._input(value)
-        return acc if value is None else (acc[0] - value, acc[1] - 1)
+        return acc if value is None else (exact_difference(acc[0], value), acc[1] - 1)
 
 
 class ToList(_FieldCombineFn):

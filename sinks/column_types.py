@@ -1,13 +1,17 @@
 """The column types of a pipeline configuration (``source.schema``) and what each is in Spark SQL,
-Arrow and DuckDB: one table, :data:`TYPES`.
+Arrow and DuckDB: the plain types in one table, :data:`TYPES`, and the parametric
+``decimal(p,s)``; :func:`column_type` reads any type name (the one parser of them).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from decimal import Decimal, localcontext
 
 import pyarrow as pa
 
+from panes.combiners import EXACT_DECIMALS
 from sinks.lake_format import TIMESTAMP_TYPE
 
 
@@ -24,6 +28,23 @@ class ColumnType:
     numeric: bool
     arrow_json: str | None
 
+    @property
+    def name(self) -> str:
+        """The canonical configuration name (``long`` for ``bigint``, ``decimal(10,0)`` for
+        ``decimal``)."""
+        return next((n for n, t in TYPES.items() if t == self), self.spark)
+
+    @property
+    def text_form(self) -> str | None:
+        """The regular expression (the whole text, RE2 and Python alike) a text value of this
+        type must match to be read exactly, for the types whose casts are lenient (a decimal's
+        rounds surplus digits, a date's takes ``2024-1-2``); None: the cast's own reading."""
+        if pa.types.is_decimal(self.arrow):
+            return decimal_form(self.arrow.precision, self.arrow.scale)
+        if pa.types.is_date(self.arrow):
+            return DATE_FORM
+        return None
+
 
 TYPES: dict[str, ColumnType] = {
     "string": ColumnType("string", pa.string(), "VARCHAR", False, "string"),
@@ -34,20 +55,89 @@ TYPES: dict[str, ColumnType] = {
     "float": ColumnType("float", pa.float32(), "FLOAT", True, None),
     "boolean": ColumnType("boolean", pa.bool_(), "BOOLEAN", False, "bool"),
     "timestamp": ColumnType("timestamp", TIMESTAMP_TYPE, "VARCHAR", False, None),
+    "date": ColumnType("date", pa.date32(), "DATE", False, None),
 }
-
-# name -> (Spark SQL type name, numeric?)
-COLUMN_TYPES: dict[str, tuple[str, bool]] = {n: (t.spark, t.numeric) for n, t in TYPES.items()}
+KNOWN = f"{', '.join(TYPES)}, decimal(p,s) (1 <= p <= 38, 0 <= s <= p; decimal: decimal(10,0))"
+"""The type names a schema takes, as messages list them."""
 INTEGRAL = frozenset({"int", "long", "bigint"})
-# name -> Arrow type name of the JSON reader, for the types the JSON-lines decoder reads itself
-ARROW_JSON_TYPES: dict[str, str] = {n: t.arrow_json for n, t in TYPES.items() if t.arrow_json}
+MAX_PRECISION = 38
+_DECIMAL = re.compile(r"decimal(?:\(\s*(\d+)\s*,\s*(\d+)\s*\))?")
+DATE_FORM = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
+"""A date as text: ``YYYY-MM-DD`` (and a real day of the calendar)."""
+
+
+def decimal_type(precision: int, scale: int) -> ColumnType:
+    """The column type ``decimal(precision,scale)``; ValueError outside 1 <= p <= 38,
+    0 <= s <= p.
+
+    >>> decimal_type(18, 2).arrow, decimal_type(18, 2).duckdb
+    (Decimal128Type(decimal128(18, 2)), 'DECIMAL(18,2)')
+    """
+    if not 1 <= precision <= MAX_PRECISION or not 0 <= scale <= precision:
+        raise ValueError(
+            f"decimal({precision},{scale}): the precision is 1 to {MAX_PRECISION}, the scale "
+            "0 to the precision"
+        )
+    text = f"decimal({precision},{scale})"
+    return ColumnType(text, pa.decimal128(precision, scale), text.upper(), True, None)
+
+
+def column_type(name: str) -> ColumnType:
+    """The column type of a configuration type name (ValueError, one line, for another name).
+
+    >>> column_type("bigint").name, column_type("decimal").name, column_type("decimal(18, 2)").spark
+    ('long', 'decimal(10,0)', 'decimal(18,2)')
+    """
+    found = TYPES.get(name)
+    if found is not None:
+        return found
+    match = _DECIMAL.fullmatch(name.strip()) if isinstance(name, str) else None
+    if match is None:
+        raise ValueError(f"unknown type {name!r}; known: {KNOWN}")
+    if match.group(1) is None:
+        return decimal_type(10, 0)  # Spark's decimal
+    return decimal_type(int(match.group(1)), int(match.group(2)))
+
+
+def is_column_type(name: object) -> bool:
+    """Whether ``name`` is a configuration type name (:func:`column_type` reads it)."""
+    try:
+        column_type(name)  # type: ignore[arg-type]
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
+def of_arrow(type_: pa.DataType) -> str | None:
+    """The canonical configuration type name of an Arrow type (None: no configuration type).
+
+    >>> of_arrow(pa.decimal128(18, 2)), of_arrow(pa.int64()), of_arrow(pa.binary())
+    ('decimal(18,2)', 'long', None)
+    """
+    if pa.types.is_decimal128(type_):
+        return decimal_type(type_.precision, type_.scale).name
+    return next((n for n, t in TYPES.items() if t.arrow == type_ and n != "bigint"), None)
+
+
+def decimal_form(precision: int, scale: int) -> str:
+    """The text of a ``decimal(precision,scale)`` value read exactly (the whole text): an
+    optional minus, digits, optionally a point and digits (no exponent), at most
+    ``precision - scale`` digits before the point besides leading zeros and at most ``scale``
+    after it besides trailing zeros: a value with more is refused, never rounded.
+
+    >>> [bool(re.fullmatch(decimal_form(4, 2), t)) for t in ("12.30", "-012.3000", "1.234", "123")]
+    [True, True, False, False]
+    """
+    whole = f"0*[0-9]{{1,{precision - scale}}}" if precision > scale else "0+"
+    fraction = f"[0-9]{{1,{scale}}}0*" if scale else "0+"
+    return f"-?{whole}(\\.{fraction})?"
 
 
 def arrow_type(type_name: str) -> pa.DataType:
     """The Arrow type of a configuration type name, or of an aggregate's ``list<name>``."""
     if type_name.startswith("list<") and type_name.endswith(">"):
         return pa.list_(arrow_type(type_name[5:-1]))
-    return TYPES[type_name].arrow
+    return column_type(type_name).arrow
 
 
 def integer_range(type_: pa.DataType) -> tuple[int, int] | None:
@@ -63,8 +153,32 @@ def integer_range(type_: pa.DataType) -> tuple[int, int] | None:
 
 
 def beyond_range(value: object, type_: pa.DataType) -> bool:
-    """Whether ``value`` is an integer that a column of ``type_`` (an integer type) cannot hold."""
+    """Whether ``value`` is an integer that a column of ``type_`` (an integer type) cannot hold,
+    or a ``Decimal`` that a decimal column cannot hold exactly (more digits than its precision,
+    or than its scale after the point).
+
+    >>> [beyond_range(Decimal(v), pa.decimal128(4, 2)) for v in ("99.99", "100.00", "0.001")]
+    [False, True, True]
+    """
+    if pa.types.is_decimal(type_) and isinstance(value, Decimal):
+        if not value.is_finite():
+            return True
+        with localcontext(EXACT_DECIMALS):
+            scaled = value.scaleb(type_.scale)
+            return scaled != scaled.to_integral_value() or abs(scaled) >= 10**type_.precision
     bounds = integer_range(type_)
     if bounds is None or not isinstance(value, int):
         return False
     return not bounds[0] <= value <= bounds[1]
+
+
+def column_text(type_: pa.DataType) -> str:
+    """A column of Arrow type ``type_`` as refusals name it (``64-bit integer``,
+    ``decimal(38,2)``).
+
+    >>> column_text(pa.int64()), column_text(pa.decimal128(38, 2))
+    ('64-bit integer', 'decimal(38,2)')
+    """
+    if pa.types.is_decimal(type_):
+        return f"decimal({type_.precision},{type_.scale})"
+    return f"{type_.bit_width}-bit integer"

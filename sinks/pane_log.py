@@ -33,6 +33,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from panes.columnar.output import TIMINGS, PaneColumns
-from sinks.column_types import beyond_range, integer_range
+from sinks.column_types import beyond_range, column_text, integer_range
 from sinks.delta_append import ExactlyOnceAppender
 from sinks.errors import PaneValueOutOfRange
 from sinks.lake_format import (
@@ -147,20 +148,50 @@ def pane_log_schema(layout: PaneLogLayout = DEFAULT_LAYOUT) -> pa.Schema:
     )
 
 
+_DECIMAL, _DATE = "$decimal", "$date"
+"""The JSON objects a ``Decimal`` and a ``datetime.date`` are written as (their exact text)."""
+
+
+def _tagged(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return {_DECIMAL: str(value)}
+    if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+        return {_DATE: value.isoformat()}
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _untagged(obj: dict[str, Any]) -> Any:
+    if len(obj) == 1 and _DECIMAL in obj:
+        return Decimal(obj[_DECIMAL])
+    if len(obj) == 1 and _DATE in obj:
+        return dt.date.fromisoformat(obj[_DATE])
+    return obj
+
+
 def accumulator_json(acc: Any) -> str | None:
-    """The JSON text of a combiner accumulator (tuples as lists), None if not representable."""
+    """The JSON text of a combiner accumulator (tuples as lists; a ``Decimal`` and a date as
+    ``{"$decimal": "1.10"}`` and ``{"$date": "2024-01-02"}``, exact), None if not representable.
+
+    >>> accumulator_json((Decimal("1.10"), 2))
+    '[{"$decimal":"1.10"},2]'
+    """
     try:
-        return json.dumps(acc, separators=(",", ":"))
+        return json.dumps(acc, separators=(",", ":"), default=_tagged)
     except (TypeError, ValueError):
         return None
 
 
 def accumulator_from_json(combine_fn: Any, text: str | None) -> Any:
     """The accumulator of ``combine_fn`` from :func:`accumulator_json` text: lists become tuples
-    (one level; per sub-combiner for :class:`~panes.combiners.Aggregates`)."""
+    (one level; per sub-combiner for :class:`~panes.combiners.Aggregates`).
+
+    >>> from panes.combiners import mean
+    >>> accumulator_from_json(mean("x"), '[{"$decimal":"1.10"},2]')
+    (Decimal('1.10'), 2)
+    """
     if text is None:
         raise ValueError("no accumulator")
-    return _acc_value(combine_fn, json.loads(text))
+    return _acc_value(combine_fn, json.loads(text, object_hook=_untagged))
 
 
 def _acc_value(fn: Any, obj: Any) -> Any:
@@ -305,13 +336,14 @@ def _fitted(
 
 
 def value_out_of_range(
-    keys: Mapping[str, Any], start_us: int, end_us: int, name: str, value: int, type_: pa.DataType
+    keys: Mapping[str, Any], start_us: int, end_us: int, name: str, value: Any, type_: pa.DataType
 ) -> PaneValueOutOfRange:
     """The refusal of a pane of ``keys``' window ``[start_us, end_us)`` whose ``name`` is
-    ``value``, beyond its integer column of ``type_`` (one line: key, window, aggregate)."""
+    ``value``, beyond its integer or decimal column of ``type_`` (one line: key, window,
+    aggregate)."""
     return PaneValueOutOfRange(
         f"the pane of {window_text(keys, start_us, end_us)} has {name} = {value}, beyond the "
-        f"pane log's {type_.bit_width}-bit integer column {name!r}; nothing of the batch was "
+        f"pane log's {column_text(type_)} column {name!r}; nothing of the batch was "
         "committed, and every run stops at it"
     )
 

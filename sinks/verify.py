@@ -37,7 +37,7 @@ from panes.engine import window_gone
 from panes.time import BEGINNING_OF_TIME, END_OF_TIME
 from panes.window import Window
 from sinks.batch_check import View, batch_view
-from sinks.column_types import beyond_range
+from sinks.column_types import beyond_range, column_text
 from sinks.lake_format import representable_us
 from sinks.refold import refold
 from sinks.spec import ViewSpec
@@ -155,7 +155,7 @@ def _beyond(expected: Mapping[str, Any], types: Mapping[str, pa.DataType]) -> st
     """What of ``expected`` the view's integer columns cannot hold (the materializer stops
     there, naming the window)."""
     return "".join(
-        f" ({n}: beyond the view's {types[n].bit_width}-bit integer column {n!r})"
+        f" ({n}: beyond the view's {column_text(types[n])} column {n!r})"
         for n, v in expected.items()
         if n in types and beyond_range(v, types[n])
     )

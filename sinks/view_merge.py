@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from panes.combiners import CombineFn
-from sinks.column_types import beyond_range, integer_range
+from sinks.column_types import beyond_range, column_text, integer_range
 from sinks.errors import FoldValueOutOfRange
 from sinks.lake_format import DELETE, OP, UPSERT, WINDOW_DAY, WINDOW_REF
 from sinks.pane_log import window_text, with_timestamps
@@ -79,7 +79,7 @@ def check_view_range(schema: pa.Schema, rows: Sequence[Mapping], keys: Sequence[
                 )
                 raise FoldValueOutOfRange(
                     f"the panes of {where} fold to {f.name} = {value}, beyond the current "
-                    f"view's {f.type.bit_width}-bit integer column {f.name!r}"
+                    f"view's {column_text(f.type)} column {f.name!r}"
                 )
 
 

@@ -34,7 +34,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql.types import StructType
 
 Schema = Mapping[str, str] | Sequence[tuple[str, str]]
-"""Columns and their types (string, int, long, double, float, boolean, timestamp)."""
+"""Columns and their types (string, int, long, double, float, boolean, timestamp, date,
+decimal(p,s): :data:`sinks.column_types.KNOWN`)."""
 
 # Spark's simple type names (DataType.simpleString) -> the configuration's column types
 _SPARK_TYPES = {
@@ -48,14 +49,16 @@ _SPARK_TYPES = {
     "boolean": "boolean",
     "timestamp": "timestamp",
     "timestamp_ntz": "timestamp",
+    "date": "date",
 }
 
 
 def schema_of(frame: DataFrame | StructType) -> tuple[tuple[str, str], ...]:
     """The columns of a DataFrame (or its schema) a pipeline can read, with their types.
 
-    Columns of other types (binary, decimal, date, arrays, structs, ...) are left out: cast or
-    parse them in the DataFrame to use them (``from_json`` of a Kafka value, for example).
+    Columns of other types (binary, arrays, structs, ...) are left out: cast or parse them in
+    the DataFrame to use them (``from_json`` of a Kafka value, for example). ``decimal(p,s)``
+    and ``date`` columns are read as such.
 
     >>> from pyspark.sql.types import StructType, StructField, StringType, LongType, BinaryType
     >>> schema_of(StructType([StructField("user", StringType()), StructField("ts", LongType()),
@@ -65,7 +68,10 @@ def schema_of(frame: DataFrame | StructType) -> tuple[tuple[str, str], ...]:
     struct = frame if not hasattr(frame, "schema") else frame.schema
     out = []
     for f in struct.fields:
-        typ = _SPARK_TYPES.get(f.dataType.simpleString())
+        simple = f.dataType.simpleString()
+        typ = _SPARK_TYPES.get(simple)
+        if typ is None and simple.startswith("decimal("):
+            typ = simple  # decimal(p,s): a configuration type as it is
         if typ is not None and not f.name.startswith("_"):
             out.append((f.name, typ))
     return tuple(out)

@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import pyarrow as pa
+
 from jobs.config.values import PipelineConfigError
 from panes.combiners import BUILTINS, CombineFn, fields_of
-from sinks.column_types import COLUMN_TYPES, INTEGRAL, TYPES
+from sinks.column_types import INTEGRAL, KNOWN, column_type, is_column_type, of_arrow
 
 
 @dataclass(frozen=True)
@@ -47,12 +49,15 @@ class Aggregate:
         if kind not in ("sum", "mean", "min", "max", "to_list") or col is None:
             raise PipelineConfigError(where, f"unsupported aggregate {self.fn!r}")
         typ = types[col]
-        numeric = COLUMN_TYPES[typ][1]
-        if kind in ("sum", "mean") and not numeric:
+        of_column = column_type(typ)
+        if kind in ("sum", "mean") and not of_column.numeric:
             raise PipelineConfigError(where, f"{kind}() needs a numeric column, {col!r} is {typ}")
+        scale = getattr(of_column.arrow, "scale", None)  # a decimal's
         if kind == "mean":
-            return "double"
+            return "double"  # of decimals too: their exact sum over the count, rounded once
         if kind == "sum":
+            if scale is not None:  # as Spark's sum: exact, widened to 38 digits
+                return f"decimal(38,{scale})"
             return "long" if typ in INTEGRAL else "double"
         if kind in ("min", "max"):
             return {"int": "long", "float": "double"}.get(typ, typ)
@@ -65,18 +70,20 @@ def _declared_type(where: str, fn: CombineFn) -> str:
     declared = fn.output_type
     if isinstance(declared, str):
         inner = declared[5:-1] if declared.startswith("list<") and declared.endswith(">") else None
-        if declared in TYPES or inner in TYPES:
-            return declared
-    else:
-        for name, column_type in TYPES.items():
-            if declared is not None and column_type.arrow == declared:
-                return name
+        if inner is not None and is_column_type(inner):
+            return f"list<{column_type(inner).name}>"
+        if is_column_type(declared):
+            return column_type(declared).name
+    elif isinstance(declared, pa.DataType):
+        name = of_arrow(declared)
+        if name is not None:
+            return name
         item = getattr(declared, "value_type", None)
-        for name, column_type in TYPES.items():
-            if item is not None and column_type.arrow == item:
-                return f"list<{name}>"
+        name = None if item is None else of_arrow(item)
+        if name is not None:
+            return f"list<{name}>"
     raise PipelineConfigError(
         where,
         f"{fn!r} is not a built-in aggregate: declare its output_type, one of "
-        f"{', '.join(TYPES)} (or list<...> of one), or an Arrow type of one; got {declared!r}",
+        f"{KNOWN} (or list<...> of one), or an Arrow type of one; got {declared!r}",
     )

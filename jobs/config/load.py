@@ -44,7 +44,7 @@ from panes import (
     parse_trigger,
     parse_window,
 )
-from sinks.column_types import COLUMN_TYPES
+from sinks.column_types import is_column_type
 from sinks.errors import LakeError
 from sinks.object_store import is_object_store
 
@@ -63,7 +63,7 @@ def resolve_upstream(path: str, pipeline: str | None) -> Upstream:
                 "source.pipeline", f"{path} configures pipeline {up.name!r}, not {pipeline!r}"
             )
         types = up.source.types
-        values = [(n, t) for n, t in up.aggregate_types.items() if t in COLUMN_TYPES]
+        values = [(n, t) for n, t in up.aggregate_types.items() if is_column_type(t)]
         columns = PaneLogColumns(
             up.name,
             tuple((k, types[k]) for k in up.keys),

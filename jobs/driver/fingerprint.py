@@ -46,7 +46,7 @@ from jobs.config.sink_spec import view_spec
 from jobs.config.values import PipelineConfigError
 from panes import format_duration
 from panes.combiners import text_of
-from sinks.column_types import INTEGRAL, TYPES, arrow_type
+from sinks.column_types import INTEGRAL, arrow_type, column_type
 from sinks.errors import LakeError, TableMissing
 from sinks.lake_format import TABLES
 from sinks.small_files import write_atomically
@@ -83,8 +83,7 @@ _WHY = {
 
 def canonical_type(name: str) -> str:
     """The first configuration type name of the same column type (``bigint`` -> ``long``)."""
-    column_type = TYPES[name]
-    return next(n for n, t in TYPES.items() if t == column_type)
+    return column_type(name).name
 
 
 @dataclass(frozen=True)

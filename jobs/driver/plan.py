@@ -89,7 +89,7 @@ from jobs.executor.task_files import TaskWriting
 from jobs.sources.files.jsonl_decoder import LATEST_EVENT_TIME
 from jobs.sources.files.landing import ERROR, RAW, SOURCE_FILE
 from jobs.sources.pane_log.driver import tagged as pane_log_tagged
-from sinks.column_types import COLUMN_TYPES, arrow_type
+from sinks.column_types import arrow_type, column_type
 from sinks.pane_log import PaneLogLayout
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -161,17 +161,24 @@ def _typed(pipeline: Pipeline, df: DataFrame, column: str) -> Column:
     One rule for every source whose frame holds another type than the schema's (text read as
     text, a user's DataFrame, a Delta table): text is read by its form (``"1.5"`` is no
     ``long``; a timestamp by :func:`jobs.config.event_time.spark_timestamp`, UTC where it has
-    no zone, whatever the session's time zone); a value of another type converts only if it
-    converts back to itself (a double 1.5 is no ``long``, truncated to 1; 2.0 is 2)."""
+    no zone, whatever the session's time zone; a decimal or a date only in its exact form,
+    :attr:`sinks.column_types.ColumnType.text_form`: ``1.234`` is no ``decimal(18,2)``, never
+    rounded); a value of another type converts only if it converts back to itself (a double 1.5
+    is no ``long``, truncated to 1; 2.0 is 2; a ``decimal(20,4)`` 1.2345 is no
+    ``decimal(18,2)``)."""
     from pyspark.sql import functions as F
 
-    sql_type = COLUMN_TYPES[pipeline.source.types[column]][0]
+    wanted = column_type(pipeline.source.types[column])
+    sql_type = wanted.spark
     dtype = dict(df.dtypes)[column]
     value = F.col(column)
     if dtype == sql_type:
         return value
     if sql_type == "timestamp":
         return spark_timestamp(value, dtype)
+    if dtype == "string" and wanted.text_form is not None:
+        text = F.trim(value)
+        return F.when(text.rlike(f"^(?:{wanted.text_form})$"), text.try_cast(sql_type))
     converted = value.try_cast(sql_type)
     if dtype == "string":
         return converted  # try_cast reads text by its form: "1.5" is not a long

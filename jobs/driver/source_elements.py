@@ -25,7 +25,7 @@ from jobs.sources.files.paths import landing_files as input_files
 from jobs.sources.pane_log.identity import check_upstream
 from jobs.sources.pane_log.upstream import final_view_elements
 from sinks.batch_check import VALUE, value_fields
-from sinks.column_types import INTEGRAL, TYPES
+from sinks.column_types import INTEGRAL, TYPES, column_type
 from sinks.duck import raw_connect
 from sinks.errors import LakeError
 
@@ -48,7 +48,9 @@ def reader_sql(pipeline: Pipeline, files: list[str]) -> str:
     src = pipeline.source
 
     def duckdb_type(column: str, type_name: str) -> str:
-        return "VARCHAR" if column == pipeline.event_time else TYPES[type_name].duckdb
+        if column == pipeline.event_time or column_type(type_name).text_form is not None:
+            return "VARCHAR"  # decimals and dates as text: DuckDB's casts round and are lenient
+        return column_type(type_name).duckdb
 
     cols = "{" + ", ".join(f"'{c}': '{duckdb_type(c, t)}'" for c, t in src.schema) + "}"
     # each file literally: DuckDB would read a name holding [, * or ? as a glob pattern
@@ -74,6 +76,9 @@ _JSON_TYPES = {
     "FLOAT": ("UBIGINT", "BIGINT", "DOUBLE"),
 }
 _JSON_INTEGERS = ("UBIGINT", "BIGINT")
+_JSON_DECIMALS = ("UBIGINT", "BIGINT", "DOUBLE", "VARCHAR")
+"""A decimal is a JSON number or string (docs/aggregates.md); DuckDB reads a JSON number
+through a double: its text is exact only to ~15 significant digits."""
 
 
 def _strict_json(pipeline: Pipeline, flist: str) -> str:
@@ -87,11 +92,15 @@ def _strict_json(pipeline: Pipeline, flist: str) -> str:
     values, checks = [], []
     for c, t in src.schema:
         name = f'"{c}"'
-        duck = "VARCHAR" if c == pipeline.event_time else TYPES[t].duckdb
+        of_column = column_type(t)
+        duck = "VARCHAR" if c == pipeline.event_time else of_column.duckdb
         allowed = _JSON_TYPES.get(duck, _JSON_INTEGERS)
         if c == pipeline.event_time and epoch:
             allowed = (*_JSON_INTEGERS, "VARCHAR")
         value = f"({name} ->> '$')" if duck == "VARCHAR" else f"TRY_CAST({name} AS {duck})"
+        if c != pipeline.event_time and of_column.text_form is not None:
+            allowed = _JSON_DECIMALS if of_column.numeric else ("VARCHAR",)
+            duck, value = "VARCHAR", f"({name} ->> '$')"  # text, read by its form (typed)
         kinds = ", ".join(f"'{k}'" for k in allowed)
         checks.append(
             f"(coalesce(json_type({name}), 'NULL') = 'NULL' OR "
@@ -197,16 +206,23 @@ def load_source_elements(pipeline: Pipeline, events: pa.Table | None = None) -> 
             con.register("source_events", events)
             reader = "source_events"
             given = {f.name: f.type for f in events.schema}
+        described = {r[0]: r[1] for r in con.sql(f"DESCRIBE SELECT * FROM {reader}").fetchall()}
 
         def typed(column: str) -> str:
             """The column in its schema type: a given table's other type converted as the job
             converts it (:func:`jobs.driver.plan._typed`), null where it does not exactly:
             text by its form, another type only if the value is the same in both types."""
-            wanted = TYPES[types[column]]
+            wanted = column_type(types[column])
             name = f'"{column}"'
-            if column not in given or given[column] == wanted.arrow:
-                return name
             converted = f"TRY_CAST({name} AS {wanted.duckdb})"
+            if column not in given:
+                if wanted.text_form is None or described[column] != "VARCHAR":
+                    return name
+                # read as text: the whole text of its form, else null (as the job's tagging)
+                form = f"regexp_full_match(trim({name}, ' '), '{wanted.text_form}')"
+                return f"CASE WHEN {form} THEN TRY_CAST(trim({name}, ' ') AS {wanted.duckdb}) END"
+            if given[column] == wanted.arrow:
+                return name
             if pa.types.is_string(given[column]) or pa.types.is_large_string(given[column]):
                 if types[column] in INTEGRAL:  # DuckDB would round "1.5"; Spark refuses it
                     form = f"regexp_matches(trim({name}), '^[+-]?[0-9]+$')"
@@ -217,7 +233,6 @@ def load_source_elements(pipeline: Pipeline, events: pa.Table | None = None) -> 
             return f"CASE WHEN {converted} = {name} THEN {converted} END"
 
         vals = [f for f in value_fields(spec) if f != VALUE]
-        described = {r[0]: r[1] for r in con.sql(f"DESCRIBE SELECT * FROM {reader}").fetchall()}
         epoch_us = EPOCH_UNITS[pipeline.source.epoch_unit] if types[et] != "timestamp" else None
         # timestamp keys and values, in µs: text read as an event time's text is
         stamps = {
@@ -271,5 +286,5 @@ def _delta_rows(pipeline: Pipeline) -> pa.Table:
         table=table,
         skip_change_commits=src.skip_change_commits,
     )
-    columns = [(c, TYPES[t].arrow) for c, t in stored_columns(pipeline)]
+    columns = [(c, column_type(t).arrow) for c, t in stored_columns(pipeline)]
     return read_files(src.path, files, columns)

@@ -234,13 +234,15 @@ def with_clock_rows(rows: DataFrame, shards: int) -> DataFrame:
 def row_expression(columns: dict[str, Column], spark_types: dict[str, str]) -> Column:
     """The row encoding of ``columns`` (name -> the Spark column holding it, an input schema's
     columns in order; ``spark_types``: their Spark SQL types): a JSON object as UTF-8 bytes,
-    null fields left out, timestamps as µs integers and floats widened to doubles (both exact
-    in JSON)."""
+    null fields left out, timestamps as µs integers, dates as days since 1970 and floats widened
+    to doubles (all exact in JSON; a decimal is its digits, which Arrow's reader takes exactly)."""
     from pyspark.sql import functions as F
 
     def exact(name: str, col: Column) -> Column:
         if spark_types[name] == "timestamp":
             col = F.unix_micros(col)
+        elif spark_types[name] == "date":
+            col = F.unix_date(col)  # days since 1970 (Arrow's reader takes no date text)
         elif spark_types[name] == "float":
             col = col.cast("double")
         return col.alias(name)
@@ -265,6 +267,8 @@ def _json_type(arrow_type: pa.DataType) -> pa.DataType:
         return pa.int64()
     if pa.types.is_float32(arrow_type):
         return pa.float64()
+    if pa.types.is_date32(arrow_type):
+        return pa.int32()
     return arrow_type
 
 

@@ -21,7 +21,7 @@ try:  # pyspark is optional at import time (the pure test suite runs without it)
 except ImportError:  # pragma: no cover - exercised only without pyspark
     DataSource = object  # type: ignore[assignment,misc]  # a stand-in so that the module imports
 
-from sinks.column_types import COLUMN_TYPES
+from sinks.column_types import column_type
 
 
 def encode_columns(columns: Sequence[tuple[str, str]]) -> str:
@@ -37,7 +37,7 @@ def decode_columns(text: str) -> list[tuple[str, str]]:
 
 def spark_columns(columns: Sequence[tuple[str, str]]) -> list[str]:
     """``columns`` as the column definitions of a Spark DDL schema."""
-    return [f"`{name}` {COLUMN_TYPES[typ][0]}" for name, typ in columns]
+    return [f"`{name}` {column_type(typ).spark}" for name, typ in columns]
 
 
 class ColumnsDataSource(DataSource):

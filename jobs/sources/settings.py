@@ -17,7 +17,7 @@ from jobs.config.event_time import EPOCH_UNITS
 from jobs.config.values import IDENTIFIER, PipelineConfigError, expect
 from jobs.sources.files.paths import landing_path_problem
 from jobs.sources.pane_log.upstream import PaneLogColumns
-from sinks.column_types import COLUMN_TYPES
+from sinks.column_types import column_type
 
 FILE_FORMATS = ("jsonl", "csv", "parquet")
 FORMATS = (*FILE_FORMATS, "pane_log", "delta", "dataframe")
@@ -93,11 +93,10 @@ class Source:
                 raise PipelineConfigError(
                     f"source.schema.{col}", "column names are identifiers not starting with _"
                 )
-            if typ not in COLUMN_TYPES:
-                known = ", ".join(COLUMN_TYPES)
-                raise PipelineConfigError(
-                    f"source.schema.{col}", f"unknown type {typ!r}; known: {known}"
-                )
+            try:
+                column_type(typ)
+            except (ValueError, TypeError) as e:
+                raise PipelineConfigError(f"source.schema.{col}", str(e)) from None
         mf = self.max_files_per_trigger
         if mf is not None and mf < 1:
             raise PipelineConfigError("source.max_files_per_trigger", f"must be >= 1, got {mf!r}")

@@ -111,6 +111,11 @@ def _part_of(fn: CombineFn, types: Callable[[str], Any], whole: bool) -> Part | 
         return f"{fn!r} reads a column {column!r} the elements do not have"
     if type(fn) is Count:
         return Part("count", column)
+    if pa.types.is_decimal(arrow_type) or pa.types.is_date(arrow_type):
+        return (
+            f"{fn!r} over {arrow_type} values: decimals (summed exactly, as Python Decimal) and "
+            "dates are combined element by element"
+        )
     if type(fn) is ToList:
         return Part("list", column)
     if type(fn) in (Sum, Mean):

@@ -164,6 +164,7 @@ def test_a_runs_interval_is_a_duration_checked_before_spark(tmp_path):
 def test_a_dataframes_columns_of_readable_types_are_its_schema():
     from pyspark.sql.types import (
         BinaryType,
+        DateType,
         DecimalType,
         IntegerType,
         LongType,
@@ -182,6 +183,7 @@ def test_a_dataframes_columns_of_readable_types_are_its_schema():
             StructField("ts", TimestampType()),
             StructField("local", TimestampNTZType()),
             StructField("price", DecimalType(10, 2)),
+            StructField("day", DateType()),
             StructField("payload", BinaryType()),
         ]
     )
@@ -191,6 +193,8 @@ def test_a_dataframes_columns_of_readable_types_are_its_schema():
         ("big", "long"),
         ("ts", "timestamp"),
         ("local", "timestamp"),
+        ("price", "decimal(10,2)"),
+        ("day", "date"),
     )
     assert api.dataframe_source(struct).schema == api.schema_of(struct)
 
@@ -211,7 +215,12 @@ def test_a_delta_source_takes_the_tables_columns(tmp_path):
         ),
     )
     source = api.delta_source(table, starting_version=0)
-    assert source.schema == (("user", "string"), ("ts", "timestamp"), ("amount", "double"))
+    assert source.schema == (
+        ("user", "string"),
+        ("ts", "timestamp"),
+        ("amount", "double"),
+        ("price", "decimal(10,2)"),
+    )
     pipeline = spend(tmp_path / "lake", source=source)
     conf = api.save(pipeline, tmp_path / "spend.toml")
     assert load_pipeline(conf) == pipeline

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import time
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,7 +23,7 @@ from jobs.sources.delta_table.log import (
     source_table_columns,
     version_at,
 )
-from sinks.column_types import TYPES
+from sinks.column_types import KNOWN, TYPES, arrow_type
 from sinks.errors import SourceTableChanged, SourceTableError, UpstreamChanged
 
 UTC = dt.timezone.utc
@@ -465,24 +466,26 @@ def test_the_columns_of_a_table_and_those_of_types_panestore_does_not_read(tmp_p
         ("d", "double"),
         ("ok", "boolean"),
         ("ts", "timestamp"),
+        ("money", "decimal(10,2)"),
+        ("day", "date"),
     )
     assert dict(schema.unsupported) == {
-        "money": "decimal(10,2)",
-        "day": "date",
         "raw": "binary",
         "nested": "struct<x:long>",
         "many": "array<long>",
     }
     assert schema.partition_columns == ("s",)
     assert schema.column_error("l") is None
-    assert schema.column_error("money") == (
-        f"column money of the Delta table at {tmp_path} is decimal(10,2), not a type panestore "
-        f"reads (string, int, long, bigint, double, float, boolean, timestamp)"
+    assert schema.column_error("raw") == (
+        f"column raw of the Delta table at {tmp_path} is binary, not a type panestore "
+        f"reads ({KNOWN})"
     )
     assert "has no column nope" in (schema.column_error("nope") or "")
     # every column it offers reads in its configuration type
-    got = read(tmp_path, -1, 0, [(n, TYPES[t].arrow) for n, t in schema.columns])
+    got = read(tmp_path, -1, 0, [(n, arrow_type(t)) for n, t in schema.columns])
     assert got.to_pylist()[0]["s"] == "a" and got.to_pylist()[0]["b"] == 1
+    assert got.to_pylist()[0]["money"] == Decimal("1.00")
+    assert got.to_pylist()[0]["day"] == dt.date(2024, 1, 1)
 
 
 def test_a_missing_table_is_refused(tmp_path):

@@ -56,7 +56,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from jobs.sources.versions import table_head
-from sinks.column_types import TYPES
+from sinks.column_types import KNOWN, column_type
 from sinks.data_files import table_filesystem
 from sinks.errors import SourceTableChanged, SourceTableError
 
@@ -92,6 +92,7 @@ _CONFIG_TYPE_OF_DELTA = {
     "boolean": "boolean",
     "timestamp": "timestamp",
     "timestamp_ntz": "timestamp",
+    "date": "date",
 }
 _COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
 _PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
@@ -135,7 +136,7 @@ class SourceTableSchema:
         if delta_type is not None:
             return (
                 f"column {name} of the Delta table at {self.uri} is {delta_type}, not a type "
-                f"panestore reads ({', '.join(TYPES)})"
+                f"panestore reads ({KNOWN})"
             )
         names = [n for n, _ in self.columns + self.unsupported]
         return f"the Delta table at {self.uri} has no column {name} (its columns: {names})"
@@ -150,6 +151,8 @@ def source_table_columns(uri: str) -> SourceTableSchema:
     for field in dt.schema().fields:
         text = _delta_type_text(field.type)
         config_type = _CONFIG_TYPE_OF_DELTA.get(text)
+        if config_type is None and text.startswith("decimal("):
+            config_type = column_type(text).name
         if config_type is None:
             unsupported.append((field.name, text))
         else:

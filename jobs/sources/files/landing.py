@@ -48,10 +48,10 @@ from jobs.executor.operator_input import HASHED_AS
 from jobs.executor.rejection_reasons import MALFORMED
 from jobs.sources.files.jsonl_decoder import DECODED_COLUMNS, DECODER_OUTPUT, JsonlDecoder
 from jobs.sources.files.paths import spark_path
-from sinks.column_types import ARROW_JSON_TYPES, COLUMN_TYPES, INTEGRAL
+from sinks.column_types import INTEGRAL, column_type
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 RAW, SOURCE_FILE, ERROR = "_raw", "_source_file", "_error"
 # maxFileAge: ~274,000 years, so every file is new whatever its modification time (Spark keeps one
@@ -69,8 +69,11 @@ def read_schema_ddl(pipeline: Pipeline) -> str:
     UTC, not the session's time zone)."""
     as_text = {*pipeline.keys, *([pipeline.event_time] if pipeline.event_time else [])}
     as_text |= {c for c, t in pipeline.source.schema if t == "timestamp"}
+    # decimals and dates too: Spark's parsers round surplus digits and take 2024-1-2; the plan
+    # reads their text by its exact form (jobs.driver.plan._typed)
+    as_text |= {c for c, t in pipeline.source.schema if column_type(t).text_form is not None}
     cols = [
-        f"`{c}` {'string' if c in as_text else COLUMN_TYPES[t][0]}"
+        f"`{c}` {'string' if c in as_text else column_type(t).spark}"
         for c, t in pipeline.source.schema
     ]
     return ", ".join(cols)
@@ -78,7 +81,7 @@ def read_schema_ddl(pipeline: Pipeline) -> str:
 
 def spark_schema_ddl(pipeline: Pipeline) -> str:
     """The declared schema as DDL (Parquet reads it as is)."""
-    return ", ".join(f"`{c}` {COLUMN_TYPES[t][0]}" for c, t in pipeline.source.schema)
+    return ", ".join(f"`{c}` {column_type(t).spark}" for c, t in pipeline.source.schema)
 
 
 def _file_stream(spark: SparkSession, pipeline: Pipeline, fmt: str, schema: str | None = None):
@@ -128,7 +131,7 @@ def read_landing_zone(
         if decoder is not None:  # the decoder's rows: blobs and rejected lines (with _error)
             out = lines.mapInArrow(decoder, DECODER_OUTPUT)
             return out.select(
-                *[F.lit(None).cast(COLUMN_TYPES[t][0]).alias(c) for c, t in src.schema],
+                *[F.lit(None).cast(column_type(t).spark).alias(c) for c, t in src.schema],
                 RAW,
                 SOURCE_FILE,
                 ERROR,
@@ -157,9 +160,39 @@ def read_landing_zone(
     error = F.lit(None).cast("string")
     for condition, reason in reversed(checks):
         error = F.when(F.col(RAW).isNotNull() & condition, F.lit(reason)).otherwise(error)
+    columns = {c: F.col(f"_r.`{c}`") for c in names}
+    if src.format == "jsonl":
+        columns.update(_decimal_texts(pipeline))
     return rec.select(
-        *[F.col(f"_r.`{c}`").alias(c) for c in names], RAW, SOURCE_FILE, error.alias(ERROR)
+        *[col.alias(c) for c, col in columns.items()], RAW, SOURCE_FILE, error.alias(ERROR)
     )
+
+
+NOT_EXACT = "not an exact decimal (a number in exponent form, or of more than 38 digits)"
+"""What a JSON-lines decimal column holds for a number Spark reads only as a double (the plan
+refuses the text: ``unparseable value``)."""
+
+
+def _decimal_texts(pipeline: Pipeline) -> dict[str, Column]:
+    """The exact text of each decimal value column of JSON lines: a JSON string's text, a JSON
+    number's digits as written (``from_json`` reads a number into a string column through a
+    double, and into a decimal column rounds it: Spark's variant keeps it exact), or
+    :data:`NOT_EXACT` for a number in exponent form or of more than 38 digits (Spark's variant
+    holds those as doubles)."""
+    from pyspark.sql import functions as F
+
+    out = {}
+    parsed = F.try_parse_json(F.col(RAW))
+    for c, t in pipeline.source.schema:
+        if not column_type(t).numeric or column_type(t).text_form is None:
+            continue
+        if c == pipeline.event_time or c in pipeline.keys:
+            continue
+        field = F.try_variant_get(parsed, f"$.{c}", "variant")
+        inexact = F.schema_of_variant(field) == "DOUBLE"
+        text = F.try_variant_get(field, "$", "string")
+        out[c] = F.when(inexact, F.lit(NOT_EXACT)).otherwise(text)
+    return out
 
 
 def jsonl_decoder(pipeline: Pipeline) -> JsonlDecoder | None:
@@ -179,7 +212,7 @@ def jsonl_decoder(pipeline: Pipeline) -> JsonlDecoder | None:
     if types[et] != "timestamp" and types[et] not in INTEGRAL:
         return None
     plain = [t for c, t in src.schema if c != et and c not in pipeline.keys]
-    if any(t not in ARROW_JSON_TYPES for t in plain):
+    if any(column_type(t).arrow_json is None for t in plain):
         return None
     if set(values) & {et, *pipeline.keys}:
         return None

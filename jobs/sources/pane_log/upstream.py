@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.sources.versions import head_at
-from sinks.column_types import TYPES
+from sinks.column_types import of_arrow
 from sinks.errors import ForeignTable, LakeError, UpstreamChanged
 from sinks.lake_format import CONFIG_PROPERTY, PANE_LOG_VERSION, PIPELINE_PROPERTY
 from sinks.pane_log_changes import pane_log_commits, read_pane_rows
@@ -29,8 +29,6 @@ from sinks.tables import arrow_schema
 EVENT_TIME_US, WATERMARK_US, WEIGHT = "pst_ts_us", "pst_watermark_us", "pst_weight"
 """The element columns :func:`read_elements` adds: event time (µs), upstream watermark at
 emission (µs) and weight (int32: +1, -1)."""
-
-_TYPE_OF_ARROW = {str(t.arrow): name for name, t in reversed(TYPES.items())}
 
 
 @dataclass(frozen=True)
@@ -87,7 +85,7 @@ def pane_log_columns(path: str, pipeline: str | None = None) -> PaneLogColumns:
     def typed(names: Sequence[str]) -> tuple[tuple[str, str], ...]:
         out = []
         for name in names:
-            type_name = _TYPE_OF_ARROW.get(str(schema.field(name).type))
+            type_name = of_arrow(schema.field(name).type)
             if type_name is not None:
                 out.append((name, type_name))
         return tuple(out)
