@@ -5,14 +5,15 @@ Spark hands a data source its options as text: the driver writes the columns as
 back, for its Spark schema and its Arrow reads (:class:`ColumnsDataSource`, the base of
 panestore's data sources).
 
->>> decode_columns(encode_columns([("user", "string"), ("n", "long")]))
-[('user', 'string'), ('n', 'long')]
+>>> decode_columns(encode_columns([("user", "string"), ("n", "long"), ("x", "decimal(18,2)")]))
+[('user', 'string'), ('n', 'long'), ('x', 'decimal(18,2)')]
 >>> spark_columns([("user", "string"), ("n", "long")])
 ['`user` string', '`n` bigint']
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -24,6 +25,9 @@ except ImportError:  # pragma: no cover - exercised only without pyspark
 from sinks.column_types import column_type
 
 
+_BETWEEN_COLUMNS = re.compile(r",(?![^(]*\))")
+
+
 def encode_columns(columns: Sequence[tuple[str, str]]) -> str:
     """``columns`` (name, configuration type) as the option's text."""
     return ",".join(f"{name}:{typ}" for name, typ in columns)
@@ -31,7 +35,8 @@ def encode_columns(columns: Sequence[tuple[str, str]]) -> str:
 
 def decode_columns(text: str) -> list[tuple[str, str]]:
     """The (name, configuration type) pairs of the option's text."""
-    pairs = (item.split(":", 1) for item in text.split(","))
+    items = _BETWEEN_COLUMNS.split(text)  # not the comma of decimal(p,s)
+    pairs = (item.split(":", 1) for item in items)
     return [(name, typ) for name, typ in pairs]
 
 
