@@ -32,11 +32,20 @@ def merge_aggregate(fn: CombineFn) -> str:
 
 def vectorized_applies(spec: ViewSpec, rows: pa.Table) -> bool:
     """Whether :func:`reduce_vectorized` folds ``rows``: a non-merging window function, no pane
-    superseding a window, and in discarding mode aggregates whose values merge in SQL."""
+    superseding a window, and in discarding mode aggregates whose values merge in SQL, none of
+    them a decimal sum (the reference reducer sums those exactly and names a window whose sum
+    its column cannot hold; DuckDB's and the MERGE's decimal overflow say neither)."""
     if spec.window_fn.is_merging:
         return False
     if spec.mode is AccumulationMode.DISCARDING and any(
-        (form := sql_form(fn)) is None or form.merge is None for _, fn in spec.aggregates
+        (form := sql_form(fn)) is None
+        or form.merge is None
+        or (
+            form.merge == "sum"
+            and name in rows.column_names
+            and pa.types.is_decimal(rows.schema.field(name).type)
+        )
+        for name, fn in spec.aggregates
     ):
         return False
     return not (rows.num_rows and pc.max(pc.list_value_length(rows.column("supersedes"))).as_py())

@@ -24,7 +24,6 @@ except ImportError:  # pragma: no cover - exercised only without pyspark
 
 from sinks.column_types import column_type
 
-
 _BETWEEN_COLUMNS = re.compile(r",(?![^(]*\))")
 
 

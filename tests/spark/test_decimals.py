@@ -32,7 +32,7 @@ def _ts(minute: int) -> str:
 
 def test_decimal_and_date_columns_of_json_lines_are_exact(spark, tmp_path):
     """1000 x 0.10 (half JSON numbers, half strings) sum to 100.00 exactly (doubles give
-    100.00000000000007); three 16-digit values sum beyond decimal(18,2) into the sum's
+    99.9999999999986); three 16-digit values sum beyond decimal(18,2) into the sum's
     decimal(38,2); 1.234 (a third decimal place), "abc" and the date 2024-1-2 are rejected with
     their reasons; verify agrees."""
     from deltalake import DeltaTable
@@ -50,10 +50,11 @@ def test_decimal_and_date_columns_of_json_lines_are_exact(spark, tmp_path):
         json.dumps({"user": "v", "ts": _ts(1), "amount": "9999999999999999.99", "day": d})
         for d in ("2024-05-30", "2024-06-02", "2024-05-31")
     ]
-    bad = [
-        '{"user": "v", "ts": "%s", "amount": 1.234, "day": "2024-06-01"}' % _ts(2),
-        '{"user": "v", "ts": "%s", "amount": "abc", "day": "2024-06-01"}' % _ts(2),
-        '{"user": "v", "ts": "%s", "amount": 1.00, "day": "2024-6-1"}' % _ts(2),
+    at = _ts(2)
+    bad = [  # as written: JSON's 1.234 and 1.00, not Python's reading of them
+        f'{{"user": "v", "ts": "{at}", "amount": 1.234, "day": "2024-06-01"}}',
+        f'{{"user": "v", "ts": "{at}", "amount": "abc", "day": "2024-06-01"}}',
+        f'{{"user": "v", "ts": "{at}", "amount": 1.00, "day": "2024-6-1"}}',
     ]
     put(landing, "a.jsonl", lines + bad)
     pipeline = pipeline_from_dict(
