@@ -215,20 +215,21 @@ def load_source_elements(pipeline: Pipeline, events: pa.Table | None = None) -> 
             wanted = column_type(types[column])
             name = f'"{column}"'
             converted = f"TRY_CAST({name} AS {wanted.duckdb})"
-            if column not in given:
-                if wanted.text_form is None or described[column] != "VARCHAR":
-                    return name
-                # read as text: the whole text of its form, else null (as the job's tagging)
+            held = given.get(column)
+            text = described[column] == "VARCHAR" if held is None else _is_text(held)
+            if text and wanted.text_form is not None:
+                # a decimal's or date's text: the whole text of its form, else null (as the
+                # job's tagging); DuckDB's cast would round 1.234 and read 2024-1-2
                 form = f"regexp_full_match(trim({name}, ' '), '{wanted.text_form}')"
                 return f"CASE WHEN {form} THEN TRY_CAST(trim({name}, ' ') AS {wanted.duckdb}) END"
-            if given[column] == wanted.arrow:
+            if held is None or held == wanted.arrow:
                 return name
-            if pa.types.is_string(given[column]) or pa.types.is_large_string(given[column]):
+            if text:
                 if types[column] in INTEGRAL:  # DuckDB would round "1.5"; Spark refuses it
                     form = f"regexp_matches(trim({name}), '^[+-]?[0-9]+$')"
                     return f"CASE WHEN {form} THEN {converted} END"
                 return converted
-            if pa.types.is_timestamp(given[column]):
+            if pa.types.is_timestamp(held) and pa.types.is_timestamp(wanted.arrow):
                 return converted
             return f"CASE WHEN {converted} = {name} THEN {converted} END"
 
@@ -268,6 +269,10 @@ def load_source_elements(pipeline: Pipeline, events: pa.Table | None = None) -> 
         micros = pc.cast(table.column(c), pa.int64())
         table = table.set_column(at, c, micros.cast(TYPES["timestamp"].arrow))
     return table
+
+
+def _is_text(type_: pa.DataType) -> bool:
+    return pa.types.is_string(type_) or pa.types.is_large_string(type_)
 
 
 def _delta_rows(pipeline: Pipeline) -> pa.Table:

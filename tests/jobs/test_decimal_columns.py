@@ -363,3 +363,32 @@ def test_a_discarding_fold_past_decimal_38_2_stops_naming_the_window(tmp_path, v
     assert "\n" not in message
     assert "user='u1', window [1970-01-01T00:00:10+00:00, 1970-01-01T00:00:20+00:00)" in message
     assert "total = 1" + "9" * 36 + ".98" in message and "decimal(38,2) column" in message
+
+
+def test_verify_reads_a_given_tables_decimal_text_by_its_exact_form(tmp_path):
+    """A batch DataFrame's events (as Arrow) holding the decimal as text: DuckDB's cast would
+    round "1.234"; verify leaves the record out, as the job rejects it."""
+    from jobs.driver.source_elements import load_source_elements
+
+    conf = config(tmp_path, SCHEMA, {"t": "sum(amount)"}, format="dataframe")
+    del conf["source"]["path"]
+    events = pa.table(
+        {
+            "user": ["u", "u"],
+            "ts": pa.array([1, 2], pa.timestamp("us", "UTC")),
+            "amount": ["0.10", "1.234"],
+            "day": pa.array([None, None], pa.date32()),
+        }
+    )
+    got = load_source_elements(pipeline_from_dict(conf), events)
+    assert got.column("amount").to_pylist() == [Decimal("0.10")]
+
+
+def test_the_columnar_engine_leaves_decimals_and_dates_to_the_element_path_saying_why():
+    from panes.columnar.accumulators import parts_of
+
+    types = {"amount": pa.decimal128(18, 2), "day": pa.date32()}.get
+    for fn in (combiners.sum("amount"), combiners.max("day"), combiners.to_list("amount")):
+        reason = parts_of(fn, types, whole=False)
+        assert isinstance(reason, str) and "combined element by element" in reason, reason
+    assert not isinstance(parts_of(combiners.count("amount"), types, whole=False), str)

@@ -102,6 +102,18 @@ def test_decimal_and_date_columns_of_json_lines_are_exact(spark, tmp_path):
     }
     report = api.verify(pipeline)
     assert report.ok, str(report)
+    # panestore query's DuckDB: DECIMAL and DATE columns, an exact DECIMAL sum over the view
+    from jobs.config.sink_spec import view_spec
+    from sinks.duck import connect
+
+    con = connect(view_spec(pipeline))
+    try:
+        got = con.sql(
+            "SELECT sum(total), typeof(sum(total)), max(last), typeof(max(last)) FROM current"
+        ).fetchone()
+    finally:
+        con.close()
+    assert got == (Decimal("30000000000000099.97"), "DECIMAL(38,2)", dt.date(2024, 6, 2), "DATE")
 
 
 def test_decimal_and_date_columns_of_a_delta_table(spark, tmp_path):
