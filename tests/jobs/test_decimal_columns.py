@@ -392,3 +392,31 @@ def test_the_columnar_engine_leaves_decimals_and_dates_to_the_element_path_sayin
         reason = parts_of(fn, types, whole=False)
         assert isinstance(reason, str) and "combined element by element" in reason, reason
     assert not isinstance(parts_of(combiners.count("amount"), types, whole=False), str)
+
+
+def test_a_pane_log_source_offers_an_upstreams_decimal_and_date_aggregates(tmp_path):
+    """A downstream pipeline over the pane log of one summing decimal(18,2) and taking the max
+    date reads them as decimal(38,2) and date columns, and sums the sums exactly again."""
+    from jobs.config.load import load_pipeline
+    from jobs.sources.columns import decode_columns, encode_columns
+
+    up = tmp_path / "up.toml"
+    up.write_text(
+        f'name = "daily"\nlake = "{tmp_path / "up"}"\nkeys = ["user"]\nevent_time = "ts"\n'
+        'window = "FixedWindows(1d)"\n'
+        f'[source]\npath = "{tmp_path / "in"}"\n'
+        'schema = { user = "string", ts = "timestamp", amount = "decimal(18,2)", day = "date" }\n'
+        '[aggregates]\ntotal = "sum(amount)"\nlast = "max(day)"\ndays = "to_list(day)"\n'
+    )
+    down = tmp_path / "down.toml"
+    down.write_text(
+        f'name = "weekly"\nlake = "{tmp_path / "down"}"\nkeys = ["user"]\n'
+        'window = "FixedWindows(7d)"\n'
+        f'[source]\nformat = "pane_log"\npath = "{up}"\n'
+        '[aggregates]\ntotal = "sum(total)"\nlast = "max(last)"\n'
+    )
+    p = load_pipeline(down)
+    assert p.source.types == {"user": "string", "total": "decimal(38,2)", "last": "date"}
+    assert p.aggregate_types == {"total": "decimal(38,2)", "last": "date"}
+    columns = list(p.source.types.items())
+    assert decode_columns(encode_columns(columns)) == columns  # the data source's option
