@@ -131,6 +131,8 @@ def test_every_setting_is_parsed_into_its_typed_field():
         "state_buckets": 8,
         "checkpoint": "ckpt",
         "single_writer": True,
+        "dedup": ["n", "seconds"],
+        "dedup_horizon": "2h",
         "source": {
             "path": "in",
             "schema": {"device_id": "STRING", "n": "long", "seconds": "double"},
@@ -163,6 +165,8 @@ def test_every_setting_is_parsed_into_its_typed_field():
         state_buckets=8,
         checkpoint="ckpt",
         single_writer=True,
+        dedup=("n", "seconds"),
+        dedup_horizon=120 * minute,
         source=Source(
             "in",
             (("device_id", "string"), ("n", "long"), ("seconds", "double")),
