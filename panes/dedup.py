@@ -27,17 +27,18 @@ rules, which the operator (``jobs/executor/dedup_state.py``) applies per key buc
 >>> from panes import FixedWindows
 >>> forget_at(FixedWindows(10), 5, 3, None), forget_at(FixedWindows(10), 5, 3, 100)
 (16, 104)
->>> duplicate, ids = take({}, [Copy(7, 16, (3, "b")), Copy(7, 16, (3, "a"))], watermark=0)
+>>> copies = [Copy(b"7", 16), Copy(b"7", 16)]
+>>> duplicate, ids = take({}, copies, watermark=0, order=[(3, "b"), (3, "a")].__getitem__)
 >>> duplicate, ids
-([True, False], {7: 16})
->>> take(ids, [Copy(7, 16, (4,))], watermark=15)[0], forget(ids, 16)
+([True, False], {b'7': 16})
+>>> take(ids, [Copy(b"7", 16)], watermark=15)[0], forget(ids, 16)
 ([True], {})
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from panes.rules import expiry
@@ -91,31 +92,34 @@ def copy_order(timestamp: int, values: Sequence[Any], raw: Any = None, source: A
     return (timestamp, *map(nulls_first, values), nulls_first(raw), nulls_first(source))
 
 
-def id_hash(key: Any, id_text: str) -> int:
-    """The 128-bit hash (an int) under which a key's id is remembered: BLAKE2b of the key's
+def id_hash(key: Any, id_text: str) -> bytes:
+    """The 128-bit hash (16 bytes) under which a key's id is remembered: BLAKE2b of the key's
     ``repr`` and the id's text (``jobs.executor.operator_input.DEDUP_ID``).
 
-    >>> id_hash("d1", "3:abc") == id_hash("d1", "3:abc") != id_hash("d2", "3:abc")
-    True
+    >>> len(id_hash("d1", "3:abc")), id_hash("d1", "3:abc") == id_hash("d2", "3:abc")
+    (16, False)
     """
-    text = f"{key!r}\x00{id_text}".encode()
-    return int.from_bytes(hashlib.blake2b(text, digest_size=16).digest(), "big")
+    return hashlib.blake2b(f"{key!r}\x00{id_text}".encode(), digest_size=16).digest()
 
 
 class Copy(NamedTuple):
-    """One record of a batch as :func:`take` judges it: its id's hash (None: a null id), its
-    :func:`forget_at` and its :func:`copy_order`."""
+    """One record of a batch as :func:`take` judges it: its id's hash (None: a null id) and its
+    :func:`forget_at`."""
 
-    id: int | None
+    id: bytes | None
     forget: int | None
-    order: tuple
 
 
 def take(
-    ids: Mapping[int, int], copies: Sequence[Copy], watermark: int
-) -> tuple[list[bool], dict[int, int]]:
+    ids: Mapping[bytes, int],
+    copies: Sequence[Copy],
+    watermark: int,
+    order: Callable[[int], tuple] = lambda i: (),
+) -> tuple[list[bool], dict[bytes, int]]:
     """Which of a bucket's ``copies`` in one batch at ``watermark`` are duplicates (True), and
     the ids remembered after them (``ids``: id -> forget watermark, those not yet forgotten).
+    ``order(i)``: copy ``i``'s :func:`copy_order` (asked only of copies of an id that comes more
+    than once in the batch).
 
     A copy with a null id, or already past its own :func:`forget_at`, is never a duplicate and
     is not remembered. Otherwise it is a duplicate when its id is remembered, or when another
@@ -124,16 +128,20 @@ def take(
     """
     after = dict(ids)
     duplicate = [False] * len(copies)
-    groups: dict[int, list[int]] = {}
+    groups: dict[bytes, list[int]] = {}
     for i, c in enumerate(copies):
         if c.id is None or not remembered(c.forget, watermark):
             continue
         if remembered(ids.get(c.id), watermark):
             duplicate[i] = True
         else:
-            groups.setdefault(c.id, []).append(i)
+            members = groups.get(c.id)
+            if members is None:
+                groups[c.id] = [i]
+            else:
+                members.append(i)
     for id_, members in groups.items():
-        first = min(members, key=lambda i: copies[i].order)
+        first = members[0] if len(members) == 1 else min(members, key=order)
         for j in members:
             duplicate[j] = j != first
         forget_at_ = copies[first].forget
@@ -142,7 +150,7 @@ def take(
     return duplicate, forget(after, watermark)
 
 
-def forget(ids: Mapping[int, int], watermark: int) -> dict[int, int]:
+def forget(ids: Mapping[bytes, int], watermark: int) -> dict[bytes, int]:
     """``ids`` without those forgotten at ``watermark`` (garbage collection)."""
     return {i: f for i, f in ids.items() if remembered(f, watermark)}
 
