@@ -78,8 +78,9 @@ def test_duplicates_are_counted_once_rejected_once_and_verified(spark, tmp_path)
     for i, lines in enumerate(FILES):
         path = put(tmp_path / "landing", f"events-{i}.jsonl", lines)
         os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))  # one batch per file, in order
-    run(pipeline, spark=spark, progress=None)
+    result = run(pipeline, spark=spark, progress=None)
     run(pipeline, spark=spark, drain=True, progress=None)
+    assert result.total("rejected") == 5  # the run's count: the 4 duplicates and "garbage"
 
     rejected = DeltaTable(pipeline.table_path("rejected")).to_pyarrow_table().to_pylist()
     reasons = Counter((r["raw"], r["reason"]) for r in rejected)
