@@ -45,6 +45,9 @@ from panes.rules import expiry
 from panes.time import END_OF_TIME
 from panes.windowfns import WindowFn
 
+DUPLICATE = "DUPLICATE"
+"""The start of the reason of a duplicate's ``rejected`` row."""
+
 
 def forget_at(
     window_fn: WindowFn, allowed_lateness: int, timestamp: int, horizon: int | None, value=None
@@ -155,4 +158,13 @@ def forget(ids: Mapping[bytes, int], watermark: int) -> dict[bytes, int]:
     return {i: f for i, f in ids.items() if remembered(f, watermark)}
 
 
-__all__ = ["Copy", "copy_order", "forget", "forget_at", "id_hash", "remembered", "take"]
+__all__ = [
+    "DUPLICATE",
+    "Copy",
+    "copy_order",
+    "forget",
+    "forget_at",
+    "id_hash",
+    "remembered",
+    "take",
+]

@@ -242,6 +242,14 @@ def without_duplicates(spec: ViewSpec, elements: pa.Table, late: pa.Table | None
     return elements.filter(pa.array(keep, pa.bool_())).drop_columns([DEDUP_GROUP])
 
 
+def duplicates_left_out(spec: ViewSpec, elements: Any, late: pa.Table | None) -> int | None:
+    """How many copies :func:`without_duplicates` leaves out of ``elements`` (None: they are not
+    of a deduplicated pipeline)."""
+    if not isinstance(elements, pa.Table) or DEDUP_GROUP not in elements.column_names:
+        return None
+    return elements.num_rows - without_duplicates(spec, elements, late).num_rows
+
+
 def batch_view(
     spec: ViewSpec, elements: Any, late: pa.Table | None = None, engine: str = "auto"
 ) -> tuple[View, str]:

@@ -9,6 +9,7 @@ plan's Spark SQL tagging (:func:`jobs.driver.plan._rejection_reason`, after Spar
 from __future__ import annotations
 
 from jobs.config.event_time import EVENT_TIME_RANGE
+from panes import dedup
 
 MALFORMED = "malformed record (not parseable with the source schema)"
 """A record Spark's parsers (CSV, JSON lines the decoder does not serve) cannot read."""
@@ -47,7 +48,7 @@ def not_finite(column: str) -> str:
     return f"not a finite number ({column})"
 
 
-DUPLICATE = "DUPLICATE"
+DUPLICATE = dedup.DUPLICATE
 """The start of a duplicate's reason: a record whose key and id a deduplicated pipeline had
 already counted (:mod:`panes.dedup`; judged by the operator, not by a tagger)."""
 

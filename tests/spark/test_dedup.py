@@ -109,6 +109,10 @@ def test_duplicates_are_counted_once_rejected_once_and_verified(spark, tmp_path)
     }
     report = verify(view_spec(pipeline), elements=load_source_elements(pipeline))
     assert report.ok, str(report)
+    assert (
+        "duplicates: the batch left out 4 copies of records; the rejected table holds 4 "
+        "DUPLICATE rows"
+    ) in str(report).splitlines()
 
 
 CSV_CONF = """\
