@@ -454,4 +454,13 @@ class Pipeline:
             f"{self.window}, trigger {self.trigger}, "
             f"{self.accumulation_mode.name.lower()}, allowed lateness "
             f"{format_duration(self.allowed_lateness)}\n  aggregates: {aggs}"
+            f"{self._describe_dedup()}"
         )
+
+    def _describe_dedup(self) -> str:
+        """The dedup line of :meth:`describe` (empty without dedup)."""
+        if not self.dedup:
+            return ""
+        h = self.dedup_horizon
+        horizon = "the windows' (end + allowed lateness)" if h is None else format_duration(h)
+        return f"\n  duplicates dropped by key and {', '.join(self.dedup)}, horizon {horizon}"

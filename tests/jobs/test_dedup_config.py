@@ -41,6 +41,10 @@ def test_one_id_column_or_several_and_a_horizon_are_read_and_saved_back():
     assert several.dedup == ("producer", "seq") and several.dedup_horizon == 7_200_000_000
     for p in (one, several, pipeline_from_dict(conf())):
         assert pipeline_from_dict(pipeline_to_dict(p)) == p
+    assert several.describe().splitlines()[-1] == (
+        "  duplicates dropped by key and producer, seq, horizon 2h"
+    )
+    assert "duplicates" not in pipeline_from_dict(conf()).describe()
 
 
 def test_the_python_api_takes_the_horizon_as_a_timedelta_or_text():
