@@ -69,7 +69,9 @@ def _sql_aggregate(name: str, fn: CombineFn) -> str:
     if form is None:
         raise LakeError(f"aggregate {name} = {fn!r} has no SQL form")
     value = f'"{getattr(fn, "field", None) or VALUE}"' if fn.reads_value else "*"
-    return f'{form.batch.format(value=value, order="ts_us")} AS "{name}"'
+    fields = fields_of(fn)
+    by = f'"{fields[1]}"' if len(fields) > 1 else ""
+    return f'{form.batch.format(value=value, by=by, order="ts_us")} AS "{name}"'
 
 
 def sql_expressible(spec: ViewSpec) -> bool:

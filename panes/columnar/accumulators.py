@@ -98,6 +98,8 @@ def parts_of(
 
 
 def _part_of(fn: CombineFn, types: Callable[[str], Any], whole: bool) -> Part | str:
+    if fn.reads_event_time:  # a part is combined from values only (Part.aggregations)
+        return f"{fn!r} reads event times: its elements are added one by one"
     if type(fn) not in (Count, Sum, Mean, Min, Max, ToList):
         return f"{fn!r} is not a built-in aggregate"
     field = getattr(fn, "field", None)
