@@ -250,3 +250,18 @@ def test_panestore_check_reports_a_changed_setting_of_an_existing_lake(tmp_path,
     err = out.err.strip()
     assert err.startswith(f"panestore: invalid configuration {conf}: source.schema.seconds: ")
     assert len(err.splitlines()) == 1 and out.out.rstrip().endswith("ok")
+
+
+def test_the_fingerprint_tells_the_picked_aggregates_apart(tmp_path):
+    texts = [
+        "max_by(ad, seconds)",
+        "min_by(ad, seconds)",
+        "max_by(ad, ts2)",
+        "first(ad)",
+        "last(ad)",
+    ]
+    digests = {
+        Fingerprint.of(pipeline(tmp_path, aggregates={"x": t}, source=schema(ts2="long"))).digest
+        for t in texts
+    }
+    assert len(digests) == len(texts)
