@@ -34,6 +34,37 @@ def test_verify_passes_on_random_pipelines_and_fails_on_a_tampered_view(tmp_path
         assert not bad.ok and "differs" in str(bad)
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_verify_compares_first_and_last_with_the_batch_exactly(tmp_path, seed):
+    """first() and last() of whole values in every mode, fixed, sliding windows and sessions: the
+    batch picks by event time in DuckDB SQL (fixed, sliding) or panes.fold.batch (sessions),
+    ties by the value as the engine does; a tampered value is a difference."""
+    import pyarrow as pa
+
+    from panes import combiners
+    from sinks.batch_check import sql_expressible
+    from sinks.verify import verify
+
+    aggregates = {
+        "first": (combiners.first(), pa.int64()),
+        "last": (combiners.last(), pa.int64()),
+    }
+    run = materialized_lake(
+        tmp_path,
+        700 + seed,
+        mode=MODES[seed % 3],
+        window_fn=window_fns()[seed % 3],
+        aggregates=aggregates,
+    )
+    assert sql_expressible(run.spec) == (not run.spec.window_fn.is_merging)
+    report = verify(run.spec, elements=run.elements)
+    assert report.ok, str(report)
+    assert report.checks[1].windows > 0
+    if seed < 2:
+        open_view(run.spec).update({"last": "last + 1"})
+        assert not verify(run.spec, elements=run.elements).ok
+
+
 # -- a lake whose watermark has not closed every window (a run that has not drained) ---------------
 
 S = 1_000_000
