@@ -13,6 +13,7 @@ import copy
 import itertools
 import json
 import random
+import re
 from collections import Counter
 
 import pytest
@@ -540,3 +541,15 @@ def test_the_simulators_panes_fold_to_the_batch_answer_in_every_mode(
     sim.advance_watermark(END_OF_TIME)
     panes = [p._replace(accumulator=_json_round_trip(p.accumulator)) for p in sim.panes]
     assert fold(panes, mode, fn) == batch(rows, window_fn, fn, sim.dropped)
+
+
+@pytest.mark.parametrize(
+    ("fn", "reason"),
+    [(LAST, "last(v) reads event times"), (MAX_BY, "max_by(v, by) has no columnar form")],
+)
+def test_the_columnar_engine_refuses_picked_aggregates_naming_them(fn, reason):
+    from panes.columnar import NotColumnar
+
+    combined = combiners.aggregates(n=combiners.count(), x=fn)
+    with pytest.raises(NotColumnar, match=re.escape(reason)):
+        Simulator(Windowing(FixedWindows(10)), combined, engine="columnar")
