@@ -17,7 +17,7 @@ import re
 from collections import Counter
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from panes import (
@@ -490,6 +490,7 @@ ELEMENTS = st.lists(
 
 
 @pytest.mark.parametrize("fn", PICKED, ids=repr)
+@settings(max_examples=60)
 @given(elements=ELEMENTS, rnd=st.randoms(use_true_random=False), parts=st.integers(1, 4))
 def test_any_split_merged_in_any_order_is_the_answer_over_all_elements(fn, elements, rnd, parts):
     shuffled = elements[:]
@@ -512,6 +513,7 @@ def _json_round_trip(acc):
     [FixedWindows(10), SlidingWindows(20, 10), Sessions(5), GlobalWindows()],
     ids=repr,
 )
+@settings(max_examples=20)  # x 12 configurations
 @given(elements=ELEMENTS, seed=st.integers(0, 2**16))
 def test_the_simulators_panes_fold_to_the_batch_answer_in_every_mode(
     mode, window_fn, elements, seed
