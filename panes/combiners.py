@@ -21,7 +21,12 @@ Sums of ``Decimal`` values are exact (:data:`EXACT_DECIMALS`: no digit is ever r
 whatever their number), and a mean of them is the exact sum divided by the count, rounded once
 to a float; a float among decimals is a ``TypeError``, never a silent conversion.
 Each takes an optional ``field``: with it, values are mappings and the aggregate reads
-``value[field]``. Several named aggregates combine into one with :func:`aggregates`, and the
+``value[field]``. Four pick one element's value (:class:`Picked`): ``max_by(field, by)`` and
+``min_by(field, by)`` the value of the element whose ``by`` is largest (smallest), ``last(field)``
+and ``first(field)`` the value of the element whose *event time* is latest (earliest); these two
+read event times (:attr:`CombineFn.reads_event_time`, :func:`inputs_of`).
+
+Several named aggregates combine into one with :func:`aggregates`, and the
 textual form ``"sum(seconds)"`` (what ``str`` prints) parses with
 :func:`panes.syntax.parse_aggregate`.
 """
@@ -97,6 +102,13 @@ class CombineFn(Generic[A, V, O]):
     #: them (``value["amount"]``). The built-ins read their ``field``.
     fields: tuple[str, ...] = ()
 
+    #: Whether the combiner reads its elements' event times. Such a combiner is given
+    #: ``(event_time, value)`` pairs (event time in µs) wherever it is given values: ``add``,
+    #: ``add_all`` and ``retract``. Every caller builds its inputs with :func:`inputs_of`, the
+    #: one statement of this rule (the engines, :func:`panes.fold.batch`, a lifted bundle's
+    #: parts). Its accumulator holds what it needs of the times (``last``: the latest one).
+    reads_event_time: bool = False
+
     @property
     def reads_value(self) -> bool:
         """Whether the combiner reads its input values (``count()`` only counts them)."""
@@ -141,10 +153,25 @@ class CombineFn(Generic[A, V, O]):
         return type(self).retract is not CombineFn.retract
 
 
+def inputs_of(fn: CombineFn, elements: Iterable[Sequence[Any]]) -> list[Any]:
+    """What ``fn`` is given (``add_all``, ``retract``) for ``elements``, tuples ending with
+    ``(value, event_time)`` as the engines hold them: the values, or for a combiner that reads
+    event times (:attr:`CombineFn.reads_event_time`) ``(event_time, value)`` pairs.
+
+    >>> inputs_of(sum(), [(3, 10), (4, 20)]), inputs_of(last(), [(3, 10), (4, 20)])
+    ([3, 4], [(10, 3), (20, 4)])
+    """
+    if fn.reads_event_time:
+        return [(element[-1], element[-2]) for element in elements]
+    return [element[-2] for element in elements]
+
+
 class _FieldCombineFn(CombineFn):
     """A built-in aggregate over the whole value, or over ``value[field]``."""
 
     name = ""
+    #: How many columns its text names (``sum(seconds)``: one).
+    arity = 1
 
     def __init__(self, field: str | None = None) -> None:
         self.field = field
@@ -329,6 +356,144 @@ class ToList(_FieldCombineFn):
         return acc[:i] + acc[i + 1 :]
 
 
+def _rank(x: Any) -> Any:
+    """The sort key of a non-null value: NaN above every number, as Spark and DuckDB order it."""
+    return (1, 0) if x != x else (0, x)
+
+
+class Picked(CombineFn):
+    """The value of one element of the window, picked by a ranking: ``max_by(field, by)``
+    (``min_by``) the ``field`` of the element whose ``by`` is largest (smallest), ``last(field)``
+    (``first``) the ``field`` of the element whose event time is latest (earliest).
+
+    Elements whose ``by`` is None are skipped (event times never are); the picked value may be
+    None. A tie of ``by`` (or of event times) is broken by the values themselves, whatever the
+    order the elements came in: the largest value wins for ``max_by`` and ``last``, the smallest
+    for ``min_by`` and ``first``, and a None value loses to any other. NaN ranks above every
+    number. The accumulator is None (no element) or the pair ``(by, value)`` of the element
+    picked so far; it merges exactly, but no value can be withdrawn (no ``retract``).
+
+    >>> fn = max_by("page", "seconds")
+    >>> fn.extract(fn.add_all(fn.create(), [{"page": "a", "seconds": 3},
+    ...                                     {"page": "b", "seconds": 9},
+    ...                                     {"page": "c", "seconds": None}]))
+    'b'
+    >>> fn = last("status")
+    >>> fn.extract(fn.add_all(fn.create(), inputs_of(fn, [({"status": "ok"}, 20),
+    ...                                                   ({"status": "down"}, 10)])))
+    'ok'
+    """
+
+    name = ""
+    #: Whether the largest ranking wins (max_by, last) or the smallest (min_by, first).
+    largest = True
+    #: How many columns its text names (``max_by(page, seconds)``: two; ``last(status)``: one).
+    arity = 2
+
+    def __init__(self, field: str | None = None, by: str | None = None) -> None:
+        self.field = field
+        self.by = by
+        if self.reads_event_time:
+            if by is not None:
+                raise ValueError(f"{self.name}() orders by event time and takes no 'by' column")
+        elif field is None or by is None:
+            raise ValueError(
+                f"{self.name}() needs the column of the value and the column that orders the "
+                f"elements, e.g. {self.name}(page, seconds)"
+            )
+        else:
+            self.fields = (field, by)
+
+    def _key(self, pair: tuple[Any, Any]) -> Any:
+        value = pair[1]
+        if self.largest:
+            return (_rank(pair[0]), (0,) if value is None else (1, _rank(value)))
+        return (_rank(pair[0]), (1,) if value is None else (0, _rank(value)))
+
+    def _pick(self, pairs: Iterable[tuple[Any, Any]]) -> tuple[Any, Any] | None:
+        best = None
+        best_key = None
+        largest = self.largest
+        for pair in pairs:
+            key = self._key(pair)
+            if best is None or (key > best_key if largest else key < best_key):
+                best, best_key = pair, key
+        return best
+
+    def _pairs(self, values: Sequence[Any]) -> list[tuple[Any, Any]]:
+        """(ranking, value) of each input that has a ranking."""
+        field = self.field
+        if self.reads_event_time:
+            for item in values:
+                if not (isinstance(item, tuple) and len(item) == 2):
+                    raise TypeError(
+                        f"{self!r} reads event times: it is given (event_time, value) pairs "
+                        f"(panes.combiners.inputs_of), got {item!r}"
+                    )
+            if field is None:
+                return list(values)
+            return [(t, v[field]) for t, v in values]
+        by = self.by
+        return [(v[by], v[field]) for v in values if v[by] is not None]
+
+    def create(self) -> tuple[Any, Any] | None:
+        return None
+
+    def add_all(self, acc: Any, values: Sequence[Any]) -> tuple[Any, Any] | None:
+        pairs = self._pairs(values)
+        if acc is not None:
+            pairs.append(tuple(acc))
+        return self._pick(pairs)
+
+    def add(self, acc: Any, value: Any) -> tuple[Any, Any] | None:
+        return self.add_all(acc, (value,))
+
+    def merge(self, accs: Sequence[Any]) -> tuple[Any, Any] | None:
+        return self._pick(tuple(a) for a in accs if a is not None)
+
+    def extract(self, acc: Any) -> Any:
+        return None if acc is None else acc[1]
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and (other.field, other.by) == (self.field, self.by)
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.field, self.by))
+
+    def __repr__(self) -> str:
+        return f"{self.name}({', '.join(f for f in (self.field, self.by) if f is not None)})"
+
+
+class MaxBy(Picked):
+    """``max_by(field, by)``: the ``field`` of the element whose ``by`` is largest."""
+
+    name = "max_by"
+
+
+class MinBy(Picked):
+    """``min_by(field, by)``: the ``field`` of the element whose ``by`` is smallest."""
+
+    name = "min_by"
+    largest = False
+
+
+class Last(Picked):
+    """``last(field)``: the ``field`` of the element whose event time is latest."""
+
+    name = "last"
+    reads_event_time = True
+    arity = 1
+
+
+class First(Picked):
+    """``first(field)``: the ``field`` of the element whose event time is earliest."""
+
+    name = "first"
+    largest = False
+    reads_event_time = True
+    arity = 1
+
+
 def sum(field: str | None = None) -> Sum:
     return Sum(field)
 
@@ -353,6 +518,26 @@ def to_list(field: str | None = None) -> ToList:
     return ToList(field)
 
 
+def max_by(field: str, by: str) -> MaxBy:
+    """The ``field`` of the element whose ``by`` is largest (:class:`Picked`)."""
+    return MaxBy(field, by)
+
+
+def min_by(field: str, by: str) -> MinBy:
+    """The ``field`` of the element whose ``by`` is smallest (:class:`Picked`)."""
+    return MinBy(field, by)
+
+
+def first(field: str | None = None) -> First:
+    """The ``field`` of the element whose event time is earliest (:class:`Picked`)."""
+    return First(field)
+
+
+def last(field: str | None = None) -> Last:
+    """The ``field`` of the element whose event time is latest (:class:`Picked`)."""
+    return Last(field)
+
+
 class Aggregates(CombineFn):
     """Several named aggregates over the same values; the output is a ``dict`` by name.
 
@@ -370,11 +555,25 @@ class Aggregates(CombineFn):
         self.fns = dict(fns)
         self._items = tuple(self.fns.items())
 
+        # Reading event times if any part does: its inputs are then (event time, value) pairs,
+        # and the parts that do not read them are given the values.
+        self._timed = tuple(fn.reads_event_time for _, fn in self._items)
+        self.reads_event_time = any(self._timed)
+
     def create(self) -> tuple:
         return tuple(fn.create() for _, fn in self._items)
 
+    def _per_part(self, values: Sequence[Any]) -> list[Sequence[Any]]:
+        if not self.reads_event_time:
+            return [values] * len(self._items)
+        plain = [value for _, value in values]
+        return [values if timed else plain for timed in self._timed]
+
     def add_all(self, acc: tuple, values: Sequence[Any]) -> tuple:
-        return tuple(fn.add_all(a, values) for (_, fn), a in zip(self._items, acc, strict=True))
+        inputs = self._per_part(values)
+        return tuple(
+            fn.add_all(a, vs) for (_, fn), a, vs in zip(self._items, acc, inputs, strict=True)
+        )
 
     def add(self, acc: tuple, value: Any) -> tuple:
         return self.add_all(acc, (value,))
@@ -386,7 +585,10 @@ class Aggregates(CombineFn):
         return {name: fn.extract(a) for (name, fn), a in zip(self._items, acc, strict=True)}
 
     def retract(self, acc: tuple, value: Any) -> tuple:
-        return tuple(fn.retract(a, value) for (_, fn), a in zip(self._items, acc, strict=True))
+        inputs = self._per_part((value,))
+        return tuple(
+            fn.retract(a, vs[0]) for (_, fn), a, vs in zip(self._items, acc, inputs, strict=True)
+        )
 
     @property
     def can_retract(self) -> bool:
@@ -408,13 +610,16 @@ class Aggregates(CombineFn):
 
 
 def fields_of(fn: CombineFn) -> tuple[str, ...]:
-    """The value columns ``fn`` reads: a built-in's ``field``, or a combiner's own ``fields``.
+    """The value columns ``fn`` reads: a built-in's ``field`` (and ``max_by``'s ``by``), or a
+    combiner's own ``fields``.
 
-    >>> fields_of(sum("amount")), fields_of(count())
-    (('amount',), ())
+    >>> fields_of(sum("amount")), fields_of(count()), fields_of(max_by("page", "seconds"))
+    (('amount',), (), ('page', 'seconds'))
     """
+    if fn.fields:
+        return tuple(fn.fields)
     field = getattr(fn, "field", None)
-    return (field,) if isinstance(field, str) else tuple(fn.fields)
+    return (field,) if isinstance(field, str) else ()
 
 
 def text_of(fn: CombineFn) -> str:
@@ -435,9 +640,11 @@ def aggregates(**fns: CombineFn) -> Aggregates:
     return Aggregates(fns)
 
 
-BUILTINS: dict[str, type[_FieldCombineFn]] = {
-    cls.name: cls for cls in (Sum, Count, Min, Max, Mean, ToList)
+BUILTINS: dict[str, type[_FieldCombineFn] | type[Picked]] = {
+    cls.name: cls for cls in (Sum, Count, Min, Max, Mean, ToList, MaxBy, MinBy, First, Last)
 }
+"""The built-in aggregates by name; each is built from its columns (``MaxBy("page", "seconds")``,
+the ``fields`` a pipeline's text gives, :func:`panes.syntax.parse_aggregate`)."""
 
 
 @dataclass(frozen=True)
@@ -447,9 +654,11 @@ class SqlForm:
 
     ``merge``: the SQL aggregate (``sum``, ``min`` or ``max``) that merges the output values of
     parts of a window into the value of the whole; None when output values do not merge so (a
-    mean needs sum and count; a list's order is the panes'). ``batch``: the SQL aggregate over a
-    window's raw values, ``{value}`` standing for the value column (``*`` for a combiner that
-    reads no value) and ``{order}`` for the column giving the elements' order.
+    mean needs sum and count; a list's order is the panes'; a picked value needs its ranking).
+    ``batch``: the SQL aggregate over a window's raw values, ``{value}`` standing for the value
+    column (``*`` for a combiner that reads no value), ``{by}`` for the second column it reads
+    (``max_by``'s ordering) and ``{order}`` for the column of the elements' event times (which
+    also orders a list). The picked aggregates break ties as :class:`Picked` does.
     """
 
     merge: str | None
@@ -463,6 +672,18 @@ SQL_FORMS: dict[type[CombineFn], SqlForm] = {
     Max: SqlForm("max", "max({value})"),
     Mean: SqlForm(None, "avg({value})"),
     ToList: SqlForm(None, "list({value} ORDER BY {order})"),
+    # (DuckDB's first() keeps a NULL value; its ORDER BY ranks NaN above every number)
+    MaxBy: SqlForm(
+        None,
+        "first({value} ORDER BY {by} DESC, {value} DESC NULLS LAST)"
+        " FILTER (WHERE {by} IS NOT NULL)",
+    ),
+    MinBy: SqlForm(
+        None,
+        "first({value} ORDER BY {by} ASC, {value} ASC NULLS LAST) FILTER (WHERE {by} IS NOT NULL)",
+    ),
+    Last: SqlForm(None, "first({value} ORDER BY {order} DESC, {value} DESC NULLS LAST)"),
+    First: SqlForm(None, "first({value} ORDER BY {order} ASC, {value} ASC NULLS LAST)"),
 }
 
 

@@ -28,13 +28,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, cast
 
-from panes.combiners import CombineFn
+from panes.combiners import CombineFn, inputs_of
 from panes.pane import Dropped, DropReason, Pane, PaneInfo, Timing
 from panes.rules import WindowRules, expiry
 from panes.state import KeyState, WindowState
 from panes.time import BEGINNING_OF_TIME, END_OF_TIME, format_duration
 from panes.triggers import ROOT, TriggerContext, merge_states
-from panes.weights import check_weighted, split_by_weight
+from panes.weights import check_weighted, split_elements_by_weight
 from panes.window import Window
 from panes.windowfns import Element, WindowFn
 from panes.windowing import AccumulationMode, TimestampCombiner, Windowing
@@ -91,7 +91,8 @@ class Output:
 class Combined(NamedTuple):
     """One window's share of a bundle, combined before it reaches the engine
     (:meth:`Engine.add_combined`): the accumulator of its elements' values
-    (``combine_fn.add_all(create(), values)``), how many there were (``n``), the earliest
+    (``combine_fn.add_all(create(), inputs_of(combine_fn, elements))``: with their event times
+    for a combiner that reads them), how many there were (``n``), the earliest
     (or, with the ``LATEST`` timestamp combiner, latest) of their timestamps not behind the
     watermark (None: none, or the ``END_OF_WINDOW`` combiner), and a callable giving the
     elements themselves, called only when the window drops them."""
@@ -216,9 +217,9 @@ class Engine:
             if ws is None:
                 continue
             if self.weighted:
-                self._add_weighted(ws, [element[-2] for element in group])
+                self._add_weighted(ws, group)
             else:
-                ws.acc = self.combine_fn.add_all(ws.acc, [element[-2] for element in group])
+                ws.acc = self.combine_fn.add_all(ws.acc, inputs_of(self.combine_fn, group))
             if self._timestamps is TimestampCombiner.END_OF_WINDOW:
                 hold = None
             else:
@@ -324,12 +325,13 @@ class Engine:
         ):
             state.next_processing_time = due
 
-    def _add_weighted(self, ws: WindowState, values: list[Any]) -> None:
-        """Add the +1 values, then withdraw the -1 ones, and count the window's weight."""
-        added, withdrawn = split_by_weight(values)
+    def _add_weighted(self, ws: WindowState, elements: list[Element]) -> None:
+        """Add the +1 elements' values, then withdraw the -1 ones, and count the window's
+        weight."""
+        added, withdrawn = split_elements_by_weight(elements)
         combine = self.combine_fn
-        acc = combine.add_all(ws.acc, added) if added else ws.acc
-        for value in withdrawn:
+        acc = combine.add_all(ws.acc, inputs_of(combine, added)) if added else ws.acc
+        for value in inputs_of(combine, withdrawn):
             acc = combine.retract(acc, value)
         ws.acc = acc
         ws.weight += len(added) - len(withdrawn)

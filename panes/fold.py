@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from panes.combiners import CombineFn
+from panes.combiners import CombineFn, inputs_of
 from panes.pane import Dropped, Pane
-from panes.weights import split_by_weight
+from panes.weights import split_elements_by_weight
 from panes.window import Window
 from panes.windowfns import WindowFn
 from panes.windowing import AccumulationMode
@@ -90,34 +90,36 @@ def batch(
     assigned and merged over the timestamps of all elements, of either weight; a window's value
     is its +1 values with the -1 values withdrawn, and a window whose weight is not positive
     does not exist (the engine's rules for weighted input).
+
+    A combiner that reads event times is given the elements' (:func:`~panes.combiners.inputs_of`).
     """
     # Dropped values by (key, timestamp, window); values need not be hashable (records are
     # dicts), so each one is matched by equality and used once.
     excluded: dict[tuple[Any, int, Window | None], list[Any]] = {}
     for d in dropped:
         excluded.setdefault((d.key, d.timestamp, d.window), []).append(d.value)
-    by_key: dict[Any, list[tuple[Window, Any]]] = {}
+    by_key: dict[Any, list[tuple[Window, Any, int]]] = {}
     for key, value, timestamp in elements:
         for window in window_fn.assign(timestamp, value):
             values = excluded.get((key, timestamp, window))
             if values and value in values:
                 values.remove(value)
                 continue
-            by_key.setdefault(key, []).append((window, value))
+            by_key.setdefault(key, []).append((window, value, timestamp))
     result: dict[ViewKey, Any] = {}
     for key, assigned in by_key.items():
-        final = {w: w for w, _ in assigned}
+        final = {w: w for w, _, _ in assigned}
         if window_fn.is_merging:
             _merge_to_fixpoint(window_fn, final)
-        groups: dict[Window, list[Any]] = {}
-        for window, value in assigned:
-            groups.setdefault(final[window], []).append(value)
-        for window, values in groups.items():
-            added, withdrawn = split_by_weight(values)
+        groups: dict[Window, list[tuple[Any, int]]] = {}
+        for window, value, timestamp in assigned:
+            groups.setdefault(final[window], []).append((value, timestamp))
+        for window, group in groups.items():
+            added, withdrawn = split_elements_by_weight(group)
             if len(added) <= len(withdrawn):
                 continue
-            acc = combine_fn.add_all(combine_fn.create(), added)
-            for value in withdrawn:
+            acc = combine_fn.add_all(combine_fn.create(), inputs_of(combine_fn, added))
+            for value in inputs_of(combine_fn, withdrawn):
                 acc = combine_fn.retract(acc, value)
             result[(key, window)] = combine_fn.extract(acc)
     return result

@@ -20,9 +20,11 @@ Trigger grammar (white space is free between tokens)::
 Window functions are ``NAME "(" [ [NAME "="] DURATION ("," [NAME "="] DURATION)* ] ")"``.
 Durations are a number and a unit, possibly repeated: ``250ms``, ``90s``, ``5m``, ``1h30m``.
 
-Aggregates are ``NAME "(" [ FIELD ] ")"``: a built-in combiner of :mod:`panes.combiners`
-(``count()``, ``count(id)``, ``sum(seconds)``, ``mean(price)``, ...) over the element values, or
-over the values' ``FIELD`` (a name, dots allowed). Only ``count`` goes without a field.
+Aggregates are ``NAME "(" [ FIELD ("," FIELD)* ] ")"``: a built-in combiner of
+:mod:`panes.combiners` (``count()``, ``count(id)``, ``sum(seconds)``, ``mean(price)``,
+``last(status)``, ...) over the values' ``FIELD`` (a name, dots allowed); ``max_by(page, seconds)``
+and ``min_by`` name two fields, the value's and the one that orders the elements. Only ``count``
+goes without a field.
 """
 
 from __future__ import annotations
@@ -334,44 +336,71 @@ def parse_window(text: str) -> WindowFn:
 
 # -- aggregates -------------------------------------------------------------------------------
 
-_AGGREGATE_PARTS = (  # (what, pattern) in order; white space is free between them
-    ("an aggregate name like sum", re.compile(r"\s*(?P<name>[A-Za-z_]\w*)")),
-    ("'('", re.compile(r"\s*\(")),
-    ("a field name", re.compile(r"\s*(?P<field>[A-Za-z_][\w.]*)?")),  # optional: always matches
-    ("')'", re.compile(r"\s*\)")),
-    ("the end", re.compile(r"\s*$")),
-)
+_AGGREGATE_NAME = re.compile(r"\s*(?P<name>[A-Za-z_]\w*)")
+_AGGREGATE_FIELD = re.compile(r"\s*(?P<field>[A-Za-z_][\w.]*)")
+_PUNCT = {c: re.compile(rf"\s*\{c}") for c in "(),"}
+_AGGREGATE_END = re.compile(r"\s*$")
 
 
 def parse_aggregate(text: str) -> CombineFn:
-    """Parse ``count()``, ``sum(seconds)``, ``mean(price)``, ``to_list(id)``, ... (``str()`` of
-    the combiner gives it back); raises :class:`AggregateSyntaxError` (a ``ValueError``) pointing
-    at the offending position.
+    """Parse ``count()``, ``sum(seconds)``, ``mean(price)``, ``to_list(id)``, ``last(status)``,
+    ``max_by(page, seconds)``, ... (``str()`` of the combiner gives it back); raises
+    :class:`AggregateSyntaxError` (a ``ValueError``) pointing at the offending position.
 
-    >>> parse_aggregate("sum(seconds)")
-    sum(seconds)
+    >>> parse_aggregate("sum(seconds)"), parse_aggregate("max_by(page, seconds)")
+    (sum(seconds), max_by(page, seconds))
     """
     pos = 0
-    found: dict[str, tuple[str | None, int]] = {}
-    for what, pattern in _AGGREGATE_PARTS:
+
+    def fail(what: str) -> AggregateSyntaxError:
+        at = len(text) - len(text[pos:].lstrip())
+        seen = repr(text[at : at + 10]) if at < len(text) else "the end"
+        return AggregateSyntaxError(f"not an aggregate: expected {what}, found {seen}", text, at)
+
+    def take(pattern: re.Pattern[str]) -> re.Match[str] | None:
+        nonlocal pos
         match = pattern.match(text, pos)
-        if match is None:
-            if what == "')'" and found["field"][0] is None:
-                what = "a field name or ')'"
-            at = len(text) - len(text[pos:].lstrip())
-            seen = repr(text[at : at + 10]) if at < len(text) else "the end"
-            raise AggregateSyntaxError(f"not an aggregate: expected {what}, found {seen}", text, at)
-        found.update({k: (v, match.start(k)) for k, v in match.groupdict().items()})
-        pos = match.end()
-    name, at = found["name"]
-    assert name is not None  # the first part's name group is not optional
+        if match is not None:
+            pos = match.end()
+        return match
+
+    found = take(_AGGREGATE_NAME)
+    if found is None:
+        raise fail("an aggregate name like sum")
+    name, at = found.group("name"), found.start("name")
+    if take(_PUNCT["("]) is None:
+        raise fail("'('")
+    fields: list[tuple[str, int]] = []  # (field, position of the comma before it, or its own)
+    field = take(_AGGREGATE_FIELD)
+    if field is not None:
+        fields.append((field.group("field"), field.start("field")))
+        while (comma := take(_PUNCT[","])) is not None:
+            field = take(_AGGREGATE_FIELD)
+            if field is None:
+                raise fail("a field name")
+            fields.append((field.group("field"), comma.start() + comma.group().index(",")))
+    if take(_PUNCT[")"]) is None:
+        raise fail("')'" if fields else "a field name or ')'")
+    if take(_AGGREGATE_END) is None:
+        raise fail("the end")
     fn = BUILTINS.get(name)
     if fn is None:
         close = difflib.get_close_matches(name, BUILTINS, n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
         known = ", ".join(f"{n}()" for n in BUILTINS)
         raise AggregateSyntaxError(f"unknown aggregate {name!r}{hint}; known: {known}", text, at)
-    field = found["field"][0]
-    if field is None and name != "count":
-        raise AggregateSyntaxError(f"{name}() needs a field, e.g. {name}(seconds)", text, at)
-    return fn(field)
+    if len(fields) > fn.arity:
+        many = "one field" if fn.arity == 1 else f"{fn.arity} fields"
+        raise AggregateSyntaxError(f"{name}() takes {many}", text, fields[fn.arity][1])
+    if not fields and name == "count":
+        return fn()
+    if len(fields) < fn.arity:
+        if fn.arity == 1:
+            raise AggregateSyntaxError(f"{name}() needs a field, e.g. {name}(seconds)", text, at)
+        raise AggregateSyntaxError(
+            f"{name}() needs two fields, the value's and the one that orders the elements, "
+            f"e.g. {name}(page, seconds)",
+            text,
+            at,
+        )
+    return fn(*(f for f, _ in fields))

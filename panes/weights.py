@@ -43,15 +43,24 @@ def weight_of(value: Any) -> int:
     return -1 if type(value) is Retracted else 1
 
 
-def split_by_weight(values: Sequence[Any]) -> tuple[list[Any], list[Any]]:
-    """The values of weight +1, and the values the -1 elements withdraw (unwrapped)."""
-    added: list[Any] = []
-    withdrawn: list[Any] = []
-    for value in values:
+def split_elements_by_weight(
+    elements: Sequence[Sequence[Any]],
+) -> tuple[list[Sequence[Any]], list[tuple[Any, Any]]]:
+    """Elements (tuples ending with ``(value, timestamp)``) of weight +1, and the ``(value,
+    timestamp)`` each -1 element withdraws (its value unwrapped): what
+    :func:`panes.combiners.inputs_of` makes a combiner's inputs of.
+
+    >>> split_elements_by_weight([(3, 10), (Retracted(2), 20)])
+    ([(3, 10)], [(2, 20)])
+    """
+    added: list[Sequence[Any]] = []
+    withdrawn: list[tuple[Any, Any]] = []
+    for element in elements:
+        value = element[-2]
         if type(value) is Retracted:
-            withdrawn.append(value.value)
+            withdrawn.append((value.value, element[-1]))
         else:
-            added.append(value)
+            added.append(element)
     return added, withdrawn
 
 

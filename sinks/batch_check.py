@@ -19,12 +19,15 @@ import pyarrow as pa
 
 from panes.combiners import CombineFn, fields_of, sql_form
 from panes.fold import batch
-from panes.pane import Dropped
+from panes.pane import Dropped, DropReason
 from panes.window import Window
 from sinks.errors import LakeError
 from sinks.spec import ViewSpec
 
 VALUE = "_value"  # the elements-table column of an aggregate without a field
+DEDUP_GROUP = "pst_dedup_group"
+"""The elements-table column of a deduplicated pipeline: the number of the record's copies'
+group (its key and id; null: a null id, never deduplicated). See :func:`without_duplicates`."""
 View = dict[tuple, dict[str, Any]]
 """Aggregate values by (key tuple, (window start, window end))."""
 
@@ -66,7 +69,9 @@ def _sql_aggregate(name: str, fn: CombineFn) -> str:
     if form is None:
         raise LakeError(f"aggregate {name} = {fn!r} has no SQL form")
     value = f'"{getattr(fn, "field", None) or VALUE}"' if fn.reads_value else "*"
-    return f'{form.batch.format(value=value, order="ts_us")} AS "{name}"'
+    fields = fields_of(fn)
+    by = f'"{fields[1]}"' if len(fields) > 1 else ""
+    return f'{form.batch.format(value=value, by=by, order="ts_us")} AS "{name}"'
 
 
 def sql_expressible(spec: ViewSpec) -> bool:
@@ -212,10 +217,45 @@ class _Record(dict):
         return hash(tuple(sorted(self.items())))
 
 
+def without_duplicates(spec: ViewSpec, elements: pa.Table, late: pa.Table | None) -> pa.Table:
+    """``elements`` without the copies a deduplicated pipeline rejects (:mod:`panes.dedup`),
+    when they have a :data:`DEDUP_GROUP` column: per group, the first copy is kept (the table is
+    sorted in :func:`panes.dedup.copy_order` within each group: event time, then the values).
+
+    A copy the ``late`` table reports as expired arrived past its id's horizon, when the job
+    no longer checked it: it is kept, and the late row takes it out again (in the batch's
+    subtraction of the late table), whichever copy the job had counted before.
+    """
+    if DEDUP_GROUP not in elements.column_names:
+        return elements
+    expired = None
+    if late is not None and late.num_rows and "reason" in late.column_names:
+        reasons = late.column("reason").to_pylist()
+        keep = [r is not None and r.startswith(DropReason.EXPIRED) for r in reasons]
+        expired = late.filter(pa.array(keep, pa.bool_()))
+    past = {i for i, _ in drop_pairs(spec, elements, expired)}
+    seen: set[int] = set()
+    keep = []
+    for i, group in enumerate(elements.column(DEDUP_GROUP).to_pylist()):
+        first = group is None or i in past or group not in seen
+        keep.append(first)
+        if group is not None and i not in past:
+            seen.add(group)
+    return elements.filter(pa.array(keep, pa.bool_())).drop_columns([DEDUP_GROUP])
+
+
+def duplicates_left_out(spec: ViewSpec, elements: Any, late: pa.Table | None) -> int | None:
+    """How many copies :func:`without_duplicates` leaves out of ``elements`` (None: they are not
+    of a deduplicated pipeline)."""
+    if not isinstance(elements, pa.Table) or DEDUP_GROUP not in elements.column_names:
+        return None
+    return elements.num_rows - without_duplicates(spec, elements, late).num_rows
+
+
 def batch_view(
     spec: ViewSpec, elements: Any, late: pa.Table | None = None, engine: str = "auto"
 ) -> tuple[View, str]:
-    table = elements_table(spec, elements)
+    table = without_duplicates(spec, elements_table(spec, elements), late)
     if engine == "sql" or (engine == "auto" and sql_expressible(spec)):
         return batch_sql(spec, table, late), "DuckDB SQL"
     return batch_engine(spec, table, late), "panes.fold.batch (one bundle)"

@@ -33,10 +33,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from panes.dedup import DUPLICATE
 from panes.engine import window_gone
 from panes.time import BEGINNING_OF_TIME, END_OF_TIME
 from panes.window import Window
-from sinks.batch_check import View, batch_view
+from sinks.batch_check import View, batch_view, duplicates_left_out
 from sinks.column_types import beyond_range, column_text
 from sinks.lake_format import representable_us
 from sinks.refold import refold
@@ -273,6 +274,9 @@ def verify(
         if late_table is not None:
             late = late_table.to_pyarrow_table()
         expected, how = batch_view(spec, elements, late, engine)
+        copies = duplicates_left_out(spec, elements, late)
+        if copies is not None:
+            report.notes.append(_duplicates_note(spec, copies))
         expected, compared, still_open = final_windows(spec, expected, actual, report.watermark_us)
         report.checks.append(
             Check(
@@ -284,6 +288,21 @@ def verify(
             )
         )
     return report
+
+
+def _duplicates_note(spec: ViewSpec, copies: int) -> str:
+    """A deduplicated pipeline's note: the copies the batch left out, beside the ``DUPLICATE``
+    rows of the ``rejected`` table (equal once the job has read every raw event, with identical
+    copies and the windows' horizon: docs/running.md, "Duplicates")."""
+    table = existing_table(spec, "rejected")
+    rejected = 0
+    if table is not None:
+        reasons = table.to_pyarrow_table(columns=["reason"]).column("reason").to_pylist()
+        rejected = sum(1 for r in reasons if r is not None and r.startswith(DUPLICATE))
+    return (
+        f"duplicates: the batch left out {copies} copies of records; "
+        f"the rejected table holds {rejected} {DUPLICATE} rows"
+    )
 
 
 __all__ = ["Check", "Report", "final_windows", "verify"]

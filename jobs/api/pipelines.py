@@ -157,6 +157,8 @@ def define(
     state_buckets: int = 64,
     checkpoint: str | os.PathLike[str] | None = None,
     single_writer: bool = False,
+    dedup: str | Sequence[str] = (),
+    dedup_horizon: Duration | None = None,
 ) -> Pipeline:
     """A pipeline, from the model's own objects or their text (each setting as in a
     configuration file: ``docs/running.md``; the defaults are the configuration's).
@@ -165,9 +167,11 @@ def define(
     :class:`jobs.api.Source` (:func:`dataframe_source`, :func:`delta_source`, a loaded
     configuration's). ``aggregates``: name -> a combiner (``panes.combiners.sum("amount")``)
     or its text (``"sum(amount)"``, ``"count()"``). Durations are a ``timedelta``, text
-    (``"2h"``) or µs. A lake in an object store (``"s3://bucket/prefix"``) needs
-    ``checkpoint``, a directory on a filesystem
-    every node mounts (docs/cluster.md).
+    (``"2h"``) or µs. ``dedup``: the id column(s) by which a record delivered again is
+    rejected as a duplicate, remembered for ``dedup_horizon`` (default: until the record would
+    be late in all its windows; docs/running.md, "Duplicates"). A lake in an object store
+    (``"s3://bucket/prefix"``) needs ``checkpoint``, a directory on a filesystem every node
+    mounts (docs/cluster.md).
 
     >>> from panes import FixedWindows, AfterWatermark, AfterCount, combiners
     >>> p = define(
@@ -212,6 +216,8 @@ def define(
         state_buckets=state_buckets,
         checkpoint=parse_setting("checkpoint", checkpoint),
         single_writer=single_writer,
+        dedup=parse_setting("dedup", list(dedup) if not isinstance(dedup, str) else dedup),
+        dedup_horizon=parse_setting("dedup_horizon", dedup_horizon),
     )
 
 

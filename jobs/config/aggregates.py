@@ -46,6 +46,8 @@ class Aggregate:
         if kind == "count":
             return "long"
         col = self.column
+        if kind in ("max_by", "min_by", "first", "last"):
+            return _picked_type(where, kind, self.columns, types)
         if kind not in ("sum", "mean", "min", "max", "to_list") or col is None:
             raise PipelineConfigError(where, f"unsupported aggregate {self.fn!r}")
         typ = types[col]
@@ -62,6 +64,28 @@ class Aggregate:
         if kind in ("min", "max"):
             return {"int": "long", "float": "double"}.get(typ, typ)
         return f"list<{typ}>"
+
+
+# Types a picked value and its ordering column may have: their accumulator (ordering, value) is
+# folded from JSON (discarding mode), which holds these exactly.
+_PICKABLE = ("string", "int", "long", "bigint", "double", "float", "boolean")
+
+
+def _picked_type(where: str, kind: str, columns: tuple[str, ...], types: Mapping[str, str]) -> str:
+    """The output type of ``max_by``, ``min_by``, ``first`` and ``last``: their value column's
+    (``int`` as ``long``, ``float`` as ``double``, as min and max)."""
+    if not columns:
+        raise PipelineConfigError(where, f"{kind}() needs the column whose value it picks")
+    for i, col in enumerate(columns):
+        typ = types[col]
+        if typ not in _PICKABLE:
+            role = "orders the elements" if i else "is picked"
+            raise PipelineConfigError(
+                where,
+                f"{kind}() of {col!r}: a {typ} column cannot be the one that {role} (one of "
+                f"{', '.join(_PICKABLE)})",
+            )
+    return {"int": "long", "float": "double"}.get(types[columns[0]], types[columns[0]])
 
 
 def _declared_type(where: str, fn: CombineFn) -> str:

@@ -301,6 +301,15 @@ def _keys(name: str, value: Any) -> tuple[str, ...]:
     raise PipelineConfigError(name, "a column name or a list of column names")
 
 
+def _dedup(name: str, value: Any) -> tuple[str, ...]:
+    """The id columns: one name, or a list of them (empty: no deduplication)."""
+    if isinstance(value, tuple) and all(isinstance(k, str) for k in value):
+        return value
+    if isinstance(value, list) and not value:
+        return ()
+    return _keys(name, value)
+
+
 def _aggregates(name: str, value: Any) -> tuple[Aggregate, ...]:
     if not isinstance(value, Mapping):
         raise PipelineConfigError(name, 'must be a table: name = "count()", ...')
@@ -333,6 +342,8 @@ _SETTINGS: dict[str, Parse] = {
     "state_buckets": _of(int, "an integer 1..1048576"),
     "checkpoint": _optional(_path),
     "single_writer": _of(bool, "true or false"),
+    "dedup": _dedup,
+    "dedup_horizon": _optional(parse_duration_setting),
 }
 _SOURCE_SETTINGS: dict[str, Parse] = {
     "path": _path,

@@ -13,6 +13,8 @@ example)::
     trigger = "AfterWatermark(early=AfterProcessingTime(1m), late=AfterCount(1))"
     accumulation_mode = "accumulating_and_retracting"   # | discarding | accumulating
     allowed_lateness = "2h"
+    dedup = "event_id"                 # a record whose key and id were counted is rejected
+    # dedup_horizon = "2h"             # how long an id is remembered (default: the windows')
 
     [source]
     format = "jsonl"                   # | csv | parquet
@@ -101,6 +103,8 @@ class Pipeline:
     state_buckets: int = 64
     checkpoint: str | None = None
     single_writer: bool = False
+    dedup: tuple[str, ...] = ()
+    dedup_horizon: int | None = None
 
     def __post_init__(self) -> None:
         """Check the settings together (nothing is changed)."""
@@ -111,6 +115,7 @@ class Pipeline:
         self._check_event_time(types)
         self._check_aggregates(types)
         self._check_weighted()
+        self._check_dedup(types)
         self._check_traps()
         try:
             self.windowing()
@@ -141,6 +146,8 @@ class Pipeline:
             ("single_writer", bool, "true or false"),
             ("keys", tuple, "a tuple of column names"),
             ("aggregates", tuple, "a tuple of Aggregate"),
+            ("dedup", tuple, "a tuple of column names"),
+            ("dedup_horizon", (int, type(None)), "a duration in µs (an int) or None"),
         ):
             expect(name, getattr(self, name), kind, what)
         for agg in self.aggregates:
@@ -174,6 +181,26 @@ class Pipeline:
                 )
         if len(set(keys)) != len(keys):
             raise PipelineConfigError("keys", f"duplicated key column in {list(keys)}")
+
+    def _check_dedup(self, types: dict[str, str]) -> None:
+        """``dedup`` names columns of the source (each once), ``dedup_horizon`` is a positive
+        duration given only with them (docs/running.md, "Duplicates")."""
+        for c in self.dedup:
+            if not isinstance(c, str) or c not in types:
+                raise PipelineConfigError("dedup", self.source.unknown_column(str(c)))
+        if len(set(self.dedup)) != len(self.dedup):
+            raise PipelineConfigError("dedup", f"duplicated column in {list(self.dedup)}")
+        if self.dedup and self.source.is_pane_log:
+            raise PipelineConfigError(
+                "dedup",
+                "a pane_log source's rows are panes, each once in the upstream's pane log (a "
+                "retraction repeats its pane's columns on purpose): remove dedup",
+            )
+        if self.dedup_horizon is not None:
+            if not self.dedup:
+                raise PipelineConfigError("dedup_horizon", "is given without dedup columns")
+            if self.dedup_horizon <= 0:
+                raise PipelineConfigError("dedup_horizon", "must be a positive duration")
 
     def _check_event_time(self, types: dict[str, str]) -> None:
         if self.source.is_pane_log:
@@ -427,4 +454,13 @@ class Pipeline:
             f"{self.window}, trigger {self.trigger}, "
             f"{self.accumulation_mode.name.lower()}, allowed lateness "
             f"{format_duration(self.allowed_lateness)}\n  aggregates: {aggs}"
+            f"{self._describe_dedup()}"
         )
+
+    def _describe_dedup(self) -> str:
+        """The dedup line of :meth:`describe` (empty without dedup)."""
+        if not self.dedup:
+            return ""
+        h = self.dedup_horizon
+        horizon = "the windows' (end + allowed lateness)" if h is None else format_duration(h)
+        return f"\n  duplicates dropped by key and {', '.join(self.dedup)}, horizon {horizon}"

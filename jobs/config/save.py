@@ -80,6 +80,9 @@ def pipeline_to_dict(pipeline: Pipeline) -> dict[str, Any]:
         conf["single_writer"] = True
     if pipeline.event_time is not None:
         conf["event_time"] = pipeline.event_time
+    conf["dedup"] = list(pipeline.dedup)
+    if pipeline.dedup_horizon is not None:
+        conf["dedup_horizon"] = format_duration(pipeline.dedup_horizon)
 
     def enum(value: Enum) -> str:
         return value.name.lower()

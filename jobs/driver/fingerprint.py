@@ -22,7 +22,10 @@ What is in it, and why (docs/running.md, "What may change on a live lake"):
 * ``window``, ``trigger``, ``accumulation_mode``, ``allowed_lateness``, ``timestamp_combiner``,
   ``on_time_behavior``, ``closing_behavior``: the windows in state, their trigger state, expiry
   times and holds, and the meaning of the panes already emitted;
-* ``state_buckets``: how the state is laid out (:func:`jobs.driver.preflight.check_state_layout`).
+* ``state_buckets``: how the state is laid out (:func:`jobs.driver.preflight.check_state_layout`);
+* ``dedup`` (its columns' types) and ``dedup_horizon``, when given: the ids remembered in state
+  and which records the counts already left out (docs/running.md, "Duplicates"). Absent from
+  the fingerprint of a pipeline without them, so adding them to a live lake is refused too.
 
 Everything else may change: source columns no aggregate, key or event time reads,
 ``source.path``, ``max_files_per_trigger``, the csv options, ``bounded``, ``create_path``,
@@ -78,6 +81,8 @@ _WHY = {
     "on_time_behavior": "the windows in state have fired under it",
     "closing_behavior": "the windows in state have fired under it",
     "state_buckets": "the operator's state is laid out by it",
+    "dedup": "the operator's state remembers the ids it took, and the counts hold its decisions",
+    "dedup_horizon": "the ids in the operator's state are remembered by it",
 }
 
 
@@ -147,6 +152,13 @@ class Fingerprint:
             ("closing_behavior", w.closing_behavior.name.lower()),
             ("state_buckets", str(pipeline.state_buckets)),
         ]
+        if pipeline.dedup:  # (absent without it: lakes written before dedup keep their fingerprint)
+            horizon = pipeline.dedup_horizon
+            out.append(("dedup", ", ".join(pipeline.dedup)))
+            out += [(f"source.schema.{c}", types[c]) for c in pipeline.dedup]
+            out.append(
+                ("dedup_horizon", "windows" if horizon is None else format_duration(horizon))
+            )
         return cls(tuple(dict(out).items()))  # a column both key and value is listed once
 
     @property

@@ -75,6 +75,7 @@ from jobs.executor.operator_input import (
     BUCKET,
     CLOCK,
     CONTROL_BUCKET,
+    DEDUP_ID,
     OPERATOR_INPUT,
     REJECTED_BUCKET,
     REJECTED_COLUMNS,
@@ -149,6 +150,8 @@ def operator_config(
         profile_dir=profile_dir,
         weighted=pipeline.weighted,
         writing=writing,
+        dedup=tuple(pipeline.dedup),
+        dedup_horizon=pipeline.dedup_horizon,
     )
 
 
@@ -281,7 +284,29 @@ def _decoded(pipeline: Pipeline, records: DataFrame) -> DataFrame:
         F.lit(False).alias(CONTROL),
         BUCKET,
         BLOB,
+        *([F.lit(None).cast("string").alias(DEDUP_ID)] if pipeline.dedup else []),
     )
+
+
+def _dedup_id(pipeline: Pipeline, records: DataFrame) -> Column:
+    """The record's id (:data:`jobs.executor.operator_input.DEDUP_ID`) from its typed id
+    columns, as the JSON-lines decoder writes it (:func:`jobs.executor.operator_input.id_text`):
+    ``<length>:<text>`` per column, joined by ``|``; null when a column is null."""
+    from pyspark.sql import functions as F
+
+    pieces = []
+    for i, c in enumerate(pipeline.dedup):
+        if i:
+            pieces.append(F.lit("|"))
+        if c == pipeline.event_time:
+            value = F.unix_micros(F.col(CHECKED_TS))
+        elif pipeline.source.types[c] == "timestamp":
+            value = F.unix_micros(_typed(pipeline, records, c))
+        else:
+            value = _typed(pipeline, records, c)
+        text = value.cast("string")
+        pieces += [F.char_length(text).cast("string"), F.lit(":"), text]
+    return F.concat(*pieces)  # null when any piece is
 
 
 def _tagged(pipeline: Pipeline, records: DataFrame) -> DataFrame:
@@ -299,16 +324,20 @@ def _tagged(pipeline: Pipeline, records: DataFrame) -> DataFrame:
         _rejection_reason(pipeline, records, ts, raw_ts).alias(CHECKED_REASON),
     )
     ok = F.col(CHECKED_REASON).isNull()
+    # a deduplicated pipeline's elements keep their record: a duplicate becomes a rejected row
+    kept = F.lit(True) if pipeline.dedup else ~ok
+    dedup = [F.when(ok, _dedup_id(pipeline, records)).alias(DEDUP_ID)] if pipeline.dedup else []
     return checked.select(
         *[F.when(ok, _typed(pipeline, records, k)).alias(k) for k in pipeline.keys],
         F.when(ok, F.col(CHECKED_TS)).alias(EVENT_TIME),
         *[F.when(ok, _typed(pipeline, records, v)).alias(v) for v in pipeline.value_columns],
-        F.when(~ok, F.make_valid_utf8(RAW)).alias(RAW_TEXT),  # kept as text
-        F.when(~ok, F.col(SOURCE_FILE)).alias(FROM_FILE),
+        F.when(kept, F.make_valid_utf8(RAW)).alias(RAW_TEXT),  # kept as text
+        F.when(kept, F.col(SOURCE_FILE)).alias(FROM_FILE),
         F.col(CHECKED_REASON).alias(REASON),
         F.lit(False).alias(CONTROL),
         BUCKET,
         BLOB,
+        *dedup,
     )
 
 
@@ -327,6 +356,7 @@ def _control_rows(pipeline: Pipeline, control: DataFrame, tagged: DataFrame) -> 
         F.lit(None).cast("int").alias(BUCKET),
         F.lit(None).cast("binary").alias(BLOB),
         *(weighted if TS_US in types else []),
+        *([F.lit(None).cast("string").alias(DEDUP_ID)] if DEDUP_ID in types else []),
     )
 
 

@@ -24,7 +24,7 @@ from jobs.sources.files.paths import duckdb_literal
 from jobs.sources.files.paths import landing_files as input_files
 from jobs.sources.pane_log.identity import check_upstream
 from jobs.sources.pane_log.upstream import final_view_elements
-from sinks.batch_check import VALUE, value_fields
+from sinks.batch_check import DEDUP_GROUP, VALUE, value_fields
 from sinks.column_types import INTEGRAL, TYPES, column_type
 from sinks.duck import raw_connect
 from sinks.errors import LakeError
@@ -256,9 +256,13 @@ def load_source_elements(pipeline: Pipeline, events: pa.Table | None = None) -> 
             if types[v] in ("double", "float")
         ]
         accepted_sql += [f'("{c}" IS NULL OR {sql} IS NOT NULL)' for c, sql in stamps.items()]
+        order = ""
+        if pipeline.dedup:
+            group, order = _copies(pipeline, [typed(k) for k in spec.keys], typed, us, stamps)
+            sel += f", {group}"
         table = con.sql(
             f"SELECT * FROM (SELECT {sel} FROM {reader} WHERE {' AND '.join(accepted_sql)}) "
-            f"WHERE {TS_US} BETWEEN {MIN_EVENT_TIME_US} AND {MAX_EVENT_TIME_US}"
+            f"WHERE {TS_US} BETWEEN {MIN_EVENT_TIME_US} AND {MAX_EVENT_TIME_US}{order}"
         ).to_arrow_table()
     finally:
         con.close()
@@ -273,6 +277,31 @@ def load_source_elements(pipeline: Pipeline, events: pa.Table | None = None) -> 
 
 def _is_text(type_: pa.DataType) -> bool:
     return pa.types.is_string(type_) or pa.types.is_large_string(type_)
+
+
+def _copies(
+    pipeline: Pipeline, keys: list[str], typed, us: str, stamps: dict[str, str]
+) -> tuple[str, str]:
+    """A deduplicated pipeline's copies, in DuckDB SQL (docs/running.md, "Duplicates"): the
+    :data:`sinks.batch_check.DEDUP_GROUP` column (records of one key and id, every id column
+    typed and not null, share a number; a timestamp or the event time compared as µs) and the
+    ``ORDER BY`` putting each group's copies in the order the job takes them: event time, then
+    the value columns (null first)."""
+    ids = []
+    for c in pipeline.dedup:
+        if c == pipeline.event_time:
+            ids.append(us)
+        elif c in stamps:
+            ids.append(stamps[c])
+        elif pipeline.source.types[c] == "timestamp":
+            ids.append(f"epoch_us({typed(c)})")
+        else:
+            ids.append(typed(c))
+    whole = " AND ".join(f"({i}) IS NOT NULL" for i in ids)
+    rank = f"dense_rank() OVER (ORDER BY {', '.join([*keys, *ids])})"
+    group = f"CASE WHEN {whole} THEN {rank} END AS {DEDUP_GROUP}"
+    values = [f'"{v}" NULLS FIRST' for v in pipeline.value_columns]
+    return group, f" ORDER BY {DEDUP_GROUP}, {', '.join([TS_US, *values])}"
 
 
 def _delta_rows(pipeline: Pipeline) -> pa.Table:

@@ -44,7 +44,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.executor import window_store
+from jobs.executor import dedup_state, window_store
 from jobs.executor.bucket_state import BucketState
 from jobs.executor.operator_input import (
     BLOB,
@@ -137,7 +137,9 @@ class OperatorConfig:
     developer aid, each task's processor is profiled (cProfile) into a file there.
     ``lift_combiners``, ``columnar_windows``: False keeps the pipeline off the lifted and columnar
     paths (:func:`jobs.executor.paths.path_of`, which chooses the path once per pipeline; what
-    the tests and benchmarks compare those paths with).
+    the tests and benchmarks compare those paths with). ``dedup``: the id columns of a
+    deduplicated pipeline, remembered for ``dedup_horizon`` (None: the windows';
+    :mod:`jobs.executor.dedup_state`).
     """
 
     engine_factory: Callable[[], Any]
@@ -151,6 +153,8 @@ class OperatorConfig:
     writing: TaskWriting | None = None
     lift_combiners: bool = True
     columnar_windows: bool = True
+    dedup: tuple[str, ...] = ()
+    dedup_horizon: int | None = None
 
     @property
     def input_schema(self) -> InputSchema:
@@ -159,6 +163,7 @@ class OperatorConfig:
             tuple(self.value_columns),
             tuple(self.column_types),
             self.weighted,
+            bool(self.dedup),
         )
 
     # -- time mapping ---------------------------------------------------------------------------
@@ -211,6 +216,7 @@ class BucketProcessor:
         self.path: Path | None = None
         self._lifting: Lifting | None = None
         self._columnar: ColumnarEngine | None = None
+        self._dedup: dedup_state.Dedup | None = None
 
     @property
     def engine(self):
@@ -229,14 +235,47 @@ class BucketProcessor:
                 self._lifting = Lifting.of(engine.windowing, engine.combine_fn, columns)
             if self.path is Path.COLUMNAR:
                 self._columnar = ColumnarEngine(engine.windowing, engine.combine_fn, columns)
+            if config.dedup:
+                self._dedup = dedup_state.Dedup(
+                    tuple(config.dedup),
+                    engine.windowing.window_fn,
+                    engine.windowing.allowed_lateness,
+                    config.dedup_horizon,
+                    tuple(config.key_columns),
+                    tuple(config.value_columns),
+                )
         return self._engine
 
     def visit(
         self, stored: Stored | None, table: pa.Table | None, clocks: Clocks
     ) -> tuple[list[pa.RecordBatch], Stored | None]:
         """Visit a bucket stored as ``stored`` with its input rows ``table`` (None: a timer's
-        visit) -> the output batches, and the bucket's state after (None: empty)."""
+        visit) -> the output batches, and the bucket's state after (None: empty). A
+        deduplicated pipeline's duplicates are taken out of ``table`` first, whatever the path,
+        and become rejected rows (:mod:`jobs.executor.dedup_state`)."""
         self.engine  # noqa: B018  # built on first use, with its path
+        dedup = self._dedup
+        if dedup is None:
+            return self._visit_windows(stored, table, clocks)
+        ids, inner = dedup_state.unwrap(stored)
+        table, duplicates, ids = dedup.split(table, ids, self._clocks(clocks)[0])
+        outs = [] if duplicates is None else list(self.rejected(duplicates, clocks))
+        more, after = self._visit_windows(inner, table, clocks)
+        outs += more
+        first = dedup_state.first_forget(ids)
+        timer = after.timer_ms if after is not None else None
+        if first is not None:
+            at = self.config.timer_ms(first)
+            timer = at if timer is None else min(timer, at)
+        wrapped = dedup_state.wrap(ids, after, timer)
+        if wrapped == stored:
+            return outs, stored
+        return outs, wrapped
+
+    def _visit_windows(
+        self, stored: Stored | None, table: pa.Table | None, clocks: Clocks
+    ) -> tuple[list[pa.RecordBatch], Stored | None]:
+        """The visit of the bucket's windows by the pipeline's path."""
         if self._columnar is not None:
             return self._visit_columnar(stored, table, clocks)
         bucket = BucketState.load(None if stored is None else stored.blob, self._key_fields)

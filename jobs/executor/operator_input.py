@@ -16,8 +16,10 @@ the value columns and, for weighted input (a pane-log source),
 :data:`WEIGHT` (int32: +1, or -1 for an element that withdraws its value:
 :class:`panes.weights.Retracted`)) or, in bucket :data:`REJECTED_BUCKET`, a rejected record
 (:data:`REJECTED_COLUMNS`: the raw record, its file and why it was rejected; the other columns
-null); a row of bucket :data:`CONTROL_BUCKET` is a control row, only its clock counts. Both
-encodings read into one Arrow table of :meth:`InputSchema.arrow_schema`
+null). A deduplicated pipeline's elements also carry :data:`DEDUP_ID`, their raw record and
+its file (a duplicate becomes a rejected row in the operator). A row of bucket
+:data:`CONTROL_BUCKET` is a control row, only its clock counts. Both encodings read into
+one Arrow table of :meth:`InputSchema.arrow_schema`
 (:func:`input_table`), whatever mix a group holds.
 
 Packing makes the rows crossing into the operator's Python tasks a few thousand per batch
@@ -73,6 +75,11 @@ CONTROL_BUCKET = -2
 bucket at or below it carries only a clock (:func:`clock_buckets`)."""
 TS_US = TIMESTAMP
 WEIGHT = "pst_weight"
+DEDUP_ID = "pst_dedup_id"
+"""A deduplicated pipeline's element column: the record's id as text, each id column's value
+(typed; a timestamp or the event time as µs since 1970) as ``<length>:<text>``, joined by ``|``
+(null when an id column is null: never deduplicated). Written by the record's one tagger (the
+JSON-lines decoder, :func:`id_text`, or the plan's Spark SQL); :mod:`panes.dedup` hashes it."""
 REJECTED_COLUMNS = ("pst_raw", "pst_source_file", "pst_reason")
 """A rejected record's raw text, its file and why it was rejected (``pst_``: source columns may
 not start with ``_``, and Spark renames ``_`` columns of a stateful operator's input)."""
@@ -90,10 +97,12 @@ class InputSchema:
     values: tuple[str, ...]
     types: tuple[tuple[str, pa.DataType], ...] = ()
     weighted: bool = False
+    dedup: bool = False
 
     @property
     def element_columns(self) -> tuple[str, ...]:
-        return (*self.keys, TS_US, *self.values, *((WEIGHT,) if self.weighted else ()))
+        extra = (*((WEIGHT,) if self.weighted else ()), *((DEDUP_ID,) if self.dedup else ()))
+        return (*self.keys, TS_US, *self.values, *extra)
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -361,6 +370,20 @@ def canonical_order(elements: list[tuple[Any, int]]) -> None:
         if j - i > 1:
             elements[i:j] = sorted(elements[i:j], key=lambda e: repr(e[0]))
         i = j
+
+
+def id_text(columns: Sequence[pa.Array]) -> pa.Array:
+    """:data:`DEDUP_ID` of each row of the id ``columns`` (typed: timestamps as µs integers).
+
+    >>> id_text([pa.array(["a|b", None]), pa.array([7, 7])]).to_pylist()
+    ['3:a|b|1:7', None]
+    """
+    pieces = []
+    for column in columns:
+        text = pc.cast(column, pa.string())
+        length = pc.cast(pc.utf8_length(text), pa.string())
+        pieces.append(pc.binary_join_element_wise(length, text, ":"))
+    return pc.binary_join_element_wise(*pieces, "|")
 
 
 def rejected_records(table: pa.Table | None) -> dict[str, list]:

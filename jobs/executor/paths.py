@@ -30,6 +30,8 @@ pipeline's path: not a key, a window or a value.
 'lifted'
 >>> path_of(Engine(Windowing(FixedWindows(10)), combiners.to_list("n")), schema).value
 'per element'
+>>> path_of(Engine(Windowing(FixedWindows(10)), combiners.last("n")), schema).value
+'per element'
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Why a record is rejected: the texts of the ``rejected`` table's ``reason`` column.
 
-Each record is judged by one tagger, chosen per pipeline: the JSON-lines decoder
+A record is judged by one tagger, chosen per pipeline: the JSON-lines decoder
 (:mod:`jobs.sources.files.jsonl_decoder`) for the JSON lines of a pipeline it serves, otherwise the
 plan's Spark SQL tagging (:func:`jobs.driver.plan._rejection_reason`, after Spark's parsers in
 :mod:`jobs.sources.files.landing`). Both write these texts; ``docs/running.md`` lists them.
@@ -9,6 +9,7 @@ plan's Spark SQL tagging (:func:`jobs.driver.plan._rejection_reason`, after Spar
 from __future__ import annotations
 
 from jobs.config.event_time import EVENT_TIME_RANGE
+from panes import dedup
 
 MALFORMED = "malformed record (not parseable with the source schema)"
 """A record Spark's parsers (CSV, JSON lines the decoder does not serve) cannot read."""
@@ -45,3 +46,17 @@ def empty_key(column: str) -> str:
 
 def not_finite(column: str) -> str:
     return f"not a finite number ({column})"
+
+
+DUPLICATE = dedup.DUPLICATE
+"""The start of a duplicate's reason: a record whose key and id a deduplicated pipeline had
+already counted (:mod:`panes.dedup`; judged by the operator, not by a tagger)."""
+
+
+def duplicate(columns: tuple[str, ...]) -> str:
+    """A duplicate's reason, naming the id columns.
+
+    >>> duplicate(("producer", "seq"))
+    'DUPLICATE (key and producer, seq already counted)'
+    """
+    return f"{DUPLICATE} (key and {', '.join(columns)} already counted)"

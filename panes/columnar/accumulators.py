@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from panes.columnar import wide
-from panes.combiners import Aggregates, CombineFn, Count, Max, Mean, Min, Sum, ToList
+from panes.combiners import Aggregates, CombineFn, Count, Max, Mean, Min, Picked, Sum, ToList
 
 COUNT = "count_all"
 """The grouped bundle's column of rows per key and window."""
@@ -98,6 +98,10 @@ def parts_of(
 
 
 def _part_of(fn: CombineFn, types: Callable[[str], Any], whole: bool) -> Part | str:
+    if fn.reads_event_time:  # a part is combined from values only (Part.aggregations)
+        return f"{fn!r} reads event times: its elements are added one by one"
+    if isinstance(fn, Picked):
+        return f"{fn!r} has no columnar form: its elements are added one by one"
     if type(fn) not in (Count, Sum, Mean, Min, Max, ToList):
         return f"{fn!r} is not a built-in aggregate"
     field = getattr(fn, "field", None)

@@ -107,7 +107,24 @@ REFUSED = {
     "state_buckets": ({"state_buckets": 8}, "state_buckets"),
     "the pipeline's name": ({"name": "views2"}, "name"),
     "the source format": ({"source": {"format": "parquet"}}, "source.format"),
+    "deduplication added": ({"dedup": "ad"}, "dedup"),
 }
+
+
+def test_a_changed_dedup_setting_is_refused_naming_it(tmp_path):
+    first = pipeline(tmp_path, dedup="ad")
+    bind_lake_configuration(first)
+    Path(first.checkpoint_path).mkdir()
+    for changes, setting in (
+        ({"dedup": ["ad", "seconds"]}, "dedup"),
+        ({"dedup": "ad", "dedup_horizon": "2h"}, "dedup_horizon"),
+        ({"dedup": "ad", "source": schema(ad="long")}, "source.schema.ad"),
+        ({}, "dedup"),  # deduplication removed
+    ):
+        with pytest.raises(PipelineConfigError) as error:
+            check_lake_configuration(pipeline(tmp_path, **changes))
+        assert error.value.field == setting
+    check_lake_configuration(pipeline(tmp_path, dedup="ad"))  # the same: accepted
 
 
 @pytest.mark.parametrize("what", REFUSED)
@@ -233,3 +250,18 @@ def test_panestore_check_reports_a_changed_setting_of_an_existing_lake(tmp_path,
     err = out.err.strip()
     assert err.startswith(f"panestore: invalid configuration {conf}: source.schema.seconds: ")
     assert len(err.splitlines()) == 1 and out.out.rstrip().endswith("ok")
+
+
+def test_the_fingerprint_tells_the_picked_aggregates_apart(tmp_path):
+    texts = [
+        "max_by(ad, seconds)",
+        "min_by(ad, seconds)",
+        "max_by(ad, ts2)",
+        "first(ad)",
+        "last(ad)",
+    ]
+    digests = {
+        Fingerprint.of(pipeline(tmp_path, aggregates={"x": t}, source=schema(ts2="long"))).digest
+        for t in texts
+    }
+    assert len(digests) == len(texts)

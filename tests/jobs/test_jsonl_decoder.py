@@ -353,3 +353,22 @@ def test_a_bad_line_costs_five_parses_not_a_halving_of_its_chunk(monkeypatch):
     rows, rejected, _ = run(decoder(), lines)
     assert len(rows) == 2000 and len(rejected) == 3  # (the same three texts, 100 lines)
     assert len(calls) <= 1 + 100 * 5
+
+
+def test_a_deduplicated_pipelines_records_carry_their_id_line_and_file():
+    dec = decoder(dedup=("ok", "ts"))  # the event time in an id: as µs, whatever its text form
+    lines = [
+        line(ok=True, ts="2024-01-01T00:00:01Z"),
+        line(ok=True, ts="2024-01-01 00:00:01+00:00"),
+        line(ok=None),
+        "garbage",
+    ]
+    rows, rejected, _ = run(dec, lines)
+    assert rejected == {"garbage": why.NOT_STRICT_JSON}
+    ids = [r["pst_dedup_id"] for r in rows]
+    us = str((T0 + 1) * US)
+    assert sorted(ids, key=str) == [f"4:true|{len(us)}:{us}"] * 2 + [None]
+    assert sorted(r["pst_raw"] for r in rows) == sorted(lines[:3])
+    assert {r["pst_source_file"] for r in rows} == {"f.jsonl"}
+    plain, _, _ = run(decoder(), lines[:1])  # without dedup: the element columns only
+    assert set(plain[0]) == {"device", "ts_us", "seconds", "bucket"}

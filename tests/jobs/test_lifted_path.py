@@ -205,6 +205,8 @@ def test_batches_whose_sums_could_leave_64_bits_are_lifted_exactly(monkeypatch):
         ("FixedWindows(1m)", {"all": "to_list(n)"}, "long"),
         ("FixedWindows(1m)", {"total": "sum(n)"}, "double"),  # float sums depend on order
         ("FixedWindows(1m)", {"avg": "mean(n)"}, "double"),
+        ("FixedWindows(1m)", {"c": "count()", "latest": "last(n)"}, "long"),  # event times
+        ("FixedWindows(1m)", {"c": "count()", "top": "max_by(n, n)"}, "long"),
     ],
 )
 def test_what_cannot_be_lifted_exactly_takes_the_per_element_path(window, aggregates, n_type):

@@ -101,6 +101,8 @@ def test_the_upstreams_key_and_aggregate_columns_are_the_source_columns(tmp_path
             "keys device_id string, country string; aggregates plays long, watched double",
         ),
         ({"aggregates": 'longest = "max(watched)"'}, "aggregates.longest", "cannot withdraw"),
+        ({"aggregates": 'top = "max_by(country, watched)"'}, "aggregates.top", "cannot withdraw"),
+        ({"aggregates": 'recent = "last(watched)"'}, "aggregates.recent", "cannot withdraw"),
         ({"mode": "accumulating"}, "accumulation_mode", "accumulating_and_retracting"),
         ({"extra": 'event_time = "ts"'}, "event_time", "output timestamp"),
         ({"extra": '[watermark]\ndelay = "5m"'}, "watermark", "upstream's watermark"),

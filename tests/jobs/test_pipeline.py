@@ -131,6 +131,8 @@ def test_every_setting_is_parsed_into_its_typed_field():
         "state_buckets": 8,
         "checkpoint": "ckpt",
         "single_writer": True,
+        "dedup": ["n", "seconds"],
+        "dedup_horizon": "2h",
         "source": {
             "path": "in",
             "schema": {"device_id": "STRING", "n": "long", "seconds": "double"},
@@ -163,6 +165,8 @@ def test_every_setting_is_parsed_into_its_typed_field():
         state_buckets=8,
         checkpoint="ckpt",
         single_writer=True,
+        dedup=("n", "seconds"),
+        dedup_horizon=120 * minute,
         source=Source(
             "in",
             (("device_id", "string"), ("n", "long"), ("seconds", "double")),
@@ -206,6 +210,36 @@ def test_every_setting_is_parsed_into_its_typed_field():
     assert "aggregates: plays = count(), longest = max(seconds)" in parsed.describe()
 
 
+def test_picked_aggregates_output_the_type_of_the_column_they_pick():
+    schema = {
+        "device_id": "string",
+        "ts": "timestamp",
+        "seconds": "double",
+        "n": "long",
+        "small": "int",
+        "ok": "boolean",
+        "f": "float",
+    }
+    aggregates = {
+        "page": "max_by(device_id, seconds)",
+        "fewest": "min_by(small, n)",
+        "flag": "last(ok)",
+        "opening": "first(f)",
+        "latest": "last(seconds)",
+    }
+    p = pipeline_from_dict(base(source={"path": "in", "schema": schema}, aggregates=aggregates))
+    assert p.aggregate_types == {
+        "page": "string",
+        "fewest": "long",
+        "flag": "boolean",
+        "opening": "double",
+        "latest": "double",
+    }
+    assert p.value_columns == ("device_id", "seconds", "small", "n", "ok", "f")
+    assert p.aggregates[0].fn == combiners.max_by("device_id", "seconds")
+    assert "page = max_by(device_id, seconds)" in p.describe()
+
+
 def test_overrides_replace_the_list_of_aggregates_like_the_file_replaces_the_defaults(tmp_path):
     """One merge of the layers (defaults, file, overrides): tables of settings merge setting by
     setting, the list of aggregates is the last layer's whole."""
@@ -244,6 +278,10 @@ def test_overrides_replace_the_list_of_aggregates_like_the_file_replaces_the_def
         ({"aggregates": {"x": "sum(device_id)"}}, "aggregates.x", "numeric"),
         ({"aggregates": {"x": "median(seconds)"}}, "aggregates.x", "unknown aggregate"),
         ({"aggregates": {"x": "sum()"}}, "aggregates.x", "needs a field"),
+        ({"aggregates": {"x": "max_by(seconds, nope)"}}, "aggregates.x", "'nope' is not in"),
+        ({"aggregates": {"x": "max_by(seconds)"}}, "aggregates.x", "needs two fields"),
+        ({"aggregates": {"x": "last(ts)"}}, "aggregates.x", "a timestamp column cannot be"),
+        ({"aggregates": {"x": "min_by(n, ts)"}}, "aggregates.x", "'ts': a timestamp column"),
         ({"aggregates": {}}, "aggregates", "at least one"),
         ({"aggregates": {"window_start": "count()"}}, "aggregates", "reserved"),
         ({"allowed_lateness": "2 hours"}, "allowed_lateness", "not a duration"),

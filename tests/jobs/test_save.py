@@ -46,6 +46,8 @@ def _in_code(tmp_path: Path) -> Pipeline:
             Aggregate("n", combiners.Count()),
             Aggregate("total", combiners.Sum("v")),
             Aggregate("low", combiners.Min("v")),
+            Aggregate("top", combiners.max_by("user", "v")),
+            Aggregate("latest", combiners.last("v")),
         ),
         state_buckets=8,
     )
@@ -61,6 +63,7 @@ def test_a_pipeline_built_in_code_loads_back_the_same(tmp_path):
     assert _reloaded(pipeline, tmp_path) == pipeline
     text = (tmp_path / "saved.toml").read_text()
     assert 'allowed_lateness = "1500us"' in text and 'delay = "90s"' in text
+    assert 'top = "max_by(user, v)"' in text and 'latest = "last(v)"' in text
 
 
 @pytest.mark.parametrize("conf", ["demo.toml", "demo_hourly.toml"])

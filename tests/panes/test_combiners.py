@@ -10,25 +10,34 @@ CombineFn works in the Simulator. (The textual form of aggregates: ``test_syntax
 from __future__ import annotations
 
 import copy
+import itertools
+import json
+import random
+import re
 from collections import Counter
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from panes import (
     END_OF_TIME,
     AccumulationMode,
     AfterCount,
+    AfterProcessingTime,
     AfterWatermark,
     FixedWindows,
+    GlobalWindows,
+    Repeatedly,
+    Sessions,
     Simulator,
+    SlidingWindows,
     Window,
     Windowing,
     combiners,
 )
-from panes.combiners import CombineFn
-from panes.fold import fold
+from panes.combiners import CombineFn, inputs_of
+from panes.fold import batch, fold
 from panes.syntax import parse_aggregate
 
 BUILTINS = ["sum", "count", "min", "max", "mean", "to_list"]
@@ -352,7 +361,9 @@ def test_the_sql_table_covers_the_builtins_and_values_fold_back_to_accumulators(
     from panes.combiners import BUILTINS as BUILTIN_CLASSES
     from panes.combiners import sql_form
 
-    assert all(sql_form(cls("x")) is not None for cls in BUILTIN_CLASSES.values())
+    assert all(
+        sql_form(cls(*["x", "y"][: cls.arity])) is not None for cls in BUILTIN_CLASSES.values()
+    )
     merges = [sql_form(parse_aggregate(t)).merge for t in ("sum(x)", "count()", "min(x)", "max(x)")]
     assert merges == ["sum", "sum", "min", "max"]
     assert sql_form(parse_aggregate("mean(x)")).merge is None
@@ -363,3 +374,184 @@ def test_the_sql_table_covers_the_builtins_and_values_fold_back_to_accumulators(
     assert xs.value_as_accumulator(xs.extract(("a", "b"))) == ("a", "b")
     assert xs.value_as_accumulator(None) == ()
     assert combiners.sum("x").value_as_accumulator(3) == 3
+
+
+# -- picked values: max_by, min_by, first, last ----------------------------------------------
+
+MAX_BY, MIN_BY = combiners.max_by("v", "by"), combiners.min_by("v", "by")
+FIRST, LAST = combiners.first("v"), combiners.last("v")
+PICKED = [MAX_BY, MIN_BY, FIRST, LAST]
+
+
+def picked(fn, elements):
+    """The specification of the picked aggregates, written out: over ``(value, by, event time)``
+    triples, the elements with the best ranking (by, or event time; no by: skipped), and among
+    them the largest (max_by, last) or smallest (min_by, first) value, None losing."""
+    largest = fn in (MAX_BY, LAST)
+    ranked = [(t if fn in (FIRST, LAST) else b, v) for v, b, t in elements]
+    ranked = [(r, v) for r, v in ranked if r is not None]
+    if not ranked:
+        return None
+    best = (max if largest else min)(r for r, _ in ranked)
+    tied = [v for r, v in ranked if r == best and v is not None]
+    return (max if largest else min)(tied) if tied else None
+
+
+def engine_elements(elements):
+    """``(value, by, event time)`` triples as the engine's ``(record, event time)`` elements."""
+    return [({"v": v, "by": b}, t) for v, b, t in elements]
+
+
+def run_picked(fn, elements):
+    return run(fn, inputs_of(fn, engine_elements(elements)))
+
+
+def test_max_by_and_min_by_pick_the_value_of_the_element_with_the_largest_or_smallest_by():
+    elements = [("a", 3, 0), ("b", 9, 0), ("c", None, 0), (None, 1, 0)]
+    assert run_picked(MAX_BY, elements) == "b"
+    # Spark's semantics: the picked element's value, even when it is None
+    assert run_picked(MIN_BY, elements) is None
+    assert run_picked(MAX_BY, [("a", None, 0)]) is None  # no element has a by
+    assert run_picked(MAX_BY, []) is None
+
+
+def test_first_and_last_pick_the_value_of_the_earliest_and_latest_element():
+    elements = [("up", 0, 20), ("down", 0, 10), (None, 0, 30), ("late", 0, 25)]
+    assert run_picked(FIRST, elements) == "down"
+    assert run_picked(LAST, elements) is None  # the latest element's value, None included
+    assert run_picked(LAST, elements[:2]) == "up"
+
+
+@pytest.mark.parametrize(
+    ("fn", "expected"), [(MAX_BY, "c"), (LAST, "c"), (MIN_BY, "a"), (FIRST, "a")]
+)
+def test_a_tie_is_broken_by_the_value_whatever_the_arrival_order(fn, expected):
+    tied = [("b", 5, 7), (None, 5, 7), ("a", 5, 7), ("c", 5, 7), ("z", 1, 1)]
+    if fn in (MIN_BY, FIRST):
+        tied[-1] = ("z", 9, 9)  # the other end: ranks last for the smallest
+    for order in itertools.permutations(tied):
+        assert run_picked(fn, order) == expected
+        acc = fn.create()
+        for element in engine_elements(order):
+            acc = fn.add(acc, inputs_of(fn, [element])[0])
+        assert fn.extract(acc) == expected
+
+
+def test_none_loses_a_tie_and_nan_ranks_above_every_number():
+    assert run_picked(MAX_BY, [(None, 5, 0), ("x", 5, 0)]) == "x"
+    assert run_picked(MIN_BY, [(None, 5, 0), ("x", 5, 0)]) == "x"
+    assert run_picked(MAX_BY, [(None, 5, 0)]) is None
+    nan = float("nan")
+    assert run_picked(MAX_BY, [("n", nan, 0), ("i", float("inf"), 0)]) == "n"
+    assert run_picked(MIN_BY, [("n", nan, 0), ("i", float("inf"), 0)]) == "i"
+    assert run_picked(MAX_BY, [(nan, 1, 0), (3.0, 1, 0)]) != 3.0  # NaN, the largest value
+
+
+def test_a_combiner_that_reads_event_times_is_refused_plain_values():
+    with pytest.raises(TypeError, match="inputs_of"):
+        run(LAST, [{"v": 1}])
+
+
+def test_aggregates_hand_event_times_only_to_the_parts_that_read_them():
+    fn = combiners.aggregates(
+        n=combiners.count(), total=combiners.sum("v"), latest=LAST, top=MAX_BY
+    )
+    assert fn.reads_event_time and not combiners.aggregates(top=MAX_BY).reads_event_time
+    elements = engine_elements([(1, 2, 50), (7, 1, 30), (4, None, 40)])
+    assert run(fn, inputs_of(fn, elements)) == {"n": 3, "total": 12, "latest": 1, "top": 1}
+
+
+def test_picked_aggregates_are_values_that_merge_but_cannot_retract():
+    for fn in PICKED:
+        assert not fn.can_retract and not fn.value_is_accumulator
+        elements = engine_elements([("a", 1, 1), ("b", 2, 2)])
+        first, second = inputs_of(fn, elements[:1]), inputs_of(fn, elements[1:])
+        a = fn.add_all(fn.create(), first)
+        snapshot = copy.deepcopy((first, second, a))
+        fn.merge([a, fn.add_all(fn.create(), second)])
+        fn.add_all(a, second)
+        assert (first, second, a) == snapshot
+    assert combiners.fields_of(MAX_BY) == ("v", "by") and combiners.fields_of(LAST) == ("v",)
+    assert repr(MAX_BY) == "max_by(v, by)" and repr(LAST) == "last(v)"
+    assert MAX_BY == combiners.max_by("v", "by") != combiners.max_by("by", "v")
+    assert len({MAX_BY, MIN_BY, combiners.max_by("v", "by")}) == 2
+    with pytest.raises(ValueError, match="max_by"):
+        combiners.max_by("v", None)  # type: ignore[arg-type]
+
+
+ELEMENTS = st.lists(
+    st.tuples(
+        st.one_of(st.none(), st.sampled_from("abc")),
+        st.one_of(st.none(), st.integers(-2, 2)),
+        st.integers(0, 5),
+    ),
+    max_size=12,
+)
+
+
+@pytest.mark.parametrize("fn", PICKED, ids=repr)
+@settings(max_examples=60)
+@given(elements=ELEMENTS, rnd=st.randoms(use_true_random=False), parts=st.integers(1, 4))
+def test_any_split_merged_in_any_order_is_the_answer_over_all_elements(fn, elements, rnd, parts):
+    shuffled = elements[:]
+    rnd.shuffle(shuffled)
+    cuts = sorted(rnd.randint(0, len(shuffled)) for _ in range(parts - 1))
+    chunks = [shuffled[i:j] for i, j in zip([0, *cuts], [*cuts, len(shuffled)], strict=True)]
+    accs = [fn.add_all(fn.create(), inputs_of(fn, engine_elements(c))) for c in chunks]
+    rnd.shuffle(accs)
+    assert fn.extract(fn.merge(accs)) == picked(fn, elements) == run_picked(fn, shuffled)
+
+
+def _json_round_trip(acc):
+    """An accumulator through JSON as the pane log keeps it (lists back to tuples)."""
+    return tuple(tuple(a) if isinstance(a, list) else a for a in json.loads(json.dumps(acc)))
+
+
+@pytest.mark.parametrize("mode", list(AccumulationMode), ids=lambda m: m.name)
+@pytest.mark.parametrize(
+    "window_fn",
+    [FixedWindows(10), SlidingWindows(20, 10), Sessions(5), GlobalWindows()],
+    ids=repr,
+)
+@settings(max_examples=20)  # x 12 configurations
+@given(elements=ELEMENTS, seed=st.integers(0, 2**16))
+def test_the_simulators_panes_fold_to_the_batch_answer_in_every_mode(
+    mode, window_fn, elements, seed
+):
+    """Random bundles, watermarks and processing times; every pane's accumulator survives JSON;
+    the view folded from the panes (the mode's rule) is the batch over the accepted elements."""
+    rng = random.Random(seed)
+    fn = combiners.aggregates(hi=MAX_BY, lo=MIN_BY, first=FIRST, last=LAST, n=combiners.count())
+    if isinstance(window_fn, GlobalWindows):
+        trigger = Repeatedly(AfterCount(rng.randint(1, 3)))
+    else:
+        trigger = rng.choice(
+            [
+                AfterWatermark(early=AfterCount(2), late=AfterCount(1)),
+                AfterWatermark(early=AfterProcessingTime(3)),
+                Repeatedly(AfterCount(rng.randint(1, 3))),
+            ]
+        )
+    windowing = Windowing(window_fn, trigger=trigger, accumulation_mode=mode, allowed_lateness=5)
+    sim = Simulator(windowing, fn)
+    rows = [(rng.choice("kj"), {"v": v, "by": b}, t * 7) for v, b, t in elements]
+    wm = pt = 0
+    for start in range(0, len(rows), 3):
+        sim.add_elements(rows[start : start + 3])
+        wm, pt = wm + rng.randint(0, 15), pt + rng.randint(0, 4)
+        sim.advance(watermark=wm, processing_time=pt)
+    sim.advance_watermark(END_OF_TIME)
+    panes = [p._replace(accumulator=_json_round_trip(p.accumulator)) for p in sim.panes]
+    assert fold(panes, mode, fn) == batch(rows, window_fn, fn, sim.dropped)
+
+
+@pytest.mark.parametrize(
+    ("fn", "reason"),
+    [(LAST, "last(v) reads event times"), (MAX_BY, "max_by(v, by) has no columnar form")],
+)
+def test_the_columnar_engine_refuses_picked_aggregates_naming_them(fn, reason):
+    from panes.columnar import NotColumnar
+
+    combined = combiners.aggregates(n=combiners.count(), x=fn)
+    with pytest.raises(NotColumnar, match=re.escape(reason)):
+        Simulator(Windowing(FixedWindows(10)), combined, engine="columnar")

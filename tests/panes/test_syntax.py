@@ -300,12 +300,17 @@ def test_nesting_is_bounded_with_a_clear_error():
         ("  sum ( seconds )  ", combiners.sum("seconds")),
         ("sum(_private_2)", combiners.sum("_private_2")),
         ("sum(play.seconds)", combiners.sum("play.seconds")),
+        ("max_by(page, seconds)", combiners.max_by("page", "seconds")),
+        (" min_by( page ,seconds ) ", combiners.min_by("page", "seconds")),
+        ("first(status)", combiners.first("status")),
+        ("last(status)", combiners.last("status")),
     ],
 )
 def test_aggregates_parse_and_print_back(text, expected):
     assert parse_aggregate(text) == expected
     assert parse_aggregate(str(expected)) == expected
-    assert str(parse_aggregate(text)) == "".join(text.split())
+    assert str(parse_aggregate(text)) == str(expected)  # canonical: ", " between fields
+    assert str(expected).replace(" ", "") == "".join(text.split())
 
 
 @pytest.mark.parametrize(
@@ -320,7 +325,14 @@ def test_aggregates_parse_and_print_back(text, expected):
         ("sum(", "", "expected a field name or ')', found the end"),
         ("sum", "", "expected '('"),
         ("", "", "expected an aggregate name like sum"),
-        ("sum(a, b)", ", b)", "expected ')', found ', b)'"),
+        ("sum(a, b)", ", b)", "sum() takes one field"),
+        ("last(a, b)", ", b)", "last() takes one field"),
+        ("max_by(a, b, c)", ", c)", "max_by() takes 2 fields"),
+        ("max_by(page)", "max_by", "max_by() needs two fields"),
+        ("min_by()", "min_by", "e.g. min_by(page, seconds)"),
+        ("first()", "first", "first() needs a field"),
+        ("max_by(a,)", ")", "expected a field name, found ')'"),
+        ("max_by(a b)", "b)", "expected ')', found 'b)'"),
         ("sum(1x)", "1x)", "not an aggregate: expected a field name or ')'"),
         ("count() extra", "extra", "expected the end, found 'extra'"),
     ],

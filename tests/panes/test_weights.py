@@ -81,6 +81,20 @@ class SumOfSquares(Product):
         return acc - value * value
 
 
+class TimedSum(SumOfSquares):
+    """A user combiner that reads event times: the sum of value x event time; it withdraws."""
+
+    reads_event_time = True
+
+    def add(self, acc, value):
+        time, v = value
+        return acc + v * time
+
+    def retract(self, acc, value):
+        time, v = value
+        return acc - v * time
+
+
 # -- what is refused ---------------------------------------------------------------------------
 
 
@@ -217,7 +231,15 @@ def weighted_steps(draw):
     st.sampled_from(WINDOW_FNS),
     st.sampled_from(TRIGGERS),
     st.sampled_from([0, 10, 10_000]),
-    st.sampled_from([combiners.sum(), combiners.count(), combiners.mean()]),
+    st.sampled_from(
+        [
+            combiners.sum(),
+            combiners.count(),
+            combiners.mean(),
+            TimedSum(),  # given (event time, value) pairs, a -1 element's value unwrapped
+            combiners.aggregates(timed=TimedSum(), total=combiners.sum()),
+        ]
+    ),
     weighted_steps(),
 )
 def test_fold_of_weighted_input_equals_the_weighted_batch(window_fn, trigger, lateness, fn, steps):

@@ -243,10 +243,16 @@ def _acc_aggregates():
             "xs": (combiners.to_list(), pa.list_(pa.int64())),
             "hi": (combiners.max(), pa.int64()),
         },
+        # (event_time, value) accumulators, folded from their JSON
+        "picked": {
+            "first": (combiners.first(), pa.int64()),
+            "last": (combiners.last(), pa.int64()),
+            "n": (combiners.count(), pa.int64()),
+        },
     }
 
 
-@pytest.mark.parametrize("aggs", ["mean", "to_list", "mixed"])
+@pytest.mark.parametrize("aggs", ["mean", "to_list", "mixed", "picked"])
 @pytest.mark.parametrize("vectorized", [None, False], ids=["auto", "python"])
 def test_discarding_mean_and_to_list_fold_equal_fold_and_batch(tmp_path, aggs, vectorized):
     for seed in seeds(0, 6):

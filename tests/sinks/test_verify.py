@@ -34,6 +34,37 @@ def test_verify_passes_on_random_pipelines_and_fails_on_a_tampered_view(tmp_path
         assert not bad.ok and "differs" in str(bad)
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_verify_compares_first_and_last_with_the_batch_exactly(tmp_path, seed):
+    """first() and last() of whole values in every mode, fixed, sliding windows and sessions: the
+    batch picks by event time in DuckDB SQL (fixed, sliding) or panes.fold.batch (sessions),
+    ties by the value as the engine does; a tampered value is a difference."""
+    import pyarrow as pa
+
+    from panes import combiners
+    from sinks.batch_check import sql_expressible
+    from sinks.verify import verify
+
+    aggregates = {
+        "first": (combiners.first(), pa.int64()),
+        "last": (combiners.last(), pa.int64()),
+    }
+    run = materialized_lake(
+        tmp_path,
+        700 + seed,
+        mode=MODES[seed % 3],
+        window_fn=window_fns()[seed % 3],
+        aggregates=aggregates,
+    )
+    assert sql_expressible(run.spec) == (not run.spec.window_fn.is_merging)
+    report = verify(run.spec, elements=run.elements)
+    assert report.ok, str(report)
+    assert report.checks[1].windows > 0
+    if seed < 2:
+        open_view(run.spec).update({"last": "last + 1"})
+        assert not verify(run.spec, elements=run.elements).ok
+
+
 # -- a lake whose watermark has not closed every window (a run that has not drained) ---------------
 
 S = 1_000_000
@@ -153,3 +184,41 @@ def test_verify_passes_on_random_pipelines_that_have_not_drained(tmp_path, seed)
     expected = run.expected_batch()
     assert batch.windows + batch.open == len(expected)
     assert batch.open >= len(run.live & set(expected))
+
+
+# -- the batch's SQL of the picked aggregates ----------------------------------------------------
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_batch_sql_of_picked_aggregates_is_panes_fold_batch_ties_nulls_and_nan_included(seed):
+    """verify's DuckDB forms of max_by, min_by, first and last break ties as the combiners do:
+    over random records (few distinct orderings, nulls, NaN) both batches give the same
+    windows and values."""
+    import random
+
+    from panes import AccumulationMode, FixedWindows, SlidingWindows, combiners
+    from sinks.batch_check import batch_engine, batch_sql, elements_table
+    from sinks.spec import ViewSpec
+
+    rng = random.Random(seed)
+    aggregates = (
+        ("hi", combiners.max_by("page", "by")),
+        ("lo", combiners.min_by("page", "by")),
+        ("opening", combiners.first("page")),
+        ("latest", combiners.last("page")),
+    )
+    window_fn = FixedWindows(10) if seed % 2 else SlidingWindows(20, 10)
+    spec = ViewSpec("p", "lake", ("user",), aggregates, window_fn, AccumulationMode.DISCARDING)
+    elements = [
+        (
+            rng.choice("ab"),
+            {"page": rng.choice(["x", "y", "z", None]), "by": rng.choice([None, 1.0, 2.0, NAN])},
+            rng.randint(0, 8) * 5,
+        )
+        for _ in range(60)
+    ]
+    table = elements_table(spec, elements)
+    expected = batch_engine(spec, table)
+    assert expected and batch_sql(spec, table) == expected

@@ -47,7 +47,16 @@ import pyarrow.json as pj
 
 from jobs.config.event_time import accepted, epoch_text_units, event_time_us, flat
 from jobs.executor import rejection_reasons as why
-from jobs.executor.operator_input import BLOB, BUCKET, TS_US, KeyBuckets, blobs_by_bucket
+from jobs.executor.operator_input import (
+    BLOB,
+    BUCKET,
+    DEDUP_ID,
+    REJECTED_COLUMNS,
+    TS_US,
+    KeyBuckets,
+    blobs_by_bucket,
+    id_text,
+)
 from sinks.column_types import column_type
 
 LATEST_EVENT_TIME = "pst_ts"
@@ -136,7 +145,9 @@ class JsonlDecoder:
 
     ``columns`` is the source schema as ``(name, declared type)``; ``keys`` and ``event_time``
     name columns in it; ``epoch_us`` is the event time's unit in µs when it is an integer
-    (None: a timestamp string).
+    (None: a timestamp string). ``dedup``: the id columns of a deduplicated pipeline, whose
+    records are packed with their id (:func:`jobs.executor.operator_input.id_text`; the event
+    time as µs), their line and their file.
     """
 
     columns: tuple[tuple[str, str], ...]
@@ -145,6 +156,7 @@ class JsonlDecoder:
     values: tuple[str, ...]
     buckets: int
     epoch_us: int | None = None
+    dedup: tuple[str, ...] = ()
 
     # -- the mapInArrow function ------------------------------------------------------------------
 
@@ -162,6 +174,10 @@ class JsonlDecoder:
         if parsed:
             table = pa.concat_tables([t for _, t in parsed])
             rows = np.concatenate([np.arange(lo, lo + t.num_rows) for lo, t in parsed])
+            if self.dedup:  # each record's line and file travel with it
+                at = pa.array(rows, pa.int64())
+                table = table.append_column(LINE, pc.cast(batch.column(0).take(at), pa.string()))
+                table = table.append_column(FILE, pc.cast(batch.column(1).take(at), pa.string()))
             reason, us = self.judged(table)
             ok = pc.is_null(reason)
             bad = np.flatnonzero(~ok.to_numpy(zero_copy_only=False))
@@ -358,6 +374,14 @@ class JsonlDecoder:
         for v in self.values:
             arrays.append(decoded.column(v))
             names.append(v)
+        if self.dedup:
+            id_columns = [
+                ts_us if c == self.event_time else decoded.column(c).combine_chunks()
+                for c in self.dedup
+            ]
+            id_column = pa.chunked_array([id_text(id_columns)])
+            arrays += [id_column, decoded.column(LINE), decoded.column(FILE)]
+            names += [DEDUP_ID, *REJECTED_COLUMNS[:2]]
         payload = pa.Table.from_arrays(arrays, names=names).combine_chunks().to_batches()[0]
         buckets = self._bucket_column(payload)
         order = np.argsort(buckets, kind="stable")

@@ -223,4 +223,5 @@ def jsonl_decoder(pipeline: Pipeline) -> JsonlDecoder | None:
         values=values,
         buckets=pipeline.state_buckets,
         epoch_us=EPOCH_UNITS[src.epoch_unit] if types[et] in INTEGRAL else None,
+        dedup=tuple(pipeline.dedup),
     )
