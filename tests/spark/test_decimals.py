@@ -163,3 +163,46 @@ def test_decimal_and_date_columns_of_a_delta_table(spark, tmp_path):
     assert row["avg"] == float(Decimal("100000000.29") / 3)
     report = api.verify(pipeline)
     assert report.ok, str(report)
+
+
+def test_a_json_numbers_digits_are_read_as_written_or_refused(spark, tmp_path):
+    """The text Spark's JSON-lines path gives a decimal column (from_json would give a double's
+    text: 1.2345678901234568E16), and what the plan's tagging makes of it: digits as written,
+    an exponent form or more than 38 digits refused, never rounded."""
+    from pyspark.sql import functions as F
+
+    from jobs.config.load import pipeline_from_dict
+    from jobs.driver.plan import _typed
+    from jobs.sources.files.landing import RAW, _decimal_texts
+
+    pipeline = pipeline_from_dict(
+        {
+            "name": "digits",
+            "lake": str(tmp_path / "lake"),
+            "keys": ["user"],
+            "event_time": "ts",
+            "window": "FixedWindows(1h)",
+            "aggregates": {"total": "sum(amount)"},
+            "source": {
+                "path": str(tmp_path / "landing"),
+                "schema": {"user": "string", "ts": "timestamp", "amount": "decimal(20,2)"},
+            },
+        }
+    )
+    cases = [
+        ('{"amount": 123456789012345678.91}', Decimal("123456789012345678.91")),
+        ('{"amount": "0.10"}', Decimal("0.10")),
+        ('{"amount": 7}', Decimal("7.00")),
+        ('{"amount": 1.234}', None),  # a third decimal place
+        ('{"amount": 1e2}', None),  # exponent form
+        ('{"amount": 1.' + "0" * 40 + "}", None),  # more than 38 digits
+        ('{"amount": true}', None),
+        ('{"amount": null}', None),
+        ("{}", None),
+    ]
+    raw = spark.createDataFrame([(line,) for line, _ in cases], [RAW])
+    texts = raw.select(RAW, _decimal_texts(pipeline)["amount"].alias("amount"))
+    got = texts.select(RAW, _typed(pipeline, texts, "amount").alias("v")).collect()
+    assert {r[RAW]: r["v"] for r in got} == dict(cases)
+    held = texts.where(F.col("amount").isNotNull()).count()
+    assert held == 7  # a line with a value holds text (its reason follows); null and absent: none
