@@ -28,73 +28,10 @@ from __future__ import annotations
 import builtins
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 
-A = TypeVar("A")  # accumulator
-V = TypeVar("V")  # input value
-O = TypeVar("O")  # output  # noqa: E741
-
-
-class CombineFn(Generic[A, V, O]):
-    """The combiner protocol: ``create``, ``add``, ``merge``, ``extract``; optionally
-    ``retract`` (the inverse of ``add``) and a faster ``add_all``."""
-
-    #: Whether an output value determines its accumulator (sum, count, min, max, to_list), so
-    #: merging output values is exact; False for a mean (it needs sum and count) and, unless a
-    #: combiner says otherwise, for user combiners.
-    value_is_accumulator: bool = False
-
-    #: A combiner of your own declares the type of its output values, the pane log's column type:
-    #: a type name of a pipeline's schema (``"long"``, ``"double"``, ``"string"``, ...) or an
-    #: Arrow type. The built-ins derive theirs from the column they read.
-    output_type: Any = None
-
-    #: A combiner of your own names the value columns it reads: its values are then mappings of
-    #: them (``value["amount"]``). The built-ins read their ``field``.
-    fields: tuple[str, ...] = ()
-
-    @property
-    def reads_value(self) -> bool:
-        """Whether the combiner reads its input values (``count()`` only counts them)."""
-        return True
-
-    def value_as_accumulator(self, value: O) -> A:
-        """The accumulator of an output value; only for ``value_is_accumulator`` combiners."""
-        return value  # type: ignore[return-value]  # for these combiners O is A
-
-    def create(self) -> A:
-        """The accumulator of no values."""
-        raise NotImplementedError
-
-    def add(self, acc: A, value: V) -> A:
-        """``acc`` with one more value."""
-        raise NotImplementedError
-
-    def add_all(self, acc: A, values: Sequence[V]) -> A:
-        """``acc`` with all ``values``: the same as adding them one by one."""
-        for value in values:
-            acc = self.add(acc, value)
-        return acc
-
-    def merge(self, accs: Sequence[A]) -> A:
-        """One accumulator holding the values of all ``accs`` (at least one)."""
-        raise NotImplementedError
-
-    def extract(self, acc: A) -> O:
-        """The output value of an accumulator."""
-        raise NotImplementedError
-
-    def retract(self, acc: A, value: V) -> A:
-        """``acc`` without one earlier added ``value``: the inverse of :meth:`add`, so that
-        ``retract(add(acc, v), v) == acc``. Optional (see :attr:`can_retract`); a combiner that
-        defines it can read weighted input (elements of weight -1, :mod:`panes.weights`)."""
-        raise NotImplementedError(f"{self} cannot retract values")
-
-    @property
-    def can_retract(self) -> bool:
-        """Whether the combiner defines :meth:`retract` (min and max do not: they keep no
-        multiset of their values)."""
-        return type(self).retract is not CombineFn.retract
+from panes.combine_fn import CombineFn
+from panes.sketches import ApproxCountDistinct, ApproxPercentile, ApproxQuantiles, TopK
 
 
 class _FieldCombineFn(CombineFn):
@@ -297,6 +234,26 @@ def mean(field: str | None = None) -> Mean:
 
 def to_list(field: str | None = None) -> ToList:
     return ToList(field)
+
+
+def approx_count_distinct(field: str | None = None, lg_k: int = 12) -> ApproxCountDistinct:
+    """Distinct values by an HLL sketch (:class:`panes.sketches.ApproxCountDistinct`)."""
+    return ApproxCountDistinct(field, lg_k)
+
+
+def approx_quantiles(field: str | None, ranks: Sequence[float]) -> ApproxQuantiles:
+    """Quantiles by a KLL sketch (:class:`panes.sketches.ApproxQuantiles`)."""
+    return ApproxQuantiles(field, ranks)
+
+
+def approx_percentile(field: str | None, rank: float) -> ApproxPercentile:
+    """One quantile by a KLL sketch (:class:`panes.sketches.ApproxPercentile`)."""
+    return ApproxPercentile(field, rank)
+
+
+def top_k(field: str | None, k: int) -> TopK:
+    """The ``k`` most frequent values by a frequent-items sketch (:class:`panes.sketches.TopK`)."""
+    return TopK(field, k)
 
 
 class Aggregates(CombineFn):

@@ -22,7 +22,12 @@ Durations are a number and a unit, possibly repeated: ``250ms``, ``90s``, ``5m``
 
 Aggregates are ``NAME "(" [ FIELD ] ")"``: a built-in combiner of :mod:`panes.combiners`
 (``count()``, ``count(id)``, ``sum(seconds)``, ``mean(price)``, ...) over the element values, or
-over the values' ``FIELD`` (a name, dots allowed). Only ``count`` goes without a field.
+over the values' ``FIELD`` (a name, dots allowed). Only ``count`` goes without a field. The
+sketch aggregates (:mod:`panes.sketches`) take a field and their parameters::
+
+    approx_count_distinct(user_id)          approx_count_distinct(user_id, lg_k=14)
+    approx_quantiles(latency, [0.5, 0.99])  approx_percentile(latency, 0.95)
+    top_k(page, 10)
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from panes.combiners import BUILTINS, CombineFn
+from panes.sketches import SKETCHES
 from panes.time import parse_duration
 from panes.triggers import (
     AfterAll,
@@ -351,6 +357,9 @@ def parse_aggregate(text: str) -> CombineFn:
     >>> parse_aggregate("sum(seconds)")
     sum(seconds)
     """
+    head = _SKETCH_HEAD.match(text)
+    if head is not None and head.group("name") in SKETCHES:
+        return _parse_sketch(text, head)
     pos = 0
     found: dict[str, tuple[str | None, int]] = {}
     for what, pattern in _AGGREGATE_PARTS:
@@ -367,11 +376,59 @@ def parse_aggregate(text: str) -> CombineFn:
     assert name is not None  # the first part's name group is not optional
     fn = BUILTINS.get(name)
     if fn is None:
-        close = difflib.get_close_matches(name, BUILTINS, n=1)
+        names = [*BUILTINS, *SKETCHES]
+        close = difflib.get_close_matches(name, names, n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
-        known = ", ".join(f"{n}()" for n in BUILTINS)
+        known = ", ".join(f"{n}()" for n in names)
         raise AggregateSyntaxError(f"unknown aggregate {name!r}{hint}; known: {known}", text, at)
     field = found["field"][0]
     if field is None and name != "count":
         raise AggregateSyntaxError(f"{name}() needs a field, e.g. {name}(seconds)", text, at)
     return fn(field)
+
+
+_SKETCH_HEAD = re.compile(r"\s*(?P<name>[A-Za-z_]\w*)\s*\(")
+_FIELD = r"\s*(?P<field>[A-Za-z_][\w.]*)\s*"
+_NUMBER = r"\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?"
+# name -> (the arguments after "(", an example)
+_SKETCH_ARGUMENTS: dict[str, tuple[re.Pattern[str], str]] = {
+    "approx_count_distinct": (
+        re.compile(_FIELD + r"(?:,\s*lg_k\s*=\s*(?P<lg_k>\d+)\s*)?\)\s*$"),
+        "approx_count_distinct(user_id) or approx_count_distinct(user_id, lg_k=14)",
+    ),
+    "approx_quantiles": (
+        re.compile(
+            _FIELD + rf",\s*\[\s*(?P<ranks>(?:{_NUMBER})(?:\s*,\s*(?:{_NUMBER}))*)\s*\]\s*\)\s*$"
+        ),
+        "approx_quantiles(latency, [0.5, 0.95, 0.99])",
+    ),
+    "approx_percentile": (
+        re.compile(_FIELD + rf",\s*(?P<rank>{_NUMBER})\s*\)\s*$"),
+        "approx_percentile(latency, 0.95)",
+    ),
+    "top_k": (re.compile(_FIELD + r",\s*(?P<k>\d+)\s*\)\s*$"), "top_k(page, 10)"),
+}
+
+
+def _parse_sketch(text: str, head: re.Match[str]) -> CombineFn:
+    """A sketch aggregate's text (:mod:`panes.sketches`)."""
+    name = head.group("name")
+    pattern, example = _SKETCH_ARGUMENTS[name]
+    match = pattern.match(text, head.end())
+    at = len(text) - len(text[head.end() :].lstrip())
+    if match is None:
+        raise AggregateSyntaxError(f"malformed {name}(...): write e.g. {example}", text, at)
+    args = match.groupdict()
+    cls = SKETCHES[name]
+    try:
+        if name == "approx_count_distinct":
+            lg_k = args["lg_k"]
+            return cls(args["field"], *(() if lg_k is None else (int(lg_k),)))
+        if name == "approx_quantiles":
+            ranks = [float(r) for r in args["ranks"].split(",")]
+            return cls(args["field"], ranks)  # type: ignore[call-arg]
+        if name == "approx_percentile":
+            return cls(args["field"], float(args["rank"]))  # type: ignore[call-arg]
+        return cls(args["field"], int(args["k"]))  # type: ignore[call-arg]
+    except ValueError as e:
+        raise AggregateSyntaxError(str(e), text, at) from None

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from jobs.config.values import PipelineConfigError
 from panes.combiners import BUILTINS, CombineFn, fields_of
+from panes.sketches import SketchFn
 from sinks.column_types import COLUMN_TYPES, INTEGRAL, TYPES
 
 
@@ -38,6 +39,8 @@ class Aggregate:
                 raise PipelineConfigError(
                     where, f"column {read!r} is not in source.schema ({', '.join(types)})"
                 )
+        if isinstance(self.fn, SketchFn):
+            return sketch_type(where, self.fn, types)
         if type(self.fn) not in BUILTINS.values():
             return _declared_type(where, self.fn)
         kind = getattr(type(self.fn), "name", None)  # the built-ins' SQL name (panes.combiners)
@@ -57,6 +60,41 @@ class Aggregate:
         if kind in ("min", "max"):
             return {"int": "long", "float": "double"}.get(typ, typ)
         return f"list<{typ}>"
+
+
+def sketch_type(where: str, fn: CombineFn, types: Mapping[str, str]) -> str:
+    """The output type of a sketch aggregate (:mod:`panes.sketches`) over its column: one struct
+    of the answer and the sketch's bytes; refuses a column type the sketch does not take.
+
+    >>> from panes.combiners import approx_percentile
+    >>> sketch_type("aggregates.p95", approx_percentile("ms", 0.95), {"ms": "int"})
+    'struct<quantile: double, sketch: binary>'
+    """
+    assert isinstance(fn, SketchFn)
+    col = fn.field
+    if col is None:
+        raise PipelineConfigError(where, f"{fn!r} needs a column, e.g. {fn.name}(user_id, ...)")
+    typ = types[col]
+    if fn.name == "approx_count_distinct":
+        if typ not in ("string", *INTEGRAL):
+            raise PipelineConfigError(
+                where, f"{fn.name}() counts strings or integers, column {col!r} is {typ}"
+            )
+        return "struct<estimate: long, sketch: binary>"
+    if fn.name in ("approx_quantiles", "approx_percentile"):
+        if not COLUMN_TYPES[typ][1]:
+            raise PipelineConfigError(
+                where, f"{fn.name}() needs a numeric column, {col!r} is {typ}"
+            )
+        if fn.name == "approx_percentile":
+            return "struct<quantile: double, sketch: binary>"
+        return "struct<quantiles: list<double>, sketch: binary>"
+    if typ not in ("string", *INTEGRAL):
+        raise PipelineConfigError(
+            where, f"{fn.name}() counts strings or integers, column {col!r} is {typ}"
+        )
+    item = "string" if typ == "string" else "long"
+    return f"struct<items: list<struct<item: {item}, count: long>>, sketch: binary>"
 
 
 def _declared_type(where: str, fn: CombineFn) -> str:
