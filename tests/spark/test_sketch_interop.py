@@ -72,9 +72,9 @@ def test_spark_reads_the_pane_logs_sketches(spark, tmp_path):
     pipeline = _pipeline(tmp_path)
     events = _events()
     put(tmp_path / "landing", "a.jsonl", [json.dumps(e) for e in events[:150]])
-    run(pipeline, spark=spark, progress=None)
-    # a second run opens the lake again: its struct columns are the configuration's types
     put(tmp_path / "landing", "b.jsonl", [json.dumps(e) for e in events[150:]])
+    run(pipeline, spark=spark, progress=None)
+    # a second run opens the lake again (its struct columns are the configuration's types)
     run(pipeline, spark=spark, drain=True, progress=None)
     assert materialize_after_run(pipeline, out=lambda line: None) == 0
     report = verify(view_spec(pipeline), elements=load_source_elements(pipeline))
