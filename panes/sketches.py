@@ -400,6 +400,102 @@ def _kind_of(value: Any, kind: str | None, fn: TopK) -> str:
     return found
 
 
+# -- merging upstream sketches ---------------------------------------------------------------
+
+
+class MergeSketches(SketchFn):
+    """``approx_count_distinct(merge(users))``, ``approx_quantiles(merge(latency), [...])``:
+    the answer of the union of upstream sketches (values whose ``field`` is an upstream sketch
+    aggregate's value, ``{..., "sketch": bytes}``), e.g. daily distinct users from the hourly
+    panes of another pipeline.
+
+    The accumulator is the *multiset* of the sketches it holds, a sorted tuple of
+    ``(sketch bytes, count)``, so that a retraction (an upstream pane withdrawn) removes one
+    equal sketch exactly: ``retract`` is defined, although the sketches themselves cannot
+    withdraw a value. ``extract`` merges the held sketches (each as often as it is held: a KLL
+    merge counts its values again, an HLL union is idempotent) with ``inner``'s merge.
+
+    >>> from panes.combiners import approx_count_distinct
+    >>> hourly = approx_count_distinct("user")
+    >>> h1 = hourly.extract(hourly.add_all(hourly.create(), [{"user": "a"}, {"user": "b"}]))
+    >>> h2 = hourly.extract(hourly.add_all(hourly.create(), [{"user": "b"}, {"user": "c"}]))
+    >>> daily = MergeSketches(approx_count_distinct("users"))
+    >>> acc = daily.add_all(daily.create(), [{"users": h1}, {"users": h2}])
+    >>> daily.extract(acc)["estimate"], daily.extract(daily.retract(acc, {"users": h2}))["estimate"]
+    (3, 2)
+    >>> str(daily)
+    'approx_count_distinct(merge(users))'
+    """
+
+    def __init__(self, inner: SketchFn) -> None:
+        if not isinstance(inner, (ApproxCountDistinct, ApproxQuantiles)):
+            raise ValueError(f"merge(...) takes approx_count_distinct or quantiles, not {inner!r}")
+        super().__init__(inner.field)
+        self.inner = inner
+        self.name = inner.name
+
+    def _args(self) -> str:
+        args = self.inner._args()
+        field = self.field or ""
+        return f"merge({field}){args[len(field) :]}"
+
+    def _key(self) -> tuple:
+        return (type(self), self.inner._key())
+
+    def _sketch_of(self, value: Any) -> bytes | None:
+        part = value if self.field is None else value[self.field]
+        if part is None or part.get("sketch") is None:
+            return None
+        return bytes(part["sketch"])
+
+    @staticmethod
+    def _multiset(counts: Mapping[bytes, int]) -> tuple[tuple[bytes, int], ...]:
+        return tuple(sorted((s, n) for s, n in counts.items() if n))
+
+    def create(self) -> tuple[tuple[bytes, int], ...]:
+        return ()
+
+    def add_all(self, acc: tuple, values: Sequence[Any]) -> tuple:
+        counts = dict(acc)
+        for value in values:
+            sketch = self._sketch_of(value)
+            if sketch is not None:
+                counts[sketch] = counts.get(sketch, 0) + 1
+        return self._multiset(counts)
+
+    def retract(self, acc: tuple, value: Any) -> tuple:
+        sketch = self._sketch_of(value)
+        if sketch is None:
+            return acc
+        counts = dict(acc)
+        if counts.get(sketch, 0) < 1:
+            raise ValueError(f"{self!r}: a retraction of a sketch it does not hold")
+        counts[sketch] -= 1
+        return self._multiset(counts)
+
+    def merge(self, accs: Sequence[tuple]) -> tuple:
+        counts: dict[bytes, int] = {}
+        for acc in accs:
+            for sketch, n in acc:
+                counts[sketch] = counts.get(sketch, 0) + n
+        return self._multiset(counts)
+
+    def extract(self, acc: tuple) -> dict[str, Any]:
+        inner = self.inner
+        held = [sketch for sketch, n in acc for _ in range(n)]
+        return inner.extract(inner.merge(held) if held else inner.create())
+
+    def value_as_accumulator(self, value: Any) -> tuple:
+        """A folded value as the multiset of its one (union) sketch: discarding panes hold
+        disjoint upstream panes, so merging their unions is the union of all."""
+        if value is None or value.get("sketch") is None:
+            return ()
+        return ((bytes(value["sketch"]), 1),)
+
+    def agrees(self, expected: Any, actual: Any) -> bool:
+        return self.inner.agrees(expected, actual)
+
+
 SKETCHES: dict[str, type[SketchFn]] = {
     cls.name: cls for cls in (ApproxCountDistinct, ApproxQuantiles, ApproxPercentile, TopK)
 }

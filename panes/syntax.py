@@ -28,6 +28,9 @@ sketch aggregates (:mod:`panes.sketches`) take a field and their parameters::
     approx_count_distinct(user_id)          approx_count_distinct(user_id, lg_k=14)
     approx_quantiles(latency, [0.5, 0.99])  approx_percentile(latency, 0.95)
     top_k(page, 10)
+
+and, over an upstream pipeline's sketch column, ``merge(COLUMN)`` in place of the field merges
+its sketches (:class:`panes.sketches.MergeSketches`): ``approx_count_distinct(merge(users))``.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from panes.combiners import BUILTINS, CombineFn
-from panes.sketches import SKETCHES
+from panes.sketches import SKETCHES, MergeSketches, SketchFn
 from panes.time import parse_duration
 from panes.triggers import (
     AfterAll,
@@ -388,7 +391,7 @@ def parse_aggregate(text: str) -> CombineFn:
 
 
 _SKETCH_HEAD = re.compile(r"\s*(?P<name>[A-Za-z_]\w*)\s*\(")
-_FIELD = r"\s*(?P<field>[A-Za-z_][\w.]*)\s*"
+_FIELD = r"\s*(?:(?P<merge>merge)\s*\(\s*)?(?P<field>[A-Za-z_][\w.]*)\s*(?(merge)\)\s*)"
 _NUMBER = r"\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?"
 # name -> (the arguments after "(", an example)
 _SKETCH_ARGUMENTS: dict[str, tuple[re.Pattern[str], str]] = {
@@ -419,6 +422,16 @@ def _parse_sketch(text: str, head: re.Match[str]) -> CombineFn:
     if match is None:
         raise AggregateSyntaxError(f"malformed {name}(...): write e.g. {example}", text, at)
     args = match.groupdict()
+    fn = _sketch(name, args, text, at)
+    if args["merge"] is None:
+        return fn
+    try:
+        return MergeSketches(fn)
+    except ValueError as e:
+        raise AggregateSyntaxError(str(e), text, at) from None
+
+
+def _sketch(name: str, args: dict, text: str, at: int) -> SketchFn:
     cls = SKETCHES[name]
     try:
         if name == "approx_count_distinct":

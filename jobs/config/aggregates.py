@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from jobs.config.values import PipelineConfigError
 from panes.combiners import BUILTINS, CombineFn, fields_of
-from panes.sketches import SketchFn
+from panes.sketches import MergeSketches, SketchFn
 from sinks.column_types import COLUMN_TYPES, INTEGRAL, TYPES
 
 
@@ -62,6 +62,13 @@ class Aggregate:
         return f"list<{typ}>"
 
 
+_QUANTILES = "struct<quantiles: list<double>, sketch: binary>"
+_KLL_TYPES = {
+    "approx_percentile": "struct<quantile: double, sketch: binary>",
+    "approx_quantiles": _QUANTILES,
+}
+
+
 def sketch_type(where: str, fn: CombineFn, types: Mapping[str, str]) -> str:
     """The output type of a sketch aggregate (:mod:`panes.sketches`) over its column: one struct
     of the answer and the sketch's bytes; refuses a column type the sketch does not take.
@@ -75,6 +82,17 @@ def sketch_type(where: str, fn: CombineFn, types: Mapping[str, str]) -> str:
     if col is None:
         raise PipelineConfigError(where, f"{fn!r} needs a column, e.g. {fn.name}(user_id, ...)")
     typ = types[col]
+    if isinstance(fn, MergeSketches):  # an upstream's sketch column: the same sketch, merged
+        hll = "struct<estimate: long, sketch: binary>"
+        kll = ("struct<quantile: double, sketch: binary>", _QUANTILES)
+        wanted = (hll,) if fn.name == "approx_count_distinct" else kll
+        if typ not in wanted:
+            raise PipelineConfigError(
+                where,
+                f"{fn!r} merges sketches of a column of type {' or '.join(wanted)}, "
+                f"{col!r} is {typ}",
+            )
+        return hll if fn.name == "approx_count_distinct" else _KLL_TYPES[fn.name]
     if fn.name == "approx_count_distinct":
         if typ not in ("string", *INTEGRAL):
             raise PipelineConfigError(
@@ -86,9 +104,7 @@ def sketch_type(where: str, fn: CombineFn, types: Mapping[str, str]) -> str:
             raise PipelineConfigError(
                 where, f"{fn.name}() needs a numeric column, {col!r} is {typ}"
             )
-        if fn.name == "approx_percentile":
-            return "struct<quantile: double, sketch: binary>"
-        return "struct<quantiles: list<double>, sketch: binary>"
+        return _KLL_TYPES[fn.name]
     if typ not in ("string", *INTEGRAL):
         raise PipelineConfigError(
             where, f"{fn.name}() counts strings or integers, column {col!r} is {typ}"

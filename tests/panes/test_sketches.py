@@ -190,3 +190,92 @@ def test_the_simulator_runs_sketches_in_every_mode(mode, elements, every):
     for at in want:
         for name, sub in fn.fns.items():
             assert answer(sub, got[at][name]) == answer(sub, want[at][name])
+
+
+# -- merging an upstream's sketches (a pane-log downstream) -----------------------------------
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    elements=st.lists(
+        st.tuples(st.sampled_from("uvwxyz"), st.integers(0, 239)), min_size=1, max_size=40
+    ),
+    watermarks=st.lists(st.integers(0, 300), max_size=6),
+)
+def test_daily_distinct_users_from_hourly_sketches_withdraw_retracted_hours_exactly(
+    elements, watermarks
+):
+    """Hourly distinct users (accumulating & retracting, a pane per element, late data refining
+    closed hours) rolled up by ``approx_count_distinct(merge(users))`` over weighted elements
+    (a retraction row is a ``Retracted`` value): each day holds the union of its hours' final
+    sketches, which is exact here (few users): the day's distinct users; and its quantiles
+    count each value once (a KLL merge counts a sketch's values as often as it is held, so a
+    withdrawn refinement left in would count them twice)."""
+    from panes import Retracted
+    from panes.sketches import MergeSketches
+
+    hour, day = 60, 240
+    hourly = combiners.aggregates(
+        users=combiners.approx_count_distinct("user"), lat=combiners.approx_quantiles("ts", [1.0])
+    )
+    up = Simulator(
+        Windowing(
+            FixedWindows(hour),
+            trigger=AfterWatermark(early=AfterCount(1), late=AfterCount(1)),
+            accumulation_mode=AccumulationMode.ACCUMULATING_AND_RETRACTING,
+            allowed_lateness=10 * day,
+        ),
+        hourly,
+    )
+    events = [("page", {"user": u, "ts": ts}, ts) for u, ts in elements]
+    for i, el in enumerate(events):
+        up.add_elements([el])
+        if i < len(watermarks):
+            up.advance_watermark(max(watermarks[: i + 1]))
+    up.advance_watermark(END_OF_TIME)
+    assert any(p.is_retraction for p in up.panes) or len(events) == 1
+    daily = MergeSketches(combiners.approx_count_distinct("users"))
+    latency = MergeSketches(combiners.approx_quantiles("lat", [0.5, 1.0]))
+    down = Simulator(
+        Windowing(
+            FixedWindows(day), accumulation_mode=AccumulationMode.ACCUMULATING_AND_RETRACTING
+        ),
+        combiners.aggregates(users=daily, lat=latency),
+        weighted=True,
+    )
+    rows = [(p.key, p.value, min(p.timestamp, p.window.end - 1), p.is_retraction) for p in up.panes]
+    down.add_elements([(k, Retracted(v) if r else v, ts) for k, v, ts, r in rows])
+    down.advance_watermark(END_OF_TIME)
+    got = fold(down.panes, AccumulationMode.ACCUMULATING_AND_RETRACTING, down.engine.combine_fn)
+    final_hours = fold(up.panes, AccumulationMode.ACCUMULATING_AND_RETRACTING, hourly)
+    for (key, window), value in got.items():
+        users = {u for u, ts in elements if window.start <= ts < window.end}
+        assert value["users"]["estimate"] == len(users)
+        times = sorted(ts for _, ts in elements if window.start <= ts < window.end)
+        median = times[-(-len(times) // 2) - 1]  # inclusive rank 0.5: withdrawn panes gone
+        assert value["lat"]["quantiles"] == [median, times[-1]]
+        hours = [
+            v["users"] for (_, w), v in final_hours.items() if window.start <= w.start < window.end
+        ]
+        union = daily.inner.merge([h["sketch"] for h in hours])
+        assert value["users"]["estimate"] == daily.inner.extract(union)["estimate"]
+    assert {w.start // day for _, w in got} == {ts // day for _, ts in elements}
+
+
+def test_a_merge_aggregate_withdraws_one_equal_sketch_and_refuses_one_it_does_not_hold():
+    from panes.sketches import MergeSketches
+
+    hourly = combiners.approx_quantiles("ms", [0.5])
+    h1, h2 = of_field(hourly, "ms", [1, 2, 3]), of_field(hourly, "ms", [10, 20])
+    daily = MergeSketches(combiners.approx_quantiles("lat", [0.5]))
+    acc = daily.add_all(daily.create(), [{"lat": h1}, {"lat": h2}, {"lat": h1}])
+    assert daily.extract(acc)["quantiles"] == [2.0]  # 1,1,2,2,3,3,10,20: KLL counts h1 twice
+    acc = daily.retract(acc, {"lat": h1})
+    assert daily.extract(acc)["quantiles"] == [3.0]  # 1,2,3,10,20
+    assert daily.retract(daily.add(daily.create(), {"lat": h2}), {"lat": h2}) == daily.create()
+    with pytest.raises(ValueError, match="does not hold"):
+        daily.retract(daily.create(), {"lat": h2})
+
+
+def of_field(fn, field, values):
+    return fn.extract(fn.add_all(fn.create(), [{field: v} for v in values]))
