@@ -248,7 +248,7 @@ def test_daily_distinct_users_from_hourly_sketches_withdraw_retracted_hours_exac
     down.advance_watermark(END_OF_TIME)
     got = fold(down.panes, AccumulationMode.ACCUMULATING_AND_RETRACTING, down.engine.combine_fn)
     final_hours = fold(up.panes, AccumulationMode.ACCUMULATING_AND_RETRACTING, hourly)
-    for (key, window), value in got.items():
+    for (_, window), value in got.items():
         users = {u for u, ts in elements if window.start <= ts < window.end}
         assert value["users"]["estimate"] == len(users)
         times = sorted(ts for _, ts in elements if window.start <= ts < window.end)
