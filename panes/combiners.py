@@ -39,7 +39,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any, Generic, TypeVar
+from typing import Any
+
+from panes.combine_fn import CombineFn
+from panes.sketches import ApproxCountDistinct, ApproxPercentile, ApproxQuantiles, TopK
 
 EXACT_DECIMALS = decimal.Context(
     prec=decimal.MAX_PREC,
@@ -77,80 +80,6 @@ def exact_difference(acc: Any, value: Any) -> Any:
     if isinstance(value, Decimal) or isinstance(acc, Decimal):
         return EXACT_DECIMALS.subtract(acc, value)
     return acc - value
-
-
-A = TypeVar("A")  # accumulator
-V = TypeVar("V")  # input value
-O = TypeVar("O")  # output  # noqa: E741
-
-
-class CombineFn(Generic[A, V, O]):
-    """The combiner protocol: ``create``, ``add``, ``merge``, ``extract``; optionally
-    ``retract`` (the inverse of ``add``) and a faster ``add_all``."""
-
-    #: Whether an output value determines its accumulator (sum, count, min, max, to_list), so
-    #: merging output values is exact; False for a mean (it needs sum and count) and, unless a
-    #: combiner says otherwise, for user combiners.
-    value_is_accumulator: bool = False
-
-    #: A combiner of your own declares the type of its output values, the pane log's column type:
-    #: a type name of a pipeline's schema (``"long"``, ``"double"``, ``"string"``, ...) or an
-    #: Arrow type. The built-ins derive theirs from the column they read.
-    output_type: Any = None
-
-    #: A combiner of your own names the value columns it reads: its values are then mappings of
-    #: them (``value["amount"]``). The built-ins read their ``field``.
-    fields: tuple[str, ...] = ()
-
-    #: Whether the combiner reads its elements' event times. Such a combiner is given
-    #: ``(event_time, value)`` pairs (event time in µs) wherever it is given values: ``add``,
-    #: ``add_all`` and ``retract``. Every caller builds its inputs with :func:`inputs_of`, the
-    #: one statement of this rule (the engines, :func:`panes.fold.batch`, a lifted bundle's
-    #: parts). Its accumulator holds what it needs of the times (``last``: the latest one).
-    reads_event_time: bool = False
-
-    @property
-    def reads_value(self) -> bool:
-        """Whether the combiner reads its input values (``count()`` only counts them)."""
-        return True
-
-    def value_as_accumulator(self, value: O) -> A:
-        """The accumulator of an output value; only for ``value_is_accumulator`` combiners."""
-        return value  # type: ignore[return-value]  # for these combiners O is A
-
-    def create(self) -> A:
-        """The accumulator of no values."""
-        raise NotImplementedError
-
-    def add(self, acc: A, value: V) -> A:
-        """``acc`` with one more value."""
-        raise NotImplementedError
-
-    def add_all(self, acc: A, values: Sequence[V]) -> A:
-        """``acc`` with all ``values``: the same as adding them one by one."""
-        for value in values:
-            acc = self.add(acc, value)
-        return acc
-
-    def merge(self, accs: Sequence[A]) -> A:
-        """One accumulator holding the values of all ``accs`` (at least one)."""
-        raise NotImplementedError
-
-    def extract(self, acc: A) -> O:
-        """The output value of an accumulator."""
-        raise NotImplementedError
-
-    def retract(self, acc: A, value: V) -> A:
-        """``acc`` without one earlier added ``value``: the inverse of :meth:`add`, so that
-        ``retract(add(acc, v), v) == acc``. Optional (see :attr:`can_retract`); a combiner that
-        defines it can read weighted input (elements of weight -1, :mod:`panes.weights`)."""
-        raise NotImplementedError(f"{self} cannot retract values")
-
-    @property
-    def can_retract(self) -> bool:
-        """Whether the combiner defines :meth:`retract` (min and max do not: they keep no
-        multiset of their values)."""
-        return type(self).retract is not CombineFn.retract
 
 
 def inputs_of(fn: CombineFn, elements: Iterable[Sequence[Any]]) -> list[Any]:
@@ -536,6 +465,26 @@ def first(field: str | None = None) -> First:
 def last(field: str | None = None) -> Last:
     """The ``field`` of the element whose event time is latest (:class:`Picked`)."""
     return Last(field)
+
+
+def approx_count_distinct(field: str | None = None, lg_k: int = 12) -> ApproxCountDistinct:
+    """Distinct values by an HLL sketch (:class:`panes.sketches.ApproxCountDistinct`)."""
+    return ApproxCountDistinct(field, lg_k)
+
+
+def approx_quantiles(field: str | None, ranks: Sequence[float]) -> ApproxQuantiles:
+    """Quantiles by a KLL sketch (:class:`panes.sketches.ApproxQuantiles`)."""
+    return ApproxQuantiles(field, ranks)
+
+
+def approx_percentile(field: str | None, rank: float) -> ApproxPercentile:
+    """One quantile by a KLL sketch (:class:`panes.sketches.ApproxPercentile`)."""
+    return ApproxPercentile(field, rank)
+
+
+def top_k(field: str | None, k: int) -> TopK:
+    """The ``k`` most frequent values by a frequent-items sketch (:class:`panes.sketches.TopK`)."""
+    return TopK(field, k)
 
 
 class Aggregates(CombineFn):

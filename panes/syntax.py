@@ -24,7 +24,15 @@ Aggregates are ``NAME "(" [ FIELD ("," FIELD)* ] ")"``: a built-in combiner of
 :mod:`panes.combiners` (``count()``, ``count(id)``, ``sum(seconds)``, ``mean(price)``,
 ``last(status)``, ...) over the values' ``FIELD`` (a name, dots allowed); ``max_by(page, seconds)``
 and ``min_by`` name two fields, the value's and the one that orders the elements. Only ``count``
-goes without a field.
+goes without a field. The
+sketch aggregates (:mod:`panes.sketches`) take a field and their parameters::
+
+    approx_count_distinct(user_id)          approx_count_distinct(user_id, lg_k=14)
+    approx_quantiles(latency, [0.5, 0.99])  approx_percentile(latency, 0.95)
+    top_k(page, 10)
+
+and, over an upstream pipeline's sketch column, ``merge(COLUMN)`` in place of the field merges
+its sketches (:class:`panes.sketches.MergeSketches`): ``approx_count_distinct(merge(users))``.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from panes.combiners import BUILTINS, CombineFn
+from panes.sketches import SKETCHES, MergeSketches, SketchFn
 from panes.time import parse_duration
 from panes.triggers import (
     AfterAll,
@@ -350,6 +359,9 @@ def parse_aggregate(text: str) -> CombineFn:
     >>> parse_aggregate("sum(seconds)"), parse_aggregate("max_by(page, seconds)")
     (sum(seconds), max_by(page, seconds))
     """
+    head = _SKETCH_HEAD.match(text)
+    if head is not None and head.group("name") in SKETCHES:
+        return _parse_sketch(text, head)
     pos = 0
 
     def fail(what: str) -> AggregateSyntaxError:
@@ -385,9 +397,10 @@ def parse_aggregate(text: str) -> CombineFn:
         raise fail("the end")
     fn = BUILTINS.get(name)
     if fn is None:
-        close = difflib.get_close_matches(name, BUILTINS, n=1)
+        names = [*BUILTINS, *SKETCHES]
+        close = difflib.get_close_matches(name, names, n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
-        known = ", ".join(f"{n}()" for n in BUILTINS)
+        known = ", ".join(f"{n}()" for n in names)
         raise AggregateSyntaxError(f"unknown aggregate {name!r}{hint}; known: {known}", text, at)
     if len(fields) > fn.arity:
         many = "one field" if fn.arity == 1 else f"{fn.arity} fields"
@@ -404,3 +417,60 @@ def parse_aggregate(text: str) -> CombineFn:
             at,
         )
     return fn(*(f for f, _ in fields))
+
+
+_SKETCH_HEAD = re.compile(r"\s*(?P<name>[A-Za-z_]\w*)\s*\(")
+_FIELD = r"\s*(?:(?P<merge>merge)\s*\(\s*)?(?P<field>[A-Za-z_][\w.]*)\s*(?(merge)\)\s*)"
+_NUMBER = r"\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?"
+# name -> (the arguments after "(", an example)
+_SKETCH_ARGUMENTS: dict[str, tuple[re.Pattern[str], str]] = {
+    "approx_count_distinct": (
+        re.compile(_FIELD + r"(?:,\s*lg_k\s*=\s*(?P<lg_k>\d+)\s*)?\)\s*$"),
+        "approx_count_distinct(user_id) or approx_count_distinct(user_id, lg_k=14)",
+    ),
+    "approx_quantiles": (
+        re.compile(
+            _FIELD + rf",\s*\[\s*(?P<ranks>(?:{_NUMBER})(?:\s*,\s*(?:{_NUMBER}))*)\s*\]\s*\)\s*$"
+        ),
+        "approx_quantiles(latency, [0.5, 0.95, 0.99])",
+    ),
+    "approx_percentile": (
+        re.compile(_FIELD + rf",\s*(?P<rank>{_NUMBER})\s*\)\s*$"),
+        "approx_percentile(latency, 0.95)",
+    ),
+    "top_k": (re.compile(_FIELD + r",\s*(?P<k>\d+)\s*\)\s*$"), "top_k(page, 10)"),
+}
+
+
+def _parse_sketch(text: str, head: re.Match[str]) -> CombineFn:
+    """A sketch aggregate's text (:mod:`panes.sketches`)."""
+    name = head.group("name")
+    pattern, example = _SKETCH_ARGUMENTS[name]
+    match = pattern.match(text, head.end())
+    at = len(text) - len(text[head.end() :].lstrip())
+    if match is None:
+        raise AggregateSyntaxError(f"malformed {name}(...): write e.g. {example}", text, at)
+    args = match.groupdict()
+    fn = _sketch(name, args, text, at)
+    if args["merge"] is None:
+        return fn
+    try:
+        return MergeSketches(fn)
+    except ValueError as e:
+        raise AggregateSyntaxError(str(e), text, at) from None
+
+
+def _sketch(name: str, args: dict, text: str, at: int) -> SketchFn:
+    cls = SKETCHES[name]
+    try:
+        if name == "approx_count_distinct":
+            lg_k = args["lg_k"]
+            return cls(args["field"], *(() if lg_k is None else (int(lg_k),)))
+        if name == "approx_quantiles":
+            ranks = [float(r) for r in args["ranks"].split(",")]
+            return cls(args["field"], ranks)  # type: ignore[call-arg]
+        if name == "approx_percentile":
+            return cls(args["field"], float(args["rank"]))  # type: ignore[call-arg]
+        return cls(args["field"], int(args["k"]))  # type: ignore[call-arg]
+    except ValueError as e:
+        raise AggregateSyntaxError(str(e), text, at) from None

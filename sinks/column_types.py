@@ -133,11 +133,41 @@ def decimal_form(precision: int, scale: int) -> str:
     return f"-?{whole}(\\.{fraction})?"
 
 
+OUTPUT_ONLY: dict[str, pa.DataType] = {"binary": pa.binary()}
+"""Types an aggregate's output may hold but a source column may not (a sketch's bytes)."""
+
+
 def arrow_type(type_name: str) -> pa.DataType:
-    """The Arrow type of a configuration type name, or of an aggregate's ``list<name>``."""
+    """The Arrow type of a configuration type name, or of an aggregate's output type:
+    ``list<name>``, ``binary`` and ``struct<field: type, ...>`` (a sketch aggregate's).
+
+    >>> arrow_type("struct<estimate: long, sketch: binary>")
+    StructType(struct<estimate: int64, sketch: binary>)
+    """
+    type_name = type_name.strip()
     if type_name.startswith("list<") and type_name.endswith(">"):
         return pa.list_(arrow_type(type_name[5:-1]))
+    if type_name.startswith("struct<") and type_name.endswith(">"):
+        fields = []
+        for part in _top_level(type_name[7:-1]):
+            name, _, inner = part.partition(":")
+            fields.append(pa.field(name.strip(), arrow_type(inner)))
+        return pa.struct(fields)
+    if type_name in OUTPUT_ONLY:
+        return OUTPUT_ONLY[type_name]
     return column_type(type_name).arrow
+
+
+def _top_level(text: str) -> list[str]:
+    """``text`` split at the commas outside angle brackets."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += {"<": 1, ">": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
 
 
 def integer_range(type_: pa.DataType) -> tuple[int, int] | None:

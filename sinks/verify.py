@@ -13,6 +13,10 @@
 
 Values are compared exactly (the refold's are Python's integers, the batch's DuckDB's 128-bit
 sums): a window whose value the view's integer column cannot hold is a difference that says so.
+A sketch aggregate's values (:mod:`panes.sketches`) are compared by its one tolerance rule,
+:meth:`panes.sketches.SketchFn.agrees`: exact where the sketches are exact, otherwise within
+the sketches' documented error bounds (the sketch bytes of the same elements differ with their
+order, and KLL's compactions are random).
 
 ``verify(spec, elements=...) -> Report``; ``Report.ok`` is False when any difference was
 found, and ``str(report)`` lists them, ending with :meth:`Report.summary`. Elements: an Arrow
@@ -33,8 +37,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from panes.combiners import CombineFn
 from panes.dedup import DUPLICATE
 from panes.engine import window_gone
+from panes.sketches import SketchFn
 from panes.time import BEGINNING_OF_TIME, END_OF_TIME
 from panes.window import Window
 from sinks.batch_check import View, batch_view, duplicates_left_out
@@ -137,17 +143,29 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
-def diff(expected: View, actual: View, types: Mapping[str, pa.DataType] | None = None) -> list[str]:
+def diff(
+    expected: View,
+    actual: View,
+    types: Mapping[str, pa.DataType] | None = None,
+    fns: Mapping[str, CombineFn] | None = None,
+) -> list[str]:
     """The differences between two views, exact; ``types``: the view's column types, to say
-    which expected value its column cannot hold."""
+    which expected value its column cannot hold; ``fns``: the aggregates by column, whose sketch
+    aggregates compare by their tolerance (:meth:`panes.sketches.SketchFn.agrees`)."""
     out = []
+    sketches = {n: fn for n, fn in (fns or {}).items() if isinstance(fn, SketchFn)}
+
+    def same(name: str, e: Any, a: Any) -> bool:
+        fn = sketches.get(name)
+        return _same(e, a) if fn is None else fn.agrees(e, a)
+
     for at in sorted(set(expected) | set(actual), key=repr):
         e, a = expected.get(at), actual.get(at)
         if e is None:
             out.append(f"extra in view: {_at(at)} = {a}")
         elif a is None:
             out.append(f"missing in view: {_at(at)} (expected {e}){_beyond(e, types or {})}")
-        elif not all(_same(e[n], a.get(n)) for n in e):
+        elif not all(same(n, e[n], a.get(n)) for n in e):
             out.append(f"differs: {_at(at)}: view {a}, expected {e}{_beyond(e, types or {})}")
     return out
 
@@ -262,7 +280,7 @@ def verify(
         refolded = {at: {n: r[n] for n in spec.value_names} for at, r in again.rows.items()}
         report.watermark_us = again.watermark_us
     report.checks.append(
-        Check("view = pane log refolded", diff(refolded, actual, types), len(refolded))
+        Check("view = pane log refolded", diff(refolded, actual, types, spec.fns), len(refolded))
     )
     if folded is not None and report.pane_log_version != folded:
         report.notes.append(
@@ -281,7 +299,7 @@ def verify(
         report.checks.append(
             Check(
                 f"view = batch over {elements_are}",
-                diff(expected, compared, types),
+                diff(expected, compared, types, spec.fns),
                 len(expected),
                 how,
                 open=still_open,

@@ -9,6 +9,7 @@ import pyarrow as pa
 
 from jobs.config.values import PipelineConfigError
 from panes.combiners import BUILTINS, CombineFn, fields_of
+from panes.sketches import MergeSketches, SketchFn
 from sinks.column_types import INTEGRAL, KNOWN, column_type, is_column_type, of_arrow
 
 
@@ -40,6 +41,8 @@ class Aggregate:
                 raise PipelineConfigError(
                     where, f"column {read!r} is not in source.schema ({', '.join(types)})"
                 )
+        if isinstance(self.fn, SketchFn):
+            return sketch_type(where, self.fn, types)
         if type(self.fn) not in BUILTINS.values():
             return _declared_type(where, self.fn)
         kind = getattr(type(self.fn), "name", None)  # the built-ins' SQL name (panes.combiners)
@@ -86,6 +89,58 @@ def _picked_type(where: str, kind: str, columns: tuple[str, ...], types: Mapping
                 f"{', '.join(_PICKABLE)})",
             )
     return {"int": "long", "float": "double"}.get(types[columns[0]], types[columns[0]])
+
+
+_QUANTILES = "struct<quantiles: list<double>, sketch: binary>"
+_KLL_TYPES = {
+    "approx_percentile": "struct<quantile: double, sketch: binary>",
+    "approx_quantiles": _QUANTILES,
+}
+
+
+def sketch_type(where: str, fn: CombineFn, types: Mapping[str, str]) -> str:
+    """The output type of a sketch aggregate (:mod:`panes.sketches`) over its column: one struct
+    of the answer and the sketch's bytes; refuses a column type the sketch does not take.
+
+    >>> from panes.combiners import approx_percentile
+    >>> sketch_type("aggregates.p95", approx_percentile("ms", 0.95), {"ms": "int"})
+    'struct<quantile: double, sketch: binary>'
+    """
+    assert isinstance(fn, SketchFn)
+    col = fn.field
+    if col is None:
+        raise PipelineConfigError(where, f"{fn!r} needs a column, e.g. {fn.name}(user_id, ...)")
+    typ = types[col]
+    if isinstance(fn, MergeSketches):  # an upstream's sketch column: the same sketch, merged
+        hll = "struct<estimate: long, sketch: binary>"
+        kll = ("struct<quantile: double, sketch: binary>", _QUANTILES)
+        wanted = (hll,) if fn.name == "approx_count_distinct" else kll
+        if typ not in wanted:
+            raise PipelineConfigError(
+                where,
+                f"{fn!r} merges sketches of a column of type {' or '.join(wanted)}, "
+                f"{col!r} is {typ}",
+            )
+        return hll if fn.name == "approx_count_distinct" else _KLL_TYPES[fn.name]
+    if fn.name == "approx_count_distinct":
+        if typ not in ("string", *INTEGRAL):
+            raise PipelineConfigError(
+                where, f"{fn.name}() counts strings or integers, column {col!r} is {typ}"
+            )
+        return "struct<estimate: long, sketch: binary>"
+    if fn.name in ("approx_quantiles", "approx_percentile"):
+        of_column = column_type(typ)
+        if not of_column.numeric or getattr(of_column.arrow, "scale", None) is not None:
+            raise PipelineConfigError(
+                where, f"{fn.name}() needs an integer or floating-point column, {col!r} is {typ}"
+            )
+        return _KLL_TYPES[fn.name]
+    if typ not in ("string", *INTEGRAL):
+        raise PipelineConfigError(
+            where, f"{fn.name}() counts strings or integers, column {col!r} is {typ}"
+        )
+    item = "string" if typ == "string" else "long"
+    return f"struct<items: list<struct<item: {item}, count: long>>, sketch: binary>"
 
 
 def _declared_type(where: str, fn: CombineFn) -> str:

@@ -282,6 +282,14 @@ def test_overrides_replace_the_list_of_aggregates_like_the_file_replaces_the_def
         ({"aggregates": {"x": "max_by(seconds)"}}, "aggregates.x", "needs two fields"),
         ({"aggregates": {"x": "last(ts)"}}, "aggregates.x", "a timestamp column cannot be"),
         ({"aggregates": {"x": "min_by(n, ts)"}}, "aggregates.x", "'ts': a timestamp column"),
+        (
+            {"aggregates": {"q": "approx_quantiles(device_id, [0.5])"}},
+            "aggregates.q",
+            "floating-point",
+        ),
+        ({"aggregates": {"u": "approx_count_distinct(seconds)"}}, "aggregates.u", "strings or"),
+        ({"aggregates": {"t": "top_k(seconds, 3)"}}, "aggregates.t", "strings or integers"),
+        ({"aggregates": {"t": "top_k(device_id)"}}, "aggregates.t", "top_k(page, 10)"),
         ({"aggregates": {}}, "aggregates", "at least one"),
         ({"aggregates": {"window_start": "count()"}}, "aggregates", "reserved"),
         ({"allowed_lateness": "2 hours"}, "allowed_lateness", "not a duration"),
@@ -569,3 +577,54 @@ def test_delta_settings_are_parsed():
     )
     for name in DELTA_SETTINGS:
         assert getattr(default.source, name) in (None, False), name
+
+
+def test_sketch_aggregates_load_from_toml_with_one_struct_column_each(tmp_path):
+    """``[aggregates]`` takes the sketch aggregates' text; each is one struct column of its
+    answer and the sketch's bytes (its Arrow type too), and its text is in the fingerprint."""
+    import pyarrow as pa
+
+    from jobs.config.sink_spec import view_spec
+    from sinks.column_types import arrow_type
+
+    aggs = {
+        "users": "approx_count_distinct(device_id)",
+        "p95": "approx_percentile(seconds, 0.95)",
+        "qs": "approx_quantiles(n, [0.5, 0.99])",
+        "top": "top_k(n, 3)",
+    }
+    lines = [f'{k} = "{v}"' for k, v in aggs.items()]
+    d = base()
+    toml = "\n".join(
+        [
+            'name = "ad_views"',
+            'lake = "lake"',
+            'keys = ["device_id"]',
+            'event_time = "ts"',
+            'window = "FixedWindows(1m)"',
+            "[source]",
+            'path = "in"',
+            "[source.schema]",
+            *(f'{k} = "{v}"' for k, v in d["source"]["schema"].items()),
+            "[aggregates]",
+            *lines,
+        ]
+    )
+    path = tmp_path / "p.toml"
+    path.write_text(toml)
+    p = load_pipeline(path)
+    assert {a.name: str(a.fn) for a in p.aggregates} == aggs
+    assert p.aggregate_types == {
+        "users": "struct<estimate: long, sketch: binary>",
+        "p95": "struct<quantile: double, sketch: binary>",
+        "qs": "struct<quantiles: list<double>, sketch: binary>",
+        "top": "struct<items: list<struct<item: long, count: long>>, sketch: binary>",
+    }
+    assert arrow_type(p.aggregate_types["top"]) == pa.struct(
+        [
+            ("items", pa.list_(pa.struct([("item", pa.int64()), ("count", pa.int64())]))),
+            ("sketch", pa.binary()),
+        ]
+    )
+    other = pipeline_from_dict(base(aggregates={**aggs, "top": "top_k(n, 4)"}))
+    assert view_spec(other).fingerprint != view_spec(p).fingerprint
