@@ -53,6 +53,15 @@ class CombineFn(Generic[A, V, O]):
     #: them (``value["amount"]``). The built-ins read their ``field``.
     fields: tuple[str, ...] = ()
 
+    #: Whether the output depends on the order in which values are added (``to_list``). A
+    #: combiner that leaves it False promises that the values of a window give the same output
+    #: in any order and however they are split into accumulators that are merged (what
+    #: :meth:`merge` of accumulators of parts of the values must equal): the Spark job then
+    #: combines each window's values of a batch apart (combiner lifting, ``docs/semantics.md``,
+    #: "The operator's path"). A sum of floats, whose rounding depends on the order of its
+    #: additions, is order sensitive if its panes must be the same bit for bit.
+    order_sensitive: bool = False
+
     @property
     def reads_value(self) -> bool:
         """Whether the combiner reads its input values (``count()`` only counts them)."""
@@ -250,6 +259,7 @@ class ToList(_FieldCombineFn):
 
     name = "to_list"
     value_is_accumulator = True
+    order_sensitive = True
 
     def create(self) -> tuple:
         return ()
@@ -337,6 +347,10 @@ class Aggregates(CombineFn):
     @property
     def can_retract(self) -> bool:
         return all(fn.can_retract for fn in self.fns.values())
+
+    @property
+    def order_sensitive(self) -> bool:  # type: ignore[override]
+        return any(fn.order_sensitive for fn in self.fns.values())
 
     # derived from the parts: a read-only property where CombineFn has a class attribute
     @property
