@@ -2,6 +2,7 @@
 columnar windows, combiner lifting (the engine per key) and the per-element path.
 
     .venv/bin/python benchmarks/operator.py [--events N] [--keys K] [--repeat R] [--value-bits B]
+        [--aggregates sum|own]
 
 The operator (:class:`jobs.executor.operator.OperatorBatch`) runs as in a Spark task, one shard
 over successive steps with its state in a temporary directory (``tests/operator_fakes.py``): per
@@ -10,7 +11,9 @@ benchmark's pipeline (1-minute fixed windows, ``AfterWatermark(early=AfterCount(
 late=AfterCount(1))``, accumulating sum of a long) on two batch sequences of ``--events``
 events over ``--keys`` keys of one bucket (values below 1,000; ``--value-bits B``: uniform in
 ``[-2^B, 2^B]``, e.g. ``--keys 100 --value-bits 59``, where a batch's running sums could leave
-64 bits while the panes' values fit):
+64 bits while the panes' values fit; ``--aggregates own``: instead of the sum, the exact number of
+distinct values by a combiner of a user's own, ``benchmarks/spark_job.py``'s workload ``1m-own``,
+which the columnar engine does not serve):
 
 * ``on time``: ten batches, each event ~1% out of order, the watermark 5 minutes behind;
 * ``late``: the same events, the watermark already an hour past them (every element reaches
@@ -81,9 +84,11 @@ PATHS = {
 }
 
 
-def run(path: str, plan: list[tuple[bytes, int]]) -> float:
+def run(path: str, plan: list[tuple[bytes, int]], aggregates: str = "sum") -> float:
     # the pipeline of benchmarks/spark_job.py (its landing and lake are not used here)
-    pipeline = panestore_pipeline(Path("/nonexistent"), "/nonexistent", "jsonl", 100)
+    pipeline = panestore_pipeline(
+        Path("/nonexistent"), "/nonexistent", "jsonl", 100, aggregates=aggregates
+    )
     shard = ShardRun(replace(operator_config(pipeline), **PATHS[path]))
     start = time.perf_counter()
     for blob, watermark in plan:
@@ -97,19 +102,22 @@ def main() -> None:
     ap.add_argument("--keys", type=int, default=500)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--value-bits", type=int, default=None)
+    ap.add_argument("--aggregates", choices=("sum", "own"), default="sum")
     args = ap.parse_args()
+    paths = [p for p in PATHS if args.aggregates == "sum" or p != "columnar"]
     for late in (False, True):
         plan = batches(args.events, args.keys, late, args.value_bits)
-        times: dict[str, list[float]] = {path: [] for path in PATHS}
+        times: dict[str, list[float]] = {path: [] for path in paths}
         for _ in range(args.repeat):
-            for path in PATHS:
-                times[path].append(run(path, plan))
+            for path in paths:
+                times[path].append(run(path, plan, args.aggregates))
         median = {path: statistics.median(t) for path, t in times.items()}
         plain = median["per element"]
         figures = ", ".join(f"{path} {t:.2f} s ({plain / t:.2f}x)" for path, t in median.items())
         print(
             f"{'late' if late else 'on time'}: {args.events:,} events, {args.keys:,} keys"
-            f"{'' if args.value_bits is None else f', values to 2^{args.value_bits}'}: "
+            f"{'' if args.value_bits is None else f', values to 2^{args.value_bits}'}"
+            f"{'' if args.aggregates == 'sum' else f', aggregates {args.aggregates}'}: "
             f"{figures} (medians of {args.repeat})",
             flush=True,
         )
