@@ -14,6 +14,11 @@ Write your own by subclassing :class:`CombineFn`::
         def merge(self, accs): ...
         def extract(self, acc): return None if acc is None else acc[1] - acc[0]
 
+Its output must not depend on the order of its values nor on how they are split into
+accumulators that are merged (the Spark job adds each window's values of a batch at once with
+``add_all`` and merges the result); a combiner whose output does declares
+:attr:`CombineFn.order_sensitive`.
+
 Built-ins follow SQL: ``count()`` counts elements, ``count(field)``, ``sum``, ``min``, ``max`` and
 ``mean`` skip ``None`` inputs, and ``to_list`` keeps every value, ``None`` included (as
 ``array_agg``).

@@ -203,7 +203,8 @@ class Lifting:
     def _grouped(self, table: pa.Table, starts: Any, watermark: int) -> pa.Table:
         """Per key and window of ``table``: its start, row count, hold and aggregations, sorted
         by key and start."""
-        grouped = table.select([*self.keys, *self._value_columns()]).append_column(
+        values = [c for c in self._value_columns() if c not in self.keys]  # a key read: once
+        grouped = table.select([*self.keys, *values]).append_column(
             START, pa.array(starts, pa.int64())
         )
         # (column, function) -> options; each once: a mean shares a sum's and a count's
