@@ -413,3 +413,43 @@ def test_a_window_whose_running_sum_passes_64_bits_is_lifted_exactly():
     assert [len(bundles[1].expired), len(bundles[1].parts)] == [0, 2]
     assert [len(bundles[2].expired), len(bundles[2].parts)] == [0, 1]
     assert sorted(p.acc for p in bundles[1].parts) == [(3,), (big,)]
+
+
+class Counted(CombineFn):
+    """A user's combiner that can withdraw a value (``retract``): it may read weighted input."""
+
+    output_type = "long"
+    fields = ("n",)
+
+    def create(self):
+        return 0
+
+    def add(self, acc, value):
+        return acc + 1
+
+    def retract(self, acc, value):
+        return acc - 1
+
+    def merge(self, accs):
+        return sum(accs)
+
+    def extract(self, acc):
+        return acc
+
+
+def test_weighted_input_stays_element_by_element_with_a_users_own_combiner():
+    """A pane-log upstream's retractions (weight -1) are withdrawn one by one: the pipeline
+    stays on the per-element path even with a combiner that can retract, as it did."""
+    from jobs.executor.operator_input import InputSchema
+    from jobs.executor.paths import Path, path_of
+    from panes import AccumulationMode, FixedWindows, Windowing
+    from panes.engine import Engine
+
+    windowing = Windowing(
+        FixedWindows(60_000_000), accumulation_mode=AccumulationMode.ACCUMULATING_AND_RETRACTING
+    )
+    columns = (("user", pa.int64()), ("n", pa.int64()))
+    for weighted, path in ((True, Path.PER_ELEMENT), (False, Path.LIFTED)):
+        engine = Engine(windowing, Counted(), weighted=weighted)
+        schema = InputSchema(("user",), ("n",), columns, weighted)
+        assert path_of(engine, schema) is path
