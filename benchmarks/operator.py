@@ -2,6 +2,7 @@
 columnar windows, combiner lifting (the engine per key) and the per-element path.
 
     .venv/bin/python benchmarks/operator.py [--events N] [--keys K] [--repeat R] [--value-bits B]
+        [--aggregates sum|own]
 
 The operator (:class:`jobs.executor.operator.OperatorBatch`) runs as in a Spark task, one shard
 over successive steps with its state in a temporary directory (``tests/operator_fakes.py``): per
@@ -10,7 +11,9 @@ benchmark's pipeline (1-minute fixed windows, ``AfterWatermark(early=AfterCount(
 late=AfterCount(1))``, accumulating sum of a long) on two batch sequences of ``--events``
 events over ``--keys`` keys of one bucket (values below 1,000; ``--value-bits B``: uniform in
 ``[-2^B, 2^B]``, e.g. ``--keys 100 --value-bits 59``, where a batch's running sums could leave
-64 bits while the panes' values fit):
+64 bits while the panes' values fit; ``--aggregates own``: instead of the sum, the exact number of
+distinct values by a combiner of a user's own, ``benchmarks/spark_job.py``'s workload ``1m-own``,
+which the columnar engine does not serve):
 
 * ``on time``: ten batches, each event ~1% out of order, the watermark 5 minutes behind;
 * ``late``: the same events, the watermark already an hour past them (every element reaches
@@ -19,8 +22,9 @@ events over ``--keys`` keys of one bucket (values below 1,000; ``--value-bits B`
 Paths: **columnar** (the bucket's windows as one table, :mod:`panes.columnar`),
 **lifted** (the engine per key, fed parts combined in Arrow, :mod:`panes.columnar.bundle`) and
 **per element** (the engine per key, element by element). Printed: the median time of
-``--repeat`` runs per path and the ratios to the per-element path (above 1.0: faster). One
-process, one core; figures, not a test.
+``--repeat`` runs per path and the ratios to the per-element path (above 1.0: faster), in wall
+time and in this process's CPU time (on a shared machine, what one core spent; wall time also
+counts the other tenants). One process, one core; figures, not a test.
 """
 
 from __future__ import annotations
@@ -81,14 +85,17 @@ PATHS = {
 }
 
 
-def run(path: str, plan: list[tuple[bytes, int]]) -> float:
+def run(path: str, plan: list[tuple[bytes, int]], aggregates: str = "sum") -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process) of the batches of ``plan`` on ``path``."""
     # the pipeline of benchmarks/spark_job.py (its landing and lake are not used here)
-    pipeline = panestore_pipeline(Path("/nonexistent"), "/nonexistent", "jsonl", 100)
+    pipeline = panestore_pipeline(
+        Path("/nonexistent"), "/nonexistent", "jsonl", 100, aggregates=aggregates
+    )
     shard = ShardRun(replace(operator_config(pipeline), **PATHS[path]))
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for blob, watermark in plan:
         shard.step(blob, clocks(watermark), bucket=0)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
 def main() -> None:
@@ -97,22 +104,28 @@ def main() -> None:
     ap.add_argument("--keys", type=int, default=500)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--value-bits", type=int, default=None)
+    ap.add_argument("--aggregates", choices=("sum", "own"), default="sum")
     args = ap.parse_args()
+    paths = [p for p in PATHS if args.aggregates == "sum" or p != "columnar"]
     for late in (False, True):
         plan = batches(args.events, args.keys, late, args.value_bits)
-        times: dict[str, list[float]] = {path: [] for path in PATHS}
+        times: dict[str, list[tuple[float, float]]] = {path: [] for path in paths}
         for _ in range(args.repeat):
-            for path in PATHS:
-                times[path].append(run(path, plan))
-        median = {path: statistics.median(t) for path, t in times.items()}
-        plain = median["per element"]
-        figures = ", ".join(f"{path} {t:.2f} s ({plain / t:.2f}x)" for path, t in median.items())
-        print(
-            f"{'late' if late else 'on time'}: {args.events:,} events, {args.keys:,} keys"
-            f"{'' if args.value_bits is None else f', values to 2^{args.value_bits}'}: "
-            f"{figures} (medians of {args.repeat})",
-            flush=True,
-        )
+            for path in paths:
+                times[path].append(run(path, plan, args.aggregates))
+        for i, clock in enumerate(("wall", "CPU")):
+            median = {path: statistics.median(t[i] for t in ts) for path, ts in times.items()}
+            plain = median["per element"]
+            figures = ", ".join(
+                f"{path} {t:.2f} s ({plain / t:.2f}x)" for path, t in median.items()
+            )
+            print(
+                f"{'late' if late else 'on time'}: {args.events:,} events, {args.keys:,} keys"
+                f"{'' if args.value_bits is None else f', values to 2^{args.value_bits}'}"
+                f"{'' if args.aggregates == 'sum' else f', aggregates {args.aggregates}'}, "
+                f"{clock} time: {figures} (medians of {args.repeat})",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -21,6 +21,11 @@ Delta table, the pipeline's source):
   values and a 95th percentile: ``approx_count_distinct(value)`` and
   ``approx_percentile(value, 0.95)`` (DataSketches HLL and KLL) against Spark's own
   ``approx_count_distinct`` and ``percentile_approx``.
+* ``1m-own``: the events of ``1m``, each window computing the exact number of distinct values
+  with a combiner of a user's own (:func:`own_combiners`: a ``CombineFn`` defined here, a
+  frozenset accumulator, its own ``add_all``) against Spark's ``size(collect_set(value))``. A
+  code pipeline: its ``panestore run`` process side is not measured (a configuration file
+  cannot name the combiner).
 
 Both sides run in scheduled mode (``availableNow``) with 1-minute fixed windows and a 5-minute
 watermark delay:
@@ -130,16 +135,52 @@ WORKLOADS = {
     "small": Workload("small", 1_000, 10_000, HOUR_US, history_keys=10_000),
     "small-1m-keys": Workload("small-1m-keys", 1_000, 1_000_000, HOUR_US, history_keys=1_000_000),
     "1m-sketches": Workload("1m-sketches", 1_000_000, 1_000, HOUR_US, aggregates="sketches"),
+    "1m-own": Workload("1m-own", 1_000_000, 1_000, HOUR_US, aggregates="own"),
 }
 
 
 @dataclass(frozen=True)
 class Aggregation:
-    """What each window computes, on each side: panestore's aggregates (their text) and Spark's
-    own functions for the same answers (``F`` is ``pyspark.sql.functions``)."""
+    """What each window computes, on each side: panestore's aggregates (their text, and
+    ``own``: a function giving combiners of a user's own by name) and Spark's own functions for
+    the same answers (``F`` is ``pyspark.sql.functions``)."""
 
     panestore: dict[str, str]
     native: Callable[[Any], list]
+    own: Callable[[], dict[str, Any]] | None = None
+
+
+def own_combiners() -> dict[str, Any]:
+    """A combiner of a user's own: the exact number of distinct values of ``value`` (a
+    frozenset accumulator; ``add_all`` adds a list of values at once). Defined when a
+    measurement builds its pipeline, from the checkout measured (``panes`` is imported then),
+    and in the measuring script's ``__main__``: Spark's workers get the class by value, whatever
+    checkout they import."""
+    from panes.combiners import CombineFn
+
+    class DistinctValues(CombineFn):
+        output_type = "long"
+        fields = ("value",)
+
+        def create(self):
+            return frozenset()
+
+        def add_all(self, acc, values):
+            return acc.union([v["value"] for v in values if v["value"] is not None])
+
+        def add(self, acc, value):
+            return self.add_all(acc, [value])
+
+        def merge(self, accs):
+            return frozenset().union(*accs)
+
+        def extract(self, acc):
+            return len(acc)
+
+        def __repr__(self) -> str:
+            return "distinct_values(value)"
+
+    return {"distinct": DistinctValues()}
 
 
 AGGREGATES = {
@@ -154,6 +195,12 @@ AGGREGATES = {
             F.approx_count_distinct("value").alias("distinct"),
             F.percentile_approx("value", 0.95).alias("p95"),
         ],
+    ),
+    # the exact number of distinct values: a user's CombineFn against Spark's collect_set
+    "own": Aggregation(
+        {},
+        lambda F: [F.size(F.collect_set("value")).alias("distinct")],
+        own=own_combiners,
     ),
 }
 
@@ -377,9 +424,17 @@ def panestore_pipeline(
     """The benchmark's pipeline, its lake at ``lake`` (a directory, or ``s3://bucket/prefix``
     with ``checkpoint``, a local directory), computing ``AGGREGATES[aggregates]``."""
     pipeline_from_dict = panestore_api("pipeline_from_dict")
-    return pipeline_from_dict(
-        pipeline_settings(landing, lake, fmt, files_per_batch, checkpoint, aggregates)
-    )
+    settings = pipeline_settings(landing, lake, fmt, files_per_batch, checkpoint, aggregates)
+    own = AGGREGATES[aggregates].own
+    if own is None:
+        return pipeline_from_dict(settings)
+    from dataclasses import replace
+
+    from jobs.config.aggregates import Aggregate
+
+    # a code pipeline: built from a stand-in aggregate, then given the user's combiners
+    pipeline = pipeline_from_dict({**settings, "aggregates": {"rows": "count()"}})
+    return replace(pipeline, aggregates=tuple(Aggregate(n, fn) for n, fn in own().items()))
 
 
 def pipeline_settings(
@@ -835,6 +890,9 @@ def run_workload(
     fpb = args.files_per_batch or wl.files_per_batch
     if wl.is_small_run:
         _prepare_history(work, wl, landing, sides, args.format, args.shuffle_partitions)
+    if AGGREGATES[wl.aggregates].own is not None and any(s.what == "command" for s in sides):
+        print(f"[{wl.name}] a code pipeline: `panestore run CONF` is not measured", flush=True)
+        sides = [s for s in sides if s.what != "command"]
     results: dict[str, list[dict]] = {s.label: [] for s in sides}
     for i in range(args.repeat):
         for side in sides if i % 2 == 0 else sides[::-1]:

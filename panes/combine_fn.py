@@ -36,6 +36,15 @@ class CombineFn(Generic[A, V, O]):
     #: parts). Its accumulator holds what it needs of the times (``last``: the latest one).
     reads_event_time: bool = False
 
+    #: Whether the output depends on the order in which values are added (``to_list``). A
+    #: combiner that leaves it False promises that the values of a window give the same output
+    #: in any order and however they are split into accumulators that are merged (what
+    #: :meth:`merge` of accumulators of parts of the values must equal): the Spark job then
+    #: combines each window's values of a batch apart (combiner lifting, ``docs/semantics.md``,
+    #: "The operator's path"). A sum of floats, whose rounding depends on the order of its
+    #: additions, is order sensitive if its panes must be the same bit for bit.
+    order_sensitive: bool = False
+
     @property
     def reads_value(self) -> bool:
         """Whether the combiner reads its input values (``count()`` only counts them)."""

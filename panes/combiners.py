@@ -14,6 +14,11 @@ Write your own by subclassing :class:`CombineFn`::
         def merge(self, accs): ...
         def extract(self, acc): return None if acc is None else acc[1] - acc[0]
 
+Its output must not depend on the order of its values nor on how they are split into
+accumulators that are merged (the Spark job adds each window's values of a batch at once with
+``add_all`` and merges the result); a combiner whose output does declares
+:attr:`CombineFn.order_sensitive`.
+
 Built-ins follow SQL: ``count()`` counts elements, ``count(field)``, ``sum``, ``min``, ``max`` and
 ``mean`` skip ``None`` inputs, and ``to_list`` keeps every value, ``None`` included (as
 ``array_agg``).
@@ -260,6 +265,7 @@ class ToList(_FieldCombineFn):
 
     name = "to_list"
     value_is_accumulator = True
+    order_sensitive = True
 
     def create(self) -> tuple:
         return ()
@@ -542,6 +548,10 @@ class Aggregates(CombineFn):
     @property
     def can_retract(self) -> bool:
         return all(fn.can_retract for fn in self.fns.values())
+
+    @property
+    def order_sensitive(self) -> bool:  # type: ignore[override]
+        return any(fn.order_sensitive for fn in self.fns.values())
 
     # derived from the parts: a read-only property where CombineFn has a class attribute
     @property

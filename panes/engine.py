@@ -247,12 +247,15 @@ class Engine:
         out = Output()
         wm, pt = state.watermark, state.processing_time
         ctx = TriggerContext(_UNPOINTED, wm, pt)
-        cutoff, merge = self.droppable_before(wm), self.combine_fn.merge
+        cutoff, merge, windows = self.droppable_before(wm), self.combine_fn.merge, state.windows
         for part in parts:
+            new = part.window not in windows
             ws = self._open_window(state, key, part.window, part.elements, cutoff, out)
             if ws is None:
                 continue
-            ws.acc = merge([ws.acc, part.acc])
+            # a new window holds the part itself: what add_elements computes for it,
+            # add_all(create(), values)
+            ws.acc = part.acc if new else merge([ws.acc, part.acc])
             self._added(state, key, part.window, ws, part.n, part.hold, ctx, out)
         return self._done(state, out)
 

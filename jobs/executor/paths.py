@@ -12,10 +12,12 @@ configuration (the table in ``docs/semantics.md``, "The operator's path").
 Which engine applies is the model's to say (:func:`panes.columnar.columnar_reason`,
 :func:`panes.columnar.lifting_reason`); what is decided here is only what the operator's input
 adds: a batch's rows come in no fixed order, so an aggregate whose value depends on the order of
-its elements (``to_list``) takes the per-element path, which sorts each key's rows canonically
-(:func:`jobs.executor.operator_input.canonical_order`); a pane-log layout that maps values
-itself (``value_mapper``) is written from the engine's panes. Nothing at run time changes a
-pipeline's path: not a key, a window or a value.
+its elements (``to_list``, or a combiner of your own that says so:
+:attr:`panes.combiners.CombineFn.order_sensitive`) takes the per-element path, which sorts each
+key's rows canonically (:func:`jobs.executor.operator_input.canonical_order`); a pane-log layout
+that maps values itself (``value_mapper``) is written from the engine's panes. A combiner of your
+own is lifted (each window's values of a batch added at once, ``add_all``), never columnar.
+Nothing at run time changes a pipeline's path: not a key, a window or a value.
 
 >>> from jobs.executor.operator_input import InputSchema
 >>> from panes import AfterProcessingTime, AfterWatermark, FixedWindows, Windowing, combiners
@@ -32,6 +34,10 @@ pipeline's path: not a key, a window or a value.
 'per element'
 >>> path_of(Engine(Windowing(FixedWindows(10)), combiners.last("n")), schema).value
 'per element'
+>>> class Spread(combiners.CombineFn):
+...     fields = ("n",)
+>>> path_of(Engine(Windowing(FixedWindows(10)), Spread()), schema).value
+'lifted'
 """
 
 from __future__ import annotations
@@ -64,8 +70,8 @@ def path_of(
     paths (what the tests and benchmarks compare them with)."""
     windowing, fn, columns = engine.windowing, engine.combine_fn, schema.columns_of_elements()
     if not lift or lifting_reason(windowing, fn, columns, engine.weighted) is not None:
-        return Path.PER_ELEMENT  # merging or sliding windows, weights, inexact aggregates
-    parts = parts_of(fn, columns.arrow_type, columns.whole)
+        return Path.PER_ELEMENT  # merging or sliding windows, weights, inexact built-ins
+    parts = parts_of(fn, columns.arrow_type, columns.whole, columns.values)
     if isinstance(parts, str) or any(p.order_sensitive for p in parts):
         return Path.PER_ELEMENT  # a list: in the order the per-element path sorts rows into
     if (
@@ -73,7 +79,8 @@ def path_of(
         or columnar_reason(windowing, fn, columns, engine.weighted) is not None
         or layout.value_mapper is not None
     ):
-        return Path.LIFTED  # clocks beyond the watermark, emitted panes kept, mapped values
+        return Path.LIFTED  # a combiner's own, clocks beyond the watermark, emitted panes kept,
+        # mapped values
     return Path.COLUMNAR
 
 

@@ -1,8 +1,9 @@
-"""The built-in combiners in columns: a window table's accumulators, one aggregate at a time.
+"""The combiners in columns: a bundle's parts per aggregate, and a window table's accumulators.
 
-Each built-in aggregate the columnar engine serves is a :class:`Part` of one *kind*, whose
-accumulator is a few columns of the window table (:class:`Acc`). What a kind does with them is
-what its combiner (:mod:`panes.combiners`) does with one accumulator:
+Each aggregate of a pipeline whose bundles lift (:func:`panes.columnar.lifting_reason`) is a
+:class:`Part` of one *kind*. A built-in aggregate the columnar engine serves has an accumulator of
+a few columns of the window table (:class:`Acc`). What a kind does with them is what its
+combiner (:mod:`panes.combiners`) does with one accumulator:
 
 ============  ===========================  ===================================  ==================
 kind          combiner                     accumulator columns                  input types
@@ -13,7 +14,17 @@ sum           ``sum(v)``                   the sum, 128 bits (:mod:`.wide`)     
 mean          ``mean(v)``                  sum (128 bits) and count: its pair   integers
 min, max      ``min(v)``, ``max(v)``       the value's type (null: none)        integers, text
 list          ``to_list(v)``               a list of the value's type           any
+combine       any other ``CombineFn``      (none: Python objects)               any
 ============  ===========================  ===================================  ==================
+
+A **combine** part is a combiner that is not built in (a user's own, with ``output_type`` and
+``fields``): Arrow groups the bundle's values per key and window, and the part of a group is
+``fn.add_all(fn.create(), values)``, one call per group and bundle, with the values as the
+per-element path gives them (:meth:`Part.values`). The per-key engine merges it into the window
+(:meth:`~panes.engine.Engine.add_combined`); the columnar engine does not serve it (its
+accumulator is no column). Its values reach it in the bundle's row order: a combiner whose output
+depends on that order says so (:attr:`~panes.combiners.CombineFn.order_sensitive`, as
+``to_list``), and the operator then adds it element by element (:mod:`jobs.executor.paths`).
 
 Integers only for sums: a float sum's rounding depends on the order of additions, and a pane
 must be the same bit for bit whichever engine computed it. A bundle's parts are combined per key
@@ -23,7 +34,7 @@ accumulators (:meth:`Acc.merge`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -32,14 +43,26 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from panes.columnar import wide
-from panes.combiners import Aggregates, CombineFn, Count, Max, Mean, Min, Picked, Sum, ToList
+from panes.combiners import (
+    Aggregates,
+    CombineFn,
+    Count,
+    Max,
+    Mean,
+    Min,
+    Picked,
+    Sum,
+    ToList,
+    fields_of,
+)
 
 COUNT = "count_all"
 """The grouped bundle's column of rows per key and window."""
 VALUE = "value"
 """The column a combiner without a field reads, where element values are whole (not mappings)."""
 
-Kind = Literal["count_rows", "count", "sum", "mean", "min", "max", "list"]
+Kind = Literal["count_rows", "count", "sum", "mean", "min", "max", "list", "combine"]
+_BUILT_IN = (Count, Sum, Mean, Min, Max, ToList)
 _SUMMED = (pa.types.is_integer,)
 _ORDERED = (pa.types.is_integer, pa.types.is_string, pa.types.is_large_string)
 _ALL = pc.ScalarAggregateOptions(skip_nulls=True, min_count=0)
@@ -48,19 +71,36 @@ _VALID = pc.CountOptions(mode="only_valid")
 
 @dataclass(frozen=True)
 class Part:
-    """One aggregate in columns: ``kind`` over ``column`` (None: rows)."""
+    """One aggregate in columns: ``kind`` over ``column`` (None: rows). A ``combine`` part
+    (a combiner that is not built in, ``fn``) reads whole values from ``column``
+    (:data:`VALUE`) or, with ``column`` None, mappings of the value columns ``fields``."""
 
     kind: Kind
     column: str | None
+    fn: CombineFn | None = None
+    fields: tuple[str, ...] = ()
 
     @property
     def order_sensitive(self) -> bool:
-        """Whether the value depends on the order in which elements are added (a list)."""
+        """Whether the value depends on the order in which elements are added (a list, or a
+        combiner that says so: :attr:`~panes.combiners.CombineFn.order_sensitive`)."""
+        if self.fn is not None:
+            return self.fn.order_sensitive
         return self.kind == "list"
 
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """The bundle's value columns the part reads."""
+        if self.kind == "combine" and self.column is None:
+            return self.fields
+        return () if self.column is None else (self.column,)
+
     def aggregations(self) -> list[tuple[str, str, pc.FunctionOptions | None]]:
-        """Arrow's group aggregations that combine a bundle's values of one window."""
+        """Arrow's group aggregations that combine a bundle's values of one window (a
+        ``combine`` part: each column it reads as a list per group)."""
         column = self.column or ""
+        if self.kind == "combine":
+            return [(c, "list", None) for c in self.reads]
         if self.kind == "count_rows":
             return []  # the bundle's row count
         if self.kind == "count":
@@ -78,32 +118,94 @@ class Part:
             return (COUNT,)
         if self.kind == "mean":
             return (f"{self.column}_sum", f"{self.column}_count")
+        if self.kind == "combine":
+            return tuple(f"{c}_list" for c in self.reads) or (COUNT,)
         return (f"{self.column}_{self.kind}",)
+
+    def values(self, grouped: Sequence[list]) -> list[list]:
+        """A ``combine`` part's values of each group, as the per-element path gives them to its
+        combiner, from its :attr:`grouped` columns as Python lists (a list of each group's
+        values per column; with no column read, the groups' row counts): whole values, or one
+        mapping of :attr:`fields` per element (null: None).
+
+        >>> Part("combine", None, CombineFn(), ("a", "b")).values([[[1, 2]], [[None, 4]]])
+        [[{'a': 1, 'b': None}, {'a': 2, 'b': 4}]]
+        >>> Part("combine", None, CombineFn(), ()).values([[2, 1]])
+        [[{}, {}], [{}]]
+        """
+        if self.column is not None:
+            return grouped[0]
+        fields = self.fields
+        if not fields:
+            return [[{} for _ in range(n)] for n in grouped[0]]
+        if len(fields) == 1:
+            (name,) = fields
+            return [[{name: v} for v in group] for group in grouped[0]]
+        return [
+            [dict(zip(fields, row, strict=True)) for row in zip(*lists, strict=True)]
+            for lists in zip(*grouped, strict=True)
+        ]
+
+    def accumulators(self, grouped: Sequence[list]) -> list:
+        """A ``combine`` part's accumulator of each group: ``fn.add_all(fn.create(), values)``,
+        one call per group (:meth:`values`), as the per-element path adds a window's values of
+        a bundle."""
+        fn = self.fn
+        assert fn is not None
+        create, add_all = fn.create, fn.add_all
+        return [add_all(create(), values) for values in self.values(grouped)]
 
 
 def parts_of(
-    combine_fn: CombineFn, types: Callable[[str], pa.DataType | None], whole: bool
+    combine_fn: CombineFn,
+    types: Callable[[str], pa.DataType | None],
+    whole: bool,
+    values: Sequence[str] = (),
 ) -> tuple[Part, ...] | str:
     """The parts of ``combine_fn`` over columns of ``types`` (None: no such column), or why
-    the columnar engine does not serve it. ``whole``: element values are whole values (a
-    combiner without a field reads column :data:`VALUE`), not mappings of columns."""
+    its bundles do not lift. ``whole``: element values are whole values (a combiner without a
+    field reads column :data:`VALUE`), not mappings of columns; ``values``: the value columns
+    (what a combiner of your own that names no ``fields`` is given a mapping of, as the
+    per-element path gives it).
+
+    >>> from panes import combiners
+    >>> class Spread(CombineFn):
+    ...     fields = ("amount",)
+    >>> types = {"amount": pa.int64()}.get
+    >>> parts = parts_of(combiners.aggregates(n=combiners.count(), s=Spread()), types, False)
+    >>> [(p.kind, p.reads) for p in parts]
+    [('count_rows', ()), ('combine', ('amount',))]
+    >>> parts_of(combiners.sum("amount"), {"amount": pa.float64()}.get, False)
+    'sum(amount) sums double values, whose sum depends on the order of additions'
+    """
     fns = list(combine_fn.fns.values()) if isinstance(combine_fn, Aggregates) else [combine_fn]
     parts = []
     for fn in fns:
-        part = _part_of(fn, types, whole)
+        part = _part_of(fn, types, whole, tuple(values))
         if isinstance(part, str):
             return part
         parts.append(part)
     return tuple(parts)
 
 
-def _part_of(fn: CombineFn, types: Callable[[str], Any], whole: bool) -> Part | str:
+def built_in_reason(parts: Sequence[Part]) -> str | None:
+    """Why the columnar engine does not hold ``parts`` in its window table (None: it does):
+    the accumulator of a combiner that is not built in is no column."""
+    for part in parts:
+        if part.kind == "combine":
+            return f"{part.fn!r} is not a built-in aggregate"
+    return None
+
+
+def _part_of(
+    fn: CombineFn, types: Callable[[str], Any], whole: bool, values: tuple[str, ...]
+) -> Part | str:
     if fn.reads_event_time:  # a part is combined from values only (Part.aggregations)
         return f"{fn!r} reads event times: its elements are added one by one"
     if isinstance(fn, Picked):
         return f"{fn!r} has no columnar form: its elements are added one by one"
-    if type(fn) not in (Count, Sum, Mean, Min, Max, ToList):
-        return f"{fn!r} is not a built-in aggregate"
+    if type(fn) not in _BUILT_IN:
+        return _combine_part(fn, types, whole, values)
     field = getattr(fn, "field", None)
     if type(fn) is Count and field is None:
         return Part("count_rows", None)
@@ -133,6 +235,21 @@ def _part_of(fn: CombineFn, types: Callable[[str], Any], whole: bool) -> Part | 
     if not any(check(arrow_type) for check in _ORDERED):
         return f"{fn!r} over {arrow_type} values"
     return Part("min" if type(fn) is Min else "max", column)
+
+
+def _combine_part(
+    fn: CombineFn, types: Callable[[str], Any], whole: bool, values: tuple[str, ...]
+) -> Part | str:
+    """The ``combine`` part of a combiner that is not built in."""
+    if whole:
+        if types(VALUE) is None:
+            return f"{fn!r} reads whole values, and the elements' values are columns"
+        return Part("combine", VALUE, fn)
+    fields = fields_of(fn) or values
+    for column in fields:
+        if types(column) is None:
+            return f"{fn!r} reads a column {column!r} the elements do not have"
+    return Part("combine", None, fn, fields)
 
 
 @dataclass(frozen=True)
@@ -235,4 +352,4 @@ class Acc:
         return pa.array(fixed, pa.float64())
 
 
-__all__ = ["COUNT", "VALUE", "Acc", "Part", "parts_of"]
+__all__ = ["COUNT", "VALUE", "Acc", "Part", "built_in_reason", "parts_of"]

@@ -3,11 +3,15 @@
 The engine evaluates a window's trigger once per bundle (:meth:`panes.engine.Engine.add_elements`),
 so what a window needs from a bundle is the combination of its values, how many there were and
 their earliest (or latest) timestamp that holds the output (:meth:`~panes.rules.WindowRules.holds`).
-For fixed windows (each element has one window, none merge) and the built-in aggregates
-(:mod:`.accumulators`), :class:`Lifting` computes those per (key, window) with Arrow's C++
-``group_by`` over the bundle's table: no Python object per element. Two engines take the result:
+For fixed windows (each element has one window, none merge), :class:`Lifting` computes those
+per (key, window) with Arrow's C++ ``group_by`` over the bundle's table. A built-in aggregate's
+part is computed there too (:mod:`.accumulators`): no Python object per element. A combiner that
+is not built in gets each group's values as a list from Arrow, and its part is
+``add_all(create(), values)``, one call per group (a ``combine`` part,
+:meth:`.accumulators.Part.accumulators`). Two engines take the result:
 
-* the columnar engine merges the parts into its window table (:mod:`.visit`);
+* the columnar engine merges the parts into its window table (:mod:`.visit`; built-in
+  aggregates only, :func:`columnar_reason`);
 * the per-key engine takes each key's parts (:meth:`Lifting.combined_by_key`,
   :func:`add_bundle`: :meth:`~panes.engine.Engine.add_combined`).
 
@@ -29,7 +33,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from panes.columnar.accumulators import COUNT, VALUE, Part, parts_of
+from panes.columnar.accumulators import COUNT, VALUE, Part, built_in_reason, parts_of
 from panes.columnar.classes import by_value
 from panes.columnar.keys import engine_keys, key_table
 from panes.columnar.wide import exact_sums, joined, python_ints_of, split_names
@@ -94,12 +98,22 @@ class ElementColumns:
 def lifting_reason(
     windowing: Windowing, combine_fn: CombineFn, columns: ElementColumns, weighted: bool = False
 ) -> str | None:
-    """Why a pipeline's bundles cannot be lifted (None: they can)."""
+    """Why a pipeline's bundles cannot be lifted (None: they can): weighted input, windows that
+    are not fixed, an aggregate whose parts would not combine exactly (a float sum).
+
+    >>> import pyarrow as pa
+    >>> from panes import Sessions, combiners
+    >>> columns = ElementColumns(("k",), ("n",), (("k", pa.string()), ("n", pa.int64())))
+    >>> lifting_reason(Windowing(FixedWindows(10)), combiners.sum("n"), columns) is None
+    True
+    >>> lifting_reason(Windowing(Sessions(10)), combiners.sum("n"), columns)
+    'Sessions(10us) are not fixed windows (one window per element, none merging)'
+    """
     if weighted:
         return "weighted input (retractions) is added element by element"
     if type(windowing.window_fn) is not FixedWindows:
         return f"{windowing.window_fn} are not fixed windows (one window per element, none merging)"
-    parts = parts_of(combine_fn, columns.arrow_type, columns.whole)
+    parts = parts_of(combine_fn, columns.arrow_type, columns.whole, columns.values)
     return parts if isinstance(parts, str) else None
 
 
@@ -107,9 +121,15 @@ def columnar_reason(
     windowing: Windowing, combine_fn: CombineFn, columns: ElementColumns, weighted: bool = False
 ) -> str | None:
     """Why the columnar engine does not serve a pipeline (None: it does): its bundles must
-    lift, its trigger be evaluable once per class of windows
-    (:attr:`~panes.triggers.Trigger.by_class`), and its mode keep no emitted pane."""
+    lift, its aggregates be built in (:func:`~.accumulators.built_in_reason`), its trigger be
+    evaluable once per class of windows (:attr:`~panes.triggers.Trigger.by_class`), and its
+    mode keep no emitted pane."""
     reason = lifting_reason(windowing, combine_fn, columns, weighted)
+    if reason is not None:
+        return reason
+    parts = parts_of(combine_fn, columns.arrow_type, columns.whole, columns.values)
+    assert not isinstance(parts, str)  # they lift
+    reason = built_in_reason(parts)
     if reason is not None:
         return reason
     if not windowing.trigger.by_class:
@@ -143,7 +163,7 @@ class Lifting:
         reason = lifting_reason(windowing, combine_fn, columns)
         if reason is not None:
             raise NotColumnar(reason)
-        parts = parts_of(combine_fn, columns.arrow_type, columns.whole)
+        parts = parts_of(combine_fn, columns.arrow_type, columns.whole, columns.values)
         assert not isinstance(parts, str) and isinstance(windowing.window_fn, FixedWindows)
         return cls(
             window_fn=windowing.window_fn,
@@ -183,7 +203,8 @@ class Lifting:
     def _grouped(self, table: pa.Table, starts: Any, watermark: int) -> pa.Table:
         """Per key and window of ``table``: its start, row count, hold and aggregations, sorted
         by key and start."""
-        grouped = table.select([*self.keys, *self._value_columns()]).append_column(
+        values = [c for c in self._value_columns() if c not in self.keys]  # a key read: once
+        grouped = table.select([*self.keys, *values]).append_column(
             START, pa.array(starts, pa.int64())
         )
         # (column, function) -> options; each once: a mean shares a sum's and a count's
@@ -227,7 +248,7 @@ class Lifting:
         return {keys[i]: bundles[keys[i]] for i in order.to_pylist()}
 
     def _value_columns(self) -> list[str]:
-        return sorted({p.column for p in self.parts if p.column is not None})
+        return sorted({c for p in self.parts for c in p.reads})
 
     def _bundles(self, lifted: Lifted) -> dict[Any, Bundle]:
         """Each key's parts (:class:`~panes.engine.Combined`) of ``lifted``."""
@@ -239,7 +260,9 @@ class Lifting:
         per_part: list[list[Any]] = []
         for part in self.parts:
             names = part.grouped
-            if len(names) > 1:
+            if part.kind == "combine":  # a combiner's own: add_all of each group's values
+                per_part.append(part.accumulators([column[c] for c in names]))
+            elif len(names) > 1:
                 per_part.append(list(zip(*(column[c] for c in names), strict=True)))
             elif part.kind == "list":
                 per_part.append([tuple(v) for v in column[names[0]]])

@@ -1,6 +1,7 @@
 """Combiner lifting (panes.columnar.bundle) in the operator gives the same pane log and late
 table as the element-by-element path, bit for bit, on random workloads over random
-configurations; and it is used exactly where the pipeline allows it.
+configurations, built-in aggregates and combiners of a user's own alike; and it is used exactly
+where the pipeline allows it.
 
 Each workload runs the same batches through two operators (a bucket's processor with a fake
 state handle, as :mod:`tests.jobs.test_operator` does): one lifting combiners in Arrow, one
@@ -19,6 +20,7 @@ pd = pytest.importorskip("pandas")
 pytest.importorskip("pyspark")
 
 from jobs.executor.operator_input import blob_of  # noqa: E402
+from panes.combiners import CombineFn  # noqa: E402
 from tests.examples import seeds  # noqa: E402
 from tests.operator_fakes import T0_MS, ShardRun, clocks  # noqa: E402
 
@@ -73,14 +75,104 @@ def config(
     }
 
 
-def operators(settings: dict) -> list[ShardRun]:
-    """(lifting, element by element) operators of ``settings``."""
+class Spread(CombineFn):
+    """A user's combiner: ``max - min`` of ``n`` (declared type and column)."""
+
+    output_type = "long"
+    fields = ("n",)
+
+    def create(self):
+        return None
+
+    def add(self, acc, value):
+        x = value["n"]
+        if x is None:
+            return acc
+        return (x, x) if acc is None else (min(acc[0], x), max(acc[1], x))
+
+    def merge(self, accs):
+        present = [a for a in accs if a is not None]
+        if not present:
+            return None
+        return (min(a[0] for a in present), max(a[1] for a in present))
+
+    def extract(self, acc):
+        return None if acc is None else acc[1] - acc[0]
+
+
+class Tags(CombineFn):
+    """A user's combiner with its own ``add_all``: the distinct tags, exactly (a sorted tuple,
+    so that its state's bytes are the same however it was built)."""
+
+    output_type = "long"
+    fields = ("tag",)
+
+    def create(self):
+        return ()
+
+    def add_all(self, acc, values):
+        (field,) = self.fields
+        return tuple(sorted({*acc, *(v[field] for v in values if v[field] is not None)}))
+
+    def add(self, acc, value):
+        return self.add_all(acc, [value])
+
+    def merge(self, accs):
+        return tuple(sorted({t for acc in accs for t in acc}))
+
+    def extract(self, acc):
+        return len(acc)
+
+
+class Regions(Tags):
+    """The distinct regions: a column that is also a key in a two-column key."""
+
+    fields = ("region",)
+
+
+class Joined(Tags):
+    """The tags in the order added: it says its output depends on that order."""
+
+    output_type = "string"
+    order_sensitive = True
+
+    def add_all(self, acc, values):
+        return (*acc, *(v["tag"] or "-" for v in values))
+
+    def merge(self, accs):
+        return tuple(t for acc in accs for t in acc)
+
+    def extract(self, acc):
+        return ",".join(acc)
+
+
+OWN = {"spread": Spread(), "tags": Tags()}
+
+
+def pipeline_of(settings: dict, own: dict[str, CombineFn] | None = None):
+    """The pipeline of ``settings``, with the combiners ``own`` (a code pipeline's) after its
+    aggregates (``settings`` may have none: then only ``own``)."""
     from dataclasses import replace
 
+    from jobs.config.aggregates import Aggregate
     from jobs.config.load import pipeline_from_dict
+
+    built_in = settings["aggregates"]
+    pipeline = pipeline_from_dict({**settings, "aggregates": built_in or {"rows": "count()"}})
+    if own:
+        added = tuple(Aggregate(name, fn) for name, fn in own.items())
+        kept = pipeline.aggregates if built_in else ()
+        pipeline = replace(pipeline, aggregates=kept + added)
+    return pipeline
+
+
+def operators(settings: dict, own: dict[str, CombineFn] | None = None) -> list[ShardRun]:
+    """(lifting, element by element) operators of ``settings`` (and the combiners ``own``)."""
+    from dataclasses import replace
+
     from jobs.driver.plan import operator_config
 
-    conf = operator_config(pipeline_from_dict(settings))
+    conf = operator_config(pipeline_of(settings, own))
     # the engine per key, lifted or not (columnar windows: tests/jobs/test_columnar_path.py)
     conf = replace(conf, columnar_windows=False)
     return [ShardRun(replace(conf, lift_combiners=lift)) for lift in (True, False)]
@@ -143,16 +235,21 @@ def comparable(rows: list[dict]) -> list[dict]:
     return [{k: (None if v != v else v) for k, v in r.items()} for r in rows]
 
 
-def compare(seed: int, huge: bool = False) -> set[str]:
+def compare(seed: int, huge: bool = False, own: bool = False) -> set[str]:
     """One random workload through both paths; the kinds of rows it wrote. A key of one column
     (long or string), or of two (the region too) in every other workload. ``huge``: values for
-    which Arrow's sums of a batch could leave 64 bits (:func:`batches`)."""
+    which Arrow's sums of a batch could leave 64 bits (:func:`batches`). ``own``: the user's
+    combiners (:data:`OWN`, one or both) beside the built-ins drawn (none in every third)."""
     rng = random.Random(seed)
     key_type = rng.choice(["long", "string"])
-    names = rng.sample(sorted(AGGREGATES), rng.randint(1, len(AGGREGATES)))
+    low = 0 if own and seed % 3 == 0 else 1
+    names = rng.sample(sorted(AGGREGATES), rng.randint(low, len(AGGREGATES)))
     aggregates = {n: AGGREGATES[n] for n in names}
     settings = config(rng, aggregates, key_type, two_keys=seed % 2 == 1)
-    lifted, plain = operators(settings)
+    mine = None
+    if own:
+        mine = {n: OWN[n] for n in rng.sample(sorted(OWN), rng.randint(1, len(OWN)))}
+    lifted, plain = operators(settings, mine)
     plan = list(batches(rng, key_type, huge=huge))
     got = run(lifted, key_type, plan)
     assert lifted.processor()._lifting is not None, (
@@ -170,6 +267,15 @@ def compare(seed: int, huge: bool = False) -> set[str]:
 def test_lifted_and_per_element_paths_write_the_same_rows(seeds):
     kinds = set().union(*(compare(seed) for seed in seeds))
     assert kinds == {"pane", "late"}  # both paths fired and dropped
+
+
+def test_a_users_own_combiners_write_the_same_rows_lifted_and_element_by_element():
+    """Random workloads (every mode, element-counting and processing-time triggers, late and
+    closed windows) with a user's combiners, alone or beside built-ins: each window's values of
+    a batch added at once (``add_all`` per key and window) give the rows and state that adding
+    them element by element gives."""
+    kinds = set().union(*(compare(seed, own=True) for seed in seeds(500, 540)))
+    assert kinds == {"pane", "late"}
 
 
 def splits_counted(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
@@ -217,6 +323,64 @@ def test_what_cannot_be_lifted_exactly_takes_the_per_element_path(window, aggreg
     assert lifted.processor()._lifting is None
 
 
+def test_aggregates_reading_a_key_column_are_lifted_exactly():
+    """With the key ``(user, region)``, built-ins and a user's combiner reading ``region`` give
+    the per-element path's rows (the key column read once from the bundle; before, lifting
+    failed on it: "Multiple matches for FieldRef.Name(region)")."""
+    for seed in seeds(600, 606):
+        rng = random.Random(seed)
+        aggregates = {"regions_seen": "count(region)", "last_region": "max(region)"}
+        settings = config(rng, aggregates, two_keys=True)
+        lifted, plain = operators(settings, {"regions": Regions()})
+        plan = list(batches(rng, "long"))
+        want = run(plain, "long", plan)
+        assert comparable(run(lifted, "long", plan)) == comparable(want), f"seed {seed}"
+        assert lifted.processor()._lifting is not None and want
+
+
+def path_of(settings: dict, own: dict[str, CombineFn]) -> str:
+    """The path the operator of ``settings`` with the user's combiners ``own`` takes."""
+    from jobs.driver.plan import operator_config
+
+    return ShardRun(operator_config(pipeline_of(settings, own))).processor().path.value
+
+
+@pytest.mark.parametrize(
+    ("trigger", "aggregates"),
+    [
+        ("AfterWatermark()", {}),
+        ("AfterWatermark()", {"total": "sum(n)", "rows": "count()"}),
+        ("AfterWatermark(early=AfterProcessingTime(10s))", {"total": "sum(n)"}),
+        ("Repeatedly(AfterCount(2))", {"rows": "count()"}),
+    ],
+)
+def test_a_users_own_combiner_takes_the_lifted_path(trigger, aggregates):
+    """Alone or beside built-ins, whatever the trigger: lifted (the columnar engine holds no
+    user's accumulator), where before it was added element by element."""
+    settings = config(random.Random(0), aggregates)
+    settings["window"], settings["trigger"] = "FixedWindows(1m)", trigger
+    settings["accumulation_mode"] = "accumulating"
+    assert path_of(settings, {"spread": Spread()}) == "lifted"
+    if aggregates:  # the built-ins alone: columnar, or lifted for a processing-time trigger
+        alone = "lifted" if "ProcessingTime" in trigger else "columnar"
+        assert path_of(settings, {}) == alone
+
+
+@pytest.mark.parametrize(
+    ("change", "own"),
+    [
+        ({}, {"joined": Joined()}),  # its output depends on the order of its values
+        ({"aggregates": {"all": "to_list(n)"}}, {"spread": Spread()}),  # a list beside it
+        ({"window": "Sessions(1m)"}, {"spread": Spread()}),  # windows that merge
+        ({"window": "SlidingWindows(1m, 30s)"}, {"spread": Spread()}),  # several per element
+    ],
+)
+def test_a_users_own_combiner_that_cannot_lift_takes_the_per_element_path(change, own):
+    settings = {**config(random.Random(0), {"rows": "count()"}), **change}
+    settings["trigger"] = "AfterWatermark()"
+    assert path_of(settings, own) == "per element"
+
+
 def test_a_window_whose_running_sum_passes_64_bits_is_lifted_exactly():
     """Arrow's sums wrap at 64 bits: a batch whose running sum could pass 2^63 is summed by
     halves; every window is still lifted (one part each, no element one by one)."""
@@ -251,3 +415,43 @@ def test_a_window_whose_running_sum_passes_64_bits_is_lifted_exactly():
     assert [len(bundles[1].expired), len(bundles[1].parts)] == [0, 2]
     assert [len(bundles[2].expired), len(bundles[2].parts)] == [0, 1]
     assert sorted(p.acc for p in bundles[1].parts) == [(3,), (big,)]
+
+
+class Counted(CombineFn):
+    """A user's combiner that can withdraw a value (``retract``): it may read weighted input."""
+
+    output_type = "long"
+    fields = ("n",)
+
+    def create(self):
+        return 0
+
+    def add(self, acc, value):
+        return acc + 1
+
+    def retract(self, acc, value):
+        return acc - 1
+
+    def merge(self, accs):
+        return sum(accs)
+
+    def extract(self, acc):
+        return acc
+
+
+def test_weighted_input_stays_element_by_element_with_a_users_own_combiner():
+    """A pane-log upstream's retractions (weight -1) are withdrawn one by one: the pipeline
+    stays on the per-element path even with a combiner that can retract, as it did."""
+    from jobs.executor.operator_input import InputSchema
+    from jobs.executor.paths import Path, path_of
+    from panes import AccumulationMode, FixedWindows, Windowing
+    from panes.engine import Engine
+
+    windowing = Windowing(
+        FixedWindows(60_000_000), accumulation_mode=AccumulationMode.ACCUMULATING_AND_RETRACTING
+    )
+    columns = (("user", pa.int64()), ("n", pa.int64()))
+    for weighted, path in ((True, Path.PER_ELEMENT), (False, Path.LIFTED)):
+        engine = Engine(windowing, Counted(), weighted=weighted)
+        schema = InputSchema(("user",), ("n",), columns, weighted)
+        assert path_of(engine, schema) is path

@@ -154,13 +154,19 @@ class SpreadFn(CombineFn):
         return None if acc is None else acc[1] - acc[0]
 
 
-def spread_pipeline(lake: Path):
-    """:func:`pipeline` in discarding mode, with the user's combiner beside a built-in."""
+def spread_pipeline(lake: Path, beside: str = "sum"):
+    """:func:`pipeline` in discarding mode, with the user's combiner beside a built-in:
+    ``sum`` (of doubles: the pipeline is added element by element) or ``count`` (lifted: each
+    window's values of a batch combined at once, ``jobs/executor/paths.py``)."""
     from panes import combiners
 
+    built_in = {
+        "sum": {"total": combiners.sum("amount")},
+        "count": {"n": combiners.count("amount")},
+    }
     return pipeline(
         lake,
         "spread",
         accumulation_mode="discarding",
-        aggregates={"spread": SpreadFn(), "total": combiners.sum("amount")},
+        aggregates={"spread": SpreadFn(), **built_in[beside]},
     )

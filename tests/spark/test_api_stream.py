@@ -99,19 +99,25 @@ def test_events_that_do_not_fit_the_pipeline_are_refused_naming_the_setting(spar
     assert not (tmp_path / "lake").exists(), "nothing written"
 
 
-def test_a_combiner_of_the_users_own_runs_folds_and_verifies(spark, tmp_path):
+@pytest.mark.parametrize(("beside", "path"), [("sum", "per element"), ("count", "lifted")])
+def test_a_combiner_of_the_users_own_runs_folds_and_verifies(spark, tmp_path, beside, path):
     """A code pipeline's own ``CombineFn`` (declared output type and columns, JSON accumulator),
     in discarding mode beside a built-in: its panes are in the pane log as its declared type,
     the view folds them back to each window's answer, ``verify`` agrees, and a second run finds
-    the same pipeline (its text is stable across processes)."""
+    the same pipeline (its text is stable across processes). Beside a float sum it is added
+    element by element; beside a count, lifted (each window's values of a batch at once)."""
     from deltalake import DeltaTable
 
     from jobs import api
+    from jobs.driver.plan import operator_config
+    from jobs.executor.paths import path_of
     from tests.spark.counter_source import spread_pipeline
 
     counter = tmp_path / "counter"
     counter.write_text(str(EVENTS))
-    p = spread_pipeline(tmp_path / "lake")
+    p = spread_pipeline(tmp_path / "lake", beside)
+    config = operator_config(p)
+    assert path_of(p.engine(), config.input_schema, config.layout).value == path
     api.run(p, counter_stream(spark, counter), progress=None)
     api.run(p, counter_stream(spark, counter), drain=True, progress=None)
     panes = DeltaTable(p.table_path("panes")).to_pyarrow_table()
