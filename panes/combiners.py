@@ -21,14 +21,20 @@ Each takes an optional ``field``: with it, values are mappings and the aggregate
 ``value[field]``. Several named aggregates combine into one with :func:`aggregates`, and the
 textual form ``"sum(seconds)"`` (what ``str`` prints) parses with
 :func:`panes.syntax.parse_aggregate`.
+
+Any combiner takes a condition over the record's columns (:mod:`panes.conditions`):
+``count().filter("status = 'error'")`` (text ``count() filter (status = 'error')``) adds only
+the values whose condition is TRUE (:class:`Filtered`).
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
+
+from panes.conditions import Condition, as_condition
 
 A = TypeVar("A")  # accumulator
 V = TypeVar("V")  # input value
@@ -95,6 +101,17 @@ class CombineFn(Generic[A, V, O]):
         """Whether the combiner defines :meth:`retract` (min and max do not: they keep no
         multiset of their values)."""
         return type(self).retract is not CombineFn.retract
+
+    def filter(self, condition: Condition | str) -> Filtered:
+        """This combiner over only the values whose ``condition`` is TRUE (:class:`Filtered`).
+
+        >>> fn = count().filter("status = 'error'")
+        >>> fn
+        count() filter (status = 'error')
+        >>> fn.extract(fn.add_all(fn.create(), [{"status": "error"}, {"status": None}]))
+        1
+        """
+        return Filtered(self, as_condition(condition))
 
 
 class _FieldCombineFn(CombineFn):
@@ -353,14 +370,119 @@ class Aggregates(CombineFn):
         return "aggregates(" + ", ".join(f"{n}={fn!r}" for n, fn in self._items) + ")"
 
 
-def fields_of(fn: CombineFn) -> tuple[str, ...]:
-    """The value columns ``fn`` reads: a built-in's ``field``, or a combiner's own ``fields``.
+class Filtered(CombineFn):
+    """``inner`` over only the values whose ``condition`` is TRUE (SQL's ``FILTER (WHERE ...)``:
+    an unknown condition, a null column compared, does not count). Its output is ``inner``'s.
 
-    >>> fields_of(sum("amount")), fields_of(count())
-    (('amount',), ())
+    Where a record is tagged, the condition is computed once and its value carried in the
+    element's value under :attr:`panes.conditions.Condition.flag`; a value without that field
+    (the simulator, :func:`panes.fold.batch`) has the condition evaluated over its columns.
+
+    >>> fn = sum("amount").filter("country = 'de'")
+    >>> fn.extract(fn.add_all(fn.create(), [{"amount": 2, "country": "de"},
+    ...                                     {"amount": 5, "country": "fr"}]))
+    2
     """
+
+    def __init__(self, inner: CombineFn, condition: Condition) -> None:
+        if isinstance(inner, Filtered | Aggregates):
+            raise TypeError(f"cannot filter {inner!r}: filter a single, unfiltered aggregate")
+        self.inner = inner
+        self.condition = condition
+        self.flag = condition.flag
+        self.value_is_accumulator = inner.value_is_accumulator
+        self.output_type = inner.output_type
+
+    def passes(self, value: Any) -> bool:
+        """Whether ``value`` counts: its carried flag, else the condition over its columns."""
+        if not isinstance(value, Mapping):
+            raise TypeError(f"{self!r} reads columns, and the value {value!r} is no mapping")
+        if self.flag in value:
+            return value[self.flag] is True
+        return self.condition.evaluate(value) is True
+
+    @property
+    def reads_value(self) -> bool:
+        return True
+
+    def value_as_accumulator(self, value: Any) -> Any:
+        return self.inner.value_as_accumulator(value)
+
+    def create(self) -> Any:
+        return self.inner.create()
+
+    def add(self, acc: Any, value: Any) -> Any:
+        return self.inner.add(acc, value) if self.passes(value) else acc
+
+    def add_all(self, acc: Any, values: Sequence[Any]) -> Any:
+        return self.inner.add_all(acc, [v for v in values if self.passes(v)])
+
+    def merge(self, accs: Sequence[Any]) -> Any:
+        return self.inner.merge(accs)
+
+    def extract(self, acc: Any) -> Any:
+        return self.inner.extract(acc)
+
+    def retract(self, acc: Any, value: Any) -> Any:
+        return self.inner.retract(acc, value) if self.passes(value) else acc
+
+    @property
+    def can_retract(self) -> bool:
+        return self.inner.can_retract
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Filtered)
+            and other.inner == self.inner
+            and other.condition == self.condition
+        )
+
+    def __hash__(self) -> int:
+        return hash((Filtered, self.inner, self.condition))
+
+    def __repr__(self) -> str:
+        return f"{text_of(self.inner)} filter ({self.condition})"
+
+
+def unfiltered(fn: CombineFn) -> CombineFn:
+    """The combiner a :class:`Filtered` wraps, or ``fn`` itself.
+
+    >>> unfiltered(count().filter("x = 1"))
+    count()
+    """
+    return fn.inner if isinstance(fn, Filtered) else fn
+
+
+def fields_of(fn: CombineFn) -> tuple[str, ...]:
+    """The source columns ``fn`` reads: a built-in's ``field``, a combiner's own ``fields``,
+    and a filtered one's condition's columns.
+
+    >>> fields_of(sum("amount")), fields_of(count()), fields_of(count().filter("s = 'x'"))
+    (('amount',), (), ('s',))
+    """
+    if isinstance(fn, Filtered):
+        return tuple(dict.fromkeys((*fields_of(fn.inner), *fn.condition.columns)))
     field = getattr(fn, "field", None)
     return (field,) if isinstance(field, str) else tuple(fn.fields)
+
+
+def carried_fields_of(fn: CombineFn) -> tuple[str, ...]:
+    """The fields of an element's value that ``fn`` reads once its record is tagged: its
+    source columns, a filtered one's condition replaced by the condition's flag (the columns
+    the condition reads need not travel further than the tagger).
+
+    >>> fn = sum("amount").filter("s = 'x'")
+    >>> carried_fields_of(fn) == ("amount", fn.condition.flag)
+    True
+    """
+    if isinstance(fn, Filtered):
+        return (*carried_fields_of(fn.inner), fn.flag)
+    return fields_of(fn)
+
+
+def conditions_of(fn: CombineFn) -> tuple[Condition, ...]:
+    """The conditions a tagger computes for ``fn`` (one per filtered aggregate)."""
+    return (fn.condition,) if isinstance(fn, Filtered) else ()
 
 
 def text_of(fn: CombineFn) -> str:
@@ -403,17 +525,29 @@ class SqlForm:
 
 
 SQL_FORMS: dict[type[CombineFn], SqlForm] = {
-    Sum: SqlForm("sum", "coalesce(sum({value}), 0)"),
-    Count: SqlForm("sum", "count({value})"),
-    Min: SqlForm("min", "min({value})"),
-    Max: SqlForm("max", "max({value})"),
-    Mean: SqlForm(None, "avg({value})"),
-    ToList: SqlForm(None, "list({value} ORDER BY {order})"),
+    Sum: SqlForm("sum", "coalesce(sum({value}){filter}, 0)"),
+    Count: SqlForm("sum", "count({value}){filter}"),
+    Min: SqlForm("min", "min({value}){filter}"),
+    Max: SqlForm("max", "max({value}){filter}"),
+    Mean: SqlForm(None, "avg({value}){filter}"),
+    ToList: SqlForm(None, "list({value} ORDER BY {order}){filter}"),
 }
+"""``{filter}`` stands for a filtered aggregate's ``FILTER (WHERE ...)`` (empty for others)."""
 
 
 def sql_form(fn: CombineFn) -> SqlForm | None:
-    """The :class:`SqlForm` of a built-in combiner (or a subclass), None for any other."""
+    """The :class:`SqlForm` of a built-in combiner (or a subclass), None for any other; a
+    filtered built-in's is its inner one's, its batch aggregate with the condition in DuckDB.
+
+    >>> sql_form(count().filter("s = 'x'")).batch.format(value="*", order="ts", filter="")
+    'count(*) FILTER (WHERE ("s" = \'x\'))'
+    """
+    if isinstance(fn, Filtered):
+        inner = sql_form(fn.inner)
+        if inner is None:
+            return None
+        where = fn.condition.sql("duckdb").replace("{", "{{").replace("}", "}}")
+        return SqlForm(inner.merge, inner.batch.replace("{filter}", f" FILTER (WHERE {where})"))
     for cls in type(fn).__mro__:
         form = SQL_FORMS.get(cls)
         if form is not None:

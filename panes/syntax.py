@@ -22,7 +22,10 @@ Durations are a number and a unit, possibly repeated: ``250ms``, ``90s``, ``5m``
 
 Aggregates are ``NAME "(" [ FIELD ] ")"``: a built-in combiner of :mod:`panes.combiners`
 (``count()``, ``count(id)``, ``sum(seconds)``, ``mean(price)``, ...) over the element values, or
-over the values' ``FIELD`` (a name, dots allowed). Only ``count`` goes without a field.
+over the values' ``FIELD`` (a name, dots allowed). Only ``count`` goes without a field. Any of
+them may be followed by ``filter (CONDITION)`` (or SQL's ``filter (where CONDITION)``): a
+filtered aggregate (:class:`panes.combiners.Filtered`) over the records whose condition
+(:mod:`panes.conditions`) is TRUE: ``count() filter (status = 'error')``.
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from panes.combiners import BUILTINS, CombineFn
+from panes.combiners import BUILTINS, CombineFn, Filtered
+from panes.conditions import ConditionSyntaxError, parse_condition
 from panes.time import parse_duration
 from panes.triggers import (
     AfterAll,
@@ -339,8 +343,9 @@ _AGGREGATE_PARTS = (  # (what, pattern) in order; white space is free between th
     ("'('", re.compile(r"\s*\(")),
     ("a field name", re.compile(r"\s*(?P<field>[A-Za-z_][\w.]*)?")),  # optional: always matches
     ("')'", re.compile(r"\s*\)")),
-    ("the end", re.compile(r"\s*$")),
 )
+_FILTER = re.compile(r"\s*filter\s*\(\s*(?:where\b)?", re.IGNORECASE)
+_END = re.compile(r"\s*$")
 
 
 def parse_aggregate(text: str) -> CombineFn:
@@ -350,6 +355,8 @@ def parse_aggregate(text: str) -> CombineFn:
 
     >>> parse_aggregate("sum(seconds)")
     sum(seconds)
+    >>> parse_aggregate("count() FILTER (WHERE status = 'error')")
+    count() filter (status = 'error')
     """
     pos = 0
     found: dict[str, tuple[str | None, int]] = {}
@@ -374,4 +381,25 @@ def parse_aggregate(text: str) -> CombineFn:
     field = found["field"][0]
     if field is None and name != "count":
         raise AggregateSyntaxError(f"{name}() needs a field, e.g. {name}(seconds)", text, at)
-    return fn(field)
+    aggregate = fn(field)
+    if _END.match(text, pos):
+        return aggregate
+    where = _FILTER.match(text, pos)
+    if where is None:
+        at = len(text) - len(text[pos:].lstrip())
+        raise AggregateSyntaxError(
+            f"not an aggregate: expected the end, found {text[at : at + 10]!r} "
+            "(a filter is written 'filter (condition)')",
+            text,
+            at,
+        )
+    body = text[where.end() :].rstrip()
+    if not body.endswith(")"):
+        raise AggregateSyntaxError(
+            "expected ')' closing the filter's condition", text, where.end() + len(body)
+        )
+    try:
+        condition = parse_condition(body[:-1])
+    except ConditionSyntaxError as e:
+        raise AggregateSyntaxError(e.message, text, where.end() + e.position) from None
+    return Filtered(aggregate, condition)

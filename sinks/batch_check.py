@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from panes.combiners import CombineFn, fields_of, sql_form
+from panes.combiners import CombineFn, fields_of, sql_form, unfiltered
 from panes.fold import batch
 from panes.pane import Dropped
 from panes.window import Window
@@ -65,8 +65,9 @@ def _sql_aggregate(name: str, fn: CombineFn) -> str:
     form = sql_form(fn)
     if form is None:
         raise LakeError(f"aggregate {name} = {fn!r} has no SQL form")
-    value = f'"{getattr(fn, "field", None) or VALUE}"' if fn.reads_value else "*"
-    return f'{form.batch.format(value=value, order="ts_us")} AS "{name}"'
+    base = unfiltered(fn)  # a filtered aggregate's condition is in its form (FILTER (WHERE ...))
+    value = f'"{getattr(base, "field", None) or VALUE}"' if base.reads_value else "*"
+    return f'{form.batch.format(value=value, order="ts_us", filter="")} AS "{name}"'
 
 
 def sql_expressible(spec: ViewSpec) -> bool:

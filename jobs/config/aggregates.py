@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from jobs.config.values import PipelineConfigError
-from panes.combiners import BUILTINS, CombineFn, fields_of
+from panes.combiners import BUILTINS, CombineFn, Filtered, fields_of, unfiltered
+from panes.conditions import literal_kinds
 from sinks.column_types import COLUMN_TYPES, INTEGRAL, TYPES
 
 
@@ -20,8 +21,9 @@ class Aggregate:
 
     @property
     def column(self) -> str | None:
-        """The source column a built-in reads (None: ``count()``, or a combiner of your own)."""
-        column = getattr(self.fn, "field", None)
+        """The source column a built-in reads (None: ``count()``, or a combiner of your own); a
+        filtered built-in's is its inner one's."""
+        column = getattr(unfiltered(self.fn), "field", None)
         return column if isinstance(column, str) else None
 
     @property
@@ -38,14 +40,17 @@ class Aggregate:
                 raise PipelineConfigError(
                     where, f"column {read!r} is not in source.schema ({', '.join(types)})"
                 )
-        if type(self.fn) not in BUILTINS.values():
-            return _declared_type(where, self.fn)
-        kind = getattr(type(self.fn), "name", None)  # the built-ins' SQL name (panes.combiners)
+        if isinstance(self.fn, Filtered):
+            _check_condition(where, self.fn, types)
+        fn = unfiltered(self.fn)  # a filtered aggregate's output is its inner one's
+        if type(fn) not in BUILTINS.values():
+            return _declared_type(where, fn)
+        kind = getattr(type(fn), "name", None)  # the built-ins' SQL name (panes.combiners)
         if kind == "count":
             return "long"
         col = self.column
         if kind not in ("sum", "mean", "min", "max", "to_list") or col is None:
-            raise PipelineConfigError(where, f"unsupported aggregate {self.fn!r}")
+            raise PipelineConfigError(where, f"unsupported aggregate {fn!r}")
         typ = types[col]
         numeric = COLUMN_TYPES[typ][1]
         if kind in ("sum", "mean") and not numeric:
@@ -57,6 +62,32 @@ class Aggregate:
         if kind in ("min", "max"):
             return {"int": "long", "float": "double"}.get(typ, typ)
         return f"list<{typ}>"
+
+
+_LITERAL_KINDS = {  # a column's type -> the kinds of literal it compares with
+    **dict.fromkeys(("int", "long", "bigint", "double", "float"), "number"),
+    "string": "text",
+    "boolean": "boolean",
+}
+
+
+def _check_condition(where: str, fn: Filtered, types: Mapping[str, str]) -> None:
+    """Refuse a condition comparing a column with a literal of another kind (a number for a
+    ``string`` column, text for a ``long``), or reading a ``timestamp`` column (not yet: its
+    value is an instant in the tagger and text in the raw record)."""
+    for column, kinds in literal_kinds(fn.condition).items():
+        wanted = _LITERAL_KINDS.get(types[column])
+        if wanted is None:
+            raise PipelineConfigError(
+                where, f"the filter reads column {column!r} ({types[column]}): not supported"
+            )
+        for kind in kinds:
+            if kind != wanted:
+                raise PipelineConfigError(
+                    where,
+                    f"the filter compares column {column!r} ({types[column]}) with a {kind} "
+                    f"literal; it takes {wanted} literals",
+                )
 
 
 def _declared_type(where: str, fn: CombineFn) -> str:

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from panes.columnar import wide
-from panes.combiners import Aggregates, CombineFn, Count, Max, Mean, Min, Sum, ToList
+from panes.combiners import Aggregates, CombineFn, Count, Filtered, Max, Mean, Min, Sum, ToList
 
 COUNT = "count_all"
 """The grouped bundle's column of rows per key and window."""
@@ -98,6 +98,11 @@ def parts_of(
 
 
 def _part_of(fn: CombineFn, types: Callable[[str], Any], whole: bool) -> Part | str:
+    if isinstance(fn, Filtered):
+        return (
+            f"{fn!r} is filtered: the columnar engine does not mask a bundle's values with a "
+            "condition's flag yet, so its values are added element by element"
+        )
     if type(fn) not in (Count, Sum, Mean, Min, Max, ToList):
         return f"{fn!r} is not a built-in aggregate"
     field = getattr(fn, "field", None)

@@ -46,6 +46,8 @@ import pyarrow.json as pj
 from jobs.config.event_time import accepted, epoch_text_units, event_time_us, flat
 from jobs.executor import rejection_reasons as why
 from jobs.executor.operator_input import BLOB, BUCKET, TS_US, KeyBuckets, blobs_by_bucket
+from panes.columnar.conditions import arrow_flag
+from panes.conditions import Condition
 from sinks.column_types import ARROW_JSON_TYPES
 
 LATEST_EVENT_TIME = "pst_ts"
@@ -135,8 +137,10 @@ class JsonlDecoder:
     """The decoder of one pipeline (picklable: shipped to the Python workers).
 
     ``columns`` is the source schema as ``(name, declared type)``; ``keys`` and ``event_time``
-    name columns in it; ``epoch_us`` is the event time's unit in µs when it is an integer
-    (None: a timestamp string).
+    name columns in it; ``values`` are the element's value columns: source columns, and the
+    flag of each of ``conditions`` (the filtered aggregates' conditions, computed here once
+    per record in Arrow, :func:`panes.columnar.conditions.arrow_flag`); ``epoch_us`` is the
+    event time's unit in µs when it is an integer (None: a timestamp string).
     """
 
     columns: tuple[tuple[str, str], ...]
@@ -145,6 +149,17 @@ class JsonlDecoder:
     values: tuple[str, ...]
     buckets: int
     epoch_us: int | None = None
+    conditions: tuple[Condition, ...] = ()
+
+    @cached_property
+    def _flags(self) -> dict[str, Condition]:
+        return {c.flag: c for c in self.conditions}
+
+    @cached_property
+    def read_values(self) -> tuple[str, ...]:
+        """The source columns the values are made of: value columns and conditions' columns."""
+        own = (v for v in self.values if v not in self._flags)
+        return tuple(dict.fromkeys((*own, *(c for f in self.conditions for c in f.columns))))
 
     # -- the mapInArrow function ------------------------------------------------------------------
 
@@ -330,7 +345,7 @@ class JsonlDecoder:
                 unless_rejected(pc.invert(inside), why.unparseable("key", k))
             if types[k] == "string":
                 unless_rejected(pc.equal(pc.utf8_trim(col, " "), ""), why.empty_key(k))
-        for v in self.values:
+        for v in self.read_values:
             if _ARROW_TYPE.get(types[v]) == "float64":
                 unless_rejected(pc.invert(pc.is_finite(table.column(v))), why.not_finite(v))
         return flat(reason), pc.fill_null(us, 0)
@@ -356,7 +371,11 @@ class JsonlDecoder:
         arrays.append(pa.chunked_array([ts_us]))
         names.append(TS_US)
         for v in self.values:
-            arrays.append(decoded.column(v))
+            condition = self._flags.get(v)
+            if condition is None:
+                arrays.append(decoded.column(v))
+            else:
+                arrays.append(pa.chunked_array([arrow_flag(condition, decoded)]))
             names.append(v)
         payload = pa.Table.from_arrays(arrays, names=names).combine_chunks().to_batches()[0]
         buckets = self._bucket_column(payload)
