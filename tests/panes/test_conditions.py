@@ -75,7 +75,7 @@ conditions = st.recursive(
 records = st.fixed_dictionaries({c: st.one_of(st.none(), s) for c, s in COLUMNS.items()})
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(conditions)
 def test_a_condition_prints_text_that_parses_back_to_it(condition):
     text = str(condition)
@@ -151,7 +151,7 @@ def test_a_malformed_filter_is_an_aggregate_syntax_error_at_its_place_in_the_agg
         parse_aggregate("count() filtr (a = 1)")
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(conditions, records)
 def test_three_valued_logic(condition, record):
     """An unknown (null) operand makes not/and/or unknown unless and's False or or's True

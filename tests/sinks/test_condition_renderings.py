@@ -15,7 +15,7 @@ from tests.panes.test_conditions import conditions, records
 SCHEMA = pa.schema([("s", pa.string()), ("n", pa.int64()), ("x", pa.float64()), ("b", pa.bool_())])
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(conditions, st.lists(records, min_size=1, max_size=8))
 def test_python_arrow_and_duckdb_agree(condition, rows):
     table = pa.Table.from_pylist(rows, schema=SCHEMA)
