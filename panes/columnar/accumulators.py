@@ -48,10 +48,31 @@ _VALID = pc.CountOptions(mode="only_valid")
 
 @dataclass(frozen=True)
 class Part:
-    """One aggregate in columns: ``kind`` over ``column`` (None: rows)."""
+    """One aggregate in columns: ``kind`` over ``column`` (None: rows). A filtered aggregate's
+    part (``mask``: the condition's flag column) reads a column of its own, ``source`` (None:
+    rows) where the flag is TRUE and null elsewhere (:meth:`masked`): the inner aggregate's
+    part over the values the condition lets through."""
 
     kind: Kind
     column: str | None
+    mask: str | None = None
+    source: str | None = None
+
+    @property
+    def value_column(self) -> str | None:
+        """The element column whose type the part's values have (None: rows)."""
+        return self.source if self.mask is not None else self.column
+
+    def masked(self, table: pa.Table) -> pa.Array | pa.ChunkedArray:
+        """This part's column (a filtered part's) made from ``table``'s source and flag."""
+        assert self.mask is not None
+        flag = pc.fill_null(table.column(self.mask), False)
+        values = (
+            pa.repeat(pa.scalar(1, pa.int64()), table.num_rows)
+            if self.source is None
+            else table.column(self.source)
+        )
+        return pc.if_else(flag, values, None)
 
     @property
     def order_sensitive(self) -> bool:
@@ -99,10 +120,18 @@ def parts_of(
 
 def _part_of(fn: CombineFn, types: Callable[[str], Any], whole: bool) -> Part | str:
     if isinstance(fn, Filtered):
-        return (
-            f"{fn!r} is filtered: the columnar engine does not mask a bundle's values with a "
-            "condition's flag yet, so its values are added element by element"
-        )
+        if whole:
+            return f"{fn!r} reads columns, and the elements' values are whole"
+        if types(fn.flag) is None:
+            return f"{fn!r}: the elements do not carry its condition's flag {fn.flag!r}"
+        inner = _part_of(fn.inner, types, whole)
+        if isinstance(inner, str):
+            return inner
+        if inner.kind == "list":
+            return f"{fn!r}: a filtered list is added element by element"
+        kind: Kind = "count" if inner.kind == "count_rows" else inner.kind
+        masked = f"{fn.flag}_{inner.column or 'rows'}"
+        return Part(kind, masked, mask=fn.flag, source=inner.column)
     if type(fn) not in (Count, Sum, Mean, Min, Max, ToList):
         return f"{fn!r} is not a built-in aggregate"
     field = getattr(fn, "field", None)

@@ -87,3 +87,17 @@ def test_the_decoder_tags_each_record_with_its_conditions_flags():
         for c in p.conditions:
             assert row[c.flag] is c.evaluate(record)
         assert "status" not in row and "country" not in row  # only the flags travel
+
+
+def test_a_filtered_built_in_stays_on_the_columnar_path():
+    from jobs.driver.plan import operator_config
+    from jobs.executor.paths import Path, path_of
+
+    p = pipeline(
+        errors="count() filter (status = 'error')",
+        de="sum(amount) filter (country = 'de')",
+        top="max(amount) filter (ok = true)",
+    )
+    assert path_of(p.engine(), operator_config(p).input_schema) is Path.COLUMNAR
+    listed = pipeline(names="to_list(status) filter (ok = true)")
+    assert path_of(listed.engine(), operator_config(listed).input_schema) is Path.PER_ELEMENT

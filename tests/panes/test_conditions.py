@@ -172,6 +172,14 @@ def test_three_valued_logic(condition, record):
 ERRORS = combiners.count().filter("status = 'error'")
 DE = combiners.sum("amount").filter("country = 'de'")
 AGG = combiners.aggregates(errors=ERRORS, de=DE, all=combiners.count())
+EVERY_KIND = combiners.aggregates(  # every built-in the columnar engine lifts, filtered
+    errors=ERRORS,
+    de=DE,
+    known=combiners.count("amount").filter("country is not null"),
+    top=combiners.max("amount").filter("status != 'ok'"),
+    low=combiners.min("status").filter("amount >= 2"),
+    mean=combiners.mean("amount").filter("not country in ('fr')"),
+)
 
 
 def test_a_filtered_aggregate_is_the_inner_one_over_the_values_whose_condition_is_true():
@@ -190,9 +198,10 @@ def test_a_filtered_aggregate_is_the_inner_one_over_the_values_whose_condition_i
     assert DE.retract(DE.add(0, values[0]), values[0]) == 0 and DE.retract(5, values[3]) == 5
 
 
-def test_a_filtered_aggregate_keeps_the_columnar_engine_off_and_says_why():
-    with pytest.raises(NotColumnar, match="is filtered"):
-        Simulator(Windowing(FixedWindows(10)), AGG, engine="columnar")
+def test_a_filtered_list_is_not_columnar_and_says_why():
+    listed = combiners.to_list("amount").filter("status = 'error'")
+    with pytest.raises(NotColumnar, match="a filtered list is added element by element"):
+        Simulator(Windowing(FixedWindows(10)), listed, engine="columnar")
 
 
 RECORDS = st.lists(
@@ -240,6 +249,31 @@ def test_filtered_aggregates_in_the_simulator_in_every_mode(mode, elements, cut)
     expected = _expected(elements, window_fn)
     assert fold(sim.panes, mode, AGG) == expected
     assert batch(elements, window_fn, AGG) == expected
+
+
+@pytest.mark.parametrize("mode", [AccumulationMode.DISCARDING, AccumulationMode.ACCUMULATING])
+@settings(max_examples=15, deadline=None)
+@given(elements=RECORDS, cut=st.integers(0, 30), watermark=st.integers(0, 40))
+def test_the_columnar_engine_masks_a_bundle_with_the_flags_as_the_per_key_engine_filters(
+    mode, elements, cut, watermark
+):
+    """Same panes and drops, in the same order, from both engines (the columnar one sums,
+    counts, ... each filtered aggregate's column masked by its condition's flag)."""
+    windowing = Windowing(
+        FixedWindows(20),
+        trigger=AfterWatermark(early=Repeatedly(AfterCount(2)), late=AfterCount(1)),
+        accumulation_mode=mode,
+        allowed_lateness=10,
+    )
+    sims = [Simulator(windowing, EVERY_KIND, engine=e) for e in ("per_key", "columnar")]
+    for sim in sims:
+        sim.add_elements(elements[:cut])
+        sim.advance_watermark(watermark)
+        sim.add_elements(elements[cut:])
+        sim.advance_watermark(100)
+    per_key, columnar = sims
+    assert columnar.panes == per_key.panes
+    assert columnar.dropped == per_key.dropped
 
 
 def test_filtered_aggregates_over_merging_windows():
