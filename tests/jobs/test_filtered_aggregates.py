@@ -101,3 +101,12 @@ def test_a_filtered_built_in_stays_on_the_columnar_path():
     assert path_of(p.engine(), operator_config(p).input_schema) is Path.COLUMNAR
     listed = pipeline(names="to_list(status) filter (ok = true)")
     assert path_of(listed.engine(), operator_config(listed).input_schema) is Path.PER_ELEMENT
+
+
+def test_a_filtered_aggregate_is_saved_as_its_text_and_loads_back(tmp_path):
+    from jobs.config.load import load_pipeline
+    from jobs.config.save import save_pipeline
+
+    p = pipeline(quoted="count() filter (status in ('it''s', 'a\\b') or not ok = true)")
+    path = save_pipeline(p, tmp_path / "p.toml")
+    assert load_pipeline(path).aggregates == p.aggregates

@@ -7,7 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from tests.panes.test_conditions import conditions, records
 from tests.spark.support import T0, iso, put
 
 pytestmark = pytest.mark.spark
@@ -96,3 +99,16 @@ def test_filtered_aggregates_reach_the_view_and_verify(spark, tmp_path, fmt):
         for r in rows
     }
     assert got == EXPECTED
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(conditions, min_size=20, max_size=20), st.lists(records, min_size=10, max_size=10))
+def test_spark_sql_renders_conditions_as_the_model_evaluates_them(spark, many, rows):
+    """The rendering the Spark SQL tagger uses agrees with the model's evaluation, nulls,
+    quotes and backslashes included (one query per example)."""
+    from pyspark.sql import functions as F
+
+    frame = spark.createDataFrame(rows, "s string, n bigint, x double, b boolean")
+    flags = [F.expr(c.sql("spark")).alias(f"c{i}") for i, c in enumerate(many)]
+    got = [[r[f"c{i}"] for i in range(len(many))] for r in frame.select(*flags).collect()]
+    assert got == [[c.evaluate(r) for c in many] for r in rows]
