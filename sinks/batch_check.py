@@ -34,7 +34,8 @@ def elements_table(spec: ViewSpec, elements: Any) -> pa.Table:
     if isinstance(elements, pa.Table):
         return elements
     cols: dict[str, list] = {k: [] for k in spec.keys}
-    fields = value_fields(spec)
+    # a filter's condition may read a key: its column is the key's
+    fields = [f for f in value_fields(spec) if f not in spec.keys]
     for f in fields:
         cols[f] = []
     cols["ts_us"] = []
