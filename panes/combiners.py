@@ -34,6 +34,10 @@ read event times (:attr:`CombineFn.reads_event_time`, :func:`inputs_of`).
 Several named aggregates combine into one with :func:`aggregates`, and the
 textual form ``"sum(seconds)"`` (what ``str`` prints) parses with
 :func:`panes.syntax.parse_aggregate`.
+
+Any combiner takes a condition over the record's columns (:mod:`panes.conditions`):
+``count().filter("status = 'error'")`` (text ``count() filter (status = 'error')``) adds only
+the values whose condition is TRUE (:class:`Filtered`).
 """
 
 from __future__ import annotations
@@ -46,7 +50,17 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from panes.combine_fn import CombineFn
+from panes.combine_fn import (  # the protocol, and what is said of any combiner
+    CombineFn,
+    Filtered,
+    carried_fields_of,
+    conditions_of,
+    fields_of,
+    text_of,
+    unfiltered,
+)
+
+__reexported__ = (carried_fields_of, conditions_of, fields_of, text_of, unfiltered)
 from panes.sketches import ApproxCountDistinct, ApproxPercentile, ApproxQuantiles, TopK
 
 EXACT_DECIMALS = decimal.Context(
@@ -515,6 +529,9 @@ class Aggregates(CombineFn):
         self._timed = tuple(fn.reads_event_time for _, fn in self._items)
         self.reads_event_time = any(self._timed)
 
+    def filter(self, condition: Any) -> Filtered:
+        raise TypeError(f"cannot filter {self!r}: filter each aggregate of it")
+
     def create(self) -> tuple:
         return tuple(fn.create() for _, fn in self._items)
 
@@ -568,32 +585,6 @@ class Aggregates(CombineFn):
         return "aggregates(" + ", ".join(f"{n}={fn!r}" for n, fn in self._items) + ")"
 
 
-def fields_of(fn: CombineFn) -> tuple[str, ...]:
-    """The value columns ``fn`` reads: a built-in's ``field`` (and ``max_by``'s ``by``), or a
-    combiner's own ``fields``.
-
-    >>> fields_of(sum("amount")), fields_of(count()), fields_of(max_by("page", "seconds"))
-    (('amount',), (), ('page', 'seconds'))
-    """
-    if fn.fields:
-        return tuple(fn.fields)
-    field = getattr(fn, "field", None)
-    return (field,) if isinstance(field, str) else ()
-
-
-def text_of(fn: CombineFn) -> str:
-    """``fn`` as text that is the same in every process: its ``repr``, or for a combiner of
-    your own that does not write one, its class's qualified name.
-
-    >>> text_of(sum("amount"))
-    'sum(amount)'
-    """
-    if type(fn).__repr__ is object.__repr__:
-        cls = type(fn)
-        return f"{cls.__module__}.{cls.__qualname__}({', '.join(fields_of(fn))})"
-    return repr(fn)
-
-
 def aggregates(**fns: CombineFn) -> Aggregates:
     """Named aggregates computed together: ``aggregates(plays=count(), watched=sum("s"))``."""
     return Aggregates(fns)
@@ -625,12 +616,12 @@ class SqlForm:
 
 
 SQL_FORMS: dict[type[CombineFn], SqlForm] = {
-    Sum: SqlForm("sum", "coalesce(sum({value}), 0)"),
-    Count: SqlForm("sum", "count({value})"),
-    Min: SqlForm("min", "min({value})"),
-    Max: SqlForm("max", "max({value})"),
-    Mean: SqlForm(None, "avg({value})"),
-    ToList: SqlForm(None, "list({value} ORDER BY {order})"),
+    Sum: SqlForm("sum", "coalesce(sum({value}){filter}, 0)"),
+    Count: SqlForm("sum", "count({value}){filter}"),
+    Min: SqlForm("min", "min({value}){filter}"),
+    Max: SqlForm("max", "max({value}){filter}"),
+    Mean: SqlForm(None, "avg({value}){filter}"),
+    ToList: SqlForm(None, "list({value} ORDER BY {order}){filter}"),
     # (DuckDB's first() keeps a NULL value; its ORDER BY ranks NaN above every number)
     MaxBy: SqlForm(
         None,
@@ -644,10 +635,29 @@ SQL_FORMS: dict[type[CombineFn], SqlForm] = {
     Last: SqlForm(None, "first({value} ORDER BY {order} DESC, {value} DESC NULLS LAST)"),
     First: SqlForm(None, "first({value} ORDER BY {order} ASC, {value} ASC NULLS LAST)"),
 }
+"""``{filter}`` stands for a filtered aggregate's ``FILTER (WHERE ...)`` (empty for others)."""
 
 
 def sql_form(fn: CombineFn) -> SqlForm | None:
-    """The :class:`SqlForm` of a built-in combiner (or a subclass), None for any other."""
+    """The :class:`SqlForm` of a built-in combiner (or a subclass), None for any other; a
+    filtered built-in's is its inner one's, its batch aggregate with the condition in DuckDB.
+
+    >>> sql_form(count().filter("s = 'x'")).batch.format(value="*", order="ts", filter="")
+    'count(*) FILTER (WHERE ("s" = \'x\'))'
+    """
+    if isinstance(fn, Filtered):
+        inner = sql_form(fn.inner)
+        if inner is None:
+            return None
+        where = fn.condition.sql("duckdb").replace("{", "{{").replace("}", "}}")
+        batch = inner.batch
+        if "{filter}" in batch:
+            batch = batch.replace("{filter}", f" FILTER (WHERE {where})")
+        elif " FILTER (WHERE " in batch:  # a picked value's own filter: both hold
+            batch = batch.replace(" FILTER (WHERE ", f" FILTER (WHERE ({where}) AND ", 1)
+        else:
+            batch += f" FILTER (WHERE {where})"
+        return SqlForm(inner.merge, batch)
     for cls in type(fn).__mro__:
         form = SQL_FORMS.get(cls)
         if form is not None:

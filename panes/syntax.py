@@ -33,6 +33,9 @@ sketch aggregates (:mod:`panes.sketches`) take a field and their parameters::
 
 and, over an upstream pipeline's sketch column, ``merge(COLUMN)`` in place of the field merges
 its sketches (:class:`panes.sketches.MergeSketches`): ``approx_count_distinct(merge(users))``.
+Any of them may be followed by ``filter (CONDITION)`` (or SQL's ``filter (where CONDITION)``): a
+filtered aggregate (:class:`panes.combiners.Filtered`) over the records whose condition
+(:mod:`panes.conditions`) is TRUE: ``count() filter (status = 'error')``.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from panes.combiners import BUILTINS, CombineFn
+from panes.combiners import BUILTINS, CombineFn, Filtered
+from panes.conditions import ConditionSyntaxError, parse_condition
 from panes.sketches import SKETCHES, MergeSketches, SketchFn
 from panes.time import parse_duration
 from panes.triggers import (
@@ -349,6 +353,7 @@ _AGGREGATE_NAME = re.compile(r"\s*(?P<name>[A-Za-z_]\w*)")
 _AGGREGATE_FIELD = re.compile(r"\s*(?P<field>[A-Za-z_][\w.]*)")
 _PUNCT = {c: re.compile(rf"\s*\{c}") for c in "(),"}
 _AGGREGATE_END = re.compile(r"\s*$")
+_FILTER_AFTER = re.compile(r"\)\s*filter\s*\(\s*(?:where\b)?", re.IGNORECASE)
 
 
 def parse_aggregate(text: str) -> CombineFn:
@@ -358,7 +363,30 @@ def parse_aggregate(text: str) -> CombineFn:
 
     >>> parse_aggregate("sum(seconds)"), parse_aggregate("max_by(page, seconds)")
     (sum(seconds), max_by(page, seconds))
+    >>> parse_aggregate("count() FILTER (WHERE status = 'error')")
+    count() filter (status = 'error')
     """
+    where = _FILTER_AFTER.search(text)
+    if where is None:
+        return _parse_unfiltered(text)
+    aggregate = _parse_unfiltered(text[: where.start() + 1])
+    body = text[where.end() :].rstrip()
+    if not body.endswith(")"):
+        raise AggregateSyntaxError(
+            "expected ')' closing the filter's condition", text, where.end() + len(body)
+        )
+    try:
+        condition = parse_condition(body[:-1])
+    except ConditionSyntaxError as e:
+        raise AggregateSyntaxError(e.message, text, where.end() + e.position) from None
+    try:
+        return Filtered(aggregate, condition)
+    except TypeError as e:
+        raise AggregateSyntaxError(str(e), text, where.start()) from None
+
+
+def _parse_unfiltered(text: str) -> CombineFn:
+    """An aggregate's text without a filter."""
     head = _SKETCH_HEAD.match(text)
     if head is not None and head.group("name") in SKETCHES:
         return _parse_sketch(text, head)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from panes.combiners import CombineFn, fields_of, sql_form
+from panes.combiners import CombineFn, fields_of, sql_form, unfiltered
 from panes.fold import batch
 from panes.pane import Dropped, DropReason
 from panes.window import Window
@@ -37,7 +37,8 @@ def elements_table(spec: ViewSpec, elements: Any) -> pa.Table:
     if isinstance(elements, pa.Table):
         return elements
     cols: dict[str, list] = {k: [] for k in spec.keys}
-    fields = value_fields(spec)
+    # a filter's condition may read a key: its column is the key's
+    fields = [f for f in value_fields(spec) if f not in spec.keys]
     for f in fields:
         cols[f] = []
     cols["ts_us"] = []
@@ -68,10 +69,11 @@ def _sql_aggregate(name: str, fn: CombineFn) -> str:
     form = sql_form(fn)
     if form is None:
         raise LakeError(f"aggregate {name} = {fn!r} has no SQL form")
-    value = f'"{getattr(fn, "field", None) or VALUE}"' if fn.reads_value else "*"
-    fields = fields_of(fn)
+    base = unfiltered(fn)  # a filtered aggregate's condition is in its form (FILTER (WHERE ...))
+    value = f'"{getattr(base, "field", None) or VALUE}"' if base.reads_value else "*"
+    fields = fields_of(base)
     by = f'"{fields[1]}"' if len(fields) > 1 else ""
-    return f'{form.batch.format(value=value, by=by, order="ts_us")} AS "{name}"'
+    return f'{form.batch.format(value=value, by=by, order="ts_us", filter="")} AS "{name}"'
 
 
 def sql_expressible(spec: ViewSpec) -> bool:

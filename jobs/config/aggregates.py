@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from jobs.config.values import PipelineConfigError
-from panes.combiners import BUILTINS, CombineFn, fields_of
+from panes.combiners import BUILTINS, CombineFn, Filtered, fields_of, unfiltered
+from panes.conditions import literal_kinds
 from panes.sketches import MergeSketches, SketchFn
 from sinks.column_types import INTEGRAL, KNOWN, column_type, is_column_type, of_arrow
 
@@ -23,8 +24,9 @@ class Aggregate:
 
     @property
     def column(self) -> str | None:
-        """The source column a built-in reads (None: ``count()``, or a combiner of your own)."""
-        column = getattr(self.fn, "field", None)
+        """The source column a built-in reads (None: ``count()``, or a combiner of your own); a
+        filtered built-in's is its inner one's."""
+        column = getattr(unfiltered(self.fn), "field", None)
         return column if isinstance(column, str) else None
 
     @property
@@ -41,18 +43,21 @@ class Aggregate:
                 raise PipelineConfigError(
                     where, f"column {read!r} is not in source.schema ({', '.join(types)})"
                 )
-        if isinstance(self.fn, SketchFn):
-            return sketch_type(where, self.fn, types)
-        if type(self.fn) not in BUILTINS.values():
-            return _declared_type(where, self.fn)
-        kind = getattr(type(self.fn), "name", None)  # the built-ins' SQL name (panes.combiners)
+        if isinstance(self.fn, Filtered):
+            _check_condition(where, self.fn, types)
+        fn = unfiltered(self.fn)  # a filtered aggregate's output is its inner one's
+        if isinstance(fn, SketchFn):
+            return sketch_type(where, fn, types)
+        if type(fn) not in BUILTINS.values():
+            return _declared_type(where, fn)
+        kind = getattr(type(fn), "name", None)  # the built-ins' SQL name (panes.combiners)
         if kind == "count":
             return "long"
         col = self.column
         if kind in ("max_by", "min_by", "first", "last"):
-            return _picked_type(where, kind, self.columns, types)
+            return _picked_type(where, kind, fields_of(fn), types)
         if kind not in ("sum", "mean", "min", "max", "to_list") or col is None:
-            raise PipelineConfigError(where, f"unsupported aggregate {self.fn!r}")
+            raise PipelineConfigError(where, f"unsupported aggregate {fn!r}")
         typ = types[col]
         of_column = column_type(typ)
         if kind in ("sum", "mean") and not of_column.numeric:
@@ -141,6 +146,32 @@ def sketch_type(where: str, fn: CombineFn, types: Mapping[str, str]) -> str:
         )
     item = "string" if typ == "string" else "long"
     return f"struct<items: list<struct<item: {item}, count: long>>, sketch: binary>"
+
+
+_LITERAL_KINDS = {  # a column's type -> the kinds of literal it compares with
+    **dict.fromkeys(("int", "long", "bigint", "double", "float"), "number"),
+    "string": "text",
+    "boolean": "boolean",
+}
+
+
+def _check_condition(where: str, fn: Filtered, types: Mapping[str, str]) -> None:
+    """Refuse a condition comparing a column with a literal of another kind (a number for a
+    ``string`` column, text for a ``long``), or reading a ``timestamp`` column (not yet: its
+    value is an instant in the tagger and text in the raw record)."""
+    for column, kinds in literal_kinds(fn.condition).items():
+        wanted = _LITERAL_KINDS.get(types[column])
+        if wanted is None:
+            raise PipelineConfigError(
+                where, f"the filter reads column {column!r} ({types[column]}): not supported"
+            )
+        for kind in kinds:
+            if kind != wanted:
+                raise PipelineConfigError(
+                    where,
+                    f"the filter compares column {column!r} ({types[column]}) with a {kind} "
+                    f"literal; it takes {wanted} literals",
+                )
 
 
 def _declared_type(where: str, fn: CombineFn) -> str:

@@ -69,6 +69,7 @@ from panes import (
     format_duration,
 )
 from panes.combiners import CombineFn
+from panes.conditions import Condition
 from panes.engine import Engine
 from sinks.column_types import INTEGRAL
 from sinks.lake_format import FIXED_NAMES
@@ -351,8 +352,31 @@ class Pipeline:
 
     @property
     def value_columns(self) -> tuple[str, ...]:
-        """Source columns the aggregates read (the element value is a dict of these)."""
+        """Source columns the aggregates read, their filters' conditions included (what a
+        tagger reads of a record)."""
         return tuple(dict.fromkeys(c for a in self.aggregates for c in a.columns))
+
+    @property
+    def conditions(self) -> tuple[Condition, ...]:
+        """The distinct conditions of the filtered aggregates, each computed once per record
+        where records are tagged (:mod:`panes.conditions`)."""
+        found = (c for a in self.aggregates for c in combiners.conditions_of(a.fn))
+        return tuple(dict.fromkeys(found))
+
+    @property
+    def carried_columns(self) -> tuple[str, ...]:
+        """The fields of a tagged element's value (the operator's value columns): the source
+        columns the aggregates read themselves, and each condition's flag
+        (:func:`panes.combiners.carried_fields_of`); equal to :attr:`value_columns` without
+        filtered aggregates."""
+        return tuple(
+            dict.fromkeys(c for a in self.aggregates for c in combiners.carried_fields_of(a.fn))
+        )
+
+    def carried_type(self, column: str) -> str:
+        """The schema type name of a carried column (a condition's flag: ``boolean``)."""
+        flags = {c.flag for c in self.conditions}
+        return "boolean" if column in flags else self.source.types[column]
 
     @property
     def ingestion_time(self) -> bool:

@@ -139,10 +139,10 @@ def operator_config(
     return OperatorConfig(
         engine_factory=EngineFactory(pipeline),
         key_columns=tuple(pipeline.keys),
-        value_columns=pipeline.value_columns,
-        column_types=tuple(
-            (c, arrow_type(pipeline.source.types[c]))
-            for c in (*pipeline.keys, *pipeline.value_columns)
+        value_columns=pipeline.carried_columns,
+        column_types=(
+            *((k, arrow_type(pipeline.source.types[k])) for k in pipeline.keys),
+            *((c, arrow_type(pipeline.carried_type(c))) for c in pipeline.carried_columns),
         ),
         layout=layout(pipeline),
         # The sentinel at SENTINEL_MS moves Spark's watermark to SENTINEL_MS - delay.
@@ -277,7 +277,10 @@ def _decoded(pipeline: Pipeline, records: DataFrame) -> DataFrame:
     return records.select(
         *[F.lit(None).cast(types[k]).alias(k) for k in pipeline.keys],
         F.col(LATEST_EVENT_TIME).alias(EVENT_TIME),
-        *[F.lit(None).cast(types[v]).alias(v) for v in pipeline.value_columns],
+        *[
+            F.lit(None).cast(_carried_sql_type(pipeline, v)).alias(v)
+            for v in pipeline.carried_columns
+        ],
         F.when(rejected, F.make_valid_utf8(RAW)).alias(RAW_TEXT),
         F.when(rejected, F.col(SOURCE_FILE)).alias(FROM_FILE),
         reason.alias(REASON),
@@ -309,28 +312,49 @@ def _dedup_id(pipeline: Pipeline, records: DataFrame) -> Column:
     return F.concat(*pieces)  # null when any piece is
 
 
+def _carried_sql_type(pipeline: Pipeline, column: str) -> str:
+    """The Spark SQL type of a carried value column (a condition's flag: boolean)."""
+    return column_type(pipeline.carried_type(column)).spark
+
+
+TYPED_PREFIX = "pst_typed_"
+"""The columns a condition reads, in their schema type, beside the records (:func:`_tagged`)."""
+
+
 def _tagged(pipeline: Pipeline, records: DataFrame) -> DataFrame:
-    """One row per record: keys, event time, values, and for a rejected record (its keys and
-    values null: a valid key never is) the raw record, its file and the reason."""
+    """One row per record: keys, event time, values (each filtered aggregate's condition
+    computed here, once, over the columns in their schema type: its flag), and for a rejected
+    record (its keys and values null: a valid key never is) the raw record, its file and the
+    reason."""
     from pyspark.sql import functions as F
 
     ts, raw_ts = spark_event_time(pipeline.event_time_column, records)
     # the event time and the reason computed once, in a projection of their own: written into
     # each column that depends on them, they made the plan's expressions several times larger,
     # which Spark analyses when the query is built and optimizes when a batch is planned
+    read = dict.fromkeys(c for cond in pipeline.conditions for c in cond.columns)
     checked = records.select(
         "*",
         ts.alias(CHECKED_TS),
         _rejection_reason(pipeline, records, ts, raw_ts).alias(CHECKED_REASON),
+        *[_typed(pipeline, records, c).alias(TYPED_PREFIX + c) for c in read],
     )
     ok = F.col(CHECKED_REASON).isNull()
+    flags = {
+        cond.flag: F.expr(cond.sql("spark", lambda c: f"`{TYPED_PREFIX}{c}`"))
+        for cond in pipeline.conditions
+    }
+
+    def carried(v: str) -> Column:
+        return flags[v] if v in flags else _typed(pipeline, records, v)
+
     # a deduplicated pipeline's elements keep their record: a duplicate becomes a rejected row
     kept = F.lit(True) if pipeline.dedup else ~ok
     dedup = [F.when(ok, _dedup_id(pipeline, records)).alias(DEDUP_ID)] if pipeline.dedup else []
     return checked.select(
         *[F.when(ok, _typed(pipeline, records, k)).alias(k) for k in pipeline.keys],
         F.when(ok, F.col(CHECKED_TS)).alias(EVENT_TIME),
-        *[F.when(ok, _typed(pipeline, records, v)).alias(v) for v in pipeline.value_columns],
+        *[F.when(ok, carried(v)).alias(v) for v in pipeline.carried_columns],
         F.when(kept, F.make_valid_utf8(RAW)).alias(RAW_TEXT),  # kept as text
         F.when(kept, F.col(SOURCE_FILE)).alias(FROM_FILE),
         F.col(CHECKED_REASON).alias(REASON),
@@ -350,7 +374,7 @@ def _control_rows(pipeline: Pipeline, control: DataFrame, tagged: DataFrame) -> 
     return control.select(
         *[F.lit(None).cast(types[k]).alias(k) for k in pipeline.keys],
         F.col("ts").alias(EVENT_TIME),
-        *[F.lit(None).cast(types[v]).alias(v) for v in pipeline.value_columns],
+        *[F.lit(None).cast(types[v]).alias(v) for v in pipeline.carried_columns],
         *[F.lit(None).cast("string").alias(c) for c in REJECTED_COLUMNS],
         F.lit(True).alias(CONTROL),
         F.lit(None).cast("int").alias(BUCKET),

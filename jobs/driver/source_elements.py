@@ -233,7 +233,8 @@ def load_source_elements(pipeline: Pipeline, events: pa.Table | None = None) -> 
                 return converted
             return f"CASE WHEN {converted} = {name} THEN {converted} END"
 
-        vals = [f for f in value_fields(spec) if f != VALUE]
+        # (a filter's condition may read a key: it is read once, as the key)
+        vals = [f for f in value_fields(spec) if f != VALUE and f not in spec.keys]
         epoch_us = EPOCH_UNITS[pipeline.source.epoch_unit] if types[et] != "timestamp" else None
         # timestamp keys and values, in µs: text read as an event time's text is
         stamps = {

@@ -47,6 +47,7 @@ from panes.combiners import (
     Aggregates,
     CombineFn,
     Count,
+    Filtered,
     Max,
     Mean,
     Min,
@@ -73,12 +74,33 @@ _VALID = pc.CountOptions(mode="only_valid")
 class Part:
     """One aggregate in columns: ``kind`` over ``column`` (None: rows). A ``combine`` part
     (a combiner that is not built in, ``fn``) reads whole values from ``column``
-    (:data:`VALUE`) or, with ``column`` None, mappings of the value columns ``fields``."""
+    (:data:`VALUE`) or, with ``column`` None, mappings of the value columns ``fields``. A
+    filtered aggregate's part (``mask``: the condition's flag column) reads a column of its own,
+    ``source`` (None: rows) where the flag is TRUE and null elsewhere (:meth:`masked`): the inner
+    aggregate's part over the values the condition lets through."""
 
     kind: Kind
     column: str | None
     fn: CombineFn | None = None
     fields: tuple[str, ...] = ()
+    mask: str | None = None
+    source: str | None = None
+
+    @property
+    def value_column(self) -> str | None:
+        """The element column whose type the part's values have (None: rows)."""
+        return self.source if self.mask is not None else self.column
+
+    def masked(self, table: pa.Table) -> pa.Array | pa.ChunkedArray:
+        """This part's column (a filtered part's) made from ``table``'s source and flag."""
+        assert self.mask is not None
+        flag = pc.fill_null(table.column(self.mask), False)
+        values = (
+            pa.repeat(pa.scalar(1, pa.int64()), table.num_rows)
+            if self.source is None
+            else table.column(self.source)
+        )
+        return pc.if_else(flag, values, None)
 
     @property
     def order_sensitive(self) -> bool:
@@ -204,6 +226,21 @@ def _part_of(
         return f"{fn!r} reads event times: its elements are added one by one"
     if isinstance(fn, Picked):
         return f"{fn!r} has no columnar form: its elements are added one by one"
+    if isinstance(fn, Filtered):
+        if whole:
+            return f"{fn!r} reads columns, and the elements' values are whole"
+        if types(fn.flag) is None:
+            return f"{fn!r}: the elements do not carry its condition's flag {fn.flag!r}"
+        inner = _part_of(fn.inner, types, whole, values)
+        if isinstance(inner, str):
+            return inner
+        if inner.kind == "combine":
+            return f"{fn!r}: a filtered combiner that is not built in is added element by element"
+        if inner.kind == "list":
+            return f"{fn!r}: a filtered list is added element by element"
+        kind: Kind = "count" if inner.kind == "count_rows" else inner.kind
+        masked = f"{fn.flag}_{inner.column or 'rows'}"
+        return Part(kind, masked, mask=fn.flag, source=inner.column)
     if type(fn) not in _BUILT_IN:
         return _combine_part(fn, types, whole, values)
     field = getattr(fn, "field", None)

@@ -203,6 +203,9 @@ class Lifting:
     def _grouped(self, table: pa.Table, starts: Any, watermark: int) -> pa.Table:
         """Per key and window of ``table``: its start, row count, hold and aggregations, sorted
         by key and start."""
+        for part in self.parts:  # a filtered part's values: where its flag is TRUE
+            if part.mask is not None and part.column not in table.column_names:
+                table = table.append_column(part.column, part.masked(table))
         values = [c for c in self._value_columns() if c not in self.keys]  # a key read: once
         grouped = table.select([*self.keys, *values]).append_column(
             START, pa.array(starts, pa.int64())

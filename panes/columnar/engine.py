@@ -76,7 +76,11 @@ class ColumnarEngine:
         self.rules = WindowRules.of(windowing)
         self.event_wakeups = windowing.trigger.has_event_time
         accs = tuple(
-            Acc.of(i, part, None if part.column is None else columns.arrow_type(part.column))
+            Acc.of(
+                i,
+                part,
+                None if part.value_column is None else columns.arrow_type(part.value_column),
+            )
             for i, part in enumerate(self.lifting.parts)
         )
         self.layout = Layout(

@@ -17,7 +17,7 @@ from panes.columnar.accumulators import VALUE
 from panes.columnar.bundle import TIMESTAMP, ElementColumns, NotColumnar, columnar_reason
 from panes.columnar.engine import ColumnarEngine
 from panes.columnar.windows import Windows
-from panes.combiners import Aggregates, CombineFn
+from panes.combiners import Aggregates, CombineFn, Filtered, carried_fields_of
 from panes.pane import Dropped, Pane
 from panes.state import KeyState
 from panes.windowfns import Element
@@ -35,7 +35,17 @@ class ColumnarRunner:
         self.windowing = windowing
         self.combine_fn = combine_fn
         fns = list(combine_fn.fns.values()) if isinstance(combine_fn, Aggregates) else [combine_fn]
-        reads = [getattr(fn, "field", None) for fn in fns if fn.reads_value]
+        # a filtered aggregate reads its condition's flag, computed here from the values (the
+        # simulator is its own tagger: the model's evaluation of the condition)
+        self._flags = {fn.flag: fn.condition for fn in fns if isinstance(fn, Filtered)}
+        reads = [
+            field
+            for fn in fns
+            if fn.reads_value
+            for field in (
+                carried_fields_of(fn) if isinstance(fn, Filtered) else (getattr(fn, "field", None),)
+            )
+        ]
         self.whole = any(field is None for field in reads)
         if self.whole and any(field is not None for field in reads):
             raise NotColumnar(
@@ -121,7 +131,14 @@ class ColumnarRunner:
             columns[VALUE] = [e[1] for e in elements]
         else:
             for field in self.fields:
-                columns[field] = [e[1][field] for e in elements]
+                condition = self._flags.get(field)
+                if condition is None:
+                    columns[field] = [e[1][field] for e in elements]
+                    continue
+                flags = [
+                    e[1][field] if field in e[1] else condition.evaluate(e[1]) for e in elements
+                ]
+                columns[field] = pa.array(flags, pa.bool_())
         columns[_ROW] = pa.array(range(first, first + len(elements)), pa.int64())
         try:
             arrays = {n: c if isinstance(c, pa.Array) else pa.array(c) for n, c in columns.items()}

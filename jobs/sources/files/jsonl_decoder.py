@@ -57,6 +57,8 @@ from jobs.executor.operator_input import (
     blobs_by_bucket,
     id_text,
 )
+from panes.columnar.conditions import arrow_flag
+from panes.conditions import Condition
 from sinks.column_types import column_type
 
 LATEST_EVENT_TIME = "pst_ts"
@@ -144,10 +146,13 @@ class JsonlDecoder:
     """The decoder of one pipeline (picklable: shipped to the Python workers).
 
     ``columns`` is the source schema as ``(name, declared type)``; ``keys`` and ``event_time``
-    name columns in it; ``epoch_us`` is the event time's unit in µs when it is an integer
-    (None: a timestamp string). ``dedup``: the id columns of a deduplicated pipeline, whose
-    records are packed with their id (:func:`jobs.executor.operator_input.id_text`; the event
-    time as µs), their line and their file.
+    name columns in it; ``values`` are the element's value columns: source columns, and the
+    flag of each of ``conditions`` (the filtered aggregates' conditions, computed here once
+    per record in Arrow, :func:`panes.columnar.conditions.arrow_flag`); ``epoch_us`` is the
+    event time's unit in µs when it is an integer (None: a timestamp string). ``dedup``: the id
+    columns of a deduplicated pipeline, whose records are packed with their id
+    (:func:`jobs.executor.operator_input.id_text`; the event time as µs), their line and their
+    file.
     """
 
     columns: tuple[tuple[str, str], ...]
@@ -157,6 +162,17 @@ class JsonlDecoder:
     buckets: int
     epoch_us: int | None = None
     dedup: tuple[str, ...] = ()
+    conditions: tuple[Condition, ...] = ()
+
+    @cached_property
+    def _flags(self) -> dict[str, Condition]:
+        return {c.flag: c for c in self.conditions}
+
+    @cached_property
+    def read_values(self) -> tuple[str, ...]:
+        """The source columns the values are made of: value columns and conditions' columns."""
+        own = (v for v in self.values if v not in self._flags)
+        return tuple(dict.fromkeys((*own, *(c for f in self.conditions for c in f.columns))))
 
     # -- the mapInArrow function ------------------------------------------------------------------
 
@@ -346,7 +362,7 @@ class JsonlDecoder:
                 unless_rejected(pc.invert(inside), why.unparseable("key", k))
             if types[k] == "string":
                 unless_rejected(pc.equal(pc.utf8_trim(col, " "), ""), why.empty_key(k))
-        for v in self.values:
+        for v in self.read_values:
             if column_type(types[v]).arrow_json == "float64":
                 unless_rejected(pc.invert(pc.is_finite(table.column(v))), why.not_finite(v))
         return flat(reason), pc.fill_null(us, 0)
@@ -372,7 +388,11 @@ class JsonlDecoder:
         arrays.append(pa.chunked_array([ts_us]))
         names.append(TS_US)
         for v in self.values:
-            arrays.append(decoded.column(v))
+            condition = self._flags.get(v)
+            if condition is None:
+                arrays.append(decoded.column(v))
+            else:
+                arrays.append(pa.chunked_array([arrow_flag(condition, decoded)]))
             names.append(v)
         if self.dedup:
             id_columns = [

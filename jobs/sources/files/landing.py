@@ -206,7 +206,7 @@ def jsonl_decoder(pipeline: Pipeline) -> JsonlDecoder | None:
         return None
     types = src.types
     et = pipeline.event_time
-    values = tuple(pipeline.value_columns)
+    values = tuple(pipeline.carried_columns)
     if any(types[k] not in HASHED_AS for k in pipeline.keys):
         return None
     if types[et] != "timestamp" and types[et] not in INTEGRAL:
@@ -214,7 +214,7 @@ def jsonl_decoder(pipeline: Pipeline) -> JsonlDecoder | None:
     plain = [t for c, t in src.schema if c != et and c not in pipeline.keys]
     if any(column_type(t).arrow_json is None for t in plain):
         return None
-    if set(values) & {et, *pipeline.keys}:
+    if set(pipeline.value_columns) & {et, *pipeline.keys}:
         return None
     return JsonlDecoder(
         columns=tuple(src.schema),
@@ -224,4 +224,5 @@ def jsonl_decoder(pipeline: Pipeline) -> JsonlDecoder | None:
         buckets=pipeline.state_buckets,
         epoch_us=EPOCH_UNITS[src.epoch_unit] if types[et] in INTEGRAL else None,
         dedup=tuple(pipeline.dedup),
+        conditions=pipeline.conditions,
     )

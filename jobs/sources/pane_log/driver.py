@@ -84,10 +84,12 @@ def tagged(
         .when(wm >= F.lit(END_OF_TIME), end)
         .otherwise(F.least(wm, end))
     )
+    # each filtered aggregate's condition, computed here once over the upstream's typed columns
+    flags = {c.flag: F.expr(c.sql("spark")).alias(c.flag) for c in pipeline.conditions}
     return records.select(
         *pipeline.keys,
         F.timestamp_micros(watermark_us).alias(event_time),
-        *[c for c in pipeline.value_columns if c not in pipeline.keys],
+        *[flags.get(c, F.col(c)) for c in pipeline.carried_columns if c not in pipeline.keys],
         *[F.lit(None).cast("string").alias(c) for c in reject],
         F.lit(False).alias(control),
         F.lit(None).cast("int").alias(BUCKET),
