@@ -134,6 +134,8 @@ MAPPED = [
         top=combiners.max("s"),
         pairs=Pairs(),
     ),
+    # the deterministic sketches (a KLL sketch's compaction is random: tests/panes/test_sketches.py)
+    combiners.aggregates(users=combiners.approx_count_distinct("v"), top=combiners.top_k("s", 2)),
 ]
 WHOLE = [
     WholeDistinct(),
