@@ -2,7 +2,7 @@
 columnar windows, combiner lifting (the engine per key) and the per-element path.
 
     .venv/bin/python benchmarks/operator.py [--events N] [--keys K] [--repeat R] [--value-bits B]
-        [--aggregates sum|own]
+        [--aggregates sum|own|sketches]
 
 The operator (:class:`jobs.executor.operator.OperatorBatch`) runs as in a Spark task, one shard
 over successive steps with its state in a temporary directory (``tests/operator_fakes.py``): per
@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pyarrow as pa
 
-from benchmarks.spark_job import panestore_pipeline
+from benchmarks.spark_job import AGGREGATES, panestore_pipeline
 from jobs.driver.plan import operator_config
 from jobs.executor.operator_input import blob_of
 from tests.operator_fakes import T0_MS, ShardRun, clocks
@@ -104,7 +104,7 @@ def main() -> None:
     ap.add_argument("--keys", type=int, default=500)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--value-bits", type=int, default=None)
-    ap.add_argument("--aggregates", choices=("sum", "own"), default="sum")
+    ap.add_argument("--aggregates", choices=tuple(AGGREGATES), default="sum")
     args = ap.parse_args()
     paths = [p for p in PATHS if args.aggregates == "sum" or p != "columnar"]
     for late in (False, True):
