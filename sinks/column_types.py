@@ -149,7 +149,7 @@ def arrow_type(type_name: str) -> pa.DataType:
         return pa.list_(arrow_type(type_name[5:-1]))
     if type_name.startswith("struct<") and type_name.endswith(">"):
         fields = []
-        for part in _top_level(type_name[7:-1]):
+        for part in split_top_level(type_name[7:-1]):
             name, _, inner = part.partition(":")
             fields.append(pa.field(name.strip(), arrow_type(inner)))
         return pa.struct(fields)
@@ -158,11 +158,72 @@ def arrow_type(type_name: str) -> pa.DataType:
     return column_type(type_name).arrow
 
 
-def _top_level(text: str) -> list[str]:
-    """``text`` split at the commas outside angle brackets."""
+def is_struct_type(type_name: str) -> bool:
+    """Whether ``type_name`` is a struct type (a sketch aggregate's output,
+    ``struct<estimate: long, sketch: binary>``) that :func:`arrow_type` reads.
+
+    >>> is_struct_type("struct<estimate: long, sketch: binary>"), is_struct_type("long")
+    (True, False)
+    """
+    if not isinstance(type_name, str) or not type_name.strip().startswith("struct<"):
+        return False
+    try:
+        arrow_type(type_name)
+    except ValueError:
+        return False
+    return True
+
+
+def type_name(type_: pa.DataType) -> str | None:
+    """The type name of an Arrow type that :func:`arrow_type` reads back: a configuration
+    type's canonical name, ``binary``, ``list<...>`` or ``struct<name: type, ...>`` (None: none).
+
+    >>> type_name(arrow_type("struct<quantiles: list<double>, sketch: binary>"))
+    'struct<quantiles: list<double>, sketch: binary>'
+    """
+    if pa.types.is_struct(type_):
+        fields = [(f.name, type_name(f.type)) for f in type_]
+        if any(t is None for _, t in fields):
+            return None
+        return "struct<" + ", ".join(f"{n}: {t}" for n, t in fields) + ">"
+    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
+        item = type_name(type_.value_type)
+        return None if item is None else f"list<{item}>"
+    if pa.types.is_binary(type_) or pa.types.is_large_binary(type_):
+        return "binary"
+    return of_arrow(type_)
+
+
+def spark_type(type_name: str) -> str:
+    """The Spark SQL type of a configuration type name or of an aggregate's output type
+    (``list<...>`` as ``array<...>``, ``struct<...>`` field by field, ``binary``).
+
+    >>> spark_type("struct<estimate: long, sketch: binary>")
+    'struct<`estimate`: bigint, `sketch`: binary>'
+    """
+    type_name = type_name.strip()
+    if type_name.startswith("list<") and type_name.endswith(">"):
+        return f"array<{spark_type(type_name[5:-1])}>"
+    if type_name.startswith("struct<") and type_name.endswith(">"):
+        fields = []
+        for part in split_top_level(type_name[7:-1]):
+            name, _, inner = part.partition(":")
+            fields.append(f"`{name.strip()}`: {spark_type(inner)}")
+        return "struct<" + ", ".join(fields) + ">"
+    if type_name in OUTPUT_ONLY:
+        return type_name
+    return column_type(type_name).spark
+
+
+def split_top_level(text: str) -> list[str]:
+    """``text`` split at the commas outside angle brackets and parentheses.
+
+    >>> split_top_level("a:decimal(18,2),u:struct<estimate: long, sketch: binary>")
+    ['a:decimal(18,2)', 'u:struct<estimate: long, sketch: binary>']
+    """
     parts, depth, start = [], 0, 0
     for i, ch in enumerate(text):
-        depth += {"<": 1, ">": -1}.get(ch, 0)
+        depth += {"<": 1, ">": -1, "(": 1, ")": -1}.get(ch, 0)
         if ch == "," and depth == 0:
             parts.append(text[start:i])
             start = i + 1

@@ -11,7 +11,14 @@ from jobs.config.values import PipelineConfigError
 from panes.combiners import BUILTINS, CombineFn, Filtered, fields_of, unfiltered
 from panes.conditions import literal_kinds
 from panes.sketches import MergeSketches, SketchFn
-from sinks.column_types import INTEGRAL, KNOWN, column_type, is_column_type, of_arrow
+from sinks.column_types import (
+    INTEGRAL,
+    KNOWN,
+    column_type,
+    is_column_type,
+    is_struct_type,
+    of_arrow,
+)
 
 
 @dataclass(frozen=True)
@@ -43,9 +50,19 @@ class Aggregate:
                 raise PipelineConfigError(
                     where, f"column {read!r} is not in source.schema ({', '.join(types)})"
                 )
+        fn = unfiltered(self.fn)  # a filtered aggregate's output is its inner one's
+        merged = fn.field if isinstance(fn, MergeSketches) else None
+        sketches = [c for c in self.columns if is_struct_type(types[c]) and c != merged]
+        if sketches:
+            raise PipelineConfigError(
+                where,
+                f"{self.fn!r} reads {sketches[0]!r}, an upstream's sketch column "
+                f"({types[sketches[0]]}): only merge({sketches[0]}) reads it, e.g. "
+                f"approx_count_distinct(merge({sketches[0]})), whose accumulator withdraws "
+                "a retracted sketch exactly",
+            )
         if isinstance(self.fn, Filtered):
             _check_condition(where, self.fn, types)
-        fn = unfiltered(self.fn)  # a filtered aggregate's output is its inner one's
         if isinstance(fn, SketchFn):
             return sketch_type(where, fn, types)
         if type(fn) not in BUILTINS.values():

@@ -32,7 +32,12 @@ else:
     import tomli as tomllib
 
 from jobs.config.event_time import EPOCH_UNITS
-from jobs.sources.pane_log.upstream import PaneLogColumns, has_pane_log, pane_log_columns
+from jobs.sources.pane_log.upstream import (
+    PaneLogColumns,
+    has_pane_log,
+    offered_type,
+    pane_log_columns,
+)
 from panes import (
     AccumulationMode,
     ClosingBehavior,
@@ -44,7 +49,6 @@ from panes import (
     parse_trigger,
     parse_window,
 )
-from sinks.column_types import is_column_type
 from sinks.errors import LakeError
 from sinks.object_store import is_object_store
 
@@ -63,7 +67,7 @@ def resolve_upstream(path: str, pipeline: str | None) -> Upstream:
                 "source.pipeline", f"{path} configures pipeline {up.name!r}, not {pipeline!r}"
             )
         types = up.source.types
-        values = [(n, t) for n, t in up.aggregate_types.items() if is_column_type(t)]
+        values = [(n, t) for n, t in up.aggregate_types.items() if offered_type(t)]
         columns = PaneLogColumns(
             up.name,
             tuple((k, types[k]) for k in up.keys),

@@ -49,7 +49,7 @@ from jobs.config.sink_spec import view_spec
 from jobs.config.values import PipelineConfigError
 from panes import format_duration
 from panes.combiners import text_of
-from sinks.column_types import INTEGRAL, arrow_type, column_type
+from sinks.column_types import INTEGRAL, arrow_type, column_type, is_struct_type
 from sinks.errors import LakeError, TableMissing
 from sinks.lake_format import TABLES
 from sinks.small_files import write_atomically
@@ -87,7 +87,10 @@ _WHY = {
 
 
 def canonical_type(name: str) -> str:
-    """The first configuration type name of the same column type (``bigint`` -> ``long``)."""
+    """The first configuration type name of the same column type (``bigint`` -> ``long``); an
+    upstream's sketch column's struct type as it is written."""
+    if is_struct_type(name):
+        return name
     return column_type(name).name
 
 

@@ -9,7 +9,10 @@ value, exactly one of two encodings of rows whose columns are named and typed by
 * **packed** (``pst_blob``): an Arrow IPC stream of many rows of the bucket;
 * **row** (``pst_row``): one row as a JSON object (UTF-8 bytes) written by Spark's ``to_json``
   (:func:`row_expression`), timestamps as µs integers and floats as doubles, so JSON holds
-  every value exactly; read back with Arrow's JSON reader (:func:`read_rows`).
+  every value exactly; read back with Arrow's JSON reader (:func:`read_rows`). Only the
+  JSON-lines decoder's source uses it, whose columns are plain; a binary value (an upstream's
+  sketch, ``struct<..., sketch: binary>``, read by a pane-log source) travels packed only, in
+  Arrow, byte for byte (:func:`row_expression` refuses it).
 
 A row of either encoding is an element (the key columns, :data:`TS_US` (event time, int64 µs),
 the value columns and, for weighted input (a pane-log source),
@@ -246,6 +249,10 @@ def row_expression(columns: dict[str, Column], spark_types: dict[str, str]) -> C
     null fields left out, timestamps as µs integers, dates as days since 1970 and floats widened
     to doubles (all exact in JSON; a decimal is its digits, which Arrow's reader takes exactly)."""
     from pyspark.sql import functions as F
+
+    binary = [n for n in columns if "binary" in spark_types[n]]
+    if binary:  # to_json writes bytes as base64 text, which Arrow's reader takes as a string
+        raise ValueError(f"the row encoding cannot carry binary column {binary[0]!r}: pack it")
 
     def exact(name: str, col: Column) -> Column:
         if spark_types[name] == "timestamp":

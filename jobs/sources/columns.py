@@ -5,15 +5,16 @@ Spark hands a data source its options as text: the driver writes the columns as
 back, for its Spark schema and its Arrow reads (:class:`ColumnsDataSource`, the base of
 panestore's data sources).
 
->>> decode_columns(encode_columns([("user", "string"), ("n", "long"), ("x", "decimal(18,2)")]))
-[('user', 'string'), ('n', 'long'), ('x', 'decimal(18,2)')]
+>>> decode_columns(encode_columns([("user", "string"), ("x", "decimal(18,2)")]))
+[('user', 'string'), ('x', 'decimal(18,2)')]
+>>> decode_columns(encode_columns([("users", "struct<estimate: long, sketch: binary>")]))
+[('users', 'struct<estimate: long, sketch: binary>')]
 >>> spark_columns([("user", "string"), ("n", "long")])
 ['`user` string', '`n` bigint']
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -22,9 +23,7 @@ try:  # pyspark is optional at import time (the pure test suite runs without it)
 except ImportError:  # pragma: no cover - exercised only without pyspark
     DataSource = object  # type: ignore[assignment,misc]  # a stand-in so that the module imports
 
-from sinks.column_types import column_type
-
-_BETWEEN_COLUMNS = re.compile(r",(?![^(]*\))")
+from sinks.column_types import spark_type, split_top_level
 
 
 def encode_columns(columns: Sequence[tuple[str, str]]) -> str:
@@ -34,14 +33,14 @@ def encode_columns(columns: Sequence[tuple[str, str]]) -> str:
 
 def decode_columns(text: str) -> list[tuple[str, str]]:
     """The (name, configuration type) pairs of the option's text."""
-    items = _BETWEEN_COLUMNS.split(text)  # not the comma of decimal(p,s)
+    items = split_top_level(text)  # not the comma of decimal(p,s) or of a struct
     pairs = (item.split(":", 1) for item in items)
     return [(name, typ) for name, typ in pairs]
 
 
 def spark_columns(columns: Sequence[tuple[str, str]]) -> list[str]:
     """``columns`` as the column definitions of a Spark DDL schema."""
-    return [f"`{name}` {column_type(typ).spark}" for name, typ in columns]
+    return [f"`{name}` {spark_type(typ)}" for name, typ in columns]
 
 
 class ColumnsDataSource(DataSource):

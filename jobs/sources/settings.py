@@ -17,7 +17,7 @@ from jobs.config.event_time import EPOCH_UNITS
 from jobs.config.values import IDENTIFIER, PipelineConfigError, expect
 from jobs.sources.files.paths import landing_path_problem
 from jobs.sources.pane_log.upstream import PaneLogColumns
-from sinks.column_types import column_type
+from sinks.column_types import column_type, is_struct_type
 
 FILE_FORMATS = ("jsonl", "csv", "parquet")
 FORMATS = (*FILE_FORMATS, "pane_log", "delta", "dataframe")
@@ -93,6 +93,8 @@ class Source:
                 raise PipelineConfigError(
                     f"source.schema.{col}", "column names are identifiers not starting with _"
                 )
+            if self.is_pane_log and is_struct_type(typ):
+                continue  # an upstream's sketch column (read by merge(column) alone)
             try:
                 column_type(typ)
             except (ValueError, TypeError) as e:

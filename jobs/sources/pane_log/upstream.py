@@ -20,11 +20,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.sources.versions import head_at
-from sinks.column_types import of_arrow
+from sinks.column_types import is_column_type, is_struct_type, type_name
 from sinks.errors import ForeignTable, LakeError, UpstreamChanged
 from sinks.lake_format import CONFIG_PROPERTY, PANE_LOG_VERSION, PIPELINE_PROPERTY
 from sinks.pane_log_changes import pane_log_commits, read_pane_rows
-from sinks.tables import arrow_schema
+from sinks.tables import arrow_schema, plain_type
 
 EVENT_TIME_US, WATERMARK_US, WEIGHT = "pst_ts_us", "pst_watermark_us", "pst_weight"
 """The element columns :func:`read_elements` adds: event time (µs), upstream watermark at
@@ -35,9 +35,11 @@ emission (µs) and weight (int32: +1, -1)."""
 class PaneLogColumns:
     """What an upstream pane log offers a downstream pipeline.
 
-    ``keys`` and ``values``: (column, configuration type) of its key and aggregate columns (list
-    aggregates are left out: no configuration type holds them); ``mode``: its accumulation mode
-    name (``ACCUMULATING_AND_RETRACTING`` writes retractions).
+    ``keys`` and ``values``: (column, type) of its key and aggregate columns: a configuration
+    type, or a sketch aggregate's struct type (``struct<estimate: long, sketch: binary>``, which
+    only ``merge(column)`` reads: :func:`offered_type`); list aggregates are left out: no
+    configuration type holds them. ``mode``: its accumulation mode name
+    (``ACCUMULATING_AND_RETRACTING`` writes retractions).
     """
 
     pipeline: str
@@ -53,6 +55,16 @@ class PaneLogColumns:
         keys = ", ".join(f"{n} {t}" for n, t in self.keys)
         values = ", ".join(f"{n} {t}" for n, t in self.values)
         return f"keys {keys}; aggregates {values}"
+
+
+def offered_type(type_name: str | None) -> bool:
+    """Whether an upstream's column of ``type_name`` (an aggregate's output type) is offered to a
+    downstream: a configuration type, or a struct (a sketch aggregate's answer and bytes).
+
+    >>> [offered_type(t) for t in ("long", "struct<estimate: long, sketch: binary>", "list<long>")]
+    [True, True, False]
+    """
+    return type_name is not None and (is_column_type(type_name) or is_struct_type(type_name))
 
 
 def has_pane_log(path: str) -> bool:
@@ -85,9 +97,10 @@ def pane_log_columns(path: str, pipeline: str | None = None) -> PaneLogColumns:
     def typed(names: Sequence[str]) -> tuple[tuple[str, str], ...]:
         out = []
         for name in names:
-            type_name = of_arrow(schema.field(name).type)
-            if type_name is not None:
-                out.append((name, type_name))
+            found = type_name(plain_type(schema.field(name).type))
+            if offered_type(found):
+                assert found is not None
+                out.append((name, found))
         return tuple(out)
 
     return PaneLogColumns(
