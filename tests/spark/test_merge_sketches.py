@@ -16,6 +16,8 @@ import pytest
 
 pytestmark = pytest.mark.spark
 
+HLL = "struct<estimate: long, sketch: binary>"
+
 
 def upstream(tmp_path):
     from jobs.config.load import pipeline_from_dict
@@ -91,9 +93,12 @@ def test_daily_merges_of_hourly_sketches_equal_sketches_over_the_days_raw_events
 
     from jobs.cli.inspect import materialize_after_run
     from jobs.config.sink_spec import view_spec
+    from jobs.driver.checkpoint import recorded_offsets
     from jobs.driver.runs import run
     from jobs.driver.source_elements import load_source_elements
+    from jobs.sources.pane_log.upstream import WEIGHT, latest_version, read_elements
     from panes.combiners import approx_count_distinct, approx_percentile
+    from sinks.column_types import arrow_type
     from sinks.verify import verify
 
     up = upstream(tmp_path)
@@ -102,8 +107,9 @@ def test_daily_merges_of_hourly_sketches_equal_sketches_over_the_days_raw_events
     run(up, spark=spark, progress=None)  # hours 8 and 9 fire on time
     down = downstream(tmp_path)
     assert down.weighted
-    assert down.source.types["users"] == "struct<estimate: long, sketch: binary>"
+    assert down.source.types["users"] == HLL
     run(down, spark=spark, progress=None)
+    read = max(r.offset.version for r in recorded_offsets(down.checkpoint_path))
 
     land(tmp_path, "r9.jsonl", LATE)  # late for hour 8: its panes are withdrawn and replaced
     run(up, spark=spark, progress=None, drain=True)
@@ -111,6 +117,9 @@ def test_daily_merges_of_hourly_sketches_equal_sketches_over_the_days_raw_events
     up_panes = DeltaTable(up.table_path("panes")).to_pyarrow_table().to_pylist()
     withdrawn = [p for p in up_panes if p["is_retraction"]]
     assert {p["country"] for p in withdrawn} == {"fr", "de"}
+    path = up.table_path("panes")  # the withdrawals come after what the downstream has read
+    unread = read_elements(path, up.name, read, latest_version(path), [("users", arrow_type(HLL))])
+    assert unread.column(WEIGHT).to_pylist().count(-1) == len(withdrawn)
     run(down, spark=spark, progress=None, drain=True)  # the withdrawals reach the merges
     materialize_after_run(down, out=lambda _: None)
 
