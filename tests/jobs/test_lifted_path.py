@@ -21,6 +21,7 @@ pytest.importorskip("pyspark")
 
 from jobs.executor.operator_input import blob_of  # noqa: E402
 from panes.combiners import CombineFn  # noqa: E402
+from tests import combiners_of_your_own  # noqa: E402
 from tests.examples import seeds  # noqa: E402
 from tests.operator_fakes import T0_MS, ShardRun, clocks  # noqa: E402
 
@@ -75,53 +76,18 @@ def config(
     }
 
 
-class Spread(CombineFn):
+class Spread(combiners_of_your_own.Spread):
     """A user's combiner: ``max - min`` of ``n`` (declared type and column)."""
 
     output_type = "long"
     fields = ("n",)
 
-    def create(self):
-        return None
 
-    def add(self, acc, value):
-        x = value["n"]
-        if x is None:
-            return acc
-        return (x, x) if acc is None else (min(acc[0], x), max(acc[1], x))
-
-    def merge(self, accs):
-        present = [a for a in accs if a is not None]
-        if not present:
-            return None
-        return (min(a[0] for a in present), max(a[1] for a in present))
-
-    def extract(self, acc):
-        return None if acc is None else acc[1] - acc[0]
-
-
-class Tags(CombineFn):
-    """A user's combiner with its own ``add_all``: the distinct tags, exactly (a sorted tuple,
-    so that its state's bytes are the same however it was built)."""
+class Tags(combiners_of_your_own.Distinct):
+    """A user's combiner with its own ``add_all``: the distinct tags, exactly."""
 
     output_type = "long"
     fields = ("tag",)
-
-    def create(self):
-        return ()
-
-    def add_all(self, acc, values):
-        (field,) = self.fields
-        return tuple(sorted({*acc, *(v[field] for v in values if v[field] is not None)}))
-
-    def add(self, acc, value):
-        return self.add_all(acc, [value])
-
-    def merge(self, accs):
-        return tuple(sorted({t for acc in accs for t in acc}))
-
-    def extract(self, acc):
-        return len(acc)
 
 
 class Regions(Tags):

@@ -39,6 +39,7 @@ from panes import (
 from panes.combiners import CombineFn, inputs_of
 from panes.fold import batch, fold
 from panes.syntax import parse_aggregate
+from tests.combiners_of_your_own import Spread
 
 BUILTINS = ["sum", "count", "min", "max", "mean", "to_list"]
 
@@ -305,23 +306,10 @@ def test_extracted_list_is_not_the_accumulator():
 # -- a user CombineFn ------------------------------------------------------------------------
 
 
-class Range(CombineFn):
-    """max - min of a window; the accumulator is ``None`` or ``(lo, hi)``."""
+class Range(Spread):
+    """max - min of a window's whole values; the accumulator is ``None`` or ``(lo, hi)``."""
 
-    def create(self):
-        return None
-
-    def add(self, acc, value):
-        return (value, value) if acc is None else (min(acc[0], value), max(acc[1], value))
-
-    def merge(self, accs):
-        present = [a for a in accs if a is not None]
-        if not present:
-            return None
-        return (min(a[0] for a in present), max(a[1] for a in present))
-
-    def extract(self, acc):
-        return None if acc is None else acc[1] - acc[0]
+    fields = ()
 
 
 def test_user_combine_fn_works_in_the_simulator():

@@ -41,52 +41,7 @@ from panes.columnar.accumulators import VALUE
 from panes.combiners import CombineFn
 from panes.engine import Engine
 from panes.state import KeyState
-
-
-class Spread(CombineFn):
-    """``max - min`` of field ``v`` (a user's combiner declaring the column it reads)."""
-
-    fields = ("v",)
-
-    def create(self):
-        return None
-
-    def add(self, acc, value):
-        x = value["v"]
-        if x is None:
-            return acc
-        return (x, x) if acc is None else (min(acc[0], x), max(acc[1], x))
-
-    def merge(self, accs):
-        present = [a for a in accs if a is not None]
-        if not present:
-            return None
-        return (min(a[0] for a in present), max(a[1] for a in present))
-
-    def extract(self, acc):
-        return None if acc is None else acc[1] - acc[0]
-
-
-class Distinct(CombineFn):
-    """The exact number of distinct values of field ``s`` (a frozenset accumulator, with its own
-    ``add_all``)."""
-
-    fields = ("s",)
-
-    def create(self):
-        return frozenset()
-
-    def add_all(self, acc, values):
-        return acc | {v["s"] for v in values if v["s"] is not None}
-
-    def add(self, acc, value):
-        return self.add_all(acc, [value])
-
-    def merge(self, accs):
-        return frozenset().union(*accs)
-
-    def extract(self, acc):
-        return len(acc)
+from tests.combiners_of_your_own import Distinct, Spread
 
 
 class Pairs(CombineFn):

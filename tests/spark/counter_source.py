@@ -125,33 +125,15 @@ if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
 
 
-from panes.combiners import CombineFn  # noqa: E402
+from tests.combiners_of_your_own import Spread  # noqa: E402
 
 
-class SpreadFn(CombineFn):
+class SpreadFn(Spread):
     """A combiner of a user's own (``max - min`` of ``amount``), declaring its output type and
     the column it reads; its accumulator, ``(min, max)``, is JSON."""
 
     output_type = "double"
     fields = ("amount",)
-
-    def create(self):
-        return None
-
-    def add(self, acc, value):
-        x = value["amount"]
-        if x is None:
-            return acc
-        return (x, x) if acc is None else (min(acc[0], x), max(acc[1], x))
-
-    def merge(self, accs):
-        present = [a for a in accs if a is not None]
-        if not present:
-            return None
-        return (min(a[0] for a in present), max(a[1] for a in present))
-
-    def extract(self, acc):
-        return None if acc is None else acc[1] - acc[0]
 
 
 def spread_pipeline(lake: Path, beside: str = "sum"):
