@@ -49,6 +49,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from panes.tokens import Token, tokenize
+
 Value = str | int | float | bool
 Dialect = Literal["spark", "duckdb"]
 
@@ -311,31 +313,9 @@ _TOKEN = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class _Token:
-    kind: str  # string, number, name, op, punct, end
-    text: str
-    position: int
-
-    @property
-    def word(self) -> str | None:
-        return self.text.lower() if self.kind == "name" else None
-
-
-def _tokens(text: str) -> list[_Token]:
-    out, pos = [], 0
-    while text[pos:].strip():
-        m = _TOKEN.match(text, pos)
-        if m is None:
-            at = pos + len(text[pos:]) - len(text[pos:].lstrip())
-            what = "an unterminated text literal" if text[at] == "'" else repr(text[at])
-            raise ConditionSyntaxError(f"unexpected {what}", text, at)
-        kind = m.lastgroup
-        assert kind is not None
-        out.append(_Token(kind, m.group(kind), m.start(kind)))
-        pos = m.end()
-    out.append(_Token("end", "", len(text.rstrip())))
-    return out
+def _unexpected(text: str, at: int) -> ConditionSyntaxError:
+    what = "an unterminated text literal" if text[at] == "'" else repr(text[at])
+    return ConditionSyntaxError(f"unexpected {what}", text, at)
 
 
 MAX_DEPTH = 64
@@ -344,12 +324,17 @@ MAX_DEPTH = 64
 
 class _Parser:
     def __init__(self, text: str) -> None:
-        self.text, self.tokens, self.i, self.depth = text, _tokens(text), 0, 0
+        self.text, self.tokens, self.i, self.depth = (
+            text,
+            tokenize(_TOKEN, text, _unexpected),
+            0,
+            0,
+        )
 
-    def peek(self) -> _Token:
+    def peek(self) -> Token:
         return self.tokens[self.i]
 
-    def error(self, message: str, token: _Token | None = None) -> ConditionSyntaxError:
+    def error(self, message: str, token: Token | None = None) -> ConditionSyntaxError:
         return ConditionSyntaxError(message, self.text, (token or self.peek()).position)
 
     def expected(self, what: str) -> ConditionSyntaxError:

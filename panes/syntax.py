@@ -49,6 +49,7 @@ from panes.combiners import BUILTINS, CombineFn, Filtered
 from panes.conditions import ConditionSyntaxError, parse_condition
 from panes.sketches import SKETCHES, MergeSketches, SketchFn
 from panes.time import parse_duration
+from panes.tokens import Token, tokenize
 from panes.triggers import (
     AfterAll,
     AfterAny,
@@ -97,13 +98,6 @@ _TOKEN = re.compile(
 
 
 @dataclass(frozen=True)
-class _Token:
-    kind: str  # "duration", "int", "name", "punct", "end"
-    text: str
-    position: int
-
-
-@dataclass(frozen=True)
 class _Argument:
     keyword: str | None
     value: object  # Trigger | int (count) | _Duration
@@ -116,21 +110,8 @@ class _Duration:
     micros: int
 
 
-def _tokenize(text: str) -> list[_Token]:
-    tokens, pos = [], 0
-    while pos < len(text):
-        if text[pos:].strip() == "":
-            break
-        match = _TOKEN.match(text, pos)
-        if match is None or match.end() == pos:
-            start = pos + len(text[pos:]) - len(text[pos:].lstrip())
-            raise TriggerSyntaxError(f"unexpected character {text[start]!r}", text, start)
-        kind = match.lastgroup
-        assert kind is not None  # every alternative of _TOKEN is a named group
-        tokens.append(_Token(kind, match.group(kind), match.start(kind)))
-        pos = match.end()
-    tokens.append(_Token("end", "", len(text.rstrip())))
-    return tokens
+def _unexpected(text: str, at: int) -> TriggerSyntaxError:
+    return TriggerSyntaxError(f"unexpected character {text[at]!r}", text, at)
 
 
 MAX_TRIGGER_DEPTH = 64
@@ -140,18 +121,18 @@ MAX_TRIGGER_DEPTH = 64
 class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
-        self.tokens = _tokenize(text)
+        self.tokens = tokenize(_TOKEN, text, _unexpected)
         self.i = 0
         self.depth = 0
 
-    def error(self, message: str, token: _Token | None = None) -> TriggerSyntaxError:
+    def error(self, message: str, token: Token | None = None) -> TriggerSyntaxError:
         token = token or self.tokens[self.i]
         return TriggerSyntaxError(message, self.text, token.position)
 
-    def peek(self) -> _Token:
+    def peek(self) -> Token:
         return self.tokens[self.i]
 
-    def take(self, kind: str, text: str | None = None, what: str | None = None) -> _Token:
+    def take(self, kind: str, text: str | None = None, what: str | None = None) -> Token:
         token = self.peek()
         if token.kind != kind or (text is not None and token.text != text):
             found = "the end" if token.kind == "end" else repr(token.text)
@@ -206,7 +187,7 @@ class _Parser:
         raise self.error("expected a trigger, a duration or a count", token)
 
 
-_Builder = Callable[[_Parser, _Token, list[_Argument]], Trigger]
+_Builder = Callable[[_Parser, Token, list[_Argument]], Trigger]
 
 
 def _signature(
@@ -216,14 +197,14 @@ def _signature(
     triggers only; the others take their arguments by position or by keyword."""
 
     def wrap(construct: Callable[..., Trigger]) -> _Builder:
-        def build(parser: _Parser, name: _Token, args: list[_Argument]) -> Trigger:
+        def build(parser: _Parser, name: Token, args: list[_Argument]) -> Trigger:
             def fail(
                 message: str, arg: _Argument | None = None, at_keyword: bool = False
             ) -> TriggerSyntaxError:
                 if arg is None:
                     return parser.error(message, parser.tokens[parser.i - 1])
                 position = arg.start if at_keyword else arg.position
-                return parser.error(message, _Token("", "", position))
+                return parser.error(message, Token("", "", position))
 
             if variadic:
                 for arg in args:
@@ -259,7 +240,7 @@ def _signature(
 
 def _construct(
     parser: _Parser,
-    name: _Token,
+    name: Token,
     arguments: list[_Argument],
     construct: Callable[..., Trigger],
     *args: object,
@@ -269,11 +250,11 @@ def _construct(
     try:
         return construct(*args, **kwargs)
     except (TypeError, ValueError) as e:
-        at = _Token("", "", arguments[0].position) if arguments else name
+        at = Token("", "", arguments[0].position) if arguments else name
         raise parser.error(str(e), at) from None
 
 
-def _check(parser: _Parser, name: _Token, arg: _Argument, kind: type) -> object:
+def _check(parser: _Parser, name: Token, arg: _Argument, kind: type) -> object:
     value = arg.value
     if kind is _Duration and isinstance(value, _Duration):
         return value.micros
@@ -282,7 +263,7 @@ def _check(parser: _Parser, name: _Token, arg: _Argument, kind: type) -> object:
     if kind is Trigger and isinstance(value, Trigger):
         return value
     expected = {Trigger: "a trigger", int: "a count", _Duration: "a duration like 90s"}[kind]
-    raise parser.error(f"{name.text} expects {expected} here", _Token("", "", arg.position))
+    raise parser.error(f"{name.text} expects {expected} here", Token("", "", arg.position))
 
 
 _BUILDERS: dict[str, _Builder] = {
