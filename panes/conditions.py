@@ -153,21 +153,27 @@ class Condition:
         return text
 
 
-def _column_sql(name: str, dialect: Dialect, column: Rename | None) -> str:
-    return column(name) if column is not None else identifier_sql(name, dialect)
-
-
 @dataclass(frozen=True)
-class Comparison(Condition):
-    """``column OP literal``."""
+class _OnColumn(Condition):
+    """A condition on one column (its first field)."""
 
     column: str
-    op: str
-    value: Value
 
     @property
     def columns(self) -> tuple[str, ...]:
         return (self.column,)
+
+    def _column_sql(self, dialect: Dialect, column: Rename | None) -> str:
+        """The column in SQL: renamed by ``column``, if given."""
+        return column(self.column) if column is not None else identifier_sql(self.column, dialect)
+
+
+@dataclass(frozen=True)
+class Comparison(_OnColumn):
+    """``column OP literal``."""
+
+    op: str
+    value: Value
 
     def evaluate(self, values: Mapping[str, Any]) -> bool | None:
         v = values.get(self.column)
@@ -177,7 +183,7 @@ class Comparison(Condition):
 
     def sql(self, dialect: Dialect, column: Rename | None = None) -> str:
         op = "<>" if self.op == "!=" else self.op
-        col = _column_sql(self.column, dialect, column)
+        col = self._column_sql(dialect, column)
         return f"({col} {op} {literal_sql(self.value, dialect)})"
 
     def __str__(self) -> str:
@@ -185,16 +191,11 @@ class Comparison(Condition):
 
 
 @dataclass(frozen=True)
-class In(Condition):
+class In(_OnColumn):
     """``column [not] in (literal, ...)``."""
 
-    column: str
     values: tuple[Value, ...]
     negated: bool = False
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        return (self.column,)
 
     def evaluate(self, values: Mapping[str, Any]) -> bool | None:
         v = values.get(self.column)
@@ -204,7 +205,7 @@ class In(Condition):
 
     def sql(self, dialect: Dialect, column: Rename | None = None) -> str:
         items = ", ".join(literal_sql(x, dialect) for x in self.values)
-        col = _column_sql(self.column, dialect, column)
+        col = self._column_sql(dialect, column)
         return f"({col} {'NOT IN' if self.negated else 'IN'} ({items}))"
 
     def __str__(self) -> str:
@@ -213,21 +214,16 @@ class In(Condition):
 
 
 @dataclass(frozen=True)
-class IsNull(Condition):
+class IsNull(_OnColumn):
     """``column is [not] null``."""
 
-    column: str
     negated: bool = False
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        return (self.column,)
 
     def evaluate(self, values: Mapping[str, Any]) -> bool | None:
         return (values.get(self.column) is None) != self.negated
 
     def sql(self, dialect: Dialect, column: Rename | None = None) -> str:
-        col = _column_sql(self.column, dialect, column)
+        col = self._column_sql(dialect, column)
         return f"({col} IS {'NOT ' if self.negated else ''}NULL)"
 
     def __str__(self) -> str:
