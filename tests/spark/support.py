@@ -26,6 +26,15 @@ def put(directory: Path, name: str, lines: list[str]) -> Path:
     return final
 
 
+def land_in_order(directory: Path, files: list[list[str]], name: str) -> None:
+    """Land ``files`` (each a list of lines) as ``name.format(i)``, file ``i`` modified at
+    second ``1_700_000_000 + i``: Spark's file source reads files in order of modification,
+    so with one file a batch, file ``i`` is batch ``i``'s."""
+    for i, lines in enumerate(files):
+        path = put(directory, name.format(i), lines)
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+
+
 def offset_log(ckpt: Path) -> list[tuple[int, int, int, int | None]]:
     """[(batch id, watermark ms, batch timestamp ms, landing-source log offset)] per batch."""
     out = []

@@ -6,13 +6,12 @@ uninterrupted run writes."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 from collections import Counter
 
 import pytest
 
-from tests.spark.support import T0, iso, put
+from tests.spark.support import T0, iso, land_in_order
 from tests.spark.test_kill_safety import run_cli, tables
 
 pytestmark = pytest.mark.spark
@@ -75,9 +74,7 @@ def test_duplicates_are_counted_once_rejected_once_and_verified(spark, tmp_path)
     from sinks.verify import verify
 
     pipeline = make_pipeline(tmp_path)
-    for i, lines in enumerate(FILES):
-        path = put(tmp_path / "landing", f"events-{i}.jsonl", lines)
-        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))  # one batch per file, in order
+    land_in_order(tmp_path / "landing", FILES, "events-{}.jsonl")  # one batch per file
     result = run(pipeline, spark=spark, progress=None)
     run(pipeline, spark=spark, drain=True, progress=None)
     assert result.total("rejected") == 5  # the run's count: the 4 duplicates and "garbage"
@@ -153,9 +150,7 @@ CSV_FILES = [
 
 
 def land_csv(root):
-    for i, lines in enumerate(CSV_FILES):
-        path = put(root / "landing", f"events-{i}.csv", lines)
-        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))  # Spark reads in mtime order
+    land_in_order(root / "landing", CSV_FILES, "events-{}.csv")
     conf = root / "dedup.toml"
     conf.write_text(CSV_CONF.format(lake=root / "lake", landing=root / "landing"))
     return conf
