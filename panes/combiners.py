@@ -642,8 +642,8 @@ def sql_form(fn: CombineFn) -> SqlForm | None:
     """The :class:`SqlForm` of a built-in combiner (or a subclass), None for any other; a
     filtered built-in's is its inner one's, its batch aggregate with the condition in DuckDB.
 
-    >>> sql_form(count().filter("s = 'x'")).batch.format(value="*", order="ts", filter="")
-    'count(*) FILTER (WHERE ("s" = \'x\'))'
+    >>> print(sql_form(count().filter("s = 'x'")).batch.format(value="*", order="ts", filter=""))
+    count(*) FILTER (WHERE ("s" = 'x'))
     """
     if isinstance(fn, Filtered):
         inner = sql_form(fn.inner)
