@@ -1,10 +1,10 @@
 """Inspection and maintenance subcommands: materialize, verify, query, changes, history, plot,
-optimize, vacuum. ``add_subcommands(subparsers)`` adds them to the ``panestore`` parser; each
-handler returns an :class:`~jobs.cli.exit_status.ExitStatus` (0 ok; 1 an error, or differences
-found by ``verify``; 2 misuse: bad arguments, an invalid configuration, a table that does not
-exist yet; 3 another materializer holds the lake's materializer lock), with a one-line message
-on stderr. ``materialize_after_run(pipeline)`` is what ``panestore run`` calls at the end of a
-run."""
+optimize, status, vacuum. ``add_subcommands(subparsers)`` adds them to the ``panestore``
+parser; each handler returns an :class:`~jobs.cli.exit_status.ExitStatus` (0 ok; 1 an error,
+differences found by ``verify``, or a watermark lagging beyond ``status --max-lag``; 2 misuse:
+bad arguments, an invalid configuration, a table that does not exist yet; 3 another
+materializer holds the lake's materializer lock), with a one-line message on stderr.
+``materialize_after_run(pipeline)`` is what ``panestore run`` calls at the end of a run."""
 
 from __future__ import annotations
 
@@ -205,6 +205,31 @@ def cmd_optimize(a) -> int:
     return 0
 
 
+def _duration(text: str) -> int:
+    """``15m`` / ``2h`` / ``90s`` -> microseconds."""
+    from panes import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def cmd_status(a) -> int:
+    """Print the lake's status (:func:`jobs.driver.status.lake_status`); exit 1 when its
+    watermark lags beyond ``--max-lag``."""
+    import json
+
+    from jobs.driver.status import lake_status
+
+    status = lake_status(_load(a.conf), max_lag_us=a.max_lag)
+    if a.json:
+        print(json.dumps(status.to_json(), indent=2))
+    else:
+        print("\n".join(status.lines()))
+    return ExitStatus.OK if status.healthy else ExitStatus.FAILED
+
+
 def cmd_vacuum(a) -> int:
     from sinks.maintenance import vacuum
 
@@ -327,6 +352,20 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
         help="also plot the landing zone's elements (at their window's first pane)",
     )
     sub("optimize", cmd_optimize, "compact small files of the pane log and the view")
+    p = sub(
+        "status",
+        cmd_status,
+        "the lake's status without Spark: watermark and its lag, backlog, last batch, tables, "
+        "the view's fold, locks (docs/operations.md); exit status 1 when lagging",
+    )
+    p.add_argument("--json", action="store_true", help="the status as JSON (schema 1)")
+    p.add_argument(
+        "--max-lag",
+        type=_duration,
+        default=None,
+        metavar="DURATION",
+        help="exit status 1 when the watermark is further behind the wall clock (e.g. 15m)",
+    )
     p = sub("vacuum", cmd_vacuum, "delete unreferenced files older than the retention period")
     p.add_argument(
         "--retention-hours",

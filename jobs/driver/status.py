@@ -1,0 +1,348 @@
+"""A lake's status for an operator, read without Spark (``panestore status``).
+
+:func:`lake_status` reads what the lake and the run's checkpoint already record, and nothing
+else: Spark's checkpoint logs (JSON files: the offset log, the commit log, the file sources'
+logs), a listing of the landing directory, each Delta table's log (delta-rs: its version, its
+last commit's time, its files), the view's application transaction (the pane-log version it
+folded) and the lock files. It writes nothing and takes no lock. The result is a
+:class:`LakeStatus`; :meth:`LakeStatus.to_json` is its stable schema (``"schema": 1``,
+documented in docs/operations.md), :meth:`LakeStatus.lines` its human form.
+
+Not reported (the lake does not record them cheaply): the windows and keys in the operator's
+state, whether the last run failed, the backlog of a ``pane_log`` / ``delta`` / ``dataframe``
+source, and locks of a lake in an object store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from jobs.driver.checkpoint import COMMITS, OFFSETS
+from sinks.lake_format import MAX_TIMESTAMP_MS, TABLES
+from sinks.object_store import is_object_store
+
+if TYPE_CHECKING:  # pragma: no cover
+    from jobs.config.pipeline import Pipeline
+
+SCHEMA = 1
+"""The version of :meth:`LakeStatus.to_json`'s schema; raised on any incompatible change."""
+
+NOT_REPORTED_ALWAYS = ("state_windows", "state_keys", "last_run_failed")
+
+
+def iso_ms(ms: int | None) -> str | None:
+    """Milliseconds since the epoch as ISO-8601 UTC (None stays None).
+
+    >>> iso_ms(1_717_232_700_000)
+    '2024-06-01T09:05:00.000Z'
+    """
+    if ms is None:
+        return None
+    dt = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+@dataclass(frozen=True)
+class TableStatus:
+    """One Delta table of the lake: its latest version, that commit's time, its live files."""
+
+    version: int
+    committed_at: str | None
+    files: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """Landing files the checkpoint's file source has not recorded as read."""
+
+    files: int
+    bytes: int
+    oldest_modified: str | None
+
+
+@dataclass(frozen=True)
+class LockStatus:
+    """Whether a process holds one of the lake's locks now, and who it says it is."""
+
+    held: bool
+    holder: str | None
+
+
+@dataclass(frozen=True)
+class LakeStatus:
+    """What ``panestore status`` reports (see docs/operations.md for each field).
+
+    ``state``: ``never_run`` (no checkpoint and no pane log), ``ok`` or ``lagging`` (the
+    watermark is further behind the wall clock than the allowed lag).
+    """
+
+    pipeline: str
+    lake: str
+    checked_at: str
+    state: str
+    watermark: str | None
+    watermark_from: str | None
+    watermark_lag_s: float | None
+    last_batch_id: int | None
+    last_batch_at: str | None
+    backlog: Backlog | None
+    pane_log_version: int | None
+    view_folded_version: int | None
+    view_versions_behind: int | None
+    tables: dict[str, TableStatus]
+    locks: dict[str, LockStatus]
+    not_reported: tuple[str, ...] = field(default=NOT_REPORTED_ALWAYS)
+
+    @property
+    def healthy(self) -> bool:
+        """Whether a monitor should stay quiet (exit status 0)."""
+        return self.state != "lagging"
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable JSON form: ``{"schema": 1, ...}`` with the fields of this class."""
+        out = {"schema": SCHEMA, **asdict(self)}
+        out["not_reported"] = list(self.not_reported)
+        return out
+
+    def lines(self) -> list[str]:
+        """The human form: one aligned ``name  value`` line per field."""
+        na = "not reported"
+
+        def lag() -> str:
+            if self.watermark_lag_s is None:
+                return na if self.watermark is None else "-"
+            return f"{self.watermark_lag_s:.0f}s behind the wall clock"
+
+        rows = [
+            ("pipeline", self.pipeline),
+            ("lake", self.lake),
+            ("state", self.state.replace("_", " ")),
+            (
+                "watermark",
+                f"{self.watermark} (from {self.watermark_from})" if self.watermark else na,
+            ),
+            ("watermark lag", lag()),
+            (
+                "last batch",
+                f"{self.last_batch_id} at {self.last_batch_at}"
+                if self.last_batch_id is not None
+                else "none",
+            ),
+            (
+                "backlog",
+                f"{self.backlog.files} files, {self.backlog.bytes} bytes, oldest "
+                f"{self.backlog.oldest_modified or '-'}"
+                if self.backlog
+                else na,
+            ),
+            (
+                "view",
+                f"folded pane-log version {_or(self.view_folded_version, 'none')} of "
+                f"{_or(self.pane_log_version, 'none')}"
+                + (
+                    f" ({self.view_versions_behind} behind)"
+                    if self.view_versions_behind is not None
+                    else ""
+                ),
+            ),
+        ]
+        for name, t in self.tables.items():
+            rows.append(
+                (
+                    f"table {name}",
+                    f"version {t.version} at {t.committed_at}, {t.files} files, {t.bytes} bytes",
+                )
+            )
+        for name, lock in self.locks.items():
+            rows.append((f"{name} lock", f"held by {lock.holder}" if lock.held else "free"))
+        rows.append(("not reported", ", ".join(self.not_reported)))
+        width = max(len(n) for n, _ in rows)
+        return [f"{n.ljust(width)}  {v}" for n, v in rows]
+
+
+def _or(value: Any, default: str) -> str:
+    return default if value is None else str(value)
+
+
+def _log_ids(folder: Path) -> list[int]:
+    if not folder.is_dir():
+        return []
+    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
+
+
+def _log_json(path: Path) -> dict[str, Any]:
+    """The JSON line after the version line of a checkpoint log file (empty if none)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return json.loads(lines[1]) if len(lines) > 1 and lines[1].strip() else {}
+
+
+def _checkpoint_clock(ckpt: Path) -> tuple[int | None, str | None, int | None]:
+    """(last committed batch id, its commit time ISO, the watermark ms after it) from the commit
+    log (``nextBatchWatermarkMs``), else the offset log's ``batchWatermarkMs``."""
+    committed = _log_ids(ckpt / COMMITS)
+    if not committed:
+        return None, None, None
+    last = committed[-1]
+    commit_file = ckpt / COMMITS / str(last)
+    at = iso_ms(int(commit_file.stat().st_mtime * 1000))
+    watermark = _log_json(commit_file).get("nextBatchWatermarkMs")
+    if watermark is None and (ckpt / OFFSETS / str(last)).exists():
+        watermark = _log_json(ckpt / OFFSETS / str(last)).get("batchWatermarkMs")
+    return last, at, None if watermark is None else int(watermark)
+
+
+def _backlog(pipeline: Pipeline) -> Backlog | None:
+    """The landing files not in the checkpoint's file-source logs (None: not a local file
+    source)."""
+    from jobs.sources.files.changes import taken_files
+    from jobs.sources.files.paths import landing_files
+
+    source = pipeline.source
+    if source.format not in ("jsonl", "csv", "parquet") or is_object_store(source.path):
+        return None
+    if not os.path.isdir(source.path):
+        return Backlog(0, 0, None)
+    taken = {local for local, _ in taken_files(pipeline.checkpoint_path, source.path).values()}
+    count = size = 0
+    oldest: int | None = None
+    for path in landing_files(source.path):
+        if os.path.abspath(path) in taken:
+            continue
+        try:
+            st = os.stat(path)
+        except OSError:  # gone since the listing
+            continue
+        count, size = count + 1, size + st.st_size
+        ms = st.st_mtime_ns // 1_000_000
+        oldest = ms if oldest is None else min(oldest, ms)
+    return Backlog(count, size, iso_ms(oldest))
+
+
+def _table(dt: Any) -> tuple[TableStatus, int | None]:
+    """A table's status, and the highest ``watermark_us`` its files' statistics hold (None if
+    it has no such column)."""
+    import pyarrow.compute as pc
+
+    history = dt.history(1)
+    at = history[0].get("timestamp") if history else None
+    adds = dt.get_add_actions(flatten=True)
+    adds = adds if hasattr(adds, "column") else adds.to_arrow()  # arro3 -> pyarrow
+    import pyarrow as pa
+
+    adds = pa.table(adds)
+    nbytes = int(pc.sum(adds.column("size_bytes")).as_py() or 0) if adds.num_rows else 0
+    watermark = None
+    if "max.watermark_us" in adds.column_names and adds.num_rows:
+        watermark = pc.max(adds.column("max.watermark_us")).as_py()
+    status = TableStatus(dt.version(), iso_ms(at), adds.num_rows, nbytes)
+    return status, None if watermark is None else int(watermark)
+
+
+def _lock(lake: str, name: str) -> LockStatus | None:
+    """Whether the ``flock`` of ``<lake>/_locks/<name>.lock`` is held, read from ``/proc/locks``
+    (no lock is taken, not even for a moment); None where that cannot be told."""
+    from sinks.lock import LOCKS, _holder
+
+    path = Path(lake) / LOCKS / f"{name}.lock"
+    if not path.exists():
+        return LockStatus(False, None)
+    try:
+        st = path.stat()
+        proc = Path("/proc/locks").read_text()
+        data = path.read_bytes()
+    except OSError:
+        return None
+    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    held = any(
+        len(parts) > 5 and parts[1] == "FLOCK" and parts[5] == dev
+        for parts in (line.split() for line in proc.splitlines())
+    )
+    if not held:
+        return LockStatus(False, None)
+    return LockStatus(True, _holder(data).describe())
+
+
+def lake_status(pipeline: Pipeline, *, max_lag_us: int | None = None) -> LakeStatus:
+    """The status of ``pipeline``'s lake now (see the module doc); ``max_lag_us``: a watermark
+    further behind the wall clock than this makes the state ``lagging``."""
+    from jobs.config.sink_spec import view_spec
+    from sinks.tables import existing_table
+
+    spec = view_spec(pipeline)
+    now_ms = int(time.time() * 1000)
+    not_reported = list(NOT_REPORTED_ALWAYS)
+    ckpt = Path(pipeline.checkpoint_path)
+    last_id, last_at, watermark_ms = _checkpoint_clock(ckpt)
+    watermark_from = "checkpoint" if watermark_ms is not None else None
+
+    tables: dict[str, TableStatus] = {}
+    pane_log_version = folded = None
+    for name in TABLES:
+        dt = existing_table(spec, name)
+        if dt is None:
+            continue
+        tables[name], table_watermark_us = _table(dt)
+        if name == "panes":
+            pane_log_version = dt.version()
+            if watermark_ms is None and table_watermark_us is not None:
+                watermark_ms, watermark_from = table_watermark_us // 1000, "pane_log"
+        if name == "current":
+            folded = dt.transaction_version(spec.app_id)
+    behind = None
+    if pane_log_version is not None:
+        behind = pane_log_version - (-1 if folded is None else folded)
+        # version 0 of the pane log is its creation: no panes to fold
+        behind = max(0, behind - (1 if folded is None else 0))
+
+    backlog = _backlog(pipeline)
+    if backlog is None:
+        not_reported.append("backlog")
+
+    locks: dict[str, LockStatus] = {}
+    for name in ("run", "materializer"):
+        lock = (
+            None if is_object_store(pipeline.lake_location) else _lock(pipeline.lake_location, name)
+        )
+        if lock is None:
+            not_reported.append(f"{name}_lock")
+        else:
+            locks[name] = lock
+
+    # Spark's watermark is 0 before it has seen an event time: no watermark yet, no lag
+    if watermark_ms is not None and watermark_ms <= 0:
+        watermark_ms = None
+    lag_s = None
+    if watermark_ms is not None and watermark_ms < MAX_TIMESTAMP_MS:
+        lag_s = max(0.0, (now_ms - watermark_ms) / 1000)
+    never_run = last_id is None and "panes" not in tables
+    if never_run:
+        state = "never_run"
+    elif max_lag_us is not None and lag_s is not None and lag_s * 1e6 > max_lag_us:
+        state = "lagging"
+    else:
+        state = "ok"
+    return LakeStatus(
+        pipeline=pipeline.name,
+        lake=pipeline.lake_location,
+        checked_at=iso_ms(now_ms) or "",
+        state=state,
+        watermark=iso_ms(watermark_ms),
+        watermark_from=watermark_from if watermark_ms is not None else None,
+        watermark_lag_s=lag_s,
+        last_batch_id=last_id,
+        last_batch_at=last_at,
+        backlog=backlog,
+        pane_log_version=pane_log_version,
+        view_folded_version=folded,
+        view_versions_behind=behind,
+        tables=tables,
+        locks=locks,
+        not_reported=tuple(not_reported),
+    )
