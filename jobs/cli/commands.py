@@ -16,7 +16,7 @@ Every error is one line on stderr. Exit statuses (:class:`jobs.cli.exit_status.E
 ====  ========================================================================================
 0     done; also a run stopped by a signal, and a run whose fold found another materializer
       running (its batches are committed; the next ``panestore materialize`` folds them)
-1     the job or the command failed (``verify``: differences found)
+1     the job or the command failed (``verify``: differences found; ``status``: lagging)
 2     misuse: bad arguments, an invalid or unreadable configuration (the message names the
       field), a lake copied or moved, an upstream pane log that is not the table this pipeline
       has read (the upstream was rebuilt: the message says how to rebuild this pipeline too),

@@ -12,7 +12,8 @@ class ExitStatus(IntEnum):
     """Done. A run stopped by SIGINT or SIGTERM, or whose fold found another materializer
     running (it said so; the next ``panestore materialize`` folds), also ends with 0."""
     FAILED = 1
-    """The job or the command failed (or ``verify`` found differences). A fold whose window's
+    """The job or the command failed (or ``verify`` found differences, or ``status`` found the
+    watermark lagging beyond ``--max-lag``). A fold whose window's
     total its view column cannot hold (:class:`sinks.errors.FoldValueOutOfRange`) is one: in
     ``materialize``, and in a run's fold (its batches are committed)."""
     MISUSE = 2

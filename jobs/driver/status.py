@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobs.driver.checkpoint import COMMITS, OFFSETS
-from sinks.lake_format import MAX_TIMESTAMP_MS, TABLES
+from sinks.lake_format import TABLES
 from sinks.object_store import is_object_store
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -117,7 +117,7 @@ class LakeStatus:
 
         def lag() -> str:
             if self.watermark_lag_s is None:
-                return na if self.watermark is None else "-"
+                return na
             return f"{self.watermark_lag_s:.0f}s behind the wall clock"
 
         rows = [
@@ -319,7 +319,7 @@ def lake_status(pipeline: Pipeline, *, max_lag_us: int | None = None) -> LakeSta
     if watermark_ms is not None and watermark_ms <= 0:
         watermark_ms = None
     lag_s = None
-    if watermark_ms is not None and watermark_ms < MAX_TIMESTAMP_MS:
+    if watermark_ms is not None:  # a drained lake's is near the end of time: no lag
         lag_s = max(0.0, (now_ms - watermark_ms) / 1000)
     never_run = last_id is None and "panes" not in tables
     if never_run:

@@ -132,6 +132,12 @@ def test_max_lag_exits_1_when_the_watermark_lags(tmp_path, capsys):
     assert code == 0 and data["state"] == "ok" and 55 < data["watermark_lag_s"] < 600
     code, data = status_json(conf, capsys, "--max-lag", "30s")
     assert code == 1 and data["state"] == "lagging"
+    drained = tmp_path / "drained"
+    drained.mkdir()
+    conf2, _ = demo_lake(drained)
+    write_checkpoint(conf2, [[]], watermark_ms=253_402_300_799_999)  # a drain's end of time
+    code, data = status_json(conf2, capsys, "--max-lag", "30s")
+    assert code == 0 and data["watermark_lag_s"] == 0
     with pytest.raises(SystemExit) as exited:  # misuse: argparse's one line, exit status 2
         main(["status", conf, "--max-lag", "soon"])
     assert exited.value.code == 2
