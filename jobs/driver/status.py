@@ -9,8 +9,8 @@ folded) and the lock files. It writes nothing and takes no lock. The result is a
 documented in docs/operations.md), :meth:`LakeStatus.lines` its human form.
 
 Not reported (the lake does not record them cheaply): the windows and keys in the operator's
-state, whether the last run failed, the backlog of a ``pane_log`` / ``delta`` / ``dataframe``
-source, and locks of a lake in an object store.
+state, whether the last run failed, the backlog of a ``dataframe`` source (a ``pane_log`` or
+``delta`` source's is the versions it has not read), and locks of a lake in an object store.
 """
 
 from __future__ import annotations
@@ -93,6 +93,8 @@ class LakeStatus:
     last_batch_id: int | None
     last_batch_at: str | None
     backlog: Backlog | None
+    source_version_read: int | None
+    source_versions_behind: int | None
     pane_log_version: int | None
     view_folded_version: int | None
     view_versions_behind: int | None
@@ -143,6 +145,12 @@ class LakeStatus:
                 else na,
             ),
             (
+                "source versions",
+                f"read up to {self.source_version_read}, {self.source_versions_behind} behind"
+                if self.source_versions_behind is not None
+                else na,
+            ),
+            (
                 "view",
                 f"folded pane-log version {_or(self.view_folded_version, 'none')} of "
                 f"{_or(self.pane_log_version, 'none')}"
@@ -178,9 +186,16 @@ def _log_ids(folder: Path) -> list[int]:
 
 
 def _log_json(path: Path) -> dict[str, Any]:
-    """The JSON line after the version line of a checkpoint log file (empty if none)."""
-    lines = path.read_text(encoding="utf-8").splitlines()
-    return json.loads(lines[1]) if len(lines) > 1 and lines[1].strip() else {}
+    """The JSON line after the version line of a checkpoint log file (empty if none); a damaged
+    file raises :class:`~jobs.driver.checkpoint.CheckpointError` naming it."""
+    from jobs.driver.checkpoint import RECOVERY, CheckpointError
+
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        data = json.loads(lines[1]) if len(lines) > 1 and lines[1].strip() else {}
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise CheckpointError(f"the checkpoint file {path} is damaged ({e}). {RECOVERY}") from None
+    return data if isinstance(data, dict) else {}
 
 
 def _checkpoint_clock(ckpt: Path) -> tuple[int | None, str | None, int | None]:
@@ -223,6 +238,36 @@ def _backlog(pipeline: Pipeline) -> Backlog | None:
         ms = st.st_mtime_ns // 1_000_000
         oldest = ms if oldest is None else min(oldest, ms)
     return Backlog(count, size, iso_ms(oldest))
+
+
+def _source_versions(
+    pipeline: Pipeline, last_batch: int | None, options: dict[str, str] | None
+) -> tuple[int | None, int | None]:
+    """(the version read up to, the versions behind the source table's latest) of a ``pane_log``
+    or ``delta`` source, from the offset log of the last committed batch; (None, None) for other
+    sources or when the source table cannot be read."""
+    from deltalake import DeltaTable
+
+    from jobs.driver.checkpoint import recorded_offsets
+
+    source = pipeline.source
+    if source.format == "pane_log" and source.upstream is not None:
+        path = source.upstream.pane_log
+    elif source.format == "delta":
+        path = source.path
+    else:
+        return None, None
+    read = [
+        r.offset.version
+        for r in recorded_offsets(pipeline.checkpoint_path)
+        if last_batch is not None and r.batch_id <= last_batch
+    ]
+    try:
+        latest = DeltaTable(path, storage_options=options).version()
+    except Exception:  # deltalake's own errors: no table there (yet), unreadable
+        return (read[-1] if read else None), None
+    done = read[-1] if read else -1
+    return (done if read else None), max(0, latest - done)
 
 
 def _table(dt: Any) -> tuple[TableStatus, int | None]:
@@ -304,6 +349,10 @@ def lake_status(pipeline: Pipeline, *, max_lag_us: int | None = None) -> LakeSta
     backlog = _backlog(pipeline)
     if backlog is None:
         not_reported.append("backlog")
+    opts = dict(spec.storage_options) if spec.storage_options else None
+    source_read, source_behind = _source_versions(pipeline, last_id, opts)
+    if source_behind is None:
+        not_reported.append("source_versions_behind")
 
     locks: dict[str, LockStatus] = {}
     for name in ("run", "materializer"):
@@ -339,6 +388,8 @@ def lake_status(pipeline: Pipeline, *, max_lag_us: int | None = None) -> LakeSta
         last_batch_id=last_id,
         last_batch_at=last_at,
         backlog=backlog,
+        source_version_read=source_read,
+        source_versions_behind=source_behind,
         pane_log_version=pane_log_version,
         view_folded_version=folded,
         view_versions_behind=behind,

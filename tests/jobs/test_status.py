@@ -88,6 +88,8 @@ def test_the_json_schema_keys(tmp_path, capsys):
         "last_batch_id",
         "last_batch_at",
         "backlog",
+        "source_version_read",
+        "source_versions_behind",
         "pane_log_version",
         "view_folded_version",
         "view_versions_behind",
@@ -163,3 +165,31 @@ def test_a_bad_configuration_is_misuse_on_one_line(tmp_path, capsys):
     assert main(["status", str(bad)]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_pane_log_source_reports_the_upstream_versions_not_read(tmp_path, capsys):
+    (tmp_path / "up").mkdir()
+    upstream_conf, _ = demo_lake(tmp_path / "up")  # its pane log is at version 3
+    conf = tmp_path / "hourly.toml"
+    text = (DEMO.parent / "demo_hourly.toml").read_text()
+    text = text.replace('"demo-data/lake-hourly"', repr(str(tmp_path / "hourly")))
+    conf.write_text(text.replace('"conf/demo.toml"', repr(upstream_conf)))
+    ckpt = Path(load_pipeline(conf).checkpoint_path)
+    for d in ("offsets", "commits"):
+        (ckpt / d).mkdir(parents=True)
+    meta = json.dumps({"batchWatermarkMs": 0, "batchTimestampMs": 0})
+    (ckpt / "offsets" / "0").write_text(f"v1\n{meta}\n" + json.dumps({"version": 1}))
+    (ckpt / "commits" / "0").write_text('v1\n{"nextBatchWatermarkMs":0}')
+    _, data = status_json(str(conf), capsys)
+    assert data["source_version_read"] == 1 and data["source_versions_behind"] == 2
+    assert data["backlog"] is None and "backlog" in data["not_reported"]
+
+
+def test_a_damaged_checkpoint_file_is_named_on_one_line(tmp_path, capsys):
+    conf, _ = demo_lake(tmp_path)
+    write_checkpoint(conf, [[]], watermark_ms=5_000)
+    commit = Path(load_pipeline(conf).checkpoint_path) / "commits" / "0"
+    commit.write_text("v1\n{not json")
+    assert main(["status", conf]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and str(commit) in err and "damaged" in err
