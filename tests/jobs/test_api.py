@@ -350,6 +350,20 @@ class _Own(CombineFn):
         return acc
 
 
+def _own_pipeline(lake, aggregates):
+    return api.define(
+        "own",
+        source=api.dataframe_source(
+            {"k": "string", "ts": "timestamp", "amount": "double", "n": "long"}
+        ),
+        lake=str(lake),
+        keys="k",
+        event_time="ts",
+        window=FixedWindows(60_000_000),
+        aggregates=aggregates,
+    )
+
+
 @pytest.mark.parametrize(
     ("declared", "column_type"),
     [
@@ -362,17 +376,7 @@ class _Own(CombineFn):
 def test_a_combiner_of_the_users_own_has_its_declared_column_type(tmp_path, declared, column_type):
     fn = _Own()
     fn.output_type = declared
-    p = api.define(
-        "own",
-        source=api.dataframe_source(
-            {"k": "string", "ts": "timestamp", "amount": "double", "n": "long"}
-        ),
-        lake=str(tmp_path),
-        keys="k",
-        event_time="ts",
-        window=FixedWindows(60_000_000),
-        aggregates={"weighted": fn, "count": "count()"},
-    )
+    p = _own_pipeline(tmp_path, {"weighted": fn, "count": "count()"})
     assert p.aggregate_types == {"weighted": column_type, "count": "long"}
     assert p.value_columns == ("amount", "n")
     assert text_of(fn) == "tests.jobs.test_api._Own(amount, n)"  # the same in every process
@@ -383,17 +387,7 @@ def test_a_combiner_of_the_users_own_has_its_declared_column_type(tmp_path, decl
 
 def test_a_combiner_of_the_users_own_without_a_declared_type_is_refused_naming_it(tmp_path):
     with pytest.raises(PipelineConfigError) as e:
-        api.define(
-            "own",
-            source=api.dataframe_source(
-                {"k": "string", "ts": "timestamp", "amount": "double", "n": "long"}
-            ),
-            lake=str(tmp_path),
-            keys="k",
-            event_time="ts",
-            window=FixedWindows(60_000_000),
-            aggregates={"weighted": _Own()},
-        )
+        _own_pipeline(tmp_path, {"weighted": _Own()})
     assert e.value.field == "aggregates.weighted"
     assert "declare its output_type" in str(e.value)
 
