@@ -22,7 +22,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from jobs.executor.operator import Clocks
@@ -190,6 +190,17 @@ def check_readable(checkpoint: str | os.PathLike[str]) -> None:
             f"the checkpoint {ckpt} has committed batches but no operator state "
             f"({ckpt / 'state'} is missing). {RECOVERY}"
         )
+
+
+def log_entry(path: Path) -> dict[str, Any]:
+    """The JSON object after the version line of a checkpoint log file (empty if none); a
+    damaged file raises :class:`CheckpointError` naming it."""
+    try:
+        lines = _lines(path)
+        data = json.loads(lines[1]) if len(lines) > 1 and lines[1].strip() else {}
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise CheckpointError(f"the checkpoint file {path} is damaged ({e}). {RECOVERY}") from None
+    return data if isinstance(data, dict) else {}
 
 
 def last_batch(checkpoint: str | os.PathLike[str]) -> int | None:

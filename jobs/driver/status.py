@@ -15,7 +15,6 @@ state, whether the last run failed, the backlog of a ``dataframe`` source (a ``p
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -23,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jobs.driver.checkpoint import COMMITS, OFFSETS
+from jobs.driver.checkpoint import COMMITS, OFFSETS, last_commit, log_entry
 from sinks.lake_format import TABLES
 from sinks.object_store import is_object_store
 
@@ -179,37 +178,17 @@ def _or(value: Any, default: str) -> str:
     return default if value is None else str(value)
 
 
-def _log_ids(folder: Path) -> list[int]:
-    if not folder.is_dir():
-        return []
-    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
-
-
-def _log_json(path: Path) -> dict[str, Any]:
-    """The JSON line after the version line of a checkpoint log file (empty if none); a damaged
-    file raises :class:`~jobs.driver.checkpoint.CheckpointError` naming it."""
-    from jobs.driver.checkpoint import RECOVERY, CheckpointError
-
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-        data = json.loads(lines[1]) if len(lines) > 1 and lines[1].strip() else {}
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise CheckpointError(f"the checkpoint file {path} is damaged ({e}). {RECOVERY}") from None
-    return data if isinstance(data, dict) else {}
-
-
 def _checkpoint_clock(ckpt: Path) -> tuple[int | None, str | None, int | None]:
     """(last committed batch id, its commit time ISO, the watermark ms after it) from the commit
     log (``nextBatchWatermarkMs``), else the offset log's ``batchWatermarkMs``."""
-    committed = _log_ids(ckpt / COMMITS)
-    if not committed:
+    last = last_commit(ckpt)
+    if last is None:
         return None, None, None
-    last = committed[-1]
     commit_file = ckpt / COMMITS / str(last)
     at = iso_ms(int(commit_file.stat().st_mtime * 1000))
-    watermark = _log_json(commit_file).get("nextBatchWatermarkMs")
+    watermark = log_entry(commit_file).get("nextBatchWatermarkMs")
     if watermark is None and (ckpt / OFFSETS / str(last)).exists():
-        watermark = _log_json(ckpt / OFFSETS / str(last)).get("batchWatermarkMs")
+        watermark = log_entry(ckpt / OFFSETS / str(last)).get("batchWatermarkMs")
     return last, at, None if watermark is None else int(watermark)
 
 
