@@ -236,6 +236,28 @@ def _holder(data: bytes) -> Holder:
         return Holder(None, None, None)
 
 
+def holder_here(lake: str, name: str) -> tuple[bool, Holder] | None:
+    """Whether a process holds the lock ``name`` of a lake on a local or shared filesystem, as
+    this machine sees it (``/proc/locks``; no lock is taken, not even for a moment), and who the
+    lock file names; None where that cannot be told (no ``/proc/locks``). A holder on another
+    host of a shared filesystem is not seen."""
+    path = Path(lake) / LOCKS / f"{name}.lock"
+    if not path.exists():
+        return False, Holder(None, None, None)
+    try:
+        st = path.stat()
+        proc = Path("/proc/locks").read_text()
+        data = path.read_bytes()
+    except OSError:
+        return None
+    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    held = any(
+        len(parts) > 5 and parts[1] == "FLOCK" and parts[5] == dev
+        for parts in (line.split() for line in proc.splitlines())
+    )
+    return held, _holder(data)
+
+
 class _Lease:
     """An object-store lock held as a lease (see the module doc)."""
 

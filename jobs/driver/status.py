@@ -270,27 +270,15 @@ def _table(dt: Any) -> tuple[TableStatus, int | None]:
 
 
 def _lock(lake: str, name: str) -> LockStatus | None:
-    """Whether the ``flock`` of ``<lake>/_locks/<name>.lock`` is held, read from ``/proc/locks``
-    (no lock is taken, not even for a moment); None where that cannot be told."""
-    from sinks.lock import LOCKS, _holder
+    """The lock ``name``'s status (:func:`sinks.lock.holder_here`); None where it cannot be
+    told."""
+    from sinks.lock import holder_here
 
-    path = Path(lake) / LOCKS / f"{name}.lock"
-    if not path.exists():
-        return LockStatus(False, None)
-    try:
-        st = path.stat()
-        proc = Path("/proc/locks").read_text()
-        data = path.read_bytes()
-    except OSError:
+    seen = holder_here(lake, name)
+    if seen is None:
         return None
-    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    held = any(
-        len(parts) > 5 and parts[1] == "FLOCK" and parts[5] == dev
-        for parts in (line.split() for line in proc.splitlines())
-    )
-    if not held:
-        return LockStatus(False, None)
-    return LockStatus(True, _holder(data).describe())
+    held, holder = seen
+    return LockStatus(True, holder.describe()) if held else LockStatus(False, None)
 
 
 def lake_status(pipeline: Pipeline, *, max_lag_us: int | None = None) -> LakeStatus:
