@@ -4,8 +4,8 @@ view's change feed) and :func:`history`.
 The ``delta`` extension (and, for a lake in a bucket, ``httpfs``) is installed from its
 ``duckdb-extension-<name>`` package (a file inside it) into a private extension directory, and
 auto-install / auto-load are disabled: DuckDB never downloads an extension. The pipeline's
-tables are registered as views ``panes``, ``current``, ``late`` and ``rejected`` (``delta_scan``
-of each table that exists).
+tables are registered as views ``panes``, ``current``, ``late``, ``rejected`` and ``runs``
+(``delta_scan`` of each table that exists).
 
 A lake in a bucket (``s3://bucket/prefix``) is read with the S3 settings of the standard AWS
 environment, given to DuckDB as a temporary secret of the connection (:func:`s3_secret_fields`;
@@ -201,8 +201,9 @@ def current_as_of(spec: ViewSpec, as_of: Any) -> pa.Table:
 
 
 def connect(spec: ViewSpec, *, as_of: Any = None, extension_directory: str | None = None):
-    """DuckDB connection with views ``panes``, ``current``, ``late``, ``rejected`` (each table
-    that exists); ``httpfs`` and the S3 settings are loaded only for a lake on an object store."""
+    """DuckDB connection with views ``panes``, ``current``, ``late``, ``rejected``, ``runs``
+    (each table that exists); ``httpfs`` and the S3 settings are loaded only for a lake on an
+    object store."""
     remote = any(is_object_store(spec.table_path(name)) for name in TABLES)
     con = raw_connect(extension_directory, object_store=remote)
     for name in TABLES:

@@ -35,7 +35,8 @@ CHECKPOINT_INTERVAL = "10"
 CHANGE_FEED_PROPERTY = "delta.enableChangeDataFeed"
 CHANGE_FEED_FROM_PROPERTY = "panestore.changeFeedFrom"
 
-TABLES = ("panes", "current", "late", "rejected")
+RUNS = "runs"  # the run history (sinks.run_history): one row per run
+TABLES = ("panes", "current", "late", "rejected", RUNS)
 
 # -- commit metadata ------------------------------------------------------------------------------
 

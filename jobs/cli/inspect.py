@@ -302,7 +302,7 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     p = sub(
         "query",
         cmd_query,
-        "SQL over the tables panes, current, late, rejected (DuckDB); read-only: a statement "
+        "SQL over the tables panes, current, late, rejected, runs (DuckDB); read-only: a statement "
         "that writes or changes settings is refused (exit status 2)",
     )
     p.add_argument(

@@ -1,0 +1,239 @@
+"""The lake's run history: the ``runs`` Delta table, one row per run of the pipeline.
+
+A run (:func:`jobs.driver.runs.run`) appends its row once, as it ends: succeeded, failed (with
+its error on one line) or stopped by a signal; a run killed before it could write its row is
+recorded by the next run, from the note the killed run left (:mod:`jobs.driver.run_record`), as
+``killed``. A row holds what the run did (batches, records, panes by timing, late and rejected
+records), the watermark before and after it, and the versions of the tables when it ended.
+
+The table is the lake's, next to ``panes``, ``current``, ``late`` and ``rejected``: DuckDB reads
+it as ``runs`` (``panestore query CONF "SELECT ... FROM runs"``), and :func:`read_runs` gives
+its rows as :class:`RunRecord` values. Each append is one Delta commit whose metadata names the
+run (``panestore.runId``); :func:`append_run` skips a run already in the table, so writing a
+run's row twice (a killed run recorded by two later runs, say) adds it once.
+
+>>> import tempfile
+>>> from panes import AccumulationMode, FixedWindows
+>>> from panes.combiners import count
+>>> spec = ViewSpec("clicks", tempfile.mkdtemp(), ("user",), (("n", count()),),
+...     FixedWindows(60_000_000), AccumulationMode.DISCARDING)
+>>> record = RunRecord(run_id="r1", pipeline="clicks", started_us=1_000_000,
+...     ended_us=3_500_000, outcome=SUCCEEDED, batches=1, records=10, panes=2, on_time=2)
+>>> append_run(spec, record), append_run(spec, record)
+(True, False)
+>>> [(r.run_id, r.outcome, r.seconds, r.panes) for r in read_runs(spec)]
+[('r1', 'succeeded', 2.5, 2)]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+import pyarrow as pa
+
+from sinks.lake_format import (
+    CHECKPOINT_INTERVAL,
+    CHECKPOINT_INTERVAL_PROPERTY,
+    FORMAT_PROPERTY,
+    FORMAT_VERSION,
+    KIND_PROPERTY,
+    PIPELINE_PROPERTY,
+    RUNS,
+    TIMESTAMP_TYPE,
+    check_format,
+    representable_us,
+)
+from sinks.spec import ViewSpec
+
+SUCCEEDED, FAILED, STOPPED, KILLED = "succeeded", "failed", "stopped", "killed"
+OUTCOMES = (SUCCEEDED, FAILED, STOPPED, KILLED)
+"""How a run ended: every batch it started committed and it exited; it raised (``error``); a
+signal stopped it after the batch in flight; the process died without recording its end (a
+kill, a crash of the machine): recorded by the next run."""
+
+RUN_ID_METADATA = "panestore.runId"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run of a pipeline: a row of the ``runs`` table.
+
+    Times are µs since 1970 (UTC); the table holds them as timestamps (``started``, ``ended``,
+    ``watermark_before``, ``watermark_after``). ``ended_us`` of a killed run is the last moment
+    it was seen alive (its last committed batch, else its start). Counts: ``records`` input
+    records read (control rows excluded), ``panes`` emitted (``early`` + ``on_time`` +
+    ``late_panes``, retractions included in ``panes`` and counted in ``retractions``), ``late``
+    records dropped as late (in the ``late`` table), ``rejected`` records rejected (in
+    ``rejected``). ``batches``: the batches it ran, ``replayed`` of them already committed by a
+    killed run (skipped). The ``*_version`` fields: each table's Delta version when it ended
+    (None: not known)."""
+
+    run_id: str
+    pipeline: str
+    started_us: int
+    ended_us: int | None
+    outcome: str
+    error: str | None = None
+    mode: str = "scheduled"  # scheduled, follow or drain
+    host: str | None = None
+    pid: int | None = None
+    batches: int = 0
+    replayed: int = 0
+    first_batch_id: int | None = None
+    last_batch_id: int | None = None
+    records: int = 0
+    panes: int = 0
+    early: int = 0
+    on_time: int = 0
+    late_panes: int = 0
+    retractions: int = 0
+    late: int = 0
+    rejected: int = 0
+    watermark_before_us: int | None = None
+    watermark_after_us: int | None = None
+    panes_version: int | None = None
+    late_version: int | None = None
+    rejected_version: int | None = None
+    current_version: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.outcome not in OUTCOMES:
+            raise ValueError(f"outcome must be one of {OUTCOMES}, got {self.outcome!r}")
+
+    @property
+    def seconds(self) -> float | None:
+        """How long it ran (None: its end is not known)."""
+        if self.ended_us is None:
+            return None
+        return (self.ended_us - self.started_us) / 1e6
+
+
+_INT = pa.int64()
+_TIMES = {  # record field -> table column (a timestamp)
+    "started_us": "started",
+    "ended_us": "ended",
+    "watermark_before_us": "watermark_before",
+    "watermark_after_us": "watermark_after",
+}
+_TYPES: dict[str, pa.DataType] = {
+    "run_id": pa.string(),
+    "pipeline": pa.string(),
+    "outcome": pa.string(),
+    "error": pa.string(),
+    "mode": pa.string(),
+    "host": pa.string(),
+}
+_NOT_NULL = frozenset({"run_id", "pipeline", "started", "outcome"})
+
+
+def _columns() -> list[tuple[str, str, pa.DataType]]:
+    """(record field, column, type) of each column, in the record's order, ``seconds`` after
+    ``ended``."""
+    out = []
+    for f in fields(RunRecord):
+        column = _TIMES.get(f.name, f.name)
+        out.append(
+            (f.name, column, TIMESTAMP_TYPE if f.name in _TIMES else _TYPES.get(f.name, _INT))
+        )
+        if f.name == "ended_us":
+            out.append(("seconds", "seconds", pa.float64()))
+    return out
+
+
+RUNS_SCHEMA = pa.schema(
+    [pa.field(column, t, nullable=column not in _NOT_NULL) for _, column, t in _columns()]
+)
+"""The ``runs`` table's columns (documented in ``docs/operations.md``)."""
+
+
+def _row(record: RunRecord) -> dict[str, Any]:
+    row = {}
+    for name, column, _ in _columns():
+        value = getattr(record, name)
+        row[column] = representable_us(value) if name in _TIMES else value
+    return row
+
+
+def _record(row: dict[str, Any]) -> RunRecord:
+    names = {f.name for f in fields(RunRecord)}
+    values = {}
+    for name, column, _ in _columns():
+        if name not in names:
+            continue
+        value = row.get(column)
+        if name in _TIMES and value is not None:
+            value = _us(value)
+        values[name] = value
+    return RunRecord(**values)
+
+
+def _us(t: Any) -> int:
+    """A timestamp read back from the table (a ``datetime`` with time zone) as µs."""
+    import datetime as dt
+
+    delta = t - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _table(spec: ViewSpec, *, create: bool):
+    """The ``runs`` table (created when ``create``; None when missing and not created)."""
+    from deltalake import DeltaTable
+
+    from sinks.tables import existing_table
+
+    path = spec.table_path(RUNS)
+    if not create:
+        dt = existing_table(spec, RUNS)
+    else:
+        properties = {
+            FORMAT_PROPERTY: FORMAT_VERSION,
+            CHECKPOINT_INTERVAL_PROPERTY: CHECKPOINT_INTERVAL,
+            KIND_PROPERTY: RUNS,
+            PIPELINE_PROPERTY: spec.name,
+        }
+        dt = DeltaTable.create(
+            path,
+            RUNS_SCHEMA,
+            mode="ignore",
+            configuration=properties,
+            raise_if_key_not_exists=False,
+            storage_options=dict(spec.storage_options) if spec.storage_options else None,
+        )
+    if dt is not None:
+        check_format("runs table", path, dt.metadata().configuration)
+    return dt
+
+
+def recorded_run_ids(spec: ViewSpec) -> set[str]:
+    """The ids of the runs the table holds (empty: no table yet)."""
+    dt = _table(spec, create=False)
+    if dt is None:
+        return set()
+    return set(dt.to_pyarrow_table(columns=["run_id"]).column("run_id").to_pylist())
+
+
+def append_run(spec: ViewSpec, record: RunRecord) -> bool:
+    """Append ``record``'s row to the lake's ``runs`` table (created on first use); False (and
+    nothing written) when that run is already recorded."""
+    from deltalake import CommitProperties, write_deltalake
+
+    dt = _table(spec, create=True)
+    if record.run_id in recorded_run_ids(spec):
+        return False
+    table = pa.Table.from_pylist([_row(record)], schema=RUNS_SCHEMA)
+    props = CommitProperties(custom_metadata={RUN_ID_METADATA: record.run_id})
+    write_deltalake(dt, table, mode="append", commit_properties=props)
+    return True
+
+
+def read_runs(spec: ViewSpec, *, last: int | None = None) -> list[RunRecord]:
+    """The recorded runs, oldest first (``last``: only the newest ``last``); empty when the
+    lake has no run history yet."""
+    dt = _table(spec, create=False)
+    if dt is None:
+        return []
+    rows = dt.to_pyarrow_table().sort_by([("started", "ascending")]).to_pylist()
+    if last is not None:
+        rows = rows[-last:] if last > 0 else []
+    return [_record(r) for r in rows]
