@@ -157,7 +157,7 @@ def _row(record: RunRecord) -> dict[str, Any]:
 
 def _record(row: dict[str, Any]) -> RunRecord:
     names = {f.name for f in fields(RunRecord)}
-    values = {}
+    values: dict[str, Any] = {}
     for name, column, _ in _columns():
         if name not in names:
             continue
