@@ -213,13 +213,14 @@ def recorded_run_ids(spec: ViewSpec) -> set[str]:
     return set(dt.to_pyarrow_table(columns=["run_id"]).column("run_id").to_pylist())
 
 
-def append_run(spec: ViewSpec, record: RunRecord) -> bool:
+def append_run(spec: ViewSpec, record: RunRecord, *, check_recorded: bool = True) -> bool:
     """Append ``record``'s row to the lake's ``runs`` table (created on first use); False (and
-    nothing written) when that run is already recorded."""
+    nothing written) when that run is already recorded. ``check_recorded=False`` skips reading
+    the recorded ids, for a writer that knows the run is new (a run recording its own end)."""
     from deltalake import CommitProperties, write_deltalake
 
     dt = _table(spec, create=True)
-    if record.run_id in recorded_run_ids(spec):
+    if check_recorded and record.run_id in recorded_run_ids(spec):
         return False
     table = pa.Table.from_pylist([_row(record)], schema=RUNS_SCHEMA)
     props = CommitProperties(custom_metadata={RUN_ID_METADATA: record.run_id})

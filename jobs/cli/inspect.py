@@ -1,8 +1,8 @@
 """Inspection and maintenance subcommands: materialize, verify, query, changes, history, plot,
 optimize, status, vacuum. ``add_subcommands(subparsers)`` adds them to the ``panestore``
 parser; each handler returns an :class:`~jobs.cli.exit_status.ExitStatus` (0 ok; 1 an error,
-differences found by ``verify``, or a watermark lagging beyond ``status --max-lag``; 2 misuse:
-bad arguments, an invalid configuration, a table that does not exist yet; 3 another
+differences found by ``verify``, a last run that failed or a watermark lagging (``status``);
+2 misuse: bad arguments, an invalid configuration, a table that does not exist yet; 3 another
 materializer holds the lake's materializer lock), with a one-line message on stderr.
 ``materialize_after_run(pipeline)`` is what ``panestore run`` calls at the end of a run."""
 
@@ -216,8 +216,8 @@ def _duration(text: str) -> int:
 
 
 def cmd_status(a) -> int:
-    """Print the lake's status (:func:`jobs.driver.status.lake_status`); exit 1 when its
-    watermark lags beyond ``--max-lag``."""
+    """Print the lake's status (:func:`jobs.driver.status.lake_status`); exit 1 when the last
+    run failed or was killed, or the watermark lags beyond ``--max-lag``."""
     import json
 
     from jobs.driver.status import lake_status
@@ -356,7 +356,8 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
         "status",
         cmd_status,
         "the lake's status without Spark: watermark and its lag, backlog, last batch, tables, "
-        "the view's fold, locks (docs/operations.md); exit status 1 when lagging",
+        "the view's fold, locks, the last run (docs/operations.md); exit status 1 when the last "
+        "run failed or the watermark lags",
     )
     p.add_argument("--json", action="store_true", help="the status as JSON (schema 1)")
     p.add_argument(

@@ -189,6 +189,12 @@ class BatchSink:
         gone = tuple(f for f in listed.files if not exists(f))
         return gone, listed.timestamp_ms * 1000
 
+    def table_versions(self) -> dict[str, int | None]:
+        """The Delta version of each table the sink writes, by table name (``panes``, ``late``,
+        ``rejected``), brought up to date."""
+        names = {KIND_PANE: "panes", KIND_LATE: "late", KIND_REJECTED: "rejected"}
+        return {names[k]: a.table().version() for k, a in self.appenders.items()}
+
     def create_tables(self) -> None:
         for appender in self.appenders.values():
             appender.table()

@@ -22,7 +22,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import unquote, urlparse
 
 from jobs.executor.operator import Clocks
@@ -213,6 +213,30 @@ def last_commit(checkpoint: str | os.PathLike[str]) -> int | None:
     """The highest batch id in the checkpoint's commit log, or None (no batch committed)."""
     ids = _log_ids(Path(checkpoint) / COMMITS)
     return ids[-1] if ids else None
+
+
+class CommittedClock(NamedTuple):
+    """The last committed batch of a checkpoint: its id, when Spark committed it (ms, the commit
+    log file's time) and the watermark after it (ms; None: not recorded)."""
+
+    batch_id: int
+    committed_ms: int
+    watermark_ms: int | None
+
+
+def committed_clock(checkpoint: str | os.PathLike[str]) -> CommittedClock | None:
+    """The last committed batch's clock (None: no batch committed): the watermark is the commit
+    log's ``nextBatchWatermarkMs``, else the offset log's ``batchWatermarkMs``."""
+    ckpt = Path(checkpoint)
+    last = last_commit(ckpt)
+    if last is None:
+        return None
+    commit_file = ckpt / COMMITS / str(last)
+    committed_ms = commit_file.stat().st_mtime_ns // 1_000_000
+    watermark = log_entry(commit_file).get("nextBatchWatermarkMs")
+    if watermark is None and (ckpt / OFFSETS / str(last)).exists():
+        watermark = log_entry(ckpt / OFFSETS / str(last)).get("batchWatermarkMs")
+    return CommittedClock(last, committed_ms, None if watermark is None else int(watermark))
 
 
 def check_against_tables(pipeline: Pipeline) -> None:

@@ -39,6 +39,7 @@ from jobs.driver.batch_sink import BatchSink, BatchStats
 from jobs.driver.control import control_stream, write_drain_sentinel, write_tick
 from jobs.driver.plan import build_job
 from jobs.driver.preflight import Preflight, check_before_lock, check_run
+from jobs.driver.run_record import recording
 from jobs.driver.stopping import StopRequest, listen_again, stop_on_signals
 from jobs.driver.writers_watermark import record_writers_watermark
 from jobs.sources.files.changes import note_changes
@@ -233,9 +234,10 @@ def _run_query(
     built: Callable[[], Any],
     poll: Callable[[], Any] | None = None,
     stop: StopRequest | None = None,
+    noted: Callable[[RunResult], Any] | None = None,
 ) -> None:
     """Run one query to its end, reporting each batch (:func:`_await_query`: ``poll``,
-    ``stop``); ``built`` is called once the query is built, before it starts."""
+    ``stop``, ``noted``); ``built`` is called once the query is built, before it starts."""
     building = time.monotonic()
     writer = _writer(
         spark,
@@ -252,7 +254,7 @@ def _run_query(
     query = writer.start()
     result.queries += 1
     try:
-        _await_query(query, sink, result, emit, stop_after_batches, poll, stop)
+        _await_query(query, sink, result, emit, stop_after_batches, poll, stop, noted)
     finally:
         result.add_phase("query", time.monotonic() - starting)
 
@@ -265,9 +267,10 @@ def _await_query(
     stop_after_batches: int | None,
     poll: Callable[[], Any] | None = None,
     stop: StopRequest | None = None,
+    noted: Callable[[RunResult], Any] | None = None,
 ) -> None:
-    """Report each batch of the running ``query`` as it commits, until the query ends; ``poll``
-    is called between checks. When
+    """Report each batch of the running ``query`` as it commits, until the query ends (and call
+    ``noted`` with the result after each); ``poll`` is called between checks. When
     ``stop`` is requested (a signal, :mod:`jobs.driver.stopping`), the query is stopped once no
     batch is in flight, or at once when ``stop.abandon``; a batch that then fails was abandoned (the
     next run replays it; tables that had committed it skip it) and is reported, not raised."""
@@ -285,6 +288,8 @@ def _await_query(
             result.batches.append(rep)
             done += 1
             emit(rep.line())
+            if noted is not None:
+                noted(result)
             for uri in rep.stats.vanished if rep.stats else ():
                 emit(
                     f"WARNING batch {p.batchId}: input file {uri} vanished before it was read; "
@@ -414,6 +419,15 @@ def _shuffle_partitions(spark: SparkSession) -> int | None:
         return None
 
 
+def _table_versions(pipeline: Pipeline, sink: BatchSink) -> dict[str, int | None]:
+    """The versions of the lake's tables a run's record holds (the view's too)."""
+    from jobs.config.sink_spec import view_spec
+    from sinks.tables import existing_table
+
+    view = existing_table(view_spec(pipeline), "current")
+    return {**sink.table_versions(), "current": None if view is None else view.version()}
+
+
 def spark_interval(us: int) -> str:
     """A ``--follow`` run's batch interval (µs) as Spark's processing-time trigger takes it.
 
@@ -476,12 +490,16 @@ def run(
         if spark is None:  # every check before Spark starts
             options = session or SessionOptions(f"panestore-{pipeline.name}")
             checked = check_run(pipeline, options.shuffle_partitions)
+        else:
+            checked = check_run(pipeline, _shuffle_partitions(spark))
+        # from here on the run is in the lake's run history, however it ends
+        mode = "follow" if follow else "drain" if drain else "scheduled"
+        recorded = scope.enter_context(recording(pipeline, result, mode, emit))
+        if spark is None:
             spark = options.start()
             result.add_phase("session", time.monotonic() - started)
             if stop is not None and threading.current_thread() is threading.main_thread():
                 listen_again(stop)  # the caller's handlers, which the session replaced
-        else:
-            checked = check_run(pipeline, _shuffle_partitions(spark))
         if describe and progress is not None:
             print(pipeline.describe(), file=progress, flush=True)
         if stop is None and threading.current_thread() is threading.main_thread():
@@ -490,6 +508,7 @@ def run(
         state = checked.state
         sink = BatchSink(pipeline, kill_at=kill_at, shards=state.shards, profile_dir=profile_dir)
         sink.create_tables()
+        recorded.versions = functools.partial(_table_versions, pipeline, sink)
 
         def start_python_workers() -> None:
             """After the build, while the query starts (:func:`start_workers`; once per
@@ -512,6 +531,7 @@ def run(
             stop_after_batches=stop_after_batches,
             built=start_python_workers,
             stop=stop,
+            noted=recorded.progress,
         )
         said: set[str] = set()  # writer_noted warnings already reported
 

@@ -4,13 +4,15 @@
 else: Spark's checkpoint logs (JSON files: the offset log, the commit log, the file sources'
 logs), a listing of the landing directory, each Delta table's log (delta-rs: its version, its
 last commit's time, its files), the view's application transaction (the pane-log version it
-folded) and the lock files. It writes nothing and takes no lock. The result is a
+folded), the lock files, the lake's run history (the ``runs`` table, :mod:`sinks.run_history`)
+and the note of a run in progress or killed (:mod:`jobs.driver.run_record`). It writes nothing
+and takes no lock. The result is a
 :class:`LakeStatus`; :meth:`LakeStatus.to_json` is its stable schema (``"schema": 1``,
 documented in docs/operations.md), :meth:`LakeStatus.lines` its human form.
 
 Not reported (the lake does not record them cheaply): the windows and keys in the operator's
-state, whether the last run failed, the backlog of a ``dataframe`` source (a ``pane_log`` or
-``delta`` source's is the versions it has not read), and locks of a lake in an object store.
+state, the backlog of a ``dataframe`` source (a ``pane_log`` or ``delta`` source's is the
+versions it has not read), and locks of a lake in an object store.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jobs.driver.checkpoint import COMMITS, OFFSETS, last_commit, log_entry
+from jobs.driver.checkpoint import committed_clock
 from sinks.lake_format import TABLES
 from sinks.object_store import is_object_store
+from sinks.run_history import FAILED, KILLED, RunRecord, read_runs
 
 if TYPE_CHECKING:  # pragma: no cover
     from jobs.config.pipeline import Pipeline
@@ -32,7 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
 SCHEMA = 1
 """The version of :meth:`LakeStatus.to_json`'s schema; raised on any incompatible change."""
 
-NOT_REPORTED_ALWAYS = ("state_windows", "state_keys", "last_run_failed")
+NOT_REPORTED_ALWAYS = ("state_windows", "state_keys")
 
 
 def iso_ms(ms: int | None) -> str | None:
@@ -75,11 +78,81 @@ class LockStatus:
 
 
 @dataclass(frozen=True)
+class RunStatus:
+    """A run as status shows it (a row of the ``runs`` table, or the note of a run in progress
+    or killed): times as ISO text; ``outcome`` one of ``running``, ``succeeded``, ``failed``,
+    ``stopped``, ``killed``."""
+
+    run_id: str
+    outcome: str
+    error: str | None
+    started: str | None
+    ended: str | None
+    seconds: float | None
+    batches: int
+    records: int
+    panes: int
+    early: int
+    on_time: int
+    late_panes: int
+    retractions: int
+    late: int
+    rejected: int
+    watermark_after: str | None
+
+    @classmethod
+    def of(cls, r: RunRecord, outcome: str | None = None) -> RunStatus:
+        return cls(
+            run_id=r.run_id,
+            outcome=outcome or r.outcome,
+            error=r.error,
+            started=iso_ms(r.started_us // 1000),
+            ended=None if r.ended_us is None else iso_ms(r.ended_us // 1000),
+            seconds=r.seconds,
+            batches=r.batches,
+            records=r.records,
+            panes=r.panes,
+            early=r.early,
+            on_time=r.on_time,
+            late_panes=r.late_panes,
+            retractions=r.retractions,
+            late=r.late,
+            rejected=r.rejected,
+            watermark_after=None
+            if r.watermark_after_us is None
+            else iso_ms(r.watermark_after_us // 1000),
+        )
+
+    def line(self) -> str:
+        took = "" if self.seconds is None else f", {self.seconds:.1f}s"
+        said = f": {self.error}" if self.error and self.outcome != "succeeded" else ""
+        return (
+            f"{self.outcome} (started {self.started}{took}; {self.batches} batches, "
+            f"{self.records} records, {self.panes} panes ({self.early} early, {self.on_time} "
+            f"on time, {self.late_panes} late), {self.late} late records, {self.rejected} "
+            f"rejected){said}"
+        )
+
+
+@dataclass(frozen=True)
+class RecentRuns:
+    """The runs that started in the last 24 hours, summed."""
+
+    runs: int
+    failed: int  # failed or killed
+    records: int
+    panes: int
+    late: int
+    rejected: int
+
+
+@dataclass(frozen=True)
 class LakeStatus:
     """What ``panestore status`` reports (see docs/operations.md for each field).
 
-    ``state``: ``never_run`` (no checkpoint and no pane log), ``ok`` or ``lagging`` (the
-    watermark is further behind the wall clock than the allowed lag).
+    ``state``: ``never_run`` (no checkpoint and no pane log), ``ok``, ``failed`` (the last run
+    failed or was killed) or ``lagging`` (the watermark is further behind the wall clock than
+    the allowed lag).
     """
 
     pipeline: str
@@ -99,12 +172,15 @@ class LakeStatus:
     view_versions_behind: int | None
     tables: dict[str, TableStatus]
     locks: dict[str, LockStatus]
+    last_run: RunStatus | None = None
+    running: RunStatus | None = None
+    last_24h: RecentRuns | None = None
     not_reported: tuple[str, ...] = field(default=NOT_REPORTED_ALWAYS)
 
     @property
     def healthy(self) -> bool:
         """Whether a monitor should stay quiet (exit status 0)."""
-        return self.state != "lagging"
+        return self.state in ("ok", "never_run")
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON form: ``{"schema": 1, ...}`` with the fields of this class."""
@@ -160,6 +236,18 @@ class LakeStatus:
                 ),
             ),
         ]
+        rows.append(("last run", self.last_run.line() if self.last_run else "none recorded"))
+        if self.running is not None:
+            rows.append(("running", self.running.line()))
+        if self.last_24h is not None:
+            d = self.last_24h
+            rows.append(
+                (
+                    "last 24 hours",
+                    f"{d.runs} runs ({d.failed} failed), {d.records} records, {d.panes} panes, "
+                    f"{d.late} late, {d.rejected} rejected",
+                )
+            )
         for name, t in self.tables.items():
             rows.append(
                 (
@@ -176,20 +264,6 @@ class LakeStatus:
 
 def _or(value: Any, default: str) -> str:
     return default if value is None else str(value)
-
-
-def _checkpoint_clock(ckpt: Path) -> tuple[int | None, str | None, int | None]:
-    """(last committed batch id, its commit time ISO, the watermark ms after it) from the commit
-    log (``nextBatchWatermarkMs``), else the offset log's ``batchWatermarkMs``."""
-    last = last_commit(ckpt)
-    if last is None:
-        return None, None, None
-    commit_file = ckpt / COMMITS / str(last)
-    at = iso_ms(int(commit_file.stat().st_mtime * 1000))
-    watermark = log_entry(commit_file).get("nextBatchWatermarkMs")
-    if watermark is None and (ckpt / OFFSETS / str(last)).exists():
-        watermark = log_entry(ckpt / OFFSETS / str(last)).get("batchWatermarkMs")
-    return last, at, None if watermark is None else int(watermark)
 
 
 def _backlog(pipeline: Pipeline) -> Backlog | None:
@@ -291,7 +365,10 @@ def lake_status(pipeline: Pipeline, *, max_lag_us: int | None = None) -> LakeSta
     now_ms = int(time.time() * 1000)
     not_reported = list(NOT_REPORTED_ALWAYS)
     ckpt = Path(pipeline.checkpoint_path)
-    last_id, last_at, watermark_ms = _checkpoint_clock(ckpt)
+    clock = committed_clock(ckpt)
+    last_id = None if clock is None else clock.batch_id
+    last_at = None if clock is None else iso_ms(clock.committed_ms)
+    watermark_ms = None if clock is None else clock.watermark_ms
     watermark_from = "checkpoint" if watermark_ms is not None else None
 
     tables: dict[str, TableStatus] = {}
@@ -331,15 +408,19 @@ def lake_status(pipeline: Pipeline, *, max_lag_us: int | None = None) -> LakeSta
         else:
             locks[name] = lock
 
+    last_run, running, recent = _runs(pipeline, spec, locks.get("run"), now_ms)
+
     # Spark's watermark is 0 before it has seen an event time: no watermark yet, no lag
     if watermark_ms is not None and watermark_ms <= 0:
         watermark_ms = None
     lag_s = None
     if watermark_ms is not None:  # a drained lake's is near the end of time: no lag
         lag_s = max(0.0, (now_ms - watermark_ms) / 1000)
-    never_run = last_id is None and "panes" not in tables
+    never_run = last_id is None and "panes" not in tables and last_run is None
     if never_run:
         state = "never_run"
+    elif last_run is not None and last_run.outcome in (FAILED, KILLED):
+        state = "failed"
     elif max_lag_us is not None and lag_s is not None and lag_s * 1e6 > max_lag_us:
         state = "lagging"
     else:
@@ -362,5 +443,44 @@ def lake_status(pipeline: Pipeline, *, max_lag_us: int | None = None) -> LakeSta
         view_versions_behind=behind,
         tables=tables,
         locks=locks,
+        last_run=last_run,
+        running=running,
+        last_24h=recent,
         not_reported=tuple(not_reported),
     )
+
+
+DAY_US = 86_400_000_000
+
+
+def _runs(
+    pipeline: Pipeline, spec: Any, run_lock: LockStatus | None, now_ms: int
+) -> tuple[RunStatus | None, RunStatus | None, RecentRuns | None]:
+    """(the last run that ended, the run in progress, the last 24 hours' runs) from the runs
+    table and the run's note (:mod:`jobs.driver.run_record`): a note while the run lock is
+    held is the run in progress; a note with the lock free, a run that was killed (the next run
+    records it)."""
+    from jobs.driver.run_record import read_note
+
+    records = read_runs(spec)
+    note = read_note(pipeline)
+    running = None
+    if note is not None and all(r.run_id != note.run_id for r in records):
+        if run_lock is not None and not run_lock.held:
+            records.append(note)  # killed: its outcome says so
+        else:  # held, or not told (a lake in a bucket: its lock is a lease)
+            running = RunStatus.of(note, "running")
+    last = RunStatus.of(records[-1]) if records else None
+    since = now_ms * 1000 - DAY_US
+    day = [r for r in records if r.started_us >= since]
+    recent = None
+    if records:
+        recent = RecentRuns(
+            runs=len(day),
+            failed=sum(1 for r in day if r.outcome in (FAILED, KILLED)),
+            records=sum(r.records for r in day),
+            panes=sum(r.panes for r in day),
+            late=sum(r.late for r in day),
+            rejected=sum(r.rejected for r in day),
+        )
+    return last, running, recent

@@ -98,11 +98,14 @@ def tables(pipeline):
     }
 
 
-def test_killed_runs_equal_an_uninterrupted_run(spark, tmp_path, request):
+def test_killed_runs_equal_an_uninterrupted_run(spark, tmp_path, request, capsys):
+    from jobs.cli.commands import main
     from jobs.config.load import load_pipeline
+    from jobs.config.sink_spec import view_spec
     from jobs.driver.plan import layout
     from jobs.driver.runs import run
     from sinks.pane_log import pane_record
+    from sinks.run_history import read_runs
 
     # the uninterrupted run (in process)
     base = load_pipeline(land(tmp_path / "base"))
@@ -116,9 +119,21 @@ def test_killed_runs_equal_an_uninterrupted_run(spark, tmp_path, request):
     for kill_at in kills:
         proc = run_cli(conf, kill_at)
         assert proc.returncode == -signal.SIGKILL, (kill_at, proc.returncode, proc.stderr[-3000:])
+    # the last run was killed: status says so (exit 1) before any run records it
+    assert main(["status", str(conf)]) == 1
+    assert "killed (started" in capsys.readouterr().out
     proc = run_cli(conf)
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = tables(pipeline)
+
+    # the run history: a row per run, killed ones included, each batch's records counted once
+    runs = read_runs(view_spec(pipeline))
+    assert [r.outcome for r in runs] == ["killed"] * len(kills) + ["succeeded"]
+    assert runs[0].last_batch_id == int(kills[0][-1]) - 1  # the batches it reported
+    assert runs[-1].replayed == 1  # after_commit:3: its tables hold the batch, skipped
+    (whole,) = read_runs(view_spec(base))
+    assert sum(r.records for r in runs) == whole.records == sum(len(f) for f in FILES)
+    assert sum(r.rejected for r in runs) == whole.rejected == 2
 
     panes = got["panes"]
     assert len({p["pane_id"] for p in panes}) == len(panes), "duplicate panes"
