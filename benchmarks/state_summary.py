@@ -105,7 +105,8 @@ def main(argv: list[str] | None = None) -> None:
             cpus.append(time.process_time() - cpu)
         assert summary is not None
         print(
-            f"{path:12s} keys {summary.keys:>8,d} windows {summary.windows:>8,d} "
+            f"{path:12s} keys {summary.keys:>8,d} (decoded {summary.decoded_keys:>8,d}) "
+            f"windows {summary.windows:>8,d} "
             f"ids {summary.dedup_ids:>8,d}  summary {statistics.median(walls):6.2f} s wall "
             f"{statistics.median(cpus):6.2f} s cpu  (state built in {built:.0f} s)"
         )

@@ -20,18 +20,18 @@ from jobs.driver.checkpoint import last_commit
 from jobs.driver.plan import operator_config
 from jobs.driver.preflight import recorded_state_layout
 from jobs.executor.state_store import state_root
-from jobs.executor.state_summary import LARGEST, MAX_DECODED_KEYS, StateSummary, summarize
+from jobs.executor.state_summary import LARGEST, MAX_DECODED_BYTES, StateSummary, summarize
 
 
 def summarize_state(
-    pipeline: Pipeline, *, largest: int = LARGEST, max_keys: int = MAX_DECODED_KEYS
+    pipeline: Pipeline, *, largest: int = LARGEST, max_bytes: int = MAX_DECODED_BYTES
 ) -> StateSummary | None:
     """The summary of ``pipeline``'s operator state after the last committed batch (None: the
     lake has no committed batch yet); ``largest``: how many of the largest open windows it
-    names; ``max_keys``: about how many keys' engine states it decodes on the lifted and
-    per-element paths (:class:`~jobs.executor.state_summary.StateSummary`, ``complete``).
-    A state layout of a format this version does not read raises
-    :class:`~jobs.config.values.PipelineConfigError`."""
+    names; ``max_bytes``: how many bytes of keys' engine states it decodes on the lifted and
+    per-element paths (:func:`jobs.executor.state_summary.summarize`). A state layout of a
+    format this version does not read raises :class:`~jobs.config.values.PipelineConfigError`.
+    """
     layout = recorded_state_layout(pipeline)
     committed = last_commit(pipeline.checkpoint_path)
     if layout is None or committed is None:
@@ -42,7 +42,7 @@ def summarize_state(
         layout.shards,
         operator_config(pipeline),
         largest=largest,
-        max_keys=max_keys,
+        max_bytes=max_bytes,
     )
 
 

@@ -179,10 +179,10 @@ def test_a_state_of_more_keys_than_decoded_counts_them_all_and_says_so():
     run = started(operator("lifted"), "lifted")
     feed(run, [("a", T0), ("b", T0 + M)], bucket=1)
     feed(run, [("c", T0), ("d", T0), ("e", T0)], bucket=2)
-    summary = summarize(run.root, 1, 1, run.config, max_keys=1)  # bucket 1, whole
+    summary = summarize(run.root, 1, 1, run.config, max_bytes=1)  # bucket 1, whole
     assert summary is not None and not summary.complete
     assert (summary.keys, summary.decoded_keys, summary.windows) == (5, 2, 2)
-    assert summarize(run.root, 1, 1, run.config, max_keys=5).complete
+    assert summarize(run.root, 1, 1, run.config, max_bytes=10**6).complete
 
 
 def test_summarize_state_reads_the_lakes_layout_and_its_checkpoints_last_commit(tmp_path):
