@@ -181,9 +181,9 @@ class _Tally:
             return
         cols = windows.cols
         ids, _ = key_ids(windows.keys)  # ranks in the keys' order
-        keys = int(ids.max()) + 1
-        self.keys += keys
-        self.decoded_keys += keys
+        n_keys = int(ids.max()) + 1
+        self.keys += n_keys
+        self.decoded_keys += n_keys
         self.windows += n
         closed = np.asarray(cols[CLOSED], bool)
         self.closed += int(closed.sum())
