@@ -27,6 +27,7 @@ from jobs.driver.plan import OperatorPlan, layout
 from jobs.executor.batch_output import BatchCounts, write_batch_files
 from jobs.executor.operator import Clocks
 from jobs.executor.output_tables import KIND_LATE, KIND_PANE, KIND_REJECTED, KINDS, OutputTables
+from jobs.executor.state_store import state_root
 from jobs.executor.task_files import ROWS_PER_FILE, TaskWriting, attempt_id
 from jobs.sources.files.changes import CHANGED, ChangedFile, bind_changes
 from jobs.startup.session import SHUFFLE_PARTITIONS
@@ -156,7 +157,7 @@ class BatchSink:
     def operator(self) -> OperatorPlan:
         """How each batch runs the operator (its state under the checkpoint's ``state``)."""
         if self._operator is None:
-            root = os.path.join(self.pipeline.checkpoint_path, "state")
+            root = state_root(self.pipeline.checkpoint_path)
             os.makedirs(root, exist_ok=True)
             self._operator = OperatorPlan.of(
                 self.pipeline,

@@ -101,6 +101,34 @@ class StateLayout(NamedTuple):
     shards: int
 
 
+class RecordedLayout(NamedTuple):
+    """A lake's state layout as its first run recorded it (:func:`recorded_state_layout`)."""
+
+    state_buckets: int
+    bucket_ids: tuple[int, ...]
+    shards: int
+
+
+def recorded_state_layout(pipeline: Pipeline) -> RecordedLayout | None:
+    """The state layout the lake's first run recorded (None: none yet), read only; a layout of
+    a format this version does not read is refused (:class:`PipelineConfigError` naming the
+    file and how to rebuild the lake)."""
+    path = pipeline.run_path / STATE_LAYOUT_FILE
+    if not path.exists():
+        return None
+    recorded = json.loads(path.read_text())
+    if recorded.get("format") not in READABLE_STATE_LAYOUTS:
+        raise PipelineConfigError(
+            "lake",
+            f"{path} records state layout format {recorded.get('format')}, which this "
+            f"version does not read (it reads {STATE_LAYOUT_FORMAT} only): rebuild the lake: "
+            f"{pipeline.set_aside} and run again.",
+        )
+    return RecordedLayout(
+        recorded["state_buckets"], tuple(recorded["bucket_ids"]), recorded["shards"]
+    )
+
+
 def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> StateLayout:
     """The lake's state layout (:class:`StateLayout`; grouping values:
     :func:`jobs.executor.operator_input.balanced_bucket_ids`).
@@ -114,24 +142,16 @@ def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> Sta
     in one line naming its layout file, its format and how to rebuild the lake (set it aside:
     :attr:`jobs.config.pipeline.Pipeline.set_aside`, and run again).
     """
-    path = pipeline.run_path / STATE_LAYOUT_FILE
-    if path.exists():
-        recorded = json.loads(path.read_text())
-        if recorded.get("format") not in READABLE_STATE_LAYOUTS:
-            raise PipelineConfigError(
-                "lake",
-                f"{path} records state layout format {recorded.get('format')}, which this "
-                f"version does not read (it reads {STATE_LAYOUT_FORMAT} only): rebuild the lake: "
-                f"{pipeline.set_aside} and run again.",
-            )
-        if recorded["state_buckets"] != pipeline.state_buckets:
+    recorded = recorded_state_layout(pipeline)
+    if recorded is not None:
+        if recorded.state_buckets != pipeline.state_buckets:
             raise PipelineConfigError(
                 "state_buckets",
                 f"the lake {pipeline.lake_location} was written with state_buckets = "
-                f"{recorded['state_buckets']}; running with {pipeline.state_buckets} would lose "
-                f"the state of every key. Keep {recorded['state_buckets']}, or start a new lake.",
+                f"{recorded.state_buckets}; running with {pipeline.state_buckets} would lose "
+                f"the state of every key. Keep {recorded.state_buckets}, or start a new lake.",
             )
-        return StateLayout(tuple(recorded["bucket_ids"]), recorded["shards"])
+        return StateLayout(recorded.bucket_ids, recorded.shards)
     if Path(pipeline.checkpoint_path).exists():
         raise PipelineConfigError(
             "lake",
@@ -146,5 +166,5 @@ def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> Sta
         "bucket_ids": ids,
         "shards": shards,
     }
-    write_atomically(path, json.dumps(layout))
+    write_atomically(pipeline.run_path / STATE_LAYOUT_FILE, json.dumps(layout))
     return StateLayout(ids, shards)

@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -75,7 +75,7 @@ from jobs.executor.paths import Path, path_of
 from jobs.executor.state_store import ShardStore, Stored, batch_versions
 from jobs.executor.task_files import TaskOutput, TaskWriting
 from jobs.startup.python_processes import gc_thresholds
-from panes.columnar import ColumnarEngine, Lifting, add_bundle
+from panes.columnar import ColumnarEngine, Lifting, Windows, add_bundle
 from panes.time import BEGINNING_OF_TIME, END_OF_TIME
 from panes.weights import Retracted
 from sinks.lake_format import MAX_TIMESTAMP_MS
@@ -272,6 +272,18 @@ class BucketProcessor:
             return outs, stored
         return outs, wrapped
 
+    def held(self, stored: Stored | None) -> Held:
+        """What a bucket stored as ``stored`` holds, decoded as a visit decodes it, by the
+        pipeline's path (what :mod:`jobs.executor.state_summary` reads; nothing is changed)."""
+        self.engine  # noqa: B018  # built on first use, with its path
+        ids: dict[bytes, int] = {}
+        if self._dedup is not None:
+            ids, stored = dedup_state.unwrap(stored)
+        blob = None if stored is None else stored.blob
+        if self._columnar is not None:
+            return Held(len(ids), window_store.load(self._columnar, blob), None)
+        return Held(len(ids), None, BucketState.load(blob, self._key_fields))
+
     def _visit_windows(
         self, stored: Stored | None, table: pa.Table | None, clocks: Clocks
     ) -> tuple[list[pa.RecordBatch], Stored | None]:
@@ -406,6 +418,17 @@ class BucketProcessor:
                 for c, column in late.items():
                     column.append(r.get(c))
             yield from self.output.emit(KIND_LATE, late, len(dropped))
+
+
+class Held(NamedTuple):
+    """A bucket's stored state decoded (:meth:`BucketProcessor.held`): the ids a deduplicated
+    pipeline remembers in it (0 for other pipelines), and its windows: on the columnar path a
+    table of windows (``keys`` None), on the others its keys' engine states (``windows``
+    None)."""
+
+    ids: int
+    windows: Windows | None
+    keys: BucketState | None
 
 
 @dataclass(frozen=True)

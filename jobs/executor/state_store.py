@@ -27,6 +27,8 @@ from typing import NamedTuple
 
 import pyarrow as pa
 
+FOLDER = "state"
+"""The state's folder in the run's checkpoint directory (:func:`state_root`)."""
 KEEP_VERSIONS = 4
 """Versions a shard keeps (the newest): a replay needs at most the two before its batch."""
 SUFFIX = ".arrow"
@@ -44,6 +46,15 @@ class Stored(NamedTuple):
 
     blob: bytes
     timer_ms: int | None
+
+
+def state_root(checkpoint: str) -> str:
+    """Where the operator keeps its shards' state files in the run's ``checkpoint`` directory.
+
+    >>> state_root("/lake/_checkpoint")
+    '/lake/_checkpoint/state'
+    """
+    return os.path.join(checkpoint, FOLDER)
 
 
 def batch_versions(batch_id: int) -> tuple[int, int]:
