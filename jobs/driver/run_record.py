@@ -56,6 +56,7 @@ class _Batch(Protocol):
     @property
     def stats(self) -> BatchStats | None: ...
 
+
 NOTE = "_run.json"
 """The running (or killed) run's note, in the pipeline's ``<checkpoint>`` directory."""
 

@@ -10,9 +10,12 @@ and takes no lock. The result is a
 :class:`LakeStatus`; :meth:`LakeStatus.to_json` is its stable schema (``"schema": 1``,
 documented in docs/operations.md), :meth:`LakeStatus.lines` its human form.
 
-Not reported (the lake does not record them cheaply): the windows and keys in the operator's
-state, the backlog of a ``dataframe`` source (a ``pane_log`` or ``delta`` source's is the
-versions it has not read), and locks of a lake in an object store.
+The operator's state (keys, windows, the oldest and largest open windows) is read from its
+files as the last committed batch left them (:mod:`jobs.driver.state_summary`).
+
+Not reported (the lake does not record them cheaply): the backlog of a ``dataframe`` source
+(a ``pane_log`` or ``delta`` source's is the versions it has not read), and locks of a lake in
+an object store.
 """
 
 from __future__ import annotations
@@ -31,11 +34,12 @@ from sinks.run_history import FAILED, KILLED, RunRecord, read_runs
 
 if TYPE_CHECKING:  # pragma: no cover
     from jobs.config.pipeline import Pipeline
+    from jobs.executor.state_summary import OpenWindow, StateSummary
 
 SCHEMA = 1
 """The version of :meth:`LakeStatus.to_json`'s schema; raised on any incompatible change."""
 
-NOT_REPORTED_ALWAYS = ("state_windows", "state_keys")
+NOT_REPORTED_ALWAYS: tuple[str, ...] = ()
 
 
 def iso_ms(ms: int | None) -> str | None:
@@ -135,6 +139,68 @@ class RunStatus:
 
 
 @dataclass(frozen=True)
+class WindowStatus:
+    """An open window of the operator's state: its key (as ``--key`` takes it), its bounds, the
+    elements added since it last fired, the panes it emitted."""
+
+    key: str
+    start: str | None
+    end: str | None
+    elements: int
+    panes: int
+
+    @classmethod
+    def of(cls, w: OpenWindow) -> WindowStatus:
+        return cls(w.key, _iso_us(w.start_us), _iso_us(w.end_us), w.elements, w.panes)
+
+
+@dataclass(frozen=True)
+class StateStatus:
+    """The operator's state after the last committed batch (``batch_id``): the keys holding a
+    window, the windows held (``open_windows`` + ``closed_windows``: closed ones wait for the
+    allowed lateness), the ids a deduplicated pipeline remembers, the oldest open window and
+    the largest; ``complete`` False: the window figures are those of the first keys read (the
+    state is larger than status decodes; ``keys`` stays exact)."""
+
+    batch_id: int
+    keys: int
+    open_windows: int
+    closed_windows: int
+    dedup_ids: int
+    complete: bool
+    oldest_open_window: WindowStatus | None
+    largest_open_windows: list[WindowStatus]
+
+    @classmethod
+    def of(cls, s: StateSummary) -> StateStatus:
+        return cls(
+            batch_id=s.batch_id,
+            keys=s.keys,
+            open_windows=s.open,
+            closed_windows=s.closed,
+            dedup_ids=s.dedup_ids,
+            complete=s.complete,
+            oldest_open_window=None if s.oldest is None else WindowStatus.of(s.oldest),
+            largest_open_windows=[WindowStatus.of(w) for w in s.largest],
+        )
+
+    def line(self) -> str:
+        sample = "" if self.complete else " (windows of a sample of the keys)"
+        oldest = self.oldest_open_window
+        since = f"; oldest open window {oldest.start} (key {oldest.key})" if oldest else ""
+        ids = f", {self.dedup_ids} ids remembered" if self.dedup_ids else ""
+        return (
+            f"{self.keys} keys, {self.open_windows} open windows, {self.closed_windows} closed "
+            f"awaiting lateness{ids}{sample}{since}"
+        )
+
+
+def _iso_us(us: int) -> str | None:
+    """µs as ISO text, None beyond Spark's timestamps (the global window's bounds)."""
+    return iso_ms(us // 1000) if -62_135_596_800_000_000 <= us <= 253_402_300_799_999_999 else None
+
+
+@dataclass(frozen=True)
 class RecentRuns:
     """The runs that started in the last 24 hours, summed."""
 
@@ -175,6 +241,7 @@ class LakeStatus:
     last_run: RunStatus | None = None
     running: RunStatus | None = None
     last_24h: RecentRuns | None = None
+    operator_state: StateStatus | None = None
     not_reported: tuple[str, ...] = field(default=NOT_REPORTED_ALWAYS)
 
     @property
@@ -248,6 +315,8 @@ class LakeStatus:
                     f"{d.late} late, {d.rejected} rejected",
                 )
             )
+        if self.operator_state is not None:
+            rows.append(("operator state", self.operator_state.line()))
         for name, t in self.tables.items():
             rows.append(
                 (
@@ -409,6 +478,9 @@ def lake_status(pipeline: Pipeline, *, max_lag_us: int | None = None) -> LakeSta
             locks[name] = lock
 
     last_run, running, recent = _runs(pipeline, spec, locks.get("run"), now_ms)
+    operator_state = _operator_state(pipeline)
+    if operator_state is None and last_id is not None:
+        not_reported.append("operator_state")
 
     # Spark's watermark is 0 before it has seen an event time: no watermark yet, no lag
     if watermark_ms is not None and watermark_ms <= 0:
@@ -446,8 +518,23 @@ def lake_status(pipeline: Pipeline, *, max_lag_us: int | None = None) -> LakeSta
         last_run=last_run,
         running=running,
         last_24h=recent,
+        operator_state=operator_state,
         not_reported=tuple(not_reported),
     )
+
+
+def _operator_state(pipeline: Pipeline) -> StateStatus | None:
+    """The operator's state after the last committed batch; None before one, or when it cannot
+    be read (a run deleted the version being read twice over: it moved on by several batches)."""
+    from jobs.driver.state_summary import summarize_state
+
+    for _ in range(2):  # a run may delete the version being read: the second read is newer
+        try:
+            summary = summarize_state(pipeline)
+        except FileNotFoundError:
+            continue
+        return None if summary is None else StateStatus.of(summary)
+    return None
 
 
 DAY_US = 86_400_000_000

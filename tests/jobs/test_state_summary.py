@@ -217,3 +217,14 @@ def test_summarize_state_reads_the_lakes_layout_and_its_checkpoints_last_commit(
     summary = summarize_state(pipeline, largest=2)
     assert summary is not None and (summary.batch_id, summary.keys, summary.windows) == (1, 5, 6)
     assert summary.largest == (window("a", 0, 3), window("b", 1, 2))
+    # panestore status says the same, with times as text
+    from jobs.driver.status import iso_ms, lake_status
+
+    state = lake_status(pipeline).operator_state
+    assert state is not None and (state.batch_id, state.keys) == (1, 5)
+    assert state.open_windows + state.closed_windows == 6 and state.complete
+    assert [(w.key, w.elements) for w in state.largest_open_windows[:2]] == [("a", 3), ("b", 2)]
+    oldest = summary.oldest
+    assert oldest is not None and state.oldest_open_window is not None
+    assert state.oldest_open_window.key == oldest.key
+    assert state.oldest_open_window.start == iso_ms(oldest.start_us // 1000)
