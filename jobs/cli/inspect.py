@@ -1,5 +1,5 @@
 """Inspection and maintenance subcommands: materialize, verify, query, changes, history, plot,
-optimize, status, vacuum. ``add_subcommands(subparsers)`` adds them to the ``panestore``
+report, optimize, status, vacuum. ``add_subcommands(subparsers)`` adds them to the ``panestore``
 parser; each handler returns an :class:`~jobs.cli.exit_status.ExitStatus` (0 ok; 1 an error,
 differences found by ``verify``, a last run that failed or a watermark lagging (``status``);
 2 misuse: bad arguments, an invalid configuration, a table that does not exist yet; 3 another
@@ -74,6 +74,25 @@ def _out_file(text: str) -> str:
     if not os.path.isdir(directory):
         raise argparse.ArgumentTypeError(f"{text}: the directory {directory} does not exist")
     return text
+
+
+def _out_dir(text: str) -> str:
+    """An output directory: created if missing (its parent must exist), not a file."""
+    path = os.path.abspath(text)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise argparse.ArgumentTypeError(f"{text} is a file, not a directory")
+    if not os.path.isdir(os.path.dirname(path)):
+        raise argparse.ArgumentTypeError(
+            f"{text}: the directory {os.path.dirname(path)} does not exist"
+        )
+    return text
+
+
+def _count(text: str) -> int:
+    """A whole number >= 1."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(text)
 
 
 def _batches(ids: Sequence[int]) -> str:
@@ -180,12 +199,27 @@ def cmd_history(a) -> int:
 
 
 def cmd_plot(a) -> int:
+    """One command, two pictures: a key's panes (``--key``) or the lake's skew (``--skew``:
+    the watermark against processing time across runs, :mod:`sinks.run_plots`)."""
     from jobs.config.sink_spec import view_spec
     from jobs.driver.source_elements import load_source_elements
-    from sinks.plot import plot
+    from sinks.errors import InvalidRequest
 
+    if a.skew == (a.key is not None):
+        raise InvalidRequest("give either --key KEY (a key's panes) or --skew (the runs' skew)")
+    if a.skew and (a.window is not None or a.elements):
+        raise InvalidRequest("--window and --elements are options of --key, not of --skew")
     pipeline = _load(a.conf)
     spec = view_spec(pipeline)
+    if a.skew:
+        from sinks.run_plots import plot_skew
+
+        print(plot_skew(spec, a.out or f"{spec.name}-skew.png", last=a.last))
+        return 0
+    if a.last is not None:
+        raise InvalidRequest("--last is an option of --skew, not of --key")
+    from sinks.plot import plot
+
     out = a.out or f"{spec.name}-{a.key}.png"
     elements = None
     if a.elements:
@@ -194,6 +228,19 @@ def cmd_plot(a) -> int:
         except Exception as e:
             print(f"(elements not plotted: {e})")
     print(plot(spec, _key(a.key, spec), out, window_start=a.window, elements=elements))
+    return 0
+
+
+def cmd_report(a) -> int:
+    """Write ``DIR/index.html``, the pipeline's health on one page (:mod:`sinks.report`), with
+    the lake's status (:func:`jobs.driver.status.lake_status`)."""
+    from jobs.config.sink_spec import view_spec
+    from jobs.driver.status import lake_status
+    from sinks.report import write_report
+
+    pipeline = _load(a.conf)
+    status = lake_status(pipeline)
+    print(write_report(view_spec(pipeline), a.out, status, last=a.last))
     return 0
 
 
@@ -342,14 +389,42 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     p = sub("history", cmd_history, "the pane sequence of a key's windows")
     p.add_argument("--key", required=True, help="key value (comma-separated for several keys)")
     p.add_argument("--window", type=_time_us, help="window start (µs or ISO time)")
-    p = sub("plot", cmd_plot, "PNG of how a key's windows evolved (event vs processing time)")
-    p.add_argument("--key", required=True)
-    p.add_argument("--window", type=_time_us, help="window start (µs or ISO time)")
-    p.add_argument("--out", type=_out_file, help="PNG file (default NAME-KEY.png)")
+    p = sub(
+        "plot",
+        cmd_plot,
+        "PNG of how a key's windows evolved (--key: event vs processing time), or of the "
+        "watermark against processing time across runs (--skew)",
+    )
+    p.add_argument("--key", help="key value (comma-separated for several keys)")
+    p.add_argument(
+        "--skew",
+        action="store_true",
+        help="the watermark after each run against processing time, the ideal line, the skew, "
+        "late and rejected records per run (from the runs table)",
+    )
+    p.add_argument("--window", type=_time_us, help="window start (µs or ISO time; --key)")
+    p.add_argument(
+        "--last", type=_count, metavar="N", help="only the newest N runs (--skew; default: all)"
+    )
+    p.add_argument(
+        "--out", type=_out_file, help="PNG file (default NAME-KEY.png, with --skew NAME-skew.png)"
+    )
     p.add_argument(
         "--elements",
         action="store_true",
-        help="also plot the landing zone's elements (at their window's first pane)",
+        help="also plot the landing zone's elements (at their window's first pane; --key)",
+    )
+    p = sub(
+        "report",
+        cmd_report,
+        "write DIR/index.html: one page of the pipeline's health (status, the skew, panes per "
+        "run, late and rejected records, the largest open windows, the last runs)",
+    )
+    p.add_argument(
+        "--out", type=_out_dir, required=True, metavar="DIR", help="directory to write it in"
+    )
+    p.add_argument(
+        "--last", type=_count, default=30, metavar="N", help="runs listed in its table (30)"
     )
     sub("optimize", cmd_optimize, "compact small files of the pane log and the view")
     p = sub(

@@ -1,0 +1,373 @@
+"""A one-page HTML report of a pipeline's health (``panestore report CONF --out DIR``).
+
+:func:`write_report` writes ``DIR/index.html``: one file, its pictures embedded as PNG data
+URIs, no script and nothing fetched from a network, so it opens anywhere (a browser offline, an
+attachment). Its sections, each an element with a stable ``id``:
+
+* ``status``: the lake's status as the caller read it (``panestore status``: any dataclass; its
+  fields are rendered as they are, nested ones as tables, so a field added to the status appears
+  without a change here), headed by its ``state`` (``id="state"``); then the last run
+  (``id="last-run"``: its outcome ``id="last-run-outcome"`` and error ``id="last-run-error"``);
+* ``skew``: the watermark against processing time (:func:`sinks.run_plots.skew_plot`);
+* ``panes``: panes per run by timing (:func:`sinks.run_plots.panes_plot`);
+* ``dropped``: late and rejected records over time (:func:`sinks.run_plots.dropped_plot`);
+* ``open-windows``: the largest open windows (:func:`open_windows`);
+* ``runs``: the last runs as a table, newest first (``id="run-count"``: how many the lake holds).
+
+Every text from the lake (keys, errors, hosts, the status's values) is escaped.
+
+The largest open windows are read from the pane log (DuckDB): a window is open when none of its
+panes is its last (``is_last``), no later pane of a merged window superseded it, and the engine
+has not let it go at the pane log's watermark (:func:`panes.engine.window_gone`: a window that
+expired without firing again has no last pane). They are ranked by the panes they emitted. The
+pane log does not count a window's elements, nor what the operator's state holds now: a window
+that has only buffered elements and never fired is not seen.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import os
+import struct
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields, is_dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from panes.engine import window_gone
+from panes.time import BEGINNING_OF_TIME
+from panes.window import Window
+from sinks.lake_format import representable_us
+from sinks.run_history import RunRecord, read_runs
+from sinks.run_plots import drained, dropped_plot, duration_text, panes_plot, skew_plot, skew_us
+from sinks.spec import ViewSpec
+
+LAST_RUNS = 30
+"""How many runs the report's table lists (the pictures have them all)."""
+OPEN_WINDOWS = 10
+"""How many open windows the report lists."""
+
+
+@dataclass(frozen=True)
+class OpenWindow:
+    """A window of the pane log still open (see the module doc): its key, bounds, the panes it
+    emitted (retractions not counted), the processing times of its first and latest pane, and
+    the latest pane's timing."""
+
+    key: tuple[Any, ...]
+    window_start_us: int
+    window_end_us: int
+    panes: int
+    first_pane_us: int | None
+    last_pane_us: int | None
+    last_timing: str
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def open_windows(spec: ViewSpec, limit: int = OPEN_WINDOWS) -> list[OpenWindow]:
+    """The ``limit`` open windows of ``spec``'s pane log that emitted the most panes (ties: the
+    latest first); empty when there is no pane log.
+
+    >>> import tempfile
+    >>> from panes import AccumulationMode, FixedWindows
+    >>> from panes.combiners import count
+    >>> spec = ViewSpec("clicks", tempfile.mkdtemp(), ("user",), (("n", count()),),
+    ...     FixedWindows(60_000_000), AccumulationMode.DISCARDING)
+    >>> open_windows(spec)
+    []
+    """
+    from sinks.duck import connect
+    from sinks.tables import table_exists
+
+    if not table_exists(spec, "panes"):
+        return []
+    keys = ", ".join(_quote(k) for k in spec.keys)
+    con = connect(spec)
+    try:
+        (watermark,) = con.execute("SELECT max(watermark_us) FROM panes").fetchone() or (None,)
+        wm = BEGINNING_OF_TIME if watermark is None else int(watermark)
+        superseded: set[tuple] = set()
+        if spec.window_fn.is_merging:
+            rows = con.execute(
+                f"SELECT {keys}, s.start_us, s.end_us FROM "
+                f"(SELECT {keys}, unnest(supersedes) AS s FROM panes WHERE len(supersedes) > 0)"
+            ).fetchall()
+            superseded = {tuple(r) for r in rows}
+        result = con.execute(
+            f"SELECT {keys}, window_start_us, window_end_us, "
+            "count(*) FILTER (WHERE NOT is_retraction) AS n, min(processing_time_us), "
+            "max(processing_time_us), arg_max(timing, processing_time_us) "
+            f"FROM panes GROUP BY {keys}, window_start_us, window_end_us "
+            "HAVING NOT bool_or(is_last) ORDER BY n DESC, window_end_us DESC"
+        )
+        out: list[OpenWindow] = []
+        nk = len(spec.keys)
+        while len(out) < limit:
+            batch = result.fetchmany(1000)
+            if not batch:
+                break
+            for row in batch:
+                key, (start, end, n, first, last, timing) = tuple(row[:nk]), row[nk:]
+                if (*key, start, end) in superseded:
+                    continue
+                if window_gone(spec.window_fn, spec.allowed_lateness, Window(start, end), wm):
+                    continue
+                out.append(OpenWindow(key, start, end, n, first, last, timing))
+                if len(out) == limit:
+                    break
+        return out
+    finally:
+        con.close()
+
+
+# -- rendering ------------------------------------------------------------------------------------
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _time(us: int | None) -> str:
+    """µs since 1970 as ISO-8601 UTC to the second ("—": none; the end of time said so)."""
+    if us is None:
+        return "—"
+    if drained(us) or representable_us(us) is None:
+        return "end of time"
+    return datetime.fromtimestamp(us / 1e6, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _value(value: Any) -> str:
+    """A status value as HTML: a dataclass or mapping as a nested table, a sequence as a list,
+    None as "—"."""
+    if value is None:
+        return '<span class="none">—</span>'
+    if is_dataclass(value) and not isinstance(value, type):
+        return _fields_table({f.name: getattr(value, f.name) for f in fields(value)})
+    if isinstance(value, dict):
+        if not value:
+            return '<span class="none">none</span>'
+        return _fields_table({str(k): v for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_e(v) for v in value) if value else '<span class="none">none</span>'
+    if isinstance(value, float):
+        return _e(f"{value:.6g}")
+    return _e(value)
+
+
+def _fields_table(values: dict[str, Any], id_: str | None = None) -> str:
+    attr = f' id="{_e(id_)}"' if id_ else ""
+    rows = "".join(
+        f'<tr data-field="{_e(name)}"><th>{_e(name.replace("_", " "))}</th>'
+        f"<td>{_value(v)}</td></tr>"
+        for name, v in values.items()
+    )
+    return f'<table class="fields"{attr}>{rows}</table>'
+
+
+def _status_section(status: Any | None, runs: Sequence[RunRecord]) -> str:
+    if status is None:
+        body = '<p id="state" class="state">status not read</p>'
+    else:
+        state = getattr(status, "state", None)
+        shown = {f.name: getattr(status, f.name) for f in fields(status)}
+        body = (
+            f'<p id="state" class="state state-{_e(state)}">{_e(str(state).replace("_", " "))}'
+            "</p>" + _fields_table(shown, "status-fields")
+        )
+    return f'<section id="status"><h2>Status</h2>{body}{_last_run(runs)}</section>'
+
+
+def _last_run(runs: Sequence[RunRecord]) -> str:
+    if not runs:
+        return '<div id="last-run"><h3>Last run</h3><p>no runs recorded yet</p></div>'
+    r = runs[-1]
+    error = f'<pre id="last-run-error">{_e(r.error)}</pre>' if r.error else ""
+    seconds = "—" if r.seconds is None else f"{r.seconds:.1f} s"
+    return (
+        '<div id="last-run"><h3>Last run</h3>'
+        f'<p><span id="last-run-outcome" class="outcome-{_e(r.outcome)}">{_e(r.outcome)}</span>'
+        f" — run {_e(r.run_id)}, started {_e(_time(r.started_us))}, {_e(seconds)}, "
+        f"{_e(r.batches)} batches, {_e(r.records)} records, {_e(r.panes)} panes, "
+        f"watermark after {_e(_time(r.watermark_after_us))}</p>{error}</div>"
+    )
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    """(width, height) from a PNG's header."""
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+def _picture(
+    id_: str, title: str, draw: Callable[[Sequence[RunRecord], str], str], runs, work: str
+) -> str:
+    if not runs:
+        return f'<section id="{id_}"><h2>{_e(title)}</h2><p>no runs recorded yet</p></section>'
+    path = draw(runs, os.path.join(work, f"{id_}.png"))
+    with open(path, "rb") as f:
+        data = f.read()
+    width, height = _png_size(data)
+    uri = "data:image/png;base64," + base64.b64encode(data).decode("ascii")
+    return (
+        f'<section id="{id_}"><h2>{_e(title)}</h2>'
+        f'<img id="{id_}-plot" alt="{_e(title)}" src="{uri}" width="{width}" '
+        f'height="{height}"></section>'
+    )
+
+
+def _open_windows_section(spec: ViewSpec, windows: list[OpenWindow]) -> str:
+    head = "".join(f"<th>{_e(k)}</th>" for k in spec.keys)
+    rows = "".join(
+        "<tr>"
+        + "".join(f"<td>{_e(k)}</td>" for k in w.key)
+        + f"<td>{_e(_time(w.window_start_us))}</td><td>{_e(_time(w.window_end_us))}</td>"
+        f'<td class="n">{w.panes}</td><td>{_e(w.last_timing)}</td>'
+        f"<td>{_e(_time(w.first_pane_us))}</td><td>{_e(_time(w.last_pane_us))}</td></tr>"
+        for w in windows
+    )
+    table = (
+        f'<table id="open-windows-table"><tr>{head}<th>window start</th><th>window end</th>'
+        "<th>panes</th><th>latest pane</th><th>first pane at</th><th>latest pane at</th></tr>"
+        f"{rows}</table>"
+        if windows
+        else "<p>no open windows in the pane log</p>"
+    )
+    return (
+        '<section id="open-windows"><h2>Largest open windows</h2>'
+        "<p>Windows of the pane log not final yet, by the panes they emitted (from the pane "
+        "log: a window that never fired is not seen).</p>"
+        f"{table}</section>"
+    )
+
+
+def _runs_section(runs: Sequence[RunRecord], last: int) -> str:
+    shown = list(reversed(runs[-last:])) if last > 0 else []
+    cols = (
+        "run",
+        "started",
+        "seconds",
+        "outcome",
+        "mode",
+        "batches",
+        "records",
+        "panes (early/on time/late)",
+        "late",
+        "rejected",
+        "watermark after",
+        "skew",
+        "error",
+    )
+    head = "".join(f"<th>{_e(c)}</th>" for c in cols)
+    body = []
+    for r in shown:
+        skew = skew_us(r)
+        cells = (
+            r.run_id,
+            _time(r.started_us),
+            "—" if r.seconds is None else f"{r.seconds:.1f}",
+            r.outcome,
+            r.mode,
+            r.batches,
+            r.records,
+            f"{r.panes} ({r.early}/{r.on_time}/{r.late_panes})",
+            r.late,
+            r.rejected,
+            _time(r.watermark_after_us),
+            "—" if skew is None else duration_text(skew),
+            r.error or "",
+        )
+        body.append(
+            f'<tr class="outcome-{_e(r.outcome)}">'
+            + "".join(f"<td>{_e(c)}</td>" for c in cells)
+            + "</tr>"
+        )
+    return (
+        '<section id="runs-section"><h2>Runs</h2>'
+        f'<p><span id="run-count">{len(runs)}</span> runs recorded'
+        f"{f'; the last {len(shown)}, newest first' if shown else ''}.</p>"
+        f'<table id="runs"><tr>{head}</tr>{"".join(body)}'
+        "</table></section>"
+    )
+
+
+_STYLE = """
+body { font-family: sans-serif; margin: 1.5em; color: #222; max-width: 1200px; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.15em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; font-size: 0.85em; }
+th, td { border: 1px solid #ddd; padding: 2px 6px; text-align: left; vertical-align: top; }
+table.fields table.fields { font-size: 1em; }
+td.n { text-align: right; }
+.state { font-size: 1.3em; font-weight: bold; }
+.state-ok { color: #1e7e34; } .state-lagging { color: #b00020; } .state-never_run { color: #666; }
+.outcome-failed, .outcome-killed { color: #b00020; } .outcome-stopped { color: #a35a00; }
+pre { white-space: pre-wrap; background: #fff4f4; border: 1px solid #e6b3b3; padding: 6px; }
+img { max-width: 100%; height: auto; }
+.none { color: #888; }
+"""
+
+
+def render_report(
+    spec: ViewSpec,
+    runs: Sequence[RunRecord],
+    status: Any | None = None,
+    windows: list[OpenWindow] | None = None,
+    *,
+    last: int = LAST_RUNS,
+) -> str:
+    """The report's HTML (see the module doc) for ``runs`` (oldest first), ``status`` (a
+    dataclass, or None) and the open ``windows``."""
+    with tempfile.TemporaryDirectory(prefix="panestore-report-") as work:
+        pictures = [
+            _picture("skew", "Watermark vs processing time (skew)", skew_plot, runs, work),
+            _picture("panes", "Panes per run by timing", panes_plot, runs, work),
+            _picture("dropped", "Late and rejected records over time", dropped_plot, runs, work),
+        ]
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        # nothing from a network, no script: the page is what it shows
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        "img-src data:; style-src 'unsafe-inline'\">",
+        f"<title>panestore report: {_e(spec.name)}</title><style>{_STYLE}</style></head><body>",
+        f'<h1 id="title">{_e(spec.name)}: pipeline report</h1>',
+        f'<p id="generated">lake {_e(spec.lake)}; written {_e(now)}</p>',
+        _status_section(status, runs),
+        *pictures,
+        _open_windows_section(spec, windows or []),
+        _runs_section(runs, last),
+        "</body></html>",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def write_report(
+    spec: ViewSpec, out_dir: str, status: Any | None = None, *, last: int = LAST_RUNS
+) -> str:
+    """Write ``out_dir/index.html`` (the directory is created) for ``spec``'s lake, with
+    ``status`` (the caller's reading of the lake's status: a dataclass, or None); returns the
+    file's path."""
+    runs = read_runs(spec)
+    page = render_report(spec, runs, status, open_windows(spec), last=last)
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, "index.html")
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(page)
+    os.replace(tmp, path)
+    return path
+
+
+__all__ = [
+    "LAST_RUNS",
+    "OPEN_WINDOWS",
+    "OpenWindow",
+    "open_windows",
+    "render_report",
+    "write_report",
+]
