@@ -18,8 +18,9 @@ Every text from the lake (keys, errors, hosts, the status's values) is escaped.
 
 The largest open windows are read from the pane log (DuckDB): a window is open when none of its
 panes is its last (``is_last``), no later pane of a merged window superseded it, and the engine
-has not let it go at the pane log's watermark (:func:`panes.engine.window_gone`: a window that
-expired without firing again has no last pane). They are ranked by the panes they emitted. The
+has not let it go at the lake's watermark (:func:`panes.engine.window_gone`: a window that
+expired without firing again has no last pane), the later of the pane log's and the last run's
+(:func:`lake_watermark`). They are ranked by the panes they emitted. The
 pane log does not count a window's elements, nor what the operator's state holds now: a window
 that has only buffered elements and never fired is not seen.
 """
@@ -69,9 +70,24 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def open_windows(spec: ViewSpec, limit: int = OPEN_WINDOWS) -> list[OpenWindow]:
+def lake_watermark(spec: ViewSpec, con: Any) -> int | None:
+    """The lake's watermark as far as its tables tell: the later of the latest a pane of the
+    pane log records (``con``: a :func:`sinks.duck.connect` connection) and the one after the
+    last recorded run (:mod:`sinks.run_history`: a run that emitted nothing still moved it)."""
+    (watermark,) = con.execute("SELECT max(watermark_us) FROM panes").fetchone() or (None,)
+    marks = [int(watermark)] if watermark is not None else []
+    runs = read_runs(spec, last=1)
+    if runs and runs[-1].watermark_after_us is not None:
+        marks.append(runs[-1].watermark_after_us)
+    return max(marks) if marks else None
+
+
+def open_windows(
+    spec: ViewSpec, limit: int = OPEN_WINDOWS, *, watermark_us: int | None = None
+) -> list[OpenWindow]:
     """The ``limit`` open windows of ``spec``'s pane log that emitted the most panes (ties: the
-    latest first); empty when there is no pane log.
+    latest first); empty when there is no pane log. Open at ``watermark_us`` (default: the
+    lake's, :func:`lake_watermark`).
 
     >>> import tempfile
     >>> from panes import AccumulationMode, FixedWindows
@@ -89,8 +105,9 @@ def open_windows(spec: ViewSpec, limit: int = OPEN_WINDOWS) -> list[OpenWindow]:
     keys = ", ".join(_quote(k) for k in spec.keys)
     con = connect(spec)
     try:
-        (watermark,) = con.execute("SELECT max(watermark_us) FROM panes").fetchone() or (None,)
-        wm = BEGINNING_OF_TIME if watermark is None else int(watermark)
+        if watermark_us is None:
+            watermark_us = lake_watermark(spec, con)
+        wm = BEGINNING_OF_TIME if watermark_us is None else watermark_us
         superseded: set[tuple] = set()
         if spec.window_fn.is_merging:
             rows = con.execute(
@@ -162,8 +179,8 @@ def _value(value: Any) -> str:
 def _fields_table(values: dict[str, Any], id_: str | None = None) -> str:
     attr = f' id="{_e(id_)}"' if id_ else ""
     rows = "".join(
-        f'<tr data-field="{_e(name)}"><th>{_e(name.replace("_", " "))}</th>'
-        f"<td>{_value(v)}</td></tr>"
+        f"<tr><th>{_e(name.replace('_', ' '))}</th>"
+        f'<td data-field="{_e(name)}">{_value(v)}</td></tr>'
         for name, v in values.items()
     )
     return f'<table class="fields"{attr}>{rows}</table>'

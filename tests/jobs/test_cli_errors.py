@@ -98,6 +98,28 @@ CASES = {
         "does not match key columns ['device_id', 'country']",
     ),
     "plot of an unknown key": (["plot", "{conf}", "--key", "nobody,DE"], "no panes for key"),
+    "plot of neither a key nor the skew": (["plot", "{conf}"], "give either --key KEY"),
+    "plot of a key and the skew": (
+        ["plot", "{conf}", "--skew", "--key", "d1,DE"],
+        "give either --key KEY",
+    ),
+    "skew of a lake with no runs": (
+        ["plot", "{conf}", "--skew", "--out", "{root}/skew.png"],
+        "no runs recorded in the lake",
+    ),
+    "skew with a window": (
+        ["plot", "{conf}", "--skew", "--window", "0"],
+        "--window and --elements are options of --key",
+    ),
+    "report without --out": (["report", "{conf}"], "the following arguments are required: --out"),
+    "report --out a file": (
+        ["report", "{conf}", "--out", "{root}/demo.toml"],
+        "demo.toml is a file, not a directory",
+    ),
+    "report --out in no directory": (
+        ["report", "{conf}", "--out", "{root}/nowhere/report"],
+        "nowhere does not exist",
+    ),
     "conf missing": (["query", "{root}/missing.toml", "SELECT 1"], "file not found"),
     "conf a directory": (["materialize", "{root}"], "cannot be read: Is a directory"),
     "run conf a directory": (["run", "{root}"], "cannot be read: Is a directory"),
