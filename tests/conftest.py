@@ -38,6 +38,9 @@ def pytest_configure(config):
         "markers", "bucket: needs the S3-compatible server the tests start (tests/s3_server.py)"
     )
     config.addinivalue_line("markers", "wheel: builds and installs the package")
+    config.addinivalue_line(
+        "markers", "browser: opens pages in headless Chromium (tests/browser/conftest.py)"
+    )
 
 
 def pytest_collection_modifyitems(config, items):
@@ -46,6 +49,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "s3_endpoint" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.bucket)
+        if "chromium" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.browser)
     if config.getoption("--run-slow"):
         return
     skip = pytest.mark.skip(reason="slow: run with ./dev test --run-slow")
