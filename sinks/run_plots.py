@@ -23,7 +23,7 @@ are drawn only while there are few runs; with many, the bands and bars merge int
 >>> os.path.getsize(out) > 10_000
 True
 >>> skew_text(runs)
-'5 min'
+'6 min'
 """
 
 from __future__ import annotations

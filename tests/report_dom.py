@@ -68,3 +68,14 @@ def read_page(html_text: str) -> Page:
     reader.feed(html_text)
     reader.close()
     return reader.page
+
+
+def pixels_of(png: str, color: str) -> int:
+    """How many pixels of the picture ``png`` are ``color`` (#rrggbb), give or take the
+    anti-aliasing."""
+    import matplotlib.image as mpimg
+    import numpy as np
+
+    image = mpimg.imread(png)[..., :3]
+    rgb = np.array([int(color[i : i + 2], 16) for i in (1, 3, 5)]) / 255
+    return int((np.abs(image - rgb).max(axis=-1) < 0.04).sum())

@@ -1,5 +1,5 @@
 """The ``panestore`` command and the inspection commands (materialize, verify, query, history,
-plot, changes, optimize, vacuum), and the demo.
+plot, report, changes, optimize, vacuum), and the demo.
 
 >>> from jobs.cli import main
 >>> main(["check", "conf/demo.toml"])  # doctest: +SKIP

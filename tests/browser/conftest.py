@@ -53,7 +53,9 @@ def chromium() -> str:
         why = _install()
         found = _find()
         if found is None:
-            pytest.fail(f"Chromium is needed by the browser tests and could not be installed: {why}")
+            pytest.fail(
+                f"Chromium is needed by the browser tests and could not be installed: {why}"
+            )
     return found
 
 

@@ -12,18 +12,7 @@ pytest.importorskip("duckdb")
 from jobs.cli.commands import main
 from sinks.run_plots import LATE_COLOR, WATERMARK_COLOR
 from tests.jobs.test_report import ERROR, open_lake, record_runs
-from tests.report_dom import read_page
-
-
-def _pixels_of(png: str, color: str) -> int:
-    """How many pixels of the screenshot ``png`` are ``color`` (#rrggbb), give or take the
-    anti-aliasing."""
-    import matplotlib.image as mpimg
-    import numpy as np
-
-    image = mpimg.imread(png)[..., :3]
-    rgb = np.array([int(color[i : i + 2], 16) for i in (1, 3, 5)]) / 255
-    return int((np.abs(image - rgb).max(axis=-1) < 0.04).sum())
+from tests.report_dom import pixels_of, read_page
 
 
 def test_chromium_shows_the_status_the_last_run_and_the_pictures(tmp_path, browse):
@@ -46,6 +35,6 @@ def test_chromium_shows_the_status_the_last_run_and_the_pictures(tmp_path, brows
     shot = tmp_path / "shot.png"
     browse("--window-size=1280,4200", "--hide-scrollbars", f"--screenshot={shot}", url)
     # the pictures' colours are only in the pictures: they decoded and were drawn
-    assert _pixels_of(str(shot), WATERMARK_COLOR) > 300  # the watermark line
-    assert _pixels_of(str(shot), LATE_COLOR) > 300  # late records, late bars
-    assert _pixels_of(str(shot), "#ffffff") < 0.97 * 1280 * 4200  # not a blank page
+    assert pixels_of(str(shot), WATERMARK_COLOR) > 300  # the watermark line
+    assert pixels_of(str(shot), LATE_COLOR) > 300  # late records, late bars
+    assert pixels_of(str(shot), "#ffffff") < 0.97 * 1280 * 4200  # not a blank page
