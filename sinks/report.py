@@ -196,21 +196,39 @@ def _status_section(status: Any | None, runs: Sequence[RunRecord]) -> str:
             f'<p id="state" class="state state-{_e(state)}">{_e(str(state).replace("_", " "))}'
             "</p>" + _fields_table(shown, "status-fields")
         )
-    return f'<section id="status"><h2>Status</h2>{body}{_last_run(runs)}</section>'
+    return f'<section id="status"><h2>Status</h2>{body}{_last_run(runs, status)}</section>'
 
 
-def _last_run(runs: Sequence[RunRecord]) -> str:
+def _last_run(runs: Sequence[RunRecord], status: Any | None) -> str:
+    """The last run: the status's ``last_run`` when it has one (it also knows a run killed
+    since, from the run's note), else the last row of the runs table."""
+    told = getattr(status, "last_run", None)
+    if told is not None and is_dataclass(told) and hasattr(told, "outcome"):
+        error = getattr(told, "error", None)
+        rest = {
+            f.name: getattr(told, f.name)
+            for f in fields(told)
+            if f.name not in ("outcome", "error")
+        }
+        return _last_run_block(told.outcome, error, _fields_table(rest, "last-run-fields"))
     if not runs:
         return '<div id="last-run"><h3>Last run</h3><p>no runs recorded yet</p></div>'
     r = runs[-1]
-    error = f'<pre id="last-run-error">{_e(r.error)}</pre>' if r.error else ""
     seconds = "—" if r.seconds is None else f"{r.seconds:.1f} s"
+    said = (
+        f"<p>run {_e(r.run_id)}, started {_e(_time(r.started_us))}, {_e(seconds)}, "
+        f"{_e(r.batches)} batches, {_e(r.records)} records, {_e(r.panes)} panes, "
+        f"watermark after {_e(_time(r.watermark_after_us))}</p>"
+    )
+    return _last_run_block(r.outcome, r.error, said)
+
+
+def _last_run_block(outcome: str, error: str | None, details: str) -> str:
+    shown = f'<pre id="last-run-error">{_e(error)}</pre>' if error else ""
     return (
         '<div id="last-run"><h3>Last run</h3>'
-        f'<p><span id="last-run-outcome" class="outcome-{_e(r.outcome)}">{_e(r.outcome)}</span>'
-        f" — run {_e(r.run_id)}, started {_e(_time(r.started_us))}, {_e(seconds)}, "
-        f"{_e(r.batches)} batches, {_e(r.records)} records, {_e(r.panes)} panes, "
-        f"watermark after {_e(_time(r.watermark_after_us))}</p>{error}</div>"
+        f'<p><span id="last-run-outcome" class="outcome-{_e(outcome)}">{_e(outcome)}</span></p>'
+        f"{shown}{details}</div>"
     )
 
 
@@ -320,7 +338,8 @@ th, td { border: 1px solid #ddd; padding: 2px 6px; text-align: left; vertical-al
 table.fields table.fields { font-size: 1em; }
 td.n { text-align: right; }
 .state { font-size: 1.3em; font-weight: bold; }
-.state-ok { color: #1e7e34; } .state-lagging { color: #b00020; } .state-never_run { color: #666; }
+.state-ok { color: #1e7e34; } .state-never_run { color: #666; }
+.state-lagging, .state-failed { color: #b00020; }
 .outcome-failed, .outcome-killed { color: #b00020; } .outcome-stopped { color: #a35a00; }
 pre { white-space: pre-wrap; background: #fff4f4; border: 1px solid #e6b3b3; padding: 6px; }
 img { max-width: 100%; height: auto; }

@@ -24,7 +24,7 @@ def test_chromium_shows_the_status_the_last_run_and_the_pictures(tmp_path, brows
 
     page = read_page(browse("--dump-dom", url).stdout)
     assert page.text["title"] == "ad_views: pipeline report"
-    assert page.text["state"] == "ok"
+    assert page.text["state"] == "failed"  # the last run failed
     assert page.text["last-run-outcome"] == "failed"
     assert page.text["last-run-error"] == ERROR  # the text, not markup: escaped on the page
     assert page.text["run-count"] == "3" and page.rows["runs"] == 1 + 3

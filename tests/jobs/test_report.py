@@ -141,7 +141,7 @@ def test_the_report_shows_status_runs_pictures_and_open_windows(tmp_path, capsys
     assert capsys.readouterr().out.strip() == str(out / "index.html")
     text = (out / "index.html").read_text()
     page = read_page(text)
-    assert page.text["state"] == "ok"
+    assert page.text["state"] == "failed"  # the last run failed
     assert page.text["last-run-outcome"] == "failed"
     assert page.text["last-run-error"] == ERROR  # shown as it was, escaped in the markup
     assert "<b>boom" not in text and "&lt;b&gt;boom&lt;/b&gt; &amp; the batch" in text
@@ -189,22 +189,43 @@ class _Figures:
 
 
 @dataclass(frozen=True)
+class _Run:
+    run_id: str
+    outcome: str
+    error: str | None
+
+
+@dataclass(frozen=True)
 class _LaterStatus:
     """A status with fields the report's code does not name: they are shown all the same."""
 
     state: str
     state_figures: _Figures
-    last_run: dict[str, str]
+    recent: dict[str, str]
+    last_run: _Run | None
 
 
 def test_the_status_is_rendered_from_its_fields(tmp_path):
     lake = open_lake(tmp_path)
-    status = _LaterStatus("lagging", _Figures(7, None), {"outcome": "<killed>"})
+    status = _LaterStatus("lagging", _Figures(7, None), {"outcome": "<x>"}, None)
     text = render_report(lake.spec, [], status)
     page = read_page(text)
     assert page.text["state"] == "lagging"
     assert page.fields["windows"] == "7" and page.fields["oldest"] == "—"
-    assert page.fields["outcome"] == "<killed>" and "&lt;killed&gt;" in text
+    assert page.fields["outcome"] == "<x>" and "&lt;x&gt;" in text
+    assert "no runs recorded yet" in page.text["last-run"]
+
+
+def test_the_last_run_is_the_statuss_when_it_has_one(tmp_path):
+    """The status knows a run killed since the runs table's last row (from the run's note)."""
+    lake = open_lake(tmp_path)
+    runs = record_runs(lake.spec, (SUCCEEDED,))
+    status = _LaterStatus("failed", _Figures(0, None), {}, _Run("k1", "killed", "<killed>"))
+    page = read_page(render_report(lake.spec, runs, status))
+    assert page.text["last-run-outcome"] == "killed"
+    assert page.text["last-run-error"] == "<killed>" and "k1" in page.text["last-run-fields"]
+    page = read_page(render_report(lake.spec, runs, None))
+    assert page.text["last-run-outcome"] == "succeeded" and "last-run-error" not in page.text
 
 
 def test_the_runs_table_lists_the_last_runs_newest_first(tmp_path):
