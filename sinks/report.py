@@ -168,12 +168,36 @@ def _value(value: Any) -> str:
     if isinstance(value, dict):
         if not value:
             return '<span class="none">none</span>'
+        kinds = {type(v) for v in value.values()}
+        if len(kinds) == 1 and is_dataclass(next(iter(value.values()))):
+            return _matrix(value)
         return _fields_table({str(k): v for k, v in value.items()})
     if isinstance(value, (list, tuple)):
         return ", ".join(_e(v) for v in value) if value else '<span class="none">none</span>'
     if isinstance(value, float):
         return _e(f"{value:.6g}")
     return _e(value)
+
+
+def _matrix(values: dict[Any, Any]) -> str:
+    """Dataclasses of one kind by name (the status's tables, its locks): a row each, a column
+    per field."""
+    names = [f.name for f in fields(next(iter(values.values())))]
+    head = "<tr><th></th>" + "".join(f"<th>{_e(n.replace('_', ' '))}</th>" for n in names)
+    rows = "".join(
+        f"<tr><th>{_e(k)}</th>"
+        + "".join(f'<td data-field="{_e(n)}">{_value(getattr(v, n))}</td>' for n in names)
+        + "</tr>"
+        for k, v in values.items()
+    )
+    return f'<table class="fields">{head}</tr>{rows}</table>'
+
+
+def _row_table(values: dict[str, Any], id_: str) -> str:
+    """Named values across: a header row and a row of values."""
+    head = "".join(f"<th>{_e(n.replace('_', ' '))}</th>" for n in values)
+    row = "".join(f'<td data-field="{_e(n)}">{_value(v)}</td>' for n, v in values.items())
+    return f'<table class="fields" id="{_e(id_)}"><tr>{head}</tr><tr>{row}</tr></table>'
 
 
 def _fields_table(values: dict[str, Any], id_: str | None = None) -> str:
@@ -191,26 +215,41 @@ def _status_section(status: Any | None, runs: Sequence[RunRecord]) -> str:
         body = '<p id="state" class="state">status not read</p>'
     else:
         state = getattr(status, "state", None)
-        shown = {f.name: getattr(status, f.name) for f in fields(status)}
+        # the last run has its own block (below the state); every other field is listed
+        shown = {
+            f.name: getattr(status, f.name)
+            for f in fields(status)
+            if not (f.name == "last_run" and _told_run(status) is not None)
+        }
         body = (
             f'<p id="state" class="state state-{_e(state)}">{_e(str(state).replace("_", " "))}'
-            "</p>" + _fields_table(shown, "status-fields")
+            f"</p>{_last_run(runs, status)}<h3>All status fields</h3>"
+            + _fields_table(shown, "status-fields")
         )
+        return f'<section id="status"><h2>Status</h2>{body}</section>'
     return f'<section id="status"><h2>Status</h2>{body}{_last_run(runs, status)}</section>'
+
+
+def _told_run(status: Any | None) -> Any | None:
+    """The status's ``last_run`` when it is a run (a dataclass with an ``outcome``)."""
+    told = getattr(status, "last_run", None)
+    if told is not None and is_dataclass(told) and hasattr(told, "outcome"):
+        return told
+    return None
 
 
 def _last_run(runs: Sequence[RunRecord], status: Any | None) -> str:
     """The last run: the status's ``last_run`` when it has one (it also knows a run killed
     since, from the run's note), else the last row of the runs table."""
-    told = getattr(status, "last_run", None)
-    if told is not None and is_dataclass(told) and hasattr(told, "outcome"):
+    told = _told_run(status)
+    if told is not None:
         error = getattr(told, "error", None)
         rest = {
             f.name: getattr(told, f.name)
             for f in fields(told)
             if f.name not in ("outcome", "error")
         }
-        return _last_run_block(told.outcome, error, _fields_table(rest, "last-run-fields"))
+        return _last_run_block(told.outcome, error, _row_table(rest, "last-run-fields"))
     if not runs:
         return '<div id="last-run"><h3>Last run</h3><p>no runs recorded yet</p></div>'
     r = runs[-1]

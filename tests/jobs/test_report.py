@@ -156,7 +156,9 @@ def test_the_report_shows_status_runs_pictures_and_open_windows(tmp_path, capsys
         assert int(page.images[name]["width"]) > 500
     # the status as `panestore status` reads it, every field of it
     status = load_status(lake.conf)
-    assert set(LakeStatus.__dataclass_fields__) <= set(page.fields)
+    # (the last run in its own block, its outcome and error above its other fields)
+    assert set(LakeStatus.__dataclass_fields__) - {"last_run"} <= set(page.fields)
+    assert status.last_run is not None and status.last_run.run_id in page.text["last-run-fields"]
     assert page.fields["pipeline"] == status.pipeline == "ad_views"
     assert "version" in page.fields and "files" in page.fields  # the tables, nested
     # nothing from a network: no script, no link, every image inline
