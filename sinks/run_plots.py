@@ -171,8 +171,21 @@ def _save(plt: Any, fig: Any, out: str) -> str:
 
 
 def _bar_width(drawn: list[_Run], lo: int, hi: int) -> float:
-    """A bar's width in days (matplotlib's date unit): a share of the space per run."""
-    return (hi - lo) / max(len(drawn), 1) * 0.8 / 86_400e6
+    """A bar's width in days (matplotlib's date unit): a share of the space per run, at most
+    a thirtieth of the chart (a few runs' bars stay bars, not blocks)."""
+    return min((hi - lo) / max(len(drawn), 1) * 0.8, (hi - lo) / 30) / 86_400e6
+
+
+def _bars(ax: Any, xs: list, heights: list[int], width: float, color: str, label: str,
+          bottom: list[int] | None = None) -> None:  # fmt: skip
+    """Bars at ``xs`` (stacked on ``bottom``): patches while there are few, one collection of
+    lines beyond (a patch each for thousands of runs is slow to draw, and too thin to see)."""
+    bottom = bottom or [0] * len(xs)
+    if len(xs) <= FEW:
+        ax.bar(xs, heights, width=width, bottom=bottom, color=color, label=label)
+    else:
+        tops = [b + h for b, h in zip(bottom, heights, strict=True)]
+        ax.vlines(xs, bottom, tops, colors=color, linewidth=1.2, label=label)
 
 
 def skew_plot(runs: Sequence[RunRecord], out: str, *, title: str | None = None) -> str:
@@ -379,8 +392,8 @@ def _late_rejected_bars(ax: Any, drawn: list[_Run], lo: int, hi: int) -> None:
     ends = [_dt(r.end) for r in drawn]
     late = [r.record.late for r in drawn]
     rejected = [r.record.rejected for r in drawn]
-    ax.bar([e - shift for e in ends], late, width=width, color=LATE_COLOR, label="late")
-    ax.bar([e + shift for e in ends], rejected, width=width, color=REJECTED_COLOR, label="rejected")
+    _bars(ax, [e - shift for e in ends], late, width, LATE_COLOR, "late")
+    _bars(ax, [e + shift for e in ends], rejected, width, REJECTED_COLOR, "rejected")
     if len(drawn) <= FEW:
         for e, n in zip(ends, late, strict=True):
             if n:
@@ -411,7 +424,7 @@ def panes_plot(runs: Sequence[RunRecord], out: str) -> str:
         ("LATE", "late_panes", "late"),
     ):
         counts = [getattr(r.record, name) for r in drawn]
-        ax.bar(ends, counts, width=width, bottom=bottom, color=COLORS[timing], label=label)
+        _bars(ax, ends, counts, width, COLORS[timing], label, bottom)
         bottom = [b + c for b, c in zip(bottom, counts, strict=True)]
     ax.set_xlim(_dt(lo), _dt(hi))
     ax.set_ylim(0, max([*bottom, 1]) * 1.15)
