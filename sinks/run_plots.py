@@ -185,7 +185,7 @@ def _bars(ax: Any, xs: list, heights: list[int], width: float, color: str, label
         ax.bar(xs, heights, width=width, bottom=bottom, color=color, label=label)
     else:
         tops = [b + h for b, h in zip(bottom, heights, strict=True)]
-        ax.vlines(xs, bottom, tops, colors=color, linewidth=1.2, label=label)
+        ax.vlines(xs, bottom, tops, colors=color, linewidth=1.5, antialiased=False, label=label)
 
 
 def skew_plot(runs: Sequence[RunRecord], out: str, *, title: str | None = None) -> str:
