@@ -11,12 +11,16 @@ attachment). Its sections, each an element with a stable ``id``:
 * ``skew``: the watermark against processing time (:func:`sinks.run_plots.skew_plot`);
 * ``panes``: panes per run by timing (:func:`sinks.run_plots.panes_plot`);
 * ``dropped``: late and rejected records over time (:func:`sinks.run_plots.dropped_plot`);
-* ``open-windows``: the largest open windows (:func:`open_windows`);
+* ``open-windows``: the largest open windows: those of the operator's state when the caller
+  read it (``state``: a summary whose ``largest`` are the windows holding the most elements,
+  ``panestore report`` gives :func:`jobs.driver.state_summary.summarize_state`'s), else the
+  pane log's (:func:`open_windows`);
 * ``runs``: the last runs as a table, newest first (``id="run-count"``: how many the lake holds).
 
 Every text from the lake (keys, errors, hosts, the status's values) is escaped.
 
-The largest open windows are read from the pane log (DuckDB): a window is open when none of its
+Without a summary of the state, the largest open windows are read from the pane log (DuckDB):
+a window is open when none of its
 panes is its last (``is_last``), no later pane of a merged window superseded it, and the engine
 has not let it go at the lake's watermark (:func:`panes.engine.window_gone`: a window that
 expired without firing again has no last pane), the later of the pane log's and the last run's
@@ -158,9 +162,14 @@ def _time(us: int | None) -> str:
     return datetime.fromtimestamp(us / 1e6, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
-def _value(value: Any) -> str:
-    """A status value as HTML: a dataclass or mapping as a nested table, a sequence as a list,
-    None as "—"."""
+def _value(value: Any, name: str = "") -> str:
+    """A status value as HTML: a dataclass or mapping as a nested table, a sequence as a list
+    (of dataclasses: a table, a row each), a whole number named ``*_us`` as a UTC time, None as
+    "—"."""
+    if isinstance(value, int) and not isinstance(value, bool) and name.endswith("_us"):
+        return _e(_time(value))
+    if isinstance(value, (list, tuple)) and value and all(is_dataclass(v) for v in value):
+        return _matrix(dict(enumerate(value, 1)))
     if value is None:
         return '<span class="none">—</span>'
     if is_dataclass(value) and not isinstance(value, type):
@@ -186,7 +195,7 @@ def _matrix(values: dict[Any, Any]) -> str:
     head = "<tr><th></th>" + "".join(f"<th>{_e(n.replace('_', ' '))}</th>" for n in names)
     rows = "".join(
         f"<tr><th>{_e(k)}</th>"
-        + "".join(f'<td data-field="{_e(n)}">{_value(getattr(v, n))}</td>' for n in names)
+        + "".join(f'<td data-field="{_e(n)}">{_value(getattr(v, n), n)}</td>' for n in names)
         + "</tr>"
         for k, v in values.items()
     )
@@ -196,7 +205,7 @@ def _matrix(values: dict[Any, Any]) -> str:
 def _row_table(values: dict[str, Any], id_: str) -> str:
     """Named values across: a header row and a row of values."""
     head = "".join(f"<th>{_e(n.replace('_', ' '))}</th>" for n in values)
-    row = "".join(f'<td data-field="{_e(n)}">{_value(v)}</td>' for n, v in values.items())
+    row = "".join(f'<td data-field="{_e(n)}">{_value(v, n)}</td>' for n, v in values.items())
     return f'<table class="fields" id="{_e(id_)}"><tr>{head}</tr><tr>{row}</tr></table>'
 
 
@@ -204,7 +213,7 @@ def _fields_table(values: dict[str, Any], id_: str | None = None) -> str:
     attr = f' id="{_e(id_)}"' if id_ else ""
     rows = "".join(
         f"<tr><th>{_e(name.replace('_', ' '))}</th>"
-        f'<td data-field="{_e(name)}">{_value(v)}</td></tr>'
+        f'<td data-field="{_e(name)}">{_value(v, name)}</td></tr>'
         for name, v in values.items()
     )
     return f'<table class="fields"{attr}>{rows}</table>'
@@ -294,8 +303,28 @@ def _picture(
     )
 
 
-def _open_windows_section(spec: ViewSpec, windows: list[OpenWindow]) -> str:
-    head = "".join(f"<th>{_e(k)}</th>" for k in spec.keys)
+def _open_windows_section(spec: ViewSpec, windows: list[OpenWindow], state: Any | None) -> str:
+    """The largest open windows: the operator's state's (``state``: a summary with a
+    ``largest`` sequence of windows) when the caller read it, else the pane log's."""
+    head = '<section id="open-windows"><h2>Largest open windows</h2>'
+    if state is not None and hasattr(state, "largest"):
+        largest = list(state.largest)
+        figures = {
+            f.name: getattr(state, f.name) for f in fields(state) if f.name not in ("largest",)
+        }
+        table = (
+            _matrix(dict(enumerate(largest, 1))).replace(
+                '<table class="fields">', '<table class="fields" id="open-windows-table">', 1
+            )
+            if largest
+            else "<p>no open windows in the operator's state</p>"
+        )
+        return (
+            f"{head}<p>From the operator's state after the last committed batch, by the "
+            "elements they hold:</p>"
+            f"{table}<h3>The state</h3>{_fields_table(figures, 'state-fields')}</section>"
+        )
+    keys = "".join(f"<th>{_e(k)}</th>" for k in spec.keys)
     rows = "".join(
         "<tr>"
         + "".join(f"<td>{_e(k)}</td>" for k in w.key)
@@ -305,16 +334,15 @@ def _open_windows_section(spec: ViewSpec, windows: list[OpenWindow]) -> str:
         for w in windows
     )
     table = (
-        f'<table id="open-windows-table"><tr>{head}<th>window start</th><th>window end</th>'
+        f'<table id="open-windows-table"><tr>{keys}<th>window start</th><th>window end</th>'
         "<th>panes</th><th>latest pane</th><th>first pane at</th><th>latest pane at</th></tr>"
         f"{rows}</table>"
         if windows
         else "<p>no open windows in the pane log</p>"
     )
     return (
-        '<section id="open-windows"><h2>Largest open windows</h2>'
-        "<p>Windows of the pane log not final yet, by the panes they emitted (from the pane "
-        "log: a window that never fired is not seen).</p>"
+        f"{head}<p>Windows of the pane log not final yet, by the panes they emitted (the "
+        "operator's state was not read: a window that never fired is not seen).</p>"
         f"{table}</section>"
     )
 
@@ -392,10 +420,13 @@ def render_report(
     status: Any | None = None,
     windows: list[OpenWindow] | None = None,
     *,
+    state: Any | None = None,
     last: int = LAST_RUNS,
 ) -> str:
     """The report's HTML (see the module doc) for ``runs`` (oldest first), ``status`` (a
-    dataclass, or None) and the open ``windows``."""
+    dataclass, or None) and the open windows: the ``state``'s (a summary of the operator's state,
+    a dataclass whose ``largest`` holds the largest open windows) when given, else
+    ``windows`` (the pane log's, :func:`open_windows`)."""
     with tempfile.TemporaryDirectory(prefix="panestore-report-") as work:
         pictures = [
             _picture("skew", "Watermark vs processing time (skew)", skew_plot, runs, work),
@@ -414,7 +445,7 @@ def render_report(
         f'<p id="generated">lake {_e(spec.lake)}; written {_e(now)}</p>',
         _status_section(status, runs),
         *pictures,
-        _open_windows_section(spec, windows or []),
+        _open_windows_section(spec, windows or [], state),
         _runs_section(runs, last),
         "</body></html>",
     ]
@@ -422,13 +453,20 @@ def render_report(
 
 
 def write_report(
-    spec: ViewSpec, out_dir: str, status: Any | None = None, *, last: int = LAST_RUNS
+    spec: ViewSpec,
+    out_dir: str,
+    status: Any | None = None,
+    *,
+    state: Any | None = None,
+    last: int = LAST_RUNS,
 ) -> str:
     """Write ``out_dir/index.html`` (the directory is created) for ``spec``'s lake, with
-    ``status`` (the caller's reading of the lake's status: a dataclass, or None); returns the
-    file's path."""
+    ``status`` (the caller's reading of the lake's status: a dataclass, or None) and ``state``
+    (a summary of the operator's state with its ``largest`` open windows, or None: the open
+    windows are then read from the pane log); returns the file's path."""
     runs = read_runs(spec)
-    page = render_report(spec, runs, status, open_windows(spec), last=last)
+    windows = open_windows(spec) if state is None else []
+    page = render_report(spec, runs, status, windows, state=state, last=last)
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, "index.html")
     tmp = path + ".tmp"

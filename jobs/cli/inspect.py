@@ -240,8 +240,22 @@ def cmd_report(a) -> int:
 
     pipeline = _load(a.conf)
     status = lake_status(pipeline)
-    print(write_report(view_spec(pipeline), a.out, status, last=a.last))
+    print(write_report(view_spec(pipeline), a.out, status, state=_state(pipeline), last=a.last))
     return 0
+
+
+def _state(pipeline: Pipeline) -> Any:
+    """The summary of the operator's state for the report (None: no committed batch, or it
+    could not be read: said on stderr, and the report reads the open windows from the pane
+    log)."""
+    from jobs.driver.state_summary import summarize_state
+
+    try:
+        return summarize_state(pipeline)
+    except Exception as e:  # a state it cannot read is no reason to withhold the report
+        print(f"(the operator's state not read: {one_line(e)}; open windows from the pane log)",
+              file=sys.stderr)  # fmt: skip
+        return None
 
 
 def cmd_optimize(a) -> int:
