@@ -12,9 +12,8 @@ attachment). Its sections, each an element with a stable ``id``:
 * ``panes``: panes per run by timing (:func:`sinks.run_plots.panes_plot`);
 * ``dropped``: late and rejected records over time (:func:`sinks.run_plots.dropped_plot`);
 * ``open-windows``: the largest open windows: those of the operator's state when the caller
-  read it (``state``: a summary whose ``largest`` are the windows holding the most elements,
-  ``panestore report`` gives :func:`jobs.driver.state_summary.summarize_state`'s), else the
-  pane log's (:func:`open_windows`);
+  read it (``largest``; ``panestore report`` gives the status's ``operator_state``'s, the
+  windows holding the most elements), else the pane log's (:func:`open_windows`);
 * ``runs``: the last runs as a table, newest first (``id="run-count"``: how many the lake holds).
 
 Every text from the lake (keys, errors, hosts, the status's values) is escaped.
@@ -303,15 +302,13 @@ def _picture(
     )
 
 
-def _open_windows_section(spec: ViewSpec, windows: list[OpenWindow], state: Any | None) -> str:
-    """The largest open windows: the operator's state's (``state``: a summary with a
-    ``largest`` sequence of windows) when the caller read it, else the pane log's."""
+def _open_windows_section(
+    spec: ViewSpec, windows: list[OpenWindow], largest: Sequence[Any] | None
+) -> str:
+    """The largest open windows: the operator's state's (``largest``: dataclasses, a row each)
+    when the caller read them, else the pane log's (``windows``)."""
     head = '<section id="open-windows"><h2>Largest open windows</h2>'
-    if state is not None and hasattr(state, "largest"):
-        largest = list(state.largest)
-        figures = {
-            f.name: getattr(state, f.name) for f in fields(state) if f.name not in ("largest",)
-        }
+    if largest is not None:
         table = (
             _matrix(dict(enumerate(largest, 1))).replace(
                 '<table class="fields">', '<table class="fields" id="open-windows-table">', 1
@@ -321,8 +318,7 @@ def _open_windows_section(spec: ViewSpec, windows: list[OpenWindow], state: Any 
         )
         return (
             f"{head}<p>From the operator's state after the last committed batch, by the "
-            "elements they hold:</p>"
-            f"{table}<h3>The state</h3>{_fields_table(figures, 'state-fields')}</section>"
+            f"elements they hold (the state's figures: in the status above).</p>{table}</section>"
         )
     keys = "".join(f"<th>{_e(k)}</th>" for k in spec.keys)
     rows = "".join(
@@ -420,13 +416,12 @@ def render_report(
     status: Any | None = None,
     windows: list[OpenWindow] | None = None,
     *,
-    state: Any | None = None,
+    largest: Sequence[Any] | None = None,
     last: int = LAST_RUNS,
 ) -> str:
     """The report's HTML (see the module doc) for ``runs`` (oldest first), ``status`` (a
-    dataclass, or None) and the open windows: the ``state``'s (a summary of the operator's state,
-    a dataclass whose ``largest`` holds the largest open windows) when given, else
-    ``windows`` (the pane log's, :func:`open_windows`)."""
+    dataclass, or None) and the open windows: ``largest`` (the operator's state's largest open
+    windows, dataclasses) when given, else ``windows`` (the pane log's, :func:`open_windows`)."""
     with tempfile.TemporaryDirectory(prefix="panestore-report-") as work:
         pictures = [
             _picture("skew", "Watermark vs processing time (skew)", skew_plot, runs, work),
@@ -445,7 +440,7 @@ def render_report(
         f'<p id="generated">lake {_e(spec.lake)}; written {_e(now)}</p>',
         _status_section(status, runs),
         *pictures,
-        _open_windows_section(spec, windows or [], state),
+        _open_windows_section(spec, windows or [], largest),
         _runs_section(runs, last),
         "</body></html>",
     ]
@@ -457,16 +452,16 @@ def write_report(
     out_dir: str,
     status: Any | None = None,
     *,
-    state: Any | None = None,
+    largest: Sequence[Any] | None = None,
     last: int = LAST_RUNS,
 ) -> str:
     """Write ``out_dir/index.html`` (the directory is created) for ``spec``'s lake, with
-    ``status`` (the caller's reading of the lake's status: a dataclass, or None) and ``state``
-    (a summary of the operator's state with its ``largest`` open windows, or None: the open
+    ``status`` (the caller's reading of the lake's status: a dataclass, or None) and ``largest``
+    (the largest open windows of the operator's state, dataclasses; None: not read, the open
     windows are then read from the pane log); returns the file's path."""
     runs = read_runs(spec)
-    windows = open_windows(spec) if state is None else []
-    page = render_report(spec, runs, status, windows, state=state, last=last)
+    windows = open_windows(spec) if largest is None else []
+    page = render_report(spec, runs, status, windows, largest=largest, last=last)
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, "index.html")
     tmp = path + ".tmp"

@@ -233,29 +233,18 @@ def cmd_plot(a) -> int:
 
 def cmd_report(a) -> int:
     """Write ``DIR/index.html``, the pipeline's health on one page (:mod:`sinks.report`), with
-    the lake's status (:func:`jobs.driver.status.lake_status`)."""
+    the lake's status (:func:`jobs.driver.status.lake_status`) and the largest open windows of
+    its operator state (else the report reads them from the pane log)."""
     from jobs.config.sink_spec import view_spec
     from jobs.driver.status import lake_status
     from sinks.report import write_report
 
     pipeline = _load(a.conf)
     status = lake_status(pipeline)
-    print(write_report(view_spec(pipeline), a.out, status, state=_state(pipeline), last=a.last))
+    state = status.operator_state  # None: no committed batch yet, or not readable
+    largest = None if state is None else state.largest_open_windows
+    print(write_report(view_spec(pipeline), a.out, status, largest=largest, last=a.last))
     return 0
-
-
-def _state(pipeline: Pipeline) -> Any:
-    """The summary of the operator's state for the report (None: no committed batch, or it
-    could not be read: said on stderr, and the report reads the open windows from the pane
-    log)."""
-    from jobs.driver.state_summary import summarize_state
-
-    try:
-        return summarize_state(pipeline)
-    except Exception as e:  # a state it cannot read is no reason to withhold the report
-        print(f"(the operator's state not read: {one_line(e)}; open windows from the pane log)",
-              file=sys.stderr)  # fmt: skip
-        return None
 
 
 def cmd_optimize(a) -> int:
