@@ -400,6 +400,7 @@ table { border-collapse: collapse; font-size: 0.85em; }
 th, td { border: 1px solid #ddd; padding: 2px 6px; text-align: left; vertical-align: top; }
 table.fields table.fields { font-size: 1em; }
 td.n { text-align: right; }
+#last-run-fields, #runs, #open-windows-table { display: block; overflow-x: auto; max-width: 100%; }
 .state { font-size: 1.3em; font-weight: bold; }
 .state-ok { color: #1e7e34; } .state-never_run { color: #666; }
 .state-lagging, .state-failed { color: #b00020; }

@@ -347,7 +347,9 @@ def _skew_line(ax: Any, drawn: list[_Run]) -> None:
         linewidth=1.5 if len(drawn) <= FEW else 1,
     )
     ax.set_ylabel(f"skew ({unit})")
-    ax.set_ylim(bottom=min(0, *(s / size for _, s in points)))
+    values = [s / size for _, s in points]
+    low, high = min(0.0, *values), max(0.0, *values)
+    ax.set_ylim(low - (high - low) * 0.05, high + (high - low) * 0.15 + (0 if high > low else 1))
 
 
 def _outcome_marks(ax: Any, drawn: list[_Run]) -> None:
