@@ -16,7 +16,8 @@
 
 After its batches (not after a stop on a signal), still under the lake's lock, a run compacts
 each table it wrote whose small files passed the threshold (:mod:`sinks.compaction`): the lake
-stays small without ``panestore optimize``; a compaction that fails is a warning line.
+stays small without ``panestore optimize``; a compaction that fails is a warning line. It then
+deletes the control files its batches took (:func:`jobs.driver.control.clean_control`).
 
 Exactly-once: each batch's panes, late and rejected rows are committed with a Delta application
 transaction (app id = pipeline name, version = batch id); Spark's checkpoint is under
@@ -41,7 +42,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from jobs.config.pipeline import Pipeline
 from jobs.config.sink_spec import view_spec
 from jobs.driver.batch_sink import BatchSink, BatchStats
-from jobs.driver.control import control_stream, write_drain_sentinel, write_tick
+from jobs.driver.control import clean_control, control_stream, write_drain_sentinel, write_tick
 from jobs.driver.plan import build_job
 from jobs.driver.preflight import Preflight, check_before_lock, check_run
 from jobs.driver.run_record import recording
@@ -458,6 +459,15 @@ def _compact(
         emit(c.line())
 
 
+def _clean_control(pipeline: Pipeline, emit: Callable[[str], Any]) -> None:
+    """After the run's queries: delete the control files its batches took
+    (:func:`jobs.driver.control.clean_control`); a failure is a warning, the run goes on."""
+    try:
+        clean_control(pipeline)
+    except (OSError, ValueError, KeyError) as e:  # an unreadable log or folder
+        emit(f"WARNING control files not cleaned ({e}); they are cleaned after the next run")
+
+
 def spark_interval(us: int) -> str:
     """A ``--follow`` run's batch interval (µs) as Spark's processing-time trigger takes it.
 
@@ -582,8 +592,10 @@ def run(
             emit("drain: moving the watermark to the end of time")
             write_drain_sentinel(pipeline)
             run_query()
-        if result.committed() and not stopped():
-            _compact(pipeline, sink, result, emit)
+        if not stopped():
+            if result.committed():
+                _compact(pipeline, sink, result, emit)
+            _clean_control(pipeline, emit)
         result.seconds = time.monotonic() - started
         if stop is not None and stop.requested:
             result.stopped_by = stop.name
