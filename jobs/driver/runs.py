@@ -14,10 +14,11 @@
   runs once more: the watermark moves to the end of time and every window closes (final panes of
   sessions, the global window, ...). Data that lands after a drain is late for good.
 
-After its batches (not after a stop on a signal), still under the lake's lock, a run compacts
-each table it wrote whose small files passed the threshold (:mod:`sinks.compaction`): the lake
-stays small without ``panestore optimize``; a compaction that fails is a warning line. It then
-deletes the control files its batches took (:func:`jobs.driver.control.clean_control`).
+After its batches (not after a stop on a signal; a ``--follow`` run after each batch too), still
+under the lake's lock, a run compacts each table it wrote whose small files passed the threshold
+(:mod:`sinks.compaction`): the lake stays small without ``panestore optimize``; a compaction
+that fails is a warning line. It then deletes the control files its batches took
+(:func:`jobs.driver.control.clean_control`).
 
 Exactly-once: each batch's panes, late and rejected rows are committed with a Delta application
 transaction (app id = pipeline name, version = batch id); Spark's checkpoint is under
@@ -440,9 +441,10 @@ def _table_versions(pipeline: Pipeline, sink: BatchSink) -> dict[str, int | None
 def _compact(
     pipeline: Pipeline, sink: BatchSink, result: RunResult, emit: Callable[[str], Any]
 ) -> None:
-    """After the run's batches, under its lock: compact the tables it wrote whose small files
-    passed the threshold (:func:`sinks.compaction.compact_after_run`), reporting each (a
-    failure as a warning: the run goes on)."""
+    """After the run's batches (a ``--follow`` run's: after each batch that committed), under
+    its lock: compact the tables it wrote whose small files passed the threshold
+    (:func:`sinks.compaction.compact_after_run`), reporting each (a failure as a warning: the
+    run goes on)."""
     from sinks.compaction import compact_after_run
 
     compacting = time.monotonic()
@@ -454,7 +456,7 @@ def _compact(
         return
     finally:
         result.add_phase("compact", time.monotonic() - compacting)
-    result.compactions = done
+    result.compactions += done
     for c in done:
         emit(c.line())
 
@@ -549,6 +551,14 @@ def run(
         sink = BatchSink(pipeline, kill_at=kill_at, shards=state.shards, profile_dir=profile_dir)
         sink.create_tables()
         recorded.versions = functools.partial(_table_versions, pipeline, sink)
+
+        if follow:  # it may never end: compact after each batch that committed
+
+            def after_batch(stats: BatchStats) -> None:
+                if stats.committed:
+                    _compact(pipeline, sink, result, emit)
+
+            sink.on_batch = after_batch
 
         def start_python_workers() -> None:
             """After the build, while the query starts (:func:`start_workers`; once per
