@@ -21,11 +21,11 @@ from sinks.compaction import (
     compact_if_due,
     mergeable_small_files,
 )
-from sinks.delta_append import ExactlyOnceAppender
 from sinks.maintenance import vacuum
 from sinks.materializer import Materializer
 from sinks.pane_log import PaneLog
 from sinks.records import LateLog
+from sinks.run_history import SUCCEEDED, RunRecord, append_run, read_runs
 from sinks.tables import existing_table, open_view, table_identity
 from tests.sinks.lakes import Run, S, replay_changes, scripted_run, view_dict, view_rows
 
@@ -99,22 +99,22 @@ def test_folds_keep_the_view_small_and_its_feed_time_travel_and_fold_right(tmp_p
 
 def test_a_run_compacts_every_table_it_writes_and_replays_stay_skipped(tmp_path, monkeypatch):
     monkeypatch.setattr(compaction, "MAX_SMALL_FILES", 4)
-    # a table the lake gains later (a run history, say) is covered without being named
-    monkeypatch.setattr(compaction, "TABLES", (*compaction.TABLES, "runs"))
     run = hourly_run(str(tmp_path), 10)
     log = pane_log(run)
     late = LateLog(run.spec.table_path("late"), run.spec.name, run.layout)
-    runs = ExactlyOnceAppender(
-        run.spec.table_path("runs"), run.spec.name, pa.schema([("n", pa.int64())]), kind="runs"
-    )
+    records = [
+        RunRecord(f"r{i}", run.spec.name, i * S, i * S + 1, SUCCEEDED, batches=1)
+        for i in range(len(run.steps))
+    ]
     plain = hourly_run(str(tmp_path / "plain"), 10)  # the same batches, never compacted
     plain_log = pane_log(plain)
     for i, step in enumerate(run.steps):
         late_row = {"key": "k0", "timestamp_us": i, "reason": "late"}
         assert log.append(i, step) and late.append(i, [late_row])
-        runs.append(i, [{"n": i}])
+        assert append_run(run.spec, records[i])  # the lake's run history: one row a run
         plain_log.append(i, step)
     before = {t: rows_by_version(run.spec.table_path(t)) for t in ("panes", "late", "runs")}
+    # the tables the run has open; the others of the lake (runs) are opened
     written = {"panes": log.appender.table(), "late": late.appender.table()}
     done = {c.table: c for c in compact_after_run(run.spec, written)}
     assert set(done) == {"panes", "late", "runs"}  # rejected: no such table, skipped
@@ -129,7 +129,8 @@ def test_a_run_compacts_every_table_it_writes_and_replays_stay_skipped(tmp_path,
     # exactly-once: a replayed batch is still skipped, the next one commits
     last = len(run.steps) - 1
     assert not log.append(last, run.steps[last]) and not late.append(last, [])
-    assert not runs.append(last, [{"n": last}])
+    assert not append_run(run.spec, records[last])  # a run's row is still added once
+    assert read_runs(run.spec) == records
     assert log.committed_batch_id() == last
     # the fold skips the compaction commit: the view equals the uncompacted lake's
     Materializer(run.spec).run()
