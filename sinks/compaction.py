@@ -13,7 +13,7 @@ applies one rule to the tables it wrote (:func:`compact_if_due`):
 The figures are measured (``docs/decisions.md``, "Automatic compaction"): compacting costs a
 few milliseconds plus a fraction of a millisecond per file, rewriting an already-compacted file
 about 10 ms per MB; reading costs about half a millisecond more per small file. A file of
-:data:`SMALL_FILE_BYTES` or more is never rewritten again.
+:data:`SMALL_FILE_BYTES` or more is never rewritten again by this rule.
 
 What a compaction keeps: it is one Delta commit (``OPTIMIZE``) that adds the merged files and
 removes the small ones with ``dataChange = false``: the rows do not change; the table's
@@ -22,10 +22,12 @@ materializer read back) are part of the table's state, not of the removed files,
 batch is still skipped; every earlier version stays readable until a vacuum deletes its files;
 the fold skips the commit (:data:`sinks.lake_format.NO_DATA_OPERATIONS`) and the view's change
 feed has no changes for it. Killed before its commit, it leaves only files no version
-references, which ``panestore vacuum`` deletes.
+references, which ``panestore vacuum`` deletes (its full vacuum of every table but the view; the
+view's stay, unread).
 
 What it costs when there is nothing to do: counting the small files in the snapshot the caller
-has open (no listing, no read of any data file).
+has open (no listing of the table's folder, no read of any data file); a table of the lake the
+run does not write through its sink (``runs``) is opened for it.
 
 A compaction that fails does not fail what called it: :func:`compact_if_due` returns a
 :class:`Compaction` with the error, which the run and the fold report as a warning line.
