@@ -1,8 +1,10 @@
 """Maintenance of a pipeline's tables: compaction and vacuum.
 
 * :func:`optimize` compacts small files (one per micro-batch in the pane log, one per MERGE in
-  the view) into larger ones. Compaction commits change no data: the materializer skips them, and
-  every earlier version stays readable (time travel) until a vacuum removes its files.
+  the view) into larger ones. Runs and folds already compact a table whose small files pass a
+  threshold (:mod:`sinks.compaction`); ``optimize`` merges them all, up to a larger size.
+  Compaction commits change no data: the materializer skips them, and every earlier version
+  stays readable (time travel) until a vacuum removes its files.
 * :func:`vacuum` deletes files no version inside the retention period needs, and files no
   commit ever referenced (written by an attempt that never committed: :mod:`sinks.data_files`)
   once they are older than the retention. The default
@@ -25,6 +27,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
+from sinks.compaction import compact
 from sinks.data_files import table_filesystem
 from sinks.errors import LakeError
 from sinks.lake_format import TABLES
@@ -68,23 +71,14 @@ def optimize(
     spec: ViewSpec, tables: tuple[str, ...] | None = None, target_size: int | None = None
 ) -> list[TableResult]:
     """Compact small files of each table (the pane log and the view by default, late and
-    rejected too)."""
-    from deltalake.exceptions import CommitFailedError
-
+    rejected too) into files of about ``target_size`` bytes (:func:`sinks.compaction.compact`;
+    runs and folds compact on their own: :mod:`sinks.compaction`)."""
     out = []
     for name, path, dt in _tables(spec, tables):
         if dt is None:
             out.append(TableResult(name, path, skipped="no table"))
             continue
-        for attempt in range(3):
-            try:
-                metrics = dt.optimize.compact(target_size=target_size)
-                break
-            except CommitFailedError:  # a concurrent append / MERGE: try again
-                if attempt == 2:
-                    raise
-                dt.update_incremental()
-        out.append(TableResult(name, path, dict(metrics)))
+        out.append(TableResult(name, path, compact(dt, target_size)))
     return out
 
 

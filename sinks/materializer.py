@@ -7,7 +7,9 @@ commit carries an application transaction (``app id = "<pipeline>/materializer"`
 the last pane-log version folded``), read back first on every run, so a re-run or a
 crash-and-retry never folds a version twice; a commit conflict (a concurrent optimize, another
 materializer on another machine) is retried from the start. One materializer runs at a time
-(:func:`sinks.lock.materializer_lock`).
+(:func:`sinks.lock.materializer_lock`). After a fold that committed, still under that lock, the
+view is compacted when its small files pass the threshold (:mod:`sinks.compaction`; a failure
+is a warning line of :meth:`MaterializeResult.line`, never the fold's).
 
 The view's change feed (:mod:`sinks.change_feed`) records what each MERGE inserted, updated (pre
 and post image) and deleted; a view created before the feed existed gets it turned on when the
@@ -47,6 +49,7 @@ import pyarrow.compute as pc
 
 from panes.windowing import AccumulationMode
 from sinks.change_feed import ensure_change_feed
+from sinks.compaction import Compaction, compact_if_due
 from sinks.errors import FoldValueOutOfRange
 from sinks.lake_format import (
     FOLDED_FROM_METADATA,
@@ -80,6 +83,7 @@ class MaterializeResult:
     retries: int = 0
     seconds: float = 0.0
     change_feed_from: int | None = None  # set when this run turned the view's change feed on
+    compaction: Compaction | None = None  # the view's, after the fold (sinks.compaction)
 
     @property
     def did_work(self) -> bool:
@@ -93,6 +97,8 @@ class MaterializeResult:
                 f"{self.change_feed_from} (the view was created without it; earlier versions "
                 f"have no changes)"
             )
+        if self.compaction is not None:
+            text += f"\nmaterialize: {self.compaction.line()}"
         return text
 
     def _folded_text(self) -> str:
@@ -130,6 +136,7 @@ class Materializer:
         self.vectorized = vectorized
         self.max_versions = max_versions
         self.hook = hook
+        self._view: Any = None  # the view as the last fold left it
 
     def run(self, *, upto: int | None = None) -> MaterializeResult:
         from deltalake.exceptions import CommitFailedError
@@ -145,6 +152,8 @@ class Materializer:
                     time.sleep(0.05 * (attempt + 1))
                     continue
                 result.retries = attempt
+                if result.did_work and self._view is not None:  # the view it has open
+                    result.compaction = compact_if_due("current", self._view)
                 result.seconds = time.perf_counter() - t0
                 return result
         raise AssertionError("unreachable")  # pragma: no cover
@@ -195,6 +204,7 @@ class Materializer:
                 f"{e}; nothing was written: {stays}, and every materialize stops at this window"
             ) from None
         view.update_incremental()
+        self._view = view
         result.view_version = view.version()
         if self.hook:
             self.hook("after_merge")

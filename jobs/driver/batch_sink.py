@@ -196,6 +196,12 @@ class BatchSink:
         names = {KIND_PANE: "panes", KIND_LATE: "late", KIND_REJECTED: "rejected"}
         return {names[k]: a.table().version() for k, a in self.appenders.items()}
 
+    def written_tables(self) -> dict[str, Any]:
+        """{table name: its ``deltalake.DeltaTable``, brought up to date} of the tables the
+        batches commit to (the handles the sink has open: one incremental read of each log)."""
+        names = {KIND_PANE: "panes", KIND_LATE: "late", KIND_REJECTED: "rejected"}
+        return {names[k]: a.table() for k, a in self.appenders.items()}
+
     def create_tables(self) -> None:
         for appender in self.appenders.values():
             appender.table()

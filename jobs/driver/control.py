@@ -8,6 +8,12 @@ unions them with the records and drops them after the watermark has seen them).
   the end of time and every window closes (:func:`write_drain_sentinel`);
 * a tick, at 1970: it moves nothing, but makes Spark run a batch (:func:`write_tick`): a run
   that must record something in a batch (changed landing files).
+
+A control file is named ``<kind>-<n>.json``, ``n`` one more than the highest number there, so a
+name is never used twice (Spark's file source takes a path once). After a run whose batches all
+committed, :func:`clean_control` deletes the control files a batch took, but the newest: under
+``watermark.policy = "writer_noted"`` a run writes one, and the folder Spark lists every batch
+would otherwise grow by one file a run.
 """
 
 from __future__ import annotations
@@ -15,10 +21,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jobs.config.pipeline import Pipeline
+from jobs.driver.checkpoint import COMMITS, OFFSETS, SOURCES, local_path, log_files
 from jobs.sources.files.landing import FILE_SOURCE_OPTIONS
 from jobs.sources.files.paths import spark_path
 from sinks.lake_format import MAX_TIMESTAMP_MS
@@ -59,7 +67,7 @@ def write_control(pipeline: Pipeline, kind: str, ts_ms: int) -> Path:
     ctl.mkdir(parents=True, exist_ok=True)
     ts = _EPOCH + dt.timedelta(milliseconds=ts_ms)  # exact: no float seconds
     body = json.dumps({"kind": kind, "ts": ts.isoformat(timespec="milliseconds")}) + "\n"
-    n = len(list(ctl.glob("*.json")))
+    n = 1 + max((n for _, n in _numbered(ctl)), default=-1)
     tmp, final = ctl / f".{kind}-{n}.json.tmp", ctl / f"{kind}-{n}.json"
     tmp.write_text(body)
     os.replace(tmp, final)
@@ -75,3 +83,50 @@ def write_tick(pipeline: Pipeline) -> Path:
     """A control row that only makes Spark run a batch: its event time (1970) moves nothing; the
     batch runs at the watermark Spark computed after the previous one, firing due timers."""
     return write_control(pipeline, "tick", 0)
+
+
+_NAME = re.compile(r"^[A-Za-z_]+-(\d+)\.json$")
+
+
+def _numbered(ctl: Path) -> list[tuple[Path, int]]:
+    """The control files of ``ctl`` and their numbers, oldest first."""
+    if not ctl.is_dir():
+        return []
+    found = [(p, _NAME.match(p.name)) for p in ctl.iterdir()]
+    return sorted(((p, int(m.group(1))) for p, m in found if m), key=lambda f: f[1])
+
+
+def clean_control(pipeline: Pipeline) -> int:
+    """Delete the control files a batch of the checkpoint took, but the newest (which keeps the
+    next name new); how many went. Only after a run whose batches all committed (under its
+    lock): a batch replayed after a kill finds every file it took (else it would report it as
+    vanished). Costs a listing of ``_control`` and, when it holds more than one file, a read of
+    the control source's log (Spark's own, the job's last file source: its newest compacted
+    file and the few after it)."""
+    files = _numbered(Path(pipeline.control_path))[:-1]
+    ckpt = Path(pipeline.checkpoint_path)
+    if not files or _newest(ckpt / OFFSETS) != _newest(ckpt / COMMITS):
+        return 0  # (a batch planned and not committed: its replay reads what it took)
+    sources = ckpt / SOURCES
+    logs = [p for p in sources.iterdir() if p.name.isdigit()] if sources.is_dir() else []
+    if not logs:
+        return 0
+    taken = set()
+    for path in log_files(max(logs, key=lambda p: int(p.name))):  # the control source's
+        for line in path.read_text(encoding="utf-8").splitlines()[1:]:
+            local = local_path(json.loads(line)["path"]) if line.strip() else None
+            if local is not None:
+                taken.add(os.path.realpath(local))
+    gone = 0
+    for path, _ in files:
+        if os.path.realpath(path) in taken:
+            path.unlink(missing_ok=True)
+            gone += 1
+    return gone
+
+
+def _newest(log: Path) -> int | None:
+    """The newest batch id of a checkpoint log folder (offsets, commits), None if empty."""
+    if not log.is_dir():
+        return None
+    return max((int(p.name) for p in log.iterdir() if p.name.isdigit()), default=None)

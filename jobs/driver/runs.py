@@ -14,6 +14,12 @@
   runs once more: the watermark moves to the end of time and every window closes (final panes of
   sessions, the global window, ...). Data that lands after a drain is late for good.
 
+After its batches (not after a stop on a signal; a ``--follow`` run after each batch too), still
+under the lake's lock, a run compacts each table it wrote whose small files passed the threshold
+(:mod:`sinks.compaction`): the lake stays small without ``panestore optimize``; a compaction
+that fails is a warning line. It then deletes the control files its batches took
+(:func:`jobs.driver.control.clean_control`).
+
 Exactly-once: each batch's panes, late and rejected rows are committed with a Delta application
 transaction (app id = pipeline name, version = batch id); Spark's checkpoint is under
 ``<checkpoint>/_checkpoint``. Killed at any moment, the next run replays the batch Spark had not
@@ -35,8 +41,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 from jobs.config.pipeline import Pipeline
+from jobs.config.sink_spec import view_spec
 from jobs.driver.batch_sink import BatchSink, BatchStats
-from jobs.driver.control import control_stream, write_drain_sentinel, write_tick
+from jobs.driver.control import clean_control, control_stream, write_drain_sentinel, write_tick
 from jobs.driver.plan import build_job
 from jobs.driver.preflight import Preflight, check_before_lock, check_run
 from jobs.driver.run_record import recording
@@ -58,6 +65,7 @@ from sinks.lock import LakeLock
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
+    from sinks.compaction import Compaction
     from sinks.materializer import MaterializeResult
 
 
@@ -127,8 +135,9 @@ class RunResult:
     """What a run did: its batches, its wall time, and where that time went (``phases``:
     seconds by phase, in order: ``session`` (starting Spark, when the run did), ``prepare``
     (lock, state layout, tables, checkpoint checks), ``build`` (the query's DataFrames),
-    ``query`` (from the query's start to its end, batches included); summed over the queries
-    of a run that ticks or drains)."""
+    ``query`` (from the query's start to its end, batches included; summed over the queries
+    of a run that ticks or drains), ``compact`` (the automatic compaction after a run that
+    committed batches: :mod:`sinks.compaction`, reported in ``compactions``))."""
 
     batches: list[BatchReport] = field(default_factory=list)
     seconds: float = 0.0
@@ -136,6 +145,7 @@ class RunResult:
     stopped_by: str = ""  # the signal that stopped the run (SIGINT, SIGTERM), if one did
     queries: int = 0  # the streaming queries it ran (one, plus one for a drain or a tick)
     folded: MaterializeResult | None = None  # the fold after the run (jobs.api.run), if done
+    compactions: list[Compaction] = field(default_factory=list)  # after the batches
 
     def add_phase(self, name: str, seconds: float) -> None:
         self.phases[name] = self.phases.get(name, 0.0) + seconds
@@ -428,6 +438,38 @@ def _table_versions(pipeline: Pipeline, sink: BatchSink) -> dict[str, int | None
     return {**sink.table_versions(), "current": None if view is None else view.version()}
 
 
+def _compact(
+    pipeline: Pipeline, sink: BatchSink, result: RunResult, emit: Callable[[str], Any]
+) -> None:
+    """After the run's batches (a ``--follow`` run's: after each batch that committed), under
+    its lock: compact the tables it wrote whose small files passed the threshold
+    (:func:`sinks.compaction.compact_after_run`), reporting each (a failure as a warning: the
+    run goes on)."""
+    from sinks.compaction import compact_after_run
+
+    compacting = time.monotonic()
+    try:
+        done = compact_after_run(view_spec(pipeline), sink.written_tables())
+    except Exception as e:  # an unreadable log: the run's batches are committed all the same
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        emit(f"WARNING compaction skipped ({why}); nothing was lost: it runs again next time")
+        return
+    finally:
+        result.add_phase("compact", time.monotonic() - compacting)
+    result.compactions += done
+    for c in done:
+        emit(c.line())
+
+
+def _clean_control(pipeline: Pipeline, emit: Callable[[str], Any]) -> None:
+    """After the run's queries: delete the control files its batches took
+    (:func:`jobs.driver.control.clean_control`); a failure is a warning, the run goes on."""
+    try:
+        clean_control(pipeline)
+    except (OSError, ValueError, KeyError) as e:  # an unreadable log or folder
+        emit(f"WARNING control files not cleaned ({e}); they are cleaned after the next run")
+
+
 def spark_interval(us: int) -> str:
     """A ``--follow`` run's batch interval (µs) as Spark's processing-time trigger takes it.
 
@@ -510,6 +552,14 @@ def run(
         sink.create_tables()
         recorded.versions = functools.partial(_table_versions, pipeline, sink)
 
+        if follow:  # it may never end: compact after each batch that committed
+
+            def after_batch(stats: BatchStats) -> None:
+                if stats.committed:
+                    _compact(pipeline, sink, result, emit)
+
+            sink.on_batch = after_batch
+
         def start_python_workers() -> None:
             """After the build, while the query starts (:func:`start_workers`; once per
             Spark application)."""
@@ -552,6 +602,10 @@ def run(
             emit("drain: moving the watermark to the end of time")
             write_drain_sentinel(pipeline)
             run_query()
+        if not stopped():
+            if result.committed():
+                _compact(pipeline, sink, result, emit)
+            _clean_control(pipeline, emit)
         result.seconds = time.monotonic() - started
         if stop is not None and stop.requested:
             result.stopped_by = stop.name
