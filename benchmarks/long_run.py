@@ -470,9 +470,9 @@ def main() -> None:
         for number, (elements, _wm, _pt) in enumerate(bundles(args.runs), start=1):
             r = bench.scheduled_run(number, elements, number in whole)
             runs.append(r)
-            how = "whole process" if r.whole_process else "in process"
+            made = "whole process" if r.whole_process else "in process"
             total = f", {sum(r.requests.values()):,} requests" if r.requests else ""
-            line = f"  run {number}: {r.seconds:.2f} s (CPU {r.cpu:.2f} s) {how}{total}"
+            line = f"  run {number}: {r.seconds:.2f} s (CPU {r.cpu:.2f} s) {made}{total}"
             print(line, file=sys.stderr, flush=True)
             if number == current[-1]:
                 blocks.append(bench.block(runs))
