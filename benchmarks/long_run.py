@@ -29,24 +29,27 @@ slower than its later ones (its JIT compiling), which would inflate the first bl
 median and make the growth look smaller than it is.
 
 Beside each run's wall time, its CPU time: the user and system seconds of this process's tree
-(``/proc``: this process, the Spark JVM, Spark's Python workers, a whole-process run's child and
-its JVM once it has been waited for; the S3 server left out), the difference from before the run
-to after it. On a shared machine the wall time of a run stretches with the load; its CPU time much
-less, so it is the figure to compare when the load of the blocks differs.
+from ``/proc`` (this process, the Spark JVM, Spark's reused Python workers; a whole-process run's
+child with those of its descendants that were waited for), the difference from before the run to
+after it. The S3 server is left out: with ``--bucket`` its answering is in the wall time only.
+On a shared machine the wall time of a run stretches with the load; its CPU time much less, so
+it is the figure to compare when the load of the blocks differs.
 
-After each block (runs ``1..every``, ``every+1..2*every``...) one row is printed: the median
-in-process time (wall and CPU), the whole-process times of its sampled runs (wall and CPU), the
-live files and bytes of each
-table (:func:`jobs.driver.status.lake_status`, what ``panestore status CONF --json`` reports,
-read without Spark after the block's last run), the files and bytes on disk of the checkpoint
-directory's Spark checkpoint (``<checkpoint>/_checkpoint`` without its ``state``) and of the
-operator's state (``<checkpoint>/_checkpoint/state``), the machine's 1-minute load average, and
+Each run's times (and requests) are printed on stderr as it ends. After each block (runs
+``1..every``, ``every+1..2*every``...) one row is printed on stdout: the median in-process time
+(wall and CPU), the whole-process times of its sampled runs (wall and CPU), the live files and
+bytes of each table (:func:`jobs.driver.status.lake_status`, what ``panestore status CONF
+--json`` reports, read without Spark after the block's last run), the files and bytes on disk
+of the checkpoint directory's Spark checkpoint (``<checkpoint>/_checkpoint`` without its
+``state``) and of the operator's state (``<checkpoint>/_checkpoint/state``), the machine's
+1-minute load average, and
 with ``--bucket`` the requests per run (run and fold, in process or not) as the block's median
 by kind (LIST, GET, HEAD, PUT, POST, DELETE) and in total, counted from the server's request log
 between marks (``benchmarks/s3_server.py``). At the end: the ratio of the last block's figures
 to the first block's (the in-process and the whole-process medians, wall and CPU, and the
 requests) and whether each is within 1.2x. ``--out FILE`` also writes the table and the ratios
-as markdown.
+as markdown; ``--keep DIR`` keeps the work directory (the lake, the server's request log) and
+writes every block and run there as JSON (``long_run.json``).
 
 The machine may be shared: the load column says how busy it was; a ratio compares blocks of one
 invocation only. Figures, not a test.
