@@ -103,11 +103,12 @@ class Run:
         return self.run.total + (self.fold.total if self.fold else 0)
 
 
-def pipeline_toml(landing: Path, checkpoint: Path) -> str:
-    """The configuration of the measured pipeline."""
+def pipeline_toml(landing: Path, checkpoint: Path, lake: str = LAKE) -> str:
+    """The configuration of the measured pipeline, its lake at ``lake`` (also
+    ``benchmarks/long_run.py``'s)."""
     return f"""\
 name = "requests"
-lake = "{LAKE}"
+lake = "{lake}"
 checkpoint = "{checkpoint}"
 keys = ["key"]
 event_time = "ts"
@@ -133,16 +134,20 @@ value = "sum(value)"
 
 
 class Bench:
-    """The lake, its landing directory and the server; runs the commands and counts."""
+    """The lake, its landing directory and the server; runs the commands and counts.
 
-    def __init__(self, server: S3Server, work: Path) -> None:
+    ``server`` None (``benchmarks/long_run.py`` on a local lake, ``lake`` a directory): the
+    commands are timed, no request counted."""
+
+    def __init__(self, server: S3Server | None, work: Path, lake: str = LAKE) -> None:
         self.server = server
         self.work = work
+        self.lake = lake
         self.landing = work / "landing"
         self.conf = work / "pipeline.toml"
         self.steps = 0
         self.landing.mkdir(parents=True)
-        self.conf.write_text(pipeline_toml(self.landing, work / "checkpoint"))
+        self.conf.write_text(pipeline_toml(self.landing, work / "checkpoint", lake))
         # the children run this checkout's panestore, with the server's AWS environment
         path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
         self.env = {**os.environ, "PYTHONPATH": path}
@@ -153,17 +158,21 @@ class Bench:
         self.steps += 1
         label = f"step{self.steps}"
         argv = [sys.executable, "-m", "jobs.cli.commands", args[0], str(self.conf), *args[1:]]
-        mark(f"{label}-start")
+        if self.server is not None:
+            mark(f"{label}-start")
         t = time.perf_counter()
         proc = subprocess.run(
             argv, capture_output=True, text=True, check=False, env=self.env, cwd=self.work
         )
         seconds = time.perf_counter() - t
-        mark(f"{label}-end")
+        if self.server is not None:
+            mark(f"{label}-end")
         if proc.returncode != 0:
             raise SystemExit(
                 f"panestore {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
             )
+        if self.server is None:
+            return Counted(seconds, {}, {}, [])
         requests = self.server.requests_between(f"{label}-start", f"{label}-end")
         checkpoints = [
             f"{r.table(LAKE_PREFIX)}@{int(r.key.rsplit('/', 1)[1].split('.')[0])}"
@@ -181,14 +190,14 @@ class Bench:
         """The Delta version of each of the lake's tables (read here, outside the marks)."""
         from deltalake import DeltaTable
 
-        return {t: DeltaTable(f"{LAKE}/{t}").version() for t in DELTA_TABLES}
+        return {t: DeltaTable(f"{self.lake}/{t}").version() for t in DELTA_TABLES}
 
     def set_checkpoint_interval(self, interval: int) -> None:
         """``delta.checkpointInterval`` on every table (one metadata commit each)."""
         from deltalake import DeltaTable
 
         for t in DELTA_TABLES:
-            DeltaTable(f"{LAKE}/{t}").alter.set_table_properties(
+            DeltaTable(f"{self.lake}/{t}").alter.set_table_properties(
                 {"delta.checkpointInterval": str(interval)}
             )
 

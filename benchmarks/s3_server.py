@@ -182,6 +182,11 @@ class S3Server:
             else:
                 os.environ[k] = v
 
+    @property
+    def pid(self) -> int | None:
+        """The server process's id while it runs (a benchmark leaves its CPU time out)."""
+        return self._proc.pid if self._proc is not None else None
+
     def _stop(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.terminate()
