@@ -549,7 +549,8 @@ def _runs(
     records it)."""
     from jobs.driver.run_record import read_note
 
-    records = read_runs(spec)
+    since = now_ms * 1000 - DAY_US
+    records = read_runs(spec, last=1, since_us=since)
     note = read_note(pipeline)
     running = None
     if note is not None and all(r.run_id != note.run_id for r in records):
@@ -558,7 +559,6 @@ def _runs(
         else:  # held, or not told (a lake in a bucket: its lock is a lease)
             running = RunStatus.of(note, "running")
     last = RunStatus.of(records[-1]) if records else None
-    since = now_ms * 1000 - DAY_US
     day = [r for r in records if r.started_us >= since]
     recent = None
     if records:

@@ -138,3 +138,16 @@ def test_recording_never_fails_a_run(tmp_path):
         pass
     assert len(said) == 1 and said[0].startswith("WARNING could not record the run")
     assert note_path(pipeline).exists()
+
+
+def test_reading_the_last_run_and_a_days_runs_turns_only_those_into_records(tmp_path):
+    from sinks.run_history import RunRecord, append_run
+
+    spec = view_spec(load_pipeline(new_lake(tmp_path)))
+    for i in (3, 1, 4, 2):  # appended out of order: read back by start
+        append_run(spec, RunRecord(f"r{i}", "p", i * 10, i * 10 + 5, "succeeded"))
+    assert [r.run_id for r in read_runs(spec)] == ["r1", "r2", "r3", "r4"]
+    assert [r.run_id for r in read_runs(spec, last=1)] == ["r4"]
+    assert [r.run_id for r in read_runs(spec, last=1, since_us=20)] == ["r2", "r3", "r4"]
+    assert [r.run_id for r in read_runs(spec, since_us=45)] == []
+    assert [r.started_us for r in read_runs(spec, last=2)] == [30, 40]
