@@ -313,6 +313,18 @@ def summary(runs: list[Run], idle: Run, interval: int | None) -> None:
     )
 
 
+def work_directory(ap: argparse.ArgumentParser, keep: str | None, prefix: str) -> Path:
+    """The benchmark's work directory: ``--keep``'s (refused if it exists), else a new temporary
+    one."""
+    if keep:
+        work = Path(keep).absolute()
+        if work.exists():
+            ap.error(f"--keep {work}: exists (a fresh directory is needed)")
+        work.mkdir(parents=True)
+        return work
+    return Path(tempfile.mkdtemp(prefix=prefix))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=30, help="scheduled runs with new data (30)")
@@ -334,13 +346,7 @@ def main() -> None:
     if args.runs < 2 or args.events < 1 or args.keys < 1:
         ap.error("--runs >= 2, --events >= 1 and --keys >= 1 are required")
 
-    if args.keep:
-        work = Path(args.keep).absolute()
-        if work.exists():
-            ap.error(f"--keep {work}: exists (a fresh directory is needed)")
-        work.mkdir(parents=True)
-    else:
-        work = Path(tempfile.mkdtemp(prefix="panestore-bucket-requests-"))
+    work = work_directory(ap, args.keep, "panestore-bucket-requests-")
     bundles = iter_bundles(
         args.runs * args.events,
         args.keys,

@@ -65,7 +65,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -76,7 +75,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bucket_requests import BUCKET, LAKE, MINUTE_US, Bench  # noqa: E402
+from benchmarks.bucket_requests import BUCKET, LAKE, MINUTE_US, Bench, work_directory  # noqa: E402
 from benchmarks.s3_server import KINDS, S3Server, by_kind, mark  # noqa: E402
 from benchmarks.spark_job import write_file  # noqa: E402
 from benchmarks.workload import Bundle, iter_bundles  # noqa: E402
@@ -425,13 +424,7 @@ def main() -> None:
     if not 0 <= args.samples < args.every:
         ap.error("--samples must be at least 0 and less than --every")
 
-    if args.keep:
-        work = Path(args.keep).absolute()
-        if work.exists():
-            ap.error(f"--keep {work}: exists (a fresh directory is needed)")
-        work.mkdir(parents=True)
-    else:
-        work = Path(tempfile.mkdtemp(prefix="panestore-long-run-"))
+    work = work_directory(ap, args.keep, "panestore-long-run-")
     # the driver JVM's class-data archive, if there is none: no measured process writes it
     subprocess.run([sys.executable, "-m", "jobs.startup.session"], check=True, cwd=ROOT)
 

@@ -26,8 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pyarrow as pa
 
-from jobs.config.load import pipeline_from_dict
-from jobs.driver.plan import operator_config
+from benchmarks import dedup_operator
 from jobs.executor.operator_input import blob_of
 from jobs.executor.state_summary import summarize
 from tests.operator_fakes import T0_MS, ShardRun, clocks
@@ -37,21 +36,7 @@ MINUTE_US = 60_000_000
 
 def config(path: str, dedup: bool):
     """The benchmark's operator on ``path``."""
-    settings = {
-        "name": "bench",
-        "lake": "/tmp/unused",
-        "keys": ["user"],
-        "event_time": "t",
-        "window": "FixedWindows(1m)",
-        "aggregates": {"total": "sum(n)", "rows": "count()"},
-        "source": {
-            "path": "/tmp/unused",
-            "schema": {"user": "string", "t": "timestamp", "n": "long", "event_id": "string"},
-        },
-    }
-    if dedup:
-        settings["dedup"] = "event_id"
-    conf = operator_config(pipeline_from_dict(settings))
+    conf = dedup_operator.config(dedup)
     if path != "columnar":
         conf = replace(conf, columnar_windows=False)
     if path == "per element":
