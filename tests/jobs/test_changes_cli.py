@@ -24,14 +24,21 @@ DEMO = Path(__file__).resolve().parents[2] / "conf" / "demo.toml"
 MIN = 60_000_000
 
 
+def demo_conf(tmp_path: Path) -> Path:
+    """The demo configuration written to ``tmp_path/demo.toml``, its lake and landing directory
+    under ``tmp_path`` (not created)."""
+    conf = tmp_path / "demo.toml"
+    text = DEMO.read_text().replace('"demo-data/lake"', repr(str(tmp_path / "lake")))
+    conf.write_text(text.replace('"demo-data/landing"', repr(str(tmp_path / "landing"))))
+    return conf
+
+
 def demo_lake(tmp_path: Path) -> tuple[str, object]:
     """The demo configuration on a lake under ``tmp_path``, the view materialized after each of
     three rounds: device d1's first session closes, then a late play between it and d1's
     second session merges the two (the first is retracted, the merged one emitted); d2's
     session gets late plays (refined twice)."""
-    conf = tmp_path / "demo.toml"
-    text = DEMO.read_text().replace('"demo-data/lake"', repr(str(tmp_path / "lake")))
-    conf.write_text(text.replace('"demo-data/landing"', repr(str(tmp_path / "landing"))))
+    conf = demo_conf(tmp_path)
     pipeline = load_pipeline(conf)
     spec = view_spec(pipeline)
     sink = BatchSink(pipeline)

@@ -22,7 +22,7 @@ from panes import Simulator
 from sinks.materializer import Materializer
 from sinks.report import open_windows, render_report
 from sinks.run_history import FAILED, SUCCEEDED, RunRecord, append_run
-from tests.jobs.test_changes_cli import DEMO
+from tests.jobs.test_changes_cli import demo_conf
 from tests.report_dom import read_page
 
 MIN = 60_000_000
@@ -41,9 +41,7 @@ def open_lake(tmp_path: Path, rounds=None) -> OpenLake:
     """The demo configuration on a lake under ``tmp_path`` after ``rounds`` (default: two; d1's
     sessions merge in the second, d2 gets a late play); the watermark stays far from the end of
     time, so the sessions are still open (2 h of allowed lateness)."""
-    conf = tmp_path / "demo.toml"
-    text = DEMO.read_text().replace('"demo-data/lake"', repr(str(tmp_path / "lake")))
-    conf.write_text(text.replace('"demo-data/landing"', repr(str(tmp_path / "landing"))))
+    conf = demo_conf(tmp_path)
     pipeline = load_pipeline(conf)
     spec = view_spec(pipeline)
     sink = BatchSink(pipeline)
@@ -173,10 +171,7 @@ def load_status(conf: str) -> LakeStatus:
 
 
 def test_the_report_of_a_lake_never_run(tmp_path, capsys):
-    lake = tmp_path / "never"
-    conf = tmp_path / "demo.toml"
-    text = DEMO.read_text().replace('"demo-data/lake"', repr(str(lake)))
-    conf.write_text(text.replace('"demo-data/landing"', repr(str(tmp_path / "landing"))))
+    conf = demo_conf(tmp_path)
     assert main(["report", str(conf), "--out", str(tmp_path / "r")]) == 0
     page = read_page((tmp_path / "r" / "index.html").read_text())
     assert page.text["state"] == "never run"

@@ -9,6 +9,7 @@ import pytest
 from jobs.config.load import load_pipeline
 from jobs.config.values import PipelineConfigError
 from jobs.driver.preflight import check_state_layout
+from tests.jobs.test_changes_cli import demo_conf
 
 DEMO = Path(__file__).resolve().parents[2] / "conf" / "demo.toml"
 
@@ -128,9 +129,7 @@ def test_panestore_run_refuses_a_lake_of_an_older_layout_before_spark_starts(
     from jobs.driver.preflight import check_run
     from jobs.startup.session import SessionOptions
 
-    conf = tmp_path / "demo.toml"
-    text = DEMO.read_text().replace('"demo-data/lake"', repr(str(tmp_path / "lake")))
-    conf.write_text(text.replace('"demo-data/landing"', repr(str(tmp_path / "landing"))))
+    conf = demo_conf(tmp_path)
     pipeline = load_pipeline(conf)
     check_run(pipeline, 2)  # what a first run records, before Spark
     path = tmp_path / "lake" / "_state_layout.json"

@@ -14,16 +14,13 @@ pytest.importorskip("deltalake")
 from jobs.cli.commands import main
 from jobs.config.load import load_pipeline
 from jobs.driver.status import SCHEMA
-from tests.jobs.test_changes_cli import DEMO, demo_lake
+from tests.jobs.test_changes_cli import DEMO, demo_conf, demo_lake
 from tests.lock_holder import lock_held
 
 
 def new_lake(tmp_path: Path) -> str:
     """The demo configuration on a lake that was never run (nothing exists under it)."""
-    conf = tmp_path / "demo.toml"
-    text = DEMO.read_text().replace('"demo-data/lake"', repr(str(tmp_path / "lake")))
-    conf.write_text(text.replace('"demo-data/landing"', repr(str(tmp_path / "landing"))))
-    return str(conf)
+    return str(demo_conf(tmp_path))
 
 
 def write_checkpoint(conf: str, batches: list[list[Path]], watermark_ms: int) -> None:
