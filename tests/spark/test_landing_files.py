@@ -150,8 +150,10 @@ def test_a_file_that_vanishes_before_it_is_read_is_reported(spark, tmp_path, mon
 def test_an_unreadable_file_stops_the_run_until_it_is_repaired_or_moved_away(spark, tmp_path):
     from deltalake import DeltaTable
 
+    from jobs.config.sink_spec import view_spec
     from jobs.driver.batch_sink import VANISHED
     from jobs.driver.runs import run
+    from sinks.run_history import read_runs
 
     pipeline = make_pipeline(tmp_path, "parquet")
     land(tmp_path, "parquet", "good", "a", 10)
@@ -171,6 +173,11 @@ def test_an_unreadable_file_stops_the_run_until_it_is_repaired_or_moved_away(spa
         ("bad.parquet", VANISHED)
     ]
     assert view_and_verify(pipeline) == {"a": 1}
+    # the run history: the failed run with its error on one line, then the drain
+    failed_run, drained = read_runs(view_spec(pipeline))
+    assert failed_run.outcome == "failed" and "bad.parquet could not be read" in failed_run.error
+    assert "\n" not in failed_run.error and failed_run.panes == 0
+    assert (drained.outcome, drained.mode, drained.rejected) == ("succeeded", "drain", 1)
 
 
 def test_a_landing_path_like_a_pattern_and_its_subfolders_are_read_as_named(spark, tmp_path):
