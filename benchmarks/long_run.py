@@ -31,7 +31,9 @@ median and make the growth look smaller than it is.
 Beside each run's wall time, its CPU time: the user and system seconds of this process's tree
 from ``/proc`` (this process, the Spark JVM, Spark's reused Python workers; a whole-process run's
 child with those of its descendants that were waited for), the difference from before the run to
-after it. The S3 server is left out: with ``--bucket`` its answering is in the wall time only.
+after it. The S3 server is left out of it: with ``--bucket`` its answering is in the wall time,
+and its own CPU seconds during each run are a column of their own (the server is moto's, in
+memory: how its cost grows with the objects it holds is not a store's).
 On a shared machine the wall time of a run stretches with the load; its CPU time much less, so
 it is the figure to compare when the load of the blocks differs.
 
@@ -112,6 +114,7 @@ class RunTime:
     seconds: float
     cpu: float  # CPU seconds of the process tree (see the module doc)
     requests: dict[str, int] = field(default_factory=dict)
+    server_cpu: float = 0.0  # CPU seconds the S3 server spent meanwhile (--bucket)
 
 
 @dataclass
@@ -136,6 +139,10 @@ class Block:
     def whole_process(self, cpu: bool = False) -> list[float]:
         """The seconds (``cpu``: CPU seconds) of its whole-process runs, in order."""
         return [r.cpu if cpu else r.seconds for r in self.runs if r.whole_process]
+
+    def server_cpu(self) -> float | None:
+        """The median CPU seconds the S3 server spent answering one in-process run."""
+        return median(r.server_cpu for r in self.runs if not r.whole_process and r.number > 1)
 
     def requests(self) -> dict[str, float]:
         """The median requests per run by kind and ``total`` (run 1 excluded); empty when none
@@ -299,6 +306,19 @@ class LongRun:
     def scheduled_run(self, number: int, elements: list, whole: bool) -> RunTime:
         """Land ``elements``, then run and fold (``whole``: as ``panestore run CONF``)."""
         write_file(self.bench.landing / f"part-{number:05d}.jsonl", elements, "jsonl")
+        return self._scheduled_run(number, whole)
+
+    def _server_cpu(self) -> float:
+        pid = self.server.pid if self.server else None
+        return 0.0 if pid is None else tree_cpu(pid)
+
+    def _scheduled_run(self, number: int, whole: bool) -> RunTime:
+        served = self._server_cpu()
+        run = self._timed_run(number, whole)
+        run.server_cpu = self._server_cpu() - served
+        return run
+
+    def _timed_run(self, number: int, whole: bool) -> RunTime:
         cpu = self.cpu()
         if whole:  # Bench counts a child's requests itself
             counted = self.bench.command("run")
@@ -345,7 +365,8 @@ def table(blocks: list[Block], bucket: bool) -> list[str]:
     head = ["runs", "in process, median s (CPU s)", "whole process s (CPU s)"]
     head += [f"{t} table" if t == "runs" else t for t in TABLES]
     head += ["checkpoint", "state"]
-    head += ["load"] + (["requests/run", "by kind " + "/".join(KINDS)] if bucket else [])
+    head += ["load"]
+    head += ["requests/run", "by kind " + "/".join(KINDS), "S3 server CPU s/run"] if bucket else []
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for b in blocks:
         cells = [
@@ -366,6 +387,7 @@ def table(blocks: list[Block], bucket: bool) -> list[str]:
             cells += [
                 f"{req['total']:,.0f}" if req else "-",
                 "/".join(f"{req[k]:,.0f}" for k in KINDS) if req else "-",
+                _secs(b.server_cpu()),
             ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
@@ -392,6 +414,11 @@ def ratios(blocks: list[Block], bucket: bool) -> list[str]:
         a, b = first.requests().get("total"), last.requests().get("total")
         out.append(
             f"requests per run: first block median {a}, last block {b}: " + verdict(ratio(a, b))
+        )
+        a, b = first.server_cpu(), last.server_cpu()
+        out.append(
+            f"S3 server CPU s per in-process run: first block median {_secs(a)}, last block "
+            f"{_secs(b)}: " + verdict(ratio(a, b))
         )
     return out
 
