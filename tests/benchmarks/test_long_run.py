@@ -62,19 +62,21 @@ def test_a_blocks_in_process_median_leaves_out_run_1_and_the_whole_process_runs(
 
 def test_the_verdict_compares_the_last_block_with_the_first():
     def block(first: int, in_process: float, whole: float, requests: int) -> Block:
-        runs = [  # CPU seconds: twice the wall time
-            RunTime(first + 1, False, in_process, 2 * in_process, {"GET": requests}),
+        runs = [  # CPU seconds: twice the wall time; the server's: a tenth of the requests
+            RunTime(first + 1, False, in_process, 2 * in_process, {"GET": requests}, requests / 10),
             RunTime(first + 2, True, whole, 2 * whole, {"GET": requests}),
         ]
         return Block(first, first + 2, runs, {}, Usage(0, 0), Usage(0, 0), 0.0)
 
     lines = ratios([block(1, 2.0, 20.0, 100), block(4, 2.2, 30.0, 130)], bucket=True)
-    assert len(lines) == 5
+    assert len(lines) == 6
     assert lines[0].startswith("in process, s:") and "1.10x: within 1.2x" in lines[0]
     assert lines[1].startswith("in process, CPU s:") and "1.10x: within 1.2x" in lines[1]
     assert lines[2].startswith("whole process, s:") and "1.50x: NOT within 1.2x" in lines[2]
     assert lines[3].startswith("whole process, CPU s:") and "1.50x: NOT" in lines[3]
     assert lines[4].startswith("requests per run:") and "1.30x: NOT within 1.2x" in lines[4]
+    assert lines[5].startswith("S3 server CPU s per in-process run: first block median 10.00")
+    assert "1.30x: NOT within 1.2x" in lines[5]
 
 
 def test_the_cpu_time_of_this_process_tree_counts_a_waited_childs_work():
