@@ -160,3 +160,27 @@ def test_a_failed_vacuum_is_a_warning_and_is_tried_again(tmp_path, monkeypatch):
     assert again.vacuum is not None and not again.vacuum.error
     assert last_vacuum(run.spec, "current") == now[0]
     assert view_dict(run.spec) == run.expected()
+
+
+def test_a_fold_behind_by_more_than_the_retention_folds_right_after_a_vacuum(tmp_path, monkeypatch):
+    """The fold reads the pane log's newest snapshot (live files) and the log entries of the
+    versions it has not folded, neither of which a vacuum deletes."""
+    monkeypatch.setattr(compaction, "MAX_SMALL_FILES", 2)
+    run = hourly_run(str(tmp_path), 12)
+    log = pane_log(run)
+    log.append(0, run.steps[0])
+    first = Materializer(run.spec).run()  # the view, folded up to the first batch only
+    for i in range(1, len(run.steps)):
+        log.append(i, run.steps[i])
+        if i % 4 == 0:  # compacted now and then: files only old versions need
+            compaction.compact_after_run(run.spec, {})
+    props = {"delta.deletedFileRetentionDuration": "interval 0 hours"}  # all of it expired
+    existing_table(run.spec, "panes").alter.set_table_properties(props)
+    assert vacuum_after_run(run.spec, now=T0) == []
+    (done,) = vacuum_after_run(run.spec, now=T0 + 2 * VACUUM_EVERY_S)
+    assert done.table == "panes" and done.deleted > 0 and not done.error
+    panes = run.spec.table_path("panes")
+    assert disk_files(panes) == live_files(existing_table(run.spec, "panes"))
+    result = Materializer(run.spec).run()
+    assert first.folded_to is not None and result.folded_from == first.folded_to + 1
+    assert view_dict(run.spec) == run.expected()
