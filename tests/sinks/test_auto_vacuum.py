@@ -45,13 +45,13 @@ def test_the_fold_vacuums_the_view_once_a_day_from_its_first_fold(tmp_path, monk
     monkeypatch.setattr(compaction, "MAX_SMALL_FILES", 2)  # (compact often)
     now = [T0]
     monkeypatch.setattr(auto_vacuum, "clock", lambda: now[0])
-    run = hourly_run(str(tmp_path), 30)
+    run = hourly_run(str(tmp_path), 14)
     log = pane_log(run)
     mat = Materializer(run.spec)
     path = run.spec.table_path("current")
     vacuums = []
     for i, step in enumerate(run.steps):
-        now[0] = T0 + i * HOUR
+        now[0] = T0 + i * 2 * HOUR  # a fold every two hours
         log.append(i, step)
         if i == 1:  # a table whose retention has passed for every replaced file
             props = {"delta.deletedFileRetentionDuration": "interval 0 hours"}
@@ -67,15 +67,15 @@ def test_the_fold_vacuums_the_view_once_a_day_from_its_first_fold(tmp_path, monk
             assert last_vacuum(run.spec, "current") == now[0]  # the clock restarts
             # the replaced files are gone: what is on disk is what the view reads
             assert disk_files(path) == live_files(existing_table(run.spec, "current"))
-    # due only once more than a day has passed since the last: hours 25, 50
-    assert len(run.steps) < 75 and [i for i, _ in vacuums] == [25, 50]
+    # due only once more than a day has passed since the last: hours 26 and 52
+    assert len(run.steps) < 39 and [i for i, _ in vacuums] == [13, 26]
     assert vacuums[0][1].deleted > 0 and vacuums[0][1].retention_hours == 0
     assert view_dict(run.spec) == run.expected()  # the view stays right, fold after fold
 
 
 def test_a_run_vacuums_its_tables_once_a_day_keeping_time_travel(tmp_path, monkeypatch):
     monkeypatch.setattr(compaction, "MAX_SMALL_FILES", 2)
-    run = hourly_run(str(tmp_path), 8)
+    run = hourly_run(str(tmp_path), 4)
     log = pane_log(run)
     late = LateLog(run.spec.table_path("late"), run.spec.name, run.layout)
     for i, step in enumerate(run.steps):
