@@ -7,36 +7,36 @@
   stays readable (time travel) until a vacuum removes its files.
 * :func:`vacuum` deletes files no version inside the retention period needs, and files no
   commit ever referenced (written by an attempt that never committed: :mod:`sinks.data_files`)
-  once they are older than the retention. The default
+  once they are older than the retention (of the view, every such file but its change feed's).
+  Runs and folds vacuum their tables once a day on their own (:mod:`sinks.auto_vacuum`). The default
   retention is the table's ``delta.deletedFileRetentionDuration`` (Delta's default: 7 days), and
   a shorter one is refused unless ``force=True``: time travel to any version committed inside the
   retention period keeps working. ``dry_run`` lists what would go.
 
 The view's change feed (:mod:`sinks.change_feed`) across both: compaction commits change no row,
-so they have no changes; delta-rs's vacuum never deletes ``_change_data`` files (only the data
+so they have no changes; the view's vacuum never deletes ``_change_data`` files (only the data
 files of old versions), so changes stay readable as long as their log entries
-(``delta.logRetentionDuration``). :func:`rebuild_view` makes a new view table: its versions and
-its feed start again at 0.
+(``delta.logRetentionDuration``). :func:`sinks.view_rebuild.rebuild_view` makes a new view
+table: its versions and its feed start again at 0.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
-
-import pyarrow.fs as pafs
 
 from sinks.compaction import compact
 from sinks.data_files import table_filesystem
 from sinks.errors import LakeError
 from sinks.lake_format import TABLES
-from sinks.lock import materializer_lock
-from sinks.materializer import Materializer
 from sinks.spec import ViewSpec
 from sinks.tables import existing_table
 
 DEFAULT_RETENTION_HOURS = 168
+CHANGE_DATA_FOLDER = "_change_data"
+"""Where Delta keeps a table's change feed files (:mod:`sinks.change_feed`)."""
 
 
 @dataclass
@@ -128,49 +128,31 @@ def vacuum(
             # the view: a full vacuum deletes the change feed's files (sinks.change_feed).
             full=name != "current",
         )
+        if name == "current":
+            files += _untracked_view_files(dt, hours, set(files), dry_run=dry_run, force=force)
         out.append(
             TableResult(name, path, {"files": files, "dry_run": dry_run, "retention_hours": hours})
         )
     return out
 
 
-def rebuild_view(spec: ViewSpec) -> str:
-    """Replace ``current`` by the whole pane log refolded under the current configuration (after
-    a change that only affects the view). Overwrites the view in one commit that also records the
-    materializer's transaction. The new table's versions and change feed start at 0: followers
-    of the old feed re-read the view in full.
-
-    The new view is built beside the old one (``current.rebuild``) and then put in its place
-    under the materializer's lock: by renaming folders on a local lake; on an object store,
-    which renames nothing, by copying the new table's objects and deleting the old ones (a
-    rebuild killed while copying leaves no whole view: rebuild again)."""
-    path = spec.table_path("current")
-    fs, root = table_filesystem(path)
-    tmp = path + ".rebuild"
-    _delete_folder(fs, root + ".rebuild")
-    tables = dict(spec.tables or {})
-    tables["current"] = tmp
-    result = Materializer(replace(spec, tables=tables)).run()
-    with materializer_lock(spec):
-        _delete_folder(fs, root + ".old")
-        if fs.get_file_info(root).type != pafs.FileType.NotFound:
-            _move_folder(fs, root, root + ".old")
-        _move_folder(fs, root + ".rebuild", root)
-        _delete_folder(fs, root + ".old")
-    return f"rebuilt {path}: " + result.line()
-
-
-def _delete_folder(fs: pafs.FileSystem, folder: str) -> None:
-    """Delete ``folder`` and everything in it, if it exists."""
-    if fs.get_file_info(folder).type != pafs.FileType.NotFound:
-        fs.delete_dir(folder)
-
-
-def _move_folder(fs: pafs.FileSystem, source: str, target: str) -> None:
-    """Move the folder ``source`` to ``target`` (absent): a rename on a local filesystem, a copy
-    of every object then a delete of the source on an object store."""
-    if isinstance(fs, pafs.LocalFileSystem):
-        fs.move(source, target)
-        return
-    pafs.copy_files(source, target, source_filesystem=fs, destination_filesystem=fs)
-    fs.delete_dir(source)
+def _untracked_view_files(
+    dt: Any, hours: int, done: set[str], *, dry_run: bool, force: bool
+) -> list[str]:
+    """The view's data files its (not full) vacuum misses, deleted unless ``dry_run``: files no
+    version inside the retention references whose removal a checkpoint no longer records
+    (delta-rs's checkpoints keep only the removals inside the retention, and a vacuum that is not
+    full deletes only recorded removals: without this, the view's replaced files stayed on disk
+    for good once a checkpoint followed their expiry). Listed by delta-rs's full vacuum (dry
+    run), without the change feed's files (``_change_data/``), which stay, and ``done`` (what
+    the vacuum just deleted)."""
+    listed = dt.vacuum(
+        retention_hours=hours, dry_run=True, enforce_retention_duration=not force, full=True
+    )
+    stale = [p for p in listed if p not in done and not p.startswith(CHANGE_DATA_FOLDER + "/")]
+    if not dry_run and stale:
+        fs, root = table_filesystem(dt.table_uri)
+        for p in stale:
+            with contextlib.suppress(FileNotFoundError):  # gone already
+                fs.delete_file(f"{root}/{p}")
+    return stale

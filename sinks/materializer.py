@@ -9,7 +9,8 @@ crash-and-retry never folds a version twice; a commit conflict (a concurrent opt
 materializer on another machine) is retried from the start. One materializer runs at a time
 (:func:`sinks.lock.materializer_lock`). After a fold that committed, still under that lock, the
 view is compacted when its small files pass the threshold (:mod:`sinks.compaction`; a failure
-is a warning line of :meth:`MaterializeResult.line`, never the fold's).
+is a warning line of :meth:`MaterializeResult.line`, never the fold's), and once a day vacuumed
+(:mod:`sinks.auto_vacuum`; likewise a warning when it fails).
 
 The view's change feed (:mod:`sinks.change_feed`) records what each MERGE inserted, updated (pre
 and post image) and deleted; a view created before the feed existed gets it turned on when the
@@ -48,6 +49,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from panes.windowing import AccumulationMode
+from sinks.auto_vacuum import Vacuum, vacuum_if_due
 from sinks.change_feed import ensure_change_feed
 from sinks.compaction import Compaction, compact_if_due
 from sinks.errors import FoldValueOutOfRange
@@ -84,6 +86,7 @@ class MaterializeResult:
     seconds: float = 0.0
     change_feed_from: int | None = None  # set when this run turned the view's change feed on
     compaction: Compaction | None = None  # the view's, after the fold (sinks.compaction)
+    vacuum: Vacuum | None = None  # the view's daily vacuum, after that (sinks.auto_vacuum)
 
     @property
     def did_work(self) -> bool:
@@ -99,6 +102,8 @@ class MaterializeResult:
             )
         if self.compaction is not None:
             text += f"\nmaterialize: {self.compaction.line()}"
+        if self.vacuum is not None:
+            text += f"\nmaterialize: {self.vacuum.line()}"
         return text
 
     def _folded_text(self) -> str:
@@ -154,6 +159,7 @@ class Materializer:
                 result.retries = attempt
                 if result.did_work and self._view is not None:  # the view it has open
                     result.compaction = compact_if_due("current", self._view)
+                result.vacuum = vacuum_if_due(self.spec, "current")
                 result.seconds = time.perf_counter() - t0
                 return result
         raise AssertionError("unreachable")  # pragma: no cover

@@ -138,7 +138,7 @@ def cmd_materialize(a) -> int:
 
     spec = _spec(a.conf)
     if a.rebuild:
-        from sinks.maintenance import rebuild_view
+        from sinks.view_rebuild import rebuild_view
 
         print(rebuild_view(spec))
         return 0

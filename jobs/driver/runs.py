@@ -17,7 +17,8 @@
 After its batches (not after a stop on a signal; a ``--follow`` run after each batch too), still
 under the lake's lock, a run compacts each table it wrote whose small files passed the threshold
 (:mod:`sinks.compaction`): the lake stays small without ``panestore optimize``; a compaction
-that fails is a warning line. It then deletes the control files its batches took
+that fails is a warning line. Then, once a day, it vacuums them (:mod:`sinks.auto_vacuum`;
+likewise a warning when it fails). It then deletes the control files its batches took
 (:func:`jobs.driver.control.clean_control`).
 
 Exactly-once: each batch's panes, late and rejected rows are committed with a Delta application
@@ -65,6 +66,7 @@ from sinks.lock import LakeLock
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
+    from sinks.auto_vacuum import Vacuum
     from sinks.compaction import Compaction
     from sinks.materializer import MaterializeResult
 
@@ -137,7 +139,8 @@ class RunResult:
     (lock, state layout, tables, checkpoint checks), ``build`` (the query's DataFrames),
     ``query`` (from the query's start to its end, batches included; summed over the queries
     of a run that ticks or drains), ``compact`` (the automatic compaction after a run that
-    committed batches: :mod:`sinks.compaction`, reported in ``compactions``))."""
+    committed batches: :mod:`sinks.compaction`, reported in ``compactions``), ``vacuum`` (the
+    daily vacuum, when one ran: :mod:`sinks.auto_vacuum`, reported in ``vacuums``))."""
 
     batches: list[BatchReport] = field(default_factory=list)
     seconds: float = 0.0
@@ -146,6 +149,7 @@ class RunResult:
     queries: int = 0  # the streaming queries it ran (one, plus one for a drain or a tick)
     folded: MaterializeResult | None = None  # the fold after the run (jobs.api.run), if done
     compactions: list[Compaction] = field(default_factory=list)  # after the batches
+    vacuums: list[Vacuum] = field(default_factory=list)  # after the compaction, once a day
 
     def add_phase(self, name: str, seconds: float) -> None:
         self.phases[name] = self.phases.get(name, 0.0) + seconds
@@ -461,6 +465,21 @@ def _compact(
         emit(c.line())
 
 
+def _vacuum(pipeline: Pipeline, result: RunResult, emit: Callable[[str], Any]) -> None:
+    """After the run's compaction, under its lock: vacuum the tables it writes whose last
+    vacuum is more than a day ago (:func:`sinks.auto_vacuum.vacuum_after_run`), reporting each
+    (a failure as a warning: the run goes on)."""
+    from sinks.auto_vacuum import vacuum_after_run
+
+    vacuuming = time.monotonic()
+    done = vacuum_after_run(view_spec(pipeline))
+    if done:
+        result.add_phase("vacuum", time.monotonic() - vacuuming)
+    result.vacuums += done
+    for v in done:
+        emit(v.line())
+
+
 def _clean_control(pipeline: Pipeline, emit: Callable[[str], Any]) -> None:
     """After the run's queries: delete the control files its batches took
     (:func:`jobs.driver.control.clean_control`); a failure is a warning, the run goes on."""
@@ -557,6 +576,7 @@ def run(
             def after_batch(stats: BatchStats) -> None:
                 if stats.committed:
                     _compact(pipeline, sink, result, emit)
+                    _vacuum(pipeline, result, emit)
 
             sink.on_batch = after_batch
 
@@ -605,6 +625,7 @@ def run(
         if not stopped():
             if result.committed():
                 _compact(pipeline, sink, result, emit)
+            _vacuum(pipeline, result, emit)
             _clean_control(pipeline, emit)
         result.seconds = time.monotonic() - started
         if stop is not None and stop.requested:

@@ -30,7 +30,7 @@ from sinks.errors import (
     TableMissing,
 )
 from sinks.lock import LakeLock
-from sinks.maintenance import optimize, rebuild_view, vacuum
+from sinks.maintenance import optimize, vacuum
 from sinks.materializer import Materializer
 from sinks.object_store import UNSAFE_RENAME, delta_storage_options, store_at
 from sinks.pane_log import finish_batch, pane_log_schema
@@ -38,6 +38,7 @@ from sinks.plot import plot
 from sinks.spec import ViewSpec
 from sinks.tables import open_pane_log, open_view, plain_table
 from sinks.verify import verify
+from sinks.view_rebuild import rebuild_view
 from tests.lock_holder import lock_held
 from tests.s3_server import new_bucket_lake
 from tests.sinks.lakes import (
