@@ -42,7 +42,7 @@ from pathlib import Path
 
 from sinks.data_files import table_filesystem
 from sinks.lake_format import TABLES
-from sinks.object_store import is_object_store, join_location
+from sinks.object_store import first_line, is_object_store, join_location
 from sinks.small_files import write_atomically
 from sinks.spec import ViewSpec
 from sinks.tables import table_exists
@@ -145,7 +145,7 @@ def vacuum_if_due(
             return None
         _set_last_vacuum(spec, table, now)
     except Exception as e:  # deltalake's errors, a full disk, ...: the caller goes on
-        return Vacuum(table, error=_first_line(e))
+        return Vacuum(table, error=first_line(e))
     return Vacuum(
         table,
         len(done.details.get("files", ())),
@@ -166,8 +166,3 @@ def vacuum_after_run(spec: ViewSpec, *, now: float | None = None) -> list[Vacuum
         if done is not None:
             out.append(done)
     return out
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__

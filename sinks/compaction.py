@@ -44,6 +44,7 @@ from typing import Any
 import pyarrow as pa
 
 from sinks.lake_format import TABLES
+from sinks.object_store import first_line
 from sinks.spec import ViewSpec
 from sinks.tables import existing_table
 
@@ -142,13 +143,13 @@ def compact_if_due(
     try:
         small = mergeable_small_files(dt, small_bytes)
     except Exception as e:  # deltalake's errors: an unreadable snapshot
-        return Compaction(name, 0, error=_first_line(e))
+        return Compaction(name, 0, error=first_line(e))
     if small <= max_small:
         return None
     try:
         metrics = compact(dt, target_size=small_bytes)
     except Exception as e:  # deltalake's errors, a full disk, ...: the caller goes on
-        return Compaction(name, small, error=_first_line(e))
+        return Compaction(name, small, error=first_line(e))
     return Compaction(
         name,
         small,
@@ -180,14 +181,9 @@ def compact_after_run(spec: ViewSpec, written: Mapping[str, Any]) -> list[Compac
                 if dt is None:
                     continue
         except Exception as e:  # deltalake's errors: an unreadable log
-            out.append(Compaction(name, 0, error=_first_line(e)))
+            out.append(Compaction(name, 0, error=first_line(e)))
             continue
         done = compact_if_due(name, dt)
         if done is not None:
             out.append(done)
     return out
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__

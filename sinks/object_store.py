@@ -76,6 +76,19 @@ def redact(text: str) -> str:
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
+def first_line(error: BaseException) -> str:
+    """The first line of ``error``'s message, :func:`redact`-ed (its type's name when it has no
+    message): for a warning that names what failed.
+
+    >>> first_line(OSError("disk full\\n  at write"))
+    'disk full'
+    >>> first_line(KeyError())
+    'KeyError'
+    """
+    text = redact(str(error)).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
 def one_line(error: BaseException, limit: int | None = None) -> str:
     """A store's (or DuckDB's) error message on one line: :func:`redact`-ed, without terminal
     colours or DuckDB's caret line under the SQL, its lines joined; cut at ``limit``

@@ -62,6 +62,7 @@ from sinks.errors import (
     UpstreamChanged,
 )
 from sinks.lock import LakeLock
+from sinks.object_store import first_line
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -347,7 +348,7 @@ def _await_query(
     drain_progress()
     err = query.exception()
     if err is not None and stop is not None and stop.requested:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        first = first_line(err)
         emit(f"{stop.name}: the batch in flight was abandoned ({first}); the next run replays it")
         return
     if err is not None:
@@ -455,7 +456,7 @@ def _compact(
     try:
         done = compact_after_run(view_spec(pipeline), sink.written_tables())
     except Exception as e:  # an unreadable log: the run's batches are committed all the same
-        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        why = first_line(e)
         emit(f"WARNING compaction skipped ({why}); nothing was lost: it runs again next time")
         return
     finally:

@@ -59,6 +59,7 @@ from jobs.sources.versions import table_head
 from sinks.column_types import KNOWN, column_type
 from sinks.data_files import table_filesystem
 from sinks.errors import SourceTableChanged, SourceTableError
+from sinks.object_store import first_line
 
 SKIP_CHANGE_COMMITS_OPTION = "source.skip_change_commits"
 """The option that skips commits that delete or update rows (whole, their added rows too)."""
@@ -281,7 +282,7 @@ def _load(uri: str, table: str | None = None) -> Any:
     try:
         return DeltaTable(uri)
     except TableNotFoundError as e:
-        reason = _first_line(e)
+        reason = first_line(e)
         if table is not None:
             raise SourceTableChanged(
                 f"there is no Delta table at {uri} any more ({reason}), where table {table} "
@@ -292,13 +293,9 @@ def _load(uri: str, table: str | None = None) -> Any:
         ) from None
     except Exception as e:  # a log delta-rs cannot read: an unknown feature, a broken commit
         raise SourceTableError(
-            f"the Delta table at {uri} cannot be read ({_first_line(e)}); nothing was read: "
+            f"the Delta table at {uri} cannot be read ({first_line(e)}); nothing was read: "
             f"read a copy of the table that panestore's Delta source can read"
         ) from None
-
-
-def _first_line(error: Exception) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def _reader_features(dt: Any) -> tuple[int, tuple[str, ...]]:
