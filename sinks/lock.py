@@ -228,6 +228,27 @@ def _gone(data: bytes) -> bool:
     return same_table and started is not None and _started(pid) != started
 
 
+def _lease_alive(meta: Any, data: bytes, lease_s: float = LEASE_S) -> bool:
+    """Whether the lease object (``meta``: its store metadata, ``data``: its contents) is held:
+    renewed within the lease (with the clock slack) by a holder not known to be gone."""
+    age = time.time() - meta["last_modified"].timestamp()
+    return age <= lease_s + CLOCK_SLACK_S and not _gone(data)
+
+
+def holder_in_store(lake: str, name: str) -> tuple[bool, Holder]:
+    """Whether a live holder has the lock ``name`` of a lake in an object store (its lease is
+    renewed and its process not known to be gone: what a contender would find), and who the
+    lock object names; no lock is taken. Two requests at most (a GET of the lock object)."""
+    import obstore as obs
+
+    try:
+        found = obs.get(store_at(lake), f"{LOCKS}/{name}.lock")
+    except FileNotFoundError:
+        return False, Holder(None, None, None)
+    data = bytes(found.bytes())
+    return _lease_alive(found.meta, data), _holder(data)
+
+
 def _holder(data: bytes) -> Holder:
     try:
         named = json.loads(data)
@@ -287,8 +308,7 @@ class _Lease:
             except FileNotFoundError:
                 continue
             meta, data = found.meta, bytes(found.bytes())
-            age = time.time() - meta["last_modified"].timestamp()
-            if age <= self.lease_s + CLOCK_SLACK_S and not _gone(data):
+            if _lease_alive(meta, data, self.lease_s):
                 return _holder(data)
             try:  # expired, or its holder is gone: take it over, unless another contender did
                 put = self._put(me, {"e_tag": meta["e_tag"]})

@@ -13,9 +13,10 @@ documented in docs/operations.md), :meth:`LakeStatus.lines` its human form.
 The operator's state (keys, windows, the oldest and largest open windows) is read from its
 files as the last committed batch left them (:mod:`jobs.driver.state_summary`).
 
-Not reported (the lake does not record them cheaply): the backlog of a ``dataframe`` source
-(a ``pane_log`` or ``delta`` source's is the versions it has not read), and locks of a lake in
-an object store.
+Not reported (the lake does not record it cheaply): the backlog of a ``dataframe`` source (a
+``pane_log`` or ``delta`` source's is the versions it has not read). A lock of a lake in an
+object store is its lease (:func:`sinks.lock.holder_in_store`: held while its holder renews
+it).
 """
 
 from __future__ import annotations
@@ -413,11 +414,14 @@ def _table(dt: Any) -> tuple[TableStatus, int | None]:
 
 
 def _lock(lake: str, name: str) -> LockStatus | None:
-    """The lock ``name``'s status (:func:`sinks.lock.holder_here`); None where it cannot be
-    told."""
-    from sinks.lock import holder_here
+    """The lock ``name``'s status (:func:`sinks.lock.holder_here`, or for a lake in an object
+    store :func:`sinks.lock.holder_in_store`: its lease); None where it cannot be told."""
+    from sinks.lock import holder_here, holder_in_store
 
-    seen = holder_here(lake, name)
+    try:
+        seen = holder_in_store(lake, name) if is_object_store(lake) else holder_here(lake, name)
+    except Exception:  # the store cannot be read (obstore's errors): not told
+        return None
     if seen is None:
         return None
     held, holder = seen
@@ -469,9 +473,7 @@ def lake_status(pipeline: Pipeline, *, max_lag_us: int | None = None) -> LakeSta
 
     locks: dict[str, LockStatus] = {}
     for name in ("run", "materializer"):
-        lock = (
-            None if is_object_store(pipeline.lake_location) else _lock(pipeline.lake_location, name)
-        )
+        lock = _lock(pipeline.lake_location, name)
         if lock is None:
             not_reported.append(f"{name}_lock")
         else:
@@ -556,7 +558,7 @@ def _runs(
     if note is not None and all(r.run_id != note.run_id for r in records):
         if run_lock is not None and not run_lock.held:
             records.append(note)  # killed: its outcome says so
-        else:  # held, or not told (a lake in a bucket: its lock is a lease)
+        else:  # held, or not told (the store could not be read)
             running = RunStatus.of(note, "running")
     last = RunStatus.of(records[-1]) if records else None
     day = [r for r in records if r.started_us >= since]

@@ -124,3 +124,19 @@ def test_a_holder_whose_lease_was_taken_over_knows_it_lost_the_lock(bucket_lake,
         with LakeLock(bucket_lake, "run", "another run", lease_s=0.5):
             time.sleep(2.5)  # the slow holder tries to renew: refused
             assert slow.lost and not slow.held
+
+
+def test_who_holds_a_lock_in_a_bucket_is_told_without_taking_it(bucket_lake):
+    """What ``panestore status`` says of a lake in a bucket: held while a live holder renews
+    its lease; free once the lock is released, or its holder died on this machine."""
+    assert lake_lock.holder_in_store(bucket_lake, "run")[0] is False  # never taken
+    with LakeLock(bucket_lake, "run", "another run"):
+        held, holder = lake_lock.holder_in_store(bucket_lake, "run")
+        assert held and "pid" in holder.describe()
+    assert lake_lock.holder_in_store(bucket_lake, "run")[0] is False  # released
+    with lock_held(bucket_lake, "run") as pid:
+        held, holder = lake_lock.holder_in_store(bucket_lake, "run")
+        assert held and holder.pid == pid
+    # SIGKILLed: its lock object stays, its process is gone from this machine
+    held, holder = lake_lock.holder_in_store(bucket_lake, "run")
+    assert not held and holder.pid == pid
