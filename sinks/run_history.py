@@ -33,12 +33,6 @@ from typing import Any
 import pyarrow as pa
 
 from sinks.lake_format import (
-    CHECKPOINT_INTERVAL,
-    CHECKPOINT_INTERVAL_PROPERTY,
-    FORMAT_PROPERTY,
-    FORMAT_VERSION,
-    KIND_PROPERTY,
-    PIPELINE_PROPERTY,
     RUNS,
     TIMESTAMP_TYPE,
     check_format,
@@ -172,23 +166,17 @@ def _table(spec: ViewSpec, *, create: bool):
     """The ``runs`` table (created when ``create``; None when missing and not created)."""
     from deltalake import DeltaTable
 
-    from sinks.tables import existing_table
+    from sinks.tables import existing_table, table_properties
 
     path = spec.table_path(RUNS)
     if not create:
         dt = existing_table(spec, RUNS)
     else:
-        properties = {
-            FORMAT_PROPERTY: FORMAT_VERSION,
-            CHECKPOINT_INTERVAL_PROPERTY: CHECKPOINT_INTERVAL,
-            KIND_PROPERTY: RUNS,
-            PIPELINE_PROPERTY: spec.name,
-        }
         dt = DeltaTable.create(
             path,
             RUNS_SCHEMA,
             mode="ignore",
-            configuration=properties,
+            configuration=table_properties(spec, RUNS),
             raise_if_key_not_exists=False,
             storage_options=dict(spec.storage_options) if spec.storage_options else None,
         )

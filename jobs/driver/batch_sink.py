@@ -73,6 +73,10 @@ class BatchStats:
     commit_s: float = 0.0  # the Delta commits
 
 
+TABLE_OF_KIND = {KIND_PANE: "panes", KIND_LATE: "late", KIND_REJECTED: "rejected"}
+"""The lake table each kind of the operator's output is committed to."""
+
+
 def table_identity(pipeline: Pipeline, table: str, what: str) -> dict[str, Any]:
     """``properties`` (the pipeline's configuration fingerprint) written when a table is
     created, and the ``check`` that refuses an existing table of another configuration."""
@@ -193,14 +197,12 @@ class BatchSink:
     def table_versions(self) -> dict[str, int | None]:
         """The Delta version of each table the sink writes, by table name (``panes``, ``late``,
         ``rejected``), brought up to date."""
-        names = {KIND_PANE: "panes", KIND_LATE: "late", KIND_REJECTED: "rejected"}
-        return {names[k]: a.table().version() for k, a in self.appenders.items()}
+        return {name: dt.version() for name, dt in self.written_tables().items()}
 
     def written_tables(self) -> dict[str, Any]:
         """{table name: its ``deltalake.DeltaTable``, brought up to date} of the tables the
         batches commit to (the handles the sink has open: one incremental read of each log)."""
-        names = {KIND_PANE: "panes", KIND_LATE: "late", KIND_REJECTED: "rejected"}
-        return {names[k]: a.table() for k, a in self.appenders.items()}
+        return {TABLE_OF_KIND[k]: a.table() for k, a in self.appenders.items()}
 
     def create_tables(self) -> None:
         for appender in self.appenders.values():

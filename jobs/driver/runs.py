@@ -436,7 +436,6 @@ def _shuffle_partitions(spark: SparkSession) -> int | None:
 
 def _table_versions(pipeline: Pipeline, sink: BatchSink) -> dict[str, int | None]:
     """The versions of the lake's tables a run's record holds (the view's too)."""
-    from jobs.config.sink_spec import view_spec
     from sinks.tables import existing_table
 
     view = existing_table(view_spec(pipeline), "current")

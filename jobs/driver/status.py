@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobs.driver.checkpoint import committed_clock
-from sinks.lake_format import TABLES
+from sinks.lake_format import TABLES, representable_us
 from sinks.object_store import is_object_store
 from sinks.run_history import FAILED, KILLED, RunRecord, read_runs
 
@@ -111,8 +111,8 @@ class RunStatus:
             run_id=r.run_id,
             outcome=outcome or r.outcome,
             error=r.error,
-            started=iso_ms(r.started_us // 1000),
-            ended=None if r.ended_us is None else iso_ms(r.ended_us // 1000),
+            started=_iso_us(r.started_us),
+            ended=_iso_us(r.ended_us),
             seconds=r.seconds,
             batches=r.batches,
             records=r.records,
@@ -123,9 +123,7 @@ class RunStatus:
             retractions=r.retractions,
             late=r.late,
             rejected=r.rejected,
-            watermark_after=None
-            if r.watermark_after_us is None
-            else iso_ms(r.watermark_after_us // 1000),
+            watermark_after=_iso_us(r.watermark_after_us),
         )
 
     def line(self) -> str:
@@ -196,9 +194,11 @@ class StateStatus:
         )
 
 
-def _iso_us(us: int) -> str | None:
-    """µs as ISO text, None beyond Spark's timestamps (the global window's bounds)."""
-    return iso_ms(us // 1000) if -62_135_596_800_000_000 <= us <= 253_402_300_799_999_999 else None
+def _iso_us(us: int | None) -> str | None:
+    """µs as ISO text; None stays None, and so does a time beyond Spark's timestamps (the global
+    window's bounds)."""
+    us = representable_us(us)
+    return None if us is None else iso_ms(us // 1000)
 
 
 @dataclass(frozen=True)
