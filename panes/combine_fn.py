@@ -92,6 +92,17 @@ class CombineFn(Generic[A, V, O]):
         multiset of their values)."""
         return type(self).retract is not CombineFn.retract
 
+    def accumulator_to_data(self, acc: A) -> Any:
+        """``acc`` as values the pane log can store (:mod:`panes.accumulator_text`: numbers,
+        strings, bytes, decimals, dates and times, and tuples, lists, sets and dicts of them).
+        The accumulator itself by default; a combiner of your own whose accumulator holds
+        another kind of value overrides this and :meth:`accumulator_from_data`."""
+        return acc
+
+    def accumulator_from_data(self, data: Any) -> A:
+        """The accumulator whose :meth:`accumulator_to_data` is ``data``."""
+        return data
+
     def filter(self, condition: Condition | str) -> Filtered:
         """This combiner over only the values whose ``condition`` (a
         :class:`panes.conditions.Condition` or its text) is TRUE: a
@@ -148,6 +159,12 @@ class Filtered(CombineFn):
 
     def value_as_accumulator(self, value: Any) -> Any:
         return self.inner.value_as_accumulator(value)
+
+    def accumulator_to_data(self, acc: Any) -> Any:
+        return self.inner.accumulator_to_data(acc)
+
+    def accumulator_from_data(self, data: Any) -> Any:
+        return self.inner.accumulator_from_data(data)
 
     def create(self) -> Any:
         return self.inner.create()

@@ -38,12 +38,10 @@ import datetime as dt
 import json
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
-from sinks.data_files import table_filesystem
 from sinks.lake_format import TABLES
-from sinks.object_store import first_line, is_object_store, join_location
-from sinks.small_files import write_atomically
+from sinks.object_store import first_line, join_location
+from sinks.small_files import read_lake_file, write_lake_file
 from sinks.spec import ViewSpec
 from sinks.tables import table_exists
 
@@ -95,27 +93,19 @@ def _state_location(spec: ViewSpec, table: str) -> str:
 def last_vacuum(spec: ViewSpec, table: str) -> float | None:
     """When ``table`` of ``spec``'s lake was last vacuumed automatically (or its clock started):
     seconds since the epoch; None when the lake holds no such time (or an unreadable one)."""
-    fs, path = table_filesystem(_state_location(spec, table))
-    try:
-        with fs.open_input_stream(path) as f:
-            text = f.read().decode("utf-8")
-        return float(dt.datetime.fromisoformat(json.loads(text)["vacuumed_at"]).timestamp())
-    except FileNotFoundError:
+    text = read_lake_file(_state_location(spec, table))
+    if text is None:
         return None
-    except (OSError, ValueError, KeyError, TypeError):  # a torn or foreign file: start again
+    try:
+        return float(dt.datetime.fromisoformat(json.loads(text)["vacuumed_at"]).timestamp())
+    except (ValueError, KeyError, TypeError):  # a torn or foreign file: start again
         return None
 
 
 def _set_last_vacuum(spec: ViewSpec, table: str, when: float) -> None:
     stamp = dt.datetime.fromtimestamp(when, dt.timezone.utc).isoformat(timespec="seconds")
     text = json.dumps({"table": table, "vacuumed_at": stamp}) + "\n"
-    location = _state_location(spec, table)
-    if not is_object_store(location):
-        write_atomically(Path(location), text)
-        return
-    fs, path = table_filesystem(location)  # an object store's put is whole or nothing
-    with fs.open_output_stream(path) as f:
-        f.write(text.encode("utf-8"))
+    write_lake_file(_state_location(spec, table), text)
 
 
 def vacuum_if_due(

@@ -53,6 +53,7 @@ from sinks.auto_vacuum import Vacuum, vacuum_if_due
 from sinks.change_feed import ensure_change_feed
 from sinks.compaction import Compaction, compact_if_due
 from sinks.errors import FoldValueOutOfRange
+from sinks.fold_failure import clear_fold_failure, note_fold_failure
 from sinks.lake_format import (
     FOLDED_FROM_METADATA,
     FOLDED_VERSION_METADATA,
@@ -65,7 +66,7 @@ from sinks.pane_log_changes import check_pane_rows, pane_log_commits, read_pane_
 from sinks.reducer import Reducer
 from sinks.spec import ViewSpec
 from sinks.sql_reducer import reduce_vectorized, vectorized_applies
-from sinks.tables import arrow_schema, open_pane_log, open_view, plain_table
+from sinks.tables import arrow_schema, open_pane_log, open_view, plain_table, table_exists
 from sinks.view_merge import change_table, fits_view, merge_changes, rows_change_table
 
 RETRIES = 5
@@ -144,24 +145,34 @@ class Materializer:
         self._view: Any = None  # the view as the last fold left it
 
     def run(self, *, upto: int | None = None) -> MaterializeResult:
-        from deltalake.exceptions import CommitFailedError
-
         t0 = time.perf_counter()
         with materializer_lock(self.spec):
-            for attempt in range(RETRIES):
-                try:
-                    result = self._run_once(upto)
-                except CommitFailedError:
-                    if attempt == RETRIES - 1:
-                        raise
-                    time.sleep(0.05 * (attempt + 1))
-                    continue
-                result.retries = attempt
-                if result.did_work and self._view is not None:  # the view it has open
-                    result.compaction = compact_if_due("current", self._view)
-                result.vacuum = vacuum_if_due(self.spec, "current")
-                result.seconds = time.perf_counter() - t0
-                return result
+            try:
+                result = self._run_retried(upto)
+            except Exception as e:
+                if table_exists(self.spec, "panes"):  # not a lake that never ran
+                    note_fold_failure(self.spec, e)
+                raise
+            clear_fold_failure(self.spec)
+            result.seconds = time.perf_counter() - t0
+            return result
+
+    def _run_retried(self, upto: int | None) -> MaterializeResult:
+        from deltalake.exceptions import CommitFailedError
+
+        for attempt in range(RETRIES):
+            try:
+                result = self._run_once(upto)
+            except CommitFailedError:
+                if attempt == RETRIES - 1:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+                continue
+            result.retries = attempt
+            if result.did_work and self._view is not None:  # the view it has open
+                result.compaction = compact_if_due("current", self._view)
+            result.vacuum = vacuum_if_due(self.spec, "current")
+            return result
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _run_once(self, upto: int | None) -> MaterializeResult:

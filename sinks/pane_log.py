@@ -15,10 +15,11 @@ Columns:
 - ``watermark_us`` / ``processing_time_us`` at emission (model time, µs);
 - ``batch_id`` (the Spark micro-batch id) and ``pane_id``, a deterministic id (see
   :func:`pane_id`);
-- ``accumulator``: the pane's combiner accumulator as JSON (tuples as lists; see
-  :func:`accumulator_json`), so discarding mode can fold aggregates whose value is not their
-  accumulator (a mean needs sum and count). Null if it is not JSON-representable or the value
-  is the accumulator (sum, count, min, max, to_list: ``PaneLogLayout.accumulators``).
+- ``accumulator``: the pane's combiner accumulator as text (:mod:`panes.accumulator_text`:
+  lossless, or the batch is refused naming the aggregate), so discarding mode can fold
+  aggregates whose value is not their accumulator (a mean needs sum and count, a sketch its
+  bytes). Null only when every aggregate's value is its accumulator (sum, count, min, max,
+  to_list: ``PaneLogLayout.combine_fn`` is then None).
 
 Two stages build a row: :func:`pane_record` turns an engine ``Pane`` into the *core* record, all
 plain ints/strings/bools (what the Spark operator emits; no timestamp columns, no ``pipeline_id`` /
@@ -33,7 +34,6 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from panes.accumulator_text import to_text
 from panes.columnar.output import TIMINGS, PaneColumns
+from panes.combine_fn import CombineFn
 from sinks.column_types import beyond_range, column_text, integer_range
 from sinks.delta_append import ExactlyOnceAppender
 from sinks.errors import PaneValueOutOfRange
@@ -71,9 +73,10 @@ class PaneLogLayout:
     # Maps the engine's ``pane.value`` to {column: value}; None means the default rules of
     # :meth:`values_of`.
     value_mapper: Callable[[Any], Mapping[str, Any]] | None = field(default=None, compare=False)
-    # Whether rows carry the ``accumulator`` JSON; a pipeline whose aggregate values are their
-    # accumulators (``CombineFn.value_is_accumulator``) leaves it null and saves the encoding.
-    accumulators: bool = True
+    # The combiner whose accumulators the rows carry in ``accumulator`` (its text:
+    # panes.accumulator_text); None for a pipeline whose aggregate values are their
+    # accumulators (``CombineFn.value_is_accumulator``): the column is left null.
+    combine_fn: CombineFn | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         names = [n for n, _ in self.key_fields] + [n for n, _ in self.value_fields]
@@ -146,59 +149,6 @@ def pane_log_schema(layout: PaneLogLayout = DEFAULT_LAYOUT) -> pa.Schema:
             ]
         )
     )
-
-
-_DECIMAL, _DATE = "$decimal", "$date"
-"""The JSON objects a ``Decimal`` and a ``datetime.date`` are written as (their exact text)."""
-
-
-def _tagged(value: Any) -> Any:
-    if isinstance(value, Decimal):
-        return {_DECIMAL: str(value)}
-    if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
-        return {_DATE: value.isoformat()}
-    raise TypeError(f"{type(value).__name__} is not JSON")
-
-
-def _untagged(obj: dict[str, Any]) -> Any:
-    if len(obj) == 1 and _DECIMAL in obj:
-        return Decimal(obj[_DECIMAL])
-    if len(obj) == 1 and _DATE in obj:
-        return dt.date.fromisoformat(obj[_DATE])
-    return obj
-
-
-def accumulator_json(acc: Any) -> str | None:
-    """The JSON text of a combiner accumulator (tuples as lists; a ``Decimal`` and a date as
-    ``{"$decimal": "1.10"}`` and ``{"$date": "2024-01-02"}``, exact), None if not representable.
-
-    >>> accumulator_json((Decimal("1.10"), 2))
-    '[{"$decimal":"1.10"},2]'
-    """
-    try:
-        return json.dumps(acc, separators=(",", ":"), default=_tagged)
-    except (TypeError, ValueError):
-        return None
-
-
-def accumulator_from_json(combine_fn: Any, text: str | None) -> Any:
-    """The accumulator of ``combine_fn`` from :func:`accumulator_json` text: lists become tuples
-    (one level; per sub-combiner for :class:`~panes.combiners.Aggregates`).
-
-    >>> from panes.combiners import mean
-    >>> accumulator_from_json(mean("x"), '[{"$decimal":"1.10"},2]')
-    (Decimal('1.10'), 2)
-    """
-    if text is None:
-        raise ValueError("no accumulator")
-    return _acc_value(combine_fn, json.loads(text, object_hook=_untagged))
-
-
-def _acc_value(fn: Any, obj: Any) -> Any:
-    fns = getattr(fn, "fns", None)
-    if fns is not None and isinstance(obj, list):
-        return tuple(_acc_value(f, x) for f, x in zip(fns.values(), obj, strict=True))
-    return tuple(obj) if isinstance(obj, list) else obj
 
 
 def _timing_name(timing: Any) -> str:
@@ -309,8 +259,10 @@ def pane_rows(columns: PaneColumns, layout: PaneLogLayout = DEFAULT_LAYOUT) -> d
         out["supersedes"] = pa.array(windows, supersedes)
     out["watermark_us"] = pa.array(columns.watermark, pa.int64())
     out["processing_time_us"] = pa.array(columns.processing_time, pa.int64())
-    if layout.accumulators:
-        texts = [accumulator_json(acc) for acc in columns.accumulators()]
+    fn = layout.combine_fn
+    if fn is not None:
+        name = layout.value_names[0]
+        texts = [to_text(fn, acc, name) for acc in columns.accumulators()]
         out[ACCUMULATOR] = pa.array(texts, pa.string())
     else:
         out[ACCUMULATOR] = pa.nulls(n, pa.string())

@@ -25,10 +25,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from panes.accumulator_text import from_text, to_text
 from panes.windowing import AccumulationMode
 from sinks.errors import LakeError
 from sinks.lake_format import ACCUMULATOR, PANE_LOG_VERSION
-from sinks.pane_log import accumulator_from_json, accumulator_json
 from sinks.spec import ViewSpec
 
 View = dict[tuple, dict[str, Any]]
@@ -49,13 +49,16 @@ def needs_accumulators(spec: ViewSpec) -> bool:
 
 def _part_accumulator(spec: ViewSpec, part: Mapping[str, Any]) -> Any:
     text = part.get(ACCUMULATOR)
-    if text is None:
+    fn = spec.combine_fn
+    if text is None or fn is None:
         raise LakeError(
             f"a pane-log row (or view row) of pipeline {spec.name!r} has no accumulator, "
             f"which discarding mode needs to fold {', '.join(value_mergeable(spec))}. Nothing "
-            f"was written; rebuild the view (`panestore materialize --rebuild`)."
+            "was written. If `panestore materialize --rebuild` fails the same way, the pane log "
+            "holds rows written before every accumulator was stored: run the pipeline into a "
+            "new lake (and checkpoint)."
         )
-    return accumulator_from_json(spec.combine_fn, text)
+    return from_text(fn, text)
 
 
 def _merge_accumulators(spec: ViewSpec, parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -66,7 +69,7 @@ def _merge_accumulators(spec: ViewSpec, parts: Sequence[Mapping[str, Any]]) -> d
     accs = [_part_accumulator(spec, p) for p in parts]
     merged = accs[0] if len(accs) == 1 else fn.merge(accs)
     out = spec.values_of(fn.extract(merged))
-    out[ACCUMULATOR] = accumulator_json(merged)
+    out[ACCUMULATOR] = to_text(fn, merged, spec.aggregates[0][0])
     return out
 
 

@@ -133,18 +133,8 @@ def run(
             records=events,
             progress=progress,
             stop_after_batches=stop_after_batches,
+            fold=fold,
         )
-        if fold:
-            from sinks.errors import MaterializerBusy
-
-            try:
-                result.folded = materialize(pipeline)
-            except MaterializerBusy as e:
-                if progress is not None:
-                    print(f"{pipeline.name}: the fold was skipped: {e}", file=progress)
-            else:
-                if progress is not None:
-                    print(f"{pipeline.name}: {result.folded.line()}", file=progress)
     return result
 
 

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from jobs.cli.exit_status import ExitStatus
-from jobs.cli.inspect import add_subcommands, error_status, materialize_after_run
+from jobs.cli.inspect import add_subcommands, error_status
 from jobs.config.checks import check_paths
 from jobs.config.load import load_pipeline
 from jobs.config.pipeline import Pipeline
@@ -122,7 +122,7 @@ def cmd_run(args) -> int:
     # the command's own lines go to the original stderr; Spark's noise is filtered from it once
     # the session starts (after the run's checks: their refusals are plain lines on stderr)
     terminal = sys.stderr if args.verbose else quiet_terminal()
-    from jobs.driver.runs import run  # imports pyspark: not for `check`
+    from jobs.driver.runs import FoldFailed, run  # imports pyspark: not for `check`
 
     session = SessionOptions(
         f"panestore-{pipeline.name}",
@@ -137,7 +137,7 @@ def cmd_run(args) -> int:
     # handler of its own)
     with stop_on_signals() as stop:
         try:  # the run's checks come first, before Spark starts (jobs.driver.preflight)
-            result = run(
+            run(
                 pipeline,
                 session=session,
                 follow=args.follow,
@@ -148,10 +148,11 @@ def cmd_run(args) -> int:
                 kill_at=args.kill_at,
                 profile_dir=args.profile_dir,
                 stop=stop,
+                fold=not args.no_materialize,
             )
         except PipelineConfigError:
             raise  # the configuration or a lake it does not fit: main says so, exit 2
-        except JavaNotFound as e:
+        except (JavaNotFound, FoldFailed) as e:
             print(f"panestore: {e}", file=terminal)
             return ExitStatus.FAILED
         except LakeError as e:  # refused (a busy lake, a changed source, ...) or failed
@@ -162,11 +163,7 @@ def cmd_run(args) -> int:
         except Exception as e:  # the streaming query failed: report, exit 1
             print(f"panestore: run failed: {e}", file=terminal)
             return ExitStatus.FAILED
-        if args.no_materialize:
-            return ExitStatus.OK
-        return materialize_after_run(
-            pipeline, out=lambda s: print(s, file=terminal), committed=result.committed()
-        )
+        return ExitStatus.OK
 
 
 def cmd_note_watermark(args) -> int:

@@ -25,7 +25,6 @@ import sys
 import time
 from pathlib import Path
 
-from jobs.cli.inspect import materialize_after_run
 from jobs.config.load import load_pipeline
 from jobs.config.pipeline import Pipeline
 from jobs.driver.runs import run
@@ -145,17 +144,14 @@ def main(argv=None) -> int:
             f"\n== round {rnd + 1}: {n} lines landed (arrivals {iso(lo)[11:16]}-{iso(hi)[11:16]}"
             f" event time); scheduled run =="
         )
-        run(pipeline, spark=spark, progress=out)
-        materialize_after_run(pipeline, out=say)  # as `panestore run` does
+        run(pipeline, spark=spark, progress=out, fold=True)  # as `panestore run` does
         hourly = hourly or load_hourly(work)
         say(f"-- second stage: {hourly.name} --")
-        run(hourly, spark=spark, progress=out)
-        materialize_after_run(hourly, out=say)
+        run(hourly, spark=spark, progress=out, fold=True)
     say("\n== final runs with --drain: the watermark goes to the end of time ==")
     assert hourly is not None  # loaded by the first round
     for stage in (pipeline, hourly):
-        run(stage, spark=spark, drain=True, progress=out)
-        materialize_after_run(stage, out=say)
+        run(stage, spark=spark, drain=True, progress=out, fold=True)
     spark.stop()
     report(pipeline, say, total)
     check(pipeline, say)

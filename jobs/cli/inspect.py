@@ -4,14 +4,13 @@ parser; each handler returns an :class:`~jobs.cli.exit_status.ExitStatus` (0 ok;
 differences found by ``verify``, a last run that failed or a watermark lagging (``status``);
 2 misuse: bad arguments, an invalid configuration, a table that does not exist yet; 3 another
 materializer holds the lake's materializer lock), with a one-line message on stderr.
-``materialize_after_run(pipeline)`` is what ``panestore run`` calls at the end of a run."""
+The fold at the end of a run is :func:`jobs.driver.runs.fold_view`."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -93,44 +92,6 @@ def _count(text: str) -> int:
     if not text.strip().isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
     return int(text)
-
-
-def _batches(ids: Sequence[int]) -> str:
-    """``batches 3..5`` / ``batch 3`` / ``batches 3, 5``: batch ids as a reader says them."""
-    if len(ids) == 1:
-        return f"batch {ids[0]}"
-    if list(ids) == list(range(ids[0], ids[0] + len(ids))):
-        return f"batches {ids[0]}..{ids[-1]}"
-    return "batches " + ", ".join(map(str, ids))
-
-
-def materialize_after_run(pipeline: Any, out=print, committed: Sequence[int] = ()) -> int:
-    """Fold what the run appended (``committed``: the ids of the batches it committed) into
-    ``current``; returns 0, or 1 with a message on error.
-
-    Another materializer holding the lake's materializer lock is not an error of the run: its
-    batches are committed and the next ``panestore materialize`` folds them. That is said, and
-    0 is returned.
-    """
-    from jobs.config.sink_spec import view_spec
-    from sinks.errors import LakeError, MaterializerBusy
-    from sinks.materializer import Materializer
-
-    try:
-        result = Materializer(view_spec(pipeline)).run()
-    except MaterializerBusy as e:
-        holder = str(e).split(". Nothing was written")[0]  # the lock's refusal, as to a fold
-        what = f"run committed {_batches(committed)}" if committed else "run committed no batch"
-        out(
-            f"{what}; the fold was skipped: {holder}; the next `panestore materialize` folds "
-            f"{'them' if committed else 'what the pane log holds'}"
-        )
-        return ExitStatus.OK
-    except LakeError as e:
-        out(f"materialize: {e}")
-        return ExitStatus.FAILED
-    out(result.line())
-    return ExitStatus.OK
 
 
 def cmd_materialize(a) -> int:

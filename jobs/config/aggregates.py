@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from jobs.config.values import PipelineConfigError
+from panes.combine_fn import text_of
 from panes.combiners import BUILTINS, CombineFn, Filtered, fields_of, unfiltered
 from panes.conditions import literal_kinds
 from panes.sketches import MergeSketches, SketchFn
@@ -211,6 +212,6 @@ def _declared_type(where: str, fn: CombineFn) -> str:
             return f"list<{name}>"
     raise PipelineConfigError(
         where,
-        f"{fn!r} is not a built-in aggregate: declare its output_type, one of "
+        f"{text_of(fn)} is not a built-in aggregate: declare its output_type, one of "
         f"{KNOWN} (or list<...> of one), or an Arrow type of one; got {declared!r}",
     )

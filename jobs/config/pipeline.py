@@ -68,6 +68,7 @@ from panes import (
     combiners,
     format_duration,
 )
+from panes.accumulator_text import UnstorableAccumulator, to_text
 from panes.combiners import CombineFn
 from panes.conditions import Condition
 from panes.engine import Engine
@@ -265,6 +266,9 @@ class Pipeline:
             if agg.column is not None and agg.column not in types:
                 raise PipelineConfigError(where, self.source.unknown_column(agg.column))
             agg.output_type(types)
+        if not self.combine_fn().value_is_accumulator:  # the pane log stores accumulators
+            for agg in self.aggregates:
+                _check_storable(agg)
         clash = [n for n in (*self.keys, *names) if n in FIXED_NAMES]
         if clash:
             raise PipelineConfigError(
@@ -488,3 +492,12 @@ class Pipeline:
         h = self.dedup_horizon
         horizon = "the windows' (end + allowed lateness)" if h is None else format_duration(h)
         return f"\n  duplicates dropped by key and {', '.join(self.dedup)}, horizon {horizon}"
+
+
+def _check_storable(agg: Aggregate) -> None:
+    """Refuse an aggregate whose accumulator the pane log cannot store, as far as its empty
+    accumulator shows (one that holds such a value only later fails its batch, naming it)."""
+    try:
+        to_text(agg.fn, agg.fn.create(), agg.name)
+    except UnstorableAccumulator as e:
+        raise PipelineConfigError(f"aggregates.{agg.name}", e.detail) from None

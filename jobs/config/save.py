@@ -25,6 +25,7 @@ from typing import Any
 from jobs.config.pipeline import Pipeline
 from jobs.config.values import PipelineConfigError
 from panes import format_duration, parse_aggregate, parse_trigger, parse_window
+from panes.combine_fn import CombineFn, text_of
 from sinks.small_files import write_atomically
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
@@ -38,7 +39,9 @@ def _text(where: str, value: Any, parse: Any) -> str:
         same = False
     if not same:
         raise PipelineConfigError(
-            where, f"{value!r} has no text the configuration grammar reads back as it is"
+            where,
+            f"{text_of(value) if isinstance(value, CombineFn) else repr(value)} has no text the "
+            "configuration grammar reads back as it is",
         )
     return text
 

@@ -112,10 +112,11 @@ CHECKED_TS, CHECKED_REASON = "_pst_ts", "_pst_reason"
 def layout(pipeline: Pipeline) -> PaneLogLayout:
     """Pane-log columns of the pipeline: its key columns and one column per aggregate."""
     types = pipeline.source.types
+    fn = pipeline.combine_fn()
     return PaneLogLayout(
         key_fields=tuple((k, arrow_type(types[k])) for k in pipeline.keys),
         value_fields=tuple((n, arrow_type(t)) for n, t in pipeline.aggregate_types.items()),
-        accumulators=not pipeline.combine_fn().value_is_accumulator,
+        combine_fn=None if fn.value_is_accumulator else fn,
     )
 
 

@@ -62,7 +62,7 @@ from sinks.errors import (
     UpstreamChanged,
 )
 from sinks.lock import LakeLock
-from sinks.object_store import first_line
+from sinks.object_store import first_line, one_line
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -513,6 +513,7 @@ def run(
     stop: StopRequest | None = None,
     session: SessionOptions | None = None,
     describe: bool = False,
+    fold: bool = False,
 ) -> RunResult:
     """Run ``pipeline`` once (see the module doc); returns what each batch did.
 
@@ -527,7 +528,8 @@ def run(
     signal. Developer aids: ``kill_at`` SIGKILLs the job at ``(point, batch id)`` pairs
     (:func:`jobs.driver.batch_sink.kill`); ``profile_dir`` profiles the operator's tasks into that
     directory. ``describe``: print the pipeline's description to ``progress`` once the checks have
-    passed.
+    passed. ``fold``: fold the pane log into the view as the run's last step (:func:`fold_view`),
+    under its lock and in its record: a fold that fails fails the run (:class:`FoldFailed`).
     """
     if follow and drain:
         raise ValueError("--follow and --drain exclude each other (a drain ends the input)")
@@ -633,4 +635,51 @@ def run(
             undrained = "; the drain did not run: run again with --drain" if drain else ""
             emit(f"stopped on {stop.name}{undrained}")
         emit(result.summary())
+        if fold:
+            fold_view(pipeline, result, emit)
         return result
+
+
+class FoldFailed(Exception):
+    """The fold at the end of a run failed (its batches are committed; the view is as the last
+    fold left it, and ``panestore status`` says so): the fold's error on one line."""
+
+
+def said_batches(ids: Sequence[int]) -> str:
+    """``batches 3..5`` / ``batch 3`` / ``batches 3, 5``: batch ids as a reader says them.
+
+    >>> said_batches([3, 4, 5]), said_batches([3]), said_batches([3, 5])
+    ('batches 3..5', 'batch 3', 'batches 3, 5')
+    """
+    if len(ids) == 1:
+        return f"batch {ids[0]}"
+    if list(ids) == list(range(ids[0], ids[0] + len(ids))):
+        return f"batches {ids[0]}..{ids[-1]}"
+    return "batches " + ", ".join(map(str, ids))
+
+
+def fold_view(pipeline: Pipeline, result: RunResult, emit: Callable[[str], Any]) -> None:
+    """Fold what the run appended into ``current`` (``result.folded``), saying what it did.
+
+    Another materializer holding the lake's materializer lock is not an error of the run: its
+    batches are committed and the next ``panestore materialize`` folds them; that is said. Any
+    other failure raises :class:`FoldFailed` with the fold's error on one line.
+    """
+    from jobs.config.sink_spec import view_spec
+    from sinks.errors import MaterializerBusy
+    from sinks.materializer import Materializer
+
+    try:
+        result.folded = Materializer(view_spec(pipeline)).run()
+    except MaterializerBusy as e:
+        holder = str(e).split(". Nothing was written")[0]  # the lock's refusal, as to a fold
+        committed = result.committed()
+        what = f"run committed {said_batches(committed)}" if committed else "run committed no batch"
+        emit(
+            f"{what}; the fold was skipped: {holder}; the next `panestore materialize` folds "
+            f"{'them' if committed else 'what the pane log holds'}"
+        )
+        return
+    except Exception as e:
+        raise FoldFailed(f"materialize: {one_line(e, limit=2000)}") from e
+    emit(result.folded.line())

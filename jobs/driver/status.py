@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobs.driver.checkpoint import committed_clock
-from sinks.lake_format import TABLES, representable_us
+from sinks.fold_failure import fold_failure
+from sinks.lake_format import MAX_TIMESTAMP_US, TABLES, representable_us
 from sinks.object_store import is_object_store
 from sinks.run_history import FAILED, KILLED, RunRecord, read_runs
 
@@ -218,8 +219,8 @@ class LakeStatus:
     """What ``panestore status`` reports (see docs/operations.md for each field).
 
     ``state``: ``never_run`` (no checkpoint and no pane log), ``ok``, ``failed`` (the last run
-    failed or was killed) or ``lagging`` (the watermark is further behind the wall clock than
-    the allowed lag).
+    failed or was killed, or the view's last fold failed: ``view_fold_error``) or ``lagging``
+    (the watermark is further behind the wall clock than the allowed lag).
     """
 
     pipeline: str
@@ -244,6 +245,8 @@ class LakeStatus:
     last_24h: RecentRuns | None = None
     operator_state: StateStatus | None = None
     not_reported: tuple[str, ...] = field(default=NOT_REPORTED_ALWAYS)
+    view_fold_error: str | None = None
+    view_fold_failed_at: str | None = None
 
     @property
     def healthy(self) -> bool:
@@ -304,6 +307,10 @@ class LakeStatus:
                 ),
             ),
         ]
+        if self.view_fold_error is not None:
+            rows.append(
+                ("view fold", f"failed at {self.view_fold_failed_at}: {self.view_fold_error}")
+            )
         rows.append(("last run", self.last_run.line() if self.last_run else "none recorded"))
         if self.running is not None:
             rows.append(("running", self.running.line()))
@@ -454,7 +461,9 @@ def lake_status(pipeline: Pipeline, *, max_lag_us: int | None = None) -> LakeSta
         if name == "panes":
             pane_log_version = dt.version()
             if watermark_ms is None and table_watermark_us is not None:
-                watermark_ms, watermark_from = table_watermark_us // 1000, "pane_log"
+                # a drained pipeline's is the end of time: the last representable instant
+                end = min(table_watermark_us, MAX_TIMESTAMP_US)
+                watermark_ms, watermark_from = end // 1000, "pane_log"
         if name == "current":
             folded = dt.transaction_version(spec.app_id)
     behind = None
@@ -490,10 +499,11 @@ def lake_status(pipeline: Pipeline, *, max_lag_us: int | None = None) -> LakeSta
     lag_s = None
     if watermark_ms is not None:  # a drained lake's is near the end of time: no lag
         lag_s = max(0.0, (now_ms - watermark_ms) / 1000)
+    fold = fold_failure(spec) if "panes" in tables else None
     never_run = last_id is None and "panes" not in tables and last_run is None
     if never_run:
         state = "never_run"
-    elif last_run is not None and last_run.outcome in (FAILED, KILLED):
+    elif (last_run is not None and last_run.outcome in (FAILED, KILLED)) or fold is not None:
         state = "failed"
     elif max_lag_us is not None and lag_s is not None and lag_s * 1e6 > max_lag_us:
         state = "lagging"
@@ -522,6 +532,8 @@ def lake_status(pipeline: Pipeline, *, max_lag_us: int | None = None) -> LakeSta
         last_24h=recent,
         operator_state=operator_state,
         not_reported=tuple(not_reported),
+        view_fold_error=None if fold is None else fold.error,
+        view_fold_failed_at=None if fold is None else _iso_us(fold.failed_us),
     )
 
 

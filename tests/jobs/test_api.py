@@ -383,6 +383,8 @@ def test_a_combiner_of_the_users_own_has_its_declared_column_type(tmp_path, decl
     with pytest.raises(PipelineConfigError) as e:  # code only: no text for it in a TOML file
         api.save(p, tmp_path / "own.toml")
     assert e.value.field == "aggregates.weighted"
+    assert "tests.jobs.test_api._Own(amount, n) has no text" in str(e.value)
+    assert " at 0x" not in str(e.value)  # named by its class, not an address
 
 
 def test_a_combiner_of_the_users_own_without_a_declared_type_is_refused_naming_it(tmp_path):
@@ -390,6 +392,43 @@ def test_a_combiner_of_the_users_own_without_a_declared_type_is_refused_naming_i
         _own_pipeline(tmp_path, {"weighted": _Own()})
     assert e.value.field == "aggregates.weighted"
     assert "declare its output_type" in str(e.value)
+    assert "tests.jobs.test_api._Own(amount, n) is not a built-in" in str(e.value)
+    assert " at 0x" not in str(e.value)
+
+
+class _Box:
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+
+class _Boxed(_Own):
+    """A combiner whose accumulator is an object the pane log has no text for."""
+
+    output_type = "long"
+
+    def create(self):
+        return _Box(0)
+
+    def extract(self, acc):
+        return acc.n
+
+
+def test_a_combiner_whose_accumulator_cannot_be_stored_is_refused_naming_it(tmp_path):
+    """With a mean beside it the pane log stores every accumulator: one of no text is refused
+    when the pipeline is defined (and by ``panestore check``), not written as null."""
+    with pytest.raises(PipelineConfigError) as e:
+        _own_pipeline(tmp_path, {"boxed": _Boxed(), "avg": "mean(amount)"})
+    assert e.value.field == "aggregates.boxed"
+    assert "tests.jobs.test_api._Box" in str(e.value) and "accumulator_to_data" in str(e.value)
+
+    class Stored(_Boxed):
+        def accumulator_to_data(self, acc):
+            return acc.n
+
+        def accumulator_from_data(self, data):
+            return _Box(data)
+
+    assert _own_pipeline(tmp_path, {"boxed": Stored(), "avg": "mean(amount)"}).aggregate_types
 
 
 class _Frame:

@@ -199,16 +199,15 @@ def test_a_keys_state_keeps_decimals_and_dates_exactly():
     )
 
 
-def test_the_accumulators_json_keeps_decimals_and_dates_exactly():
-    from sinks.pane_log import accumulator_from_json, accumulator_json
+def test_the_accumulators_text_keeps_decimals_and_dates_exactly():
+    from panes.accumulator_text import from_text, to_text
 
     fn = combiners.aggregates(
         avg=combiners.mean("amount"), days=combiners.to_list("day"), n=combiners.count()
     )
     acc = ((Decimal("100.10"), 7), (dt.date(2024, 6, 1), None), 7)
-    text = accumulator_json(acc)
-    assert text is not None
-    assert accumulator_from_json(fn, text) == acc
+    text = to_text(fn, acc)
+    assert from_text(fn, text) == acc
     assert json.loads(text)[0][0] == {"$decimal": "100.10"}
 
 
@@ -344,7 +343,6 @@ def test_a_discarding_fold_past_decimal_38_2_stops_naming_the_window(tmp_path, v
     layout = PaneLogLayout(
         key_fields=(("user", pa.string()),),
         value_fields=(("total", pa.decimal128(38, 2)),),
-        accumulators=False,
     )
     log = PaneLog(
         spec.table_path("panes"), spec.name, layout, **table_identity(spec, "panes", "pane log")

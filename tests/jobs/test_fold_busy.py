@@ -81,7 +81,7 @@ def test_a_run_whose_fold_finds_the_materializer_busy_says_what_it_committed(
     tmp_path, capsys, monkeypatch
 ):
     import jobs.driver.runs
-    from jobs.driver.runs import BatchReport, RunResult
+    from jobs.driver.runs import BatchReport, RunResult, fold_view
 
     conf, spec = demo_lake(tmp_path)
     pane_log_version = open_pane_log(spec).version()
@@ -89,12 +89,15 @@ def test_a_run_whose_fold_finds_the_materializer_busy_says_what_it_committed(
 
     def run(pipeline, **kw) -> RunResult:  # batches 3 and 4 commit; 4 has no panes
         append_batch(conf, 3)
-        return RunResult(
+        result = RunResult(
             [
                 BatchReport(3, 5, None, BatchStats(3, panes=1, committed=True)),
                 BatchReport(4, 0, None, BatchStats(4, committed=True)),
             ]
         )
+        assert kw["fold"], "the run folds as its last step"
+        fold_view(pipeline, result, lambda line: print(line, file=sys.stderr))
+        return result
 
     monkeypatch.setattr(jobs.driver.runs, "run", run)
     holder = hold_materializer_lock(conf)

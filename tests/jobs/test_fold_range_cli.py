@@ -108,20 +108,23 @@ def test_materialize_stops_with_one_line_and_writes_nothing(tmp_path, capsys):
 def test_the_fold_at_the_end_of_a_run_stops_with_one_line(tmp_path, capsys, monkeypatch):
     import jobs.driver.runs
     from jobs.driver.batch_sink import BatchStats
-    from jobs.driver.runs import BatchReport, RunResult
+    from jobs.driver.runs import BatchReport, RunResult, fold_view
 
     conf = big_lake(tmp_path)
     before = the_view(conf)
 
-    def run(pipeline, **kw) -> RunResult:  # batch 1 commits its pane
+    def run(pipeline, **kw) -> RunResult:  # batch 1 commits its pane, then the run folds
         append_pane(conf, 1, 2)
-        return RunResult([BatchReport(1, 1, None, BatchStats(1, panes=1, committed=True))])
+        result = RunResult([BatchReport(1, 1, None, BatchStats(1, panes=1, committed=True))])
+        assert kw["fold"]
+        fold_view(pipeline, result, print)
+        return result
 
     monkeypatch.setattr(jobs.driver.runs, "run", run)  # its checks and session too
     capsys.readouterr()
     assert main(["run", conf, "-v"]) == 1  # -v: stderr as it is
     last = capsys.readouterr().err.splitlines()[-1]
-    one_line_naming_the_window(last + "\n", "materialize: ")
+    one_line_naming_the_window(last + "\n", "panestore: materialize: ")
     assert the_view(conf) == before
 
 
@@ -145,3 +148,36 @@ def test_verify_names_the_window_and_its_exact_total(tmp_path, capsys):
     assert out.endswith(
         "verify: FAILED: 1 window compared, 0 still open (watermark: the end of time)\n"
     )
+
+
+def test_status_says_the_view_cannot_catch_up_until_a_fold_succeeds(tmp_path, capsys):
+    """A fold that fails leaves the view behind for good (every fold meets the same pane):
+    ``status`` is ``failed`` with the fold's one-line reason and exits 1, not ``ok``."""
+    import json
+    import re
+
+    conf = big_lake(tmp_path)
+    append_pane(conf, 1, 2)
+    assert main(["materialize", conf]) == 1
+    capsys.readouterr()
+    assert main(["status", conf]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"^state\s+failed$", out, re.M), out
+    fold = re.search(r"^view fold\s+failed at \S+: (.*)$", out, re.M)
+    assert fold and "64-bit integer column 'total'" in fold.group(1), out
+    assert main(["status", conf, "--json"]) == 1
+    status = json.loads(capsys.readouterr().out)
+    assert status["state"] == "failed" and "64-bit" in status["view_fold_error"]
+
+
+def test_a_fold_that_succeeds_clears_the_failure(tmp_path):
+    from jobs.config.load import load_pipeline
+    from jobs.config.sink_spec import view_spec
+    from sinks.fold_failure import fold_failure, note_fold_failure
+    from sinks.materializer import Materializer
+
+    spec = view_spec(load_pipeline(big_lake(tmp_path)))
+    note_fold_failure(spec, ValueError("disk full\nsecond line"))
+    assert fold_failure(spec).error == "disk full; second line"
+    Materializer(spec).run()
+    assert fold_failure(spec) is None

@@ -97,6 +97,8 @@ def test_the_json_schema_keys(tmp_path, capsys):
         "last_24h",
         "operator_state",
         "not_reported",
+        "view_fold_error",
+        "view_fold_failed_at",
     }
     assert set(data["backlog"]) == {"files", "bytes", "oldest_modified"}
     assert set(data["tables"]["panes"]) == {"version", "committed_at", "files", "bytes"}

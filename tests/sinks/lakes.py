@@ -113,6 +113,7 @@ def random_run(
         layout = PaneLogLayout(
             key_fields=(("user", pa.string()),),
             value_fields=tuple((n, t) for n, (_, t) in aggregates.items()),
+            combine_fn=None if combine_fn.value_is_accumulator else combine_fn,
         )
         keys = ("user",)
     elif multi:

@@ -38,7 +38,6 @@ def discarding_sum(lake: str) -> tuple[ViewSpec, PaneLog]:
     layout = PaneLogLayout(
         key_fields=(("user", pa.string()),),
         value_fields=(("total", pa.int64()),),
-        accumulators=False,
     )
     log = PaneLog(
         spec.table_path("panes"), spec.name, layout, **table_identity(spec, "panes", "pane log")

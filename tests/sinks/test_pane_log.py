@@ -12,6 +12,7 @@ deltalake = pytest.importorskip(
     "deltalake", reason="deltalake not installed (runtime dep of sinks)"
 )
 
+from panes.combiners import mean  # noqa: E402
 from sinks.pane_log import (  # noqa: E402
     MAX_TIMESTAMP_US,
     PaneLog,
@@ -145,8 +146,8 @@ def test_accumulator_is_written_only_when_the_layout_asks():
     pane = FakePane(
         "a", W(0, MIN), 0.5, MIN - 1, Info(0, -1, Timing.EARLY, True, False), accumulator=(1.0, 2)
     )
-    assert pane_record(pane)["accumulator"] == "[1.0,2]"
-    assert pane_record(pane, PaneLogLayout(accumulators=False))["accumulator"] is None
+    assert pane_record(pane, PaneLogLayout(combine_fn=mean()))["accumulator"] == "[1.0,2]"
+    assert pane_record(pane)["accumulator"] is None
 
 
 def test_finish_batch_orders_rows_and_ids_them_by_pane_id():

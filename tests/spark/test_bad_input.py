@@ -107,11 +107,11 @@ def tables(spark, pipeline) -> tuple[dict, list[dict]]:
     """Run and drain; ({key: plays} of the folded view, rejected rows)."""
     from deltalake import DeltaTable
 
-    from jobs.cli.inspect import materialize_after_run
+    from jobs.api import materialize
     from jobs.driver.runs import run
 
     run(pipeline, spark=spark, drain=True, progress=None)
-    assert materialize_after_run(pipeline, out=lambda line: None) == 0
+    materialize(pipeline)
     view = DeltaTable(pipeline.table_path("current")).to_pyarrow_table().to_pylist()
     rejected = DeltaTable(pipeline.table_path("rejected")).to_pyarrow_table().to_pylist()
     return {r["device_id"]: r["plays"] for r in view}, rejected

@@ -67,7 +67,7 @@ def make_pipeline(tmp_path):
 def test_duplicates_are_counted_once_rejected_once_and_verified(spark, tmp_path):
     from deltalake import DeltaTable
 
-    from jobs.cli.inspect import materialize_after_run
+    from jobs.api import materialize
     from jobs.config.sink_spec import view_spec
     from jobs.driver.runs import run
     from jobs.driver.source_elements import load_source_elements
@@ -89,7 +89,7 @@ def test_duplicates_are_counted_once_rejected_once_and_verified(spark, tmp_path)
     late = DeltaTable(pipeline.table_path("late")).to_pyarrow_table().to_pylist()
     assert sorted(r["timestamp_us"] for r in late) == [(T0 + 1) * US, (T0 + 35) * US]
 
-    assert materialize_after_run(pipeline, out=lambda line: None) == 0
+    materialize(pipeline)
     view = DeltaTable(pipeline.table_path("current")).to_pyarrow_table().to_pylist()
     start = T0 * US - (T0 * US) % MINUTE_US
     windows = {

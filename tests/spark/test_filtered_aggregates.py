@@ -50,7 +50,7 @@ def _line(fmt: str, device: str, at: int, status, country, amount) -> str:
 def test_filtered_aggregates_reach_the_view_and_verify(spark, tmp_path, fmt):
     from deltalake import DeltaTable
 
-    from jobs.cli.inspect import materialize_after_run
+    from jobs.api import materialize
     from jobs.config.load import pipeline_from_dict
     from jobs.config.sink_spec import view_spec
     from jobs.driver.runs import run
@@ -90,7 +90,7 @@ def test_filtered_aggregates_reach_the_view_and_verify(spark, tmp_path, fmt):
     run(pipeline, spark=spark, drain=True, progress=None)
 
     assert DeltaTable(pipeline.table_path("rejected")).to_pyarrow_table().num_rows == 0
-    assert materialize_after_run(pipeline, out=lambda line: None) == 0
+    materialize(pipeline)
     report = verify(view_spec(pipeline), elements=load_source_elements(pipeline))
     assert report.ok, str(report)
     rows = DeltaTable(pipeline.table_path("current")).to_pyarrow_table().to_pylist()

@@ -102,12 +102,12 @@ def test_runs_equal_simulator_then_drain(spark, tmp_path):
     assert all(r["processing_time_us"] is not None for r in rejected)
 
     # the view folded from the log equals the batch over the accepted raw events
-    from jobs.cli.inspect import materialize_after_run
+    from jobs.api import materialize
     from jobs.config.sink_spec import view_spec
     from jobs.driver.source_elements import load_source_elements
     from sinks.verify import verify
 
-    assert materialize_after_run(pipeline, out=lambda line: None) == 0
+    materialize(pipeline)
     spec = view_spec(pipeline)
     report = verify(spec, elements=load_source_elements(pipeline))
     assert report.ok, str(report)

@@ -68,12 +68,12 @@ def land(tmp_path, fmt: str, name: str, device: str, at_s: float, mtime: float |
 def view_and_verify(pipeline) -> dict:
     from deltalake import DeltaTable
 
-    from jobs.cli.inspect import materialize_after_run
+    from jobs.api import materialize
     from jobs.config.sink_spec import view_spec
     from jobs.driver.source_elements import load_source_elements
     from sinks.verify import verify
 
-    assert materialize_after_run(pipeline, out=lambda line: None) == 0
+    materialize(pipeline)
     report = verify(view_spec(pipeline), elements=load_source_elements(pipeline))
     assert report.ok, str(report)
     rows = DeltaTable(pipeline.table_path("current")).to_pyarrow_table().to_pylist()

@@ -91,7 +91,7 @@ LATE = [("u11", "fr", "08:40", 1000), ("u3", "fr", "08:45", 33), ("v1", "de", "0
 def test_daily_merges_of_hourly_sketches_equal_sketches_over_the_days_raw_events(spark, tmp_path):
     from deltalake import DeltaTable
 
-    from jobs.cli.inspect import materialize_after_run
+    from jobs.api import materialize
     from jobs.config.sink_spec import view_spec
     from jobs.driver.checkpoint import recorded_offsets
     from jobs.driver.runs import run
@@ -113,7 +113,7 @@ def test_daily_merges_of_hourly_sketches_equal_sketches_over_the_days_raw_events
 
     land(tmp_path, "r9.jsonl", LATE)  # late for hour 8: its panes are withdrawn and replaced
     run(up, spark=spark, progress=None, drain=True)
-    materialize_after_run(up, out=lambda _: None)
+    materialize(up)
     up_panes = DeltaTable(up.table_path("panes")).to_pyarrow_table().to_pylist()
     withdrawn = [p for p in up_panes if p["is_retraction"]]
     assert {p["country"] for p in withdrawn} == {"fr", "de"}
@@ -121,7 +121,7 @@ def test_daily_merges_of_hourly_sketches_equal_sketches_over_the_days_raw_events
     unread = read_elements(path, up.name, read, latest_version(path), [("users", arrow_type(HLL))])
     assert unread.column(WEIGHT).to_pylist().count(-1) == len(withdrawn)
     run(down, spark=spark, progress=None, drain=True)  # the withdrawals reach the merges
-    materialize_after_run(down, out=lambda _: None)
+    materialize(down)
 
     for stage in (up, down):
         report = verify(view_spec(stage), elements=load_source_elements(stage))

@@ -76,7 +76,7 @@ def test_hourly_totals_over_retracting_sessions_equal_the_batch_over_the_final_s
 ):
     from deltalake import DeltaTable
 
-    from jobs.cli.inspect import materialize_after_run
+    from jobs.api import materialize
     from jobs.config.sink_spec import view_spec
     from jobs.driver.runs import run
     from jobs.driver.source_elements import load_source_elements
@@ -94,13 +94,13 @@ def test_hourly_totals_over_retracting_sessions_equal_the_batch_over_the_final_s
     # withdraws both and emits [08:00, 09:20), whose output timestamp lies in the next hour.
     land(tmp_path, "r1.jsonl", [("d1", "fr", "08:25", 5.0), ("d3", "fr", "10:30", 1.0)])
     run(up, spark=spark, progress=None, drain=True)  # one file per batch
-    materialize_after_run(up, out=lambda _: None)
+    materialize(up)
     up_panes = DeltaTable(up.table_path("panes")).to_pyarrow_table().to_pylist()
     assert sum(p["is_retraction"] for p in up_panes) >= 2
     down = downstream(tmp_path)  # its upstream's pane log exists now
     assert down.weighted
     run(down, spark=spark, progress=None, drain=True)
-    materialize_after_run(down, out=lambda _: None)
+    materialize(down)
 
     for stage in (up, down):
         report = verify(view_spec(stage), elements=load_source_elements(stage))
@@ -140,8 +140,8 @@ def test_a_downstream_refuses_a_rebuilt_upstream_until_rebuilt_itself(spark, tmp
 
     from deltalake import DeltaTable
 
+    from jobs.api import materialize
     from jobs.cli.commands import main
-    from jobs.cli.inspect import materialize_after_run
     from jobs.config.load import load_pipeline
     from jobs.driver.checkpoint import recorded_offsets
     from jobs.driver.runs import run
@@ -159,7 +159,7 @@ def test_a_downstream_refuses_a_rebuilt_upstream_until_rebuilt_itself(spark, tmp
     conf.write_text(DOWNSTREAM_TOML.format(lake=tmp_path / "down", upstream=tmp_path / "up"))
     down = load_pipeline(conf)
     run(down, spark=spark, progress=None)  # reads the upstream's first pane log
-    materialize_after_run(down, out=lambda _: None)
+    materialize(down)
     assert max(r.offset.version for r in recorded_offsets(down.checkpoint_path)) > 0
 
     # The upstream rebuilt the documented way: its lake moved aside, run again (a new pane log
@@ -167,7 +167,7 @@ def test_a_downstream_refuses_a_rebuilt_upstream_until_rebuilt_itself(spark, tmp
     land(tmp_path, "r1.jsonl", [("d1", "fr", "08:25", 5.0), ("d3", "fr", "10:30", 1.0)])
     shutil.move(str(tmp_path / "up"), str(tmp_path / "up.old"))
     run(up, spark=spark, progress=None, drain=True)
-    materialize_after_run(up, out=lambda _: None)
+    materialize(up)
     down = load_pipeline(conf)
     before = DeltaTable(down.table_path("panes")).version()
 
@@ -192,7 +192,7 @@ def test_a_downstream_refuses_a_rebuilt_upstream_until_rebuilt_itself(spark, tmp
 
     shutil.move(str(down.lake_path), f"{down.lake_path}.old")  # as the message says
     run(down, spark=spark, progress=None, drain=True)
-    materialize_after_run(down, out=lambda _: None)
+    materialize(down)
     assert main(["verify", str(conf)]) == 0, capsys.readouterr().out
     view = {
         (r["country"], r["window_start"].hour): (r["sessions"], r["plays"], r["watched"])
@@ -248,7 +248,7 @@ def test_a_downstream_killed_mid_batch_replays_it_and_reads_on(spark, tmp_path):
 
     from deltalake import DeltaTable
 
-    from jobs.cli.inspect import materialize_after_run
+    from jobs.api import materialize
     from jobs.config.load import load_pipeline
     from jobs.config.sink_spec import view_spec
     from jobs.driver.runs import run
@@ -272,12 +272,12 @@ def test_a_downstream_killed_mid_batch_replays_it_and_reads_on(spark, tmp_path):
 
     land(tmp_path, "r1.jsonl", [("d1", "fr", "08:25", 5.0), ("d3", "fr", "10:30", 1.0)])
     run(up, spark=spark, progress=None, drain=True)
-    materialize_after_run(up, out=lambda _: None)
+    materialize(up)
     upstream_rows = DeltaTable(up.table_path("panes")).to_pyarrow_table().num_rows
 
     rerun = run(down, spark=spark, progress=None)
     assert rerun.batches[0].batch_id == 0  # the planned batch, replayed first
     assert rerun.total("rows") == upstream_rows  # and every newer version in the same run
-    materialize_after_run(down, out=lambda _: None)
+    materialize(down)
     report = verify(view_spec(down), elements=load_source_elements(down))
     assert report.ok, str(report)

@@ -23,7 +23,7 @@ def _line(device: str, at_s: float, status: str | None, page: str, seconds: int 
 def test_last_first_and_max_by_run_fold_and_verify(spark, tmp_path):
     from deltalake import DeltaTable
 
-    from jobs.cli.inspect import materialize_after_run
+    from jobs.api import materialize
     from jobs.config.load import pipeline_from_dict
     from jobs.config.sink_spec import view_spec
     from jobs.driver.runs import run
@@ -84,7 +84,7 @@ def test_last_first_and_max_by_run_fold_and_verify(spark, tmp_path):
     put(landing, "3.jsonl", [_line("b", 50, "y", "q3", 3)])  # ties b's latest time and seconds
     run(pipeline, spark=spark, drain=True, progress=None)
 
-    assert materialize_after_run(pipeline, out=lambda line: None) == 0
+    materialize(pipeline)
     rows = DeltaTable(pipeline.table_path("current")).to_pyarrow_table().to_pylist()
     view = {r["device_id"]: (r["status"], r["opening"], r["top"], r["n"]) for r in rows}
     assert view == {"a": ("idle", "boot", "p3", 5), "b": ("y", None, "q3", 3)}

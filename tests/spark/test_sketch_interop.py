@@ -63,7 +63,7 @@ def _events():
 def test_spark_reads_the_pane_logs_sketches(spark, tmp_path):
     from deltalake import DeltaTable
 
-    from jobs.cli.inspect import materialize_after_run
+    from jobs.api import materialize
     from jobs.config.sink_spec import view_spec
     from jobs.driver.runs import run
     from jobs.driver.source_elements import load_source_elements
@@ -76,7 +76,7 @@ def test_spark_reads_the_pane_logs_sketches(spark, tmp_path):
     run(pipeline, spark=spark, progress=None)
     # a second run opens the lake again (its struct columns are the configuration's types)
     run(pipeline, spark=spark, drain=True, progress=None)
-    assert materialize_after_run(pipeline, out=lambda line: None) == 0
+    materialize(pipeline)
     report = verify(view_spec(pipeline), elements=load_source_elements(pipeline))
     assert report.ok, str(report)
 
