@@ -23,8 +23,9 @@ timedelta                 text, an offset kept), ``{"$timedelta": [days, seconds
 a NumPy scalar            the Python value it holds
 ========================  ==================================================================
 
-Texts written before these tags existed (tuples and lists both arrays, a list read back as a
-tuple) read back as they did then.
+Texts written before these tags existed (tuples and lists both arrays) read back as the
+accumulators the built-ins wrote: each array a tuple (the old reader made only each aggregate's
+outer array a tuple; no built-in accumulator nests arrays).
 
 A combiner whose accumulator holds anything else says how to store it: its
 :meth:`~panes.combine_fn.CombineFn.accumulator_to_data` turns an accumulator into values of the
@@ -73,39 +74,42 @@ def _sorted_members(members: Any) -> list[Any]:
 
 def encode(value: Any) -> Any:
     """``value`` as JSON data (see the module doc); :class:`UnstorableAccumulator` (naming no
-    aggregate: :func:`to_text` adds it) for a value of no listed type."""
-    if value is None or isinstance(value, (bool, int, float, str)):
+    aggregate: :func:`to_text` adds it) for a value of no listed type. Types are matched
+    exactly: a subclass (a ``Counter``, a named tuple, an ``IntEnum``) would come back as its
+    base class, so it is refused too."""
+    kind = type(value)
+    if value is None or kind in (bool, int, float, str):
         return value
-    if isinstance(value, tuple):
+    if kind is tuple:
         return [encode(v) for v in value]
-    if isinstance(value, list):
+    if kind is list:
         return {"$list": [encode(v) for v in value]}
-    if isinstance(value, dict):
-        if all(isinstance(k, str) and not k.startswith(_TAG) for k in value):
+    if kind is dict:
+        if all(type(k) is str and not k.startswith(_TAG) for k in value):
             return {k: encode(v) for k, v in value.items()}
         return {"$map": [[encode(k), encode(v)] for k, v in value.items()]}
-    if isinstance(value, frozenset):
+    if kind is frozenset:
         return {"$frozenset": _sorted_members(value)}
-    if isinstance(value, set):
+    if kind is set:
         return {"$set": _sorted_members(value)}
-    if isinstance(value, bytes):
+    if kind is bytes:
         return {"$bytes": base64.b64encode(value).decode("ascii")}
-    if isinstance(value, bytearray):
+    if kind is bytearray:
         return {"$bytearray": base64.b64encode(bytes(value)).decode("ascii")}
-    if isinstance(value, Decimal):
+    if kind is Decimal:
         return {"$decimal": str(value)}
-    if isinstance(value, dt.datetime):
+    if kind is dt.datetime:
         return {"$datetime": value.isoformat()}
-    if isinstance(value, dt.date):
+    if kind is dt.date:
         return {"$date": value.isoformat()}
-    if isinstance(value, dt.time):
+    if kind is dt.time:
         return {"$time": value.isoformat()}
-    if isinstance(value, dt.timedelta):
+    if kind is dt.timedelta:
         return {"$timedelta": [value.days, value.seconds, value.microseconds]}
     item = getattr(value, "item", None)  # a NumPy scalar: the Python value it holds
-    if callable(item) and type(value).__module__ == "numpy" and getattr(value, "shape", 1) == ():
+    if callable(item) and kind.__module__ == "numpy" and getattr(value, "shape", 1) == ():
         return encode(item())
-    raise UnstorableAccumulator(f"a {type(value).__module__}.{type(value).__qualname__}")
+    raise UnstorableAccumulator(f"a {kind.__module__}.{kind.__qualname__}")
 
 
 def _decode_tagged(tag: str, body: Any) -> Any:

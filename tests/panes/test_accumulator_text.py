@@ -3,7 +3,9 @@ holds comes back exactly, whatever it holds, or is refused naming the aggregate 
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
+import enum
 import json
 import math
 from decimal import Decimal
@@ -83,6 +85,22 @@ def test_the_values_json_cannot_hold():
     ]
     for value in cases:
         assert _typed(decode(json.loads(json.dumps(encode(value))))) == _typed(value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        collections.Counter({"a": 2}),
+        collections.OrderedDict(a=1),
+        collections.namedtuple("Pair", "a b")(1, 2),
+        enum.IntEnum("Level", "LOW HIGH").LOW,
+    ],
+)
+def test_a_subclass_is_refused_not_turned_into_its_base(value):
+    """A ``Counter`` stored as a dict would come back a dict, and ``Counter() + dict`` fails
+    the fold later: refused now, naming the type."""
+    with pytest.raises(UnstorableAccumulator, match=type(value).__qualname__):
+        encode(value)
 
 
 def test_the_same_set_is_always_the_same_text():
