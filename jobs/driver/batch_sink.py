@@ -132,6 +132,9 @@ class BatchSink:
             pipeline.table_path("rejected"), pipeline.name, **kw("rejected", "rejected table")
         )
         self.on_batch = on_batch
+        # called with a batch's stats as soon as its Delta commits are done, before Spark's
+        # commit entry (the run's record notes its figures there: jobs.driver.run_record)
+        self.on_commit: Callable[[BatchStats], Any] | None = None
         self.stats: dict[int, BatchStats] = {}
         self.appenders = {
             KIND_PANE: self.pane_log.appender,
@@ -239,8 +242,10 @@ class BatchSink:
         )
         stats.compute_s = computed - started
         stats.commit_s = time.perf_counter() - computed
-        kill("after_commit", batch_id, self.kill_at)
         self.stats[batch_id] = stats
+        if self.on_commit is not None:
+            self.on_commit(stats)
+        kill("after_commit", batch_id, self.kill_at)
         if self.on_batch is not None:
             self.on_batch(stats)
 

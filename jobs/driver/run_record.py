@@ -23,7 +23,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -100,21 +100,34 @@ def _watermark_us(pipeline: Pipeline) -> int | None:
 @dataclass
 class RunRecording:
     """The record of the run in progress (see the module doc); ``versions`` gives the tables'
-    versions at its end (set by the run once its sink exists)."""
+    versions at its end (set by the run once its sink exists). ``counted``: the batches whose
+    panes, late and rejected records an earlier row already counts (the killed run's before
+    it): a replay of one of them adds none of these figures again."""
 
     pipeline: Pipeline
     record: RunRecord
     warn: Callable[[str], Any]
     versions: Callable[[], dict[str, int | None]] | None = None
+    counted: frozenset[int] = frozenset()
+    committed: dict[int, BatchStats] = field(default_factory=dict)
+
+    def batch_committed(self, stats: BatchStats) -> None:
+        """Note a batch's figures as soon as its Delta commits are done, before Spark's commit
+        entry: a kill after them leaves them in the note (the killed run's row counts them)."""
+        self.committed[stats.batch_id] = stats
+        self._note(None)
 
     def progress(self, result: RunResult) -> None:
         """Bring the note up to date with the batches ``result`` holds (after each batch)."""
-        self.record = _figures(self.record, result, _now_us())
+        self._note(result)
+
+    def _note(self, result: RunResult | None) -> None:
+        self.record = _figures(self.record, result, self.committed, self.counted, _now_us())
         self._safely("note the run's progress", lambda: _write_note(self.pipeline, self.record))
 
     def end(self, result: RunResult, outcome: str, error: str | None) -> None:
         """Append the run's row (its figures, how it ended) and remove its note."""
-        record = _figures(self.record, result, _now_us())
+        record = _figures(self.record, result, self.committed, self.counted, _now_us())
         record = replace(
             record,
             outcome=outcome,
@@ -144,31 +157,52 @@ def _append(pipeline: Pipeline, record: RunRecord) -> bool:
     return True
 
 
-def _figures(record: RunRecord, result: RunResult, now_us: int) -> RunRecord:
-    """``record`` with the figures of the batches ``result`` reports, seen alive at
-    ``now_us``."""
-    stats = [b.stats for b in result.batches if b.stats is not None]
+def _figures(
+    record: RunRecord,
+    result: RunResult | None,
+    committed: dict[int, BatchStats],
+    counted: frozenset[int],
+    now_us: int,
+) -> RunRecord:
+    """``record`` with the figures of the run's batches, seen alive at ``now_us``.
+
+    Each batch is counted once over the run history: its panes, late and rejected records in
+    the row of the run whose sink first got through its Delta commits (``committed``, noted
+    before Spark's commit entry) unless an earlier row has them (``counted``: a replay after a
+    kill); its records in the row of the run Spark reported it to (``result``: a batch is
+    reported once, after Spark's commit entry: a replayed batch was never reported before)."""
+    reported = [] if result is None else list(result.batches)
+    stats = {b.batch_id: b.stats for b in reported if b.stats is not None}
+    stats.update(committed)
+    mine = [s for b, s in stats.items() if b not in counted]
     timings: dict[str, int] = {}
-    for s in stats:
+    for s in mine:
         for timing, n in s.by_timing.items():
             timings[timing] = timings.get(timing, 0) + n
-    ids = [b.batch_id for b in result.batches]
+    ids = sorted({*stats, *(b.batch_id for b in reported)})
     return replace(
         record,
         ended_us=now_us,
-        batches=len(result.batches),
-        replayed=sum(1 for s in stats if not s.committed),
-        first_batch_id=min(ids, default=None),
-        last_batch_id=max(ids, default=None),
-        records=result.total("rows"),
-        panes=sum(s.panes for s in stats),
+        batches=len(ids),
+        replayed=sum(1 for s in stats.values() if not s.committed),
+        first_batch_id=ids[0] if ids else None,
+        last_batch_id=ids[-1] if ids else None,
+        records=record.records if result is None else result.total("rows"),
+        panes=sum(s.panes for s in mine),
         early=timings.get("EARLY", 0),
         on_time=timings.get("ON_TIME", 0),
         late_panes=timings.get("LATE", 0),
-        retractions=sum(s.retractions for s in stats),
-        late=sum(s.late for s in stats),
-        rejected=sum(s.rejected for s in stats),
+        retractions=sum(s.retractions for s in mine),
+        late=sum(s.late for s in mine),
+        rejected=sum(s.rejected for s in mine),
     )
+
+
+def _batches_of(record: RunRecord | None) -> frozenset[int]:
+    """The batch ids a run's row counts (a run's batches are consecutive)."""
+    if record is None or record.first_batch_id is None or record.last_batch_id is None:
+        return frozenset()
+    return frozenset(range(record.first_batch_id, record.last_batch_id + 1))
 
 
 def record_killed(pipeline: Pipeline, warn: Callable[[str], Any]) -> RunRecord | None:
@@ -205,7 +239,7 @@ def recording(
     """Record the run whose ``result`` the body fills (see the module doc): its outcome is
     ``failed`` when the body raises (the error on one line; re-raised), ``stopped`` on Ctrl-C or
     when ``result.stopped_by`` says a signal stopped it, else ``succeeded``."""
-    record_killed(pipeline, warn)
+    killed = record_killed(pipeline, warn)
     started = _now_us()
     rec = RunRecording(
         pipeline,
@@ -221,6 +255,7 @@ def recording(
             watermark_before_us=_watermark_us(pipeline),
         ),
         warn,
+        counted=_batches_of(killed),
     )
     rec._safely("note the run's start", lambda: _write_note(pipeline, rec.record))
     try:

@@ -572,6 +572,7 @@ def run(
         sink = BatchSink(pipeline, kill_at=kill_at, shards=state.shards, profile_dir=profile_dir)
         sink.create_tables()
         recorded.versions = functools.partial(_table_versions, pipeline, sink)
+        sink.on_commit = recorded.batch_committed
 
         if follow:  # it may never end: compact after each batch that committed
 

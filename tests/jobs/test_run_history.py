@@ -151,3 +151,50 @@ def test_reading_the_last_run_and_a_days_runs_turns_only_those_into_records(tmp_
     assert [r.run_id for r in read_runs(spec, last=1, since_us=20)] == ["r2", "r3", "r4"]
     assert [r.run_id for r in read_runs(spec, since_us=45)] == []
     assert [r.started_us for r in read_runs(spec, last=2)] == [30, 40]
+
+
+@pytest.mark.parametrize(
+    "killed_at",
+    [
+        "after Spark's commit entry",
+        "after the Delta commits",
+        "between the tables' commits",
+        "before the Delta commits",
+    ],
+)
+def test_a_batch_replayed_after_a_kill_is_counted_in_one_row(tmp_path, killed_at):
+    """Run A commits batch 0, then batch 1's Delta commits (all of them, some, or none) and is
+    killed before Spark's commit entry; run B replays batch 1 (its tables skip what they hold)
+    and commits batch 2. Summed over the rows, every batch's records, panes, late and rejected
+    are counted once, wherever the kill fell; B's ``replayed`` is 1 when every table had
+    committed batch 1."""
+    pipeline = load_pipeline(new_lake(tmp_path))
+    a = RunResult([batch(0, 100)])
+    killed_run = recording(pipeline, a, "scheduled", print)
+    rec = killed_run.__enter__()
+    rec.batch_committed(a.batches[0].stats)
+    rec.progress(a)
+    if killed_at != "before the Delta commits":
+        rec.batch_committed(batch(1, 0).stats)  # its sink got through its Delta commits
+    # SIGKILL: the context is never left, the note stays behind
+
+    b = RunResult()
+    every_table_had_it = killed_at == "after the Delta commits"
+    spark_had_it = killed_at == "after Spark's commit entry"
+    with recording(pipeline, b, "scheduled", print) as rec:
+        if not spark_had_it:  # replayed
+            replay = batch(1, 40, committed=not every_table_had_it)
+            rec.batch_committed(replay.stats)
+            b.batches.append(replay)
+            rec.progress(b)
+        rec.batch_committed(batch(2, 10).stats)
+        b.batches.append(batch(2, 10))
+        rec.progress(b)
+    rows = read_runs(view_spec(pipeline))
+    assert [r.outcome for r in rows] == ["killed", "succeeded"]
+    # each batch's input once; the input of a batch Spark committed in the instant before the
+    # killed run read its progress is known to no row (docs/operations.md, the runs table)
+    assert sum(r.records for r in rows) == (110 if spark_had_it else 150)
+    assert sum(r.panes for r in rows) == 9 and sum(r.early for r in rows) == 3
+    assert sum(r.late for r in rows) == 3 and sum(r.rejected for r in rows) == 6
+    assert rows[1].replayed == (1 if every_table_had_it else 0)

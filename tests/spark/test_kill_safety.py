@@ -134,6 +134,9 @@ def test_killed_runs_equal_an_uninterrupted_run(spark, tmp_path, request, capsys
     (whole,) = read_runs(view_spec(base))
     assert sum(r.records for r in runs) == whole.records == sum(len(f) for f in FILES)
     assert sum(r.rejected for r in runs) == whole.rejected == 2
+    # each batch's panes, late and rejected rows in exactly one row, whatever the kills
+    assert sum(r.panes for r in runs) == len(got["panes"]) == whole.panes
+    assert sum(r.late for r in runs) == len(got["late"]) == whole.late
 
     panes = got["panes"]
     assert len({p["pane_id"] for p in panes}) == len(panes), "duplicate panes"
