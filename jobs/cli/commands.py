@@ -122,7 +122,7 @@ def cmd_run(args) -> int:
     # the command's own lines go to the original stderr; Spark's noise is filtered from it once
     # the session starts (after the run's checks: their refusals are plain lines on stderr)
     terminal = sys.stderr if args.verbose else quiet_terminal()
-    from jobs.driver.runs import FoldFailed, run  # imports pyspark: not for `check`
+    from jobs.driver.runs import FoldFailed, python_error, run  # imports pyspark: not `check`
 
     session = SessionOptions(
         f"panestore-{pipeline.name}",
@@ -160,8 +160,8 @@ def cmd_run(args) -> int:
             failed = "run failed: " if status == ExitStatus.FAILED else ""
             print(f"panestore: {failed}{one_line(e)}", file=terminal)
             return status
-        except Exception as e:  # the streaming query failed: report, exit 1
-            print(f"panestore: run failed: {e}", file=terminal)
+        except Exception as e:  # the streaming query failed: report on one line, exit 1
+            print(f"panestore: run failed: {python_error(str(e))}", file=terminal)
             return ExitStatus.FAILED
         return ExitStatus.OK
 

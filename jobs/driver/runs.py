@@ -364,7 +364,7 @@ def _await_query(
                 "committed. Repair the file, or move it out of the landing directory (the next "
                 "run then records it in the rejected table), and run again"
             ) from None
-        raise RuntimeError(f"the streaming query failed: {err}") from None
+        raise RuntimeError(f"the streaming query failed: {python_error(str(err))}") from None
 
 
 # What a task refuses to do, inside Spark's error (a Python trace): a table source's refusal
@@ -380,6 +380,26 @@ _CAUSE = re.compile(r"Caused by: [\w.$]+: ([^\n]+)")
 _UNREADABLE = re.compile(
     r"\[FAILED_READ_FILE[^\]]*\] Encountered error while reading file (\S+?)\.?\s"
 )
+
+
+def python_error(text: str) -> str:
+    r"""The one line that says what failed in Spark's error ``text``: the last exception line
+    (``Name: message``) of the last Python traceback in it (an error raised in a Python worker,
+    whichever), else its first line; ``panestore run -v`` leaves Spark's traces on stderr.
+
+    >>> python_error("org.apache.spark.SparkException: Job aborted\nTraceback (most recent "
+    ...     "call last):\n  File \"w.py\", line 3, in f\n    g()\nValueError: bad\n\tat x")
+    'ValueError: bad'
+    """
+    found, in_trace = None, False
+    for line in text.splitlines():
+        if line.startswith("Traceback (most recent call last)"):
+            in_trace = True
+        elif in_trace and line and not line[0].isspace():
+            found, in_trace = line.strip(), False
+    if found is None:
+        found = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return found[:2000]
 
 
 WRITERS_POLL_S = 2.0

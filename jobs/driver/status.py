@@ -343,9 +343,10 @@ def _or(value: Any, default: str) -> str:
     return default if value is None else str(value)
 
 
-def _backlog(pipeline: Pipeline) -> Backlog | None:
-    """The landing files not in the checkpoint's file-source logs (None: not a local file
-    source)."""
+def _backlog(pipeline: Pipeline, last_batch: int | None) -> Backlog | None:
+    """The landing files that no committed batch (up to ``last_batch``, the checkpoint's last
+    commit) read: a file a failed batch took and never committed is backlog, the file every
+    run stops on (None: not a local file source)."""
     from jobs.sources.files.changes import taken_files
     from jobs.sources.files.paths import landing_files
 
@@ -354,11 +355,13 @@ def _backlog(pipeline: Pipeline) -> Backlog | None:
         return None
     if not os.path.isdir(source.path):
         return Backlog(0, 0, None)
-    taken = {local for local, _ in taken_files(pipeline.checkpoint_path, source.path).values()}
+    through = -1 if last_batch is None else last_batch
+    taken = taken_files(pipeline.checkpoint_path, source.path, through)
+    read = {local for local, _ in taken.values()}
     count = size = 0
     oldest: int | None = None
     for path in landing_files(source.path):
-        if os.path.abspath(path) in taken:
+        if os.path.abspath(path) in read:
             continue
         try:
             st = os.stat(path)
@@ -472,7 +475,7 @@ def lake_status(pipeline: Pipeline, *, max_lag_us: int | None = None) -> LakeSta
         # version 0 of the pane log is its creation: no panes to fold
         behind = max(0, behind - (1 if folded is None else 0))
 
-    backlog = _backlog(pipeline)
+    backlog = _backlog(pipeline, last_id)
     if backlog is None:
         not_reported.append("backlog")
     opts = dict(spec.storage_options) if spec.storage_options else None

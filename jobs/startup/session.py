@@ -405,7 +405,15 @@ AVAILABLE_NOW_LOGGERS = tuple(
 # A query that fails: Spark logs the failure with its Java and Python traces (~240 lines for a
 # source's refusal) before the driver sees it; a command reports it itself, in one line
 # (``panestore run -v`` leaves Spark's log as it is).
-QUERY_FAILURE_LOGGERS = ("org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution",)
+# A task that fails is logged twice more on the way (the executor's error, the task set
+# manager's lost task and abort: ~110 lines for an error raised in a Python worker), and the
+# failed plan's description is cut with a warning.
+QUERY_FAILURE_LOGGERS = (
+    "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution",
+    "org.apache.spark.executor.Executor",
+    "org.apache.spark.scheduler.TaskSetManager",
+    "org.apache.spark.util.SparkStringUtils",
+)
 
 
 def quiet_loggers(spark, names=QUIET_LOGGERS, level: str = "ERROR") -> None:

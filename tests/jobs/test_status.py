@@ -196,3 +196,33 @@ def test_a_damaged_checkpoint_file_is_named_on_one_line(tmp_path, capsys):
     assert main(["status", conf]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and str(commit) in err and "damaged" in err
+
+
+def test_a_file_a_failed_batch_read_is_still_backlog_and_status_names_the_error(tmp_path, capsys):
+    """Spark logs a batch's files before it runs it: batch 1 took c.jsonl and failed (no
+    commit). c.jsonl is what every run stops on: it is the backlog, and status names the
+    failed run's error."""
+    from jobs.driver.run_record import recording
+    from jobs.driver.runs import RunResult
+
+    conf, _ = demo_lake(tmp_path)
+    landing = tmp_path / "landing"
+    landing.mkdir(exist_ok=True)
+    read, failed = landing / "a.jsonl", landing / "c.jsonl"
+    read.write_text("{}\n")
+    failed.write_text("{}\n{}\n")
+    write_checkpoint(conf, [[read], [failed]], watermark_ms=5_000)
+    ckpt = Path(load_pipeline(conf).checkpoint_path)
+    (ckpt / "commits" / "1").unlink()  # batch 1 never committed
+    with (
+        pytest.raises(RuntimeError),
+        recording(load_pipeline(conf), RunResult(), "scheduled", print),
+    ):
+        raise RuntimeError("the pane of k='a' has total = 1E+37, beyond its column")
+    code, data = status_json(conf, capsys)
+    assert code == 1 and data["state"] == "failed" and data["last_batch_id"] == 0
+    assert data["backlog"]["files"] == 1 and data["backlog"]["bytes"] == failed.stat().st_size
+    assert "beyond its column" in data["last_run"]["error"]
+    assert main(["status", conf]) == 1
+    out = capsys.readouterr().out
+    assert "failed (started" in out and "beyond its column" in out

@@ -65,9 +65,13 @@ def _local(uri: str) -> str | None:
     return local_path(uri)
 
 
-def taken_files(checkpoint: str | os.PathLike[str], landing: str) -> dict[str, tuple[str, int]]:
+def taken_files(
+    checkpoint: str | os.PathLike[str], landing: str, through_batch: int | None = None
+) -> dict[str, tuple[str, int]]:
     """Every file below ``landing`` that the checkpoint's file sources took: URI -> (its local
-    path, its modification time in ms as Spark listed it)."""
+    path, its modification time in ms as Spark listed it). ``through_batch``: only the files of
+    batches up to that id (Spark logs a batch's files before it runs it: those of a batch that
+    failed and was never committed are still to be read); -1: none."""
     inside = os.path.join(os.path.abspath(landing), "")
     out: dict[str, tuple[str, int]] = {}
     sources = Path(checkpoint) / SOURCES
@@ -77,6 +81,8 @@ def taken_files(checkpoint: str | os.PathLike[str], landing: str) -> dict[str, t
                 if not line.strip():
                     continue
                 entry = json.loads(line)
+                if through_batch is not None and int(entry.get("batchId", -1)) > through_batch:
+                    continue
                 local = _local(entry["path"])
                 if local is not None and local.startswith(inside):
                     out[entry["path"]] = (local, int(entry.get("timestamp", 0)))
