@@ -11,9 +11,9 @@ A lake in a bucket (``s3://bucket/prefix``) is read with the S3 settings of the 
 environment, given to DuckDB as a temporary secret of the connection (:func:`s3_secret_fields`;
 DuckDB reads no AWS configuration file). No error of this module quotes a credential.
 
-Time travel (:func:`connect` ``as_of=``): ``current`` as of a view version (``"view:N"`` or an
-int), of a pane-log version (``"panes:N"``: the pane log folded up to N, computed), or of a
-timestamp (a ``datetime`` or ISO text: the last view version committed at or before it).
+Time travel (:func:`connect` ``as_of=``, :mod:`sinks.as_of`): each table at a Delta version
+(``"panes:3"``, ``"current:2"``), every table at a time, or ``current`` folded from the pane log
+up to a version (``"folded:3"``).
 """
 
 from __future__ import annotations
@@ -34,13 +34,15 @@ from urllib.parse import urlsplit
 
 import pyarrow as pa
 
+from sinks.as_of import AsOf
+from sinks.as_of import as_of as parse_as_of
 from sinks.change_feed import Changes, read_changes
 from sinks.errors import InvalidRequest, LakeError, TableMissing
 from sinks.lake_format import TABLES, representable_us
 from sinks.object_store import is_object_store, one_line
 from sinks.refold import view_from_pane_log
 from sinks.spec import ViewSpec
-from sinks.tables import open_view, plain_table, table_exists
+from sinks.tables import plain_table, table_exists
 
 
 def extension_file(name: str) -> Path:
@@ -155,65 +157,70 @@ def _lit(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def parse_as_of(as_of: Any) -> tuple[str, Any]:
-    """``as_of`` -> ("view", N) | ("panes", N) | ("time", datetime)."""
-    if isinstance(as_of, datetime):
-        return "time", as_of
-    if isinstance(as_of, int):
-        return "view", as_of
-    text = str(as_of).strip()
-    expected = f"--as-of {text!r}: expected view:N, panes:N, N (view version) or an ISO timestamp"
-    for prefix in ("view:", "panes:"):
-        if text.startswith(prefix):
-            number = text[len(prefix) :].strip()
-            if not number.isdigit():
-                raise InvalidRequest(f"{expected}; {number!r} is not a version (0, 1, ...)")
-            return prefix[:-1], int(number)
-    if text.isdigit():
-        return "view", int(text)
-    try:
-        ts = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidRequest(expected) from None
-    return "time", ts
-
-
 def current_as_of(spec: ViewSpec, as_of: Any) -> pa.Table:
-    """The ``current`` view (an Arrow table) as of a view version, pane-log version or time."""
-    kind, at = parse_as_of(as_of)
-    if kind == "panes":
-        return view_from_pane_log(spec, upto=at)
-    if kind == "time" and at.tzinfo is None:
-        at = at.replace(tzinfo=timezone.utc)
-    if kind == "view":
-        latest = open_view(spec).version()
-        if at > latest:
-            raise InvalidRequest(
-                f"--as-of {as_of!r}: the current view has versions 0..{latest}, not {at}"
-            )
+    """The ``current`` view (an Arrow table) as of a view version (an int, ``view:N`` or
+    ``current:N``), a time, or the pane log folded up to a version (``folded:N``)."""
+    when = AsOf.parse(f"current:{as_of}" if isinstance(as_of, int) else as_of)
+    if when.folded is not None:
+        return view_from_pane_log(spec, upto=when.folded)
+    table = _table_at(spec, "current", when)
+    if table is None:
+        raise InvalidRequest(f"--as-of {when.describe()}: the current view did not exist then")
+    return table
+
+
+def _table_at(spec: ViewSpec, name: str, when: AsOf) -> pa.Table | None:
+    """Table ``name`` at the version ``when`` pins (None: it did not exist at that time)."""
+    from deltalake import DeltaTable
+
+    at = when.pin(name)
+    path = spec.table_path(name)
+    if not table_exists(spec, name):
+        raise TableMissing(_missing(spec, name))
+    dt = DeltaTable(path, storage_options=dict(spec.storage_options or {}) or None)
+    latest = dt.version()
+    if isinstance(at, int) and at > latest:
+        raise InvalidRequest(f"--as-of {name}:{at}: table {name} has versions 0..{latest}")
     try:
-        dt = open_view(spec, version=at)
-    except Exception as e:  # delta-rs: version not found / before the table existed
-        if isinstance(e, LakeError):
-            raise
-        raise InvalidRequest(f"current view has no version as of {as_of!r}: {e}") from None
+        if at is not None:
+            dt.load_as_version(at)
+    except Exception as e:  # delta-rs: no version at or before that time (or cleaned away)
+        if isinstance(at, datetime):
+            return None
+        raise InvalidRequest(f"--as-of {name}:{at}: {one_line(e, limit=300)}") from None
     return plain_table(dt.to_pyarrow_table())
+
+
+def _missing(spec: ViewSpec, name: str) -> str:
+    does = "run the pipeline first (`panestore run CONF`)"
+    if name == "current":
+        does += ", or fold its pane log (`panestore materialize CONF`)"
+    return f"table {name} does not exist yet in lake {spec.lake}: {does}"
 
 
 def connect(spec: ViewSpec, *, as_of: Any = None, extension_directory: str | None = None):
     """DuckDB connection with views ``panes``, ``current``, ``late``, ``rejected``, ``runs``
-    (each table that exists); ``httpfs`` and the S3 settings are loaded only for a lake on an
+    (each table that exists: at its newest version, or where ``as_of`` pins it:
+    :mod:`sinks.as_of`); ``httpfs`` and the S3 settings are loaded only for a lake on an
     object store."""
+    when = parse_as_of(as_of)
     remote = any(is_object_store(spec.table_path(name)) for name in TABLES)
     con = raw_connect(extension_directory, object_store=remote)
     for name in TABLES:
         path = spec.table_path(name)
-        if name == "current" and as_of is not None:
-            con.register("_current_as_of", current_as_of(spec, as_of))
-            con.execute("CREATE VIEW current AS SELECT * FROM _current_as_of")
+        if when is not None and name == "current" and when.folded is not None:
+            table: pa.Table | None = view_from_pane_log(spec, upto=when.folded)
+        elif when is not None and when.pin(name) is not None:
+            if not table_exists(spec, name):
+                continue  # a query that reads it is told (query)
+            table = _table_at(spec, name, when)
+        else:
+            if table_exists(spec, name):
+                con.execute(f"CREATE VIEW {name} AS SELECT * FROM delta_scan({_lit(path)})")
             continue
-        if table_exists(spec, name):
-            con.execute(f"CREATE VIEW {name} AS SELECT * FROM delta_scan({_lit(path)})")
+        if table is not None:
+            con.register(f"_{name}_as_of", table)
+            con.execute(f"CREATE VIEW {name} AS SELECT * FROM _{name}_as_of")
     return con
 
 
@@ -374,6 +381,16 @@ def _first_word(text: str) -> str:
     return m.group(0).upper() if m else ""
 
 
+def _tables_read(sql: str) -> set[str]:
+    """The lake tables ``sql`` names (DuckDB's parser, nothing bound)."""
+    import duckdb
+
+    try:
+        return {t for t in duckdb.get_table_names(sql) if t in TABLES}
+    except duckdb.Error:  # SQL DuckDB cannot parse: running it says why
+        return set()
+
+
 def query(
     spec: ViewSpec, sql: str, fmt: str = "table", out: str | None = None, as_of: Any = None
 ) -> str:
@@ -383,8 +400,17 @@ def query(
     :class:`InvalidRequest`, any other DuckDB failure (writing ``out``, reading a table) a
     :class:`LakeError`, each with DuckDB's message on one line."""
     check_read_only(sql)
-    con = connect(spec, as_of=as_of)
+    reads = _tables_read(sql)
+    when = parse_as_of(as_of)
+    if when is not None:
+        when.check_reads(reads)
+    con = connect(spec, as_of=when)
     try:
+        defined = {row[0] for row in con.sql("SELECT view_name FROM duckdb_views()").fetchall()}
+        for name in sorted(reads - defined):
+            if when is not None and when.pinned(name) and table_exists(spec, name):
+                raise InvalidRequest(f"table {name} did not exist as of {when.describe()}")
+            raise InvalidRequest(_missing(spec, name))
         with _duckdb_errors():
             return write_result(con.sql(sql), fmt, out)
     finally:

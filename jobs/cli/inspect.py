@@ -326,7 +326,15 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--out", type=_out_file, help="write the result to this file (needed for parquet)"
     )
-    p.add_argument("--as-of", help="current as of view:N, panes:N (pane-log version) or a time")
+    p.add_argument(
+        "--as-of",
+        action="append",
+        metavar="AS_OF",
+        help="time travel: TABLE:N (a table at its Delta version N; view:N is current:N), a "
+        "time (every table as it was then), folded:N (the view folded from the pane log up to "
+        "its version N); repeat or separate with commas; every table the query reads must be "
+        "pinned",
+    )
     p = sub(
         "changes",
         cmd_changes,

@@ -49,15 +49,31 @@ CASES = {
     ),
     "as-of not a time": (
         ["query", "{conf}", "--as-of", "yesterday", "SELECT 1"],
-        "expected view:N, panes:N",
+        "expected TABLE:N (TABLE one of panes, current, late, rejected, runs",
     ),
     "as-of view version after the latest": (
         ["query", "{conf}", "--as-of", "view:99", "SELECT 1"],
-        "the current view has versions 0..3, not 99",
+        "table current has versions 0..3",
     ),
     "as-of pane-log version after the latest": (
         ["query", "{conf}", "--as-of", "panes:99", "SELECT 1"],
+        "table panes has versions 0..3",
+    ),
+    "as-of fold after the pane log's latest": (
+        ["query", "{conf}", "--as-of", "folded:99", "SELECT 1"],
         "pane log has versions 0..3",
+    ),
+    "as-of a bare version names no table": (
+        ["query", "{conf}", "--as-of", "2", "SELECT 1"],
+        "a version of which table? Name it: panes:2, current:2",
+    ),
+    "as-of a table the query reads is not pinned": (
+        ["query", "{conf}", "--as-of", "panes:1", "SELECT * FROM panes, current"],
+        "--as-of panes:1 does not say which version of current the query reads",
+    ),
+    "as-of not a table": (
+        ["query", "{conf}", "--as-of", "views:1", "SELECT 1"],
+        "'views' is not a table of a lake",
     ),
     "SQL syntax": (["query", "{conf}", "SELEC 1"], "the SQL failed: Parser Error: syntax error"),
     "SQL unknown table": (

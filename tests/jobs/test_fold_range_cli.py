@@ -1,5 +1,5 @@
 """A discarding window whose panes each fit the pane log's 64-bit column but whose total does not:
-``panestore materialize``, the fold at the end of ``panestore run`` and ``query --as-of panes:N``
+``panestore materialize``, the fold at the end of ``panestore run`` and ``query --as-of folded:N``
 exit 1 with one line naming the key, the window and the aggregate, and the view keeps what it
 had; ``panestore verify`` reports the window with its exact total. No Spark: the pane log is
 written with the sinks API (the run's Spark session and query are stood in for)."""
@@ -132,7 +132,7 @@ def test_query_as_of_the_pane_log_stops_with_one_line(tmp_path, capsys):
     conf = big_lake(tmp_path)
     append_pane(conf, 1, 2)
     capsys.readouterr()
-    assert main(["query", conf, "SELECT total FROM current", "--as-of", "panes:2"]) == 1
+    assert main(["query", conf, "SELECT total FROM current", "--as-of", "folded:2"]) == 1
     one_line_naming_the_window(capsys.readouterr().err, "panestore query: ")
 
 

@@ -128,7 +128,7 @@ def test_duckdb_on_a_bucket_lake_answers_as_on_a_local_lake(lakes, tmp_path):
         for t in (text.splitlines(), local_text.splitlines())
     ]
     assert timeless[0] == timeless[1]
-    for as_of in (1, "panes:1"):
+    for as_of in (1, "folded:1"):
         assert view_dict(bucket.spec, duck.current_as_of(bucket.spec, as_of)) == view_dict(
             local.spec, duck.current_as_of(local.spec, as_of)
         )

@@ -60,7 +60,7 @@ def test_time_travel_by_view_version_pane_log_version_and_time(tmp_path):
         seen.append((dt.version(), dt.transaction_version(run.spec.app_id), view_dict(run.spec)))
     for view_version, pane_version, snapshot in seen:
         assert view_dict(run.spec, current_as_of(run.spec, view_version)) == snapshot
-        assert view_dict(run.spec, current_as_of(run.spec, f"panes:{pane_version}")) == snapshot
+        assert view_dict(run.spec, current_as_of(run.spec, f"folded:{pane_version}")) == snapshot
     from datetime import datetime, timezone
 
     now = datetime.now(timezone.utc)

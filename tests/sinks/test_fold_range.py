@@ -1,6 +1,6 @@
 """Integer folds never wrap: a discarding window whose panes each fit the pane log's 64-bit column
 but whose total does not stops the materializer (both reducers), the refold and ``query
---as-of panes:N`` with one line naming the key, the window and the aggregate; ``verify`` compares
+--as-of folded:N`` with one line naming the key, the window and the aggregate; ``verify`` compares
 exact values and names the window. Totals that leave 64 bits only in between fold exactly."""
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def test_the_pane_log_refolded_stops_naming_the_window(tmp_path):
         view_from_pane_log(spec)
     assert_names_the_window(str(raised.value), 2 * A)
     with pytest.raises(FoldValueOutOfRange):
-        connect(spec, as_of="panes:2")
+        connect(spec, as_of="folded:2")
 
 
 def wrap_the_view(spec: ViewSpec, folded: int) -> None:
