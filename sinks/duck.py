@@ -188,6 +188,10 @@ def _table_at(spec: ViewSpec, name: str, when: AsOf) -> pa.Table | None:
         if isinstance(at, datetime):
             return None
         raise InvalidRequest(f"--as-of {name}:{at}: {one_line(e, limit=300)}") from None
+    if isinstance(at, datetime) and dt.version() == 0:  # delta-rs: its first version, even
+        created_ms = dt.history(1)[0].get("timestamp")  # for a time before it was created
+        if created_ms is not None and created_ms > at.timestamp() * 1000:
+            return None
     return plain_table(dt.to_pyarrow_table())
 
 
@@ -381,14 +385,33 @@ def _first_word(text: str) -> str:
     return m.group(0).upper() if m else ""
 
 
-def _tables_read(sql: str) -> set[str]:
-    """The lake tables ``sql`` names (DuckDB's parser, nothing bound)."""
+def _tables_named(sql: str) -> set[str] | None:
+    """The lake tables ``sql`` names, from DuckDB's parse tree (nothing bound or run; a CTE of
+    a table's name counts as the table); None when DuckDB cannot tell (a statement its
+    serializer does not take, such as ``PIVOT``, that its binder cannot bind either)."""
     import duckdb
 
+    con = duckdb.connect()
     try:
+        serialized = con.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
+        tree = json.loads(serialized[0] if serialized else "{}")
+        if not tree.get("error"):
+            found: set[str] = set()
+            stack: list[Any] = [tree]
+            while stack:
+                node = stack.pop()
+                if isinstance(node, dict):
+                    if node.get("type") == "BASE_TABLE":
+                        found.add(str(node.get("table_name")))
+                    stack += node.values()
+                elif isinstance(node, list):
+                    stack += node
+            return found & set(TABLES)
         return {t for t in duckdb.get_table_names(sql) if t in TABLES}
-    except duckdb.Error:  # SQL DuckDB cannot parse: running it says why
-        return set()
+    except duckdb.Error:
+        return None
+    finally:
+        con.close()
 
 
 def query(
@@ -400,14 +423,19 @@ def query(
     :class:`InvalidRequest`, any other DuckDB failure (writing ``out``, reading a table) a
     :class:`LakeError`, each with DuckDB's message on one line."""
     check_read_only(sql)
-    reads = _tables_read(sql)
     when = parse_as_of(as_of)
+    reads = _tables_named(sql)
     if when is not None:
+        if reads is None:
+            raise InvalidRequest(
+                f"--as-of {when.describe()}: DuckDB cannot tell which tables this statement "
+                "reads, so which version of each it should read: write it as a SELECT"
+            )
         when.check_reads(reads)
     con = connect(spec, as_of=when)
     try:
-        defined = {row[0] for row in con.sql("SELECT view_name FROM duckdb_views()").fetchall()}
-        for name in sorted(reads - defined):
+        views = {row[0] for row in con.sql("SELECT view_name FROM duckdb_views()").fetchall()}
+        for name in sorted((reads or set()) - views):
             if when is not None and when.pinned(name) and table_exists(spec, name):
                 raise InvalidRequest(f"table {name} did not exist as of {when.describe()}")
             raise InvalidRequest(_missing(spec, name))

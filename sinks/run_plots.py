@@ -163,6 +163,19 @@ def _time_axis(ax: Any) -> None:
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
 
 
+EVENT_TIME_SPAN_US = 3600 * 1_000_000
+"""The event-time axis spans at least an hour: its labels are dates and hours whatever the
+watermark did (one run's watermark alone would otherwise span two seconds)."""
+
+
+def _event_time_axis(ax: Any) -> None:
+    """Ticks of the event-time (watermark) axis labelled with their date and time, UTC."""
+    import matplotlib.dates as mdates
+
+    ax.yaxis.set_major_locator(mdates.AutoDateLocator(minticks=3, maxticks=8))
+    ax.yaxis.set_major_formatter(mdates.DateFormatter("%Y-%m-%d %H:%M", tz=timezone.utc))
+
+
 def _save(plt: Any, fig: Any, out: str) -> str:
     fig.tight_layout()
     fig.savefig(out)
@@ -191,6 +204,13 @@ def _bars(ax: Any, xs: list, heights: list[int], width: float, color: str, label
 def skew_plot(runs: Sequence[RunRecord], out: str, *, title: str | None = None) -> str:
     """Write the skew picture of ``runs`` (see the module doc) as a PNG to ``out``; returns
     ``out``. ``runs`` must not be empty."""
+    plt, fig = skew_figure(runs, title=title)
+    return _save(plt, fig, out)
+
+
+def skew_figure(runs: Sequence[RunRecord], *, title: str | None = None) -> tuple[Any, Any]:
+    """The skew picture of ``runs`` as a matplotlib figure (and ``pyplot``): its axes are the
+    watermark's, the skew's and the late and rejected records'."""
     if not runs:
         raise InvalidRequest("no runs to plot")
     drawn = _drawn(runs)
@@ -215,7 +235,7 @@ def skew_plot(runs: Sequence[RunRecord], out: str, *, title: str | None = None) 
     ax.set_title(title or f"{name}: watermark vs processing time ({what})", fontsize=10)
     ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
     ax.grid(True, alpha=0.25)
-    return _save(plt, fig, out)
+    return plt, fig
 
 
 def _bands(ax: Any, drawn: list[_Run]) -> None:
@@ -255,6 +275,8 @@ def _watermark(ax: Any, drawn: list[_Run]) -> list[int]:
             where="post",
             color=WATERMARK_COLOR,
             linewidth=2 if len(drawn) <= FEW else 1.2,
+            marker="o" if len(drawn) <= FEW else None,  # one run's watermark: a point
+            markersize=4,
             label="watermark after each run",
             zorder=3,
         )
@@ -284,8 +306,9 @@ def _ideal(ax: Any, drawn: list[_Run], lo: int, hi: int, ys: list[int]) -> None:
             ylo, yhi = min(lo, ylo), max(hi, yhi)
     else:
         ylo, yhi = lo, hi
-    pad = max(1_000_000, (yhi - ylo) // 20)
+    pad = max((EVENT_TIME_SPAN_US - (yhi - ylo)) // 2, (yhi - ylo) // 20)
     ax.set_ylim(_dt(ylo - pad), _dt(yhi + pad))
+    _event_time_axis(ax)
     ax.plot(
         [_dt(lo), _dt(hi)],
         [_dt(lo), _dt(hi)],

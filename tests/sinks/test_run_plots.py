@@ -125,3 +125,30 @@ def test_panes_by_timing_and_dropped_over_time(tmp_path):
 def test_no_runs_is_refused(tmp_path, draw):
     with pytest.raises(InvalidRequest, match="no runs to plot"):
         draw([], str(tmp_path / "x.png"))
+
+
+@pytest.mark.parametrize("behind_days", [0, 910])
+def test_a_single_runs_watermark_is_drawn_on_an_axis_of_dates_and_hours(behind_days):
+    """One run (no watermark before it), its watermark ``behind_days`` behind its end (a
+    replay of old data): the point is drawn, and the event-time axis says dates and hours, not
+    minutes and microseconds of an unnamed day."""
+    import re
+
+    from sinks.run_plots import skew_figure
+
+    (run,) = runs_every_hour([SUCCEEDED], lag_min=(behind_days * 24 * 60 + 10,))
+    plt, fig = skew_figure([run])
+    try:
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+        assert len(labels) >= 2, labels
+        assert all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", t) for t in labels), labels
+        watermark = next(
+            line for line in ax.get_lines() if line.get_label() == "watermark after each run"
+        )
+        assert watermark.get_marker() == "o" and len(watermark.get_xdata()) >= 1
+        (when,) = {t for t in watermark.get_ydata()}
+        assert when.timestamp() * 1e6 == run.watermark_after_us
+    finally:
+        plt.close(fig)
