@@ -23,8 +23,14 @@ timedelta                 text, an offset kept), ``{"$timedelta": [days, seconds
 a NumPy scalar            the Python value it holds
 ========================  ==================================================================
 
-Texts written before these tags existed (tuples and lists both arrays, a list read back as a
-tuple) read back as they did then.
+Each type is exact: a subclass of one (a ``collections.Counter``, a named tuple, an enum member)
+would come back as its plain base and is refused like any other type (say how it is stored,
+below). A NumPy scalar comes back as the Python value it holds, which equals it.
+
+Texts written before these tags existed (tuples and lists both arrays) read back as they did
+then at an accumulator's first level (an array, a tuple); an array nested deeper, which read
+back as a list, now reads back as a tuple (no built-in aggregate told them apart: a
+``to_list`` of list values extracts the same list column from either).
 
 A combiner whose accumulator holds anything else says how to store it: its
 :meth:`~panes.combine_fn.CombineFn.accumulator_to_data` turns an accumulator into values of the
@@ -71,41 +77,55 @@ def _sorted_members(members: Any) -> list[Any]:
     return sorted(encoded, key=lambda e: json.dumps(e, sort_keys=True))
 
 
+_SCALARS = (bool, int, float, str)
+_CONTAINERS = (tuple, list, dict, set, frozenset, bytes, bytearray, Decimal)
+_TIMES = (dt.datetime, dt.date, dt.time, dt.timedelta)
+
+
 def encode(value: Any) -> Any:
     """``value`` as JSON data (see the module doc); :class:`UnstorableAccumulator` (naming no
-    aggregate: :func:`to_text` adds it) for a value of no listed type."""
-    if value is None or isinstance(value, (bool, int, float, str)):
+    aggregate: :func:`to_text` adds it) for a value of no listed type.
+
+    The types are exact: a subclass (a ``collections.Counter``, a named tuple, an enum member)
+    would read back as its plain base (a ``Counter`` as a dict, whose ``update`` replaces counts
+    where the ``Counter``'s added them), so it is refused, not narrowed."""
+    kind = type(value)
+    if value is None or kind in _SCALARS:
         return value
-    if isinstance(value, tuple):
+    if kind is tuple:
         return [encode(v) for v in value]
-    if isinstance(value, list):
+    if kind is list:
         return {"$list": [encode(v) for v in value]}
-    if isinstance(value, dict):
-        if all(isinstance(k, str) and not k.startswith(_TAG) for k in value):
+    if kind is dict:
+        if all(type(k) is str and not k.startswith(_TAG) for k in value):
             return {k: encode(v) for k, v in value.items()}
         return {"$map": [[encode(k), encode(v)] for k, v in value.items()]}
-    if isinstance(value, frozenset):
+    if kind is frozenset:
         return {"$frozenset": _sorted_members(value)}
-    if isinstance(value, set):
+    if kind is set:
         return {"$set": _sorted_members(value)}
-    if isinstance(value, bytes):
+    if kind is bytes:
         return {"$bytes": base64.b64encode(value).decode("ascii")}
-    if isinstance(value, bytearray):
+    if kind is bytearray:
         return {"$bytearray": base64.b64encode(bytes(value)).decode("ascii")}
-    if isinstance(value, Decimal):
+    if kind is Decimal:
         return {"$decimal": str(value)}
-    if isinstance(value, dt.datetime):
+    if kind is dt.datetime:
         return {"$datetime": value.isoformat()}
-    if isinstance(value, dt.date):
+    if kind is dt.date:
         return {"$date": value.isoformat()}
-    if isinstance(value, dt.time):
+    if kind is dt.time:
         return {"$time": value.isoformat()}
-    if isinstance(value, dt.timedelta):
+    if kind is dt.timedelta:
         return {"$timedelta": [value.days, value.seconds, value.microseconds]}
     item = getattr(value, "item", None)  # a NumPy scalar: the Python value it holds
-    if callable(item) and type(value).__module__ == "numpy" and getattr(value, "shape", 1) == ():
+    if callable(item) and kind.__module__ == "numpy" and getattr(value, "shape", 1) == ():
         return encode(item())
-    raise UnstorableAccumulator(f"a {type(value).__module__}.{type(value).__qualname__}")
+    named = f"a {kind.__module__}.{kind.__qualname__}"
+    base = next((b for b in (*_SCALARS, *_CONTAINERS, *_TIMES) if isinstance(value, b)), None)
+    if base is not None:
+        named += f" (a subclass of {base.__name__}, which would read back as a plain {base.__name__})"
+    raise UnstorableAccumulator(named)
 
 
 def _decode_tagged(tag: str, body: Any) -> Any:
