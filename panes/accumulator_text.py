@@ -124,7 +124,9 @@ def encode(value: Any) -> Any:
     named = f"a {kind.__module__}.{kind.__qualname__}"
     base = next((b for b in (*_SCALARS, *_CONTAINERS, *_TIMES) if isinstance(value, b)), None)
     if base is not None:
-        named += f" (a subclass of {base.__name__}, which would read back as a plain {base.__name__})"
+        named += (
+            f" (a subclass of {base.__name__}, which would read back as a plain {base.__name__})"
+        )
     raise UnstorableAccumulator(named)
 
 

@@ -212,9 +212,7 @@ class Reducer:
         for sw in new_abs:
             self.owner[(key, sw)] = at
         if self.discarding:
-            merged = _merge_values(
-                self.spec, at, [*absorbed_rows, *([row] if row else []), values]
-            )
+            merged = _merge_values(self.spec, at, [*absorbed_rows, *([row] if row else []), values])
             if row is not None and row["pane_index"] > idx:
                 new = dict(row)
                 new.update(merged)
