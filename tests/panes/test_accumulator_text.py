@@ -177,3 +177,33 @@ def test_an_accumulator_of_no_text_is_refused_naming_the_aggregate():
     message = str(e.value)
     assert "aggregate boxes" in message and "Box" in message and "\n" not in message
     assert "accumulator_to_data" in message
+
+
+def test_a_subclass_of_a_storable_type_is_refused_not_narrowed():
+    """A ``Counter`` read back as a plain dict would merge wrongly without a word (a dict's
+    ``update`` replaces counts a Counter's adds); a named tuple would lose its names, an enum
+    member its class. Each is refused naming its type and the base it would have become."""
+    import collections
+    import enum
+
+    class Level(enum.IntEnum):
+        LOW = 1
+
+    pair = collections.namedtuple("pair", "low high")
+    cases = [
+        (collections.Counter("aab"), "collections.Counter (a subclass of dict"),
+        (collections.OrderedDict(a=1), "collections.OrderedDict (a subclass of dict"),
+        (pair(1, 2), "pair (a subclass of tuple"),
+        (Level.LOW, "Level (a subclass of int"),
+        ((1, [collections.Counter()]), "collections.Counter"),
+    ]
+    for value, named in cases:
+        with pytest.raises(UnstorableAccumulator) as e:
+            encode(value)
+        assert named in str(e.value), str(e.value)
+
+
+def test_a_numpy_scalar_is_stored_as_the_python_value_it_holds():
+    np = pytest.importorskip("numpy")
+    data = encode((np.float64(1.5), np.int64(3), np.bool_(True)))
+    assert decode(json.loads(json.dumps(data))) == (1.5, 3, True)
