@@ -476,9 +476,7 @@ class _Tally(_Own):
         (_Tally(), "collections.Counter (a subclass of dict"),  # would come back a plain dict
     ],
 )
-def test_an_accumulator_of_no_exact_text_after_one_input_is_refused_naming_it(
-    tmp_path, fn, holds
-):
+def test_an_accumulator_of_no_exact_text_after_one_input_is_refused_naming_it(tmp_path, fn, holds):
     """Before, such an accumulator was written as null (or, a Counter, read back as a plain
     dict that its ``merge`` then summed wrongly); now ``define`` (and ``panestore check``)
     refuses it on one line naming the aggregate, the combiner's class and the type."""

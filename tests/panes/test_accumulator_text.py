@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from panes import combiners
 from panes.accumulator_text import UnstorableAccumulator, decode, encode, from_text, to_text
 from panes.combine_fn import CombineFn
+from tests.combiners_of_your_own import Seen, Trail
 
 scalars = (
     st.none()
@@ -95,38 +96,6 @@ def test_texts_written_before_the_tags_read_as_before():
     assert from_text(fn, '[[{"$decimal":"1.5"},2],7]') == ((Decimal("1.5"), 2), 7)
 
 
-class Distinct(CombineFn):
-    """A user's combiner whose accumulator is a set."""
-
-    def create(self):
-        return set()
-
-    def add(self, acc, value):
-        return acc | {value}
-
-    def merge(self, accs):
-        return set().union(*accs)
-
-    def extract(self, acc):
-        return len(acc)
-
-
-class Digest(CombineFn):
-    """A user's combiner whose accumulator is bytes (a sketch of its own)."""
-
-    def create(self):
-        return b""
-
-    def add(self, acc, value):
-        return acc + bytes([value % 256])
-
-    def merge(self, accs):
-        return b"".join(sorted(accs))
-
-    def extract(self, acc):
-        return len(acc)
-
-
 class Box:
     def __init__(self, n: int) -> None:
         self.n = n
@@ -159,7 +128,7 @@ class BoxedWithText(Boxed):
 
 
 def test_users_combiners_with_sets_and_bytes_are_stored():
-    fn = combiners.aggregates(users=Distinct(), digest=Digest(), avg=combiners.mean())
+    fn = combiners.aggregates(users=Seen(), digest=Trail(), avg=combiners.mean())
     acc = fn.add_all(fn.create(), [3, 5, 3])
     assert from_text(fn, to_text(fn, acc)) == acc
 

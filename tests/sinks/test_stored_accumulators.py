@@ -13,51 +13,22 @@ pytest.importorskip("datasketches")
 import pyarrow as pa
 
 from panes import AccumulationMode, FixedWindows, combiners
-from panes.combiners import CombineFn
 from sinks.column_types import arrow_type
 from sinks.errors import AccumulatorNotStorable, LakeError
 from sinks.pane_log import PaneLogLayout, pane_record
 from sinks.reducer import fold_rows
 from sinks.spec import ViewSpec
+from tests.combiners_of_your_own import Opaque, OpaqueFrom, Seen, Trail
 from tests.sinks.lakes import materialized_lake, view_dict, window_fns
 from tests.sinks.test_pane_log import MIN, FakePane, Info, Timing, W
 
 
-class Distinct(CombineFn):
-    """A user's combiner whose accumulator is a set: the number of distinct values."""
-
+class _Seen(Seen):
     output_type = "long"
 
-    def create(self):
-        return set()
 
-    def add(self, acc, value):
-        return acc | {value}
-
-    def merge(self, accs):
-        return set().union(*accs)
-
-    def extract(self, acc):
-        return len(acc)
-
-
-class Spread(CombineFn):
-    """A user's combiner whose accumulator is bytes: the values seen, one byte each; its value
-    is how many distinct bytes (a merge that read the bytes back wrong would change it)."""
-
+class _Trail(Trail):
     output_type = "long"
-
-    def create(self):
-        return b""
-
-    def add(self, acc, value):
-        return acc + bytes([value % 256])
-
-    def merge(self, accs):
-        return b"".join(sorted(accs))
-
-    def extract(self, acc):
-        return len(set(acc))
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -68,8 +39,8 @@ def test_discarding_folds_sets_bytes_sketches_and_picked_values(tmp_path, seed):
     from sinks.view_rebuild import rebuild_view
 
     aggregates = {
-        "distinct": (Distinct(), pa.int64()),
-        "spread": (Spread(), pa.int64()),
+        "distinct": (_Seen(), pa.int64()),
+        "spread": (_Trail(), pa.int64()),
         "users": (
             combiners.approx_count_distinct(),
             arrow_type("struct<estimate: long, sketch: binary>"),
@@ -131,32 +102,16 @@ def test_max_by_beside_a_sketch_folds_in_discarding_mode(tmp_path):
     assert row["users"]["estimate"] == 3
 
 
-class _Thing:
-    """An object of a user's own, of no text."""
+class _Grows(OpaqueFrom):
+    """Whole values; an :class:`Opaque` once it adds one of 100 or more."""
 
-
-class Grows(CombineFn):
-    """Storable while it holds small values; an object of no text once it adds one over 100
-    (so neither ``create()`` nor one value shows it: only the batch can)."""
-
-    output_type = "long"
-
-    def create(self):
-        return 0
-
-    def add(self, acc, value):
-        return _Thing() if value > 100 else acc + value
-
-    def merge(self, accs):
-        return sum(accs)
-
-    def extract(self, acc):
-        return acc
+    fields = ()
+    limit = 100
 
 
 def test_a_pane_whose_accumulator_has_no_text_stops_its_batch_naming_it():
     """Before, the pane's accumulator was written as null without a word."""
-    fn = combiners.aggregates(avg=combiners.mean(), own=Grows())
+    fn = combiners.aggregates(avg=combiners.mean(), own=_Grows())
     layout = PaneLogLayout(
         key_fields=(("user", pa.string()),),
         value_fields=(("avg", pa.float64()), ("own", pa.int64())),
@@ -176,21 +131,15 @@ def test_a_pane_whose_accumulator_has_no_text_stops_its_batch_naming_it():
     message = str(e.value)
     assert "\n" not in message
     assert "user='u7', window [1970-01-01T00:00:00+00:00, 1970-01-01T00:01:00+00:00)" in message
-    assert "aggregate own" in message and "test_stored_accumulators._Thing" in message
+    assert "aggregate own" in message and "combiners_of_your_own.Opaque" in message
     assert "nothing of the batch was committed" in message
 
 
-class MergesToAThing(Grows):
-    """Storable in every pane; its merge of two panes is an object of no text."""
-
-    def add(self, acc, value):
-        return acc + value
+class _MergesToOpaque(_Grows):
+    """Storable in every pane; its merge of two panes is an :class:`Opaque`."""
 
     def merge(self, accs):
-        return _Thing()
-
-    def extract(self, acc):
-        return 0 if isinstance(acc, _Thing) else acc
+        return Opaque()
 
 
 def _spec(tmp_path, fn):
@@ -220,7 +169,7 @@ def _rows(fn, accs, texts=None):
 def test_a_fold_whose_merged_accumulator_has_no_text_writes_nothing_naming_the_window(tmp_path):
     """Before, the view row's merged accumulator was written as null, and the next fold of the
     window failed for want of it."""
-    fn = combiners.aggregates(avg=combiners.mean(), own=MergesToAThing())
+    fn = combiners.aggregates(avg=combiners.mean(), own=_MergesToOpaque())
     rows = _rows(fn, [fn.add_all(fn.create(), [v]) for v in (1, 2)])
     with pytest.raises(AccumulatorNotStorable) as e:
         fold_rows(_spec(tmp_path, fn), rows)
@@ -231,7 +180,7 @@ def test_a_fold_whose_merged_accumulator_has_no_text_writes_nothing_naming_the_w
 
 def test_an_accumulator_text_that_does_not_read_is_a_lake_error(tmp_path):
     """A text no version wrote (not JSON) is named on one line, not a traceback."""
-    fn = combiners.aggregates(avg=combiners.mean(), own=Grows())
+    fn = combiners.aggregates(avg=combiners.mean(), own=_Grows())
     rows = _rows(fn, [fn.add_all(fn.create(), [v]) for v in (1, 2)], texts=["[[1.0,1],1", None])
     with pytest.raises(LakeError) as e:
         fold_rows(_spec(tmp_path, fn), rows)
