@@ -23,9 +23,14 @@ timedelta                 text, an offset kept), ``{"$timedelta": [days, seconds
 a NumPy scalar            the Python value it holds
 ========================  ==================================================================
 
-Texts written before these tags existed (tuples and lists both arrays) read back as the
-accumulators the built-ins wrote: each array a tuple (the old reader made only each aggregate's
-outer array a tuple; no built-in accumulator nests arrays).
+Each type is exact: a subclass of one (a ``collections.Counter``, a named tuple, an enum member)
+would come back as its plain base and is refused like any other type (say how it is stored,
+below). A NumPy scalar comes back as the Python value it holds, which equals it.
+
+Texts written before these tags existed (tuples and lists both arrays) read back as they did
+then at an accumulator's first level (an array, a tuple); an array nested deeper, which read
+back as a list, now reads back as a tuple (no built-in aggregate told them apart: a
+``to_list`` of list values extracts the same list column from either).
 
 A combiner whose accumulator holds anything else says how to store it: its
 :meth:`~panes.combine_fn.CombineFn.accumulator_to_data` turns an accumulator into values of the
@@ -72,13 +77,20 @@ def _sorted_members(members: Any) -> list[Any]:
     return sorted(encoded, key=lambda e: json.dumps(e, sort_keys=True))
 
 
+_SCALARS = (bool, int, float, str)
+_CONTAINERS = (tuple, list, dict, set, frozenset, bytes, bytearray, Decimal)
+_TIMES = (dt.datetime, dt.date, dt.time, dt.timedelta)
+
+
 def encode(value: Any) -> Any:
     """``value`` as JSON data (see the module doc); :class:`UnstorableAccumulator` (naming no
-    aggregate: :func:`to_text` adds it) for a value of no listed type. Types are matched
-    exactly: a subclass (a ``Counter``, a named tuple, an ``IntEnum``) would come back as its
-    base class, so it is refused too."""
+    aggregate: :func:`to_text` adds it) for a value of no listed type.
+
+    The types are exact: a subclass (a ``collections.Counter``, a named tuple, an enum member)
+    would read back as its plain base (a ``Counter`` as a dict, whose ``update`` replaces counts
+    where the ``Counter``'s added them), so it is refused, not narrowed."""
     kind = type(value)
-    if value is None or kind in (bool, int, float, str):
+    if value is None or kind in _SCALARS:
         return value
     if kind is tuple:
         return [encode(v) for v in value]
@@ -109,7 +121,13 @@ def encode(value: Any) -> Any:
     item = getattr(value, "item", None)  # a NumPy scalar: the Python value it holds
     if callable(item) and kind.__module__ == "numpy" and getattr(value, "shape", 1) == ():
         return encode(item())
-    raise UnstorableAccumulator(f"a {kind.__module__}.{kind.__qualname__}")
+    named = f"a {kind.__module__}.{kind.__qualname__}"
+    base = next((b for b in (*_SCALARS, *_CONTAINERS, *_TIMES) if isinstance(value, b)), None)
+    if base is not None:
+        named += (
+            f" (a subclass of {base.__name__}, which would read back as a plain {base.__name__})"
+        )
+    raise UnstorableAccumulator(named)
 
 
 def _decode_tagged(tag: str, body: Any) -> Any:

@@ -231,6 +231,32 @@ def split_top_level(text: str) -> list[str]:
     return parts
 
 
+def sample_value(type_: pa.DataType) -> object:
+    """A Python value of a column of Arrow type ``type_``, as the engines hand it to a
+    combiner (what ``to_pylist`` gives): a probe's input (None for a type it has none for).
+
+    >>> sample_value(pa.decimal128(18, 2)), sample_value(pa.list_(pa.int64()))
+    (Decimal('1.00'), [1])
+    """
+    if pa.types.is_string(type_) or pa.types.is_large_string(type_):
+        return "a"
+    if pa.types.is_boolean(type_):
+        return True
+    if pa.types.is_integer(type_):
+        return 1
+    if pa.types.is_floating(type_):
+        return 1.5
+    if pa.types.is_decimal(type_):
+        return Decimal(1).quantize(Decimal(1).scaleb(-type_.scale))
+    if pa.types.is_date(type_) or pa.types.is_timestamp(type_):
+        return (
+            pa.scalar(0, pa.int32() if pa.types.is_date(type_) else pa.int64()).cast(type_).as_py()
+        )
+    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
+        return [sample_value(type_.value_type)]
+    return None
+
+
 def integer_range(type_: pa.DataType) -> tuple[int, int] | None:
     """The smallest and the largest value of an Arrow integer type (None: not an integer type).
     The one rule for every integer the lake writes from a computation (a pane's value, a folded

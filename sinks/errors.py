@@ -64,6 +64,12 @@ class PaneValueOutOfRange(LakeError):
     batch that fires it cannot be committed."""
 
 
+class AccumulatorNotStorable(LakeError):
+    """A pane's accumulator (or a window's, merged by the fold) holds a value the lake has no
+    text for (:mod:`panes.accumulator_text`): the batch that fires it, or the fold that merges
+    it, commits nothing, and the message names the window and the aggregate."""
+
+
 class FoldValueOutOfRange(LakeError):
     """A window's value folded from its panes does not fit its ``current`` view column (in
     discarding mode, panes whose integer values each fit the pane log sum beyond 64 bits): the

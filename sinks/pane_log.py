@@ -41,12 +41,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from panes.accumulator_text import to_text
+from panes.accumulator_text import UnstorableAccumulator, to_text
 from panes.columnar.output import TIMINGS, PaneColumns
 from panes.combine_fn import CombineFn
 from sinks.column_types import beyond_range, column_text, integer_range
 from sinks.delta_append import ExactlyOnceAppender
-from sinks.errors import PaneValueOutOfRange
+from sinks.errors import AccumulatorNotStorable, PaneValueOutOfRange
 from sinks.lake_format import (
     ACCUMULATOR,
     BATCH_FIELDS,
@@ -261,12 +261,29 @@ def pane_rows(columns: PaneColumns, layout: PaneLogLayout = DEFAULT_LAYOUT) -> d
     out["processing_time_us"] = pa.array(columns.processing_time, pa.int64())
     fn = layout.combine_fn
     if fn is not None:
-        name = layout.value_names[0]
-        texts = [to_text(fn, acc, name) for acc in columns.accumulators()]
-        out[ACCUMULATOR] = pa.array(texts, pa.string())
+        out[ACCUMULATOR] = pa.array(_accumulator_texts(columns, fn, layout), pa.string())
     else:
         out[ACCUMULATOR] = pa.nulls(n, pa.string())
     return out
+
+
+def _accumulator_texts(columns: PaneColumns, fn: CombineFn, layout: PaneLogLayout) -> list[str]:
+    """The text of each pane's accumulator (:func:`panes.accumulator_text.to_text`); one that
+    holds a value of no text is refused naming its pane and aggregate
+    (:class:`~sinks.errors.AccumulatorNotStorable`): never written as null."""
+    name = layout.value_names[0]
+    texts = []
+    for row, acc in enumerate(columns.accumulators()):
+        try:
+            texts.append(to_text(fn, acc, name))
+        except UnstorableAccumulator as e:
+            keys = {k: columns.keys.column(k)[row].as_py() for k in layout.key_names}
+            where = window_text(keys, int(columns.window_start[row]), int(columns.window_end[row]))
+            raise AccumulatorNotStorable(
+                f"the pane of {where} cannot be stored: {e}; nothing of the batch was "
+                "committed, and every run stops at it"
+            ) from None
+    return texts
 
 
 def _fitted(

@@ -25,10 +25,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from panes.accumulator_text import from_text, to_text
+from panes.accumulator_text import UnstorableAccumulator, from_text, to_text
 from panes.windowing import AccumulationMode
-from sinks.errors import LakeError
+from sinks.errors import AccumulatorNotStorable, LakeError
 from sinks.lake_format import ACCUMULATOR, PANE_LOG_VERSION
+from sinks.pane_log import window_text
 from sinks.spec import ViewSpec
 
 View = dict[tuple, dict[str, Any]]
@@ -58,24 +59,40 @@ def _part_accumulator(spec: ViewSpec, part: Mapping[str, Any]) -> Any:
             "holds rows written before every accumulator was stored: run the pipeline into a "
             "new lake (and checkpoint)."
         )
-    return from_text(fn, text)
+    try:
+        return from_text(fn, text)
+    except ValueError as e:  # not a text accumulator_text wrote (a JSON error is one)
+        raise LakeError(
+            f"an accumulator of pipeline {spec.name!r} cannot be read ({e}): {text[:80]!r}. "
+            "Nothing was written."
+        ) from None
 
 
-def _merge_accumulators(spec: ViewSpec, parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Merge the parts' accumulators with the pipeline's combiner: the value columns and the
-    merged ``accumulator``."""
+def _merge_accumulators(
+    spec: ViewSpec, at: tuple, parts: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """Merge the parts' accumulators of the window ``at`` (key tuple, (start, end)) with the
+    pipeline's combiner: the value columns and the merged ``accumulator``; a merged accumulator
+    of no text is refused naming the window (:class:`~sinks.errors.AccumulatorNotStorable`)."""
     fn = spec.combine_fn
     assert fn is not None
     accs = [_part_accumulator(spec, p) for p in parts]
     merged = accs[0] if len(accs) == 1 else fn.merge(accs)
     out = spec.values_of(fn.extract(merged))
-    out[ACCUMULATOR] = to_text(fn, merged, spec.aggregates[0][0])
+    try:
+        out[ACCUMULATOR] = to_text(fn, merged, spec.aggregates[0][0])
+    except UnstorableAccumulator as e:
+        where = window_text(dict(zip(spec.keys, at[0], strict=True)), *at[1])
+        raise AccumulatorNotStorable(
+            f"the panes of {where} merge to an accumulator that cannot be stored: {e}. "
+            "Nothing was written."
+        ) from None
     return out
 
 
-def _merge_values(spec: ViewSpec, parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def _merge_values(spec: ViewSpec, at: tuple, parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     if needs_accumulators(spec):
-        return _merge_accumulators(spec, parts)
+        return _merge_accumulators(spec, at, parts)
     out = {}
     for name, fn in spec.aggregates:
         accs = [fn.value_as_accumulator(p[name]) for p in parts]
@@ -195,7 +212,7 @@ class Reducer:
         for sw in new_abs:
             self.owner[(key, sw)] = at
         if self.discarding:
-            merged = _merge_values(self.spec, [*absorbed_rows, *([row] if row else []), values])
+            merged = _merge_values(self.spec, at, [*absorbed_rows, *([row] if row else []), values])
             if row is not None and row["pane_index"] > idx:
                 new = dict(row)
                 new.update(merged)
@@ -236,7 +253,7 @@ class Reducer:
             _dedup([(a["start_us"], a["end_us"]) for a in target["absorbed"]] + new_abs)
         )
         if self.discarding:
-            target.update(_merge_values(self.spec, [target, *parts]))
+            target.update(_merge_values(self.spec, root, [target, *parts]))
             target["pane_log_version"] = max(target["pane_log_version"], version)
         self.changed.add(root)
 

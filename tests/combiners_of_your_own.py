@@ -61,3 +61,69 @@ class Distinct(CombineFn):
 
     def extract(self, acc):
         return len(acc)
+
+
+class Seen(CombineFn):
+    """The number of distinct values (of field ``s`` in a subclass whose ``fields`` name it;
+    whole values by default), its accumulator a ``set`` (no JSON value: the pane log stores it
+    tagged)."""
+
+    fields: tuple[str, ...] = ()
+
+    def create(self):
+        return set()
+
+    def add(self, acc, value):
+        return acc | {value[self.fields[0]] if self.fields else value}
+
+    def merge(self, accs):
+        return set().union(*accs)
+
+    def extract(self, acc):
+        return len(acc)
+
+
+class Trail(CombineFn):
+    """The number of distinct bytes among the values (each taken modulo 256), its accumulator
+    the ``bytes`` of every value seen (a sketch of its own: the pane log stores it as base64)."""
+
+    def create(self):
+        return b""
+
+    def add(self, acc, value):
+        return acc + bytes([value % 256])
+
+    def merge(self, accs):
+        return b"".join(sorted(accs))
+
+    def extract(self, acc):
+        return len(set(acc))
+
+
+class Opaque:
+    """An object of a user's own: the pane log has no text for it."""
+
+
+class OpaqueFrom(CombineFn):
+    """The sum of field ``v`` (whole values, ``fields = ()``) while every value is below
+    ``limit``; a value at or above it makes the accumulator an :class:`Opaque` (its value -1).
+    Neither ``create()`` nor a small value shows that it cannot be stored: only the panes of a
+    window that added such a value do."""
+
+    fields: tuple[str, ...] = ("v",)
+    limit = 12
+
+    def create(self):
+        return 0
+
+    def add(self, acc, value):
+        x = value[self.fields[0]] if self.fields else value
+        if isinstance(acc, Opaque) or (x is not None and x >= self.limit):
+            return Opaque()
+        return acc + (x or 0)
+
+    def merge(self, accs):
+        return Opaque() if any(isinstance(a, Opaque) for a in accs) else sum(accs)
+
+    def extract(self, acc):
+        return -1 if isinstance(acc, Opaque) else acc

@@ -57,7 +57,7 @@ class Aggregate:
         if sketches:
             raise PipelineConfigError(
                 where,
-                f"{self.fn!r} reads {sketches[0]!r}, an upstream's sketch column "
+                f"{text_of(self.fn)} reads {sketches[0]!r}, an upstream's sketch column "
                 f"({types[sketches[0]]}): only merge({sketches[0]}) reads it, e.g. "
                 f"approx_count_distinct(merge({sketches[0]})), whose accumulator withdraws "
                 "a retracted sketch exactly",

@@ -46,8 +46,10 @@ Relative paths (``lake``, ``source.path``) are relative to the working directory
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from jobs.config.aggregates import Aggregate
 from jobs.config.event_time import EPOCH_UNITS, EventTimeColumn
@@ -69,10 +71,11 @@ from panes import (
     format_duration,
 )
 from panes.accumulator_text import UnstorableAccumulator, to_text
-from panes.combiners import CombineFn
+from panes.combine_fn import text_of
+from panes.combiners import CombineFn, inputs_of
 from panes.conditions import Condition
 from panes.engine import Engine
-from sinks.column_types import INTEGRAL
+from sinks.column_types import INTEGRAL, arrow_type, sample_value
 from sinks.lake_format import FIXED_NAMES
 from sinks.object_store import is_object_store
 
@@ -267,8 +270,9 @@ class Pipeline:
                 raise PipelineConfigError(where, self.source.unknown_column(agg.column))
             agg.output_type(types)
         if not self.combine_fn().value_is_accumulator:  # the pane log stores accumulators
+            record = {c: sample_value(arrow_type(t)) for c, t in types.items()}
             for agg in self.aggregates:
-                _check_storable(agg)
+                _check_storable(agg, record)
         clash = [n for n in (*self.keys, *names) if n in FIXED_NAMES]
         if clash:
             raise PipelineConfigError(
@@ -286,7 +290,7 @@ class Pipeline:
             if not agg.fn.can_retract:
                 raise PipelineConfigError(
                     f"aggregates.{agg.name}",
-                    f"{agg.fn!r} cannot withdraw a value, and the upstream "
+                    f"{text_of(agg.fn)} cannot withdraw a value, and the upstream "
                     f"{up.name!r} writes retractions; use sum, count, mean, "
                     "to_list",
                 )
@@ -494,10 +498,17 @@ class Pipeline:
         return f"\n  duplicates dropped by key and {', '.join(self.dedup)}, horizon {horizon}"
 
 
-def _check_storable(agg: Aggregate) -> None:
+def _check_storable(agg: Aggregate, record: dict[str, Any]) -> None:
     """Refuse an aggregate whose accumulator the pane log cannot store, as far as its empty
-    accumulator shows (one that holds such a value only later fails its batch, naming it)."""
-    try:
-        to_text(agg.fn, agg.fn.create(), agg.name)
-    except UnstorableAccumulator as e:
-        raise PipelineConfigError(f"aggregates.{agg.name}", e.detail) from None
+    accumulator and its accumulator of one ``record`` (a value of each source column) show;
+    one that holds such a value only later fails its batch, naming it."""
+    fn = agg.fn
+    accs = [fn.create()]
+    # a combiner's own code may refuse the probe's values: that is no verdict on its storage
+    with contextlib.suppress(Exception):
+        accs.append(fn.add_all(fn.create(), inputs_of(fn, [(record, 0)])))
+    for acc in accs:
+        try:
+            to_text(fn, acc, agg.name)
+        except UnstorableAccumulator as e:
+            raise PipelineConfigError(f"aggregates.{agg.name}", e.detail) from None

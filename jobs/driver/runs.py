@@ -55,6 +55,7 @@ from jobs.sources.records import read_source
 from jobs.startup.python_processes import start_workers
 from jobs.startup.session import AVAILABLE_NOW_LOGGERS, SessionOptions, quiet_loggers
 from sinks.errors import (
+    AccumulatorNotStorable,
     LakeError,
     PaneValueOutOfRange,
     SourceTableChanged,
@@ -369,10 +370,16 @@ def _await_query(
 
 # What a task refuses to do, inside Spark's error (a Python trace): a table source's refusal
 # (another table at the path; a Delta source's change commit or lost version), a pane whose
-# value does not fit the pane log
+# value does not fit the pane log, or whose accumulator has no text
 _REFUSALS: dict[str, type[LakeError]] = {
     e.__name__: e
-    for e in (UpstreamChanged, SourceTableError, SourceTableChanged, PaneValueOutOfRange)
+    for e in (
+        UpstreamChanged,
+        SourceTableError,
+        SourceTableChanged,
+        PaneValueOutOfRange,
+        AccumulatorNotStorable,
+    )
 }
 _REFUSED = re.compile(rf"({'|'.join(_REFUSALS)}): ([^\n]+)")
 # Spark's error for an input file it cannot read (corrupt, truncated, not of the format, ...)

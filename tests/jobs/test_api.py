@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections import Counter
 
 import pyarrow as pa
 import pytest
@@ -429,6 +430,65 @@ def test_a_combiner_whose_accumulator_cannot_be_stored_is_refused_naming_it(tmp_
             return _Box(data)
 
     assert _own_pipeline(tmp_path, {"boxed": Stored(), "avg": "mean(amount)"}).aggregate_types
+
+
+class _BoxedLater(_Own):
+    """Storable when empty (None), an object of no text once it holds a value."""
+
+    output_type = "long"
+
+    def create(self):
+        return None
+
+    def add(self, acc, value):
+        return _Box((0 if acc is None else acc.n) + 1)
+
+    def extract(self, acc):
+        return 0 if acc is None else acc.n
+
+
+class _Tally(_Own):
+    """A tally of ``n`` values in a ``collections.Counter``, merged with ``update`` (which adds
+    a Counter's counts, and replaces a plain dict's)."""
+
+    output_type = "long"
+
+    def create(self):
+        return Counter()
+
+    def add(self, acc, value):
+        return acc + Counter({value["n"]: 1})
+
+    def merge(self, accs):
+        merged = accs[0].copy()
+        for acc in accs[1:]:
+            merged.update(acc)
+        return merged
+
+    def extract(self, acc):
+        return max(acc.values(), default=0)
+
+
+@pytest.mark.parametrize(
+    ("fn", "holds"),
+    [
+        (_BoxedLater(), "tests.jobs.test_api._Box"),  # only after one input: not create()'s
+        (_Tally(), "collections.Counter (a subclass of dict"),  # would come back a plain dict
+    ],
+)
+def test_an_accumulator_of_no_exact_text_after_one_input_is_refused_naming_it(tmp_path, fn, holds):
+    """Before, such an accumulator was written as null (or, a Counter, read back as a plain
+    dict that its ``merge`` then summed wrongly); now ``define`` (and ``panestore check``)
+    refuses it on one line naming the aggregate, the combiner's class and the type."""
+    with pytest.raises(PipelineConfigError) as e:
+        _own_pipeline(tmp_path, {"own": fn, "avg": "mean(amount)"})
+    assert e.value.field == "aggregates.own"
+    message = str(e.value)
+    assert holds in message and type(fn).__qualname__ in message, message
+    assert "\n" not in message and " at 0x" not in message
+    # alone, its value is not its accumulator either: the pane log stores it all the same
+    with pytest.raises(PipelineConfigError):
+        _own_pipeline(tmp_path, {"own": fn})
 
 
 class _Frame:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
+from jobs.config.aggregates import Aggregate
 from jobs.config.load import load_pipeline
 from jobs.config.values import PipelineConfigError
+from panes.combiners import CombineFn
 
 UPSTREAM = """
 name = "sessions"
@@ -145,3 +148,32 @@ def test_an_upstream_lake_without_a_pane_log_is_refused(tmp_path):
     e = error(down)
     assert e.field == "source.path" and "the upstream has no pane log yet" in e.message
     assert "Os {" not in e.message and "\n" not in e.message  # not delta-rs' own error
+
+
+class _Latest(CombineFn):
+    """A combiner of a user's own without ``retract`` (and without a ``repr``)."""
+
+    output_type = "double"
+    fields = ("watched",)
+
+    def create(self):
+        return 0.0
+
+    def add(self, acc, value):
+        return value["watched"]
+
+    def merge(self, accs):
+        return accs[-1]
+
+    def extract(self, acc):
+        return acc
+
+
+def test_a_users_combiner_that_cannot_withdraw_is_named_by_its_class(tmp_path):
+    """The refusal names the combiner by its class, not by a ``repr`` with an address."""
+    p = load_pipeline(configs(tmp_path))
+    with pytest.raises(PipelineConfigError) as e:
+        dataclasses.replace(p, aggregates=(Aggregate("latest", _Latest()),))
+    assert e.value.field == "aggregates.latest"
+    assert "tests.jobs.test_pane_log_config._Latest(watched) cannot withdraw" in e.value.message
+    assert " at 0x" not in e.value.message

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from panes import combiners
 from panes.accumulator_text import UnstorableAccumulator, decode, encode, from_text, to_text
 from panes.combine_fn import CombineFn
+from tests.combiners_of_your_own import Seen, Trail
 
 scalars = (
     st.none()
@@ -113,38 +114,6 @@ def test_texts_written_before_the_tags_read_as_before():
     assert from_text(fn, '[[{"$decimal":"1.5"},2],7]') == ((Decimal("1.5"), 2), 7)
 
 
-class Distinct(CombineFn):
-    """A user's combiner whose accumulator is a set."""
-
-    def create(self):
-        return set()
-
-    def add(self, acc, value):
-        return acc | {value}
-
-    def merge(self, accs):
-        return set().union(*accs)
-
-    def extract(self, acc):
-        return len(acc)
-
-
-class Digest(CombineFn):
-    """A user's combiner whose accumulator is bytes (a sketch of its own)."""
-
-    def create(self):
-        return b""
-
-    def add(self, acc, value):
-        return acc + bytes([value % 256])
-
-    def merge(self, accs):
-        return b"".join(sorted(accs))
-
-    def extract(self, acc):
-        return len(acc)
-
-
 class Box:
     def __init__(self, n: int) -> None:
         self.n = n
@@ -177,7 +146,7 @@ class BoxedWithText(Boxed):
 
 
 def test_users_combiners_with_sets_and_bytes_are_stored():
-    fn = combiners.aggregates(users=Distinct(), digest=Digest(), avg=combiners.mean())
+    fn = combiners.aggregates(users=Seen(), digest=Trail(), avg=combiners.mean())
     acc = fn.add_all(fn.create(), [3, 5, 3])
     assert from_text(fn, to_text(fn, acc)) == acc
 
@@ -195,3 +164,33 @@ def test_an_accumulator_of_no_text_is_refused_naming_the_aggregate():
     message = str(e.value)
     assert "aggregate boxes" in message and "Box" in message and "\n" not in message
     assert "accumulator_to_data" in message
+
+
+def test_a_subclass_of_a_storable_type_is_refused_not_narrowed():
+    """A ``Counter`` read back as a plain dict would merge wrongly without a word (a dict's
+    ``update`` replaces counts a Counter's adds); a named tuple would lose its names, an enum
+    member its class. Each is refused naming its type and the base it would have become."""
+    import collections
+    import enum
+
+    class Level(enum.IntEnum):
+        LOW = 1
+
+    pair = collections.namedtuple("pair", "low high")
+    cases = [
+        (collections.Counter("aab"), "collections.Counter (a subclass of dict"),
+        (collections.OrderedDict(a=1), "collections.OrderedDict (a subclass of dict"),
+        (pair(1, 2), "pair (a subclass of tuple"),
+        (Level.LOW, "Level (a subclass of int"),
+        ((1, [collections.Counter()]), "collections.Counter"),
+    ]
+    for value, named in cases:
+        with pytest.raises(UnstorableAccumulator) as e:
+            encode(value)
+        assert named in str(e.value), str(e.value)
+
+
+def test_a_numpy_scalar_is_stored_as_the_python_value_it_holds():
+    np = pytest.importorskip("numpy")
+    data = encode((np.float64(1.5), np.int64(3), np.bool_(True)))
+    assert decode(json.loads(json.dumps(data))) == (1.5, 3, True)

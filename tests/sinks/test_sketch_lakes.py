@@ -122,32 +122,3 @@ def test_discarding_sketches_beside_aggregates_whose_value_is_not_their_accumula
     assert folded, "windows were folded"
     rebuild_view(run.spec)
     assert view_dict(run.spec) == folded
-
-
-@pytest.mark.parametrize("seed", range(3))
-def test_discarding_combiners_of_your_own_with_set_and_bytes_accumulators_fold(tmp_path, seed):
-    """A user's combiner keeping a set, another keeping bytes, beside a mean: discarding panes
-    fold through their stored accumulators to the batch answer, and again from scratch."""
-    from panes.windowing import AccumulationMode
-    from sinks.verify import verify
-    from sinks.view_rebuild import rebuild_view
-    from tests.panes.test_accumulator_text import Digest, Distinct
-
-    aggregates = {
-        "distinct": (Distinct(), pa.int64()),
-        "digest": (Digest(), pa.int64()),
-        "avg": (combiners.mean(), pa.float64()),
-    }
-    run = materialized_lake(
-        tmp_path,
-        seed,
-        mode=AccumulationMode.DISCARDING,
-        window_fn=window_fns()[seed % 4],
-        aggregates=aggregates,
-    )
-    report = verify(run.spec, elements=run.elements)
-    assert report.ok, str(report)
-    folded = view_dict(run.spec)
-    assert folded
-    rebuild_view(run.spec)
-    assert view_dict(run.spec) == folded

@@ -125,7 +125,7 @@ if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
 
 
-from tests.combiners_of_your_own import Spread  # noqa: E402
+from tests.combiners_of_your_own import OpaqueFrom, Spread  # noqa: E402
 
 
 class SpreadFn(Spread):
@@ -152,3 +152,11 @@ def spread_pipeline(lake: Path, beside: str = "sum"):
         accumulation_mode="discarding",
         aggregates={"spread": SpreadFn(), **built_in[beside]},
     )
+
+
+class CappedFn(OpaqueFrom):
+    """A combiner of a user's own whose accumulator, once a window adds an ``amount`` of 12,
+    is an object the pane log has no text for (the counter's amounts run 0..12)."""
+
+    output_type = "double"
+    fields = ("amount",)

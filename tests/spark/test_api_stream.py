@@ -139,3 +139,31 @@ def test_a_combiner_of_the_users_own_runs_folds_and_verifies(spark, tmp_path, be
     batch = spark.createDataFrame([event_row(i) for i in range(EVENTS)], SCHEMA)
     report = api.verify(p, batch)
     assert report.ok, str(report)
+
+
+def test_an_accumulator_of_no_text_stops_the_run_with_one_line_naming_it(spark, tmp_path):
+    """A user's combiner whose accumulator becomes an object of no text once a window adds an
+    amount of 12 (the definition's probe, with small values, cannot see it): the run fails with
+    one line naming the window, the aggregate and the type, and commits nothing. Before, the
+    accumulator was written as null and the discarding view could never fold it."""
+    from deltalake import DeltaTable
+
+    from jobs import api
+    from panes import combiners
+    from sinks.errors import AccumulatorNotStorable
+    from tests.spark.counter_source import CappedFn
+
+    counter = tmp_path / "counter"
+    counter.write_text("40")  # event 12 has amount 12
+    p = pipeline(
+        tmp_path / "lake",
+        "capped",
+        accumulation_mode="discarding",
+        aggregates={"capped": CappedFn(), "total": combiners.sum("amount")},
+    )
+    with pytest.raises(AccumulatorNotStorable) as raised:
+        api.run(p, counter_stream(spark, counter), drain=True, progress=None)
+    message = str(raised.value)
+    assert "\n" not in message and "window [2024-01-01T" in message, message
+    assert "aggregate capped" in message and "combiners_of_your_own.Opaque" in message
+    assert DeltaTable(p.table_path("panes")).to_pyarrow_table().num_rows == 0
