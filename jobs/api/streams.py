@@ -111,7 +111,8 @@ def run(
     Progress lines go to ``progress`` (``"stderr"``: ``sys.stderr`` at the call, a notebook's
     or a test's too; None: nowhere); the result lists every batch (``result.batches``), and
     ``result.folded`` is the fold's outcome (None when not folded: another materializer held
-    the lake, ``fold=False``).
+    the lake, ``fold=False``). The fold is the run's last step: one that fails raises
+    :class:`jobs.driver.runs.FoldFailed` and the run's row in ``runs`` says ``failed``.
 
     >>> result = run(pipeline)  # what is new in the stream it was defined with
     >>> print(result.summary())  # doctest: +ELLIPSIS

@@ -61,7 +61,7 @@ def _run(conf: str) -> subprocess.CompletedProcess:
         [sys.executable, "-m", "jobs.cli.commands", "run", conf, "--drain"],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
     )
 
 
