@@ -87,38 +87,3 @@ def test_duckdb_reads_the_sketch_struct_columns(tmp_path):
     view = view_dict(run.spec)
     assert sorted(r[0] for r in got) == sorted(v["users"]["estimate"] for v in view.values())
     assert all(r[2] > 0 for r in got)
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_discarding_sketches_beside_aggregates_whose_value_is_not_their_accumulator(tmp_path, seed):
-    """Discarding mode with a sketch and a mean / first / last: every pane's accumulator (the
-    sketch's bytes inside the aggregates' tuple) is stored, so the view folds, verifies, and
-    folds again from scratch (``materialize --rebuild``) to the same rows. Before the lossless
-    text such an accumulator was written as null and no fold could ever succeed."""
-    from sinks.verify import verify
-    from sinks.view_rebuild import rebuild_view
-
-    aggregates = {
-        "users": (
-            combiners.approx_count_distinct(),
-            arrow_type("struct<estimate: long, sketch: binary>"),
-        ),
-        "avg": (combiners.mean(), pa.float64()),
-        "first": (combiners.first(), pa.int64()),
-        "last": (combiners.last(), pa.int64()),
-    }
-    from panes.windowing import AccumulationMode
-
-    run = materialized_lake(
-        tmp_path,
-        seed,
-        mode=AccumulationMode.DISCARDING,
-        window_fn=window_fns()[seed % 4],
-        aggregates=aggregates,
-    )
-    report = verify(run.spec, elements=run.elements)
-    assert report.ok, str(report)
-    folded = view_dict(run.spec)
-    assert folded, "windows were folded"
-    rebuild_view(run.spec)
-    assert view_dict(run.spec) == folded
