@@ -1,7 +1,9 @@
 """The lake's run history: a run's row as it ends (succeeded, failed, stopped), a killed run's
-row written by the next run from the note it left, once, and what ``status`` says of each
-(the runs are driven through :func:`jobs.driver.run_record.recording` as ``run`` drives it,
-without Spark; ``tests/spark/test_run_history.py`` runs real ones, killed too)."""
+row written by the next run from the note it left, once, what ``status`` says of each, and each
+batch counted in exactly one row wherever a kill falls (the runs are driven through
+:func:`jobs.driver.run_record.recording` as ``run`` drives it, their batches committed with the
+sinks API as the batch sink commits them, without Spark; ``tests/spark/test_kill_safety.py``
+kills real ones)."""
 
 from __future__ import annotations
 
@@ -17,14 +19,14 @@ from jobs.config.load import load_pipeline
 from jobs.config.sink_spec import view_spec
 from jobs.driver.batch_sink import BatchStats
 from jobs.driver.run_record import note_path, read_note, record_killed, recording
-from jobs.driver.runs import BatchReport, RunResult
+from jobs.driver.runs import RunResult
 from sinks.run_history import read_runs
 from tests.jobs.test_status import new_lake, status_json
 from tests.lock_holder import lock_held
 
 
-def batch(batch_id: int, rows: int, *, committed: bool = True) -> BatchReport:
-    stats = BatchStats(
+def batch(batch_id: int, records: int, *, committed: bool = True) -> BatchStats:
+    return BatchStats(
         batch_id,
         panes=3,
         by_timing={"EARLY": 1, "ON_TIME": 2},
@@ -32,19 +34,19 @@ def batch(batch_id: int, rows: int, *, committed: bool = True) -> BatchReport:
         late=1,
         rejected=2,
         committed=committed,
+        records=records,
     )
-    return BatchReport(batch_id, rows, None, stats)
 
 
 def test_a_run_that_ends_well_is_one_row_with_its_figures(tmp_path, capsys):
     conf = new_lake(tmp_path)
     pipeline = load_pipeline(conf)
     said: list[str] = []
-    result = RunResult()
-    with recording(pipeline, result, "scheduled", said.append) as rec:
+    with recording(pipeline, RunResult(), "scheduled", said.append) as rec:
         assert read_note(pipeline) is not None  # noted as it starts
-        result.batches += [batch(0, 100, committed=False), batch(1, 50)]
-        rec.progress(result)
+        rec.batch_done(batch(0, 100, committed=False))
+        rec.batch_done(batch(1, 50))
+        assert read_note(pipeline) == rec.record  # the note is brought up to date
     (row,) = read_runs(view_spec(pipeline))
     assert row.outcome == "succeeded" and row.error is None and said == []
     assert (row.batches, row.replayed, row.first_batch_id, row.last_batch_id) == (2, 1, 0, 1)
@@ -59,8 +61,8 @@ def test_a_run_that_ends_well_is_one_row_with_its_figures(tmp_path, capsys):
 def test_a_failed_run_is_recorded_with_its_error_on_one_line_and_still_raises(tmp_path, capsys):
     conf = new_lake(tmp_path)
     pipeline = load_pipeline(conf)
-    result = RunResult(batches=[batch(0, 10)])
-    with pytest.raises(RuntimeError), recording(pipeline, result, "scheduled", print):
+    with pytest.raises(RuntimeError), recording(pipeline, RunResult(), "scheduled", print) as rec:
+        rec.batch_done(batch(0, 10))
         raise RuntimeError("input file x could not be read\n  at line 2")
     (row,) = read_runs(view_spec(pipeline))
     assert row.outcome == "failed" and row.records == 10
@@ -87,11 +89,9 @@ def test_a_killed_run_shows_in_status_and_is_recorded_once_by_the_next_run(tmp_p
     conf = new_lake(tmp_path)
     pipeline = load_pipeline(conf)
     spec = view_spec(pipeline)
-    killed = RunResult()
-    cm = recording(pipeline, killed, "scheduled", print)
+    cm = recording(pipeline, RunResult(), "scheduled", print)
     rec = cm.__enter__()  # the process dies inside the run: the recording never ends
-    killed.batches.append(batch(0, 70))
-    rec.progress(killed)
+    rec.batch_done(batch(0, 70))
     with lock_held(pipeline.lake_location, "run"):  # while its lock lives, it is running
         code, data = status_json(conf, capsys)
         assert code == 0 and data["running"]["outcome"] == "running"
@@ -101,9 +101,8 @@ def test_a_killed_run_shows_in_status_and_is_recorded_once_by_the_next_run(tmp_p
     assert data["last_run"]["outcome"] == "killed" and data["last_run"]["records"] == 70
     assert read_runs(spec) == []  # status writes nothing
 
-    result = RunResult()
-    with recording(pipeline, result, "scheduled", print):
-        result.batches.append(batch(1, 5))
+    with recording(pipeline, RunResult(), "scheduled", print) as second_run:
+        second_run.batch_done(batch(1, 5))
     first, second = read_runs(spec)
     assert (first.outcome, first.records, first.last_batch_id) == ("killed", 70, 0)
     assert "killed" in (first.error or "")
@@ -118,9 +117,8 @@ def test_a_note_left_after_the_row_was_written_adds_no_second_row(tmp_path):
     """Killed between the append of its row and the removal of its note: the next run finds
     the note of a run the table already holds."""
     pipeline = load_pipeline(new_lake(tmp_path))
-    result = RunResult(batches=[batch(0, 8)])
-    with recording(pipeline, result, "scheduled", print) as rec:
-        pass
+    with recording(pipeline, RunResult(), "scheduled", print) as rec:
+        rec.batch_done(batch(0, 8))
     note_path(pipeline).write_text(json.dumps({**rec.record.__dict__, "outcome": "killed"}))
     record_killed(pipeline, print)
     (row,) = read_runs(view_spec(pipeline))
