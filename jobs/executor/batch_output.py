@@ -116,7 +116,7 @@ class BatchWriter:
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         named: list[tuple[str, str]] = []
         rows: dict[str, list[pa.Table]] = {}
-        clock, records = None, 0
+        clock, inputs = None, 0
         for batch in batches:
             if not batch.num_rows:
                 continue
@@ -125,7 +125,7 @@ class BatchWriter:
             clocks = table.filter(is_clock)
             top = pc.max(clocks.column(CLOCK)).as_py()
             clock = top if clock is None or (top is not None and top > clock) else clock
-            records += pc.sum(clocks.column(INPUT_RECORDS)).as_py() or 0
+            inputs += pc.sum(clocks.column(INPUT_RECORDS)).as_py() or 0
             table = table.filter(pc.invert(is_clock))
             is_file = pc.is_valid(table.column(DATA_FILE))
             files = table.filter(is_file)
@@ -142,7 +142,7 @@ class BatchWriter:
         for kind, chunks in rows.items():
             if kind not in self.committed:
                 out += self._write(kind, pa.concat_tables(chunks))
-        figures = json.dumps({"clock_us": clock, "records": records})
+        figures = json.dumps({"clock_us": clock, "records": inputs})
         out.append({RECORD_KIND: KIND_CLOCK, "rows": 0, "figures": figures})
         yield pa.RecordBatch.from_pylist(out, schema=FILE_COLUMNS)
 
