@@ -286,11 +286,15 @@ def test_a_batch_is_counted_in_one_row_wherever_a_kill_falls(tmp_path, point):
     assert last.replayed == (1 if point in ("after_commit", "after_report") else 0)
 
 
-def test_each_batch_is_counted_in_one_row_through_kills_of_its_replays(tmp_path):
+CHECK_PANES = "SELECT (SELECT sum(panes) FROM runs) = (SELECT count(*) FROM panes) AS counted"
+
+
+def test_each_batch_is_counted_in_one_row_through_kills_of_its_replays(tmp_path, capsys):
     """Kills in a row, replays of replays among them: a batch noted by a killed run and
     replayed by runs killed in turn at every point, a batch committed by one run and noted by
     none until a later one, runs that die in their first batch."""
-    pipeline = load_pipeline(new_lake(tmp_path))
+    conf = new_lake(tmp_path)
+    pipeline = load_pipeline(conf)
     plan = planned(pipeline)
     kills = [
         ("between_tables", 0),
@@ -309,3 +313,6 @@ def test_each_batch_is_counted_in_one_row_through_kills_of_its_replays(tmp_path)
     assert [r.outcome for r in runs] == ["killed"] * len(kills) + ["succeeded"]
     assert [r.batches for r in runs] == [0, 2, 0, 0, 0, 1, 1, 0, 1, 0, 1]
     assert [r.replayed for r in runs] == [0, 0, 0, 0, 0, 1, 1, 0, 1, 0, 0]
+    capsys.readouterr()
+    assert main(["query", conf, CHECK_PANES, "--format", "csv"]) == 0  # docs/operations.md's
+    assert capsys.readouterr().out.split() == ["counted", "True"]
