@@ -130,13 +130,11 @@ class RunRecord:
 
     Times are µs since 1970 (UTC); the table holds them as timestamps (``started``, ``ended``,
     ``watermark_before``, ``watermark_after``). ``ended_us`` of a killed run is the last moment
-    it was seen alive (its last committed batch, else its start). Counts: ``records`` input
-    records read (control rows excluded), ``panes`` emitted (``early`` + ``on_time`` +
-    ``late_panes``, retractions included in ``panes`` and counted in ``retractions``), ``late``
-    records dropped as late (in the ``late`` table), ``rejected`` records rejected (in
-    ``rejected``). ``batches``: the batches it ran, ``replayed`` of them already committed by a
-    killed run (skipped). The ``*_version`` fields: each table's Delta version when it ended
-    (None: not known)."""
+    it was seen alive (its last noted batch, else its start). The counts (:class:`Figures`,
+    :attr:`figures`) are those of the batches the run counts: each batch is counted in one row,
+    the first run's that noted it (:mod:`jobs.driver.run_record`). ``batches``: the batches it
+    ran, ``replayed`` of them already committed to every table by a killed run (skipped). The
+    ``*_version`` fields: each table's Delta version when it ended (None: not known)."""
 
     run_id: str
     pipeline: str
