@@ -8,7 +8,7 @@ table and removes the note.
 The row says how the run ended: ``succeeded``; ``stopped`` (a signal stopped it, or Ctrl-C);
 ``failed``, with the error that ended it on one line. A run killed at any moment leaves its note
 behind: the next run (or ``panestore status``, which only reads it) finds it, and the next run
-appends the killed run's row from it (``killed``, its figures up to its last reported batch)
+appends the killed run's row from it (``killed``, its figures up to its last noted batch)
 before its own; a row already in the table is not appended again, so a note left by a kill
 between the append and the note's removal adds nothing.
 
