@@ -158,6 +158,17 @@ def _timing_name(timing: Any) -> str:
 _TIMING_CODES = {t.name: code for code, t in enumerate(TIMINGS)}
 
 
+def pane_figures(panes: pa.Table) -> tuple[dict[str, int], int]:
+    """What is counted of pane rows (core records or pane-log rows) besides their number: how
+    many of each ``timing`` (``EARLY``, ``ON_TIME``, ``LATE``) and how many are retractions
+    (a batch's progress and the run history count them so)."""
+    if not panes.num_rows:
+        return {}, 0
+    timing = pc.value_counts(panes.column("timing")).to_pylist()
+    retractions = pc.sum(panes.column("is_retraction").cast(pa.int64())).as_py() or 0
+    return {t["values"]: t["counts"] for t in timing}, retractions
+
+
 def _split(
     items: list[Any],
     names: list[str],

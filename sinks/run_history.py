@@ -27,7 +27,8 @@ run's row twice (a killed run recorded by two later runs, say) adds it once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from collections.abc import Mapping
+from dataclasses import astuple, dataclass, fields
 from typing import Any
 
 import pyarrow as pa
@@ -48,6 +49,80 @@ kill, a crash of the machine): recorded by the next run."""
 
 RUN_ID_METADATA = "panestore.runId"
 
+TIMING_FIELDS = {"EARLY": "early", "ON_TIME": "on_time", "LATE": "late_panes"}
+"""The run history's column of each pane timing (the pane log's ``timing``)."""
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What the run history counts of a batch, and sums over the batches a run counts (the
+    ``runs`` table's columns of the same names): ``records`` the input records the batch took
+    (each became an element, a late record or a rejected one), ``panes`` its rows of the pane
+    log (by timing: ``early``, ``on_time``, ``late_panes``; retractions included, and counted in
+    ``retractions``), ``late`` and ``rejected`` its rows of those tables."""
+
+    records: int = 0
+    panes: int = 0
+    early: int = 0
+    on_time: int = 0
+    late_panes: int = 0
+    retractions: int = 0
+    late: int = 0
+    rejected: int = 0
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        records: int = 0,
+        panes: int = 0,
+        by_timing: Mapping[str, int] | None = None,
+        retractions: int = 0,
+        late: int = 0,
+        rejected: int = 0,
+    ) -> Figures:
+        """The figures of a batch whose panes are counted ``by_timing`` (``EARLY``, ``ON_TIME``,
+        ``LATE``: :data:`TIMING_FIELDS`)."""
+        timings = dict(by_timing or {})
+        unknown = set(timings) - set(TIMING_FIELDS)
+        if unknown:
+            raise ValueError(f"unknown pane timings {sorted(unknown)}")
+        return cls(
+            records=records,
+            panes=panes,
+            retractions=retractions,
+            late=late,
+            rejected=rejected,
+            **{TIMING_FIELDS[t]: n for t, n in timings.items()},
+        )
+
+    def __add__(self, other: Figures) -> Figures:
+        return Figures(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
+
+
+def batch_figures(tables: Mapping[str, Any], batch_id: int) -> Figures:
+    """What ``tables`` (``deltalake.DeltaTable`` handles by name: any of ``panes``, ``late``,
+    ``rejected``) hold of batch ``batch_id``: its rows in each, its panes by timing and
+    retractions (``records`` 0: no table holds the input). Reads that batch's rows only, from
+    the files whose statistics admit its id."""
+    import pyarrow.dataset as ds
+
+    from sinks.pane_log import pane_figures
+
+    of_batch = ds.field("batch_id") == batch_id
+    found = Figures()
+    for name, table in tables.items():
+        if name not in ("panes", "late", "rejected"):
+            raise ValueError(f"the run history counts no rows of table {name!r}")
+        columns = ["timing", "is_retraction"] if name == "panes" else ["batch_id"]
+        rows = table.to_pyarrow_dataset().to_table(columns=columns, filter=of_batch)
+        if name == "panes":
+            by_timing, retractions = pane_figures(rows)
+            found += Figures.of(panes=rows.num_rows, by_timing=by_timing, retractions=retractions)
+        else:
+            found += Figures(**{name: rows.num_rows})
+    return found
+
 
 @dataclass(frozen=True)
 class RunRecord:
@@ -55,13 +130,11 @@ class RunRecord:
 
     Times are µs since 1970 (UTC); the table holds them as timestamps (``started``, ``ended``,
     ``watermark_before``, ``watermark_after``). ``ended_us`` of a killed run is the last moment
-    it was seen alive (its last committed batch, else its start). Counts: ``records`` input
-    records read (control rows excluded), ``panes`` emitted (``early`` + ``on_time`` +
-    ``late_panes``, retractions included in ``panes`` and counted in ``retractions``), ``late``
-    records dropped as late (in the ``late`` table), ``rejected`` records rejected (in
-    ``rejected``). ``batches``: the batches it ran, ``replayed`` of them already committed by a
-    killed run (skipped). The ``*_version`` fields: each table's Delta version when it ended
-    (None: not known)."""
+    it was seen alive (its last noted batch, else its start). The counts (:class:`Figures`,
+    :attr:`figures`) are those of the batches the run counts: each batch is counted in one row,
+    the first run's that noted it (:mod:`jobs.driver.run_record`). ``batches``: the batches it
+    ran, ``replayed`` of them already committed to every table by a killed run (skipped). The
+    ``*_version`` fields: each table's Delta version when it ended (None: not known)."""
 
     run_id: str
     pipeline: str
@@ -94,6 +167,11 @@ class RunRecord:
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
             raise ValueError(f"outcome must be one of {OUTCOMES}, got {self.outcome!r}")
+
+    @property
+    def figures(self) -> Figures:
+        """What it counted (:class:`Figures`)."""
+        return Figures(**{f.name: getattr(self, f.name) for f in fields(Figures)})
 
     @property
     def seconds(self) -> float | None:
@@ -191,6 +269,19 @@ def recorded_run_ids(spec: ViewSpec) -> set[str]:
     if dt is None:
         return set()
     return set(dt.to_pyarrow_table(columns=["run_id"]).column("run_id").to_pylist())
+
+
+def last_batch_recorded(spec: ViewSpec) -> int | None:
+    """The highest ``last_batch_id`` of the table's rows (None: no row ran a batch). Every batch
+    up to it is counted in a row: a later run that replays one of them counts it in
+    ``batches`` and ``replayed`` only (:mod:`jobs.driver.run_record`)."""
+    import pyarrow.compute as pc
+
+    dt = _table(spec, create=False)
+    if dt is None:
+        return None
+    ids = dt.to_pyarrow_table(columns=["last_batch_id"]).column("last_batch_id")
+    return pc.max(ids).as_py()
 
 
 def append_run(spec: ViewSpec, record: RunRecord, *, check_recorded: bool = True) -> bool:

@@ -232,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="show all of Spark's output")
     # Developer and test aids, not on --help: --profile-dir DIR cProfiles the operator's tasks
     # into DIR; --kill-at POINT:BATCH SIGKILLs the run at that point
-    # (before_commit, between_tables, after_commit) of that batch.
+    # (jobs.driver.batch_sink.KILL_POINTS) of that batch.
     p.add_argument("--profile-dir", metavar="DIR", help=argparse.SUPPRESS)
     p.add_argument(
         "--kill-at",

@@ -4,8 +4,10 @@
 (:class:`jobs.driver.plan.OperatorPlan`), the executors write each kind as data files into its
 Delta table (:mod:`jobs.executor.batch_output`) and the driver commits them with an
 application transaction (version = batch id), so one micro-batch is committed at most once per
-table, whatever replays a crash causes. :func:`kill` is the test hook that SIGKILLs the job at a
-named point of a batch (``panestore run --kill-at``, hidden from ``--help``).
+table, whatever replays a crash causes. Before it returns (before Spark's commit entry of the
+batch) it hands the batch's :class:`BatchStats` to ``on_batch``: the run notes them
+(:mod:`jobs.driver.run_record`). :func:`kill` is the test hook that SIGKILLs the job at a named
+point of a batch (``panestore run --kill-at``, hidden from ``--help``).
 """
 
 from __future__ import annotations
@@ -35,11 +37,15 @@ from sinks import tables
 from sinks.data_files import DataFile, write_data_files
 from sinks.pane_log import PaneLog
 from sinks.records import REJECTED_CORE, LateLog, RejectedLog, finish_rejected
+from sinks.run_history import Figures, batch_figures
 
 if TYPE_CHECKING:  # pragma: no cover
     pass
 
-KILL_POINTS = ("before_commit", "between_tables", "after_commit")
+KILL_POINTS = ("before_commit", "between_tables", "after_commit", "after_report")
+"""Where :func:`kill` can stop a batch: before its Delta commits; between the pane log's commit
+and the late and rejected tables'; after every Delta commit, before ``on_batch`` (the run's
+note); after ``on_batch``, before Spark's commit entry."""
 VANISHED = (
     "file vanished: listed for this batch but gone when it was read (deleted or moved after "
     "it landed); its records are not in this batch: land it again under a new name"
@@ -58,6 +64,10 @@ def kill(point: str, batch_id: int, kill_at: Sequence[tuple[str, int]]) -> None:
 
 @dataclass
 class BatchStats:
+    """What one execution of a batch did: the input records it took, the rows it committed
+    (panes by timing, retractions, late, rejected), the tables that held the batch already
+    (``held_by``: a replay's) and what they hold of it (``held``, read back from them)."""
+
     batch_id: int
     panes: int = 0
     by_timing: dict[str, int] = field(default_factory=dict)
@@ -65,12 +75,28 @@ class BatchStats:
     late: int = 0
     rejected: int = 0
     committed: bool = False  # False: a replay whose tables were already committed
+    records: int = 0  # the input records the batch took (its operator counts them, replays too)
+    held_by: tuple[str, ...] = ()  # the tables that held the batch before this execution
+    held: Figures = field(default_factory=Figures)  # what those tables hold of it
     vanished: tuple[str, ...] = ()  # listed input files gone before they were read (rejected)
     changed: tuple[ChangedFile, ...] = ()  # input files changed after a batch read them (rejected)
     watermark_ms: int | None = None  # the watermark the batch ran at (Spark's offset log)
     watermark_after_ms: int | None = None  # after the batch (fired in it); Spark's next batch's
     compute_s: float = 0.0  # running the batch's plan (source, engine) to its output
     commit_s: float = 0.0  # the Delta commits
+
+    def figures(self) -> Figures:
+        """The batch's figures: the records it took and every table's rows of it, those this
+        execution committed and those the tables held already."""
+        own = Figures.of(
+            records=self.records,
+            panes=self.panes,
+            by_timing=self.by_timing,
+            retractions=self.retractions,
+            late=self.late,
+            rejected=self.rejected,
+        )
+        return own + self.held
 
 
 TABLE_OF_KIND = {KIND_PANE: "panes", KIND_LATE: "late", KIND_REJECTED: "rejected"}
@@ -132,9 +158,6 @@ class BatchSink:
             pipeline.table_path("rejected"), pipeline.name, **kw("rejected", "rejected table")
         )
         self.on_batch = on_batch
-        # called with a batch's stats as soon as its Delta commits are done, before Spark's
-        # commit entry (the run's record notes its figures there: jobs.driver.run_record)
-        self.on_commit: Callable[[BatchStats], Any] | None = None
         self.stats: dict[int, BatchStats] = {}
         self.appenders = {
             KIND_PANE: self.pane_log.appender,
@@ -239,15 +262,24 @@ class BatchSink:
             committed=done,
             watermark_ms=clocks.watermark_ms,
             watermark_after_ms=after,
+            records=counts.records,
+            held_by=tuple(TABLE_OF_KIND[k] for k in committed),
+            held=self.held_figures(batch_id, committed),
         )
         stats.compute_s = computed - started
         stats.commit_s = time.perf_counter() - computed
-        self.stats[batch_id] = stats
-        if self.on_commit is not None:
-            self.on_commit(stats)
         kill("after_commit", batch_id, self.kill_at)
+        self.stats[batch_id] = stats
         if self.on_batch is not None:
             self.on_batch(stats)
+        kill("after_report", batch_id, self.kill_at)
+
+    def held_figures(self, batch_id: int, kinds: Sequence[str]) -> Figures:
+        """What the tables of ``kinds`` hold of batch ``batch_id`` (:func:`batch_figures`)."""
+        if not kinds:
+            return Figures()
+        tables = {TABLE_OF_KIND[k]: self.appenders[k].table() for k in kinds}
+        return batch_figures(tables, batch_id)
 
     def _run_operator(
         self, df, clocks: Clocks, batch_id: int, committed: Sequence[str]

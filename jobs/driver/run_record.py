@@ -1,14 +1,26 @@
 """A run's row in the lake's run history (:mod:`sinks.run_history`), and a killed run's.
 
 :func:`recording` wraps a run once its checks have passed (under the run lock): it notes the run
-in ``<checkpoint>/_run.json`` as it starts, brings the note up to date after each batch the run
-reports, and, as the run ends, appends the run's row to the ``runs`` table and removes the note.
+in ``<checkpoint>/_run.json`` as it starts, brings the note up to date after each batch (in the
+batch sink, once the batch's Delta commits are done and before Spark's commit entry of it:
+:meth:`RunRecording.batch_done`), and, as the run ends, appends the run's row to the ``runs``
+table and removes the note.
 The row says how the run ended: ``succeeded``; ``stopped`` (a signal stopped it, or Ctrl-C);
 ``failed``, with the error that ended it on one line. A run killed at any moment leaves its note
 behind: the next run (or ``panestore status``, which only reads it) finds it, and the next run
-appends the killed run's row from it (``killed``, its figures up to its last reported batch)
+appends the killed run's row from it (``killed``, its figures up to its last noted batch)
 before its own; a row already in the table is not appended again, so a note left by a kill
 between the append and the note's removal adds nothing.
+
+Each batch is counted in one row (:func:`counted`): the figures of a batch (its input records,
+its rows of ``panes``, ``late`` and ``rejected``) go to the first run that notes it; a run that
+replays a batch an earlier row counts (its id at or below the highest ``last_batch_id`` the
+table holds: read when the run first meets a batch that a table held already; a batch no table
+held is in no row) counts it in ``batches`` and ``replayed`` only. A kill between a
+batch's Delta commits and its note leaves the batch in no row: the run that replays it counts
+it, reading what the tables that already held it hold of it (``BatchStats.held``). So, over
+all rows, ``records`` sums to the records of the committed batches and ``panes``, ``late`` and
+``rejected`` to the rows of those tables, whenever runs are killed.
 
 Recording never fails a run: an error writing the note or the row is reported as a warning
 line and the run's outcome stands.
@@ -17,19 +29,28 @@ line and the run's outcome stands.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from jobs.driver.checkpoint import committed_clock
 from sinks.object_store import one_line
-from sinks.run_history import FAILED, KILLED, STOPPED, SUCCEEDED, RunRecord, append_run
+from sinks.run_history import (
+    FAILED,
+    KILLED,
+    STOPPED,
+    SUCCEEDED,
+    RunRecord,
+    append_run,
+    last_batch_recorded,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from jobs.config.pipeline import Pipeline
@@ -37,24 +58,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class RunResult(Protocol):
-    """What a run reports as it goes (:class:`jobs.driver.runs.RunResult`): its batches, each
-    with its ``batch_id`` and ``stats``; the signal that stopped it."""
-
-    @property
-    def batches(self) -> Sequence[_Batch]: ...
+    """What a run says of itself as it ends (:class:`jobs.driver.runs.RunResult`): the signal
+    that stopped it."""
 
     @property
     def stopped_by(self) -> str: ...
-
-    def total(self, what: str) -> int: ...
-
-
-class _Batch(Protocol):
-    @property
-    def batch_id(self) -> int: ...
-
-    @property
-    def stats(self) -> BatchStats | None: ...
 
 
 NOTE = "_run.json"
@@ -100,36 +108,38 @@ def _watermark_us(pipeline: Pipeline) -> int | None:
 @dataclass
 class RunRecording:
     """The record of the run in progress (see the module doc); ``versions`` gives the tables'
-    versions at its end (set by the run once its sink exists). ``counted``: the batches whose
-    panes, late and rejected records an earlier row already counts (the killed run's before
-    it): a replay of one of them adds none of these figures again."""
+    versions at its end (set by the run once its sink exists)."""
 
     pipeline: Pipeline
     record: RunRecord
     warn: Callable[[str], Any]
     versions: Callable[[], dict[str, int | None]] | None = None
-    counted: frozenset[int] = frozenset()
-    committed: dict[int, BatchStats] = field(default_factory=dict)
 
-    def batch_committed(self, stats: BatchStats) -> None:
-        """Note a batch's figures as soon as its Delta commits are done, before Spark's commit
-        entry: a kill after them leaves them in the note (the killed run's row counts them)."""
-        self.committed[stats.batch_id] = stats
-        self._note(None)
-
-    def progress(self, result: RunResult) -> None:
-        """Bring the note up to date with the batches ``result`` holds (after each batch)."""
-        self._note(result)
-
-    def _note(self, result: RunResult | None) -> None:
-        self.record = _figures(self.record, result, self.committed, self.counted, _now_us())
+    def batch_done(self, stats: BatchStats) -> None:
+        """Count the batch the sink has just committed, or found committed (:func:`counted`),
+        and bring the note up to date: the batch sink calls it before Spark's commit entry of
+        the batch (its ``on_batch``). A batch no table held before is in no row yet."""
+        earlier = self.counted_through if stats.held_by else None
+        self.record = counted(self.record, stats, earlier, _now_us())
         self._safely("note the run's progress", lambda: _write_note(self.pipeline, self.record))
 
-    def end(self, result: RunResult, outcome: str, error: str | None) -> None:
+    @functools.cached_property
+    def counted_through(self) -> int | None:
+        """The highest batch id an earlier row counts (None: none, or the runs table could not
+        be read: a warning says so): read once, when the run first meets a batch that a table
+        held already."""
+        from jobs.config.sink_spec import view_spec
+
+        return self._safely(
+            "read the batches the run history counts",
+            lambda: last_batch_recorded(view_spec(self.pipeline)),
+        )
+
+    def end(self, outcome: str, error: str | None) -> None:
         """Append the run's row (its figures, how it ended) and remove its note."""
-        record = _figures(self.record, result, self.committed, self.counted, _now_us())
         record = replace(
-            record,
+            self.record,
+            ended_us=_now_us(),
             outcome=outcome,
             error=error,
             watermark_after_us=_watermark_us(self.pipeline),
@@ -157,52 +167,27 @@ def _append(pipeline: Pipeline, record: RunRecord) -> bool:
     return True
 
 
-def _figures(
-    record: RunRecord,
-    result: RunResult | None,
-    committed: dict[int, BatchStats],
-    counted: frozenset[int],
-    now_us: int,
+def counted(
+    record: RunRecord, stats: BatchStats, counted_through: int | None, now_us: int
 ) -> RunRecord:
-    """``record`` with the figures of the run's batches, seen alive at ``now_us``.
-
-    Each batch is counted once over the run history: its panes, late and rejected records in
-    the row of the run whose sink first got through its Delta commits (``committed``, noted
-    before Spark's commit entry) unless an earlier row has them (``counted``: a replay after a
-    kill); its records in the row of the run Spark reported it to (``result``: a batch is
-    reported once, after Spark's commit entry: a replayed batch was never reported before)."""
-    reported = [] if result is None else list(result.batches)
-    stats = {b.batch_id: b.stats for b in reported if b.stats is not None}
-    stats.update(committed)
-    mine = [s for b, s in stats.items() if b not in counted]
-    timings: dict[str, int] = {}
-    for s in mine:
-        for timing, n in s.by_timing.items():
-            timings[timing] = timings.get(timing, 0) + n
-    ids = sorted({*stats, *(b.batch_id for b in reported)})
+    """``record`` with the batch of ``stats`` counted, seen alive at ``now_us``: in ``batches``
+    always, in ``replayed`` when its tables all held it already, and its figures
+    (:meth:`~jobs.driver.batch_sink.BatchStats.figures`) unless an earlier row counts it (its
+    id at or below ``counted_through``)."""
+    figures = record.figures
+    if counted_through is None or stats.batch_id > counted_through:
+        figures += stats.figures()
+    first = record.first_batch_id
+    last = record.last_batch_id
     return replace(
         record,
         ended_us=now_us,
-        batches=len(ids),
-        replayed=sum(1 for s in stats.values() if not s.committed),
-        first_batch_id=ids[0] if ids else None,
-        last_batch_id=ids[-1] if ids else None,
-        records=record.records if result is None else result.total("rows"),
-        panes=sum(s.panes for s in mine),
-        early=timings.get("EARLY", 0),
-        on_time=timings.get("ON_TIME", 0),
-        late_panes=timings.get("LATE", 0),
-        retractions=sum(s.retractions for s in mine),
-        late=sum(s.late for s in mine),
-        rejected=sum(s.rejected for s in mine),
+        batches=record.batches + 1,
+        replayed=record.replayed + (0 if stats.committed else 1),
+        first_batch_id=stats.batch_id if first is None else min(first, stats.batch_id),
+        last_batch_id=stats.batch_id if last is None else max(last, stats.batch_id),
+        **asdict(figures),
     )
-
-
-def _batches_of(record: RunRecord | None) -> frozenset[int]:
-    """The batch ids a run's row counts (a run's batches are consecutive)."""
-    if record is None or record.first_batch_id is None or record.last_batch_id is None:
-        return frozenset()
-    return frozenset(range(record.first_batch_id, record.last_batch_id + 1))
 
 
 def record_killed(pipeline: Pipeline, warn: Callable[[str], Any]) -> RunRecord | None:
@@ -239,7 +224,7 @@ def recording(
     """Record the run whose ``result`` the body fills (see the module doc): its outcome is
     ``failed`` when the body raises (the error on one line; re-raised), ``stopped`` on Ctrl-C or
     when ``result.stopped_by`` says a signal stopped it, else ``succeeded``."""
-    killed = record_killed(pipeline, warn)
+    record_killed(pipeline, warn)
     started = _now_us()
     rec = RunRecording(
         pipeline,
@@ -255,18 +240,17 @@ def recording(
             watermark_before_us=_watermark_us(pipeline),
         ),
         warn,
-        counted=_batches_of(killed),
     )
     rec._safely("note the run's start", lambda: _write_note(pipeline, rec.record))
     try:
         yield rec
     except KeyboardInterrupt:
-        rec.end(result, STOPPED, "interrupted (Ctrl-C)")
+        rec.end(STOPPED, "interrupted (Ctrl-C)")
         raise
     except BaseException as e:
-        rec.end(result, FAILED, one_line(e, limit=2000) or type(e).__name__)
+        rec.end(FAILED, one_line(e, limit=2000) or type(e).__name__)
         raise
     if result.stopped_by:
-        rec.end(result, STOPPED, f"stopped by {result.stopped_by}")
+        rec.end(STOPPED, f"stopped by {result.stopped_by}")
     else:
-        rec.end(result, SUCCEEDED, None)
+        rec.end(SUCCEEDED, None)

@@ -250,10 +250,9 @@ def _run_query(
     built: Callable[[], Any],
     poll: Callable[[], Any] | None = None,
     stop: StopRequest | None = None,
-    noted: Callable[[RunResult], Any] | None = None,
 ) -> None:
     """Run one query to its end, reporting each batch (:func:`_await_query`: ``poll``,
-    ``stop``, ``noted``); ``built`` is called once the query is built, before it starts."""
+    ``stop``); ``built`` is called once the query is built, before it starts."""
     building = time.monotonic()
     writer = _writer(
         spark,
@@ -270,7 +269,7 @@ def _run_query(
     query = writer.start()
     result.queries += 1
     try:
-        _await_query(query, sink, result, emit, stop_after_batches, poll, stop, noted)
+        _await_query(query, sink, result, emit, stop_after_batches, poll, stop)
     finally:
         result.add_phase("query", time.monotonic() - starting)
 
@@ -283,10 +282,9 @@ def _await_query(
     stop_after_batches: int | None,
     poll: Callable[[], Any] | None = None,
     stop: StopRequest | None = None,
-    noted: Callable[[RunResult], Any] | None = None,
 ) -> None:
-    """Report each batch of the running ``query`` as it commits, until the query ends (and call
-    ``noted`` with the result after each); ``poll`` is called between checks. When
+    """Report each batch of the running ``query`` as it commits, until the query ends; ``poll``
+    is called between checks. When
     ``stop`` is requested (a signal, :mod:`jobs.driver.stopping`), the query is stopped once no
     batch is in flight, or at once when ``stop.abandon``; a batch that then fails was abandoned (the
     next run replays it; tables that had committed it skip it) and is reported, not raised."""
@@ -304,8 +302,6 @@ def _await_query(
             result.batches.append(rep)
             done += 1
             emit(rep.line())
-            if noted is not None:
-                noted(result)
             for uri in rep.stats.vanished if rep.stats else ():
                 emit(
                     f"WARNING batch {p.batchId}: input file {uri} vanished before it was read; "
@@ -599,16 +595,16 @@ def run(
         sink = BatchSink(pipeline, kill_at=kill_at, shards=state.shards, profile_dir=profile_dir)
         sink.create_tables()
         recorded.versions = functools.partial(_table_versions, pipeline, sink)
-        sink.on_commit = recorded.batch_committed
 
-        if follow:  # it may never end: compact after each batch that committed
+        def after_batch(stats: BatchStats) -> None:
+            """In the sink, before Spark's commit entry of the batch: the run's note counts it;
+            a ``--follow`` run (it may never end) compacts after each batch that committed."""
+            recorded.batch_done(stats)
+            if follow and stats.committed:
+                _compact(pipeline, sink, result, emit)
+                _vacuum(pipeline, result, emit)
 
-            def after_batch(stats: BatchStats) -> None:
-                if stats.committed:
-                    _compact(pipeline, sink, result, emit)
-                    _vacuum(pipeline, result, emit)
-
-            sink.on_batch = after_batch
+        sink.on_batch = after_batch
 
         def start_python_workers() -> None:
             """After the build, while the query starts (:func:`start_workers`; once per
@@ -631,7 +627,6 @@ def run(
             stop_after_batches=stop_after_batches,
             built=start_python_workers,
             stop=stop,
-            noted=recorded.progress,
         )
         said: set[str] = set()  # writer_noted warnings already reported
 

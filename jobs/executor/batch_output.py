@@ -13,7 +13,7 @@ operator tasks wrote, and each task's clock row: :mod:`jobs.executor.output_tabl
    ``ROWS_PER_FILE`` rows, and reads the footers of the files the operator tasks wrote (their
    size, Delta statistics and figures);
 3. the driver collects one small row per file (:data:`FILE_COLUMNS`), and one with the tasks'
-   largest clock, and commits the files.
+   largest clock and input records, and commits the files.
 
 File sizes: a batch writes per kind one file of the rows tasks sent on (none if there are none)
 plus, per task that emitted more than ``ROWS_AS_ROWS`` rows of the kind, files of about
@@ -39,6 +39,7 @@ from jobs.executor.operator_input import CLOCK
 from jobs.executor.output_tables import (
     DATA_FILE,
     FIGURES_KEY,
+    INPUT_RECORDS,
     KIND_CLOCK,
     RECORD_KIND,
     OutputTables,
@@ -71,13 +72,14 @@ FILE_DDL = (
 
 @dataclass
 class BatchCounts:
-    """Rows of a batch's output per kind, the panes by timing and retractions, and the largest
-    input clock (µs, None: none) of the operator's tasks."""
+    """Rows of a batch's output per kind, the panes by timing and retractions, the largest
+    input clock (µs, None: none) of the operator's tasks and the input records they took."""
 
     rows: dict[str, int] = field(default_factory=dict)
     by_timing: dict[str, int] = field(default_factory=dict)
     retractions: int = 0
     clock_us: int | None = None
+    records: int = 0
 
     def add(self, kind: str, rows: int, figures: Mapping) -> None:
         self.rows[kind] = self.rows.get(kind, 0) + rows
@@ -92,6 +94,7 @@ class BatchCounts:
             self.by_timing[timing] = self.by_timing.get(timing, 0) + n
         self.retractions += other.retractions
         self.add_clock(other.clock_us)
+        self.records += other.records
 
     def add_clock(self, clock_us: int | None) -> None:
         if clock_us is not None and (self.clock_us is None or clock_us > self.clock_us):
@@ -102,7 +105,8 @@ class BatchCounts:
 class BatchWriter:
     """``mapInArrow`` function of the writer task (the module doc): the batch's output rows ->
     one :data:`FILE_COLUMNS` row per data file, written here or named by an operator task, and
-    one of kind ``clock`` (its ``figures``: the operator tasks' largest clock). Picklable."""
+    one of kind ``clock`` (its ``figures``: the operator tasks' largest clock and their input
+    records). Picklable."""
 
     tables: OutputTables
     batch_id: int
@@ -112,14 +116,16 @@ class BatchWriter:
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         named: list[tuple[str, str]] = []
         rows: dict[str, list[pa.Table]] = {}
-        clock = None
+        clock, inputs = None, 0
         for batch in batches:
             if not batch.num_rows:
                 continue
             table = pa.Table.from_batches([batch])
             is_clock = pc.equal(table.column(RECORD_KIND), KIND_CLOCK)
-            top = pc.max(table.filter(is_clock).column(CLOCK)).as_py()
+            clocks = table.filter(is_clock)
+            top = pc.max(clocks.column(CLOCK)).as_py()
             clock = top if clock is None or (top is not None and top > clock) else clock
+            inputs += pc.sum(clocks.column(INPUT_RECORDS)).as_py() or 0
             table = table.filter(pc.invert(is_clock))
             is_file = pc.is_valid(table.column(DATA_FILE))
             files = table.filter(is_file)
@@ -136,7 +142,8 @@ class BatchWriter:
         for kind, chunks in rows.items():
             if kind not in self.committed:
                 out += self._write(kind, pa.concat_tables(chunks))
-        out.append({RECORD_KIND: KIND_CLOCK, "rows": 0, "figures": json.dumps({"clock_us": clock})})
+        figures = json.dumps({"clock_us": clock, "records": inputs})
+        out.append({RECORD_KIND: KIND_CLOCK, "rows": 0, "figures": figures})
         yield pa.RecordBatch.from_pylist(out, schema=FILE_COLUMNS)
 
     def _read(self, kind: str, name: str) -> dict:
@@ -194,7 +201,8 @@ def write_batch_files(
     frame: DataFrame, tables: OutputTables, batch_id: int, committed: Sequence[str]
 ) -> tuple[dict[str, list[DataFile]], BatchCounts]:
     """Run the batch (one Spark job, the module doc): its data files by kind, and its figures
-    (the kinds in ``committed`` are neither written nor counted)."""
+    (the kinds in ``committed`` are neither written nor counted; the input records always
+    are)."""
     writer = BatchWriter(tables, batch_id, frozenset(committed))
     plan = frame.repartition(1).mapInArrow(writer, FILE_DDL)
     with batch_properties(frame.sparkSession, batch_id, committed):
@@ -204,7 +212,9 @@ def write_batch_files(
     for row in got:
         kind = row[RECORD_KIND]
         if kind == KIND_CLOCK:
-            counts.add_clock(json.loads(row["figures"])["clock_us"])
+            figures = json.loads(row["figures"])
+            counts.add_clock(figures["clock_us"])
+            counts.records += figures["records"]
             continue
         files.setdefault(kind, []).append(
             DataFile(row["path"], row["size"], row["rows"], row["stats"])

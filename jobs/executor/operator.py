@@ -64,6 +64,7 @@ from jobs.executor.operator_input import (
 )
 from jobs.executor.output_tables import (
     DATA_FILE,
+    INPUT_RECORDS,
     KIND_CLOCK,
     KIND_LATE,
     KIND_PANE,
@@ -103,8 +104,8 @@ def output_arrow_schema(layout: PaneLogLayout = DEFAULT_LAYOUT) -> pa.Schema:
     """Arrow schema of the operator's output (:mod:`jobs.executor.output_tables`): ``record_kind`` +
     pane core + late-only columns + the rejected-only columns (``raw``, ``source_file``; ``reason``
     and ``processing_time_us`` are shared with late records) + ``data_file`` (a file the task wrote,
-    :mod:`jobs.executor.task_files`) + ``pst_clock`` (a task's largest input clock: the one row
-    of kind ``clock`` per task)."""
+    :mod:`jobs.executor.task_files`) + ``pst_clock`` and ``pst_records`` (a task's largest input
+    clock and its input records: the one row of kind ``clock`` per task)."""
     fields = [pa.field(RECORD_KIND, pa.string(), nullable=False)]
     names = set()
     for f in (*core_schema(layout), *late_core_schema(layout)):
@@ -114,6 +115,7 @@ def output_arrow_schema(layout: PaneLogLayout = DEFAULT_LAYOUT) -> pa.Schema:
     fields += [pa.field(n, pa.string()) for n in REJECTED_OUTPUT if n not in names]
     fields.append(pa.field(DATA_FILE, pa.string()))
     fields.append(pa.field(CLOCK, pa.int64()))
+    fields.append(pa.field(INPUT_RECORDS, pa.int64()))
     return pa.schema(fields)
 
 
@@ -446,7 +448,9 @@ class OperatorBatch:
       (:func:`watermark_after`), and, if it moved, visits at it the buckets whose timer it
       reached (their panes are the batch's own);
     * stores what changed as the batch's state version (:mod:`jobs.executor.state_store`), and
-      yields its output and one ``clock`` row: that largest clock (null: none).
+      yields its output and one ``clock`` row: that largest clock (null: none) and the input
+      records it took (:data:`~jobs.executor.output_tables.INPUT_RECORDS`: the rows of its
+      buckets' elements, rejected records included).
 
     A bucket that reaches another shard's task (input partitioned otherwise than Spark's hash of
     the bucket into ``shards``) stops the task: its state is in that shard's files. The task
@@ -476,7 +480,7 @@ class OperatorBatch:
         states = store.load(reads)
         schema = output_arrow_schema(self.config.layout)
         processor = BucketProcessor(self.config, TaskOutput(schema, self.config.writing))
-        changed, visited = False, set()
+        changed, visited, records = False, set(), 0
         table = _input(batches)
         clock = None if table is None else pc.max(table.column(CLOCK)).as_py()
         for bucket, rows in _by_bucket(table):
@@ -487,6 +491,7 @@ class OperatorBatch:
                 [r for r in rows.column(ROW).to_pylist() if r is not None],
                 self.config.input_schema,
             )
+            records += 0 if elements is None else elements.num_rows
             if bucket == REJECTED_BUCKET:
                 yield from processor.rejected(elements, self.clocks)
                 continue
@@ -512,6 +517,7 @@ class OperatorBatch:
             profile.dump_stats(os.path.join(self.config.profile_dir or ".", _profile_name()))
         clock_row: dict[str, list[Any]] = {c: [None] for c in schema.names}
         clock_row[RECORD_KIND], clock_row[CLOCK] = [KIND_CLOCK], [clock]
+        clock_row[INPUT_RECORDS] = [records]
         yield pa.RecordBatch.from_pydict(clock_row, schema=schema)
 
     def _profiler(self) -> cProfile.Profile | None:

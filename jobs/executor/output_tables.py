@@ -17,7 +17,8 @@ wherever that can be arranged.
 An output row whose :data:`DATA_FILE` is set is not a record: it names a data file that an
 operator task wrote itself into the kind's table directory (:mod:`jobs.executor.task_files`).
 Nor is a row of kind :data:`KIND_CLOCK`: each operator task sends one, with the largest clock
-of its input (:class:`jobs.executor.operator.OperatorBatch`).
+of its input and how many input records it took (:data:`INPUT_RECORDS`:
+:class:`jobs.executor.operator.OperatorBatch`).
 """
 
 from __future__ import annotations
@@ -27,9 +28,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from sinks.pane_log import PaneLogLayout, core_schema, finish_batch
+from sinks.pane_log import PaneLogLayout, core_schema, finish_batch, pane_figures
 from sinks.records import REJECTED_CORE, finish_late, finish_rejected, late_core_schema
 
 RECORD_KIND = "record_kind"
@@ -40,9 +40,12 @@ KIND_REJECTED = "rejected"
 KINDS = (KIND_PANE, KIND_LATE, KIND_REJECTED)
 """In commit order: the pane log first."""
 KIND_CLOCK = "clock"
-"""A task's largest input clock (no table)."""
+"""A task's largest input clock and its input records (no table)."""
 DATA_FILE = "data_file"
 """The output column naming a data file a task wrote (relative to its table's root)."""
+INPUT_RECORDS = "pst_records"
+"""The output column of a task's ``clock`` row: the input records the task took (each an
+element, a late record or a rejected one; control and clock rows are not records)."""
 PROCESSING_TIME = "processing_time_us"
 FIGURES_KEY = "panestore.figures"
 """Key of a data file's figures (:meth:`OutputTables.figures`) in its Parquet metadata."""
@@ -113,8 +116,5 @@ class OutputTables:
         timing and how many are retractions."""
         if kind != KIND_PANE or not core.num_rows:
             return "{}"
-        timing = pc.value_counts(core.column("timing")).to_pylist()
-        retractions = pc.sum(core.column("is_retraction").cast(pa.int64())).as_py() or 0
-        return json.dumps(
-            {"by_timing": {t["values"]: t["counts"] for t in timing}, "retractions": retractions}
-        )
+        by_timing, retractions = pane_figures(core)
+        return json.dumps({"by_timing": by_timing, "retractions": retractions})

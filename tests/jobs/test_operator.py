@@ -142,6 +142,40 @@ def test_each_task_reports_the_largest_clock_of_its_input():
     assert out.column("pst_clock").to_pylist()[kinds.index("clock")] == T0_US + 9
 
 
+def test_each_task_reports_the_input_records_it_took():
+    """A blob's elements, a row of the row encoding and rejected records are records; control
+    and clock rows are not (the run history counts a batch's records from this)."""
+    from jobs.executor.operator import OperatorBatch
+    from jobs.executor.operator_input import (
+        BLOB,
+        BUCKET,
+        CLOCK,
+        CONTROL_BUCKET,
+        OPERATOR_INPUT_ARROW,
+        REJECTED_BUCKET,
+        ROW,
+        clock_buckets,
+    )
+
+    rejected = pa.table({"pst_raw": ["{bad"], "pst_source_file": ["f"], "pst_reason": ["bad"]})
+    elements = [{"user": 1, "ts_us": T0_US, "n": 1}, {"user": 1, "ts_us": T0_US + 1, "n": 2}]
+    run = shard()
+    batch = pa.RecordBatch.from_pydict(
+        {
+            BUCKET: [CONTROL_BUCKET, clock_buckets(1)[0], 3, 3, REJECTED_BUCKET],
+            BLOB: [None, None, blob(elements), None, blob_of(rejected)],
+            ROW: [None, None, None, f'{{"user":1,"ts_us":{T0_US},"n":3}}'.encode(), None],
+            CLOCK: [T0_US + 9, T0_US + 9, T0_US + 1, T0_US, None],
+        },
+        schema=OPERATOR_INPUT_ARROW,
+    )
+    out = pa.Table.from_batches(
+        list(OperatorBatch(run.config, run.root, clocks(), 0)(iter([batch])))
+    ).to_pylist()
+    assert [r["pst_records"] for r in out if r["record_kind"] == "clock"] == [4]
+    assert [r["record_kind"] for r in out].count("rejected") == 1
+
+
 def test_a_batch_fires_the_watermark_after_it_in_the_same_task_from_the_batchs_largest_clock():
     """The shard's task reads its data at the batch's watermark, then fires the window the
     watermark after the batch closes, a watermark that a row of another shard makes (its clock

@@ -127,3 +127,20 @@ def test_without_writing_every_row_is_sent_on():
     assert rows.num_rows == 50 and rows.column(DATA_FILE).null_count == 50
     output.close()
     assert output.written == []
+
+
+def test_the_writer_task_sums_the_tasks_input_records_into_the_clock_row(tables):
+    """Each operator task's clock row carries its input records; the writer's one clock row
+    carries their sum (the batch's records), also for a batch whose tables all hold it."""
+    schema = output_arrow_schema(DEFAULT_LAYOUT)
+
+    def clock_row(clock: int, records: int) -> pa.RecordBatch:
+        row = {c: [None] for c in schema.names}
+        row.update({RECORD_KIND: ["clock"], "pst_clock": [clock], "pst_records": [records]})
+        return pa.RecordBatch.from_pydict(row, schema=schema)
+
+    kinds = frozenset({KIND_PANE, KIND_LATE, "rejected"})
+    for committed in (frozenset(), kinds):
+        out = BatchWriter(tables, 7, committed)(iter([clock_row(T0, 3), clock_row(T0 + 1, 4)]))
+        (row,) = pa.Table.from_batches(list(out)).to_pylist()
+        assert json.loads(row["figures"]) == {"clock_us": T0 + 1, "records": 7}

@@ -6,7 +6,11 @@ kill the job at a named point of a given batch (see ``jobs.driver.batch_sink.kil
 
 * ``before_commit``: mid-batch, both steps ran and wrote their state, nothing committed;
 * ``between_tables``: the pane log committed, the late and rejected tables not;
-* ``after_commit``: every Delta commit done, Spark's checkpoint commit not.
+* ``after_commit``: every Delta commit done, the run's note and Spark's checkpoint commit not;
+* ``after_report``: the run's note counts the batch, Spark's checkpoint commit not written.
+
+Through the kills the run history counts each batch once: summed over the ``runs`` table, the
+records are the input's and the panes, late and rejected figures the rows of those tables.
 """
 
 from __future__ import annotations
@@ -60,13 +64,15 @@ FILES = [
 ]
 # (point:batch) per killed run. Batches 0-3 read one file each, and each fires its own watermark
 # advance. Killed: the last batch mid-way, its state and files written and nothing committed
-# (3), then after its Delta commits but before Spark's commit (3 again: the replay writes into no
-# table). With --run-slow also: mid-batch (1; tests/spark/test_bucket_lake.py kills there too, on
-# a lake in a bucket) and between the pane-log and the late/rejected commits (2;
-# tests/spark/test_cluster.py kills there too).
-KILLS = ["before_commit:3", "after_commit:3"]
+# (3), then after its Delta commits but before the run's note and Spark's commit (3 again: the
+# replay writes into no table, and counts the batch from them), then after the note but before
+# Spark's commit (3 again: the last run replays it and counts it in no figure). With --run-slow
+# also: mid-batch (1; tests/spark/test_bucket_lake.py kills there too, on a lake in a bucket) and
+# between the pane-log and the late/rejected commits (2; tests/spark/test_cluster.py kills there
+# too).
+KILLS = ["before_commit:3", "after_commit:3", "after_report:3"]
 SLOW_KILLS = ["before_commit:1", "between_tables:2"]
-KILL_ORDER = ("before_commit", "between_tables", "after_commit")
+KILL_ORDER = ("before_commit", "between_tables", "after_commit", "after_report")
 
 
 def land(root):
@@ -126,17 +132,23 @@ def test_killed_runs_equal_an_uninterrupted_run(spark, tmp_path, request, capsys
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = tables(pipeline)
 
-    # the run history: a row per run, killed ones included, each batch's records counted once
+    # the run history: a row per run, killed ones included, each batch counted in one row
     runs = read_runs(view_spec(pipeline))
     assert [r.outcome for r in runs] == ["killed"] * len(kills) + ["succeeded"]
     assert runs[0].last_batch_id == int(kills[0][-1]) - 1  # the batches it reported
-    assert runs[-1].replayed == 1  # after_commit:3: its tables hold the batch, skipped
+    assert runs[-1].replayed == 1  # after_report:3: its tables hold the batch, skipped
+    assert (runs[-1].panes, runs[-1].records) == (0, 0)  # ... and the killed run's row counts it
     (whole,) = read_runs(view_spec(base))
     assert sum(r.records for r in runs) == whole.records == sum(len(f) for f in FILES)
-    assert sum(r.rejected for r in runs) == whole.rejected == 2
-    # each batch's panes, late and rejected rows in exactly one row, whatever the kills
-    assert sum(r.panes for r in runs) == len(got["panes"]) == whole.panes
-    assert sum(r.late for r in runs) == len(got["late"]) == whole.late
+    for t, figure in (("panes", "panes"), ("late", "late"), ("rejected", "rejected")):
+        counted = sum(getattr(r, figure) for r in runs)
+        assert counted == getattr(whole, figure) == len(got[t]), t
+    timings = [p["timing"] for p in got["panes"]]
+    assert [sum(r.early for r in runs), sum(r.on_time for r in runs)] == [
+        timings.count("EARLY"),
+        timings.count("ON_TIME"),
+    ]
+    assert sum(r.late_panes for r in runs) == timings.count("LATE")
 
     panes = got["panes"]
     assert len({p["pane_id"] for p in panes}) == len(panes), "duplicate panes"
