@@ -153,17 +153,17 @@ def test_an_interrupted_run_in_the_active_session_leaves_it_as_found(
     """No session given: the run takes the active one with panestore's settings (shuffle
     partitions, UTC, log level WARN) and gives it back with the caller's, interrupted in the
     fold (Ctrl-C where no stop handler is installed)."""
-    import jobs.api.streams as streams
     from jobs import api
+    from sinks.materializer import Materializer
 
     as_a_callers_session(spark)
     zone, partitions = (spark.conf.get(k) for k in ("spark.sql.session.timeZone", SHUFFLE))
     root = effective_levels(spark, [""])[""]
 
-    def interrupted(pipeline):
+    def interrupted(self, **kw):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(streams, "materialize", interrupted)
+    monkeypatch.setattr(Materializer, "run", interrupted)  # the fold: the run's last step
     landing = tmp_path / "landing"
     put(landing, "a.jsonl", ['{"k": "a", "ts": "2024-01-01T00:00:01Z"}'])
     p = small_pipeline("interrupted", tmp_path / "lake", landing)
