@@ -47,6 +47,10 @@ KIND_METADATA = "panestore.table"
 # Written on every MERGE of the materializer into ``current``.
 FOLDED_VERSION_METADATA = "panestore.paneLogVersion"
 FOLDED_FROM_METADATA = "panestore.paneLogFrom"
+# Written on each MERGE of a fold in several pieces (sinks.fold_plan): the plan, the piece's number;
+# the last piece's commit also carries the two above.
+FOLD_PLAN_METADATA = "panestore.foldPlan"
+FOLD_PIECE_METADATA = "panestore.foldPiece"
 # Delta operations whose commits add no pane rows (maintenance, metadata).
 NO_DATA_OPERATIONS = frozenset(
     {

@@ -40,6 +40,7 @@ version merged in), ``absorbed``, and ``accumulator``, the JSON of the row's com
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as pds
 
 from panes.windowing import AccumulationMode
 from sinks.auto_vacuum import Vacuum, vacuum_if_due
@@ -54,6 +56,8 @@ from sinks.change_feed import ensure_change_feed
 from sinks.compaction import Compaction, compact_if_due
 from sinks.errors import FoldValueOutOfRange
 from sinks.fold_failure import clear_fold_failure, note_fold_failure
+from sinks.fold_plan import FoldPlan, fold_in_progress, piece_metadata, plan_fold, read_piece, spill
+from sinks.key_hash import KEY_HASH
 from sinks.lake_format import (
     FOLDED_FROM_METADATA,
     FOLDED_VERSION_METADATA,
@@ -88,6 +92,9 @@ class MaterializeResult:
     change_feed_from: int | None = None  # set when this run turned the view's change feed on
     compaction: Compaction | None = None  # the view's, after the fold (sinks.compaction)
     vacuum: Vacuum | None = None  # the view's daily vacuum, after that (sinks.auto_vacuum)
+    pieces: int = 1  # the fold's pieces (sinks.fold_plan), each one commit
+    first_piece: int = 0  # the first this run folded (> 0: it finished a stopped fold)
+    pieces_committed: int = 0
 
     @property
     def did_work(self) -> bool:
@@ -117,8 +124,18 @@ class MaterializeResult:
             f"{m.get('num_target_rows_inserted', 0)} inserted, "
             f"{m.get('num_target_rows_updated', 0)} updated, "
             f"{m.get('num_target_rows_deleted', 0)} deleted) into view version "
-            f"{self.view_version} in {self.seconds:.2f}s"
+            f"{self.view_version}{self._pieces_text()} in {self.seconds:.2f}s"
         )
+
+    def _pieces_text(self) -> str:
+        if self.pieces == 1:
+            return ""
+        if self.first_piece:
+            return (
+                f" (pieces {self.first_piece + 1}..{self.pieces} of {self.pieces}: the rest "
+                "of a fold that was stopped)"
+            )
+        return f" (in {self.pieces} pieces, one commit each)"
 
 
 class Materializer:
@@ -176,8 +193,6 @@ class Materializer:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _run_once(self, upto: int | None) -> MaterializeResult:
-        from deltalake import CommitProperties, Transaction
-
         spec = self.spec
         panes = open_pane_log(spec)
         latest = panes.version()
@@ -187,49 +202,96 @@ class Materializer:
         feed_from = ensure_change_feed(view)
         done = view.transaction_version(spec.app_id)
         after = -1 if done is None else done
-        if self.max_versions is not None:
-            latest = min(latest, after + self.max_versions)
-        if latest <= after:
-            return MaterializeResult(None, None, change_feed_from=feed_from)
+        resumed = fold_in_progress(view, done)
+        if resumed is not None:  # a fold in pieces was stopped: finish its plan
+            plan, start = resumed
+            latest = plan.last
+        else:
+            if self.max_versions is not None:
+                latest = min(latest, after + self.max_versions)
+            if latest <= after:
+                return MaterializeResult(None, None, change_feed_from=feed_from)
         if latest != panes.version():
             panes.load_as_version(latest)
         commits = pane_log_commits(panes, after, latest, spec.storage_options)
-        rows = read_pane_rows(panes, commits)
-        check_pane_rows(spec, rows, spec.table_path("panes"))
-        schema = arrow_schema(view)
-        props = CommitProperties(
-            app_transactions=[Transaction(spec.app_id, latest)],
-            custom_metadata={
-                FOLDED_VERSION_METADATA: str(latest),
-                FOLDED_FROM_METADATA: str(after + 1),
-                KIND_METADATA: "current",
-                PIPELINE_METADATA: spec.name,
-            },
-        )
+        if resumed is None:
+            python = self.vectorized is False or not vectorized_applies(
+                spec, arrow_schema(panes).empty_table()
+            )
+            plan, start = plan_fold(spec, panes, commits, spec.fold_memory, python=python), 0
         result = MaterializeResult(
-            after + 1, latest, pane_rows=rows.num_rows, change_feed_from=feed_from
+            after + 1, latest, change_feed_from=feed_from, pieces=plan.pieces, first_piece=start
         )
         try:
-            self._fold(view, schema, rows, props, result)
+            if plan.pieces == 1:
+                self._fold_piece(view, read_pane_rows(panes, commits), plan, 0, result)
+            else:
+                with tempfile.TemporaryDirectory(prefix="panestore-fold-") as scratch:
+                    schema = spill(spec, panes, commits, plan, scratch, start=start)
+                    for piece in range(start, plan.pieces):
+                        rows = read_piece(scratch, piece, schema)
+                        self._fold_piece(view, rows, plan, piece, result)
         except FoldValueOutOfRange as e:
-            stays = (
-                f"the view stays folded up to pane-log version {after}"
-                if done is not None
-                else "the view has folded nothing yet"
-            )
+            if result.pieces_committed:
+                stays = (
+                    f"pieces {start}..{start + result.pieces_committed - 1} of the "
+                    f"{plan.pieces} of this fold are committed, the next fold starts at piece "
+                    f"{start + result.pieces_committed}"
+                )
+            elif done is not None:
+                stays = f"the view stays folded up to pane-log version {after}"
+            else:
+                stays = "the view has folded nothing yet"
             raise FoldValueOutOfRange(
                 f"{e}; nothing was written: {stays}, and every materialize stops at this window"
             ) from None
-        view.update_incremental()
         self._view = view
         result.view_version = view.version()
         if self.hook:
             self.hook("after_merge")
         return result
 
-    def _fold(self, view, schema: pa.Schema, rows: pa.Table, props, result) -> None:
+    def _fold_piece(
+        self, view, rows: pa.Table, plan: FoldPlan, piece: int, result: MaterializeResult
+    ) -> None:
+        """Fold piece ``piece`` of ``plan`` (its pane rows: ``rows``) in one commit: the fold's
+        own transaction and metadata on its last piece, the plan and the piece's number on each
+        piece of a fold in several."""
+        from deltalake import CommitProperties, Transaction
+
+        spec = self.spec
+        check_pane_rows(spec, rows, spec.table_path("panes"))
+        last = piece == plan.pieces - 1
+        metadata = {KIND_METADATA: "current", PIPELINE_METADATA: spec.name}
+        if plan.pieces > 1:
+            metadata.update(piece_metadata(plan, piece))
+        if last:
+            metadata[FOLDED_VERSION_METADATA] = str(plan.last)
+            metadata[FOLDED_FROM_METADATA] = str(plan.first)
+        props = CommitProperties(
+            app_transactions=[Transaction(spec.app_id, plan.last)] if last else None,
+            custom_metadata=metadata,
+        )
+        hash_range = plan.hash_range(piece) if plan.pieces > 1 else None
+        result.pane_rows += rows.num_rows
+        self._fold(view, arrow_schema(view), rows, props, result, hash_range)
+        view.update_incremental()
+        result.pieces_committed += 1
+        if self.hook and not last:
+            self.hook("after_piece")
+
+    def _fold(
+        self,
+        view,
+        schema: pa.Schema,
+        rows: pa.Table,
+        props,
+        result: MaterializeResult,
+        hash_range: tuple[int, int | None] | None,
+    ) -> None:
         """Reduce ``rows`` and MERGE the changes into ``view`` in one commit (``props``);
-        :class:`FoldValueOutOfRange` where a window's value does not fit its view column."""
+        :class:`FoldValueOutOfRange` where a window's value does not fit its view column.
+        ``hash_range``: the key hashes of ``rows`` (a piece of a fold)."""
         from deltalake import write_deltalake
         from deltalake.exceptions import CommitFailedError, DeltaError
 
@@ -239,32 +301,38 @@ class Materializer:
         if rows.num_rows == 0:
             changes, style = None, ""
         elif reduced is not None and fits_view(schema, reduced):
-            changes = change_table(schema, reduced)
+            changes = change_table(schema, reduced, spec.keys)
             style = "combine" if spec.mode is AccumulationMode.DISCARDING else "latest"
             result.path = "vectorized"
         else:  # (a sum of these panes beyond its column: the view's value may bring it back)
-            changes = self._python_changes(view, schema, rows)
+            changes = self._python_changes(view, schema, rows, hash_range)
             style = "replace"
             result.path = "python"
+        del reduced
         if self.hook:
             self.hook("before_merge")
         if changes is None or changes.num_rows == 0:
             write_deltalake(view, schema.empty_table(), mode="append", commit_properties=props)
             return
-        result.changes = changes.num_rows
+        result.changes += changes.num_rows
         try:
-            result.metrics = merge_changes(view, spec, changes, style, props)
+            metrics = merge_changes(view, spec, changes, style, props, hash_range)
         except DeltaError as e:
             if style != "combine" or isinstance(e, CommitFailedError):
                 raise
             # the MERGE refuses a sum its column cannot hold (sinks.view_merge): the reference
             # reducer, exact, names the window
-            self._python_changes(view, schema, rows)
+            self._python_changes(view, schema, rows, hash_range)
             raise
+        for name, value in metrics.items():
+            if isinstance(value, int):
+                result.metrics[name] = result.metrics.get(name, 0) + value
 
-    def _python_changes(self, view, schema: pa.Schema, rows: pa.Table) -> pa.Table:
+    def _python_changes(
+        self, view, schema: pa.Schema, rows: pa.Table, hash_range: tuple[int, int | None] | None
+    ) -> pa.Table:
         spec = self.spec
-        live = load_view_rows(view, spec, rows)
+        live = load_view_rows(view, spec, rows, hash_range)
         red = Reducer(spec, live)
         pane_rows = rows.to_pylist()
         pane_rows.sort(key=lambda r: r[PANE_LOG_VERSION])
@@ -273,19 +341,34 @@ class Materializer:
         return rows_change_table(schema, upserts, deletes, spec.keys)
 
 
-def load_view_rows(view, spec: ViewSpec, rows: pa.Table) -> dict[tuple, dict[str, Any]]:
-    """The view rows of the keys in ``rows``: {(key tuple, (start, end)): row}."""
+def load_view_rows(
+    view, spec: ViewSpec, rows: pa.Table, hash_range: tuple[int, int | None] | None = None
+) -> dict[tuple, dict[str, Any]]:
+    """The view rows of the keys in ``rows``: {(key tuple, (start, end)): row}. The view is
+    streamed in record batches (only the matching rows are kept); ``hash_range``: the key hashes
+    of ``rows``, by which the view's files are skipped (a view without ``key_hash``: none is)."""
     if rows.num_rows == 0:
         return {}
     k0 = spec.keys[0]
-    # (no filter pushdown: delta-rs datasets read strings as string_view, which pyarrow cannot
-    # compare with the parquet statistics; the view is read and filtered in memory)
-    table = plain_table(view.to_pyarrow_dataset().to_table())
-    table = table.filter(pc.is_in(table.column(k0), value_set=pc.unique(rows.column(k0))))
+    dataset = view.to_pyarrow_dataset()
+    where = None
+    if hash_range is not None and KEY_HASH in dataset.schema.names:
+        low, high = hash_range
+        where = pds.field(KEY_HASH) >= low
+        if high is not None:
+            where = where & (pds.field(KEY_HASH) < high)
+    # (the key filter is applied in memory: delta-rs datasets read strings as string_view,
+    # which pyarrow cannot compare with the parquet statistics)
+    firsts = pc.unique(rows.column(k0))
     wanted = {tuple(r) for r in zip(*(rows.column(k).to_pylist() for k in spec.keys), strict=True)}
     out = {}
-    for r in table.to_pylist():
-        key = tuple(r[k] for k in spec.keys)
-        if key in wanted:
-            out[(key, (r["window_start_us"], r["window_end_us"]))] = r
+    for batch in dataset.to_batches(filter=where):
+        if batch.num_rows == 0:
+            continue
+        table = plain_table(pa.Table.from_batches([batch]))
+        table = table.filter(pc.is_in(table.column(k0), value_set=firsts))
+        for r in table.to_pylist():
+            key = tuple(r[k] for k in spec.keys)
+            if key in wanted:
+                out[(key, (r["window_start_us"], r["window_end_us"]))] = r
     return out

@@ -41,6 +41,8 @@ class ViewSpec:
     there (:func:`sinks.object_store.delta_storage_options`). Column types are the pane log's
     (:mod:`sinks.pane_log`). ``allowed_lateness`` (µs): the pipeline's; ``verify`` tells by it
     which windows are final at the pane log's watermark (:func:`panes.engine.window_gone`).
+    ``fold_memory`` (bytes): the working memory a fold may take; a larger backlog is folded in
+    pieces (:mod:`sinks.fold_plan`).
     """
 
     name: str
@@ -54,6 +56,7 @@ class ViewSpec:
     tables: Mapping[str, str] | None = None  # table name -> path overrides
     single_writer: bool = False
     allowed_lateness: int = 0
+    fold_memory: int = 512 * 1024 * 1024
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -70,6 +73,10 @@ class ViewSpec:
             set_(self, "combine_fn", Aggregates(dict(aggs)))
         if not keys or not aggs:
             raise ValueError("a view needs at least one key column and one aggregate")
+        if self.fold_memory < 1:
+            raise ValueError(
+                f"fold_memory must be a positive number of bytes, not {self.fold_memory}"
+            )
 
     # -- names ---------------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from sinks.data_files import folder_names
 from sinks.errors import ConfigMismatch, ForeignTable, LakeError, TableMissing
+from sinks.key_hash import KEY_HASH
 from sinks.lake_format import (
     CHANGE_FEED_FROM_PROPERTY,
     CHANGE_FEED_PROPERTY,
@@ -233,6 +234,7 @@ def view_schema(spec: ViewSpec, pane_log_schema: pa.Schema) -> pa.Schema:
     fields = [pane_log_schema.field(k) for k in spec.keys]
     fields += [pa.field(n, t, nullable=n not in VIEW_NOT_NULL) for n, t in WINDOW_FIELDS]
     fields.append(pa.field(WINDOW_DAY, pa.date32()))
+    fields.append(pa.field(KEY_HASH, pa.int64()))
     fields += [pane_log_schema.field(v) for v in spec.value_names]
     fields += [pa.field(n, t, nullable=n not in VIEW_NOT_NULL) for n, t in VIEW_META]
     fields.append(pa.field("accumulator", pa.string()))

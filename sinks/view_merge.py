@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from panes.combiners import CombineFn
 from sinks.column_types import beyond_range, column_text, integer_range
 from sinks.errors import FoldValueOutOfRange
+from sinks.key_hash import KEY_HASH, key_hashes
 from sinks.lake_format import DELETE, OP, UPSERT, WINDOW_DAY, WINDOW_REF
 from sinks.pane_log import window_text, with_timestamps
 from sinks.spec import ViewSpec
@@ -26,13 +27,13 @@ from sinks.sql_reducer import merge_aggregate, quote_name
 MAX_PRUNED_DAYS = 1000
 
 
-def change_table(schema: pa.Schema, table: pa.Table) -> pa.Table:
+def change_table(schema: pa.Schema, table: pa.Table, keys: Sequence[str]) -> pa.Table:
     """``table`` (view columns, some missing, plus ``_op``) in the view schema plus ``_op``."""
     if "absorbed" not in table.column_names:
         table = table.append_column(
             "absorbed", pa.array([[]] * table.num_rows, pa.list_(WINDOW_REF))
         )
-    table = with_view_derived(table)
+    table = with_view_derived(table, schema, keys)
     cols, fields = [], []
     for f in schema:
         if f.name not in table.column_names:  # e.g. ``accumulator`` (not folded vectorized)
@@ -64,7 +65,7 @@ def rows_change_table(
     except (OverflowError, pa.ArrowInvalid):
         check_view_range(schema, upserts, keys)  # names the window whose value does not fit
         raise
-    return with_view_derived(table)
+    return with_view_derived(table, schema, keys)
 
 
 def check_view_range(schema: pa.Schema, rows: Sequence[Mapping], keys: Sequence[str]) -> None:
@@ -98,14 +99,23 @@ def fits_view(schema: pa.Schema, table: pa.Table) -> bool:
     return True
 
 
-def with_view_derived(table: pa.Table) -> pa.Table:
-    """``table`` with the view's derived columns set: the timestamps of the ``*_us`` columns
-    and ``window_day``, the UTC date of ``window_start`` (null when it is not a timestamp)."""
+def with_view_derived(table: pa.Table, schema: pa.Schema, keys: Sequence[str]) -> pa.Table:
+    """``table`` with the view's derived columns set: the timestamps of the ``*_us`` columns,
+    ``window_day``, the UTC date of ``window_start`` (null when it is not a timestamp), and, when
+    the view ``schema`` has it (a view created before it had not), the ``key_hash`` of ``keys``
+    (:mod:`sinks.key_hash`)."""
     table = with_timestamps(table)
     day = table.column("window_start").cast(pa.date32())
-    if WINDOW_DAY in table.column_names:
-        return table.set_column(table.column_names.index(WINDOW_DAY), WINDOW_DAY, day)
-    return table.append_column(WINDOW_DAY, day)
+    table = _set_column(table, WINDOW_DAY, day)
+    if KEY_HASH in schema.names:
+        table = _set_column(table, KEY_HASH, key_hashes(table, keys))
+    return table
+
+
+def _set_column(table: pa.Table, name: str, values: pa.Array) -> pa.Table:
+    if name in table.column_names:
+        return table.set_column(table.column_names.index(name), name, values)
+    return table.append_column(name, values)
 
 
 def days_filter(changes: pa.Table) -> str | None:
@@ -152,16 +162,33 @@ def _combine_expr(fn: CombineFn, col: str, type_: pa.DataType) -> str:
     )
 
 
-def merge_changes(dt, spec: ViewSpec, changes: pa.Table, style: str, commit_properties) -> dict:
+def hash_filter(low: int, high: int | None) -> str:
+    """``t.key_hash`` in ``[low, high)`` (``high`` None: no upper bound)."""
+    text = f"t.{KEY_HASH} >= {low}"
+    return text if high is None else f"{text} AND t.{KEY_HASH} < {high}"
+
+
+def merge_changes(
+    dt,
+    spec: ViewSpec,
+    changes: pa.Table,
+    style: str,
+    commit_properties,
+    hash_range: tuple[int, int | None] | None = None,
+) -> dict:
     """Apply a change table in one MERGE commit. ``style``: ``replace`` (rows are final),
     ``latest`` (keep the higher pane index; deletes name the retracted index) or ``combine``
-    (discarding: merge values into the row)."""
+    (discarding: merge values into the row). ``hash_range``: the key hashes of every change
+    (a piece of a fold, :mod:`sinks.fold_plan`): the MERGE reads only the view files whose
+    statistics overlap it."""
     names = [n for n in changes.column_names if n != OP]
     all_cols = {quote_name(n): f"s.{quote_name(n)}" for n in names}
     predicate = _merge_predicate(spec)
     days = days_filter(changes)
     if days is not None:  # each change's window is on its own day: no match is lost
         predicate = f"{predicate} AND {days}"
+    if hash_range is not None and KEY_HASH in names:  # each change's key is in the range
+        predicate = f"{predicate} AND {hash_filter(*hash_range)}"
     m = dt.merge(
         changes,
         predicate,

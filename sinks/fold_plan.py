@@ -1,0 +1,303 @@
+"""A fold in pieces: how the materializer folds a backlog larger than its memory.
+
+The fold's working memory is bounded by :attr:`sinks.spec.ViewSpec.fold_memory` whatever the
+number of pane rows to fold. A backlog whose estimate fits (:func:`backlog_of`, from the pane
+log's file statistics, no data read) is folded in one piece, as it always was. A larger one is
+split by key into *pieces*, contiguous ranges of the key hash (:mod:`sinks.key_hash`):
+
+1. :func:`plan_fold` counts the backlog's rows per fine bucket of the hash, reading only the key
+   columns, and cuts the buckets into runs whose rows fit the memory (:class:`FoldPlan`).
+2. :func:`spill` reads the backlog once, in record batches, and writes each row into its piece's
+   file in a local scratch directory, in the pane log's order.
+3. The materializer folds each piece against the view rows of its keys only and commits it as
+   one MERGE (the MERGE names the piece's hash range, so it reads only the view files of those
+   keys).
+
+Pieces hold disjoint keys: every pane of a key, of every version of the backlog, is in one piece,
+so each piece folds exactly as the whole backlog would for its keys (any window function,
+sessions included). Each piece's commit carries the plan and its number
+(:func:`piece_metadata`); only the last carries the materializer's application transaction (the
+last pane-log version folded). A fold killed between pieces leaves the view with some pieces
+folded; the next fold finds the plan in the view's history (:func:`fold_in_progress`) and
+folds the remaining pieces of the same plan, never a piece twice. The change feed records each
+piece's changes in its own view version: applied in order, they give the view of the whole fold.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pds
+import pyarrow.parquet as pq
+
+from sinks.delta_append import commit_metadata
+from sinks.errors import LakeError
+from sinks.key_hash import FINE_BITS, FINE_BUCKETS, OFFSET, fine_bucket_start, key_hashes
+from sinks.lake_format import (
+    FOLD_PIECE_METADATA,
+    FOLD_PLAN_METADATA,
+    FOLDED_VERSION_METADATA,
+    PANE_LOG_VERSION,
+)
+from sinks.spec import ViewSpec
+from sinks.tables import arrow_schema, plain_schema
+
+DEFAULT_FOLD_MEMORY = 512 * 1024 * 1024
+"""The fold's working memory unless configured (``[materialize] memory``): 512 MiB."""
+ARROW_ROW_FACTOR = 6
+"""A pane row's peak cost in a vectorized fold, in multiples of its Arrow width (the rows, their
+reduction, the change table and the MERGE's copy): measured, docs/decisions.md."""
+PYTHON_ROW_BYTES = 2_000
+"""A pane row's cost in the reference reducer beyond its Arrow width (a Python dict per pane and
+per view row): measured, docs/decisions.md."""
+SCAN_BATCH_ROWS = 65_536
+"""Rows per record batch when the backlog is streamed (counting, spilling)."""
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """The pane rows a fold has to read, estimated from the pane log's file statistics."""
+
+    rows: int
+    arrow_bytes: int  # their estimated width in memory
+
+    @property
+    def row_width(self) -> float:
+        return self.arrow_bytes / self.rows if self.rows else 0.0
+
+
+@dataclass(frozen=True)
+class FoldPlan:
+    """The pieces of a fold of pane-log versions ``first..last``: piece ``i`` holds the keys of
+    fine buckets ``bounds[i] .. bounds[i + 1] - 1`` (:mod:`sinks.key_hash`).
+
+    >>> plan = FoldPlan(3, 9, (0, 512, 1024))
+    >>> plan.pieces, plan.hash_range(1)
+    (2, (0, None))
+    >>> FoldPlan.from_text(plan.text()) == plan
+    True
+    """
+
+    first: int
+    last: int
+    bounds: tuple[int, ...] = (0, FINE_BUCKETS)
+
+    @property
+    def pieces(self) -> int:
+        return len(self.bounds) - 1
+
+    def hash_range(self, piece: int) -> tuple[int, int | None]:
+        """The key hashes of ``piece``: ``[low, high)``; ``high`` None for the last (to 2**63)."""
+        low = fine_bucket_start(self.bounds[piece])
+        end = self.bounds[piece + 1]
+        return low, (None if end >= FINE_BUCKETS else fine_bucket_start(end))
+
+    def piece_of_fine(self) -> np.ndarray:
+        """The piece of each fine bucket."""
+        out = np.empty(FINE_BUCKETS, np.int32)
+        for i in range(self.pieces):
+            out[self.bounds[i] : self.bounds[i + 1]] = i
+        return out
+
+    def text(self) -> str:
+        return json.dumps({"first": self.first, "last": self.last, "bounds": list(self.bounds)})
+
+    @classmethod
+    def from_text(cls, text: str) -> FoldPlan:
+        data = json.loads(text)
+        return cls(int(data["first"]), int(data["last"]), tuple(int(b) for b in data["bounds"]))
+
+
+def piece_metadata(plan: FoldPlan, piece: int) -> dict[str, str]:
+    """The commit metadata of piece ``piece`` of ``plan`` (every piece's commit of a fold in
+    several pieces carries it; the last also the fold's own)."""
+    return {FOLD_PLAN_METADATA: plan.text(), FOLD_PIECE_METADATA: str(piece)}
+
+
+def fold_in_progress(view: Any, done: int | None) -> tuple[FoldPlan, int] | None:
+    """The plan of a fold in pieces that committed some of its pieces but not its last, and the
+    next piece to fold; None when the view's latest fold commit completed its fold.
+
+    ``done``: the last pane-log version the view's application transaction says is folded.
+    The view's history is read from the newest commit back to its latest fold commit (commits of
+    no fold, a compaction or a vacuum, are passed over)."""
+    first = 0 if done is None else done + 1
+    limit = 16
+    while True:
+        entries = view.history(limit=limit)
+        for entry in entries:
+            meta = commit_metadata(entry)
+            if FOLDED_VERSION_METADATA in meta:
+                return None
+            if FOLD_PLAN_METADATA in meta:
+                plan = FoldPlan.from_text(str(meta[FOLD_PLAN_METADATA]))
+                if plan.first != first:
+                    raise LakeError(
+                        f"the current view holds piece {meta.get(FOLD_PIECE_METADATA)} of a fold "
+                        f"of pane-log versions {plan.first}..{plan.last}, but its transaction "
+                        f"says versions up to {done} are folded: the view was changed by "
+                        "another writer; rebuild it (panestore materialize --rebuild)"
+                    )
+                return plan, int(meta[FOLD_PIECE_METADATA]) + 1
+        if len(entries) < limit:
+            return None
+        limit *= 8
+
+
+# -- sizing ---------------------------------------------------------------------------------------
+
+
+def backlog_of(panes: Any, commits: Mapping[int, int | None]) -> Backlog:
+    """The rows of the pane-log commits ``commits`` ({version: batch id or None}) and their
+    estimated Arrow width, from the statistics of the pane log's files (a file of a compacted
+    pane log that also holds other batches counts whole)."""
+    batches = [b for b in commits.values() if b is not None]
+    if not batches:
+        return Backlog(0, 0)
+    actions = pa.table(panes.get_add_actions(flatten=True))
+    names = actions.column_names
+    rows = actions.column("num_records").to_numpy(zero_copy_only=False)
+    size = actions.column("size_bytes").to_numpy(zero_copy_only=False)
+    if "min.batch_id" in names and "max.batch_id" in names:
+        low = actions.column("min.batch_id").to_numpy(zero_copy_only=False)
+        high = actions.column("max.batch_id").to_numpy(zero_copy_only=False)
+        wanted = (high >= min(batches)) & (low <= max(batches))
+    else:  # no statistics: every file might hold them
+        wanted = np.ones(len(rows), bool)
+    n = int(rows[wanted].sum())
+    # Parquet's compressed bytes understate Arrow's; 4x is what pane rows measure (decisions.md)
+    return Backlog(n, int(size[wanted].sum()) * 4)
+
+
+def row_cost(spec: ViewSpec, width: float, python: bool) -> float:
+    """The estimated peak memory one pane row of ``width`` Arrow bytes costs a fold."""
+    if python:
+        return PYTHON_ROW_BYTES + ARROW_ROW_FACTOR * width
+    return ARROW_ROW_FACTOR * max(width, 1.0)
+
+
+def _scanner(panes: Any, commits: Mapping[int, int | None], columns: list[str] | None):
+    batches = sorted(b for b in commits.values() if b is not None)
+    dataset = panes.to_pyarrow_dataset()
+    return dataset.scanner(
+        columns=columns,
+        filter=pds.field("batch_id").isin(pa.array(batches, pa.int64())),
+        batch_size=SCAN_BATCH_ROWS,
+    )
+
+
+def plan_fold(
+    spec: ViewSpec,
+    panes: Any,
+    commits: Mapping[int, int | None],
+    budget: int,
+    *,
+    python: bool,
+) -> FoldPlan:
+    """The plan of a fold of ``commits``: one piece when the backlog's estimate fits ``budget``
+    bytes, else runs of fine buckets whose rows fit it (counted by reading the key columns)."""
+    versions = sorted(commits)
+    first, last = versions[0], versions[-1]
+    backlog = backlog_of(panes, commits)
+    cost = row_cost(spec, backlog.row_width, python)
+    if backlog.rows * cost <= budget:
+        return FoldPlan(first, last)
+    counts = np.zeros(FINE_BUCKETS, np.int64)
+    for batch in _scanner(panes, commits, list(spec.keys)).to_batches():
+        if batch.num_rows == 0:
+            continue
+        hashes = key_hashes(batch, spec.keys).to_numpy()
+        fine = ((hashes.astype(np.uint64) + np.uint64(OFFSET)) >> np.uint64(64 - FINE_BITS)).astype(
+            np.int64
+        )
+        counts += np.bincount(fine, minlength=FINE_BUCKETS)
+    per_piece = max(1, int(budget // cost))
+    bounds = [0]
+    held = 0
+    for bucket, rows in enumerate(counts.tolist()):
+        if held and held + rows > per_piece:
+            bounds.append(bucket)
+            held = 0
+        held += rows
+    bounds.append(FINE_BUCKETS)
+    return FoldPlan(first, last, tuple(bounds))
+
+
+# -- spilling -------------------------------------------------------------------------------------
+
+
+def piece_path(directory: str, piece: int) -> str:
+    return os.path.join(directory, f"piece-{piece:05d}.parquet")
+
+
+def spill(
+    spec: ViewSpec,
+    panes: Any,
+    commits: Mapping[int, int | None],
+    plan: FoldPlan,
+    directory: str,
+    *,
+    start: int = 0,
+) -> pa.Schema:
+    """Write the backlog's pane rows of pieces ``start..`` of ``plan`` into one Parquet file per
+    piece under ``directory`` (:func:`piece_path`), with their pane-log version in ``_version``,
+    in the pane log's order; returns the files' schema. Reads the backlog once, in batches."""
+    batches = {b: v for v, b in commits.items() if b is not None}
+    ids = pa.array(sorted(batches), pa.int64())
+    versions = pa.array([batches[b] for b in ids.to_pylist()], pa.int64())
+    schema = plain_schema(arrow_schema(panes))
+    schema = schema.append(pa.field(PANE_LOG_VERSION, pa.int64()))
+    piece_of = plan.piece_of_fine()
+    writers: dict[int, pq.ParquetWriter] = {}
+    try:
+        for batch in _scanner(panes, commits, None).to_batches():
+            if batch.num_rows == 0:
+                continue
+            table = pa.Table.from_batches([batch])
+            version = pc.take(versions, pc.index_in(table.column("batch_id"), value_set=ids))
+            table = table.append_column(PANE_LOG_VERSION, version).cast(schema)
+            hashes = key_hashes(table, spec.keys).to_numpy()
+            fine = (hashes.astype(np.uint64) + np.uint64(OFFSET)) >> np.uint64(64 - FINE_BITS)
+            pieces = piece_of[fine.astype(np.int64)]
+            for piece in np.unique(pieces).tolist():
+                if piece < start:
+                    continue
+                part = table.filter(pa.array(pieces == piece))
+                writer = writers.get(piece)
+                if writer is None:
+                    writer = writers[piece] = pq.ParquetWriter(
+                        piece_path(directory, piece), schema, compression="lz4"
+                    )
+                writer.write_table(part)
+    finally:
+        for writer in writers.values():
+            writer.close()
+    return schema
+
+
+def read_piece(directory: str, piece: int, schema: pa.Schema) -> pa.Table:
+    """The pane rows :func:`spill` wrote for ``piece`` (none: an empty table of ``schema``)."""
+    path = piece_path(directory, piece)
+    if not os.path.exists(path):
+        return schema.empty_table()
+    return pq.read_table(path, schema=schema)
+
+
+__all__ = [
+    "DEFAULT_FOLD_MEMORY",
+    "Backlog",
+    "FoldPlan",
+    "backlog_of",
+    "fold_in_progress",
+    "piece_metadata",
+    "plan_fold",
+    "read_piece",
+    "spill",
+]

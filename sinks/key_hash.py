@@ -1,0 +1,101 @@
+"""The key hash: a stable 64-bit hash of a row's key, by which a large fold splits its work.
+
+``key_hash`` is the first eight bytes of the MD5 digest of the key's text (the key columns' values
+as text, joined by the unit separator ``\\x1f``), read as an unsigned big-endian integer and
+shifted into the signed 64-bit range (``- 2**63``) so that its order is kept. MD5 because every
+engine that reads or writes a lake computes it the same way, now and after an upgrade: Python's
+``hashlib``, DuckDB's ``md5`` and Spark's ``md5`` (a hash whose value changed with a library
+version would send a resumed fold's keys to other pieces).
+
+The view (``current``) stores it in its ``key_hash`` column. A fold too large for its memory
+splits the keys into contiguous ranges of the hash (:mod:`sinks.fold_plan`): each piece's MERGE
+names its range, and the files a piece writes hold only keys of its range, so the MERGE of
+another piece skips them by their statistics.
+
+>>> key_hash(("key-1",))
+-6796095066354858877
+>>> key_hash(("key-1",)) == key_hash(["key-1"])
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+
+KEY_HASH = "key_hash"
+"""The view's column of the key hash (int64)."""
+SEPARATOR = "\x1f"
+OFFSET = 1 << 63
+FINE_BITS = 10
+FINE_BUCKETS = 1 << FINE_BITS
+"""Fine buckets: the hash's top :data:`FINE_BITS` bits; a fold's pieces are runs of them."""
+
+
+def key_text(values: Sequence[Any]) -> str:
+    """The text a key is hashed by: its columns' values as text, joined by ``\\x1f``."""
+    return SEPARATOR.join(str(v) for v in values)
+
+
+def key_hash(values: Sequence[Any]) -> int:
+    """The key hash of a key given as its columns' values."""
+    digest = hashlib.md5(key_text(values).encode("utf-8"), usedforsecurity=False).digest()
+    return int.from_bytes(digest[:8], "big") - OFFSET
+
+
+def fine_bucket(hash_: int) -> int:
+    """The fine bucket (0 .. :data:`FINE_BUCKETS` - 1) of a key hash."""
+    return (hash_ + OFFSET) >> (64 - FINE_BITS)
+
+
+def fine_bucket_start(bucket: int) -> int:
+    """The smallest key hash of fine bucket ``bucket`` (``FINE_BUCKETS``: one past the end of
+    the hash range, 2**63)."""
+    return (bucket << (64 - FINE_BITS)) - OFFSET
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def key_text_sql(keys: Sequence[str], alias: str = "") -> str:
+    """The key's text (:func:`key_text`) as a DuckDB expression over the key columns."""
+    prefix = f"{alias}." if alias else ""
+    parts = [f"CAST({prefix}{_quoted(k)} AS VARCHAR)" for k in keys]
+    return parts[0] if len(parts) == 1 else f"concat_ws(chr(31), {', '.join(parts)})"
+
+
+def key_hash_sql(keys: Sequence[str], alias: str = "") -> str:
+    """:func:`key_hash` as a DuckDB expression over the key columns."""
+    digits = f"('0x' || substr(md5({key_text_sql(keys, alias)}), 1, 16))::UBIGINT"
+    return f"CAST(CAST({digits} AS HUGEINT) - {OFFSET} AS BIGINT)"
+
+
+def key_hashes(table: pa.Table | pa.RecordBatch, keys: Sequence[str]) -> pa.Array:
+    """The key hash of each row of ``table`` (an int64 array), computed in DuckDB."""
+    import duckdb
+
+    if table.num_rows == 0:
+        return pa.array([], pa.int64())
+    con = duckdb.connect()
+    try:
+        con.register("rows_", pa.table({k: table.column(k) for k in keys}))
+        got = con.sql(f"SELECT {key_hash_sql(keys)} AS h FROM rows_").to_arrow_table()
+    finally:
+        con.close()
+    return got.column("h").combine_chunks()
+
+
+__all__ = [
+    "FINE_BUCKETS",
+    "KEY_HASH",
+    "fine_bucket",
+    "fine_bucket_start",
+    "key_hash",
+    "key_hash_sql",
+    "key_hashes",
+    "key_text",
+]
