@@ -23,10 +23,15 @@ writer's per-row Python work is not what is measured). The plain MERGE gets the 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -223,6 +228,142 @@ def measure(shape: str, a: argparse.Namespace) -> None:
         shutil.rmtree(lake, ignore_errors=True)
 
 
+# -- the fold at any volume (--scale) -------------------------------------------------------------
+
+SCALE_KEYS = 10_000
+SCALE_VERSION_ROWS = 1_000_000
+
+
+def scale_spec(lake: str, mode: AccumulationMode, memory: int | None = None) -> ViewSpec:
+    spec = ViewSpec(
+        "bench",
+        lake,
+        ("key",),
+        (("value", combiners.sum()),),
+        FixedWindows(HOUR),
+        mode,
+        combine_fn=combiners.sum(),
+    )
+    return spec if memory is None else replace(spec, fold_memory=memory)
+
+
+def write_scale_pane_log(lake: str, rows: int, mode: AccumulationMode) -> int:
+    """A pane log of ``rows`` pane rows in versions of :data:`SCALE_VERSION_ROWS`: 10,000 keys x
+    hourly windows, three panes a window (pane index 0, 1, 2: early, on time, late), the
+    windows in time order; returns the view's rows (windows)."""
+    layout = PaneLogLayout()
+    spec = scale_spec(lake, mode)
+    app = ExactlyOnceAppender(
+        spec.table_path("panes"),
+        "bench",
+        pane_log_schema(layout),
+        kind="pane_log",
+        **table_identity(spec, "panes", "pane log"),
+    )
+    rng = np.random.default_rng(7)
+    per_window = 3 * SCALE_KEYS
+    for b, first in enumerate(range(0, rows, SCALE_VERSION_ROWS)):
+        r = np.arange(first, min(rows, first + SCALE_VERSION_ROWS), dtype=np.int64)
+        keys, index = r % SCALE_KEYS, (r // SCALE_KEYS) % 3
+        starts = (r // per_window) * HOUR
+        app.append(b, pane_rows(keys, starts, HOUR, index, rng.random(len(r)), b, layout))
+    return -(-rows // 3)
+
+
+def append_recent_panes(lake: str, rows: int, count: int, mode: AccumulationMode) -> None:
+    """One more pane-log version of ``count`` panes: new panes (index 3) of windows of the last
+    day of the log written by :func:`write_scale_pane_log` (``rows``), random keys."""
+    layout = PaneLogLayout()
+    spec = scale_spec(lake, mode)
+    app = ExactlyOnceAppender(
+        spec.table_path("panes"),
+        "bench",
+        pane_log_schema(layout),
+        kind="pane_log",
+        **table_identity(spec, "panes", "pane log"),
+    )
+    rng = np.random.default_rng(11)
+    last_hour = (rows - 1) // (3 * SCALE_KEYS)
+    picks = rng.choice(SCALE_KEYS * 24, size=count, replace=False)
+    keys = picks % SCALE_KEYS
+    starts = (last_hour - picks // SCALE_KEYS) * HOUR
+    index = np.full(count, 3, np.int64)
+    batch = -(-rows // SCALE_VERSION_ROWS)
+    app.append(batch, pane_rows(keys, starts, HOUR, index, rng.random(count), batch, layout))
+
+
+def fold_in_child(lake: str, mode: str, memory: int | None) -> dict:
+    """``Materializer(spec).run()`` in a fresh Python process: its result, the whole process's
+    wall time and its peak resident set (``ru_maxrss`` of the child: the exact high-water mark)."""
+    cmd = [sys.executable, "-m", "benchmarks.materialize", "--fold-child", lake, "--mode", mode]
+    if memory is not None:
+        cmd += ["--memory", str(memory)]
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE)
+    out = proc.stdout.read() if proc.stdout else b""
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t
+    if status != 0:
+        raise SystemExit(f"the fold of {lake} failed (status {status})")
+    got = json.loads(out.decode().strip().splitlines()[-1])
+    got.update(wall=wall, peak_mib=usage.ru_maxrss / 1024)
+    return got
+
+
+def fold_child(a: argparse.Namespace) -> None:
+    spec = scale_spec(a.fold_child, AccumulationMode[a.mode.upper()], a.memory)
+    r = Materializer(spec).run()
+    print(json.dumps({"pane_rows": r.pane_rows, "pieces": r.pieces, "seconds": r.seconds}))
+
+
+def scale(a: argparse.Namespace) -> None:
+    mode = AccumulationMode[a.mode.upper()]
+    sizes = [parse_count(s) for s in a.scale.split(",")]
+    memory = None if a.memory is None else a.memory
+    found = []
+    for rows in sizes:
+        lake = tempfile.mkdtemp(prefix="panestore-fold-scale-")
+        t = time.perf_counter()
+        windows = write_scale_pane_log(lake, rows, mode)
+        print(f"[{rows:,}] pane log written in {time.perf_counter() - t:.0f}s", flush=True)
+        full = fold_in_child(lake, a.mode, memory)
+        print(
+            f"[{rows:,}] fold: {full['pane_rows']:,} pane rows in {full['pieces']} pieces -> "
+            f"{windows:,} view rows: {full['wall']:.1f}s whole process ({full['seconds']:.1f}s "
+            f"in the fold, {rows / full['wall']:,.0f} rows/s), peak {full['peak_mib']:,.0f} MiB",
+            flush=True,
+        )
+        append_recent_panes(lake, rows, a.incremental, mode)
+        inc = fold_in_child(lake, a.mode, memory)
+        print(
+            f"[{rows:,}] incremental fold of {inc['pane_rows']:,} panes into the view of "
+            f"{windows:,} rows: {inc['wall']:.2f}s whole process ({inc['seconds']:.2f}s in the "
+            f"fold), peak {inc['peak_mib']:,.0f} MiB",
+            flush=True,
+        )
+        found.append((rows, windows, full, inc))
+        if not a.keep:
+            shutil.rmtree(lake, ignore_errors=True)
+    full0 = found[0][2]
+    print(
+        "\nrows        view rows   pieces  fold s  s per M rows  peak MiB  x first | inc s  inc MiB"
+    )
+    for rows, windows, full, inc in found:
+        print(
+            f"{rows:>11,} {windows:>11,} {full['pieces']:>6} {full['wall']:>7.1f} "
+            f"{full['wall'] / rows * 1e6:>12.2f} {full['peak_mib']:>9,.0f} "
+            f"{full['peak_mib'] / full0['peak_mib']:>7.2f} | {inc['wall']:>5.2f} "
+            f"{inc['peak_mib']:>8,.0f}"
+        )
+
+
+def parse_count(text: str) -> int:
+    """``3M``, ``300k`` or a number."""
+    text = text.strip().upper()
+    scale_ = {"K": 1_000, "M": 1_000_000}.get(text[-1:], 1)
+    return int(float(text.rstrip("KM")) * scale_)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=1_000_000)
@@ -231,7 +372,21 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--mode", default="accumulating")
     ap.add_argument("--shape", default="streaming,uniform", help="streaming, uniform or both")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument(
+        "--scale",
+        help="fold pane logs of these sizes (3M,10M,30M) from nothing, each in a fresh process, "
+        "then an incremental fold into each view",
+    )
+    ap.add_argument("--incremental", type=int, default=1_000, help="panes of the incremental fold")
+    ap.add_argument("--memory", type=int, help="the fold's memory in bytes (default: 512 MiB)")
+    ap.add_argument("--fold-child", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.fold_child:
+        fold_child(a)
+        return
+    if a.scale:
+        scale(a)
+        return
     for shape in a.shape.split(","):
         measure(shape.strip(), a)
 

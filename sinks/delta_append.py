@@ -23,7 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from sinks.data_files import DataFile, commit_data_files
+from sinks.data_files import ROW_GROUP_ROWS, DataFile, commit_data_files
 from sinks.errors import ConfigMismatch
 from sinks.lake_format import (
     BATCH_ID_METADATA,
@@ -156,13 +156,17 @@ class ExactlyOnceAppender:
         table = _as_table(data, self.schema)
         if table.num_rows == 0 and not self.commit_empty:
             return False
-        from deltalake import CommitProperties, Transaction, write_deltalake
+        from deltalake import CommitProperties, Transaction, WriterProperties, write_deltalake
 
         props = CommitProperties(
             app_transactions=[Transaction(self.pipeline_id, batch_id)],
             custom_metadata=self.batch_metadata(batch_id),
         )
-        write_deltalake(delta, table, mode="append", commit_properties=props)
+        # row groups as the executors' files have them (a reader holds one at a time)
+        writer = WriterProperties(max_row_group_size=ROW_GROUP_ROWS, compression="SNAPPY")
+        write_deltalake(
+            delta, table, mode="append", commit_properties=props, writer_properties=writer
+        )
         return True
 
     def batch_metadata(self, batch_id: int) -> dict[str, str]:

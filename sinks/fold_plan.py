@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +35,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pds
-import pyarrow.parquet as pq
 
 from sinks.delta_append import commit_metadata
 from sinks.errors import LakeError
@@ -51,7 +50,7 @@ from sinks.tables import arrow_schema, plain_schema
 
 DEFAULT_FOLD_MEMORY = 512 * 1024 * 1024
 """The fold's working memory unless configured (``[materialize] memory``): 512 MiB."""
-ARROW_ROW_FACTOR = 6
+ARROW_ROW_FACTOR = 4
 """A pane row's peak cost in a vectorized fold, in multiples of its Arrow width (the rows, their
 reduction, the change table and the MERGE's copy): measured, docs/decisions.md."""
 PYTHON_ROW_BYTES = 2_000
@@ -172,8 +171,9 @@ def backlog_of(panes: Any, commits: Mapping[int, int | None]) -> Backlog:
     else:  # no statistics: every file might hold them
         wanted = np.ones(len(rows), bool)
     n = int(rows[wanted].sum())
-    # Parquet's compressed bytes understate Arrow's; 4x is what pane rows measure (decisions.md)
-    return Backlog(n, int(size[wanted].sum()) * 4)
+    # Parquet's compressed bytes understate Arrow's: 10x covers what pane rows measure (the
+    # estimate only decides whether a backlog may not fit; plan_fold then samples the rows)
+    return Backlog(n, int(size[wanted].sum()) * 10)
 
 
 def row_cost(spec: ViewSpec, width: float, python: bool) -> float:
@@ -183,14 +183,18 @@ def row_cost(spec: ViewSpec, width: float, python: bool) -> float:
     return ARROW_ROW_FACTOR * max(width, 1.0)
 
 
-def _scanner(panes: Any, commits: Mapping[int, int | None], columns: list[str] | None):
+def _batches(
+    panes: Any, commits: Mapping[int, int | None], columns: list[str] | None
+) -> Iterator[pa.RecordBatch]:
+    """The pane rows of ``commits`` in record batches, one file after another, one batch at a
+    time: a dataset scan reads ahead of a slower consumer without bound (measured: 336 MiB of
+    Arrow buffers held over 6M rows even single-threaded, 96 MiB file by file)."""
     batches = sorted(b for b in commits.values() if b is not None)
-    dataset = panes.to_pyarrow_dataset()
-    return dataset.scanner(
-        columns=columns,
-        filter=pds.field("batch_id").isin(pa.array(batches, pa.int64())),
-        batch_size=SCAN_BATCH_ROWS,
-    )
+    where = pds.field("batch_id").isin(pa.array(batches, pa.int64()))
+    for fragment in panes.to_pyarrow_dataset().get_fragments(filter=where):
+        yield from fragment.to_batches(
+            columns=columns, filter=where, batch_size=SCAN_BATCH_ROWS, use_threads=False
+        )
 
 
 def plan_fold(
@@ -206,11 +210,15 @@ def plan_fold(
     versions = sorted(commits)
     first, last = versions[0], versions[-1]
     backlog = backlog_of(panes, commits)
-    cost = row_cost(spec, backlog.row_width, python)
+    if backlog.rows * row_cost(spec, backlog.row_width, python) <= budget:
+        return FoldPlan(first, last)
+    sample = next((b for b in _batches(panes, commits, None) if b.num_rows), None)
+    width = sample.nbytes / sample.num_rows if sample is not None else 0.0
+    cost = row_cost(spec, width, python)
     if backlog.rows * cost <= budget:
         return FoldPlan(first, last)
     counts = np.zeros(FINE_BUCKETS, np.int64)
-    for batch in _scanner(panes, commits, list(spec.keys)).to_batches():
+    for batch in _batches(panes, commits, list(spec.keys)):
         if batch.num_rows == 0:
             continue
         hashes = key_hashes(batch, spec.keys).to_numpy()
@@ -234,7 +242,7 @@ def plan_fold(
 
 
 def piece_path(directory: str, piece: int) -> str:
-    return os.path.join(directory, f"piece-{piece:05d}.parquet")
+    return os.path.join(directory, f"piece-{piece:05d}.arrow")
 
 
 def spill(
@@ -246,18 +254,21 @@ def spill(
     *,
     start: int = 0,
 ) -> pa.Schema:
-    """Write the backlog's pane rows of pieces ``start..`` of ``plan`` into one Parquet file per
-    piece under ``directory`` (:func:`piece_path`), with their pane-log version in ``_version``,
-    in the pane log's order; returns the files' schema. Reads the backlog once, in batches."""
+    """Write the backlog's pane rows of pieces ``start..`` of ``plan`` into one file per piece
+    under ``directory`` (:func:`piece_path`), with their pane-log version in ``_version``, in
+    the pane log's order; returns the files' schema. Reads the backlog once, in batches. The
+    files are Arrow IPC, LZ4-compressed: Parquet's writer held ~70 bytes a row written until it
+    closed (a memory that grew with the backlog), IPC's holds one batch."""
     batches = {b: v for v, b in commits.items() if b is not None}
     ids = pa.array(sorted(batches), pa.int64())
     versions = pa.array([batches[b] for b in ids.to_pylist()], pa.int64())
     schema = plain_schema(arrow_schema(panes))
     schema = schema.append(pa.field(PANE_LOG_VERSION, pa.int64()))
     piece_of = plan.piece_of_fine()
-    writers: dict[int, pq.ParquetWriter] = {}
+    writers: dict[int, pa.ipc.RecordBatchFileWriter] = {}
+    options = pa.ipc.IpcWriteOptions(compression="lz4")
     try:
-        for batch in _scanner(panes, commits, None).to_batches():
+        for batch in _batches(panes, commits, None):
             if batch.num_rows == 0:
                 continue
             table = pa.Table.from_batches([batch])
@@ -266,14 +277,19 @@ def spill(
             hashes = key_hashes(table, spec.keys).to_numpy()
             fine = (hashes.astype(np.uint64) + np.uint64(OFFSET)) >> np.uint64(64 - FINE_BITS)
             pieces = piece_of[fine.astype(np.int64)]
-            for piece in np.unique(pieces).tolist():
+            order = np.argsort(pieces, kind="stable")  # (stable: the log's order within a piece)
+            table = table.take(pa.array(order))
+            pieces = pieces[order]
+            cuts = np.flatnonzero(np.diff(pieces)) + 1
+            for low, high in zip([0, *cuts.tolist()], [*cuts.tolist(), len(pieces)], strict=True):
+                piece = int(pieces[low])
                 if piece < start:
                     continue
-                part = table.filter(pa.array(pieces == piece))
+                part = table.slice(low, high - low)
                 writer = writers.get(piece)
                 if writer is None:
-                    writer = writers[piece] = pq.ParquetWriter(
-                        piece_path(directory, piece), schema, compression="lz4"
+                    writer = writers[piece] = pa.ipc.new_file(
+                        piece_path(directory, piece), schema, options=options
                     )
                 writer.write_table(part)
     finally:
@@ -287,7 +303,8 @@ def read_piece(directory: str, piece: int, schema: pa.Schema) -> pa.Table:
     path = piece_path(directory, piece)
     if not os.path.exists(path):
         return schema.empty_table()
-    return pq.read_table(path, schema=schema)
+    with pa.ipc.open_file(path) as reader:
+        return reader.read_all()
 
 
 __all__ = [

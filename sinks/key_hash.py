@@ -24,7 +24,9 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 KEY_HASH = "key_hash"
 """The view's column of the key hash (int64)."""
@@ -74,19 +76,35 @@ def key_hash_sql(keys: Sequence[str], alias: str = "") -> str:
     return f"CAST(CAST({digits} AS HUGEINT) - {OFFSET} AS BIGINT)"
 
 
-def key_hashes(table: pa.Table | pa.RecordBatch, keys: Sequence[str]) -> pa.Array:
-    """The key hash of each row of ``table`` (an int64 array), computed in DuckDB."""
-    import duckdb
+def key_texts(table: pa.Table | pa.RecordBatch, keys: Sequence[str]) -> pa.Array:
+    """The key text (:func:`key_text`) of each row of ``table``."""
+    columns = [pc.cast(table.column(k), pa.string()) for k in keys]
+    if len(columns) == 1:
+        return columns[0]
+    return pc.binary_join_element_wise(*columns, SEPARATOR)
 
+
+def key_hashes(table: pa.Table | pa.RecordBatch, keys: Sequence[str]) -> pa.Array:
+    """The key hash of each row of ``table`` (an int64 array): each distinct key's hashed once
+    (``hashlib``), then taken for its rows."""
     if table.num_rows == 0:
         return pa.array([], pa.int64())
-    con = duckdb.connect()
-    try:
-        con.register("rows_", pa.table({k: table.column(k) for k in keys}))
-        got = con.sql(f"SELECT {key_hash_sql(keys)} AS h FROM rows_").to_arrow_table()
-    finally:
-        con.close()
-    return got.column("h").combine_chunks()
+    texts = key_texts(table, keys)
+    if isinstance(texts, pa.ChunkedArray):
+        texts = texts.combine_chunks()
+    distinct = pc.unique(texts)
+    hashes = np.fromiter(
+        (
+            int.from_bytes(
+                hashlib.md5(t.encode("utf-8"), usedforsecurity=False).digest()[:8], "big"
+            )
+            - OFFSET
+            for t in distinct.to_pylist()
+        ),
+        np.int64,
+        count=len(distinct),
+    )
+    return pa.array(hashes[pc.index_in(texts, value_set=distinct).to_numpy()])
 
 
 __all__ = [

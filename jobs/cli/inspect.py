@@ -11,13 +11,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
 from jobs.cli.exit_status import ExitStatus
 from jobs.config.load import load_pipeline
 from jobs.config.pipeline import Pipeline
-from jobs.config.values import PipelineConfigError
+from jobs.config.values import PipelineConfigError, parse_size_setting
 from sinks.object_store import one_line
 
 
@@ -94,10 +95,20 @@ def _count(text: str) -> int:
     return int(text)
 
 
+def _size(text: str) -> int:
+    """A size: 512MiB, 2GiB, 100MB or a number of bytes."""
+    try:
+        return parse_size_setting("--memory", text)
+    except PipelineConfigError as e:
+        raise argparse.ArgumentTypeError(e.message) from None
+
+
 def cmd_materialize(a) -> int:
     from sinks.materializer import Materializer
 
     spec = _spec(a.conf)
+    if a.memory is not None:
+        spec = replace(spec, fold_memory=a.memory)
     if a.rebuild:
         from sinks.view_rebuild import rebuild_view
 
@@ -301,6 +312,13 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
         "--rebuild",
         action="store_true",
         help="rebuild the view from the whole pane log (after a view-only change)",
+    )
+    p.add_argument(
+        "--memory",
+        type=_size,
+        metavar="SIZE",
+        help="the most memory the fold takes (512MiB, 2GiB, ...; default: the configuration's "
+        "fold_memory); a larger backlog is folded in pieces",
     )
     p = sub(
         "verify",

@@ -22,7 +22,12 @@ from typing import Any
 
 from jobs.config.aggregates import Aggregate
 from jobs.config.pipeline import Pipeline
-from jobs.config.values import PipelineConfigError, expect, parse_duration_setting
+from jobs.config.values import (
+    PipelineConfigError,
+    expect,
+    parse_duration_setting,
+    parse_size_setting,
+)
 from jobs.config.watermark import WATERMARK_POLICIES, Watermark
 from jobs.sources.settings import FORMATS, Source, Upstream
 
@@ -348,6 +353,7 @@ _SETTINGS: dict[str, Parse] = {
     "single_writer": _of(bool, "true or false"),
     "dedup": _dedup,
     "dedup_horizon": _optional(parse_duration_setting),
+    "fold_memory": parse_size_setting,
 }
 _SOURCE_SETTINGS: dict[str, Parse] = {
     "path": _path,

@@ -110,6 +110,7 @@ class Pipeline:
     single_writer: bool = False
     dedup: tuple[str, ...] = ()
     dedup_horizon: int | None = None
+    fold_memory: int = 512 * 1024 * 1024
 
     def __post_init__(self) -> None:
         """Check the settings together (nothing is changed)."""
@@ -153,6 +154,7 @@ class Pipeline:
             ("aggregates", tuple, "a tuple of Aggregate"),
             ("dedup", tuple, "a tuple of column names"),
             ("dedup_horizon", (int, type(None)), "a duration in µs (an int) or None"),
+            ("fold_memory", int, "a number of bytes (an int)"),
         ):
             expect(name, getattr(self, name), kind, what)
         for agg in self.aggregates:
@@ -170,6 +172,8 @@ class Pipeline:
             raise PipelineConfigError("lake", "is required (directory of the Delta tables)")
         if self.allowed_lateness < 0:
             raise PipelineConfigError("allowed_lateness", "must not be negative")
+        if self.fold_memory < 1:
+            raise PipelineConfigError("fold_memory", "must be at least 1 byte")
 
     def _check_keys(self, types: dict[str, str]) -> None:
         keys = self.keys

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.config.pipeline import Pipeline
-from jobs.config.values import PipelineConfigError
+from jobs.config.values import PipelineConfigError, format_size
 from panes import format_duration, parse_aggregate, parse_trigger, parse_window
 from panes.combine_fn import CombineFn, text_of
 from sinks.small_files import write_atomically
@@ -100,6 +100,7 @@ def pipeline_to_dict(pipeline: Pipeline) -> dict[str, Any]:
         closing_behavior=enum(pipeline.closing_behavior),
         allow_finishing_trigger=pipeline.allow_finishing_trigger,
         state_buckets=pipeline.state_buckets,
+        fold_memory=format_size(pipeline.fold_memory),
         source=source,
         watermark={
             "policy": wm.policy,

@@ -27,6 +27,7 @@ def view_spec(pipeline: Pipeline, **overrides: Any) -> ViewSpec:
         combine_fn=combine_fn,
         single_writer=pipeline.single_writer,
         allowed_lateness=pipeline.allowed_lateness,
+        fold_memory=pipeline.fold_memory,
     )
     fields.update(overrides)
     return ViewSpec(**fields)

@@ -33,6 +33,44 @@ def expect(name: str, value: Any, kind: type | tuple[type, ...], what: str) -> N
         raise PipelineConfigError(name, f"must be {what}, got {value!r}")
 
 
+_SIZE = re.compile(r"(\d+)\s*([KMGT]i?B|B)?", re.IGNORECASE)
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+_UNITS.update({f"{p}IB": 1024 ** (i + 1) for i, p in enumerate("KMGT")})
+
+
+def parse_size_setting(name: str, value: Any) -> int:
+    """The size setting ``name`` in bytes, from an int (bytes) or text (``"512MiB"``, ``"2GiB"``,
+    ``"100MB"``): :class:`PipelineConfigError` naming ``name`` for anything else or zero.
+
+    >>> parse_size_setting("fold_memory", "512MiB"), parse_size_setting("x", 4096)
+    (536870912, 4096)
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    else:
+        match = _SIZE.fullmatch(value.strip()) if isinstance(value, str) else None
+        if match is None:
+            raise PipelineConfigError(
+                name, f"expected a size like '512MiB', '2GiB' or a number of bytes, got {value!r}"
+            )
+        size = int(match.group(1)) * _UNITS[(match.group(2) or "").upper()]
+    if size < 1:
+        raise PipelineConfigError(name, f"must be at least 1 byte, got {value!r}")
+    return size
+
+
+def format_size(size: int) -> str:
+    """A size as :func:`parse_size_setting` reads it back: whole MiB/GiB when it is one.
+
+    >>> format_size(512 * 1024 * 1024), format_size(1000)
+    ('512MiB', '1000')
+    """
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size % scale == 0:
+            return f"{size // scale}{unit}"
+    return str(size)
+
+
 Duration = int | str
 """A duration as a configuration gives it: µs (an int), or text like ``"5m"``, ``"1h30m"``."""
 
