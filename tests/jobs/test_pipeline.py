@@ -133,6 +133,7 @@ def test_every_setting_is_parsed_into_its_typed_field():
         "single_writer": True,
         "dedup": ["n", "seconds"],
         "dedup_horizon": "2h",
+        "fold_memory": "64MiB",
         "source": {
             "path": "in",
             "schema": {"device_id": "STRING", "n": "long", "seconds": "double"},
@@ -167,6 +168,7 @@ def test_every_setting_is_parsed_into_its_typed_field():
         single_writer=True,
         dedup=("n", "seconds"),
         dedup_horizon=120 * minute,
+        fold_memory=64 * 1024 * 1024,
         source=Source(
             "in",
             (("device_id", "string"), ("n", "long"), ("seconds", "double")),
