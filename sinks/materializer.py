@@ -211,7 +211,10 @@ class Materializer:
                 latest = min(latest, after + self.max_versions)
             if latest <= after:
                 return MaterializeResult(None, None, change_feed_from=feed_from)
-        if latest != panes.version():
+        # (a resumed fold reads the newest snapshot, as a fold behind does (sinks.auto_vacuum):
+        # its rows are picked by batch id, and the files of the snapshot its plan was made on
+        # may be gone, the pane log compacted and vacuumed since)
+        if latest != panes.version() and resumed is None:
             panes.load_as_version(latest)
         commits = pane_log_commits(panes, after, latest, spec.storage_options)
         if resumed is None:

@@ -312,6 +312,28 @@ def test_pane_log_versions_written_after_a_stop_are_folded_once_too(tmp_path, st
     assert view_dict(run.spec) == {**values(stopped.expected, run), **other.expected()}
 
 
+@pytest.mark.parametrize("stopped", ["fixed"], indirect=True)
+def test_a_stopped_fold_is_finished_after_the_pane_log_was_compacted_and_vacuumed(
+    tmp_path, stopped
+):
+    """The files of the pane log as the stopped fold planned it are gone (the pane log gained
+    a version, then was compacted and vacuumed): the fold is finished from the pane log's
+    newest files, as a fold behind reads them (:mod:`sinks.auto_vacuum`). Before, every later
+    fold failed on a missing file."""
+    from sinks.maintenance import optimize, vacuum
+
+    run = stopped.copy(tmp_path / "lake")
+    with pytest.raises(Killed):
+        Materializer(run.spec, hook=kill_at("after_piece", 2)).run()
+    other = more_panes(run)
+    optimize(run.spec, tables=("panes",))
+    (vacuumed,) = vacuum(run.spec, retention_hours=0, force=True, tables=("panes",))
+    assert vacuumed.details["files"]
+    results = catch_up(run)
+    assert results[0].first_piece == 2
+    assert view_dict(run.spec) == {**values(stopped.expected, run), **other.expected()}
+
+
 _KILLED = """
 import os, pickle, signal, sys
 from sinks.materializer import Materializer
