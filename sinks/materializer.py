@@ -56,7 +56,16 @@ from sinks.change_feed import ensure_change_feed
 from sinks.compaction import Compaction, compact_if_due
 from sinks.errors import FoldValueOutOfRange
 from sinks.fold_failure import clear_fold_failure, note_fold_failure
-from sinks.fold_plan import FoldPlan, fold_in_progress, piece_metadata, plan_fold, read_piece, spill
+from sinks.fold_plan import (
+    FoldPlan,
+    fold_in_progress,
+    piece_metadata,
+    plan_fold,
+    read_piece,
+    remove_stale_scratch,
+    scratch_prefix,
+    spill,
+)
 from sinks.key_hash import KEY_HASH
 from sinks.lake_format import (
     FOLDED_FROM_METADATA,
@@ -194,6 +203,7 @@ class Materializer:
 
     def _run_once(self, upto: int | None) -> MaterializeResult:
         spec = self.spec
+        remove_stale_scratch(spec)  # (what a killed fold in pieces spilled)
         panes = open_pane_log(spec)
         latest = panes.version()
         if upto is not None:
@@ -229,7 +239,7 @@ class Materializer:
             if plan.pieces == 1:
                 self._fold_piece(view, read_pane_rows(panes, commits), plan, 0, result)
             else:
-                with tempfile.TemporaryDirectory(prefix="panestore-fold-") as scratch:
+                with tempfile.TemporaryDirectory(prefix=scratch_prefix(spec)) as scratch:
                     schema = spill(spec, panes, commits, plan, scratch, start=start)
                     for piece in range(start, plan.pieces):
                         rows = read_piece(scratch, piece, schema)

@@ -8,12 +8,14 @@ the key hash is the same computed in Python and in DuckDB; a view created before
 from __future__ import annotations
 
 import dataclasses
+import os
 import pickle
 import random
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -354,22 +356,31 @@ os._exit(3)  # not killed
 
 
 @pytest.mark.parametrize("stopped", ["fixed"], indirect=True)
-def test_a_fold_sigkilled_between_pieces_is_finished_by_the_next_run(tmp_path, stopped):
+def test_a_fold_sigkilled_between_pieces_is_finished_by_the_next_run(
+    tmp_path, stopped, monkeypatch
+):
     """A materializer process SIGKILLed after its second piece's commit: the next run folds
-    the pieces left, none twice."""
+    the pieces left, none twice, and deletes the spilled backlog the killed one left in the
+    temporary directory."""
     point, k = "after_piece", 2
     run = stopped.copy(tmp_path / "lake")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
     killed = subprocess.run(
         [sys.executable, "-c", _KILLED, pickle.dumps(run.spec).hex(), point, str(k)],
         cwd=REPO,
+        env={**os.environ, "TMPDIR": str(scratch)},
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert list(scratch.iterdir()), "the killed fold left its spill"
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     result = Materializer(run.spec).run()
     assert result.first_piece == k
     assert view_rows(run.spec) == stopped.expected
+    assert not list(scratch.iterdir())
 
 
 # -- the key hash --------------------------------------------------------------------------------
