@@ -245,18 +245,22 @@ class Materializer:
                         rows = read_piece(scratch, piece, schema)
                         self._fold_piece(view, rows, plan, piece, result)
         except FoldValueOutOfRange as e:
-            if result.pieces_committed:
+            # the pieces of this fold in the view: this run's, and a stopped fold's it finishes
+            # (numbered from 1, as MaterializeResult.line says them)
+            committed = start + result.pieces_committed
+            if committed:
                 stays = (
-                    f"pieces {start}..{start + result.pieces_committed - 1} of the "
-                    f"{plan.pieces} of this fold are committed, the next fold starts at piece "
-                    f"{start + result.pieces_committed}"
+                    f"nothing of piece {committed + 1} of the {plan.pieces} of this fold of "
+                    f"pane-log versions {plan.first}..{plan.last} was written: pieces "
+                    f"1..{committed} are committed, the next fold starts at piece "
+                    f"{committed + 1}"
                 )
             elif done is not None:
-                stays = f"the view stays folded up to pane-log version {after}"
+                stays = f"nothing was written: the view stays folded up to pane-log version {after}"
             else:
-                stays = "the view has folded nothing yet"
+                stays = "nothing was written: the view has folded nothing yet"
             raise FoldValueOutOfRange(
-                f"{e}; nothing was written: {stays}, and every materialize stops at this window"
+                f"{e}; {stays}, and every materialize stops at this window"
             ) from None
         self._view = view
         result.view_version = view.version()

@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 
 from panes import AccumulationMode, FixedWindows, Sessions, SlidingWindows, combiners
 from sinks.change_feed import read_changes
+from sinks.errors import FoldValueOutOfRange
 from sinks.fold_plan import DEFAULT_FOLD_MEMORY, plan_fold
 from sinks.key_hash import KEY_HASH, key_hash, key_hashes
 from sinks.lake_format import WINDOW_DAY
@@ -46,6 +47,7 @@ from tests.sinks.lakes import (
     view_rows,
     write_batches,
 )
+from tests.sinks.test_fold_range import A, discarding_sum, pane
 
 ACC = AccumulationMode.ACCUMULATING
 DISC = AccumulationMode.DISCARDING
@@ -381,6 +383,36 @@ def test_a_fold_sigkilled_between_pieces_is_finished_by_the_next_run(
     assert result.first_piece == k
     assert view_rows(run.spec) == stopped.expected
     assert not list(scratch.iterdir())
+
+
+def test_a_window_beyond_its_column_stops_a_fold_in_pieces_naming_the_pieces_committed(
+    tmp_path,
+):
+    """The pieces before the window's stay committed, counted with those of the stopped fold
+    the run was finishing and numbered as the fold's line numbers them. Before, the run that
+    finished a stopped fold said the view stayed folded up to its last version folded whole."""
+    spec, log = discarding_sum(str(tmp_path))
+    others = ["u2", "u5", "u3", "u4", "u6"]  # u1's piece comes last
+    log.append(0, [pane(0, A), *(pane(0, 1, user=u) for u in others)])
+    Materializer(spec).run()
+    log.append(1, [pane(1, A), *(pane(1, 1, user=u) for u in others)])
+    spec = dataclasses.replace(spec, fold_memory=TINY)
+    with pytest.raises(Killed):
+        Materializer(spec, hook=kill_at("after_piece", 2)).run()
+    version = open_pane_log(spec).version()
+    for _ in range(2):  # and again
+        with pytest.raises(FoldValueOutOfRange) as raised:
+            Materializer(spec).run()
+        assert (
+            f"; nothing of piece 6 of the 6 of this fold of pane-log versions {version}..{version} "
+            "was written: pieces 1..5 are committed, the next fold starts at piece 6, and every "
+            "materialize stops at this window"
+        ) in str(raised.value)
+    window = (10 * S, 20 * S)
+    assert view_dict(spec) == {
+        (("u1",), window): {"total": A},
+        **{((u,), window): {"total": 2} for u in others},
+    }
 
 
 # -- the key hash --------------------------------------------------------------------------------
