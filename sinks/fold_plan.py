@@ -8,7 +8,9 @@ split by key into *pieces*, contiguous ranges of the key hash (:mod:`sinks.key_h
 1. :func:`plan_fold` counts the backlog's rows per fine bucket of the hash, reading only the key
    columns, and cuts the buckets into runs whose rows fit the memory (:class:`FoldPlan`).
 2. :func:`spill` reads the backlog once, in record batches, and writes each row into its piece's
-   file in a local scratch directory, in the pane log's order.
+   file in a local scratch directory, in the pane log's order. The directory is deleted when the
+   fold ends; one a killed fold left (the whole backlog) by the next fold of the view
+   (:func:`remove_stale_scratch`).
 3. The materializer folds each piece against the view rows of its keys only and commits it as
    one MERGE (the MERGE names the piece's hash range, so it reads only the view files of those
    keys).
@@ -25,8 +27,12 @@ piece's changes in its own view version: applied in order, they give the view of
 
 from __future__ import annotations
 
+import glob
+import hashlib
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -241,6 +247,27 @@ def plan_fold(
 # -- spilling -------------------------------------------------------------------------------------
 
 
+SCRATCH_PREFIX = "panestore-fold-"
+
+
+def scratch_prefix(spec: ViewSpec) -> str:
+    """The name prefix of the scratch directories of folds into ``spec``'s view (in the
+    system's temporary directory): named by the view's location, so the next fold of the view
+    finds those a killed fold left."""
+    digest = hashlib.sha256(spec.table_path("current").encode()).hexdigest()[:16]
+    return f"{SCRATCH_PREFIX}{digest}-"
+
+
+def remove_stale_scratch(spec: ViewSpec) -> None:
+    """Delete the scratch directories earlier folds into ``spec``'s view left: a fold killed
+    while spilling or folding leaves its spill, as large as its backlog, which no later fold
+    would read (it spills again). Called under the materializer's lock: no other fold of the
+    view on this machine is using one."""
+    pattern = os.path.join(tempfile.gettempdir(), glob.escape(scratch_prefix(spec)) + "*")
+    for stale in glob.glob(pattern):
+        shutil.rmtree(stale, ignore_errors=True)
+
+
 def piece_path(directory: str, piece: int) -> str:
     return os.path.join(directory, f"piece-{piece:05d}.arrow")
 
@@ -316,5 +343,7 @@ __all__ = [
     "piece_metadata",
     "plan_fold",
     "read_piece",
+    "remove_stale_scratch",
+    "scratch_prefix",
     "spill",
 ]

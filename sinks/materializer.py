@@ -56,7 +56,16 @@ from sinks.change_feed import ensure_change_feed
 from sinks.compaction import Compaction, compact_if_due
 from sinks.errors import FoldValueOutOfRange
 from sinks.fold_failure import clear_fold_failure, note_fold_failure
-from sinks.fold_plan import FoldPlan, fold_in_progress, piece_metadata, plan_fold, read_piece, spill
+from sinks.fold_plan import (
+    FoldPlan,
+    fold_in_progress,
+    piece_metadata,
+    plan_fold,
+    read_piece,
+    remove_stale_scratch,
+    scratch_prefix,
+    spill,
+)
 from sinks.key_hash import KEY_HASH
 from sinks.lake_format import (
     FOLDED_FROM_METADATA,
@@ -194,6 +203,7 @@ class Materializer:
 
     def _run_once(self, upto: int | None) -> MaterializeResult:
         spec = self.spec
+        remove_stale_scratch(spec)  # (what a killed fold in pieces spilled)
         panes = open_pane_log(spec)
         latest = panes.version()
         if upto is not None:
@@ -211,7 +221,10 @@ class Materializer:
                 latest = min(latest, after + self.max_versions)
             if latest <= after:
                 return MaterializeResult(None, None, change_feed_from=feed_from)
-        if latest != panes.version():
+        # (a resumed fold reads the newest snapshot, as a fold behind does (sinks.auto_vacuum):
+        # its rows are picked by batch id, and the files of the snapshot its plan was made on
+        # may be gone, the pane log compacted and vacuumed since)
+        if latest != panes.version() and resumed is None:
             panes.load_as_version(latest)
         commits = pane_log_commits(panes, after, latest, spec.storage_options)
         if resumed is None:
@@ -226,24 +239,28 @@ class Materializer:
             if plan.pieces == 1:
                 self._fold_piece(view, read_pane_rows(panes, commits), plan, 0, result)
             else:
-                with tempfile.TemporaryDirectory(prefix="panestore-fold-") as scratch:
+                with tempfile.TemporaryDirectory(prefix=scratch_prefix(spec)) as scratch:
                     schema = spill(spec, panes, commits, plan, scratch, start=start)
                     for piece in range(start, plan.pieces):
                         rows = read_piece(scratch, piece, schema)
                         self._fold_piece(view, rows, plan, piece, result)
         except FoldValueOutOfRange as e:
-            if result.pieces_committed:
+            # the pieces of this fold in the view: this run's, and a stopped fold's it finishes
+            # (numbered from 1, as MaterializeResult.line says them)
+            committed = start + result.pieces_committed
+            if committed:
                 stays = (
-                    f"pieces {start}..{start + result.pieces_committed - 1} of the "
-                    f"{plan.pieces} of this fold are committed, the next fold starts at piece "
-                    f"{start + result.pieces_committed}"
+                    f"nothing of piece {committed + 1} of the {plan.pieces} of this fold of "
+                    f"pane-log versions {plan.first}..{plan.last} was written: pieces "
+                    f"1..{committed} are committed, the next fold starts at piece "
+                    f"{committed + 1}"
                 )
             elif done is not None:
-                stays = f"the view stays folded up to pane-log version {after}"
+                stays = f"nothing was written: the view stays folded up to pane-log version {after}"
             else:
-                stays = "the view has folded nothing yet"
+                stays = "nothing was written: the view has folded nothing yet"
             raise FoldValueOutOfRange(
-                f"{e}; nothing was written: {stays}, and every materialize stops at this window"
+                f"{e}; {stays}, and every materialize stops at this window"
             ) from None
         self._view = view
         result.view_version = view.version()

@@ -83,10 +83,14 @@ def random_run(
     name: str = "p",
     aggregates: dict[str, tuple[Any, pa.DataType]] | None = None,
     drain: bool = True,
+    key_values: str = "abc",
+    per_step: int = 6,
 ) -> Run:
     """A random simulator run. ``aggregates``: {column: (combiner, Arrow type)} instead of the
     default sum (or, ``multi``, count/sum/min/max). ``drain``: end with the watermark at the end
-    of time (every window closed); else the run stops where its last step left it."""
+    of time (every window closed); else the run stops where its last step left it. ``key_values``:
+    the keys the elements are drawn from (one character each); ``per_step``: the most elements a
+    step adds."""
     rng = random.Random(seed)
     mode = mode or rng.choice(MODES)
     window_fn = window_fn or rng.choice(window_fns())
@@ -149,9 +153,9 @@ def random_run(
         pt += rng.randint(1, 8) * S
         fired = sim.advance(processing_time=pt)
         bundle = []
-        for _ in range(rng.randint(0, 6)):
+        for _ in range(rng.randint(0, per_step)):
             ts = max(0, wm + rng.randint(-30, 40) * S)
-            el = (rng.choice("abc"), rng.randint(-5, 20), ts)
+            el = (rng.choice(key_values), rng.randint(-5, 20), ts)
             bundle.append(el)
         elements += bundle
         fired += sim.add_elements(bundle)
