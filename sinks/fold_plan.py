@@ -33,7 +33,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Container, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,7 +55,7 @@ from sinks.spec import ViewSpec
 from sinks.tables import arrow_schema, plain_schema
 
 DEFAULT_FOLD_MEMORY = 512 * 1024 * 1024
-"""The fold's working memory unless configured (``[materialize] memory``): 512 MiB."""
+"""The fold's working memory unless configured (``fold_memory``): 512 MiB."""
 ARROW_ROW_FACTOR = 4
 """A pane row's peak cost in a vectorized fold, in multiples of its Arrow width (the rows, their
 reduction, the change table and the MERGE's copy): measured, docs/decisions.md."""
@@ -126,13 +126,33 @@ def piece_metadata(plan: FoldPlan, piece: int) -> dict[str, str]:
     return {FOLD_PLAN_METADATA: plan.text(), FOLD_PIECE_METADATA: str(piece)}
 
 
-def fold_in_progress(view: Any, done: int | None) -> tuple[FoldPlan, int] | None:
-    """The plan of a fold in pieces that committed some of its pieces but not its last, and the
-    next piece to fold; None when the view's latest fold commit completed its fold.
+def piece_app_id(app_id: str, piece: int) -> str:
+    """The application transaction a commit of piece ``piece`` carries (its version: the last
+    pane-log version of its plan, which grows from fold to fold), beside the materializer's
+    ``app_id``: a piece is done when the view's transaction of it is its plan's last version."""
+    return f"{app_id}/piece-{piece}"
 
-    ``done``: the last pane-log version the view's application transaction says is folded.
-    The view's history is read from the newest commit back to its latest fold commit (commits of
-    no fold, a compaction or a vacuum, are passed over)."""
+
+@dataclass(frozen=True)
+class Progress:
+    """A fold in pieces that committed some pieces (``done``) but not its end."""
+
+    plan: FoldPlan
+    done: frozenset[int]
+
+    @property
+    def todo(self) -> list[int]:
+        return [i for i in range(self.plan.pieces) if i not in self.done]
+
+
+def fold_in_progress(view: Any, app_id: str, done: int | None) -> Progress | None:
+    """The fold in pieces the view holds some pieces of without its end, or None when the view's
+    latest fold commit ended its fold.
+
+    ``app_id``: the materializer's application transaction; ``done``: the last pane-log version
+    the view's transaction of it says is folded. The plan is read from the view's history, from
+    the newest commit back to its latest fold commit (commits of no fold, a compaction or a
+    vacuum, are passed over); the pieces done, from their own transactions."""
     first = 0 if done is None else done + 1
     limit = 16
     while True:
@@ -150,10 +170,17 @@ def fold_in_progress(view: Any, done: int | None) -> tuple[FoldPlan, int] | None
                         f"says versions up to {done} are folded: the view was changed by "
                         "another writer; rebuild it (panestore materialize --rebuild)"
                     )
-                return plan, int(meta[FOLD_PIECE_METADATA]) + 1
+                pieces = range(plan.pieces)
+                held = {i for i in pieces if piece_done(view, app_id, plan, i)}
+                return Progress(plan, frozenset(held))
         if len(entries) < limit:
             return None
         limit *= 8
+
+
+def piece_done(view: Any, app_id: str, plan: FoldPlan, piece: int) -> bool:
+    """Whether the view (as loaded) holds piece ``piece`` of ``plan``."""
+    return view.transaction_version(piece_app_id(app_id, piece)) == plan.last
 
 
 # -- sizing ---------------------------------------------------------------------------------------
@@ -279,13 +306,13 @@ def spill(
     plan: FoldPlan,
     directory: str,
     *,
-    start: int = 0,
+    only: Container[int] | None = None,
 ) -> pa.Schema:
-    """Write the backlog's pane rows of pieces ``start..`` of ``plan`` into one file per piece
-    under ``directory`` (:func:`piece_path`), with their pane-log version in ``_version``, in
-    the pane log's order; returns the files' schema. Reads the backlog once, in batches. The
-    files are Arrow IPC, LZ4-compressed: Parquet's writer held ~70 bytes a row written until it
-    closed (a memory that grew with the backlog), IPC's holds one batch."""
+    """Write the backlog's pane rows of the pieces of ``plan`` (``only``: of those) into one
+    file per piece under ``directory`` (:func:`piece_path`), with their pane-log version in
+    ``_version``, in the pane log's order; returns the files' schema. Reads the backlog once, in
+    batches. The files are Arrow IPC, LZ4-compressed: Parquet's writer held ~70 bytes a row
+    written until it closed (a memory that grew with the backlog), IPC's holds one batch."""
     batches = {b: v for v, b in commits.items() if b is not None}
     ids = pa.array(sorted(batches), pa.int64())
     versions = pa.array([batches[b] for b in ids.to_pylist()], pa.int64())
@@ -310,7 +337,7 @@ def spill(
             cuts = np.flatnonzero(np.diff(pieces)) + 1
             for low, high in zip([0, *cuts.tolist()], [*cuts.tolist(), len(pieces)], strict=True):
                 piece = int(pieces[low])
-                if piece < start:
+                if only is not None and piece not in only:
                     continue
                 part = table.slice(low, high - low)
                 writer = writers.get(piece)
@@ -338,8 +365,11 @@ __all__ = [
     "DEFAULT_FOLD_MEMORY",
     "Backlog",
     "FoldPlan",
+    "Progress",
     "backlog_of",
     "fold_in_progress",
+    "piece_app_id",
+    "piece_done",
     "piece_metadata",
     "plan_fold",
     "read_piece",

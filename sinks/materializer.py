@@ -42,9 +42,9 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -59,6 +59,7 @@ from sinks.fold_failure import clear_fold_failure, note_fold_failure
 from sinks.fold_plan import (
     FoldPlan,
     fold_in_progress,
+    piece_app_id,
     piece_metadata,
     plan_fold,
     read_piece,
@@ -85,6 +86,32 @@ from sinks.view_merge import change_table, fits_view, merge_changes, rows_change
 RETRIES = 5
 
 
+@dataclass(frozen=True)
+class PieceFigures:
+    """What folding one piece did (a piece folded elsewhere reports it)."""
+
+    piece: int
+    pane_rows: int
+    changes: int
+    metrics: Mapping[str, int]
+
+
+class Spread(Protocol):
+    """Folds pieces of a fold elsewhere: each with :meth:`Materializer.fold_piece` (``end``
+    False), returning when all are committed."""
+
+    min_pieces: int
+
+    def fold(
+        self,
+        spec: ViewSpec,
+        plan: FoldPlan,
+        pieces: list[int],
+        commits: Mapping[int, int | None],
+        pane_log_version: int,
+    ) -> list[PieceFigures]: ...
+
+
 @dataclass
 class MaterializeResult:
     """What one run folded, and how (``line()``: its one-line summary)."""
@@ -97,6 +124,8 @@ class MaterializeResult:
     path: str = ""  # "python" | "vectorized" | "" (nothing)
     metrics: dict[str, Any] = field(default_factory=dict)
     retries: int = 0
+    spread: bool = False  # its pieces were folded elsewhere (Spark's executors)
+    then: MaterializeResult | None = None  # after finishing a stopped fold, the next one
     seconds: float = 0.0
     change_feed_from: int | None = None  # set when this run turned the view's change feed on
     compaction: Compaction | None = None  # the view's, after the fold (sinks.compaction)
@@ -105,12 +134,22 @@ class MaterializeResult:
     first_piece: int = 0  # the first this run folded (> 0: it finished a stopped fold)
     pieces_committed: int = 0
 
+    def add(self, piece: PieceFigures) -> None:
+        """Count a piece folded elsewhere."""
+        self.pane_rows += piece.pane_rows
+        self.changes += piece.changes
+        self.pieces_committed += 1
+        for name, value in piece.metrics.items():
+            self.metrics[name] = self.metrics.get(name, 0) + value
+
     @property
     def did_work(self) -> bool:
         return self.folded_to is not None
 
     def line(self) -> str:
         text = self._folded_text()
+        if self.then is not None:
+            text += "\n" + self.then._folded_text()
         if self.change_feed_from is not None:
             text += (
                 f"\nmaterialize: the view's change feed is on from view version "
@@ -139,12 +178,13 @@ class MaterializeResult:
     def _pieces_text(self) -> str:
         if self.pieces == 1:
             return ""
+        where = " over Spark's executors" if self.spread else ""
         if self.first_piece:
             return (
-                f" (pieces {self.first_piece + 1}..{self.pieces} of {self.pieces}: the rest "
+                f" ({self.pieces - self.first_piece} of {self.pieces} pieces{where}: the rest "
                 "of a fold that was stopped)"
             )
-        return f" (in {self.pieces} pieces, one commit each)"
+        return f" (in {self.pieces} pieces{where}, one commit each)"
 
 
 class Materializer:
@@ -153,7 +193,9 @@ class Materializer:
     ``vectorized``: None (default) uses the DuckDB reducer when it applies (non-merging window
     function); False forces the Python reducer. ``max_versions`` bounds how many pane-log
     versions one run folds (None: all). ``hook(point)`` is called at ``"before_merge"`` and
-    ``"after_merge"`` (tests simulate crashes there).
+    ``"after_merge"`` (tests simulate crashes there). ``spread``: folds the pieces of a fold
+    in at least ``spread.min_pieces`` pieces elsewhere (Spark's executors:
+    :mod:`jobs.driver.fold_spread`); the materializer then commits the fold's end.
     """
 
     def __init__(
@@ -163,8 +205,10 @@ class Materializer:
         vectorized: bool | None = None,
         max_versions: int | None = None,
         hook: Callable[[str], None] | None = None,
+        spread: Spread | None = None,
     ) -> None:
         self.spec = spec
+        self.spread = spread
         self.vectorized = vectorized
         self.max_versions = max_versions
         self.hook = hook
@@ -189,6 +233,9 @@ class Materializer:
         for attempt in range(RETRIES):
             try:
                 result = self._run_once(upto)
+                if result.first_piece and result.did_work:  # it finished a stopped fold:
+                    more = self._run_once(upto)  # then the versions written since
+                    result.then = more if more.did_work else None
             except CommitFailedError:
                 if attempt == RETRIES - 1:
                     raise
@@ -212,9 +259,9 @@ class Materializer:
         feed_from = ensure_change_feed(view)
         done = view.transaction_version(spec.app_id)
         after = -1 if done is None else done
-        resumed = fold_in_progress(view, done)
+        resumed = fold_in_progress(view, spec.app_id, done)
         if resumed is not None:  # a fold in pieces was stopped: finish its plan
-            plan, start = resumed
+            plan, todo = resumed.plan, resumed.todo
             latest = plan.last
         else:
             if self.max_versions is not None:
@@ -231,19 +278,32 @@ class Materializer:
             python = self.vectorized is False or not vectorized_applies(
                 spec, arrow_schema(panes).empty_table()
             )
-            plan, start = plan_fold(spec, panes, commits, spec.fold_memory, python=python), 0
+            plan = plan_fold(spec, panes, commits, spec.fold_memory, python=python)
+            todo = list(range(plan.pieces))
+        start = plan.pieces - len(todo)
         result = MaterializeResult(
             after + 1, latest, change_feed_from=feed_from, pieces=plan.pieces, first_piece=start
         )
+        spread = self.spread is not None and len(todo) >= self.spread.min_pieces
         try:
             if plan.pieces == 1:
-                self._fold_piece(view, read_pane_rows(panes, commits), plan, 0, result)
+                self.fold_piece(view, read_pane_rows(panes, commits), plan, 0, result, end=True)
+            elif spread:
+                assert self.spread is not None
+                for got in self.spread.fold(spec, plan, todo, commits, latest):
+                    result.add(got)
+                view.update_incremental()
+                self.end_fold(view, plan, result)
+                result.spread = True
+            elif not todo:  # every piece was committed, the fold's end was not
+                self.end_fold(view, plan, result)
             else:
                 with tempfile.TemporaryDirectory(prefix=scratch_prefix(spec)) as scratch:
-                    schema = spill(spec, panes, commits, plan, scratch, start=start)
-                    for piece in range(start, plan.pieces):
+                    schema = spill(spec, panes, commits, plan, scratch, only=set(todo))
+                    for piece in todo:
                         rows = read_piece(scratch, piece, schema)
-                        self._fold_piece(view, rows, plan, piece, result)
+                        end = piece == todo[-1]
+                        self.fold_piece(view, rows, plan, piece, result, end=end)
         except FoldValueOutOfRange as e:
             # the pieces of this fold in the view: this run's, and a stopped fold's it finishes
             # (numbered from 1, as MaterializeResult.line says them)
@@ -268,34 +328,64 @@ class Materializer:
             self.hook("after_merge")
         return result
 
-    def _fold_piece(
-        self, view, rows: pa.Table, plan: FoldPlan, piece: int, result: MaterializeResult
+    def fold_piece(
+        self,
+        view,
+        rows: pa.Table,
+        plan: FoldPlan,
+        piece: int,
+        result: MaterializeResult,
+        *,
+        end: bool,
     ) -> None:
-        """Fold piece ``piece`` of ``plan`` (its pane rows: ``rows``) in one commit: the fold's
-        own transaction and metadata on its last piece, the plan and the piece's number on each
-        piece of a fold in several."""
+        """Fold piece ``piece`` of ``plan`` (its pane rows: ``rows``) into ``view`` (loaded, up
+        to date) in one commit, which carries, in a fold of several pieces, the plan, the
+        piece's number and the piece's own transaction (:func:`sinks.fold_plan.piece_app_id`);
+        and, when it ends the fold (``end``), the fold's own transaction and metadata. Where the
+        pieces are folded elsewhere (a Spark task), each piece is folded by this method there."""
         from deltalake import CommitProperties, Transaction
 
         spec = self.spec
         check_pane_rows(spec, rows, spec.table_path("panes"))
-        last = piece == plan.pieces - 1
         metadata = {KIND_METADATA: "current", PIPELINE_METADATA: spec.name}
+        transactions = []
         if plan.pieces > 1:
             metadata.update(piece_metadata(plan, piece))
-        if last:
-            metadata[FOLDED_VERSION_METADATA] = str(plan.last)
-            metadata[FOLDED_FROM_METADATA] = str(plan.first)
-        props = CommitProperties(
-            app_transactions=[Transaction(spec.app_id, plan.last)] if last else None,
-            custom_metadata=metadata,
-        )
+            transactions.append(Transaction(piece_app_id(spec.app_id, piece), plan.last))
+        if end:
+            metadata.update(self._end_metadata(plan))
+            transactions.append(Transaction(spec.app_id, plan.last))
+        props = CommitProperties(app_transactions=transactions, custom_metadata=metadata)
         hash_range = plan.hash_range(piece) if plan.pieces > 1 else None
         result.pane_rows += rows.num_rows
         self._fold(view, arrow_schema(view), rows, props, result, hash_range)
         view.update_incremental()
         result.pieces_committed += 1
-        if self.hook and not last:
+        if self.hook and not end:
             self.hook("after_piece")
+
+    def _end_metadata(self, plan: FoldPlan) -> dict[str, str]:
+        return {
+            FOLDED_VERSION_METADATA: str(plan.last),
+            FOLDED_FROM_METADATA: str(plan.first),
+        }
+
+    def end_fold(self, view, plan: FoldPlan, result: MaterializeResult) -> None:
+        """Commit the end of a fold in pieces whose every piece is in ``view``: the fold's
+        transaction and metadata, no rows (the change feed has no changes for it)."""
+        from deltalake import CommitProperties, Transaction, write_deltalake
+
+        props = CommitProperties(
+            app_transactions=[Transaction(self.spec.app_id, plan.last)],
+            custom_metadata={
+                KIND_METADATA: "current",
+                PIPELINE_METADATA: self.spec.name,
+                **self._end_metadata(plan),
+            },
+        )
+        schema = arrow_schema(view)
+        write_deltalake(view, schema.empty_table(), mode="append", commit_properties=props)
+        view.update_incremental()
 
     def _fold(
         self,

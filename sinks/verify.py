@@ -271,16 +271,16 @@ def verify(
     view_dt = open_view(spec)
     folded = view_dt.transaction_version(spec.app_id)
     report = Report(folded_version=folded, pane_log_version=open_pane_log(spec).version())
-    progress = fold_in_progress(view_dt, folded)
+    progress = fold_in_progress(view_dt, spec.app_id, folded)
     if progress is not None:  # some keys are folded further than the transaction says
-        plan, next_piece = progress
+        plan = progress.plan
         report.checks.append(
             Check(
                 "view = pane log refolded",
                 [
                     f"the view is in the middle of a fold of pane-log versions {plan.first}.."
-                    f"{plan.last}: {next_piece} of its {plan.pieces} pieces are committed; run "
-                    "panestore materialize to finish it, then verify"
+                    f"{plan.last}: {len(progress.done)} of its {plan.pieces} pieces are "
+                    "committed; run panestore materialize to finish it, then verify"
                 ],
             )
         )
