@@ -109,12 +109,19 @@ def cmd_materialize(a) -> int:
     spec = _spec(a.conf)
     if a.memory is not None:
         spec = replace(spec, fold_memory=a.memory)
+    spread = None
+    if a.master is not None:  # a fold too large for one piece goes over its executors
+        from jobs.driver.fold_spread import SparkSpread
+        from jobs.startup.session import SessionOptions
+
+        spark = SessionOptions(f"panestore-materialize-{spec.name}", master=a.master).start()
+        spread = SparkSpread(spark)
     if a.rebuild:
         from sinks.view_rebuild import rebuild_view
 
         print(rebuild_view(spec))
         return 0
-    print(Materializer(spec).run().line())
+    print(Materializer(spec, spread=spread).run().line())
     return 0
 
 
@@ -319,6 +326,12 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
         metavar="SIZE",
         help="the most memory the fold takes (512MiB, 2GiB, ...; default: the configuration's "
         "fold_memory); a larger backlog is folded in pieces",
+    )
+    p.add_argument(
+        "--master",
+        metavar="URL",
+        help="a Spark master (local[4], spark://host:7077, ...): a fold in pieces folds them "
+        "as Spark tasks on its executors (default: in this process, no Spark)",
     )
     p = sub(
         "verify",

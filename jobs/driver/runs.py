@@ -659,7 +659,7 @@ def run(
             emit(f"stopped on {stop.name}{undrained}")
         emit(result.summary())
         if fold:
-            fold_view(pipeline, result, emit)
+            fold_view(pipeline, result, emit, spark=spark)
         return result
 
 
@@ -681,19 +681,28 @@ def said_batches(ids: Sequence[int]) -> str:
     return "batches " + ", ".join(map(str, ids))
 
 
-def fold_view(pipeline: Pipeline, result: RunResult, emit: Callable[[str], Any]) -> None:
-    """Fold what the run appended into ``current`` (``result.folded``), saying what it did.
+def fold_view(
+    pipeline: Pipeline,
+    result: RunResult,
+    emit: Callable[[str], Any],
+    *,
+    spark: SparkSession | None = None,
+) -> None:
+    """Fold what the run appended into ``current`` (``result.folded``), saying what it did; a
+    fold too large for one piece goes over ``spark``'s executors (:mod:`jobs.driver.fold_spread`).
 
     Another materializer holding the lake's materializer lock is not an error of the run: its
     batches are committed and the next ``panestore materialize`` folds them; that is said. Any
     other failure raises :class:`FoldFailed` with the fold's error on one line.
     """
     from jobs.config.sink_spec import view_spec
+    from jobs.driver.fold_spread import SparkSpread
     from sinks.errors import MaterializerBusy
     from sinks.materializer import Materializer
 
+    spread = None if spark is None else SparkSpread(spark)
     try:
-        result.folded = Materializer(view_spec(pipeline)).run()
+        result.folded = Materializer(view_spec(pipeline), spread=spread).run()
     except MaterializerBusy as e:
         holder = str(e).split(". Nothing was written")[0]  # the lock's refusal, as to a fold
         committed = result.committed()
