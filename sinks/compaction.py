@@ -13,7 +13,10 @@ applies one rule to the tables it wrote (:func:`compact_if_due`):
 The figures are measured (``docs/decisions.md``, "Automatic compaction"): compacting costs a
 few milliseconds plus a fraction of a millisecond per file, rewriting an already-compacted file
 about 10 ms per MB; reading costs about half a millisecond more per small file. A file of
-:data:`SMALL_FILE_BYTES` or more is never rewritten again by this rule.
+:data:`SMALL_FILE_BYTES` or more is never rewritten again by this rule, but in the view: there
+the days (partitions) holding small files are rewritten whole, their rows sorted by the key hash,
+so each file written holds a narrow range of it (:func:`clustered_by_key_hash`), the layout a fold
+in pieces reads by (:mod:`sinks.fold_plan`).
 
 What a compaction keeps: it is one Delta commit (``OPTIMIZE``) that adds the merged files and
 removes the small ones with ``dataChange = false``: the rows do not change; the table's
@@ -107,16 +110,51 @@ def mergeable_small_files(dt: Any, small_bytes: int = SMALL_FILE_BYTES) -> int:
     return sum(n for n in per_partition.values() if n > 1)
 
 
+def small_file_partitions(dt: Any, small_bytes: int = SMALL_FILE_BYTES) -> list[tuple] | None:
+    """The partitions (tuples of their values, in the partition columns' order) holding two or
+    more files smaller than ``small_bytes``; None when the table is not partitioned."""
+    adds = pa.table(dt.get_add_actions(flatten=True))
+    parts = [n for n in adds.column_names if n.startswith("partition.")]
+    if not parts:
+        return None
+    sizes = adds.column("size_bytes").to_pylist()
+    keys = list(zip(*(adds.column(n).to_pylist() for n in parts), strict=True))
+    small = Counter(k for k, size in zip(keys, sizes, strict=True) if size < small_bytes)
+    return sorted((k for k, n in small.items() if n > 1), key=repr)
+
+
+def clustered_by_key_hash(dt: Any, target_size: int | None) -> dict[str, Any]:
+    """Rewrite the partitions of ``dt`` (the view) that hold small files, their rows sorted by
+    ``key_hash`` (a Z-order on one column): each file written holds a narrow range of the key
+    hash, so a fold in pieces skips the files outside its pieces' ranges (sinks.fold_plan), as
+    it skips those a fold in pieces writes. A partition of one day is rewritten whole."""
+    from sinks.key_hash import KEY_HASH
+
+    partitions = small_file_partitions(dt) or []
+    days = [k[0] for k in partitions]
+    filters = None
+    if days and all(d is not None for d in days):
+        filters = [("window_day", "in", [str(d) for d in days])]
+    return dict(dt.optimize.z_order([KEY_HASH], partition_filters=filters, target_size=target_size))
+
+
 def compact(dt: Any, target_size: int | None = None) -> dict[str, Any]:
     """Compact the small files of ``dt`` (a ``deltalake.DeltaTable``) into files of about
     ``target_size`` bytes (None: the table's ``delta.targetFileSize``, else delta-rs's 100 MB)
     in one commit; a commit that conflicts with a concurrent one (an append, a MERGE) is tried
-    again on the newer version, up to :data:`RETRIES` times. Returns delta-rs's metrics (no
-    commit when nothing could be merged)."""
+    again on the newer version, up to :data:`RETRIES` times. The view (a table with a
+    ``key_hash`` column) keeps its rows clustered by it (:func:`clustered_by_key_hash`).
+    Returns delta-rs's metrics (no commit when nothing could be merged)."""
     from deltalake.exceptions import CommitFailedError
 
+    from sinks.key_hash import KEY_HASH
+    from sinks.tables import arrow_schema
+
+    clustered = KEY_HASH in arrow_schema(dt).names
     for attempt in range(RETRIES):
         try:
+            if clustered:
+                return clustered_by_key_hash(dt, target_size)
             return dict(dt.optimize.compact(target_size=target_size))
         except CommitFailedError:
             if attempt == RETRIES - 1:

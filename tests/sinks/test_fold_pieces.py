@@ -8,6 +8,7 @@ the key hash is the same computed in Python and in DuckDB; a view created before
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import pickle
 import random
@@ -481,3 +482,44 @@ def test_a_view_without_key_hash_folds_in_pieces(tmp_path, case):
         assert view_rows(old.spec) == without_key_hash(view_rows(whole.spec))
     changes = read_changes(old.spec, 0).table.to_pylist()
     assert replay_changes(old.spec, changes) == view_rows(old.spec)
+
+
+# -- the view's compaction keeps its rows clustered by key hash -----------------------------------
+
+
+def test_the_views_compaction_sorts_its_small_files_by_key_hash(tmp_path):
+    """Compacting the view (small files of many key-hash ranges in one day) writes files of
+    disjoint key-hash ranges, so a fold in pieces reads only those of its range; no row
+    changes."""
+    from deltalake import DeltaTable, write_deltalake
+
+    from sinks.compaction import compact_if_due
+
+    rng = random.Random(3)
+    path = str(tmp_path / "current")
+    schema = pa.schema(
+        [("key", pa.string()), (KEY_HASH, pa.int64()), (WINDOW_DAY, pa.date32()), ("v", pa.int64())]
+    )
+    for _ in range(6):  # six small files, each over the whole hash range
+        keys = [f"k{rng.randrange(100_000)}" for _ in range(3_000)]
+        table = pa.table(
+            {
+                "key": keys,
+                KEY_HASH: key_hashes(pa.table({"key": keys}), ["key"]),
+                WINDOW_DAY: pa.array([0] * len(keys), pa.int32()).cast(pa.date32()),
+                "v": pa.array(range(len(keys)), pa.int64()),
+            },
+            schema=schema,
+        )
+        write_deltalake(path, table, mode="append", partition_by=[WINDOW_DAY])
+    dt = DeltaTable(path)
+    before = sorted(dt.to_pyarrow_table().to_pylist(), key=repr)
+    size = max(pa.table(dt.get_add_actions(flatten=True)).column("size_bytes").to_pylist())
+    done = compact_if_due("current", dt, max_small=1, small_bytes=size + 1)
+    assert done is not None and not done.error and done.added > 2, done
+    dt = DeltaTable(path)
+    assert sorted(dt.to_pyarrow_table().to_pylist(), key=repr) == before
+    adds = pa.table(dt.get_add_actions(flatten=True))
+    lows, highs = (adds.column(f"{m}.{KEY_HASH}").to_pylist() for m in ("min", "max"))
+    ranges = sorted(zip(lows, highs, strict=True))
+    assert all(hi < lo for (_, hi), (lo, _) in itertools.pairwise(ranges)), ranges
