@@ -247,19 +247,24 @@ def scale_spec(lake: str, mode: AccumulationMode, memory: int | None = None) -> 
     return spec if memory is None else replace(spec, fold_memory=memory)
 
 
-def write_scale_pane_log(lake: str, rows: int, mode: AccumulationMode) -> int:
-    """A pane log of ``rows`` pane rows in versions of :data:`SCALE_VERSION_ROWS`: 10,000 keys x
-    hourly windows, three panes a window (pane index 0, 1, 2: early, on time, late), the
-    windows in time order; returns the view's rows (windows)."""
-    layout = PaneLogLayout()
+def scale_appender(lake: str, mode: AccumulationMode, layout: PaneLogLayout) -> ExactlyOnceAppender:
+    """The appender of the pane log of :func:`scale_spec`'s pipeline."""
     spec = scale_spec(lake, mode)
-    app = ExactlyOnceAppender(
+    return ExactlyOnceAppender(
         spec.table_path("panes"),
         "bench",
         pane_log_schema(layout),
         kind="pane_log",
         **table_identity(spec, "panes", "pane log"),
     )
+
+
+def write_scale_pane_log(lake: str, rows: int, mode: AccumulationMode) -> int:
+    """A pane log of ``rows`` pane rows in versions of :data:`SCALE_VERSION_ROWS`: 10,000 keys x
+    hourly windows, three panes a window (pane index 0, 1, 2: early, on time, late), the
+    windows in time order; returns the view's rows (windows)."""
+    layout = PaneLogLayout()
+    app = scale_appender(lake, mode, layout)
     rng = np.random.default_rng(7)
     per_window = 3 * SCALE_KEYS
     for b, first in enumerate(range(0, rows, SCALE_VERSION_ROWS)):
@@ -274,14 +279,7 @@ def append_recent_panes(lake: str, rows: int, count: int, mode: AccumulationMode
     """One more pane-log version of ``count`` panes: new panes (index 3) of windows of the last
     day of the log written by :func:`write_scale_pane_log` (``rows``), random keys."""
     layout = PaneLogLayout()
-    spec = scale_spec(lake, mode)
-    app = ExactlyOnceAppender(
-        spec.table_path("panes"),
-        "bench",
-        pane_log_schema(layout),
-        kind="pane_log",
-        **table_identity(spec, "panes", "pane log"),
-    )
+    app = scale_appender(lake, mode, layout)
     rng = np.random.default_rng(11)
     last_hour = (rows - 1) // (3 * SCALE_KEYS)
     picks = rng.choice(SCALE_KEYS * 24, size=count, replace=False)
@@ -292,14 +290,16 @@ def append_recent_panes(lake: str, rows: int, count: int, mode: AccumulationMode
     app.append(batch, pane_rows(keys, starts, HOUR, index, rng.random(count), batch, layout))
 
 
-def fold_in_child(lake: str, mode: str, memory: int | None) -> dict:
+def fold_in_child(lake: str, mode: str, memory: int | None, master: str | None = None) -> dict:
     """``Materializer(spec).run()`` in a fresh Python process: its result, the whole process's
     wall time and its peak resident set (``ru_maxrss`` of the child: the exact high-water mark)."""
     cmd = [sys.executable, "-m", "benchmarks.materialize", "--fold-child", lake, "--mode", mode]
     if memory is not None:
         cmd += ["--memory", str(memory)]
+    if master is not None:
+        cmd += ["--master", master]
     t = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     out = proc.stdout.read() if proc.stdout else b""
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t
@@ -312,7 +312,13 @@ def fold_in_child(lake: str, mode: str, memory: int | None) -> dict:
 
 def fold_child(a: argparse.Namespace) -> None:
     spec = scale_spec(a.fold_child, AccumulationMode[a.mode.upper()], a.memory)
-    r = Materializer(spec).run()
+    spread = None
+    if a.master:  # the pieces over Spark's executors, the session started before the fold
+        from jobs.driver.fold_spread import SparkSpread
+        from jobs.startup.session import get_session
+
+        spread = SparkSpread(get_session("panestore-bench-fold", master=a.master))
+    r = Materializer(spec, spread=spread).run()
     print(json.dumps({"pane_rows": r.pane_rows, "pieces": r.pieces, "seconds": r.seconds}))
 
 
@@ -326,6 +332,17 @@ def scale(a: argparse.Namespace) -> None:
         t = time.perf_counter()
         windows = write_scale_pane_log(lake, rows, mode)
         print(f"[{rows:,}] pane log written in {time.perf_counter() - t:.0f}s", flush=True)
+        if a.master:  # the same backlog folded over Spark, into a copy of the lake
+            copy = lake + "-spark"
+            shutil.copytree(lake, copy)
+            spark = fold_in_child(copy, a.mode, memory, a.master)
+            print(
+                f"[{rows:,}] fold over Spark ({a.master}): {spark['pieces']} pieces, "
+                f"{spark['seconds']:.1f}s in the fold ({spark['wall']:.1f}s whole process, the "
+                f"session's start included), peak of the driver {spark['peak_mib']:,.0f} MiB",
+                flush=True,
+            )
+            shutil.rmtree(copy, ignore_errors=True)
         full = fold_in_child(lake, a.mode, memory)
         print(
             f"[{rows:,}] fold: {full['pane_rows']:,} pane rows in {full['pieces']} pieces -> "
@@ -380,6 +397,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--incremental", type=int, default=1_000, help="panes of the incremental fold")
     ap.add_argument("--memory", type=int, help="the fold's memory in bytes (default: 512 MiB)")
     ap.add_argument("--fold-child", help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--master",
+        help="with --scale: also fold each backlog over Spark's executors (local[2], ...)",
+    )
     a = ap.parse_args(argv)
     if a.fold_child:
         fold_child(a)

@@ -33,7 +33,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Container, Iterator, Mapping
+from collections.abc import Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +44,7 @@ import pyarrow.dataset as pds
 
 from sinks.delta_append import commit_metadata
 from sinks.errors import LakeError
-from sinks.key_hash import FINE_BITS, FINE_BUCKETS, OFFSET, fine_bucket_start, key_hashes
+from sinks.key_hash import FINE_BUCKETS, fine_bucket_start, fine_buckets
 from sinks.lake_format import (
     FOLD_PIECE_METADATA,
     FOLD_PLAN_METADATA,
@@ -104,12 +104,12 @@ class FoldPlan:
         end = self.bounds[piece + 1]
         return low, (None if end >= FINE_BUCKETS else fine_bucket_start(end))
 
-    def piece_of_fine(self) -> np.ndarray:
-        """The piece of each fine bucket."""
-        out = np.empty(FINE_BUCKETS, np.int32)
+    def pieces_of(self, table: pa.Table | pa.RecordBatch, keys: Sequence[str]) -> np.ndarray:
+        """The piece of each row of ``table`` (int32), by its key columns ``keys``."""
+        piece_of_fine = np.empty(FINE_BUCKETS, np.int32)
         for i in range(self.pieces):
-            out[self.bounds[i] : self.bounds[i + 1]] = i
-        return out
+            piece_of_fine[self.bounds[i] : self.bounds[i + 1]] = i
+        return piece_of_fine[fine_buckets(table, keys)]
 
     def text(self) -> str:
         return json.dumps({"first": self.first, "last": self.last, "bounds": list(self.bounds)})
@@ -254,11 +254,7 @@ def plan_fold(
     for batch in _batches(panes, commits, list(spec.keys)):
         if batch.num_rows == 0:
             continue
-        hashes = key_hashes(batch, spec.keys).to_numpy()
-        fine = ((hashes.astype(np.uint64) + np.uint64(OFFSET)) >> np.uint64(64 - FINE_BITS)).astype(
-            np.int64
-        )
-        counts += np.bincount(fine, minlength=FINE_BUCKETS)
+        counts += np.bincount(fine_buckets(batch, spec.keys), minlength=FINE_BUCKETS)
     per_piece = max(1, int(budget // cost))
     bounds = [0]
     held = 0
@@ -318,7 +314,6 @@ def spill(
     versions = pa.array([batches[b] for b in ids.to_pylist()], pa.int64())
     schema = plain_schema(arrow_schema(panes))
     schema = schema.append(pa.field(PANE_LOG_VERSION, pa.int64()))
-    piece_of = plan.piece_of_fine()
     writers: dict[int, pa.ipc.RecordBatchFileWriter] = {}
     options = pa.ipc.IpcWriteOptions(compression="lz4")
     try:
@@ -328,9 +323,7 @@ def spill(
             table = pa.Table.from_batches([batch])
             version = pc.take(versions, pc.index_in(table.column("batch_id"), value_set=ids))
             table = table.append_column(PANE_LOG_VERSION, version).cast(schema)
-            hashes = key_hashes(table, spec.keys).to_numpy()
-            fine = (hashes.astype(np.uint64) + np.uint64(OFFSET)) >> np.uint64(64 - FINE_BITS)
-            pieces = piece_of[fine.astype(np.int64)]
+            pieces = plan.pieces_of(table, spec.keys)
             order = np.argsort(pieces, kind="stable")  # (stable: the log's order within a piece)
             table = table.take(pa.array(order))
             pieces = pieces[order]

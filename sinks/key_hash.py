@@ -76,6 +76,12 @@ def key_hash_sql(keys: Sequence[str], alias: str = "") -> str:
     return f"CAST(CAST({digits} AS HUGEINT) - {OFFSET} AS BIGINT)"
 
 
+def fine_buckets(table: pa.Table | pa.RecordBatch, keys: Sequence[str]) -> np.ndarray:
+    """The fine bucket (:func:`fine_bucket`) of each row's key."""
+    hashes = key_hashes(table, keys).to_numpy().astype(np.uint64)  # (two's complement)
+    return ((hashes + np.uint64(OFFSET)) >> np.uint64(64 - FINE_BITS)).astype(np.int64)
+
+
 def key_texts(table: pa.Table | pa.RecordBatch, keys: Sequence[str]) -> pa.Array:
     """The key text (:func:`key_text`) of each row of ``table``."""
     columns = [pc.cast(table.column(k), pa.string()) for k in keys]
@@ -111,6 +117,7 @@ __all__ = [
     "FINE_BUCKETS",
     "KEY_HASH",
     "fine_bucket",
+    "fine_buckets",
     "fine_bucket_start",
     "key_hash",
     "key_hash_sql",

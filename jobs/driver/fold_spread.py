@@ -33,7 +33,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sinks.fold_plan import FoldPlan, piece_done
-from sinks.key_hash import FINE_BITS, OFFSET, key_hashes
 from sinks.lake_format import PANE_LOG_VERSION
 from sinks.materializer import Materializer, MaterializeResult, PieceFigures
 from sinks.pane_log import DERIVED_TIMESTAMPS, with_timestamps
@@ -137,7 +136,6 @@ class ReadTask:
         ids = pa.array(sorted(self.batches), pa.int64())
         versions = pa.array([self.batches[b] for b in ids.to_pylist()], pa.int64())
         where = pds.field("batch_id").isin(ids)
-        piece_of = self.plan.piece_of_fine()
         for fragment in panes.to_pyarrow_dataset().get_fragments(filter=where):
             ordinal = wanted.get(fragment.path)
             if ordinal is None:
@@ -149,9 +147,7 @@ class ReadTask:
                 table = pa.Table.from_batches([batch])
                 order = (ordinal << 32) + seen + np.arange(table.num_rows, dtype=np.int64)
                 seen += table.num_rows
-                hashes = key_hashes(table, self.spec.keys).to_numpy()
-                fine = (hashes.astype(np.uint64) + np.uint64(OFFSET)) >> np.uint64(64 - FINE_BITS)
-                pieces = piece_of[fine.astype(np.int64)]
+                pieces = self.plan.pieces_of(table, self.spec.keys)
                 keep = np.isin(pieces, np.fromiter(self.pieces, np.int32))
                 version = pc.take(versions, pc.index_in(table.column("batch_id"), value_set=ids))
                 table = table.append_column(PANE_LOG_VERSION, version)
