@@ -793,7 +793,7 @@ def _child(
 
 RUN_SUMMARY = re.compile(r"rejected in ([0-9.]+)s")
 RUN_SESSION = re.compile(r"rejected in [0-9.]+s \(session ([0-9.]+)s")
-FOLD_SUMMARY = re.compile(r"^materialize: .* in ([0-9.]+)s$", re.MULTILINE)
+FOLD_SUMMARY = re.compile(r"materialize: folded .* in ([0-9.]+)s$", re.MULTILINE)
 
 
 def _command_result(stderr: str, process_s: float) -> dict:

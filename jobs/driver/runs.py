@@ -689,18 +689,19 @@ def fold_view(
     spark: SparkSession | None = None,
 ) -> None:
     """Fold what the run appended into ``current`` (``result.folded``), saying what it did; a
-    fold too large for one piece goes over ``spark``'s executors (:mod:`jobs.driver.fold_spread`).
+    fold too large for one piece goes over ``spark``'s executors when they are a cluster's
+    (:mod:`jobs.driver.fold_spread`).
 
     Another materializer holding the lake's materializer lock is not an error of the run: its
     batches are committed and the next ``panestore materialize`` folds them; that is said. Any
     other failure raises :class:`FoldFailed` with the fold's error on one line.
     """
     from jobs.config.sink_spec import view_spec
-    from jobs.driver.fold_spread import SparkSpread
+    from jobs.driver.fold_spread import SparkSpread, spread_pays
     from sinks.errors import MaterializerBusy
     from sinks.materializer import Materializer
 
-    spread = None if spark is None else SparkSpread(spark)
+    spread = SparkSpread(spark) if spark is not None and spread_pays(spark) else None
     try:
         result.folded = Materializer(view_spec(pipeline), spread=spread).run()
     except MaterializerBusy as e:
