@@ -45,6 +45,7 @@ from jobs.config.pipeline import Pipeline
 from jobs.config.sink_spec import view_spec
 from jobs.driver.batch_sink import BatchSink, BatchStats
 from jobs.driver.control import clean_control, control_stream, write_drain_sentinel, write_tick
+from jobs.driver.fold_spread import spread_pays
 from jobs.driver.plan import build_job
 from jobs.driver.preflight import Preflight, check_before_lock, check_run
 from jobs.driver.run_record import recording
@@ -53,7 +54,12 @@ from jobs.driver.writers_watermark import record_writers_watermark
 from jobs.sources.files.changes import note_changes
 from jobs.sources.records import read_source
 from jobs.startup.python_processes import start_workers
-from jobs.startup.session import AVAILABLE_NOW_LOGGERS, SessionOptions, quiet_loggers
+from jobs.startup.session import (
+    AVAILABLE_NOW_LOGGERS,
+    SessionOptions,
+    end_session,
+    quiet_loggers,
+)
 from sinks.errors import (
     AccumulatorNotStorable,
     LakeError,
@@ -559,6 +565,7 @@ def run(
     drain = drain or pipeline.source.bounded
     started = time.monotonic()
     result = RunResult()
+    own_session = spark is None  # the run starts its session: it may end it before the fold
 
     def emit(line: str) -> None:
         if progress is not None:
@@ -659,7 +666,11 @@ def run(
             emit(f"stopped on {stop.name}{undrained}")
         emit(result.summary())
         if fold:
-            fold_view(pipeline, result, emit, spark=spark)
+            fold_spark: SparkSession | None = spark
+            if own_session and not spread_pays(spark):  # the fold needs no Spark: end the
+                end_session()  # session first, the memory of its JVM and workers with it
+                fold_spark = None
+            fold_view(pipeline, result, emit, spark=fold_spark)
         return result
 
 
@@ -697,7 +708,7 @@ def fold_view(
     other failure raises :class:`FoldFailed` with the fold's error on one line.
     """
     from jobs.config.sink_spec import view_spec
-    from jobs.driver.fold_spread import SparkSpread, spread_pays
+    from jobs.driver.fold_spread import SparkSpread
     from sinks.errors import MaterializerBusy
     from sinks.materializer import Materializer
 
