@@ -58,6 +58,7 @@ from jobs.startup.session import (
     AVAILABLE_NOW_LOGGERS,
     SessionOptions,
     end_session,
+    existing_session,
     quiet_loggers,
 )
 from sinks.errors import (
@@ -565,7 +566,8 @@ def run(
     drain = drain or pipeline.source.bounded
     started = time.monotonic()
     result = RunResult()
-    own_session = spark is None  # the run starts its session: it may end it before the fold
+    # a session this run starts (none was running in the process) it may end before its fold
+    own_session = spark is None and existing_session() is None
 
     def emit(line: str) -> None:
         if progress is not None:
