@@ -3,9 +3,9 @@
 ``key_hash`` is the first eight bytes of the MD5 digest of the key's text (the key columns' values
 as text, joined by the unit separator ``\\x1f``), read as an unsigned big-endian integer and
 shifted into the signed 64-bit range (``- 2**63``) so that its order is kept. MD5 because every
-engine that reads or writes a lake computes it the same way, now and after an upgrade: Python's
-``hashlib``, DuckDB's ``md5`` and Spark's ``md5`` (a hash whose value changed with a library
-version would send a resumed fold's keys to other pieces).
+engine computes it the same way, now and after an upgrade (Python's ``hashlib`` here, in the
+driver and in Spark's tasks; DuckDB's and Spark's ``md5`` would agree): a hash whose value
+changed with a library version would send a resumed fold's keys to other pieces.
 
 The view (``current``) stores it in its ``key_hash`` column. A fold too large for its memory
 splits the keys into contiguous ranges of the hash (:mod:`sinks.fold_plan`): each piece's MERGE
@@ -48,36 +48,14 @@ def key_hash(values: Sequence[Any]) -> int:
     return int.from_bytes(digest[:8], "big") - OFFSET
 
 
-def fine_bucket(hash_: int) -> int:
-    """The fine bucket (0 .. :data:`FINE_BUCKETS` - 1) of a key hash."""
-    return (hash_ + OFFSET) >> (64 - FINE_BITS)
-
-
 def fine_bucket_start(bucket: int) -> int:
     """The smallest key hash of fine bucket ``bucket`` (``FINE_BUCKETS``: one past the end of
     the hash range, 2**63)."""
     return (bucket << (64 - FINE_BITS)) - OFFSET
 
 
-def _quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def key_text_sql(keys: Sequence[str], alias: str = "") -> str:
-    """The key's text (:func:`key_text`) as a DuckDB expression over the key columns."""
-    prefix = f"{alias}." if alias else ""
-    parts = [f"CAST({prefix}{_quoted(k)} AS VARCHAR)" for k in keys]
-    return parts[0] if len(parts) == 1 else f"concat_ws(chr(31), {', '.join(parts)})"
-
-
-def key_hash_sql(keys: Sequence[str], alias: str = "") -> str:
-    """:func:`key_hash` as a DuckDB expression over the key columns."""
-    digits = f"('0x' || substr(md5({key_text_sql(keys, alias)}), 1, 16))::UBIGINT"
-    return f"CAST(CAST({digits} AS HUGEINT) - {OFFSET} AS BIGINT)"
-
-
 def fine_buckets(table: pa.Table | pa.RecordBatch, keys: Sequence[str]) -> np.ndarray:
-    """The fine bucket (:func:`fine_bucket`) of each row's key."""
+    """The fine bucket (the hash's top :data:`FINE_BITS` bits) of each row's key."""
     hashes = key_hashes(table, keys).to_numpy().astype(np.uint64)  # (two's complement)
     return ((hashes + np.uint64(OFFSET)) >> np.uint64(64 - FINE_BITS)).astype(np.int64)
 
@@ -116,11 +94,9 @@ def key_hashes(table: pa.Table | pa.RecordBatch, keys: Sequence[str]) -> pa.Arra
 __all__ = [
     "FINE_BUCKETS",
     "KEY_HASH",
-    "fine_bucket",
     "fine_buckets",
     "fine_bucket_start",
     "key_hash",
-    "key_hash_sql",
     "key_hashes",
     "key_text",
 ]

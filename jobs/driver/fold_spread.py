@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sinks.fold_plan import FoldPlan, piece_done
+from sinks.fold_plan import SCAN_BATCH_ROWS, FoldPlan, piece_done
 from sinks.lake_format import PANE_LOG_VERSION
 from sinks.materializer import Materializer, MaterializeResult, PieceFigures
 from sinks.pane_log import DERIVED_TIMESTAMPS, with_timestamps
@@ -151,7 +151,9 @@ class ReadTask:
             if ordinal is None:
                 continue
             seen = 0
-            for batch in fragment.to_batches(filter=where, batch_size=65_536, use_threads=False):
+            for batch in fragment.to_batches(
+                filter=where, batch_size=SCAN_BATCH_ROWS, use_threads=False
+            ):
                 if batch.num_rows == 0:
                     continue
                 table = pa.Table.from_batches([batch])

@@ -424,7 +424,7 @@ KEYS = st.tuples(st.text(), st.integers(-(2**63), 2**63 - 1), st.integers(-(2**3
 
 @settings(max_examples=40)
 @given(st.lists(KEYS, min_size=1, max_size=40))
-def test_the_key_hash_in_python_is_duckdbs(keys):
+def test_the_key_hash_of_rows_is_that_of_each_key(keys):
     """Of string keys, integer keys and keys of several columns (each column counts)."""
     table = pa.table(
         {
