@@ -300,10 +300,11 @@ class Materializer:
             else:
                 with tempfile.TemporaryDirectory(prefix=scratch_prefix(spec)) as scratch:
                     schema = spill(spec, panes, commits, plan, scratch, only=set(todo))
-                    for piece in todo:
+                    for piece in todo:  # (one piece's rows alive at a time: read in the call)
                         rows = read_piece(scratch, piece, schema)
                         end = piece == todo[-1]
                         self.fold_piece(view, rows, plan, piece, result, end=end)
+                        del rows
         except FoldValueOutOfRange as e:
             # the pieces of this fold in the view: this run's, and a stopped fold's it finishes
             # (numbered from 1, as MaterializeResult.line says them)
