@@ -30,11 +30,11 @@ table, empty or not; before state layout format 3 a run also had Spark's trailin
 and the fold once to ``current``.
 delta-rs writes a Delta checkpoint with the commit of version ``N - 1``, ``2N - 1``... (``N``: the
 table property ``delta.checkpointInterval``, which panestore sets to 10 on the tables it creates,
-``sinks/lake_format.py``; Delta's default is 100). ``--checkpoint-interval N`` sets that property
-on the four tables after the first run and fold (one metadata commit each, not counted) to see the
-counts under another interval (100: as before panestore set it). A run and its fold take ~17 s on a
-quiet two-core machine (a JVM starts for each run), more under load: the default 30 runs take ~9
-minutes, ``--runs 120`` ~35. The request counts do not depend on the machine's speed, except the
+``sinks/lake/lake_format.py``; Delta's default is 100). ``--checkpoint-interval N`` sets that
+property on the four tables after the first run and fold (one metadata commit each, not counted) to
+see the counts under another interval (100: as before panestore set it). A run and its fold take ~17
+s on a quiet two-core machine (a JVM starts for each run), more under load: the default 30 runs take
+~9 minutes, ``--runs 120`` ~35. The request counts do not depend on the machine's speed, except the
 run lock's renewals (a PUT every 15 s of a run: the count of _locks/ PUTs varies with the run's
 length). Figures, not a test.
 """
@@ -61,7 +61,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.s3_server import KINDS, S3Server, by_kind, by_table, mark  # noqa: E402
 from benchmarks.spark_job import TRIGGER, write_file  # noqa: E402
 from benchmarks.workload import MICROS, iter_bundles  # noqa: E402
-from sinks.lake_format import CHECKPOINT_INTERVAL  # noqa: E402
+from sinks.lake import CHECKPOINT_INTERVAL  # noqa: E402
 
 BUCKET = "lakes"
 LAKE_PREFIX = "requests"

@@ -37,13 +37,16 @@ import numpy as np
 import pyarrow as pa
 
 from panes import AccumulationMode, FixedWindows, combiners
-from sinks.delta_append import ExactlyOnceAppender
-from sinks.lake_format import WINDOW_DAY
-from sinks.materializer import Materializer
-from sinks.pane_log import PaneLogLayout, pane_log_schema
-from sinks.spec import ViewSpec
-from sinks.tables import open_view, table_identity
-from sinks.view_merge import days_filter
+from sinks.fold import Materializer, days_filter
+from sinks.lake import (
+    WINDOW_DAY,
+    ExactlyOnceAppender,
+    PaneLogLayout,
+    ViewSpec,
+    open_view,
+    pane_log_schema,
+    table_identity,
+)
 
 S = 1_000_000
 MINUTE, HOUR = 60 * S, 3600 * S

@@ -10,7 +10,7 @@ from pathlib import Path
 
 _HOLD = """
 import sys, time
-from sinks.lock import LakeLock
+from sinks.lake.lock import LakeLock
 LakeLock(sys.argv[1], sys.argv[2], "a holder").__enter__()
 print("held", flush=True)
 time.sleep(600)

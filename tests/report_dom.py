@@ -1,5 +1,5 @@
-"""Read a report page (``sinks.report``) as a browser test and a unit test both need to: the
-text under each element with an ``id``, the ``data-field`` rows, and the images' sources and
+"""Read a report page (``sinks.presentation.report``) as a browser test and a unit test both need
+to: the text under each element with an ``id``, the ``data-field`` rows, and the images' sources and
 sizes (the standard library's HTML parser; a rendered DOM from Chromium reads the same way)."""
 
 from __future__ import annotations

@@ -22,7 +22,6 @@ ON_EXECUTORS = {
     "sinks",
     "jobs.executor",
     "jobs.startup",
-    "jobs.front_door",
     "jobs.config.event_time",
 }
 # The lower half of the sources (jobs/sources/): what Spark's Python workers run (a source's
@@ -42,15 +41,25 @@ SOURCES_BELOW = (
     "jobs.sources.pane_log.reader",
     "jobs.sources.pane_log.upstream",
 )
-# what each package (and each sub-package of jobs) may import of ours; the longest prefix rules
+# The rooms of sinks, bottom up: each may import the rooms below it, through their front doors
+SINK_ROOMS = (
+    "sinks.lake",  # the lake's format and writes
+    "sinks.upkeep",  # compaction and vacuum
+    "sinks.fold",  # the materializer, the change feed
+    "sinks.verification",  # the view against recomputations
+    "sinks.presentation",  # DuckDB, pictures, the report
+)
+# what each package (and each sub-package of jobs and sinks) may import of ours; the longest
+# prefix rules
 ALLOWED = {
     "panes": {"panes"},
     "sinks": {"panes", "sinks"},
+    **{room: {"panes", *SINK_ROOMS[: i + 1]} for i, room in enumerate(SINK_ROOMS)},
     "jobs": {"panes", "sinks", "jobs"},
     # the configuration: pure Python, below everything else in jobs but the sources' lower half
-    "jobs.config": {"panes", "sinks", "jobs.config", "jobs.front_door", *SOURCES_BELOW},
+    "jobs.config": {"panes", "sinks", "jobs.config", *SOURCES_BELOW},
     # Spark and its Python processes' start-up: nothing of the pipeline
-    "jobs.startup": {"jobs.startup", "jobs.front_door"},
+    "jobs.startup": {"jobs.startup", "panes.front_door"},
     "jobs.executor": ON_EXECUTORS,
     # a source's driver side: its registration, checks and records frame; of the driver only the
     # checkpoint's reading (what a batch read)
@@ -61,7 +70,6 @@ ALLOWED = {
         "jobs.startup",
         "jobs.executor",
         "jobs.sources",
-        "jobs.front_door",
         "jobs.driver.checkpoint",
     },
     # ... and of the configuration also what every setting shares (the error naming a setting)
@@ -74,7 +82,6 @@ ALLOWED = {
         "jobs.executor",
         "jobs.sources",
         "jobs.driver",
-        "jobs.front_door",
     },
     # the Python API (users' PySpark code): on top of the driver, beside the command
     "jobs.api": {
@@ -85,11 +92,11 @@ ALLOWED = {
         "jobs.sources",
         "jobs.driver",
         "jobs.api",
-        "jobs.front_door",
     },
     "jobs.cli": {"panes", "sinks", "jobs"},
 }
 SUBPACKAGES = (
+    *SINK_ROOMS,
     "jobs.config",
     "jobs.startup",
     "jobs.executor",
@@ -110,17 +117,28 @@ def _module_name(path: Path) -> str:
 
 def _imports(path: Path) -> set[str]:
     """The project modules ``path`` imports (``from pkg import name`` counts as ``pkg.name``
-    when that is a module, else ``pkg``)."""
+    when that is a module, else ``pkg``; a name of a front door that imports on first use counts
+    as the module the name comes from, as it is imported when used)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            door = _door_exports(node.module)
+            names += [door[a.name] for a in node.names if a.name in door]
         else:
             continue
         found.update(n for n in names if n.split(".")[0] in PACKAGES)
     return found
+
+
+def _door_exports(package: str) -> dict[str, str]:
+    """The names the front door of ``package`` imports on first use -> their modules."""
+    from panes.front_door import exported
+
+    init = ROOT / package.replace(".", "/") / "__init__.py"
+    return exported(str(init)) if init.exists() else {}
 
 
 def _files() -> dict[str, Path]:
@@ -153,12 +171,39 @@ def test_packages_depend_one_way():
 
 def test_every_module_of_jobs_is_in_a_subpackage():
     loose = [m for m in _files() if m.startswith("jobs.") and _owner(m) == "jobs"]
-    assert loose == ["jobs.front_door"]
+    assert loose == []
+
+
+def _room(module: str) -> str | None:
+    """The room of :mod:`sinks` ``module`` is in, if any."""
+    return next((r for r in SINK_ROOMS if module.startswith(r + ".")), None)
+
+
+def test_rooms_of_sinks_are_entered_through_their_front_doors():
+    """A module of the packages imports a room of :mod:`sinks` from its front door
+    (``from sinks.fold import Materializer``), never from a module inside it, unless it is in
+    the same room."""
+    files = _files()
+    inner = []
+    for module, path in files.items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [node.module]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            for target in targets:
+                room = _room(target) if target in files else None
+                if room and target != room and not (module + ".").startswith(room + "."):
+                    inner.append(f"{module} imports {target}")
+    assert sorted(set(inner)) == []
 
 
 def test_no_import_cycles_between_modules():
     graph = _graph()
-    # front doors (``__init__``) re-export their modules: not part of a cycle
+    # a front door (``__init__``) names its modules for type checkers only: not part of a cycle
+    # (a name imported through a door counts as its module's, :func:`_imports`)
     doors = {m for m, p in _files().items() if p.name == "__init__.py"}
     graph = {m: {d for d in deps if d not in doors} for m, deps in graph.items()}
     state: dict[str, int] = {}  # 1: on the current path, 2: done
@@ -181,7 +226,7 @@ def test_no_import_cycles_between_modules():
 
 def test_the_rule_is_checked_on_every_module():
     graph = _graph()
-    assert {"panes.engine", "sinks.materializer", "jobs.driver.runs"} <= set(graph)
+    assert {"panes.engine", "sinks.fold.materializer", "jobs.driver.runs"} <= set(graph)
     assert "jobs.executor.operator_input" in graph["jobs.driver.plan"]
     # type-checking imports count: the front doors name their modules only there
     assert "jobs.driver.runs" in graph["jobs.driver"]
@@ -196,8 +241,8 @@ NOT_ON_EXECUTORS = (
     "jobs.config.checks",
     "jobs.driver",
     "jobs.cli",
-    "sinks.materializer",
-    "sinks.plot",
+    "sinks.fold.materializer",
+    "sinks.presentation.key_plot",
 )
 
 
@@ -240,7 +285,7 @@ def test_each_subpackage_has_a_front_door_that_imports_on_first_use(package):
     import subprocess
     import sys
 
-    from jobs.front_door import exported
+    from panes.front_door import exported
 
     where = exported(str(_front_door(package)))
     door = importlib.import_module(package)

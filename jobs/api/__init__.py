@@ -37,9 +37,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from jobs.front_door import lazy_exports
+from panes.front_door import lazy_exports
 
-if TYPE_CHECKING:  # what the front door offers; each is imported on first use (jobs.front_door)
+if TYPE_CHECKING:  # what the front door offers; each is imported on first use (panes.front_door)
     from jobs.api.pipelines import dataframe_source, define, delta_source, schema_of
     from jobs.api.streams import materialize, run, save, verify
     from jobs.config.pipeline import Pipeline

@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 Schema = Mapping[str, str] | Sequence[tuple[str, str]]
 """Columns and their types (string, int, long, double, float, boolean, timestamp, date,
-decimal(p,s): :data:`sinks.column_types.KNOWN`)."""
+decimal(p,s): :data:`sinks.lake.column_types.KNOWN`)."""
 
 # Spark's simple type names (DataType.simpleString) -> the configuration's column types
 _SPARK_TYPES = {

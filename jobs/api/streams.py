@@ -34,8 +34,8 @@ from jobs.startup.session import existing_session
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
-    from sinks.materializer import MaterializeResult
-    from sinks.verify import Report
+    from sinks.fold import MaterializeResult
+    from sinks.verification import Report
 
 
 def _events(pipeline: Pipeline, events: DataFrame | None) -> DataFrame | None:
@@ -100,7 +100,7 @@ def run(
     ``spark``; else the running one, with panestore's settings while the run runs:
     :func:`jobs.startup.session.get_session`; else a new local one). Raises
     :class:`jobs.config.PipelineConfigError` for an ``interval`` that is no duration and for
-    events that do not fit the pipeline, :class:`sinks.errors.LakeBusy` while another run holds
+    events that do not fit the pipeline, :class:`sinks.lake.errors.LakeBusy` while another run holds
     the lake, and the run's failure.
 
     The caller's session and process are left as found, however the run ends (returned,
@@ -146,7 +146,7 @@ def materialize(pipeline: Pipeline) -> MaterializeResult:
     >>> materialize(pipeline).line()  # run folded already
     'materialize: the current view is up to date'
     """
-    from sinks.materializer import Materializer
+    from sinks.fold import Materializer
 
     with as_found(None):
         adopt_shared_profile()
@@ -167,7 +167,7 @@ def verify(pipeline: Pipeline, events: DataFrame | None = None) -> Report:
     True
     """
     from jobs.driver.source_elements import load_source_elements, source_elements_are
-    from sinks.verify import verify as verify_view
+    from sinks.verification import verify as verify_view
 
     elements = None
     notes = []

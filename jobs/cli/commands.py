@@ -51,8 +51,7 @@ from jobs.startup.quiet import error_stream
 from jobs.startup.quiet import terminal as quiet_terminal
 from jobs.startup.session import SHUFFLE_PARTITIONS, JavaNotFound, SessionOptions, end_session
 from panes import parse_duration
-from sinks.errors import LakeError
-from sinks.object_store import one_line
+from sinks.lake import LakeError, one_line
 
 EXIT_BUSY = ExitStatus.BUSY
 

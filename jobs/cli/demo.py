@@ -223,8 +223,8 @@ def report_hourly(hourly, say) -> None:
 
     from jobs.config.sink_spec import view_spec
     from jobs.driver.source_elements import load_source_elements, source_elements_are
-    from sinks.duck import connect
-    from sinks.verify import verify
+    from sinks.presentation import connect
+    from sinks.verification import verify
 
     panes = DeltaTable(hourly.table_path("panes")).to_pandas()
     late = DeltaTable(hourly.table_path("late")).to_pandas()
@@ -265,8 +265,8 @@ def check(pipeline, say) -> None:
     """The current view through DuckDB, and `panestore verify`."""
     from jobs.config.sink_spec import view_spec
     from jobs.driver.source_elements import load_source_elements
-    from sinks.duck import connect
-    from sinks.verify import verify
+    from sinks.presentation import connect
+    from sinks.verification import verify
 
     spec = view_spec(pipeline)
     say("\n== the current view (DuckDB over the Delta table `current`) ==")

@@ -14,7 +14,7 @@ class ExitStatus(IntEnum):
     FAILED = 1
     """The job or the command failed (or ``verify`` found differences, or ``status`` found the
     watermark lagging beyond ``--max-lag``). A fold whose window's
-    total its view column cannot hold (:class:`sinks.errors.FoldValueOutOfRange`) is one: in
+    total its view column cannot hold (:class:`sinks.lake.errors.FoldValueOutOfRange`) is one: in
     ``materialize``, and in a run's fold (its batches are committed)."""
     MISUSE = 2
     """Bad arguments, an invalid configuration, a configuration file that cannot be read, SQL

@@ -19,7 +19,7 @@ from jobs.cli.exit_status import ExitStatus
 from jobs.config.load import load_pipeline
 from jobs.config.pipeline import Pipeline
 from jobs.config.values import PipelineConfigError, parse_size_setting
-from sinks.object_store import one_line
+from sinks.lake import one_line
 
 
 def _load(conf: str) -> Pipeline:
@@ -104,7 +104,7 @@ def _size(text: str) -> int:
 
 
 def cmd_materialize(a) -> int:
-    from sinks.materializer import Materializer
+    from sinks.fold import Materializer
 
     spec = _spec(a.conf)
     if a.memory is not None:
@@ -117,7 +117,7 @@ def cmd_materialize(a) -> int:
         spark = SessionOptions(f"panestore-materialize-{spec.name}", master=a.master).start()
         spread = SparkSpread(spark)
     if a.rebuild:
-        from sinks.view_rebuild import rebuild_view
+        from sinks.fold import rebuild_view
 
         print(rebuild_view(spec))
         return 0
@@ -128,8 +128,8 @@ def cmd_materialize(a) -> int:
 def cmd_verify(a) -> int:
     from jobs.config.sink_spec import view_spec
     from jobs.driver.source_elements import load_source_elements, source_elements_are
-    from sinks.errors import UpstreamChanged
-    from sinks.verify import Check, verify
+    from sinks.lake import UpstreamChanged
+    from sinks.verification import Check, verify
 
     pipeline = _load(a.conf)
     spec = view_spec(pipeline)
@@ -151,7 +151,7 @@ def cmd_verify(a) -> int:
 
 
 def cmd_query(a) -> int:
-    from sinks.duck import query
+    from sinks.presentation import query
 
     text = query(_spec(a.conf), a.sql, fmt=a.format, out=a.out, as_of=a.as_of)
     if text:
@@ -160,7 +160,7 @@ def cmd_query(a) -> int:
 
 
 def cmd_changes(a) -> int:
-    from sinks.duck import changes
+    from sinks.presentation import changes
 
     text, read = changes(_spec(a.conf), a.since, a.until, fmt=a.format, out=a.out)
     if text:
@@ -170,7 +170,7 @@ def cmd_changes(a) -> int:
 
 
 def cmd_history(a) -> int:
-    from sinks.duck import history
+    from sinks.presentation import history
 
     spec = _spec(a.conf)
     print(history(spec, _key(a.key, spec), a.window))
@@ -179,10 +179,10 @@ def cmd_history(a) -> int:
 
 def cmd_plot(a) -> int:
     """One command, two pictures: a key's panes (``--key``) or the lake's skew (``--skew``:
-    the watermark against processing time across runs, :mod:`sinks.run_plots`)."""
+    the watermark against processing time across runs, :mod:`sinks.presentation.run_plots`)."""
     from jobs.config.sink_spec import view_spec
     from jobs.driver.source_elements import load_source_elements
-    from sinks.errors import InvalidRequest
+    from sinks.lake import InvalidRequest
 
     if a.skew == (a.key is not None):
         raise InvalidRequest("give either --key KEY (a key's panes) or --skew (the runs' skew)")
@@ -191,13 +191,13 @@ def cmd_plot(a) -> int:
     pipeline = _load(a.conf)
     spec = view_spec(pipeline)
     if a.skew:
-        from sinks.run_plots import plot_skew
+        from sinks.presentation import plot_skew
 
         print(plot_skew(spec, a.out or f"{spec.name}-skew.png", last=a.last))
         return 0
     if a.last is not None:
         raise InvalidRequest("--last is an option of --skew, not of --key")
-    from sinks.plot import plot
+    from sinks.presentation import plot
 
     out = a.out or f"{spec.name}-{a.key}.png"
     elements = None
@@ -211,12 +211,13 @@ def cmd_plot(a) -> int:
 
 
 def cmd_report(a) -> int:
-    """Write ``DIR/index.html``, the pipeline's health on one page (:mod:`sinks.report`), with
-    the lake's status (:func:`jobs.driver.status.lake_status`) and the largest open windows of
-    its operator state (else the report reads them from the pane log)."""
+    """Write ``DIR/index.html``, the pipeline's health on one page
+    (:mod:`sinks.presentation.report`), with the lake's status
+    (:func:`jobs.driver.status.lake_status`) and the largest open windows of its operator state
+    (else the report reads them from the pane log)."""
     from jobs.config.sink_spec import view_spec
     from jobs.driver.status import lake_status
-    from sinks.report import write_report
+    from sinks.presentation import write_report
 
     pipeline = _load(a.conf)
     status = lake_status(pipeline)
@@ -227,7 +228,7 @@ def cmd_report(a) -> int:
 
 
 def cmd_optimize(a) -> int:
-    from sinks.maintenance import optimize
+    from sinks.upkeep import optimize
 
     for r in optimize(_spec(a.conf)):
         print(r.line())
@@ -260,7 +261,7 @@ def cmd_status(a) -> int:
 
 
 def cmd_vacuum(a) -> int:
-    from sinks.maintenance import vacuum
+    from sinks.upkeep import vacuum
 
     for r in vacuum(_spec(a.conf), a.retention_hours, dry_run=a.dry_run, force=a.force):
         print(r.line())
@@ -272,7 +273,7 @@ def _guard(fn):
     their exit status (:func:`error_status`)."""
 
     def run(a) -> int:
-        from sinks.errors import LakeError
+        from sinks.lake import LakeError
 
         try:
             return fn(a)
@@ -286,7 +287,7 @@ def _guard(fn):
 def error_status(error: Exception) -> ExitStatus:
     """The exit status of a command that ``error`` ended (:class:`ExitStatus`)."""
     from jobs.driver.checkpoint import CheckpointError
-    from sinks.errors import (
+    from sinks.lake import (
         InvalidRequest,
         LakeBusy,
         NoConditionalWrites,

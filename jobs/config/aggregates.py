@@ -12,14 +12,7 @@ from panes.combine_fn import text_of
 from panes.combiners import BUILTINS, CombineFn, Filtered, fields_of, unfiltered
 from panes.conditions import literal_kinds
 from panes.sketches import MergeSketches, SketchFn
-from sinks.column_types import (
-    INTEGRAL,
-    KNOWN,
-    column_type,
-    is_column_type,
-    is_struct_type,
-    of_arrow,
-)
+from sinks.lake import INTEGRAL, KNOWN, column_type, is_column_type, is_struct_type, of_arrow
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sinks.lake_format import MAX_TIMESTAMP_US, MIN_TIMESTAMP_US
+from sinks.lake import MAX_TIMESTAMP_US, MIN_TIMESTAMP_US
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame

@@ -54,8 +54,7 @@ from panes import (
     parse_trigger,
     parse_window,
 )
-from sinks.errors import LakeError
-from sinks.object_store import is_object_store
+from sinks.lake import LakeError, is_object_store
 
 
 def resolve_upstream(path: str, pipeline: str | None) -> Upstream:

@@ -75,9 +75,7 @@ from panes.combine_fn import text_of
 from panes.combiners import CombineFn, inputs_of
 from panes.conditions import Condition
 from panes.engine import Engine
-from sinks.column_types import INTEGRAL, arrow_type, sample_value
-from sinks.lake_format import FIXED_NAMES
-from sinks.object_store import is_object_store
+from sinks.lake import FIXED_NAMES, INTEGRAL, arrow_type, is_object_store, sample_value
 
 # Key column types the job groups by (a float key has no exact identity; see Pipeline._check_keys)
 KEY_TYPES = frozenset({"string", "int", "long", "bigint"})

@@ -26,7 +26,7 @@ from jobs.config.pipeline import Pipeline
 from jobs.config.values import PipelineConfigError, format_size
 from panes import format_duration, parse_aggregate, parse_trigger, parse_window
 from panes.combine_fn import CombineFn, text_of
-from sinks.small_files import write_atomically
+from sinks.lake import write_atomically
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 

@@ -1,12 +1,12 @@
-"""The :class:`~sinks.spec.ViewSpec` of a pipeline configuration: what ``sinks`` is told about a
-pipeline (``sinks`` never sees the job's configuration object)."""
+"""The :class:`~sinks.lake.spec.ViewSpec` of a pipeline configuration: what ``sinks`` is told about
+a pipeline (``sinks`` never sees the job's configuration object)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from jobs.config.pipeline import Pipeline
-from sinks.spec import ViewSpec
+from sinks.lake import ViewSpec
 
 
 def view_spec(pipeline: Pipeline, **overrides: Any) -> ViewSpec:

@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
@@ -33,14 +33,20 @@ from jobs.executor.state_store import state_root
 from jobs.executor.task_files import ROWS_PER_FILE, TaskWriting, attempt_id
 from jobs.sources.files.changes import CHANGED, ChangedFile, bind_changes
 from jobs.startup.session import SHUFFLE_PARTITIONS
-from sinks import tables
-from sinks.data_files import DataFile, write_data_files
-from sinks.pane_log import PaneLog
-from sinks.records import REJECTED_CORE, LateLog, RejectedLog, finish_rejected
-from sinks.run_history import Figures, batch_figures
-
-if TYPE_CHECKING:  # pragma: no cover
-    pass
+from sinks.lake import (
+    REJECTED_CORE,
+    DataFile,
+    Figures,
+    LateLog,
+    PaneLog,
+    RejectedLog,
+    batch_figures,
+    finish_rejected,
+    write_data_files,
+)
+from sinks.lake import (
+    table_identity as lake_table_identity,
+)
 
 KILL_POINTS = ("before_commit", "between_tables", "after_commit", "after_report")
 """Where :func:`kill` can stop a batch: before its Delta commits; between the pane log's commit
@@ -106,7 +112,7 @@ TABLE_OF_KIND = {KIND_PANE: "panes", KIND_LATE: "late", KIND_REJECTED: "rejected
 def table_identity(pipeline: Pipeline, table: str, what: str) -> dict[str, Any]:
     """``properties`` (the pipeline's configuration fingerprint) written when a table is
     created, and the ``check`` that refuses an existing table of another configuration."""
-    return tables.table_identity(view_spec(pipeline), table, what)
+    return lake_table_identity(view_spec(pipeline), table, what)
 
 
 class BatchSink:

@@ -27,7 +27,7 @@ from urllib.parse import unquote, urlparse
 
 from jobs.executor.operator import Clocks
 from jobs.sources.versions import TableOffset
-from sinks.errors import LakeError
+from sinks.lake import LakeError
 
 if TYPE_CHECKING:  # pragma: no cover
     from jobs.config.pipeline import Pipeline
@@ -260,7 +260,7 @@ def tables_committed(pipeline: Pipeline) -> dict[str, int | None]:
     """Each run table's path -> the highest batch of ``pipeline`` it holds (None: none, or
     no table there)."""
     from jobs.config.sink_spec import view_spec
-    from sinks.tables import existing_table
+    from sinks.lake import existing_table
 
     spec = view_spec(pipeline)
     committed: dict[str, int | None] = {}

@@ -29,7 +29,7 @@ from jobs.config.pipeline import Pipeline
 from jobs.driver.checkpoint import COMMITS, OFFSETS, SOURCES, local_path, log_files
 from jobs.sources.files.landing import FILE_SOURCE_OPTIONS
 from jobs.sources.files.paths import spark_path
-from sinks.lake_format import MAX_TIMESTAMP_MS
+from sinks.lake import MAX_TIMESTAMP_MS
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession

@@ -49,11 +49,21 @@ from jobs.config.sink_spec import view_spec
 from jobs.config.values import PipelineConfigError
 from panes import format_duration
 from panes.combiners import text_of
-from sinks.column_types import INTEGRAL, arrow_type, column_type, is_struct_type
-from sinks.errors import LakeError, TableMissing
-from sinks.lake_format import TABLES
-from sinks.small_files import write_atomically
-from sinks.tables import arrow_schema, check_table_properties, open_table, plain_type, table_exists
+from sinks.lake import (
+    INTEGRAL,
+    TABLES,
+    LakeError,
+    TableMissing,
+    arrow_schema,
+    arrow_type,
+    check_table_properties,
+    column_type,
+    is_struct_type,
+    open_table,
+    plain_type,
+    table_exists,
+    write_atomically,
+)
 
 FINGERPRINT_FILE = "_fingerprint.json"
 FINGERPRINT_FORMAT = 1

@@ -1,23 +1,24 @@
 """The fold's pieces over Spark's executors: a fold too large for one process, where a session is
 at hand (the fold at the end of ``panestore run``, ``panestore materialize --master URL``).
 
-:class:`SparkSpread` is the materializer's :class:`sinks.materializer.Spread`. The pieces are those
-of the fold's plan (:mod:`sinks.fold_plan`: contiguous ranges of the key hash, each sized to the
-fold's memory). Two Spark stages:
+:class:`SparkSpread` is the materializer's :class:`sinks.fold.materializer.Spread`. The pieces are
+those of the fold's plan (:mod:`sinks.fold.fold_plan`: contiguous ranges of the key hash, each sized
+to the fold's memory). Two Spark stages:
 
 1. *read*: one task per group of the backlog's pane-log files reads them (file by file, one batch at
    a time, through the lake's own store: delta-rs, as the driver would) and gives each row its
    pane-log version, its place in the log's order and its piece; the rows of pieces already in the
    view are left out;
 2. *fold*: Spark groups the rows by piece; one task a piece sorts them back into the log's order
-   and folds them with :meth:`sinks.materializer.Materializer.fold_piece`, the in-process fold's
-   own method: against the view rows of its keys only, one MERGE commit naming its hash range and
-   carrying the piece's own transaction. A task that finds its piece already in the view (a task
+   and folds them with :meth:`sinks.fold.materializer.Materializer.fold_piece`, the in-process
+   fold's own method: against the view rows of its keys only, one MERGE commit naming its hash range
+   and carrying the piece's own transaction. A task that finds its piece already in the view (a task
    Spark ran again after its commit) commits nothing; a commit that conflicts with another piece's
    (both rewrote one view file) is folded again on the newer view.
 
-The driver then commits the fold's end (:meth:`~sinks.materializer.Materializer.end_fold`). Killed
-anywhere, the next fold finds the pieces in the view by their transactions and folds the others.
+The driver then commits the fold's end (:meth:`~sinks.fold.materializer.Materializer.end_fold`).
+Killed anywhere, the next fold finds the pieces in the view by their transactions and folds the
+others.
 """
 
 from __future__ import annotations
@@ -32,12 +33,24 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sinks.fold_plan import SCAN_BATCH_ROWS, FoldPlan, piece_done
-from sinks.lake_format import PANE_LOG_VERSION
-from sinks.materializer import Materializer, MaterializeResult, PieceFigures
-from sinks.pane_log import DERIVED_TIMESTAMPS, with_timestamps
-from sinks.spec import ViewSpec
-from sinks.tables import arrow_schema, open_pane_log, open_view, plain_schema
+from sinks.fold import (
+    SCAN_BATCH_ROWS,
+    FoldPlan,
+    Materializer,
+    MaterializeResult,
+    PieceFigures,
+    piece_done,
+)
+from sinks.lake import (
+    DERIVED_TIMESTAMPS,
+    PANE_LOG_VERSION,
+    ViewSpec,
+    arrow_schema,
+    open_pane_log,
+    open_view,
+    plain_schema,
+    with_timestamps,
+)
 
 MIN_PIECES = 2
 """A fold in this many pieces or more goes over the executors (one piece: in-process, no Spark

@@ -32,7 +32,7 @@ from pathlib import Path
 from jobs.config.pipeline import Pipeline
 from jobs.config.values import PipelineConfigError
 from jobs.driver.checkpoint import SOURCES, local_path, log_files
-from sinks.small_files import write_atomically
+from sinks.lake import write_atomically
 
 IDENTITY_FILE = "_lake_identity.json"
 IDENTITY_FORMAT = 1

@@ -90,8 +90,7 @@ from jobs.executor.task_files import TaskWriting
 from jobs.sources.files.jsonl_decoder import LATEST_EVENT_TIME
 from jobs.sources.files.landing import ERROR, RAW, SOURCE_FILE
 from jobs.sources.pane_log.driver import tagged as pane_log_tagged
-from sinks.column_types import arrow_type, column_type
-from sinks.pane_log import PaneLogLayout
+from sinks.lake import PaneLogLayout, arrow_type, column_type
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -166,7 +165,7 @@ def _typed(pipeline: Pipeline, df: DataFrame, column: str) -> Column:
     text, a user's DataFrame, a Delta table): text is read by its form (``"1.5"`` is no
     ``long``; a timestamp by :func:`jobs.config.event_time.spark_timestamp`, UTC where it has
     no zone, whatever the session's time zone; a decimal or a date only in its exact form,
-    :attr:`sinks.column_types.ColumnType.text_form`: ``1.234`` is no ``decimal(18,2)``, never
+    :attr:`sinks.lake.column_types.ColumnType.text_form`: ``1.234`` is no ``decimal(18,2)``, never
     rounded); a value of another type converts only if it converts back to itself (a double 1.5
     is no ``long``, truncated to 1; 2.0 is 2; a ``decimal(20,4)`` 1.2345 is no
     ``decimal(18,2)``)."""

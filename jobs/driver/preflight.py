@@ -36,7 +36,7 @@ from jobs.driver.fingerprint import bind_lake_configuration
 from jobs.driver.lake_identity import check_lake_identity
 from jobs.executor.operator_input import balanced_bucket_ids
 from jobs.startup.session import SHUFFLE_PARTITIONS
-from sinks.small_files import write_atomically
+from sinks.lake import write_atomically
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def check_before_lock(pipeline: Pipeline) -> None:
 def check_run(pipeline: Pipeline, partitions: int | None) -> Preflight:
     """Steps 2-6 of the module doc, in order, each once; ``partitions``: the shuffle
     partitions a new lake's state is spread over (:func:`check_state_layout`). Raises
-    :class:`PipelineConfigError` or a :class:`sinks.errors.LakeError` naming the problem."""
+    :class:`PipelineConfigError` or a :class:`sinks.lake.errors.LakeError` naming the problem."""
     check_lake_identity(pipeline, record=True)
     source_table = check_source_identity(pipeline)
     bind_lake_configuration(pipeline)
@@ -67,7 +67,7 @@ def check_run(pipeline: Pipeline, partitions: int | None) -> Preflight:
 
 def check_source_identity(pipeline: Pipeline) -> str | None:
     """Step 3: the id of the table a pane-log or Delta source has read (None: none yet, or
-    another kind of source); raises :class:`sinks.errors.UpstreamChanged` for another table."""
+    another kind of source); raises :class:`sinks.lake.errors.UpstreamChanged` for another table."""
     if pipeline.source.is_pane_log:
         from jobs.sources.pane_log.identity import check_upstream
 

@@ -1,4 +1,4 @@
-"""A run's row in the lake's run history (:mod:`sinks.run_history`), and a killed run's.
+"""A run's row in the lake's run history (:mod:`sinks.lake.run_history`), and a killed run's.
 
 :func:`recording` wraps a run once its checks have passed (under the run lock): it notes the run
 in ``<checkpoint>/_run.json`` as it starts, brings the note up to date after each batch (in the
@@ -41,8 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from jobs.driver.checkpoint import committed_clock
-from sinks.object_store import one_line
-from sinks.run_history import (
+from sinks.lake import (
     FAILED,
     KILLED,
     STOPPED,
@@ -50,6 +49,7 @@ from sinks.run_history import (
     RunRecord,
     append_run,
     last_batch_recorded,
+    one_line,
 )
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -16,8 +16,8 @@
 
 After its batches (not after a stop on a signal; a ``--follow`` run after each batch too), still
 under the lake's lock, a run compacts each table it wrote whose small files passed the threshold
-(:mod:`sinks.compaction`): the lake stays small without ``panestore optimize``; a compaction
-that fails is a warning line. Then, once a day, it vacuums them (:mod:`sinks.auto_vacuum`;
+(:mod:`sinks.upkeep.compaction`): the lake stays small without ``panestore optimize``; a compaction
+that fails is a warning line. Then, once a day, it vacuums them (:mod:`sinks.upkeep.auto_vacuum`;
 likewise a warning when it fails). It then deletes the control files its batches took
 (:func:`jobs.driver.control.clean_control`).
 
@@ -61,23 +61,23 @@ from jobs.startup.session import (
     existing_session,
     quiet_loggers,
 )
-from sinks.errors import (
+from sinks.lake import (
     AccumulatorNotStorable,
     LakeError,
+    LakeLock,
     PaneValueOutOfRange,
     SourceTableChanged,
     SourceTableError,
     UpstreamChanged,
+    first_line,
+    one_line,
 )
-from sinks.lock import LakeLock
-from sinks.object_store import first_line, one_line
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
-    from sinks.auto_vacuum import Vacuum
-    from sinks.compaction import Compaction
-    from sinks.materializer import MaterializeResult
+    from sinks.fold import MaterializeResult
+    from sinks.upkeep import Compaction, Vacuum
 
 
 @dataclass
@@ -148,8 +148,8 @@ class RunResult:
     (lock, state layout, tables, checkpoint checks), ``build`` (the query's DataFrames),
     ``query`` (from the query's start to its end, batches included; summed over the queries
     of a run that ticks or drains), ``compact`` (the automatic compaction after a run that
-    committed batches: :mod:`sinks.compaction`, reported in ``compactions``), ``vacuum`` (the
-    daily vacuum, when one ran: :mod:`sinks.auto_vacuum`, reported in ``vacuums``))."""
+    committed batches: :mod:`sinks.upkeep.compaction`, reported in ``compactions``), ``vacuum`` (the
+    daily vacuum, when one ran: :mod:`sinks.upkeep.auto_vacuum`, reported in ``vacuums``))."""
 
     batches: list[BatchReport] = field(default_factory=list)
     seconds: float = 0.0
@@ -466,7 +466,7 @@ def _shuffle_partitions(spark: SparkSession) -> int | None:
 
 def _table_versions(pipeline: Pipeline, sink: BatchSink) -> dict[str, int | None]:
     """The versions of the lake's tables a run's record holds (the view's too)."""
-    from sinks.tables import existing_table
+    from sinks.lake import existing_table
 
     view = existing_table(view_spec(pipeline), "current")
     return {**sink.table_versions(), "current": None if view is None else view.version()}
@@ -477,9 +477,9 @@ def _compact(
 ) -> None:
     """After the run's batches (a ``--follow`` run's: after each batch that committed), under
     its lock: compact the tables it wrote whose small files passed the threshold
-    (:func:`sinks.compaction.compact_after_run`), reporting each (a failure as a warning: the
+    (:func:`sinks.upkeep.compaction.compact_after_run`), reporting each (a failure as a warning: the
     run goes on)."""
-    from sinks.compaction import compact_after_run
+    from sinks.upkeep import compact_after_run
 
     compacting = time.monotonic()
     try:
@@ -497,9 +497,9 @@ def _compact(
 
 def _vacuum(pipeline: Pipeline, result: RunResult, emit: Callable[[str], Any]) -> None:
     """After the run's compaction, under its lock: vacuum the tables it writes whose last
-    vacuum is more than a day ago (:func:`sinks.auto_vacuum.vacuum_after_run`), reporting each
-    (a failure as a warning: the run goes on)."""
-    from sinks.auto_vacuum import vacuum_after_run
+    vacuum is more than a day ago (:func:`sinks.upkeep.auto_vacuum.vacuum_after_run`), reporting
+    each (a failure as a warning: the run goes on)."""
+    from sinks.upkeep import vacuum_after_run
 
     vacuuming = time.monotonic()
     done = vacuum_after_run(view_spec(pipeline))
@@ -547,11 +547,11 @@ def run(
 ) -> RunResult:
     """Run ``pipeline`` once (see the module doc); returns what each batch did.
 
-    Holds the lake's run lock (:class:`sinks.lock.LakeLock`) throughout: a second run of the same
-    lake while this one lives raises :class:`sinks.errors.LakeBusy` and writes nothing. Under
-    it, the run's checks run once (:func:`jobs.driver.preflight.check_run`), before Spark starts
-    when the run starts its own session (``spark`` None: as ``session`` says, by default a local
-    one). A stop
+    Holds the lake's run lock (:class:`sinks.lake.lock.LakeLock`) throughout: a second run of the
+    same lake while this one lives raises :class:`sinks.lake.errors.LakeBusy` and writes nothing.
+    Under it, the run's checks run once (:func:`jobs.driver.preflight.check_run`), before Spark
+    starts when the run starts its own session (``spark`` None: as ``session`` says, by default a
+    local one). A stop
     requested in ``stop`` (by default, and on the main thread, SIGINT or SIGTERM during the run:
     :func:`jobs.driver.stopping.stop_on_signals`) ends the run after the batch in flight, skipping
     its remaining queries (tick, writers' watermark, drain); ``stopped_by`` of the result names the
@@ -711,8 +711,8 @@ def fold_view(
     """
     from jobs.config.sink_spec import view_spec
     from jobs.driver.fold_spread import SparkSpread
-    from sinks.errors import MaterializerBusy
-    from sinks.materializer import Materializer
+    from sinks.fold import Materializer
+    from sinks.lake import MaterializerBusy
 
     spread = SparkSpread(spark) if spark is not None and spread_pays(spark) else None
     try:

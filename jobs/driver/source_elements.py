@@ -1,4 +1,5 @@
-"""A pipeline's input records as the batch check's elements (``sinks.verify``), read with DuckDB.
+"""A pipeline's input records as the batch check's elements (``sinks.verification.view_check``),
+read with DuckDB.
 
 The job reads its source with Spark and the JSON-lines decoder; this module re-reads it
 independently (the landing files with DuckDB, a Delta table's commits with pyarrow, or an Arrow
@@ -24,10 +25,9 @@ from jobs.sources.files.paths import duckdb_literal
 from jobs.sources.files.paths import landing_files as input_files
 from jobs.sources.pane_log.identity import check_upstream
 from jobs.sources.pane_log.upstream import final_view_elements
-from sinks.batch_check import DEDUP_GROUP, VALUE, value_fields
-from sinks.column_types import INTEGRAL, TYPES, column_type
-from sinks.duck import raw_connect
-from sinks.errors import LakeError
+from sinks.lake import INTEGRAL, TYPES, LakeError, column_type
+from sinks.presentation import raw_connect
+from sinks.verification import DEDUP_GROUP, VALUE, value_fields
 
 
 def landing_files(path: str) -> list[str]:
@@ -126,8 +126,9 @@ EPOCH_FORM = r"[+-]?[0-9]{1,19}"
 def event_time_sql(column: str, duckdb_type: str, epoch_us: int | None) -> str:
     """DuckDB SQL reading the SQL expression ``column`` (of DuckDB type ``duckdb_type``) as µs
     since 1970 UTC (a HUGEINT), null where it is not an accepted form (text trimmed of spaces
-    first; without a zone, UTC: :func:`sinks.duck.raw_connect`'s time zone). ``epoch_us``: an
-    epoch column's unit in µs (None: a timestamp column). Range checks are the caller's."""
+    first; without a zone, UTC: :func:`sinks.presentation.duck.raw_connect`'s time zone).
+    ``epoch_us``: an epoch column's unit in µs (None: a timestamp column). Range checks are the
+    caller's."""
     if duckdb_type.startswith("TIMESTAMP"):
         return f"epoch_us({column})"
     if duckdb_type != "VARCHAR":  # a number (a fraction cut towards zero, as Spark's cast)
@@ -168,8 +169,8 @@ def load_source_elements(pipeline: Pipeline, events: pa.Table | None = None) -> 
     For a pipeline over another pipeline's pane log, the elements are the upstream's current
     view (its final windows; materialize the upstream first):
     :func:`sinks.upstream.final_view_elements`; refused with
-    :class:`sinks.errors.UpstreamChanged` if the upstream is not the table the pipeline has read
-    (rebuilt since: its view is not what the pipeline's view was computed from).
+    :class:`sinks.lake.errors.UpstreamChanged` if the upstream is not the table the pipeline has
+    read (rebuilt since: its view is not what the pipeline's view was computed from).
 
     Records that the job rejects (a missing or empty key, a missing, unreadable or out of range
     event time, a value that does not cast to its type, a non-finite number; jobs.driver.plan)
@@ -284,8 +285,8 @@ def _copies(
     pipeline: Pipeline, keys: list[str], typed, us: str, stamps: dict[str, str]
 ) -> tuple[str, str]:
     """A deduplicated pipeline's copies, in DuckDB SQL (docs/running.md, "Duplicates"): the
-    :data:`sinks.batch_check.DEDUP_GROUP` column (records of one key and id, every id column
-    typed and not null, share a number; a timestamp or the event time compared as µs) and the
+    :data:`sinks.verification.batch_check.DEDUP_GROUP` column (records of one key and id, every id
+    column typed and not null, share a number; a timestamp or the event time compared as µs) and the
     ``ORDER BY`` putting each group's copies in the order the job takes them: event time, then
     the value columns (null first)."""
     ids = []

@@ -4,7 +4,7 @@
 else: Spark's checkpoint logs (JSON files: the offset log, the commit log, the file sources'
 logs), a listing of the landing directory, each Delta table's log (delta-rs: its version, its
 last commit's time, its files), the view's application transaction (the pane-log version it
-folded), the lock files, the lake's run history (the ``runs`` table, :mod:`sinks.run_history`)
+folded), the lock files, the lake's run history (the ``runs`` table, :mod:`sinks.lake.run_history`)
 and the note of a run in progress or killed (:mod:`jobs.driver.run_record`). It writes nothing
 and takes no lock. The result is a
 :class:`LakeStatus`; :meth:`LakeStatus.to_json` is its stable schema (``"schema": 1``,
@@ -15,7 +15,7 @@ files as the last committed batch left them (:mod:`jobs.driver.state_summary`).
 
 Not reported (the lake does not record it cheaply): the backlog of a ``dataframe`` source (a
 ``pane_log`` or ``delta`` source's is the versions it has not read). A lock of a lake in an
-object store is its lease (:func:`sinks.lock.holder_in_store`: held while its holder renews
+object store is its lease (:func:`sinks.lake.lock.holder_in_store`: held while its holder renews
 it).
 """
 
@@ -29,10 +29,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobs.driver.checkpoint import committed_clock
-from sinks.fold_failure import fold_failure
-from sinks.lake_format import MAX_TIMESTAMP_US, TABLES, representable_us
-from sinks.object_store import is_object_store
-from sinks.run_history import FAILED, KILLED, RunRecord, read_runs
+from sinks.fold import fold_failure
+from sinks.lake import (
+    FAILED,
+    KILLED,
+    MAX_TIMESTAMP_US,
+    TABLES,
+    RunRecord,
+    is_object_store,
+    read_runs,
+    representable_us,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from jobs.config.pipeline import Pipeline
@@ -424,9 +431,9 @@ def _table(dt: Any) -> tuple[TableStatus, int | None]:
 
 
 def _lock(lake: str, name: str) -> LockStatus | None:
-    """The lock ``name``'s status (:func:`sinks.lock.holder_here`, or for a lake in an object
-    store :func:`sinks.lock.holder_in_store`: its lease); None where it cannot be told."""
-    from sinks.lock import holder_here, holder_in_store
+    """The lock ``name``'s status (:func:`sinks.lake.lock.holder_here`, or for a lake in an object
+    store :func:`sinks.lake.lock.holder_in_store`: its lease); None where it cannot be told."""
+    from sinks.lake import holder_here, holder_in_store
 
     try:
         seen = holder_in_store(lake, name) if is_object_store(lake) else holder_here(lake, name)
@@ -442,7 +449,7 @@ def lake_status(pipeline: Pipeline, *, max_lag_us: int | None = None) -> LakeSta
     """The status of ``pipeline``'s lake now (see the module doc); ``max_lag_us``: a watermark
     further behind the wall clock than this makes the state ``lagging``."""
     from jobs.config.sink_spec import view_spec
-    from sinks.tables import existing_table
+    from sinks.lake import existing_table
 
     spec = view_spec(pipeline)
     now_ms = int(time.time() * 1000)

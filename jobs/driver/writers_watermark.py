@@ -53,7 +53,7 @@ from jobs.driver.watermark_marks import (
 )
 from jobs.sources.files.landing import read_schema_ddl, spark_schema_ddl
 from jobs.sources.files.paths import is_hidden, spark_path
-from sinks.small_files import write_atomically
+from sinks.lake import write_atomically
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from jobs.front_door import lazy_exports
+from panes.front_door import lazy_exports
 
-if TYPE_CHECKING:  # what the front door offers; each is imported on first use (jobs.front_door)
+if TYPE_CHECKING:  # what the front door offers; each is imported on first use (panes.front_door)
     from jobs.executor.batch_output import write_batch_files
     from jobs.executor.operator import BucketProcessor, OperatorBatch, OperatorConfig, run_batch
     from jobs.executor.operator_input import InputSchema, pack_by_bucket, unpack

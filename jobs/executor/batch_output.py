@@ -50,7 +50,7 @@ from jobs.executor.task_files import (
     ROWS_PER_FILE,
     attempt_id,
 )
-from sinks.data_files import DataFile, read_data_file, split_rows, write_data_file
+from sinks.lake import DataFile, read_data_file, split_rows, write_data_file
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession

@@ -79,15 +79,16 @@ from jobs.startup.python_processes import gc_thresholds
 from panes.columnar import ColumnarEngine, Lifting, Windows, add_bundle
 from panes.time import BEGINNING_OF_TIME, END_OF_TIME
 from panes.weights import Retracted
-from sinks.lake_format import MAX_TIMESTAMP_MS
-from sinks.pane_log import (
+from sinks.lake import (
     DEFAULT_LAYOUT,
+    MAX_TIMESTAMP_MS,
     PaneLogLayout,
     core_schema,
+    dropped_record,
+    late_core_schema,
     pane_rows,
     panes_as_columns,
 )
-from sinks.records import dropped_record, late_core_schema
 
 # Spark timestamps end at 9999-12-31; a drain pushes the Spark watermark to here or beyond.
 DEFAULT_END_OF_TIME_MS = MAX_TIMESTAMP_MS

@@ -9,9 +9,9 @@ The stateful operator (:mod:`jobs.executor.operator`) emits rows of three kinds
 
 A row leaves the operator as a *core* record. *Finishing* (:meth:`OutputTables.finish`) turns
 core records of one kind and batch into table rows: ids, timestamps, pipeline and batch columns
-(:func:`sinks.pane_log.finish_batch`, :func:`sinks.records.finish_late`,
-:func:`sinks.records.finish_rejected`). Finishing numbers the rows that would otherwise get equal
-ids within what it is given (one data file), so a key's rows of a batch are finished together
+(:func:`sinks.lake.pane_log.finish_batch`, :func:`sinks.lake.records.finish_late`,
+:func:`sinks.lake.records.finish_rejected`). Finishing numbers the rows that would otherwise get
+equal ids within what it is given (one data file), so a key's rows of a batch are finished together
 wherever that can be arranged.
 
 An output row whose :data:`DATA_FILE` is set is not a record: it names a data file that an
@@ -29,8 +29,16 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from sinks.pane_log import PaneLogLayout, core_schema, finish_batch, pane_figures
-from sinks.records import REJECTED_CORE, finish_late, finish_rejected, late_core_schema
+from sinks.lake import (
+    REJECTED_CORE,
+    PaneLogLayout,
+    core_schema,
+    finish_batch,
+    finish_late,
+    finish_rejected,
+    late_core_schema,
+    pane_figures,
+)
 
 RECORD_KIND = "record_kind"
 """The output column saying what a row is: one of the ``KIND_`` values."""

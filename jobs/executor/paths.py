@@ -48,7 +48,7 @@ from jobs.executor.operator_input import InputSchema
 from panes.columnar import columnar_reason, lifting_reason
 from panes.columnar.accumulators import parts_of
 from panes.engine import Engine
-from sinks.pane_log import DEFAULT_LAYOUT, PaneLogLayout
+from sinks.lake import DEFAULT_LAYOUT, PaneLogLayout
 
 
 class Path(enum.Enum):

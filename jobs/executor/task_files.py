@@ -13,7 +13,7 @@ instead, straight into the kind's table directory. Per task and kind (:class:`Ta
   first rows arrive, collects rows until the file holds at least ``rows_per_file``, then finishes
   and writes them and names the next file at the next rows; at the task's end (``close``) it writes
   the last one. A file's Delta statistics and figures are in its footer
-  (:func:`sinks.data_files.write_data_file`), for the writer task that completes its file row.
+  (:func:`sinks.lake.data_files.write_data_file`), for the writer task that completes its file row.
 
 So a batch whose tasks emit few rows writes one file per kind (the writer task's), and a task
 that emits many writes files of about ``rows_per_file`` rows, plus at most one smaller one.
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from jobs.executor.output_tables import DATA_FILE, FIGURES_KEY, RECORD_KIND, OutputTables
-from sinks.data_files import write_data_file
+from sinks.lake import write_data_file
 
 ROWS_AS_ROWS = 10_000
 """Most rows of a kind one task sends on as rows; beyond, it writes data files itself."""

@@ -39,9 +39,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from jobs.front_door import lazy_exports
+from panes.front_door import lazy_exports
 
-if TYPE_CHECKING:  # what the front door offers; each is imported on first use (jobs.front_door)
+if TYPE_CHECKING:  # what the front door offers; each is imported on first use (panes.front_door)
     from jobs.sources.columns import ColumnsDataSource
     from jobs.sources.records import RecordsRequired, read_source
     from jobs.sources.versions import TableHead, TableOffset, head_at

@@ -1,7 +1,7 @@
 """The columns a Python data source of panestore reads, as a data source option.
 
 Spark hands a data source its options as text: the driver writes the columns as
-``name:type,...`` (configuration types, :mod:`sinks.column_types`) and the source reads them
+``name:type,...`` (configuration types, :mod:`sinks.lake.column_types`) and the source reads them
 back, for its Spark schema and its Arrow reads (:class:`ColumnsDataSource`, the base of
 panestore's data sources).
 
@@ -23,7 +23,7 @@ try:  # pyspark is optional at import time (the pure test suite runs without it)
 except ImportError:  # pragma: no cover - exercised only without pyspark
     DataSource = object  # type: ignore[assignment,misc]  # a stand-in so that the module imports
 
-from sinks.column_types import spark_type, split_top_level
+from sinks.lake import spark_type, split_top_level
 
 
 def encode_columns(columns: Sequence[tuple[str, str]]) -> str:

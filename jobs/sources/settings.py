@@ -17,7 +17,7 @@ from jobs.config.event_time import EPOCH_UNITS
 from jobs.config.values import IDENTIFIER, PipelineConfigError, expect
 from jobs.sources.files.paths import landing_path_problem
 from jobs.sources.pane_log.upstream import PaneLogColumns
-from sinks.column_types import column_type, is_struct_type
+from sinks.lake import column_type, is_struct_type
 
 FILE_FORMATS = ("jsonl", "csv", "parquet")
 FORMATS = (*FILE_FORMATS, "pane_log", "delta", "dataframe")

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from jobs.front_door import lazy_exports
+from panes.front_door import lazy_exports
 
-if TYPE_CHECKING:  # what the front door offers; each is imported on first use (jobs.front_door)
+if TYPE_CHECKING:  # what the front door offers; each is imported on first use (panes.front_door)
     from jobs.startup.python_processes import gc_thresholds, worker_python
     from jobs.startup.quiet import quiet_spark_stderr
     from jobs.startup.session import SHUFFLE_PARTITIONS, JavaNotFound, get_session

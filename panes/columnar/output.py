@@ -6,7 +6,7 @@ columnar engine emits its panes so (in the order of the per-key engine's output:
 key, the panes the watermark fired, by wake-up and window, before those fired by new elements,
 by window); they are never retractions and supersede nothing (its windows do not merge, its
 mode keeps no emitted pane). The pane log's writer turns panes given as columns into rows
-(:func:`sinks.pane_log.pane_rows`), whichever engine emitted them; :meth:`PaneColumns.panes`
+(:func:`sinks.lake.pane_log.pane_rows`), whichever engine emitted them; :meth:`PaneColumns.panes`
 turns them into the engine's panes.
 """
 

@@ -7,7 +7,7 @@ engine keeps them in 128 bits: stored as ``decimal128(38, 0)`` (whose 16 bytes p
 little-endian two's-complement integer), held in memory as an ``(n, 2)`` int64 numpy array of the
 same bytes (column 0 the low 64 bits, column 1 the high 64 bits, signed), added with a carry. A pane
 whose value does not fit its pane-log column is refused where it is written
-(:func:`sinks.pane_log.value_out_of_range`).
+(:func:`sinks.lake.pane_log.value_out_of_range`).
 
 Lifting's Arrow sums (:mod:`panes.columnar.bundle`) wrap at 64 bits: :func:`exact_sums` gives
 them exactly, as int64 where no running sum can leave 64 bits (one ``min_max`` per column finds

@@ -10,7 +10,7 @@ pytest.importorskip("deltalake")
 pytest.importorskip("duckdb")
 
 from jobs.cli.commands import main
-from sinks.run_plots import LATE_COLOR, WATERMARK_COLOR
+from sinks.presentation.run_plots import LATE_COLOR, WATERMARK_COLOR
 from tests.jobs.test_report import ERROR, open_lake, record_runs
 from tests.report_dom import pixels_of, read_page
 

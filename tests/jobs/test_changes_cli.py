@@ -16,8 +16,8 @@ from jobs.config.load import load_pipeline
 from jobs.config.sink_spec import view_spec
 from jobs.driver.batch_sink import BatchSink
 from panes import END_OF_TIME, Simulator
-from sinks.materializer import Materializer
-from sinks.tables import arrow_schema, open_view
+from sinks.fold.materializer import Materializer
+from sinks.lake.tables import arrow_schema, open_view
 from tests.sinks.lakes import replay_changes, view_dict
 
 DEMO = Path(__file__).resolve().parents[2] / "conf" / "demo.toml"

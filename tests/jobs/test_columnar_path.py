@@ -6,7 +6,7 @@ lateness, closed windows, sums beyond 64 bits), and keep the same state.
 
 Rows are compared as multisets: the columnar visit orders a bucket's panes by key and window,
 the engine by visit, and nothing downstream depends on the order of one batch's rows (pane ids
-are a function of the pane, ``sinks.pane_log.pane_id``).
+are a function of the pane, ``sinks.lake.pane_log.pane_id``).
 """
 
 from __future__ import annotations
@@ -254,8 +254,8 @@ def test_a_key_with_a_sum_beyond_64_bits_keeps_one_processing_time(fires_in):
 
 def test_a_pane_whose_sum_does_not_fit_64_bits_is_named_on_both_paths():
     """A window whose sum is beyond 64 bits when it fires cannot be written: both paths raise
-    :class:`sinks.errors.PaneValueOutOfRange` naming the key, the window and the aggregate."""
-    from sinks.errors import PaneValueOutOfRange
+    :class:`sinks.lake.errors.PaneValueOutOfRange` naming the key, the window and the aggregate."""
+    from sinks.lake.errors import PaneValueOutOfRange
 
     settings, _, _ = settings_of(1)
     settings.update(aggregates={"total": "sum(n)"}, trigger="AfterWatermark()")

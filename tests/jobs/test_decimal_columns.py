@@ -17,7 +17,7 @@ from jobs.config.load import pipeline_from_dict
 from jobs.config.values import PipelineConfigError
 from panes import AfterWatermark, Engine, FixedWindows, KeyState, Windowing, combiners
 from panes.simulator import Simulator
-from sinks.column_types import DATE_FORM, arrow_type, beyond_range, column_type, decimal_form
+from sinks.lake.column_types import DATE_FORM, arrow_type, beyond_range, column_type, decimal_form
 
 MINUTE = 60_000_000
 
@@ -150,8 +150,8 @@ def test_a_pane_whose_decimal_sum_does_not_fit_decimal_38_2_is_refused_naming_it
     """Two values of decimal(38,2)'s largest magnitude sum past 38 digits: the pane row builder
     refuses the batch naming key, window and aggregate, as it does a 64-bit integer sum."""
     from jobs.driver.plan import layout
-    from sinks.errors import PaneValueOutOfRange
-    from sinks.pane_log import panes_as_columns
+    from sinks.lake.errors import PaneValueOutOfRange
+    from sinks.lake.pane_log import panes_as_columns
 
     pipeline = pipeline_from_dict(
         config(
@@ -325,11 +325,11 @@ def test_a_discarding_fold_past_decimal_38_2_stops_naming_the_window(tmp_path, v
     from panes import AccumulationMode
     from panes.pane import Pane, PaneInfo, Timing
     from panes.window import Window
-    from sinks.errors import FoldValueOutOfRange
-    from sinks.materializer import Materializer
-    from sinks.pane_log import PaneLog, PaneLogLayout
-    from sinks.spec import ViewSpec
-    from sinks.tables import table_identity
+    from sinks.fold.materializer import Materializer
+    from sinks.lake.errors import FoldValueOutOfRange
+    from sinks.lake.pane_log import PaneLog, PaneLogLayout
+    from sinks.lake.spec import ViewSpec
+    from sinks.lake.tables import table_identity
 
     s = 1_000_000
     spec = ViewSpec(

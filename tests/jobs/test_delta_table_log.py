@@ -23,8 +23,8 @@ from jobs.sources.delta_table.log import (
     source_table_columns,
     version_at,
 )
-from sinks.column_types import KNOWN, TYPES, arrow_type
-from sinks.errors import SourceTableChanged, SourceTableError, UpstreamChanged
+from sinks.lake.column_types import KNOWN, TYPES, arrow_type
+from sinks.lake.errors import SourceTableChanged, SourceTableError, UpstreamChanged
 
 UTC = dt.timezone.utc
 TS = TYPES["timestamp"].arrow

@@ -18,7 +18,7 @@ from jobs.cli.commands import EXIT_BUSY, main
 from jobs.config.load import load_pipeline
 from jobs.driver.batch_sink import BatchSink, BatchStats
 from panes import Simulator
-from sinks.tables import open_pane_log, open_view
+from sinks.lake.tables import open_pane_log, open_view
 from tests.jobs.test_changes_cli import MIN, demo_lake
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,7 +26,7 @@ HOLD = """\
 import sys
 from jobs.config.load import load_pipeline
 from jobs.config.sink_spec import view_spec
-from sinks.lock import materializer_lock
+from sinks.lake.lock import materializer_lock
 with materializer_lock(view_spec(load_pipeline(sys.argv[1]))):
     print("held", flush=True)
     sys.stdin.read()

@@ -79,7 +79,7 @@ def append_pane(conf: str, batch_id: int, second: int) -> None:
 
 def the_view(conf: str) -> tuple[int, dict]:
     spec = view_spec(load_pipeline(conf))
-    from sinks.tables import open_view
+    from sinks.lake.tables import open_view
 
     return open_view(spec).version(), view_dict(spec)
 
@@ -173,8 +173,8 @@ def test_status_says_the_view_cannot_catch_up_until_a_fold_succeeds(tmp_path, ca
 def test_a_fold_that_succeeds_clears_the_failure(tmp_path):
     from jobs.config.load import load_pipeline
     from jobs.config.sink_spec import view_spec
-    from sinks.fold_failure import fold_failure, note_fold_failure
-    from sinks.materializer import Materializer
+    from sinks.fold.last_failure import fold_failure, note_fold_failure
+    from sinks.fold.materializer import Materializer
 
     spec = view_spec(load_pipeline(big_lake(tmp_path)))
     note_fold_failure(spec, ValueError("disk full\nsecond line"))

@@ -12,9 +12,9 @@ pytest.importorskip("deltalake")
 from jobs.config.load import pipeline_from_dict
 from jobs.config.sink_spec import view_spec
 from jobs.driver.batch_sink import BatchSink
-from sinks.errors import ConfigMismatch
-from sinks.lake_format import FINGERPRINT_PROPERTY
-from sinks.materializer import Materializer
+from sinks.fold.materializer import Materializer
+from sinks.lake.errors import ConfigMismatch
+from sinks.lake.lake_format import FINGERPRINT_PROPERTY
 from tests.jobs.test_pipeline import base
 
 

@@ -33,8 +33,8 @@ from jobs.sources.pane_log.upstream import (
 )
 from panes import AccumulationMode, FixedWindows, Retracted, combiners
 from panes.sketches import MergeSketches
-from sinks.column_types import arrow_type
-from sinks.materializer import Materializer
+from sinks.fold.materializer import Materializer
+from sinks.lake.column_types import arrow_type
 from tests.sinks.lakes import S, chunked, random_run, write_batches
 
 HLL = "struct<estimate: long, sketch: binary>"

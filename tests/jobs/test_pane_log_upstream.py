@@ -28,8 +28,8 @@ from panes import (
     combiners,
 )
 from panes.fold import batch, fold
-from sinks.errors import ForeignTable
-from sinks.materializer import Materializer
+from sinks.fold.materializer import Materializer
+from sinks.lake.errors import ForeignTable
 from tests.sinks.lakes import S, chunked, random_run, write_batches
 
 RETRACTING = AccumulationMode.ACCUMULATING_AND_RETRACTING
@@ -124,7 +124,7 @@ def test_a_downstream_over_the_version_ranges_equals_the_batch_over_the_final_vi
 
 
 def test_a_replay_after_optimize_and_a_forced_vacuum_reads_the_same_rows(upstream):
-    from sinks.maintenance import optimize, vacuum
+    from sinks.upkeep.maintenance import optimize, vacuum
 
     path = upstream.spec.table_path("panes")
     last = latest_version(path)

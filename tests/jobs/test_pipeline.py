@@ -587,7 +587,7 @@ def test_sketch_aggregates_load_from_toml_with_one_struct_column_each(tmp_path):
     import pyarrow as pa
 
     from jobs.config.sink_spec import view_spec
-    from sinks.column_types import arrow_type
+    from sinks.lake.column_types import arrow_type
 
     aggs = {
         "users": "approx_count_distinct(device_id)",

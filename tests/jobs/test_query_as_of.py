@@ -17,7 +17,7 @@ from jobs.cli.commands import main
 from jobs.config.load import load_pipeline
 from jobs.driver.run_record import recording
 from jobs.driver.runs import RunResult
-from sinks.tables import open_pane_log, open_view
+from sinks.lake.tables import open_pane_log, open_view
 from tests.jobs.test_changes_cli import demo_lake
 from tests.jobs.test_status import new_lake
 

@@ -123,7 +123,7 @@ def test_a_query_still_writes_its_out_file(conf, tmp_path, capsys):
 
 
 def test_the_documented_examples_run():
-    import sinks.duck
+    import sinks.presentation.duck
 
-    result = doctest.testmod(sinks.duck)
+    result = doctest.testmod(sinks.presentation.duck)
     assert result.failed == 0 and result.attempted > 0

@@ -1,6 +1,6 @@
 """``panestore report`` and ``panestore plot --skew`` over a lake written with the sinks API (no
 Spark): the demo pipeline after two rounds (not drained: windows still open), and runs recorded
-with :func:`sinks.run_history.append_run`."""
+with :func:`sinks.lake.run_history.append_run`."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from jobs.config.sink_spec import view_spec
 from jobs.driver.batch_sink import BatchSink
 from jobs.driver.status import LakeStatus
 from panes import Simulator
-from sinks.materializer import Materializer
-from sinks.report import open_windows, render_report
-from sinks.run_history import FAILED, SUCCEEDED, RunRecord, append_run
+from sinks.fold.materializer import Materializer
+from sinks.lake.run_history import FAILED, SUCCEEDED, RunRecord, append_run
+from sinks.presentation.report import open_windows, render_report
 from tests.jobs.test_changes_cli import demo_conf
 from tests.report_dom import read_page
 

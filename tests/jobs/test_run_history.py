@@ -24,7 +24,7 @@ from jobs.driver.run_record import RunRecording, note_path, read_note, record_ki
 from jobs.driver.runs import RunResult
 from jobs.executor.output_tables import KIND_LATE, KIND_PANE, KIND_REJECTED
 from panes import Simulator
-from sinks.run_history import Figures, read_runs
+from sinks.lake.run_history import Figures, read_runs
 from tests.jobs.test_changes_cli import MIN
 from tests.jobs.test_status import new_lake, status_json
 from tests.lock_holder import lock_held
@@ -144,7 +144,7 @@ def test_recording_never_fails_a_run(tmp_path):
 
 
 def test_reading_the_last_run_and_a_days_runs_turns_only_those_into_records(tmp_path):
-    from sinks.run_history import RunRecord, append_run
+    from sinks.lake.run_history import RunRecord, append_run
 
     spec = view_spec(load_pipeline(new_lake(tmp_path)))
     for i in (3, 1, 4, 2):  # appended out of order: read back by start

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sinks.errors import LakeBusy
+from sinks.lake.errors import LakeBusy
 from tests.lock_holder import lock_held
 from tests.pipelines import small_pipeline
 

@@ -17,8 +17,8 @@ from jobs.executor.batch_output import BatchWriter  # noqa: E402
 from jobs.executor.operator import output_arrow_schema  # noqa: E402
 from jobs.executor.output_tables import DATA_FILE, KIND_LATE, KIND_PANE, RECORD_KIND, OutputTables  # noqa: E402
 from jobs.executor.task_files import BatchOfTask, TaskOutput, TaskWriting  # noqa: E402
-from sinks.pane_log import DEFAULT_LAYOUT, PaneLog, core_schema  # noqa: E402
-from sinks.records import LateLog, RejectedLog, late_core_schema  # noqa: E402
+from sinks.lake.pane_log import DEFAULT_LAYOUT, PaneLog, core_schema  # noqa: E402
+from sinks.lake.records import LateLog, RejectedLog, late_core_schema  # noqa: E402
 
 T0 = 1_704_067_200 * 1_000_000
 

@@ -18,7 +18,7 @@ from jobs.driver.checkpoint import recorded_offsets
 from jobs.sources.pane_log.identity import check_upstream
 from jobs.sources.pane_log.reader import PaneLogStreamReader, VersionRange
 from jobs.sources.versions import head_at
-from sinks.errors import UpstreamChanged
+from sinks.lake.errors import UpstreamChanged
 from tests.jobs.test_pane_log_config import configs
 
 
@@ -177,7 +177,7 @@ def test_a_follow_run_whose_upstream_is_rebuilt_under_it_stops_with_the_sources_
     trace = (
         "[PYTHON_DATA_SOURCE_ERROR] Failed when Python streaming data source perform "
         "latestOffset: Traceback (most recent call last):\n  File ...\n"
-        "sinks.errors.UpstreamChanged: the upstream pane log at /u/panes is table B now, not "
+        "sinks.lake.errors.UpstreamChanged: the upstream pane log at /u/panes is table B now, not "
         "table A that this pipeline has read: the upstream was rebuilt. Rebuild this pipeline "
         "too\n\tat org.apache.spark..."
     )

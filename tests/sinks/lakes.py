@@ -1,4 +1,4 @@
-"""Test lakes: random simulator runs written to a pane log through ``sinks.pane_log``."""
+"""Test lakes: random simulator runs written to a pane log through ``sinks.lake.pane_log``."""
 
 from __future__ import annotations
 
@@ -25,11 +25,11 @@ from panes import (
 )
 from panes.fold import batch, fold
 from panes.pane import Pane
-from sinks.materializer import Materializer
-from sinks.pane_log import PaneLog, PaneLogLayout
-from sinks.records import LateLog
-from sinks.spec import ViewSpec
-from sinks.tables import open_view, plain_table, table_identity
+from sinks.fold.materializer import Materializer
+from sinks.lake.pane_log import PaneLog, PaneLogLayout
+from sinks.lake.records import LateLog
+from sinks.lake.spec import ViewSpec
+from sinks.lake.tables import open_view, plain_table, table_identity
 
 S = 1_000_000
 MODES = list(AccumulationMode)

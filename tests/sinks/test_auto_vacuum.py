@@ -1,5 +1,5 @@
-"""Automatic vacuum (sinks.auto_vacuum): the fold and the run vacuum each table once a day, with
-the table's own retention (time travel inside it keeps working); a failure is a warning."""
+"""Automatic vacuum (sinks.upkeep.auto_vacuum): the fold and the run vacuum each table once a day,
+with the table's own retention (time travel inside it keeps working); a failure is a warning."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ import pytest
 pytest.importorskip("deltalake")
 pytest.importorskip("duckdb")
 
-from sinks import auto_vacuum, compaction, maintenance
-from sinks.auto_vacuum import VACUUM_EVERY_S, last_vacuum, vacuum_after_run
-from sinks.materializer import Materializer
-from sinks.records import LateLog
-from sinks.run_history import SUCCEEDED, RunRecord, append_run
-from sinks.tables import existing_table
+from sinks.fold.materializer import Materializer
+from sinks.lake.records import LateLog
+from sinks.lake.run_history import SUCCEEDED, RunRecord, append_run
+from sinks.lake.tables import existing_table
+from sinks.upkeep import auto_vacuum, compaction, maintenance
+from sinks.upkeep.auto_vacuum import VACUUM_EVERY_S, last_vacuum, vacuum_after_run
 from tests.sinks.lakes import S, view_dict
 from tests.sinks.test_compaction import hourly_run, pane_log, rows_by_version
 

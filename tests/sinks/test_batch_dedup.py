@@ -1,6 +1,7 @@
 """verify's batch without the copies a deduplicated pipeline rejects
-(sinks.batch_check.without_duplicates): the first copy of each key and id is kept; a copy the
-late table reports as expired came past the id's horizon and is taken out by its late row."""
+(sinks.verification.batch_check.without_duplicates): the first copy of each key and id is kept; a
+copy the late table reports as expired came past the id's horizon and is taken out by its late
+row."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import pyarrow as pa
 
 from panes import AccumulationMode, FixedWindows
 from panes.combiners import count
-from sinks.batch_check import DEDUP_GROUP, batch_view, without_duplicates
-from sinks.spec import ViewSpec
+from sinks.lake.spec import ViewSpec
+from sinks.verification.batch_check import DEDUP_GROUP, batch_view, without_duplicates
 
 SPEC = ViewSpec(
     "p", "/tmp/unused", ("k",), (("n", count()),), FixedWindows(10), AccumulationMode.DISCARDING

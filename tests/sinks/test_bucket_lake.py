@@ -19,9 +19,10 @@ import pytest
 from pyarrow.fs import FileSelector
 
 from panes import AccumulationMode, FixedWindows, Sessions
-from sinks import duck
-from sinks.data_files import folder_names, table_filesystem, write_data_file, write_data_files
-from sinks.errors import (
+from sinks.fold.materializer import Materializer
+from sinks.fold.view_rebuild import rebuild_view
+from sinks.lake.data_files import folder_names, table_filesystem, write_data_file, write_data_files
+from sinks.lake.errors import (
     ForeignTable,
     InvalidRequest,
     LakeError,
@@ -29,16 +30,15 @@ from sinks.errors import (
     NoConditionalWrites,
     TableMissing,
 )
-from sinks.lock import LakeLock
-from sinks.maintenance import optimize, vacuum
-from sinks.materializer import Materializer
-from sinks.object_store import UNSAFE_RENAME, delta_storage_options, store_at
-from sinks.pane_log import finish_batch, pane_log_schema
-from sinks.plot import plot
-from sinks.spec import ViewSpec
-from sinks.tables import open_pane_log, open_view, plain_table
-from sinks.verify import verify
-from sinks.view_rebuild import rebuild_view
+from sinks.lake.lock import LakeLock
+from sinks.lake.object_store import UNSAFE_RENAME, delta_storage_options, store_at
+from sinks.lake.pane_log import finish_batch, pane_log_schema
+from sinks.lake.spec import ViewSpec
+from sinks.lake.tables import open_pane_log, open_view, plain_table
+from sinks.presentation import duck
+from sinks.presentation.key_plot import plot
+from sinks.upkeep.maintenance import optimize, vacuum
+from sinks.verification.view_check import verify
 from tests.lock_holder import lock_held
 from tests.s3_server import new_bucket_lake
 from tests.sinks.lakes import (
@@ -193,7 +193,7 @@ def test_optimize_and_vacuum_in_a_bucket_keep_the_rows_and_delete_unreferenced_f
     spec = bucket.spec
     panes = plain_table(open_pane_log(spec).to_pyarrow_table()).sort_by("pane_id")
     view = view_rows(spec)
-    # a file an attempt wrote and never committed (sinks.data_files)
+    # a file an attempt wrote and never committed (sinks.lake.data_files)
     schema = pane_log_schema(bucket.layout)
     stray = write_data_file(spec.table_path("panes"), "stray-000.parquet", panes, schema).path
     before = _table_files(spec, "panes")
@@ -210,7 +210,7 @@ def test_optimize_and_vacuum_in_a_bucket_keep_the_rows_and_delete_unreferenced_f
         root = spec.table_path(table) + "/"
         referenced = {uri.removeprefix(root) for uri in dt.file_uris()}
         unreferenced = _table_files(spec, table) - referenced
-        # the view keeps its change feed's files (sinks.maintenance)
+        # the view keeps its change feed's files (sinks.upkeep.maintenance)
         assert all(f.startswith("_change_data/") for f in unreferenced), unreferenced
     assert stray not in _table_files(spec, "panes")
 

@@ -13,12 +13,12 @@ pytest.importorskip("deltalake")
 pytest.importorskip("duckdb")
 
 from panes import AccumulationMode, FixedWindows, Sessions, SlidingWindows
-from sinks.change_feed import read_changes
-from sinks.errors import LakeError
-from sinks.lake_format import CHANGE_FEED_FROM_PROPERTY, CHANGE_FEED_PROPERTY
-from sinks.maintenance import optimize, vacuum
-from sinks.materializer import Materializer
-from sinks.tables import open_view, table_properties
+from sinks.fold.change_feed import read_changes
+from sinks.fold.materializer import Materializer
+from sinks.lake.errors import LakeError
+from sinks.lake.lake_format import CHANGE_FEED_FROM_PROPERTY, CHANGE_FEED_PROPERTY
+from sinks.lake.tables import open_view, table_properties
+from sinks.upkeep.maintenance import optimize, vacuum
 from tests.sinks.lakes import (
     Run,
     S,
@@ -132,14 +132,14 @@ def test_a_reader_outside_panestore_reads_the_feed_with_delta_rs(tmp_path):
 
 
 def test_a_view_created_without_the_feed_gets_it_at_the_materializers_open(tmp_path, monkeypatch):
-    import sinks.materializer as materializer
+    import sinks.fold.materializer as materializer
 
     run = random_run(1, str(tmp_path), mode=R, window_fn=Sessions(10 * S), multi=False)
     batches = chunked(run, random.Random(1))
     half = len(batches) // 2
     with monkeypatch.context() as m:  # an older panestore: views without the feed
         m.setattr(materializer, "ensure_change_feed", lambda dt: None)
-        m.setattr("sinks.tables.view_properties", lambda s: table_properties(s, "current"))
+        m.setattr("sinks.lake.tables.view_properties", lambda s: table_properties(s, "current"))
         for i, b in enumerate(batches[:half]):
             write_batches(run, [b], start=i)
             Materializer(run.spec).run()

@@ -1,6 +1,6 @@
-"""Automatic compaction (sinks.compaction): a fold after fold and a run after run keep few small
-files, and compaction keeps exactly-once, time travel, the fold and the change feed; a failed or
-killed compaction loses nothing."""
+"""Automatic compaction (sinks.upkeep.compaction): a fold after fold and a run after run keep few
+small files, and compaction keeps exactly-once, time travel, the fold and the change feed; a failed
+or killed compaction loses nothing."""
 
 from __future__ import annotations
 
@@ -14,19 +14,19 @@ pytest.importorskip("deltalake")
 pytest.importorskip("duckdb")
 
 from panes import AccumulationMode, AfterWatermark, FixedWindows, Windowing
-from sinks import compaction
-from sinks.change_feed import read_changes
-from sinks.compaction import (
+from sinks.fold.change_feed import read_changes
+from sinks.fold.materializer import Materializer
+from sinks.lake.pane_log import PaneLog
+from sinks.lake.records import LateLog
+from sinks.lake.run_history import SUCCEEDED, RunRecord, append_run, read_runs
+from sinks.lake.tables import existing_table, open_view, table_identity
+from sinks.upkeep import compaction
+from sinks.upkeep.compaction import (
     compact_after_run,
     compact_if_due,
     mergeable_small_files,
 )
-from sinks.maintenance import vacuum
-from sinks.materializer import Materializer
-from sinks.pane_log import PaneLog
-from sinks.records import LateLog
-from sinks.run_history import SUCCEEDED, RunRecord, append_run, read_runs
-from sinks.tables import existing_table, open_view, table_identity
+from sinks.upkeep.maintenance import vacuum
 from tests.sinks.lakes import Run, S, replay_changes, scripted_run, view_dict, view_rows
 
 ACC = AccumulationMode.ACCUMULATING

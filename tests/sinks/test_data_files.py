@@ -15,12 +15,12 @@ import pytest
 pytest.importorskip("deltalake")
 
 from panes import AccumulationMode, FixedWindows, combiners
-from sinks.data_files import file_stats, split_rows, write_data_files
-from sinks.delta_append import ExactlyOnceAppender
-from sinks.lake_format import TIMESTAMP_TYPE
-from sinks.maintenance import vacuum
-from sinks.pane_log import finish_batch, pane_log_schema
-from sinks.spec import ViewSpec
+from sinks.lake.data_files import file_stats, split_rows, write_data_files
+from sinks.lake.delta_append import ExactlyOnceAppender
+from sinks.lake.lake_format import TIMESTAMP_TYPE
+from sinks.lake.pane_log import finish_batch, pane_log_schema
+from sinks.lake.spec import ViewSpec
+from sinks.upkeep.maintenance import vacuum
 
 S = 1_000_000
 

@@ -10,8 +10,8 @@ pytest.importorskip("deltalake")
 pytest.importorskip("duckdb")
 
 from panes import AccumulationMode, FixedWindows, Sessions
-from sinks.materializer import Materializer
-from sinks.tables import open_view
+from sinks.fold.materializer import Materializer
+from sinks.lake.tables import open_view
 from tests.sinks.lakes import (
     S,
     chunked,
@@ -23,7 +23,7 @@ from tests.sinks.lakes import (
 
 
 def test_duckdb_views_history_and_output_formats(tmp_path):
-    from sinks import duck
+    from sinks.presentation import duck
 
     run = materialized_lake(
         tmp_path, 6, window_fn=Sessions(10 * S), mode=AccumulationMode.ACCUMULATING_AND_RETRACTING
@@ -45,7 +45,7 @@ def test_duckdb_views_history_and_output_formats(tmp_path):
 
 
 def test_time_travel_by_view_version_pane_log_version_and_time(tmp_path):
-    from sinks.duck import connect, current_as_of
+    from sinks.presentation.duck import connect, current_as_of
 
     run = random_run(
         4, str(tmp_path), mode=AccumulationMode.ACCUMULATING, window_fn=FixedWindows(10 * S)

@@ -1,4 +1,4 @@
-"""The fold in pieces (:mod:`sinks.fold_plan`): a backlog larger than the fold's memory, folded
+"""The fold in pieces (:mod:`sinks.fold.fold_plan`): a backlog larger than the fold's memory, folded
 one key-hash range at a time, gives the view of the fold in one piece, row for row, in every
 accumulation mode and window function, and a change feed that replays to it; a fold stopped
 between its pieces (an exception, a SIGKILL) is finished by the next run, no piece folded twice;
@@ -29,15 +29,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from panes import AccumulationMode, FixedWindows, Sessions, SlidingWindows, combiners
-from sinks.change_feed import read_changes
-from sinks.errors import FoldValueOutOfRange
-from sinks.fold_plan import DEFAULT_FOLD_MEMORY, plan_fold
-from sinks.key_hash import KEY_HASH, key_hash, key_hashes
-from sinks.lake_format import WINDOW_DAY
-from sinks.materializer import Materializer
-from sinks.pane_log import pane_log_schema
-from sinks.pane_log_changes import pane_log_commits
-from sinks.tables import arrow_schema, open_pane_log, open_view, view_properties, view_schema
+from sinks.fold.change_feed import read_changes
+from sinks.fold.fold_plan import DEFAULT_FOLD_MEMORY, plan_fold
+from sinks.fold.materializer import Materializer
+from sinks.fold.pane_log_changes import pane_log_commits
+from sinks.lake.errors import FoldValueOutOfRange
+from sinks.lake.key_hash import KEY_HASH, key_hash, key_hashes
+from sinks.lake.lake_format import WINDOW_DAY
+from sinks.lake.pane_log import pane_log_schema
+from sinks.lake.tables import arrow_schema, open_pane_log, open_view, view_properties, view_schema
 from tests.sinks.lakes import (
     Run,
     S,
@@ -62,7 +62,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _mean_and_sketch() -> dict:
     pytest.importorskip("datasketches")
-    from sinks.column_types import arrow_type
+    from sinks.lake.column_types import arrow_type
 
     return {
         "avg": (combiners.mean(), pa.float64()),
@@ -323,9 +323,9 @@ def test_a_stopped_fold_is_finished_after_the_pane_log_was_compacted_and_vacuume
 ):
     """The files of the pane log as the stopped fold planned it are gone (the pane log gained
     a version, then was compacted and vacuumed): the fold is finished from the pane log's
-    newest files, as a fold behind reads them (:mod:`sinks.auto_vacuum`). Before, every later
+    newest files, as a fold behind reads them (:mod:`sinks.upkeep.auto_vacuum`). Before, every later
     fold failed on a missing file."""
-    from sinks.maintenance import optimize, vacuum
+    from sinks.upkeep.maintenance import optimize, vacuum
 
     run = stopped.copy(tmp_path / "lake")
     with pytest.raises(Killed):
@@ -341,7 +341,7 @@ def test_a_stopped_fold_is_finished_after_the_pane_log_was_compacted_and_vacuume
 
 _KILLED = """
 import os, pickle, signal, sys
-from sinks.materializer import Materializer
+from sinks.fold.materializer import Materializer
 
 spec = pickle.loads(bytes.fromhex(sys.argv[1]))
 point, k = sys.argv[2], int(sys.argv[3])
@@ -493,7 +493,7 @@ def test_the_views_compaction_sorts_its_small_files_by_key_hash(tmp_path):
     changes."""
     from deltalake import DeltaTable, write_deltalake
 
-    from sinks.compaction import compact_if_due
+    from sinks.upkeep.compaction import compact_if_due
 
     rng = random.Random(3)
     path = str(tmp_path / "current")

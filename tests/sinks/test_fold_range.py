@@ -14,12 +14,12 @@ pytest.importorskip("duckdb")
 from panes import AccumulationMode, FixedWindows, combiners
 from panes.pane import Pane, PaneInfo, Timing
 from panes.window import Window
-from sinks.errors import FoldValueOutOfRange
-from sinks.lake_format import KIND_METADATA
-from sinks.materializer import Materializer
-from sinks.pane_log import PaneLog, PaneLogLayout
-from sinks.spec import ViewSpec
-from sinks.tables import open_view, table_identity
+from sinks.fold.materializer import Materializer
+from sinks.lake.errors import FoldValueOutOfRange
+from sinks.lake.lake_format import KIND_METADATA
+from sinks.lake.pane_log import PaneLog, PaneLogLayout
+from sinks.lake.spec import ViewSpec
+from sinks.lake.tables import open_view, table_identity
 from tests.sinks.lakes import view_dict
 
 S = 1_000_000
@@ -119,8 +119,8 @@ def test_sums_that_leave_64_bits_only_in_between_fold_exactly(tmp_path, vectoriz
 
 
 def test_the_pane_log_refolded_stops_naming_the_window(tmp_path):
-    from sinks.duck import connect
-    from sinks.refold import view_from_pane_log
+    from sinks.fold.recompute import view_from_pane_log
+    from sinks.presentation.duck import connect
 
     spec, log = discarding_sum(str(tmp_path))
     log.append(0, [pane(0, A)])
@@ -139,7 +139,7 @@ def wrap_the_view(spec: ViewSpec, folded: int) -> None:
     wrapped, pane-log versions up to ``folded`` recorded as folded."""
     from deltalake import CommitProperties, Transaction, write_deltalake
 
-    from sinks.tables import plain_table
+    from sinks.lake.tables import plain_table
 
     view = open_view(spec)
     rows = plain_table(view.to_pyarrow_table())
@@ -153,7 +153,7 @@ def wrap_the_view(spec: ViewSpec, folded: int) -> None:
 
 
 def test_verify_compares_exact_totals_and_names_a_window_beyond_the_view_column(tmp_path):
-    from sinks.verify import verify
+    from sinks.verification.view_check import verify
 
     spec, log = discarding_sum(str(tmp_path))
     log.append(0, [pane(0, A)])

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 from deltalake import DeltaTable
 
-from sinks.materializer import Materializer
+from sinks.fold.materializer import Materializer
 from tests.sinks.lakes import chunked, random_run, view_dict, write_batches
 
 

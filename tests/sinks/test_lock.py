@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from sinks.errors import LakeBusy
-from sinks.lock import LakeLock
+from sinks.lake.errors import LakeBusy
+from sinks.lake.lock import LakeLock
 from tests.lock_holder import lock_held
 
 CONTENDERS, ROUNDS = 8, 150
@@ -66,8 +66,8 @@ def test_a_held_lock_is_refused_naming_its_holder_and_a_killed_holders_lock_is_t
 
 def test_a_concurrent_materializer_is_refused(tmp_path):
     pytest.importorskip("deltalake")
-    from sinks.errors import MaterializerBusy
-    from sinks.materializer import Materializer
+    from sinks.fold.materializer import Materializer
+    from sinks.lake.errors import MaterializerBusy
     from tests.sinks.lakes import chunked, random_run, view_dict, write_batches
 
     run = random_run(3, str(tmp_path))

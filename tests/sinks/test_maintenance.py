@@ -10,8 +10,8 @@ pytest.importorskip("deltalake")
 pytest.importorskip("duckdb")
 
 from panes import AccumulationMode, FixedWindows
-from sinks.materializer import Materializer
-from sinks.tables import open_view
+from sinks.fold.materializer import Materializer
+from sinks.lake.tables import open_view
 from tests.sinks.lakes import (
     S,
     chunked,
@@ -22,9 +22,9 @@ from tests.sinks.lakes import (
 
 
 def test_optimize_and_vacuum_keep_time_travel_and_folding(tmp_path):
-    from sinks.duck import current_as_of
-    from sinks.errors import LakeError
-    from sinks.maintenance import optimize, vacuum
+    from sinks.lake.errors import LakeError
+    from sinks.presentation.duck import current_as_of
+    from sinks.upkeep.maintenance import optimize, vacuum
 
     run = random_run(
         8, str(tmp_path), mode=AccumulationMode.DISCARDING, window_fn=FixedWindows(10 * S)

@@ -22,9 +22,9 @@ from panes import (
     Windowing,
     combiners,
 )
-from sinks.materializer import Materializer
-from sinks.spec import ViewSpec
-from sinks.tables import open_view, table_identity
+from sinks.fold.materializer import Materializer
+from sinks.lake.spec import ViewSpec
+from sinks.lake.tables import open_view, table_identity
 from tests.examples import seeds
 from tests.sinks.lakes import (
     MODES,
@@ -107,7 +107,7 @@ def test_view_rows_record_pane_index_and_version(tmp_path):
     )
     write_batches(run, chunked(run, random.Random(1)))
     Materializer(run.spec).run()
-    from sinks.tables import open_pane_log
+    from sinks.lake.tables import open_pane_log
 
     log = open_pane_log(run.spec).to_pyarrow_table().to_pylist()
     for r in open_view(run.spec).to_pyarrow_table().to_pylist():
@@ -201,7 +201,7 @@ def test_the_paper_figure_14_sequence_ends_as_39_and_12(tmp_path):
     steps.append(sim.advance_watermark(END_OF_TIME))
     import pyarrow as pa
 
-    from sinks.pane_log import PaneLog, PaneLogLayout
+    from sinks.lake.pane_log import PaneLog, PaneLogLayout
 
     layout = PaneLogLayout(value_fields=(("value", pa.int64()),))
     for vectorized in (None, False):

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from sinks import lock as lake_lock
-from sinks.errors import LakeBusy, MaterializerBusy
-from sinks.lock import LakeLock
+from sinks.lake import lock as lake_lock
+from sinks.lake.errors import LakeBusy, MaterializerBusy
+from sinks.lake.lock import LakeLock
 from tests.lock_holder import lock_held
 
 CONTENDERS, ROUNDS = 4, 15
@@ -24,7 +24,7 @@ def _contend(lake: str, barrier, wins, overlaps) -> None:
     import obstore as obs
     from obstore.exceptions import AlreadyExistsError
 
-    from sinks.object_store import store_at
+    from sinks.lake.object_store import store_at
 
     store = store_at(lake)
     for _ in range(ROUNDS):
@@ -103,7 +103,7 @@ def test_a_holder_of_another_machine_is_waited_for_until_its_lease_expired(
         pass  # SIGKILLed: its lock stays, naming a process of this machine
     import obstore as obs
 
-    from sinks.object_store import store_at
+    from sinks.lake.object_store import store_at
 
     store, key = store_at(bucket_lake), "_locks/run.lock"
     named = json.loads(bytes(obs.get(store, key).bytes()))

@@ -13,7 +13,7 @@ deltalake = pytest.importorskip(
 )
 
 from panes.combiners import mean  # noqa: E402
-from sinks.pane_log import (  # noqa: E402
+from sinks.lake.pane_log import (  # noqa: E402
     MAX_TIMESTAMP_US,
     PaneLog,
     PaneLogLayout,
@@ -23,7 +23,7 @@ from sinks.pane_log import (  # noqa: E402
     pane_log_schema,
     pane_record,
 )
-from sinks.records import LateLog, RejectedLog  # noqa: E402
+from sinks.lake.records import LateLog, RejectedLog  # noqa: E402
 
 MIN = 60_000_000
 
@@ -339,9 +339,9 @@ def test_late_and_rejected_tables(tmp_path):
 def test_a_late_table_of_an_earlier_version_gets_the_window_timestamps_added(tmp_path):
     """A late table written before ``window_start``/``window_end`` existed: opening it adds
     them (null for its older rows); a missing column that is not a derived timestamp is refused."""
-    from sinks.delta_append import ExactlyOnceAppender
-    from sinks.errors import ConfigMismatch
-    from sinks.records import late_schema
+    from sinks.lake.delta_append import ExactlyOnceAppender
+    from sinks.lake.errors import ConfigMismatch
+    from sinks.lake.records import late_schema
 
     path = tmp_path / "late"
     schema = late_schema()

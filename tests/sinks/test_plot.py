@@ -15,7 +15,7 @@ from tests.sinks.lakes import (
 
 
 def test_plot_writes_a_png(tmp_path):
-    from sinks.plot import plot
+    from sinks.presentation.key_plot import plot
 
     run = materialized_lake(
         tmp_path, 6, window_fn=Sessions(10 * S), mode=AccumulationMode.ACCUMULATING_AND_RETRACTING

@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("deltalake")
 pytest.importorskip("duckdb")
 
-from sinks.reducer import fold_rows
+from sinks.fold.reducer import fold_rows
 from tests.examples import seeds
 from tests.sinks.lakes import (
     chunked,
@@ -22,8 +22,8 @@ def test_fold_rows_from_nothing_equals_fold(tmp_path):
     for seed in seeds(0, 10):
         run = random_run(300 + seed, str(tmp_path / str(seed)))
         write_batches(run, chunked(run, random.Random(seed)))
-        from sinks.pane_log_changes import pane_log_commits, read_pane_rows
-        from sinks.tables import open_pane_log
+        from sinks.fold.pane_log_changes import pane_log_commits, read_pane_rows
+        from sinks.lake.tables import open_pane_log
 
         dt = open_pane_log(run.spec)
         rows = read_pane_rows(dt, pane_log_commits(dt, -1, dt.version()))

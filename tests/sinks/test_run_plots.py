@@ -1,6 +1,6 @@
-"""The pictures of a pipeline's runs (``sinks.run_plots``): drawn from run records alone (no lake,
-no Spark), from one run to hundreds, with runs that failed, were killed, drained or never saw
-an event time."""
+"""The pictures of a pipeline's runs (``sinks.presentation.run_plots``): drawn from run records
+alone (no lake, no Spark), from one run to hundreds, with runs that failed, were killed, drained or
+never saw an event time."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import random
 
 import pytest
 
-from sinks.errors import InvalidRequest
-from sinks.lake_format import MAX_TIMESTAMP_US
-from sinks.plot import COLORS
-from sinks.run_history import FAILED, KILLED, OUTCOMES, STOPPED, SUCCEEDED, RunRecord
-from sinks.run_plots import (
+from sinks.lake.errors import InvalidRequest
+from sinks.lake.lake_format import MAX_TIMESTAMP_US
+from sinks.lake.run_history import FAILED, KILLED, OUTCOMES, STOPPED, SUCCEEDED, RunRecord
+from sinks.presentation.key_plot import COLORS
+from sinks.presentation.run_plots import (
     LATE_COLOR,
     OUTCOME_COLORS,
     REJECTED_COLOR,
@@ -134,7 +134,7 @@ def test_a_single_runs_watermark_is_drawn_on_an_axis_of_dates_and_hours(behind_d
     minutes and microseconds of an unnamed day."""
     import re
 
-    from sinks.run_plots import skew_figure
+    from sinks.presentation.run_plots import skew_figure
 
     (run,) = runs_every_hour([SUCCEEDED], lag_min=(behind_days * 24 * 60 + 10,))
     plt, fig = skew_figure([run])

@@ -13,7 +13,7 @@ pytest.importorskip("datasketches")
 import pyarrow as pa
 
 from panes import combiners
-from sinks.column_types import arrow_type
+from sinks.lake.column_types import arrow_type
 from tests.sinks.lakes import MODES, materialized_lake, view_dict, window_fns
 
 SKETCHES = {
@@ -47,8 +47,8 @@ def test_sketch_views_fold_and_verify_in_every_mode_and_window(tmp_path, seed):
     """The view of each window holds the sketch answers of all its elements (exact here: few
     values), whichever mode folded it, and verify agrees; a view whose distinct count is off by
     one is a difference."""
-    from sinks.tables import open_view
-    from sinks.verify import final_windows, verify
+    from sinks.lake.tables import open_view
+    from sinks.verification.view_check import final_windows, verify
 
     run = _lake(tmp_path, seed)
     report = verify(run.spec, elements=run.elements)
@@ -77,7 +77,7 @@ def test_sketch_views_fold_and_verify_in_every_mode_and_window(tmp_path, seed):
 
 def test_duckdb_reads_the_sketch_struct_columns(tmp_path):
     """``panestore query``'s DuckDB reads a sketch column's answer and bytes."""
-    from sinks.duck import connect
+    from sinks.presentation.duck import connect
 
     run = _lake(tmp_path, 1)
     con = connect(run.spec)

@@ -13,11 +13,11 @@ pytest.importorskip("datasketches")
 import pyarrow as pa
 
 from panes import AccumulationMode, FixedWindows, combiners
-from sinks.column_types import arrow_type
-from sinks.errors import AccumulatorNotStorable, LakeError
-from sinks.pane_log import PaneLogLayout, pane_record
-from sinks.reducer import fold_rows
-from sinks.spec import ViewSpec
+from sinks.fold.reducer import fold_rows
+from sinks.lake.column_types import arrow_type
+from sinks.lake.errors import AccumulatorNotStorable, LakeError
+from sinks.lake.pane_log import PaneLogLayout, pane_record
+from sinks.lake.spec import ViewSpec
 from tests.combiners_of_your_own import Opaque, OpaqueFrom, Seen, Trail
 from tests.sinks.lakes import materialized_lake, view_dict, window_fns
 from tests.sinks.test_pane_log import MIN, FakePane, Info, Timing, W
@@ -36,7 +36,7 @@ def test_discarding_folds_sets_bytes_sketches_and_picked_values(tmp_path, seed):
     """Discarding panes of a user's set and bytes combiners beside a sketch, a mean and a first
     fold to the panes' own fold, and fold again from nothing (``materialize --rebuild``) to the
     same view. Before, the set and the bytes were written as null and no fold could succeed."""
-    from sinks.view_rebuild import rebuild_view
+    from sinks.fold.view_rebuild import rebuild_view
 
     aggregates = {
         "distinct": (_Seen(), pa.int64()),

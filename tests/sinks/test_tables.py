@@ -11,14 +11,14 @@ pytest.importorskip("deltalake")
 pytest.importorskip("duckdb")
 
 from panes import AccumulationMode, FixedWindows, Sessions, SlidingWindows, combiners
-from sinks.errors import (
+from sinks.fold.materializer import Materializer
+from sinks.lake.errors import (
     ConfigMismatch,
     ForeignTable,
     FormatMismatch,
     TableMissing,
 )
-from sinks.materializer import Materializer
-from sinks.tables import open_view
+from sinks.lake.tables import open_view
 from tests.sinks.lakes import (
     S,
     chunked,
@@ -57,8 +57,8 @@ def test_tables_of_another_lake_format_are_refused_untouched(tmp_path):
 
     from deltalake import DeltaTable
 
-    from sinks.lake_format import FORMAT_PROPERTY
-    from sinks.pane_log import pane_log_schema
+    from sinks.lake.lake_format import FORMAT_PROPERTY
+    from sinks.lake.pane_log import pane_log_schema
 
     for found, configuration in (
         ("no panestore format", None),

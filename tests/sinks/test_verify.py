@@ -8,7 +8,7 @@ pytest.importorskip("deltalake")
 pytest.importorskip("duckdb")
 
 from panes import END_OF_TIME, AccumulationMode, AfterCount, Sessions
-from sinks.tables import open_view
+from sinks.lake.tables import open_view
 from tests.sinks.lakes import (
     MODES,
     materialized_lake,
@@ -21,7 +21,7 @@ from tests.sinks.lakes import (
 
 @pytest.mark.parametrize("seed", range(8))
 def test_verify_passes_on_random_pipelines_and_fails_on_a_tampered_view(tmp_path, seed):
-    from sinks.verify import verify
+    from sinks.verification.view_check import verify
 
     run = materialized_lake(tmp_path, seed, mode=MODES[seed % 3], window_fn=window_fns()[seed % 4])
     report = verify(run.spec, elements=run.elements)
@@ -42,8 +42,8 @@ def test_verify_compares_first_and_last_with_the_batch_exactly(tmp_path, seed):
     import pyarrow as pa
 
     from panes import combiners
-    from sinks.batch_check import sql_expressible
-    from sinks.verify import verify
+    from sinks.verification.batch_check import sql_expressible
+    from sinks.verification.view_check import verify
 
     aggregates = {
         "first": (combiners.first(), pa.int64()),
@@ -100,7 +100,7 @@ def _sessions_lake(tmp_path):
 
 
 def test_verify_before_a_drain_compares_the_final_windows_and_counts_the_open_ones(tmp_path):
-    from sinks.verify import verify
+    from sinks.verification.view_check import verify
 
     run = _sessions_lake(tmp_path)
     assert run.live == {(("a",), (0, 20 * S))}  # the engine still holds a's session
@@ -144,7 +144,7 @@ def test_a_window_within_its_allowed_lateness_is_still_open(tmp_path):
     """Fixed windows of 10 s, 20 s of allowed lateness, late panes every 2 elements: a late
     element of [0 s, 10 s) waits in the engine until the watermark passes 30 s."""
     from panes import AfterWatermark, FixedWindows, Windowing
-    from sinks.verify import verify
+    from sinks.verification.view_check import verify
 
     windowing = Windowing(
         FixedWindows(10 * S), trigger=AfterWatermark(late=AfterCount(2)), allowed_lateness=20 * S
@@ -173,7 +173,7 @@ def test_a_window_within_its_allowed_lateness_is_still_open(tmp_path):
 def test_verify_passes_on_random_pipelines_that_have_not_drained(tmp_path, seed):
     """Stopped anywhere: the view equals the batch over every window final at the pane log's
     watermark, and no window the engine still holds is compared."""
-    from sinks.verify import verify
+    from sinks.verification.view_check import verify
 
     run = materialized_lake(
         tmp_path, seed, mode=MODES[seed % 3], window_fn=window_fns()[seed % 4], drain=False
@@ -199,8 +199,8 @@ def test_the_batch_sql_of_picked_aggregates_is_panes_fold_batch_ties_nulls_and_n
     import random
 
     from panes import AccumulationMode, FixedWindows, SlidingWindows, combiners
-    from sinks.batch_check import batch_engine, batch_sql, elements_table
-    from sinks.spec import ViewSpec
+    from sinks.lake.spec import ViewSpec
+    from sinks.verification.batch_check import batch_engine, batch_sql, elements_table
 
     rng = random.Random(seed)
     aggregates = (

@@ -16,9 +16,9 @@ from panes import (
     combiners,
 )
 from panes.fold import fold
-from sinks.materializer import Materializer
-from sinks.spec import ViewSpec
-from sinks.tables import open_view, table_identity
+from sinks.fold.materializer import Materializer
+from sinks.lake.spec import ViewSpec
+from sinks.lake.tables import open_view, table_identity
 from tests.sinks.lakes import (
     S,
     view_dict,
@@ -31,7 +31,7 @@ def test_view_is_partitioned_by_day_and_a_merge_rewrites_only_the_days_it_touche
     from deltalake import DeltaTable
 
     from panes import Repeatedly
-    from sinks.pane_log import PaneLog, PaneLogLayout
+    from sinks.lake.pane_log import PaneLog, PaneLogLayout
 
     hour, day = 3600 * S, 86400 * S
     windowing = Windowing(

@@ -154,7 +154,7 @@ def test_an_interrupted_run_in_the_active_session_leaves_it_as_found(
     partitions, UTC, log level WARN) and gives it back with the caller's, interrupted in the
     fold (Ctrl-C where no stop handler is installed)."""
     from jobs import api
-    from sinks.materializer import Materializer
+    from sinks.fold.materializer import Materializer
 
     as_a_callers_session(spark)
     zone, partitions = (spark.conf.get(k) for k in ("spark.sql.session.timeZone", SHUFFLE))

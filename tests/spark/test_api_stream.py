@@ -150,7 +150,7 @@ def test_an_accumulator_of_no_text_stops_the_run_with_one_line_naming_it(spark, 
 
     from jobs import api
     from panes import combiners
-    from sinks.errors import AccumulatorNotStorable
+    from sinks.lake.errors import AccumulatorNotStorable
     from tests.spark.counter_source import CappedFn
 
     counter = tmp_path / "counter"

@@ -207,7 +207,7 @@ def test_a_sum_beyond_64_bits_stops_the_run_with_one_line_naming_the_pane(spark,
 
     from jobs.config.load import pipeline_from_dict
     from jobs.driver.runs import run
-    from sinks.errors import PaneValueOutOfRange
+    from sinks.lake.errors import PaneValueOutOfRange
 
     pipeline = pipeline_from_dict(
         {

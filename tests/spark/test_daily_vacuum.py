@@ -1,4 +1,4 @@
-"""Runs vacuum their tables once a day on their own (sinks.auto_vacuum): the first run starts
+"""Runs vacuum their tables once a day on their own (sinks.upkeep.auto_vacuum): the first run starts
 the clock, a run a day later vacuums, with each table's own retention (here lowered to zero so
 that every file compaction replaced is old)."""
 
@@ -19,10 +19,10 @@ T0 = 1_800_000_000.0
 def test_a_run_a_day_later_vacuums_the_tables_it_writes(spark, tmp_path, monkeypatch):
     from jobs.config.sink_spec import view_spec
     from jobs.driver.runs import run
-    from sinks import auto_vacuum, compaction
-    from sinks.auto_vacuum import last_vacuum
-    from sinks.materializer import Materializer
-    from sinks.tables import existing_table
+    from sinks.fold.materializer import Materializer
+    from sinks.lake.tables import existing_table
+    from sinks.upkeep import auto_vacuum, compaction
+    from sinks.upkeep.auto_vacuum import last_vacuum
     from tests.pipelines import small_pipeline
 
     monkeypatch.setattr(compaction, "MAX_SMALL_FILES", 2)

@@ -104,7 +104,7 @@ def test_decimal_and_date_columns_of_json_lines_are_exact(spark, tmp_path):
     assert report.ok, str(report)
     # panestore query's DuckDB: DECIMAL and DATE columns, an exact DECIMAL sum over the view
     from jobs.config.sink_spec import view_spec
-    from sinks.duck import connect
+    from sinks.presentation.duck import connect
 
     con = connect(view_spec(pipeline))
     try:

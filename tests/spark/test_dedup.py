@@ -71,7 +71,7 @@ def test_duplicates_are_counted_once_rejected_once_and_verified(spark, tmp_path)
     from jobs.config.sink_spec import view_spec
     from jobs.driver.runs import run
     from jobs.driver.source_elements import load_source_elements
-    from sinks.verify import verify
+    from sinks.verification.view_check import verify
 
     pipeline = make_pipeline(tmp_path)
     land_in_order(tmp_path / "landing", FILES, "events-{}.jsonl")  # one batch per file

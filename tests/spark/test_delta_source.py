@@ -76,7 +76,7 @@ def run_and_check(spark, pipeline, **kw):
 
 
 def test_runs_over_a_table_another_process_appends_optimizes_and_vacuums(spark, tmp_path):
-    from sinks.errors import SourceTableError
+    from sinks.lake.errors import SourceTableError
 
     table = tmp_path / "bronze"
     write(table, "append", 0, 400, 2)  # versions 0, 1
@@ -113,7 +113,7 @@ def test_a_delete_stops_the_run_unless_change_commits_are_skipped(spark, tmp_pat
     from deltalake import DeltaTable
 
     from jobs import api
-    from sinks.errors import SourceTableError
+    from sinks.lake.errors import SourceTableError
 
     table = tmp_path / "bronze"
     write(table, "append", 0, 200)

@@ -76,7 +76,7 @@ def _status(conf: str, capsys) -> tuple[int, dict]:
 def test_failed_runs_say_so_in_one_line_in_the_run_history_and_in_status(tmp_path, capsys):
     from jobs.config.load import load_pipeline
     from jobs.config.sink_spec import view_spec
-    from sinks.run_history import read_runs
+    from sinks.lake.run_history import read_runs
 
     # 1. a pane whose sum its decimal(38,2) column cannot hold: the batch fails in the worker
     conf = _lake(tmp_path / "pane", early=100, files=1, lines=20)

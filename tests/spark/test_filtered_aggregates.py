@@ -56,7 +56,7 @@ def test_filtered_aggregates_reach_the_view_and_verify(spark, tmp_path, fmt):
     from jobs.driver.runs import run
     from jobs.driver.source_elements import load_source_elements
     from jobs.sources.files.landing import jsonl_decoder
-    from sinks.verify import verify
+    from sinks.verification.view_check import verify
 
     pipeline = pipeline_from_dict(
         {

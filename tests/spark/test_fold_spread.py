@@ -35,7 +35,7 @@ def case_lakes(base: Path, mode_name: str, windows: str):
     """A random run's pane log, half of it folded in one piece into ``current`` and in pieces
     (stopped after its first piece) into ``current_spread``; the run and both specs."""
     from panes import AccumulationMode, FixedWindows, Sessions
-    from sinks.materializer import Materializer
+    from sinks.fold.materializer import Materializer
     from tests.sinks.lakes import S, chunked, random_run, write_batches
 
     mode = AccumulationMode[mode_name]
@@ -64,8 +64,8 @@ def main(base: str) -> None:
     case."""
     from jobs.driver.fold_spread import SparkSpread
     from jobs.startup.session import get_session
-    from sinks.change_feed import read_changes
-    from sinks.materializer import Materializer
+    from sinks.fold.change_feed import read_changes
+    from sinks.fold.materializer import Materializer
     from tests.sinks.lakes import replay_changes, view_rows, write_batches
 
     spark = get_session("panestore-fold-spread", master=CLUSTER)

@@ -59,7 +59,7 @@ REJECTED = {
 
 def test_runs_equal_simulator_then_drain(spark, tmp_path):
     from jobs.driver.runs import run
-    from sinks.pane_log import pane_record
+    from sinks.lake.pane_log import pane_record
 
     pipeline = make_pipeline(tmp_path)
     results = []
@@ -105,7 +105,7 @@ def test_runs_equal_simulator_then_drain(spark, tmp_path):
     from jobs.api import materialize
     from jobs.config.sink_spec import view_spec
     from jobs.driver.source_elements import load_source_elements
-    from sinks.verify import verify
+    from sinks.verification.view_check import verify
 
     materialize(pipeline)
     spec = view_spec(pipeline)

@@ -110,8 +110,8 @@ def test_killed_runs_equal_an_uninterrupted_run(spark, tmp_path, request, capsys
     from jobs.config.sink_spec import view_spec
     from jobs.driver.plan import layout
     from jobs.driver.runs import run
-    from sinks.pane_log import pane_record
-    from sinks.run_history import read_runs
+    from sinks.lake.pane_log import pane_record
+    from sinks.lake.run_history import read_runs
 
     # the uninterrupted run (in process)
     base = load_pipeline(land(tmp_path / "base"))

@@ -21,11 +21,11 @@ def test_runs_keep_their_tables_small_and_exactly_once(spark, tmp_path, monkeypa
     from jobs.config.sink_spec import view_spec
     from jobs.driver.runs import run
     from jobs.driver.source_elements import load_source_elements
-    from sinks import compaction
-    from sinks.compaction import mergeable_small_files
-    from sinks.materializer import Materializer
-    from sinks.tables import existing_table
-    from sinks.verify import verify
+    from sinks.fold.materializer import Materializer
+    from sinks.lake.tables import existing_table
+    from sinks.upkeep import compaction
+    from sinks.upkeep.compaction import mergeable_small_files
+    from sinks.verification.view_check import verify
     from tests.pipelines import small_pipeline
 
     monkeypatch.setattr(compaction, "MAX_SMALL_FILES", 3)

@@ -71,7 +71,7 @@ def view_and_verify(pipeline) -> dict:
     from jobs.api import materialize
     from jobs.config.sink_spec import view_spec
     from jobs.driver.source_elements import load_source_elements
-    from sinks.verify import verify
+    from sinks.verification.view_check import verify
 
     materialize(pipeline)
     report = verify(view_spec(pipeline), elements=load_source_elements(pipeline))
@@ -153,7 +153,7 @@ def test_an_unreadable_file_stops_the_run_until_it_is_repaired_or_moved_away(spa
     from jobs.config.sink_spec import view_spec
     from jobs.driver.batch_sink import VANISHED
     from jobs.driver.runs import run
-    from sinks.run_history import read_runs
+    from sinks.lake.run_history import read_runs
 
     pipeline = make_pipeline(tmp_path, "parquet")
     land(tmp_path, "parquet", "good", "a", 10)

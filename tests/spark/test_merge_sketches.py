@@ -98,8 +98,8 @@ def test_daily_merges_of_hourly_sketches_equal_sketches_over_the_days_raw_events
     from jobs.driver.source_elements import load_source_elements
     from jobs.sources.pane_log.upstream import WEIGHT, latest_version, read_elements
     from panes.combiners import approx_count_distinct, approx_percentile
-    from sinks.column_types import arrow_type
-    from sinks.verify import verify
+    from sinks.lake.column_types import arrow_type
+    from sinks.verification.view_check import verify
 
     up = upstream(tmp_path)
     for i, events in enumerate(FIRST):

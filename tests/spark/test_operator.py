@@ -103,7 +103,7 @@ def test_pane_log_equals_simulator(spark, tmp_path, value_type):
     from jobs.executor.paths import Path as OperatorPath
     from jobs.executor.paths import path_of
     from panes import Simulator
-    from sinks.pane_log import pane_record
+    from sinks.lake.pane_log import pane_record
 
     pipeline = _pipeline(tmp_path, value_type)
     inp, ckpt = tmp_path / "in", Path(pipeline.checkpoint_path)

@@ -80,7 +80,7 @@ def test_hourly_totals_over_retracting_sessions_equal_the_batch_over_the_final_s
     from jobs.config.sink_spec import view_spec
     from jobs.driver.runs import run
     from jobs.driver.source_elements import load_source_elements
-    from sinks.verify import verify
+    from sinks.verification.view_check import verify
 
     up = upstream(tmp_path)
     first = [
@@ -253,7 +253,7 @@ def test_a_downstream_killed_mid_batch_replays_it_and_reads_on(spark, tmp_path):
     from jobs.config.sink_spec import view_spec
     from jobs.driver.runs import run
     from jobs.driver.source_elements import load_source_elements
-    from sinks.verify import verify
+    from sinks.verification.view_check import verify
 
     up = upstream(tmp_path)
     land(tmp_path, "r0.jsonl", [("d1", "fr", "08:00", 3.0), ("d2", "de", "08:10", 1.0)])

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from sinks.lock import LakeLock
+from sinks.lake.lock import LakeLock
 from tests.spark.support import put
 from tests.spark.test_job import view
 

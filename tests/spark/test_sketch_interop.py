@@ -67,7 +67,7 @@ def test_spark_reads_the_pane_logs_sketches(spark, tmp_path):
     from jobs.config.sink_spec import view_spec
     from jobs.driver.runs import run
     from jobs.driver.source_elements import load_source_elements
-    from sinks.verify import verify
+    from sinks.verification.view_check import verify
 
     pipeline = _pipeline(tmp_path)
     events = _events()

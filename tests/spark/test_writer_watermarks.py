@@ -192,7 +192,7 @@ def test_a_replayed_batch_runs_at_the_watermark_it_was_planned_with(spark, tmp_p
     from jobs.driver.checkpoint import last_batch
     from jobs.driver.plan import layout
     from jobs.driver.runs import run
-    from sinks.pane_log import pane_record
+    from sinks.lake.pane_log import pane_record
 
     landing = Landing(tmp_path, NOTED.format(idle="1h"))
     pipeline = landing.pipeline()

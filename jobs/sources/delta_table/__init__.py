@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from jobs.front_door import lazy_exports
+from panes.front_door import lazy_exports
 
-if TYPE_CHECKING:  # what the front door offers; each is imported on first use (jobs.front_door)
+if TYPE_CHECKING:  # what the front door offers; each is imported on first use (panes.front_door)
     from jobs.sources.delta_table.driver import check_source_table, read_delta_table
     from jobs.sources.delta_table.log import (
         SourceFile,

@@ -24,7 +24,7 @@ from jobs.sources.files.landing import SOURCE_FILE
 from jobs.sources.settings import starting_timestamp_ms
 from jobs.sources.versions import head_at
 from jobs.startup.session import register_data_source
-from sinks.errors import SourceTableChanged
+from sinks.lake import SourceTableChanged
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def check_source_table(pipeline: Pipeline) -> str | None:
     """The id of the source table the pipeline may read on (None: no table there yet and
-    nothing read); raises :class:`sinks.errors.SourceTableChanged` (an ``UpstreamChanged``) if
+    nothing read); raises :class:`sinks.lake.errors.SourceTableChanged` (an ``UpstreamChanged``) if
     the path holds another table than the one the pipeline has read, or none."""
     path = pipeline.source.path
     head = head_at(path)

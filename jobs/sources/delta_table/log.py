@@ -35,8 +35,8 @@ Rows come out with exactly the requested columns and Arrow types: a column a dat
 values, and timestamps are ``timestamp[us, tz=UTC]`` (``timestamp_ntz`` read as UTC wall time;
 INT96 and nanosecond Parquet timestamps converted, rounded down to the microsecond).
 
-Files are read through a pyarrow filesystem (:func:`sinks.data_files.table_filesystem`): a local
-path, or a URI pyarrow knows.
+Files are read through a pyarrow filesystem (:func:`sinks.lake.data_files.table_filesystem`): a
+local path, or a URI pyarrow knows.
 """
 
 from __future__ import annotations
@@ -56,10 +56,14 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from jobs.sources.versions import table_head
-from sinks.column_types import KNOWN, column_type
-from sinks.data_files import table_filesystem
-from sinks.errors import SourceTableChanged, SourceTableError
-from sinks.object_store import first_line
+from sinks.lake import (
+    KNOWN,
+    SourceTableChanged,
+    SourceTableError,
+    column_type,
+    first_line,
+    table_filesystem,
+)
 
 SKIP_CHANGE_COMMITS_OPTION = "source.skip_change_commits"
 """The option that skips commits that delete or update rows (whole, their added rows too)."""

@@ -8,9 +8,9 @@ pane-log source. A micro-batch reads the rows the commits of versions ``(start, 
 before the batch runs, and the commits of a version range never change, so a replayed batch reads
 the same rows. Commits that add no data (OPTIMIZE, compaction, properties) contribute nothing; a
 commit that deletes or updates rows, a version no longer in the table's log and a data file vacuumed
-before it was read stop the batch with :class:`sinks.errors.SourceTableError`, naming the version
-(never a silent gap). The start is ``options["starting_version"]`` (the offset before it is the
-initial offset).
+before it was read stop the batch with :class:`sinks.lake.errors.SourceTableError`, naming the
+version (never a silent gap). The start is ``options["starting_version"]`` (the offset before it is
+the initial offset).
 
 The batch's files are split into partitions of about equal size (at most one per core Spark
 reported when the query was built), so the read runs in parallel.
@@ -36,8 +36,7 @@ except ImportError:  # pragma: no cover - exercised only without pyspark
 from jobs.sources.columns import ColumnsDataSource
 from jobs.sources.delta_table.log import SourceFile, plan_range, read_files
 from jobs.sources.versions import TableOffset, head_at
-from sinks.column_types import arrow_type
-from sinks.errors import SourceTableChanged
+from sinks.lake import SourceTableChanged, arrow_type
 
 FORMAT_NAME = "panestore_delta_table"
 """The name :class:`DeltaTableDataSource` is registered under."""

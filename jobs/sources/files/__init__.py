@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from jobs.front_door import lazy_exports
+from panes.front_door import lazy_exports
 
-if TYPE_CHECKING:  # what the front door offers; each is imported on first use (jobs.front_door)
+if TYPE_CHECKING:  # what the front door offers; each is imported on first use (panes.front_door)
     from jobs.sources.files.changes import ChangedFile, bind_changes, note_changes
     from jobs.sources.files.jsonl_decoder import JsonlDecoder
     from jobs.sources.files.landing import read_landing_zone

@@ -33,7 +33,7 @@ from urllib.parse import unquote
 from jobs.config.pipeline import Pipeline
 from jobs.driver.checkpoint import SOURCES, local_path, log_files
 from jobs.sources.files.paths import has_scheme
-from sinks.small_files import write_atomically
+from sinks.lake import write_atomically
 
 CHANGES_DIR = "_landing_changes"
 PENDING = "pending.json"

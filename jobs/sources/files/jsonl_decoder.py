@@ -59,7 +59,7 @@ from jobs.executor.operator_input import (
 )
 from panes.columnar.conditions import arrow_flag
 from panes.conditions import Condition
-from sinks.column_types import column_type
+from sinks.lake import column_type
 
 LATEST_EVENT_TIME = "pst_ts"
 DECODED_COLUMNS = (BUCKET, LATEST_EVENT_TIME, BLOB)

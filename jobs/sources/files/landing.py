@@ -48,7 +48,7 @@ from jobs.executor.operator_input import HASHED_AS
 from jobs.executor.rejection_reasons import MALFORMED
 from jobs.sources.files.jsonl_decoder import DECODED_COLUMNS, DECODER_OUTPUT, JsonlDecoder
 from jobs.sources.files.paths import spark_path
-from sinks.column_types import INTEGRAL, column_type
+from sinks.lake import INTEGRAL, column_type
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession

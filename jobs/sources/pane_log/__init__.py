@@ -14,7 +14,7 @@ pipeline's pane log").
 * Executor side: the Python streaming data source, whose offsets are pane-log versions and the
   table's id (:class:`PaneLogDataSource`, :mod:`.reader`), and the storage reading it needs: a
   version range's pane rows as element rows, read with delta-rs (:func:`read_elements`,
-  :mod:`.upstream`, over the lake's own :mod:`sinks.pane_log_changes`).
+  :mod:`.upstream`, over the lake's own :mod:`sinks.fold.pane_log_changes`).
 
 >>> from jobs.sources.pane_log import read_pane_log
 >>> read_pane_log.__module__
@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from jobs.front_door import lazy_exports
+from panes.front_door import lazy_exports
 
-if TYPE_CHECKING:  # what the front door offers; each is imported on first use (jobs.front_door)
+if TYPE_CHECKING:  # what the front door offers; each is imported on first use (panes.front_door)
     from jobs.sources.pane_log.driver import read_pane_log
     from jobs.sources.pane_log.identity import check_upstream
     from jobs.sources.pane_log.reader import PaneLogDataSource

@@ -12,7 +12,7 @@ fixed version range.
 A version range means something only in its table: the reader is given the table the driver
 checked (:func:`jobs.sources.pane_log.identity.check_upstream`, before the query starts) and refuses
 another (an upstream rebuilt while the downstream runs) when it looks for new versions, plans a
-batch or reads one, with :class:`sinks.errors.UpstreamChanged`.
+batch or reads one, with :class:`sinks.lake.errors.UpstreamChanged`.
 
 Each upstream pane row becomes one element (:func:`tagged`):
 
@@ -40,7 +40,7 @@ from jobs.sources.pane_log.upstream import EVENT_TIME_US, WATERMARK_US
 from jobs.sources.pane_log.upstream import WEIGHT as UPSTREAM_WEIGHT
 from jobs.startup.session import register_data_source
 from panes.time import END_OF_TIME
-from sinks.lake_format import MAX_TIMESTAMP_MS
+from sinks.lake import MAX_TIMESTAMP_MS
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession

@@ -10,7 +10,7 @@ table id (``metaData.id``, new for every table created), ``{"version": v, "table
 
 Before a downstream's query starts, :func:`check_upstream` compares the newest offset that
 names a table with the pane log at the upstream's path, and refuses another table, or none,
-with :class:`sinks.errors.UpstreamChanged` saying how to rebuild the downstream too. Offsets
+with :class:`sinks.lake.errors.UpstreamChanged` saying how to rebuild the downstream too. Offsets
 written by panestore versions without table ids are accepted when every version they name
 exists in the current table and was committed before Spark wrote that offset (as far as the
 table's history and the offset files' times tell); otherwise the run is refused the same way.
@@ -25,7 +25,7 @@ from jobs.config.pipeline import Pipeline
 from jobs.driver.checkpoint import RecordedOffset, recorded_offsets
 from jobs.sources.pane_log.upstream import commit_times_ms
 from jobs.sources.versions import TableHead, head_at
-from sinks.errors import UpstreamChanged
+from sinks.lake import UpstreamChanged
 
 CLOCK_SLACK_MS = 2_000
 """How much later than an offset file's modification time the commit of a version it names may

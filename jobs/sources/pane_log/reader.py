@@ -13,7 +13,7 @@ calls and its ``read``): it imports nothing of the pipeline configuration. The d
 
 A version range means something only in its table: the reader is given the table the driver
 checked and refuses another (an upstream rebuilt while the downstream runs) when it looks for
-new versions, plans a batch or reads one, with :class:`sinks.errors.UpstreamChanged`.
+new versions, plans a batch or reads one, with :class:`sinks.lake.errors.UpstreamChanged`.
 """
 
 from __future__ import annotations
@@ -33,8 +33,7 @@ from jobs.sources.columns import ColumnsDataSource
 from jobs.sources.pane_log.upstream import EVENT_TIME_US, WATERMARK_US, read_elements
 from jobs.sources.pane_log.upstream import WEIGHT as UPSTREAM_WEIGHT
 from jobs.sources.versions import TableOffset, head_at
-from sinks.column_types import arrow_type
-from sinks.errors import UpstreamChanged
+from sinks.lake import UpstreamChanged, arrow_type
 
 FORMAT_NAME = "panestore_pane_log"
 """The name :class:`PaneLogDataSource` is registered under."""

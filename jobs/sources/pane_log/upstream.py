@@ -20,11 +20,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.sources.versions import head_at
-from sinks.column_types import is_column_type, is_struct_type, type_name
-from sinks.errors import ForeignTable, LakeError, UpstreamChanged
-from sinks.lake_format import CONFIG_PROPERTY, PANE_LOG_VERSION, PIPELINE_PROPERTY
-from sinks.pane_log_changes import pane_log_commits, read_pane_rows
-from sinks.tables import arrow_schema, plain_type
+from sinks.fold import pane_log_commits, read_pane_rows
+from sinks.lake import (
+    CONFIG_PROPERTY,
+    PANE_LOG_VERSION,
+    PIPELINE_PROPERTY,
+    ForeignTable,
+    LakeError,
+    UpstreamChanged,
+    arrow_schema,
+    is_column_type,
+    is_struct_type,
+    plain_type,
+    type_name,
+)
 
 EVENT_TIME_US, WATERMARK_US, WEIGHT = "pst_ts_us", "pst_watermark_us", "pst_weight"
 """The element columns :func:`read_elements` adds: event time (µs), upstream watermark at
