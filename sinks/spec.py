@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from panes.combiners import Aggregates, CombineFn, text_of
@@ -42,8 +42,9 @@ class ViewSpec:
     there (:func:`sinks.object_store.delta_storage_options`). Column types are the pane log's
     (:mod:`sinks.pane_log`). ``rules``: the pipeline's rules of a window's life
     (:class:`~panes.rules.WindowRules`, the holder of its allowed lateness; None: the window
-    function's at no lateness); ``verify`` and ``report`` tell by them which windows are final
-    at the pane log's watermark (:meth:`~panes.rules.WindowRules.gone`).
+    function's at no lateness; rules of another window function take ``window_fn``); ``verify``
+    and ``report`` tell by them which windows are final at the pane log's watermark
+    (:meth:`~panes.rules.WindowRules.gone`).
     ``fold_memory`` (bytes): the working memory a fold may take; a larger backlog is folded in
     pieces (:mod:`sinks.fold_plan`).
     """
@@ -76,11 +77,8 @@ class ViewSpec:
             set_(self, "combine_fn", Aggregates(dict(aggs)))
         if self.rules is None:
             set_(self, "rules", WindowRules.of(Windowing(self.window_fn)))
-        elif self.rules.window_fn != self.window_fn:
-            raise ValueError(
-                f"the rules' window function {self.rules.window_fn} is not the view's "
-                f"{self.window_fn}"
-            )
+        elif self.rules.window_fn != self.window_fn:  # a spec replaced with another window
+            set_(self, "rules", replace(self.rules, window_fn=self.window_fn))
         if not keys or not aggs:
             raise ValueError("a view needs at least one key column and one aggregate")
         if self.fold_memory < 1:

@@ -3,7 +3,7 @@ what verify and report tell final windows by."""
 
 from __future__ import annotations
 
-import pytest
+from dataclasses import replace
 
 from panes import FixedWindows, Sessions, Windowing, combiners
 from panes.rules import WindowRules
@@ -29,5 +29,7 @@ def test_a_spec_without_rules_has_its_window_functions_at_no_lateness():
 def test_a_spec_takes_the_pipelines_rules():
     rules = WindowRules.of(Windowing(FixedWindows(10), allowed_lateness=5))
     assert spec(FixedWindows(10), rules).window_rules is rules
-    with pytest.raises(ValueError, match="window function"):
-        spec(Sessions(10), rules)
+    # a spec replaced with another window function: the same rules of it
+    other = replace(spec(FixedWindows(10), rules), window_fn=Sessions(10)).window_rules
+    assert other.window_fn == Sessions(10) and other.lateness == 5
+    assert not other.gone(Window(0, 10), 24) and other.gone(Window(0, 10), 25)
