@@ -379,14 +379,7 @@ class Engine:
                 ws.superseded.append(window)
                 if member.last is not None:
                     ws.retractions.append(member.last)
-        holds = [m.hold for m in states if m.hold is not None]
-        if holds:
-            kind = self._timestamps
-            ws.hold = (
-                result.max_timestamp
-                if kind is TimestampCombiner.END_OF_WINDOW
-                else self.rules.hold_pick(holds)
-            )
+        ws.hold = self.rules.merged_hold([m.hold for m in states if m.hold is not None], result.end)
         return ws
 
     # -- advancing time --------------------------------------------------------------------

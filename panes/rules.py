@@ -18,6 +18,7 @@ rule                                what it decides
 :meth:`~WindowRules.resets`         whether the accumulator starts over after a firing
 :meth:`~WindowRules.holds`          whether an element holds its window's output timestamp
 :meth:`~WindowRules.hold_after`     the hold after elements arrived
+:meth:`~WindowRules.merged_hold`    the hold of a window merged from others
 :meth:`~WindowRules.counters_after`  a window's pane index and non-speculative count after a pane
 :meth:`~WindowRules.pane_timestamp` a pane's timestamp: the hold, or the window's max timestamp
 :meth:`~WindowRules.too_late`       whether an element of a window is dropped as late (Beam's rule)
@@ -167,6 +168,16 @@ class WindowRules:
         if hold is None:
             return new
         return self.hold_pick(hold, new)
+
+    def merged_hold(self, holds: list[int], end: int) -> int | None:
+        """The hold of a window merged from windows holding ``holds`` (None: none held), its
+        end ``end``: with the ``END_OF_WINDOW`` combiner its max timestamp, otherwise the pick
+        of its members' holds."""
+        if not holds:
+            return None
+        if self.timestamps is TimestampCombiner.END_OF_WINDOW:
+            return end - 1
+        return self.hold_pick(holds)
 
     @property
     def hold_pick(self):

@@ -147,3 +147,15 @@ def test_forget_at_is_the_expiry_of_the_last_window_or_the_stated_horizon():
     assert rules.forget_at(7, None) == 15 + 2 + 1  # windows [0, 10) and [5, 15)
     assert rules.forget_at(7, 100) == 108
     assert rules.forget_at(END_OF_TIME - 1, 100) == END_OF_TIME
+
+
+def test_a_merged_windows_hold():
+    from panes import TimestampCombiner
+
+    def rules(combiner):
+        return WindowRules.of(Windowing(Sessions(10), timestamp_combiner=combiner))
+
+    assert rules(TimestampCombiner.EARLIEST).merged_hold([5, 3], 20) == 3
+    assert rules(TimestampCombiner.LATEST).merged_hold([5, 3], 20) == 5
+    assert rules(TimestampCombiner.END_OF_WINDOW).merged_hold([5, 3], 20) == 19
+    assert rules(TimestampCombiner.EARLIEST).merged_hold([], 20) is None
