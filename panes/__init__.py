@@ -11,6 +11,7 @@ Nothing here imports Spark, Delta or DuckDB.
 
 from panes import combiners
 from panes.engine import Combined, Engine, Output
+from panes.engines import EngineKind
 from panes.pane import Dropped, DropReason, Pane, PaneInfo, Timing
 from panes.simulator import Simulator
 from panes.state import KeyState
@@ -77,6 +78,7 @@ __all__ = [
     "OnTimeBehavior",
     "OrFinally",
     "Output",
+    "EngineKind",
     "Pane",
     "PaneInfo",
     "Repeatedly",

@@ -9,12 +9,13 @@ rules, which the operator (``jobs/executor/dedup_state.py``) applies per key buc
   id (every id column equal). A record with a null in an id column is never deduplicated: it is
   counted as any record is (nothing identifies it).
 * **Horizon.** An id taken by a record is remembered until the watermark reaches
-  :func:`forget_at`: by default the first watermark at which the record would be dropped as late
-  in every one of its windows (the end of its last window plus the allowed lateness: a copy
-  arriving after that is dropped as late anyway, so no copy can be counted twice); with a stated
-  ``dedup_horizon``, the first watermark past event time + horizon. A record that is already
-  past its own :func:`forget_at` when it arrives is neither checked nor remembered: it goes on to
-  the engine, which drops it as late (every copy is then in the ``late`` table).
+  :meth:`panes.rules.WindowRules.forget_at`: by default the first watermark at which the record
+  would be dropped as late in every one of its windows (the end of its last window plus the
+  allowed lateness: a copy arriving after that is dropped as late anyway, so no copy can be
+  counted twice); with a stated ``dedup_horizon``, the first watermark past event time +
+  horizon. A record that is already past its own :meth:`~panes.rules.WindowRules.forget_at`
+  when it arrives is neither checked nor remembered: it goes on to the engine, which drops it
+  as late (every copy is then in the ``late`` table).
 * **Which copy is taken.** A copy whose id is remembered is a duplicate. Among the copies of one
   id in one batch (a batch's rows come in no fixed order, a replay may order them otherwise),
   the first in :func:`copy_order` is taken, the others are duplicates: the smallest event time,
@@ -24,8 +25,10 @@ rules, which the operator (``jobs/executor/dedup_state.py``) applies per key buc
   of one key bucket with the same hash would make the second a duplicate (a ``rejected`` row,
   never silent); among a billion remembered ids the chance of any such pair is about 1e-21.
 
->>> from panes import FixedWindows
->>> forget_at(FixedWindows(10), 5, 3, None), forget_at(FixedWindows(10), 5, 3, 100)
+>>> from panes import FixedWindows, Windowing
+>>> from panes.rules import WindowRules
+>>> rules = WindowRules.of(Windowing(FixedWindows(10), allowed_lateness=5))
+>>> rules.forget_at(3, None), rules.forget_at(3, 100)
 (16, 104)
 >>> copies = [Copy(b"7", 16), Copy(b"7", 16)]
 >>> duplicate, ids = take({}, copies, watermark=0, order=[(3, "b"), (3, "a")].__getitem__)
@@ -41,35 +44,8 @@ import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from panes.rules import expiry
-from panes.time import END_OF_TIME
-from panes.windowfns import WindowFn
-
 DUPLICATE = "DUPLICATE"
 """The start of the reason of a duplicate's ``rejected`` row."""
-
-
-def forget_at(
-    window_fn: WindowFn, allowed_lateness: int, timestamp: int, horizon: int | None, value=None
-) -> int | None:
-    """The first watermark at which the id of a record at ``timestamp`` is forgotten.
-
-    ``horizon`` None: the pipeline's own horizon, the first watermark at which the record is
-    late in all of its windows (``panes.rules.expiry`` of the last window's end: Beam's
-    ``watermark > end + allowed lateness``, judged on the record's own windows before merging);
-    None when the window function assigns it no window (the engine drops it: ``no window``).
-    Otherwise the first watermark past ``timestamp + horizon``. Capped at the end of time.
-
-    >>> from panes import SlidingWindows
-    >>> forget_at(SlidingWindows(10, 5), 0, 7, None)  # windows [0, 10) and [5, 15)
-    16
-    """
-    if horizon is not None:
-        return min(timestamp + horizon + 1, END_OF_TIME)
-    windows = window_fn.assign(timestamp, value)
-    if not windows:
-        return None
-    return expiry(max(w.end for w in windows), allowed_lateness)
 
 
 def remembered(forget: int | None, watermark: int) -> bool:
@@ -107,7 +83,7 @@ def id_hash(key: Any, id_text: str) -> bytes:
 
 class Copy(NamedTuple):
     """One record of a batch as :func:`take` judges it: its id's hash (None: a null id) and its
-    :func:`forget_at`."""
+    :meth:`panes.rules.WindowRules.forget_at`."""
 
     id: bytes | None
     forget: int | None
@@ -124,7 +100,8 @@ def take(
     ``order(i)``: copy ``i``'s :func:`copy_order` (asked only of copies of an id that comes more
     than once in the batch).
 
-    A copy with a null id, or already past its own :func:`forget_at`, is never a duplicate and
+    A copy with a null id, or already past its own :meth:`~panes.rules.WindowRules.forget_at`, is
+    never a duplicate and
     is not remembered. Otherwise it is a duplicate when its id is remembered, or when another
     copy of its id comes before it in :func:`copy_order`; a taken id is remembered until the
     taken copy's forget watermark.
@@ -163,7 +140,6 @@ __all__ = [
     "Copy",
     "copy_order",
     "forget",
-    "forget_at",
     "id_hash",
     "remembered",
     "take",

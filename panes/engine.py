@@ -30,9 +30,9 @@ from typing import Any, NamedTuple, cast
 
 from panes.combiners import CombineFn, inputs_of
 from panes.pane import Dropped, DropReason, Pane, PaneInfo, Timing
-from panes.rules import WindowRules, expiry
+from panes.rules import WindowRules
 from panes.state import KeyState, WindowState
-from panes.time import BEGINNING_OF_TIME, END_OF_TIME, format_duration
+from panes.time import BEGINNING_OF_TIME
 from panes.triggers import ROOT, TriggerContext, merge_states
 from panes.weights import check_weighted, split_elements_by_weight
 from panes.window import Window
@@ -49,23 +49,6 @@ _MERGES_WITH_CLOSED = (
 # The window of a TriggerContext made before a loop that points it at each window in turn.
 _UNPOINTED = cast(Window, None)
 _NO_WINDOW = f"{DropReason.NO_WINDOW}: the window function assigned no window"
-
-
-def window_gone(window_fn: WindowFn, allowed_lateness: int, window: Window, watermark: int) -> bool:
-    """Whether the engine has let ``window`` go at ``watermark`` (garbage collection): the
-    watermark passed the window's merge horizon (:meth:`~panes.windowfns.WindowFn.merge_horizon`:
-    its end, or for sessions ``end - 1 + gap``) plus the allowed lateness, or reached the end of
-    time. Nothing that is not dropped can reach the window any more, not even by merging, and
-    its elements have all been fired (a closing pane fires those that never were): its panes
-    are final.
-
-    >>> from panes import FixedWindows, Sessions
-    >>> [window_gone(FixedWindows(10), 5, Window(0, 10), wm) for wm in (15, 16)]
-    [False, True]
-    >>> [window_gone(Sessions(10), 5, Window(0, 10), wm) for wm in (24, 25)]
-    [False, True]
-    """
-    return watermark >= expiry(window_fn.merge_horizon(window), allowed_lateness)
 
 
 class Output:
@@ -128,7 +111,6 @@ class Engine:
         self.combine_fn = combine_fn
         self._window_fn = windowing.window_fn
         self._trigger = windowing.trigger
-        self._lateness = windowing.allowed_lateness
         self.rules = WindowRules.of(windowing)
         self._retracting = (
             windowing.accumulation_mode is AccumulationMode.ACCUMULATING_AND_RETRACTING
@@ -137,10 +119,7 @@ class Engine:
         self._event_wakeups = self._trigger.has_event_time
         self._processing_wakeups = self._trigger.has_processing_time
         self._horizon_is_end = type(self._window_fn).merge_horizon is WindowFn.merge_horizon
-        self._expired_text = (
-            f"{DropReason.EXPIRED}: the watermark passed the window's end plus the allowed "
-            f"lateness ({format_duration(self._lateness)})"
-        )
+        self._too_late_reason = self.rules.too_late_reason
 
     # -- public operations -----------------------------------------------------------------
 
@@ -204,14 +183,15 @@ class Engine:
         merging = self._window_fn.is_merging
         if merging and groups:
             # Lateness is judged on the element's own window, before it merges.
-            for window in [w for w in groups if self._expired(w, wm)]:
-                self._drop(out, key, groups.pop(window), window, self._expired_text, wm, pt)
+            too_late = self.rules.too_late
+            for window in [w for w in groups if too_late(w.end, wm)]:
+                self._drop(out, key, groups.pop(window), window, self._too_late_reason, wm, pt)
             groups = self._merge(state, key, groups, out)
 
         ctx = TriggerContext(_UNPOINTED, wm, pt)  # one context, re-pointed at each window
         # Not merging: an element's window is the window it is added to; it is droppable when
-        # wm > end + allowed lateness, i.e. end < cutoff (see _expired). Merging: judged above.
-        cutoff = BEGINNING_OF_TIME if merging else self.droppable_before(wm)
+        # end < cutoff (WindowRules.too_late). Merging: judged above.
+        cutoff = BEGINNING_OF_TIME if merging else self.rules.late_before(wm)
         for window, group in groups.items():
             ws = self._open_window(state, key, window, group, cutoff, out)
             if ws is None:
@@ -247,7 +227,7 @@ class Engine:
         out = Output()
         wm, pt = state.watermark, state.processing_time
         ctx = TriggerContext(_UNPOINTED, wm, pt)
-        cutoff, merge, windows = self.droppable_before(wm), self.combine_fn.merge, state.windows
+        cutoff, merge, windows = self.rules.late_before(wm), self.combine_fn.merge, state.windows
         for part in parts:
             new = part.window not in windows
             ws = self._open_window(state, key, part.window, part.elements, cutoff, out)
@@ -258,11 +238,6 @@ class Engine:
             ws.acc = part.acc if new else merge([ws.acc, part.acc])
             self._added(state, key, part.window, ws, part.n, part.hold, ctx, out)
         return self._done(state, out)
-
-    def droppable_before(self, watermark: int) -> int:
-        """At ``watermark``, the elements of a non-merging window that ends before this are
-        dropped as expired (the watermark passed the end plus the allowed lateness)."""
-        return END_OF_TIME + 1 if watermark >= END_OF_TIME else watermark - self._lateness
 
     def _open_window(
         self,
@@ -278,7 +253,7 @@ class Engine:
         giving it, is then reported."""
         wm, pt = state.watermark, state.processing_time
         if window.end < cutoff:
-            reason = self._expired_text
+            reason = self._too_late_reason
         else:
             ws = state.windows.get(window)
             if ws is None:
@@ -338,15 +313,6 @@ class Engine:
             acc = combine.retract(acc, value)
         ws.acc = acc
         ws.weight += len(added) - len(withdrawn)
-
-    def _expired(self, window: Window, watermark: int) -> bool:
-        """Whether elements of ``window`` (an element's own window, before merging) are
-        droppable: the watermark passed its end plus the allowed lateness (Beam's rule)."""
-        return watermark > window.end + self._lateness or watermark >= END_OF_TIME
-
-    def _gone(self, window: Window, watermark: int) -> bool:
-        """Whether a live window is garbage (:func:`window_gone`)."""
-        return window_gone(self._window_fn, self._lateness, window, watermark)
 
     # -- merging ---------------------------------------------------------------------------
 
@@ -413,14 +379,7 @@ class Engine:
                 ws.superseded.append(window)
                 if member.last is not None:
                     ws.retractions.append(member.last)
-        holds = [m.hold for m in states if m.hold is not None]
-        if holds:
-            kind = self._timestamps
-            ws.hold = (
-                result.max_timestamp
-                if kind is TimestampCombiner.END_OF_WINDOW
-                else self.rules.hold_pick(holds)
-            )
+        ws.hold = self.rules.merged_hold([m.hold for m in states if m.hold is not None], result.end)
         return ws
 
     # -- advancing time --------------------------------------------------------------------
@@ -472,7 +431,7 @@ class Engine:
         ctx = TriggerContext(_UNPOINTED, watermark, processing_time)  # re-pointed per window
         for _, _, window, ws, by_watermark, by_processing in due:
             ctx.window = window
-            gone = self._gone(window, watermark)
+            gone = self.rules.gone(window, watermark)
             if (by_watermark or by_processing) and trigger.should_fire(ws.trigger, ROOT, ctx):
                 self._fire(key, window, ws, ctx, by_watermark, out, gone=gone)
             if gone:
@@ -534,12 +493,12 @@ class Engine:
         pt: int,
         out: Output,
     ) -> None:
-        index = ws.index
-        ws.index = index + 1
-        if timing is not EARLY:
-            ws.nonspeculative = nonspeculative + 1
+        rules, index = self.rules, ws.index
+        ws.index, ws.nonspeculative = rules.counters_after(
+            index, ws.nonspeculative, timing is EARLY
+        )
         info = PaneInfo(index, nonspeculative, timing, index == 0, finished)
-        timestamp = window.max_timestamp if ws.hold is None else ws.hold
+        timestamp = rules.pane_timestamp(ws.hold is not None, ws.hold, window.end)
         if self._retracting:
             self._retract_emitted(ws, wm, pt, out)
         pane = Pane(
@@ -599,7 +558,7 @@ class Engine:
     def _window_dues(self, window: Window, ws: WindowState, ctx: TriggerContext) -> None:
         """The next watermark (its trigger's wake-up, or its expiry) and processing time at
         which ``window`` needs attention, given the clocks in ``ctx``."""
-        horizon = window.end if self._horizon_is_end else self._window_fn.merge_horizon(window)
+        horizon = window.end if self._horizon_is_end else self.rules.horizon(window)
         event = self.rules.expiry(horizon)
         processing = None
         if not ws.closed:

@@ -18,16 +18,31 @@ rule                                what it decides
 :meth:`~WindowRules.resets`         whether the accumulator starts over after a firing
 :meth:`~WindowRules.holds`          whether an element holds its window's output timestamp
 :meth:`~WindowRules.hold_after`     the hold after elements arrived
+:meth:`~WindowRules.merged_hold`    the hold of a window merged from others
+:meth:`~WindowRules.counters_after`  a window's pane index and non-speculative count after a pane
+:meth:`~WindowRules.pane_timestamp` a pane's timestamp: the hold, or the window's max timestamp
+:meth:`~WindowRules.too_late`       whether an element of a window is dropped as late (Beam's rule)
 :meth:`~WindowRules.expiry`         the watermark at which a window is let go (garbage collection)
+:meth:`~WindowRules.gone`           whether a window is let go at a watermark (its panes are final)
 :meth:`~WindowRules.due`            the next watermark at which a window needs attention
+:meth:`~WindowRules.forget_at`      when a deduplicated pipeline forgets a record's id
 ==================================  ==============================================================
 
->>> from panes import FixedWindows, Windowing
+The rules are the one holder of the pipeline's allowed lateness past its configuration: the
+engines, the executor's deduplication and the lake's ``verify`` and ``report`` take a
+:class:`WindowRules`, never a loose lateness.
+
+>>> from panes import FixedWindows, Sessions, Windowing
 >>> rules = WindowRules.of(Windowing(FixedWindows(10), allowed_lateness=5))
 >>> rules.timing(past_end=True, by_watermark=True, nonspeculative=0)
 (<Timing.ON_TIME: 'ON_TIME'>, 0)
 >>> rules.expiry(10), rules.due(rules.expiry(10), 10)
 (16, 10)
+>>> [rules.too_late(10, wm) for wm in (15, 16)], [rules.gone(Window(0, 10), wm) for wm in (15, 16)]
+([False, True], [False, True])
+>>> sessions = WindowRules.of(Windowing(Sessions(10), allowed_lateness=5))
+>>> [sessions.gone(Window(0, 10), wm) for wm in (24, 25)]  # its horizon: end - 1 + gap
+[False, True]
 """
 
 from __future__ import annotations
@@ -35,8 +50,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from panes.pane import Timing
-from panes.time import END_OF_TIME
+from panes.pane import DropReason, Timing
+from panes.time import END_OF_TIME, format_duration
+from panes.window import Window
+from panes.windowfns import WindowFn
 from panes.windowing import (
     AccumulationMode,
     ClosingBehavior,
@@ -52,6 +69,7 @@ EARLY, ON_TIME, LATE = Timing.EARLY, Timing.ON_TIME, Timing.LATE
 class WindowRules:
     """The rules of one pipeline's windows (built by :meth:`of` from its windowing)."""
 
+    window_fn: WindowFn
     lateness: int
     discarding: bool
     ontime_always: bool
@@ -62,6 +80,7 @@ class WindowRules:
     @classmethod
     def of(cls, windowing: Windowing) -> WindowRules:
         return cls(
+            window_fn=windowing.window_fn,
             lateness=windowing.allowed_lateness,
             discarding=windowing.accumulation_mode is AccumulationMode.DISCARDING,
             ontime_always=windowing.on_time_behavior is OnTimeBehavior.FIRE_ALWAYS,
@@ -112,6 +131,23 @@ class WindowRules:
         window keeps nothing)."""
         return self.discarding and not finished
 
+    # -- a pane ----------------------------------------------------------------------------------
+
+    @staticmethod
+    def counters_after(index: Any, nonspeculative: Any, early: Any) -> tuple[Any, Any]:
+        """A window's pane counters after it emitted a pane: the pane index counts every pane,
+        the non-speculative count every pane that is not ``early``. Numbers, or numpy arrays of
+        them (``early`` then an array of bools)."""
+        return index + 1, nonspeculative + 1 - early
+
+    @staticmethod
+    def pane_timestamp(has_hold: Any, hold: Any, end: Any, where: Any = None) -> Any:
+        """A pane's timestamp: the window's output-timestamp hold if it has one, else the
+        window's max timestamp (``end - 1``). ``where``: for numpy arrays, ``numpy.where``."""
+        if where is not None:
+            return where(has_hold, hold, end - 1)
+        return hold if has_hold else end - 1
+
     # -- elements ------------------------------------------------------------------------------
 
     @staticmethod
@@ -133,6 +169,16 @@ class WindowRules:
             return new
         return self.hold_pick(hold, new)
 
+    def merged_hold(self, holds: list[int], end: int) -> int | None:
+        """The hold of a window merged from windows holding ``holds`` (None: none held), its
+        end ``end``: with the ``END_OF_WINDOW`` combiner its max timestamp, otherwise the pick
+        of its members' holds."""
+        if not holds:
+            return None
+        if self.timestamps is TimestampCombiner.END_OF_WINDOW:
+            return end - 1
+        return self.hold_pick(holds)
+
     @property
     def hold_pick(self):
         """How two holds combine: ``min`` (``EARLIEST``) or ``max`` (``LATEST``)."""
@@ -140,13 +186,44 @@ class WindowRules:
 
     # -- the watermark -------------------------------------------------------------------------
 
-    def expiry(self, horizon: int) -> int:
-        """:func:`expiry` at this pipeline's allowed lateness."""
-        return expiry(horizon, self.lateness)
+    def late_before(self, watermark: int) -> int:
+        """At ``watermark``, an element of a window that ends before this is dropped as late
+        (:meth:`too_late`)."""
+        return END_OF_TIME + 1 if watermark >= END_OF_TIME else watermark - self.lateness
 
-    def gone(self, horizon: int, watermark: int) -> bool:
-        """Whether the window is let go at ``watermark`` (:func:`panes.engine.window_gone`)."""
-        return watermark >= self.expiry(horizon)
+    def too_late(self, end: Any, watermark: int) -> Any:
+        """Whether the elements of a window ending at ``end`` (an element's own window, before
+        any merge) are dropped as late at ``watermark``: the watermark passed the end plus the
+        allowed lateness, or reached the end of time (Beam's rule; the same as
+        ``watermark >= expiry(end)``). ``end``: a number, or a numpy array of them."""
+        return end < self.late_before(watermark)
+
+    @property
+    def too_late_reason(self) -> str:
+        """The late-table reason of an element dropped by :meth:`too_late`."""
+        return (
+            f"{DropReason.EXPIRED}: the watermark passed the window's end plus the allowed "
+            f"lateness ({format_duration(self.lateness)})"
+        )
+
+    def horizon(self, window: Window) -> int:
+        """The window's merge horizon (:meth:`~panes.windowfns.WindowFn.merge_horizon`: its end,
+        or for sessions ``end - 1 + gap``)."""
+        return self.window_fn.merge_horizon(window)
+
+    def expiry(self, horizon: int) -> int:
+        """The first watermark at which a window whose merge horizon is ``horizon`` (its end,
+        but for sessions) is let go: past the horizon plus the allowed lateness (capped at the
+        end of time)."""
+        return min(horizon + self.lateness + 1, END_OF_TIME)
+
+    def gone(self, window: Window, watermark: int) -> bool:
+        """Whether the engines have let ``window`` go at ``watermark`` (garbage collection): the
+        watermark passed its merge horizon plus the allowed lateness, or reached the end of
+        time. Nothing that is not dropped can reach the window any more, not even by merging,
+        and its elements have all been fired (a closing pane fires those that never were): its
+        panes are final (what ``verify`` and ``report`` tell final windows by)."""
+        return watermark >= self.expiry(self.horizon(window))
 
     @staticmethod
     def due(expiry: int, wakeup: int | None) -> int:
@@ -154,12 +231,28 @@ class WindowRules:
         comes before its expiry."""
         return wakeup if wakeup is not None and wakeup < expiry else expiry
 
+    # -- deduplication ---------------------------------------------------------------------------
 
-def expiry(horizon: int, allowed_lateness: int) -> int:
-    """The first watermark at which a window whose merge horizon is ``horizon`` (its end,
-    but for sessions) is let go: past the horizon plus the allowed lateness (capped at the end
-    of time)."""
-    return min(horizon + allowed_lateness + 1, END_OF_TIME)
+    def forget_at(self, timestamp: int, horizon: int | None, value: Any = None) -> int | None:
+        """The first watermark at which a deduplicated pipeline forgets the id of a record at
+        ``timestamp`` (``value``: the record's, for a window function that reads it).
+
+        ``horizon`` None: the pipeline's own, the first watermark at which the record is late
+        in all of its windows (:meth:`expiry` of the last window's end: :meth:`too_late`,
+        judged on the record's own windows before merging); None when the window function
+        assigns it no window (the engine drops it: ``no window``). Otherwise the first
+        watermark past ``timestamp + horizon``. Capped at the end of time.
+
+        >>> from panes import SlidingWindows, Windowing
+        >>> WindowRules.of(Windowing(SlidingWindows(10, 5))).forget_at(7, None)  # [0, 10), [5, 15)
+        16
+        """
+        if horizon is not None:
+            return min(timestamp + horizon + 1, END_OF_TIME)
+        windows = self.window_fn.assign(timestamp, value)
+        if not windows:
+            return None
+        return self.expiry(max(w.end for w in windows))
 
 
-__all__ = ["WindowRules", "expiry"]
+__all__ = ["WindowRules"]

@@ -11,13 +11,14 @@ The simulator is the contract that tests (ours and outside conformance suites) d
 It starts with the watermark at the beginning of time and processing time 0. Every call returns
 the panes it fired, in order; ``sim.panes`` and ``sim.dropped`` accumulate everything so far.
 
-``engine`` chooses who keeps the windows: ``"per_key"`` (the default, :class:`~panes.engine.Engine`,
-every configuration) or ``"columnar"`` (:class:`panes.columnar.ColumnarEngine`, all keys' windows
-as one table; :class:`panes.columnar.NotColumnar` says why where it does not apply). Both give the
-same panes and drops, in the same order.
+``engine`` chooses who keeps the windows (:func:`panes.engines.runner`, the model's one factory
+of engines): ``EngineKind.PER_ELEMENT`` (the default, :class:`~panes.engine.Engine`, every
+configuration) or ``EngineKind.COLUMNAR`` (:class:`panes.columnar.ColumnarEngine`, all keys'
+windows as one table; :class:`panes.columnar.NotColumnar` says why where it does not apply). Both
+give the same panes and drops, in the same order.
 
 >>> from panes import FixedWindows, Windowing, combiners
->>> sim = Simulator(Windowing(FixedWindows(10)), combiners.sum(), engine="columnar")
+>>> sim = Simulator(Windowing(FixedWindows(10)), combiners.sum(), engine=EngineKind.COLUMNAR)
 >>> sim.add_elements([("k", 3, 1), ("k", 4, 2)]), [p.value for p in sim.advance_watermark(10)]
 ([], [7])
 """
@@ -28,13 +29,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from panes.combiners import CombineFn
-from panes.engine import Engine, Output
+from panes.engines import EngineKind, runner
 from panes.pane import Dropped, Pane
 from panes.state import KeyState
 from panes.time import BEGINNING_OF_TIME, Duration, to_micros
 from panes.windowing import Windowing
-
-ENGINES = ("per_key", "columnar")
 
 
 class Simulator:
@@ -45,17 +44,11 @@ class Simulator:
         windowing: Windowing,
         combine_fn: CombineFn,
         weighted: bool = False,
-        engine: str = "per_key",
+        engine: EngineKind = EngineKind.PER_ELEMENT,
     ) -> None:
-        if engine not in ENGINES:
-            raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
-        self.engine = Engine(windowing, combine_fn, weighted)
-        self._columnar = None
-        if engine == "columnar":
-            from panes.columnar.simulated import ColumnarRunner  # numpy and pyarrow: on demand
-
-            self._columnar = ColumnarRunner(windowing, combine_fn, weighted)
-        self._states: dict[Any, KeyState] = {}
+        self.windowing = windowing
+        self.combine_fn = combine_fn
+        self._runner = runner(windowing, combine_fn, weighted, engine)
         self.watermark = BEGINNING_OF_TIME
         self.processing_time = 0
         self.panes: list[Pane] = []
@@ -64,12 +57,11 @@ class Simulator:
     @property
     def states(self) -> dict[Any, KeyState]:
         """Each key's state (the columnar engine's windows as the per-key engine's states)."""
-        return self._states if self._columnar is None else self._columnar.states
+        return self._runner.states
 
     def add_elements(self, elements: Iterable[tuple[Any, Any, int]]) -> list[Pane]:
         """Add one bundle of ``(key, value, timestamp)`` elements; triggers are evaluated once
         per window after the whole bundle is added."""
-        by_key: dict[Any, list[tuple[Any, Any, int]]] = {}
         given = []
         for element in elements:
             given.append(element)
@@ -78,23 +70,7 @@ class Simulator:
                 raise TypeError(
                     f"timestamps are int microseconds, got {timestamp!r} for key {key!r}"
                 )
-            bundle = by_key.get(key)
-            if bundle is None:
-                by_key[key] = [element]
-            else:
-                bundle.append(element)
-        if self._columnar is not None:
-            panes, dropped = self._columnar.add(given, self.watermark, self.processing_time)
-            self.panes.extend(panes)
-            self.dropped.extend(dropped)
-            return panes
-        fired: list[Pane] = []
-        for key, bundle in by_key.items():
-            state = self._states.get(key)
-            if state is None:
-                state = self._states[key] = KeyState(self.watermark, self.processing_time)
-            self._collect(key, self.engine.add_elements(state, key, bundle), fired)
-        return fired
+        return self._record(self._runner.add(given, self.watermark, self.processing_time))
 
     def advance_watermark(self, watermark: Duration) -> list[Pane]:
         """Move the watermark forward to ``watermark``; firing what event time makes due."""
@@ -127,21 +103,10 @@ class Simulator:
         return self._advance()
 
     def _advance(self) -> list[Pane]:
-        if self._columnar is not None:
-            panes, dropped = self._columnar.advance(self.watermark, self.processing_time)
-            self.panes.extend(panes)
-            self.dropped.extend(dropped)
-            return panes
-        out = self.engine.advance_all(self._states, self.watermark, self.processing_time)
-        for key in [key for key, state in self._states.items() if state.is_empty]:
-            del self._states[key]
-        self.panes.extend(out.panes)
-        self.dropped.extend(out.dropped)
-        return out.panes
+        return self._record(self._runner.advance(self.watermark, self.processing_time))
 
-    def _collect(self, key: Any, out: Output, fired: list[Pane]) -> None:
-        fired.extend(out.panes)
-        self.panes.extend(out.panes)
-        self.dropped.extend(out.dropped)
-        if self._states[key].is_empty:
-            del self._states[key]
+    def _record(self, fired: tuple[list[Pane], list[Dropped]]) -> list[Pane]:
+        panes, dropped = fired
+        self.panes.extend(panes)
+        self.dropped.extend(dropped)
+        return panes

@@ -69,5 +69,5 @@ class ShardRun:
         from jobs.executor.task_files import TaskOutput
 
         proc = BucketProcessor(self.config, TaskOutput(output_arrow_schema(), None))
-        _ = proc.engine
+        _ = proc.engines  # built
         return proc

@@ -75,6 +75,7 @@ from panes.combine_fn import text_of
 from panes.combiners import CombineFn, inputs_of
 from panes.conditions import Condition
 from panes.engine import Engine
+from panes.rules import WindowRules
 from sinks.lake import FIXED_NAMES, INTEGRAL, arrow_type, is_object_store, sample_value
 
 # Key column types the job groups by (a float key has no exact identity; see Pipeline._check_keys)
@@ -121,9 +122,9 @@ class Pipeline:
         self._check_weighted()
         self._check_dedup(types)
         self._check_traps()
-        try:
-            self.windowing()
-        except (TypeError, ValueError) as e:  # pragma: no cover - covered by the checks above
+        try:  # the model checks the windowing (a negative allowed lateness: once, there)
+            self.rules()
+        except (TypeError, ValueError) as e:
             raise PipelineConfigError("window", str(e)) from None
 
     # -- validation ------------------------------------------------------------------------
@@ -168,8 +169,6 @@ class Pipeline:
             )
         if not self.lake:
             raise PipelineConfigError("lake", "is required (directory of the Delta tables)")
-        if self.allowed_lateness < 0:
-            raise PipelineConfigError("allowed_lateness", "must not be negative")
         if self.fold_memory < 1:
             raise PipelineConfigError("fold_memory", "must be at least 1 byte")
 
@@ -328,6 +327,11 @@ class Pipeline:
             )
 
     # -- derived --------------------------------------------------------------------------
+
+    def rules(self) -> WindowRules:
+        """The rules of the pipeline's windows (:class:`~panes.rules.WindowRules`): what every
+        layer past the configuration takes, the one holder of its allowed lateness."""
+        return WindowRules.of(self.windowing())
 
     def windowing(self) -> Windowing:
         """The window, trigger, modes and lateness, as the model's :class:`Windowing`."""

@@ -11,8 +11,8 @@ from sinks.lake import ViewSpec
 
 def view_spec(pipeline: Pipeline, **overrides: Any) -> ViewSpec:
     """The :class:`ViewSpec` of ``pipeline``: its name, lake, keys, named aggregates, window
-    function, accumulation mode, combiner and allowed lateness; ``overrides`` replace any of
-    them."""
+    function, accumulation mode, combiner and rules of a window's life (the holder of its
+    allowed lateness); ``overrides`` replace any of them."""
     combine_fn = pipeline.combine_fn()
     fns = getattr(combine_fn, "fns", None)
     if fns is None:  # a single scalar aggregate
@@ -26,7 +26,7 @@ def view_spec(pipeline: Pipeline, **overrides: Any) -> ViewSpec:
         mode=pipeline.accumulation_mode,
         combine_fn=combine_fn,
         single_writer=pipeline.single_writer,
-        allowed_lateness=pipeline.allowed_lateness,
+        rules=pipeline.rules(),
         fold_memory=pipeline.fold_memory,
     )
     fields.update(overrides)

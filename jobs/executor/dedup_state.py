@@ -30,8 +30,8 @@ import pyarrow.compute as pc
 from jobs.executor import rejection_reasons as why
 from jobs.executor.operator_input import DEDUP_ID, REJECTED_COLUMNS, TS_US
 from jobs.executor.state_store import Stored
-from panes.dedup import Copy, copy_order, forget, forget_at, id_hash, take
-from panes.windowfns import WindowFn
+from panes.dedup import Copy, copy_order, forget, id_hash, take
+from panes.rules import WindowRules
 
 MAGIC = b"PSD1"
 _HEADER = struct.Struct(">4sI")  # magic, number of ids
@@ -82,12 +82,11 @@ def wrap(ids: dict[bytes, int], inner: Stored | None, timer_ms: int | None) -> S
 
 @dataclass(frozen=True)
 class Dedup:
-    """How a pipeline deduplicates (picklable): its id ``columns``, its window function and
-    allowed lateness, its ``horizon`` (None: the windows', :func:`panes.dedup.forget_at`)."""
+    """How a pipeline deduplicates (picklable): its id ``columns``, the rules of its windows,
+    its ``horizon`` (None: the windows', :meth:`panes.rules.WindowRules.forget_at`)."""
 
     columns: tuple[str, ...]
-    window_fn: WindowFn
-    allowed_lateness: int
+    rules: WindowRules
     horizon: int | None
     keys: tuple[str, ...]
     values: tuple[str, ...]
@@ -104,7 +103,8 @@ class Dedup:
         ids = table.column(DEDUP_ID).to_pylist()
         ts = table.column(TS_US).to_pylist()
         memo: dict[int, int | None] = {}
-        builtin = type(self.window_fn).__module__ == "panes.windowfns"
+        forget_at = self.rules.forget_at
+        builtin = type(self.rules.window_fn).__module__ == "panes.windowfns"
         values: list[list] = []
         if not builtin:
             values = [table.column(v).to_pylist() for v in self.values]
@@ -113,10 +113,10 @@ class Dedup:
             if builtin:  # their windows depend on the time only
                 f = memo.get(t, -1)
                 if f == -1:
-                    f = memo[t] = forget_at(self.window_fn, self.allowed_lateness, t, self.horizon)
+                    f = memo[t] = forget_at(t, self.horizon)
             else:
                 value = {v: col[i] for v, col in zip(self.values, values, strict=True)}
-                f = forget_at(self.window_fn, self.allowed_lateness, t, self.horizon, value)
+                f = forget_at(t, self.horizon, value)
             out.append(Copy(None if text is None else id_hash(key_of[i], text), f))
         return out, _Order(table, self.values)
 

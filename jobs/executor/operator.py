@@ -38,7 +38,7 @@ import os
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 from typing import Any, NamedTuple
 
 import pyarrow as pa
@@ -72,11 +72,12 @@ from jobs.executor.output_tables import (
     PROCESSING_TIME,
     RECORD_KIND,
 )
-from jobs.executor.paths import Path, path_of
+from jobs.executor.paths import Path, engines_of
 from jobs.executor.state_store import ShardStore, Stored, batch_versions
 from jobs.executor.task_files import TaskOutput, TaskWriting
 from jobs.startup.python_processes import gc_thresholds
-from panes.columnar import ColumnarEngine, Lifting, Windows, add_bundle
+from panes.columnar import Windows, add_bundle
+from panes.engines import Engines
 from panes.time import BEGINNING_OF_TIME, END_OF_TIME
 from panes.weights import Retracted
 from sinks.lake import (
@@ -215,39 +216,38 @@ class BucketProcessor:
         self.output = output
         schema = config.input_schema
         self._key_fields = tuple(pa.field(k, schema.arrow_type(k)) for k in schema.keys)
-        self._engine: Any = None
-        self.path: Path | None = None
-        self._lifting: Lifting | None = None
-        self._columnar: ColumnarEngine | None = None
-        self._dedup: dedup_state.Dedup | None = None
+
+    @cached_property
+    def engines(self) -> Engines:
+        """The pipeline's engine on its path, built on first use by the model's factory
+        (:func:`jobs.executor.paths.engines_of`)."""
+        config = self.config
+        return engines_of(
+            config.engine_factory(),
+            config.input_schema,
+            config.layout,
+            lift=config.lift_combiners,
+            columnar=config.columnar_windows,
+        )
 
     @property
-    def engine(self):
-        if self._engine is None:
-            config = self.config
-            engine = self._engine = config.engine_factory()
-            self.path = path_of(
-                engine,
-                config.input_schema,
-                config.layout,
-                lift=config.lift_combiners,
-                columnar=config.columnar_windows,
-            )
-            columns = config.input_schema.columns_of_elements()
-            if self.path is Path.LIFTED:
-                self._lifting = Lifting.of(engine.windowing, engine.combine_fn, columns)
-            if self.path is Path.COLUMNAR:
-                self._columnar = ColumnarEngine(engine.windowing, engine.combine_fn, columns)
-            if config.dedup:
-                self._dedup = dedup_state.Dedup(
-                    tuple(config.dedup),
-                    engine.windowing.window_fn,
-                    engine.windowing.allowed_lateness,
-                    config.dedup_horizon,
-                    tuple(config.key_columns),
-                    tuple(config.value_columns),
-                )
-        return self._engine
+    def path(self) -> Path:
+        """The pipeline's path (:mod:`jobs.executor.paths`)."""
+        return self.engines.kind
+
+    @cached_property
+    def _dedup(self) -> dedup_state.Dedup | None:
+        """How the pipeline deduplicates (None: it does not), by its windows' rules."""
+        config = self.config
+        if not config.dedup:
+            return None
+        return dedup_state.Dedup(
+            tuple(config.dedup),
+            self.engines.rules,
+            config.dedup_horizon,
+            tuple(config.key_columns),
+            tuple(config.value_columns),
+        )
 
     def visit(
         self, stored: Stored | None, table: pa.Table | None, clocks: Clocks
@@ -256,7 +256,6 @@ class BucketProcessor:
         visit) -> the output batches, and the bucket's state after (None: empty). A
         deduplicated pipeline's duplicates are taken out of ``table`` first, whatever the path,
         and become rejected rows (:mod:`jobs.executor.dedup_state`)."""
-        self.engine  # noqa: B018  # built on first use, with its path
         dedup = self._dedup
         if dedup is None:
             return self._visit_windows(stored, table, clocks)
@@ -278,20 +277,20 @@ class BucketProcessor:
     def held(self, stored: Stored | None) -> Held:
         """What a bucket stored as ``stored`` holds, decoded as a visit decodes it, by the
         pipeline's path (what :mod:`jobs.executor.state_summary` reads; nothing is changed)."""
-        self.engine  # noqa: B018  # built on first use, with its path
         ids: dict[bytes, int] = {}
         if self._dedup is not None:
             ids, stored = dedup_state.unwrap(stored)
         blob = None if stored is None else stored.blob
-        if self._columnar is not None:
-            return Held(len(ids), window_store.load(self._columnar, blob), None)
+        columnar = self.engines.columnar
+        if columnar is not None:
+            return Held(len(ids), window_store.load(columnar, blob), None)
         return Held(len(ids), None, BucketState.load(blob, self._key_fields))
 
     def _visit_windows(
         self, stored: Stored | None, table: pa.Table | None, clocks: Clocks
     ) -> tuple[list[pa.RecordBatch], Stored | None]:
         """The visit of the bucket's windows by the pipeline's path."""
-        if self._columnar is not None:
+        if self.engines.columnar is not None:
             return self._visit_columnar(stored, table, clocks)
         bucket = BucketState.load(None if stored is None else stored.blob, self._key_fields)
         outs = self._visit_keys(bucket, table, clocks)
@@ -314,14 +313,15 @@ class BucketProcessor:
         """The engine's visit of ``bucket`` (changed in place) with its input rows: per key
         with rows or a wake-up due, ``advance`` then the rows (lifted: parts; else element by
         element) -> the engine's outputs."""
-        schema, engine = self.config.input_schema, self.engine
+        schema, engines = self.config.input_schema, self.engines
+        engine, lifting = engines.per_key, engines.lifting
         wm, pt = self._clocks(clocks)
         by_key: dict[Any, Any]
         add: Callable = engine.add_elements
         if table is None:
             by_key = {}
-        elif self._lifting is not None:
-            by_key = self._lifting.combined_by_key(table, wm)
+        elif lifting is not None:
+            by_key = lifting.combined_by_key(table, wm)
             add = partial(add_bundle, engine)
         else:
             by_key = elements_by_key(table, schema)
@@ -347,7 +347,7 @@ class BucketProcessor:
         self, stored: Stored | None, table: pa.Table | None, clocks: Clocks
     ) -> tuple[list[pa.RecordBatch], Stored | None]:
         """A visit of the bucket by the columnar engine."""
-        columnar = self._columnar
+        columnar = self.engines.columnar
         assert columnar is not None
         wm, pt = self._clocks(clocks)
         windows = window_store.load(columnar, None if stored is None else stored.blob)

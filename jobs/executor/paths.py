@@ -9,15 +9,17 @@ configuration (the table in ``docs/semantics.md``, "The operator's path").
 * **per element**: the per-key engine, fed element by element
   (:meth:`panes.engine.Engine.add_elements`); stored as the lifted path's buckets.
 
-Which engine applies is the model's to say (:func:`panes.columnar.columnar_reason`,
-:func:`panes.columnar.lifting_reason`); what is decided here is only what the operator's input
-adds: a batch's rows come in no fixed order, so an aggregate whose value depends on the order of
-its elements (``to_list``, or a combiner of your own that says so:
+Which engine applies, and why the columnar one does not, is the model's to say: its one
+factory of engines (:func:`panes.engines.choose`, :func:`panes.engines.build`), which the
+simulator calls too. What is decided here is only what the operator's input adds: a batch's rows
+come in no fixed order (``unordered``), so an aggregate whose value depends on the order of its
+elements (``to_list``, or a combiner of your own that says so:
 :attr:`panes.combiners.CombineFn.order_sensitive`) takes the per-element path, which sorts each
 key's rows canonically (:func:`jobs.executor.operator_input.canonical_order`); a pane-log layout
-that maps values itself (``value_mapper``) is written from the engine's panes. A combiner of your
-own is lifted (each window's values of a batch added at once, ``add_all``), never columnar.
-Nothing at run time changes a pipeline's path: not a key, a window or a value.
+that maps values itself (``value_mapper``) is written from the engine's panes, off the columnar
+engine. A combiner of your own is lifted (each window's values of a batch added at once,
+``add_all``), never columnar. Nothing at run time changes a pipeline's path: not a key, a window
+or a value.
 
 >>> from jobs.executor.operator_input import InputSchema
 >>> from panes import AfterProcessingTime, AfterWatermark, FixedWindows, Windowing, combiners
@@ -42,19 +44,45 @@ Nothing at run time changes a pipeline's path: not a key, a window or a value.
 
 from __future__ import annotations
 
-import enum
-
 from jobs.executor.operator_input import InputSchema
-from panes.columnar import columnar_reason, lifting_reason
-from panes.columnar.accumulators import parts_of
 from panes.engine import Engine
+from panes.engines import Choice, EngineKind, Engines, build, choose
 from sinks.lake import DEFAULT_LAYOUT, PaneLogLayout
 
+Path = EngineKind
+"""The operator's path: the engine the pipeline runs on (:class:`panes.engines.EngineKind`)."""
 
-class Path(enum.Enum):
-    COLUMNAR = "columnar"
-    LIFTED = "lifted"
-    PER_ELEMENT = "per element"
+MAPPED_VALUES = "the pane-log layout maps the values itself (value_mapper)"
+
+
+def _columnar_off(layout: PaneLogLayout) -> str | None:
+    """Why the operator's output keeps the pipeline off the columnar engine (None: it does
+    not)."""
+    return None if layout.value_mapper is None else MAPPED_VALUES
+
+
+def choice_of(
+    engine: Engine,
+    schema: InputSchema,
+    layout: PaneLogLayout = DEFAULT_LAYOUT,
+    *,
+    lift: bool = True,
+    columnar: bool = True,
+) -> Choice:
+    """The path of the pipeline ``engine`` runs over input of ``schema`` into pane-log columns
+    of ``layout`` (the module doc), and why the columnar engine does not apply. ``lift``,
+    ``columnar``: False keeps the pipeline off those paths (what the tests and benchmarks compare
+    them with)."""
+    return choose(
+        engine.windowing,
+        engine.combine_fn,
+        schema.columns_of_elements(),
+        engine.weighted,
+        lift=lift,
+        columnar=columnar,
+        unordered=True,  # a batch's rows come in no fixed order
+        columnar_off=_columnar_off(layout),
+    )
 
 
 def path_of(
@@ -65,23 +93,27 @@ def path_of(
     lift: bool = True,
     columnar: bool = True,
 ) -> Path:
-    """The path of the pipeline ``engine`` runs over input of ``schema`` into pane-log columns
-    of ``layout`` (the module doc). ``lift``, ``columnar``: False keeps the pipeline off those
-    paths (what the tests and benchmarks compare them with)."""
-    windowing, fn, columns = engine.windowing, engine.combine_fn, schema.columns_of_elements()
-    if not lift or lifting_reason(windowing, fn, columns, engine.weighted) is not None:
-        return Path.PER_ELEMENT  # merging or sliding windows, weights, inexact built-ins
-    parts = parts_of(fn, columns.arrow_type, columns.whole, columns.values)
-    if isinstance(parts, str) or any(p.order_sensitive for p in parts):
-        return Path.PER_ELEMENT  # a list: in the order the per-element path sorts rows into
-    if (
-        not columnar
-        or columnar_reason(windowing, fn, columns, engine.weighted) is not None
-        or layout.value_mapper is not None
-    ):
-        return Path.LIFTED  # a combiner's own, clocks beyond the watermark, emitted panes kept,
-        # mapped values
-    return Path.COLUMNAR
+    """The path of :func:`choice_of`."""
+    return choice_of(engine, schema, layout, lift=lift, columnar=columnar).kind
 
 
-__all__ = ["Path", "path_of"]
+def engines_of(
+    engine: Engine,
+    schema: InputSchema,
+    layout: PaneLogLayout = DEFAULT_LAYOUT,
+    *,
+    lift: bool = True,
+    columnar: bool = True,
+) -> Engines:
+    """The engine of the path of :func:`choice_of`, built by the model's factory."""
+    return build(
+        engine,
+        schema.columns_of_elements(),
+        lift=lift,
+        columnar=columnar,
+        unordered=True,  # a batch's rows come in no fixed order
+        columnar_off=_columnar_off(layout),
+    )
+
+
+__all__ = ["MAPPED_VALUES", "Path", "choice_of", "engines_of", "path_of"]

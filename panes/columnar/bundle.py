@@ -34,7 +34,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from panes.columnar.accumulators import COUNT, VALUE, Part, built_in_reason, parts_of
-from panes.columnar.classes import by_value
 from panes.columnar.keys import engine_keys, key_table
 from panes.columnar.wide import exact_sums, joined, python_ints_of, split_names
 from panes.combiners import Aggregates, CombineFn
@@ -177,8 +176,7 @@ class Lifting:
         """The bundle ``table`` combined per key and window (:class:`Lifted`) at ``watermark``:
         rows of windows it lets go are kept apart, decoded, to be reported as dropped."""
         starts = self.window_fn.start_of(table.column(TIMESTAMP).to_numpy())
-        expiry = by_value(self.rules.expiry, starts + self.size)
-        expired = watermark >= expiry
+        expired = self.rules.too_late(starts + self.size, watermark)
         late: dict[Any, list] = {}
         if expired.any():
             late = self.columns.elements(table.filter(pa.array(expired)))

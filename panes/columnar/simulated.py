@@ -9,6 +9,7 @@ reports is the element itself, as the simulator was given it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -70,7 +71,9 @@ class ColumnarRunner:
         types = {KEY: pa.string(), **{c: pa.int64() for c in values}, **types}
         return ElementColumns((KEY,), values, tuple(types.items()), self.whole, self._decode)
 
-    def add(self, elements: list[tuple[Any, Any, int]], watermark: int, processing_time: int):
+    def add(
+        self, elements: Sequence[tuple[Any, Any, int]], watermark: int, processing_time: int
+    ) -> tuple[list[Pane], list[Dropped]]:
         """One bundle at the clocks: (panes, dropped), in the per-key simulator's order: by key
         in the order of its first element in the bundle; for a key, by window in the order of
         its first element."""
@@ -122,7 +125,7 @@ class ColumnarRunner:
         columns = visit.panes()
         return ([] if columns is None else columns.panes()), visit.dropped
 
-    def _table(self, elements: list[tuple[Any, Any, int]]) -> pa.Table:
+    def _table(self, elements: Sequence[tuple[Any, Any, int]]) -> pa.Table:
         first = len(self._given)
         self._given.extend((value, ts) for _, value, ts in elements)
         columns: dict[str, Any] = {KEY: [e[0] for e in elements]}

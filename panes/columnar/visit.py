@@ -150,8 +150,9 @@ class Visit:
         """:meth:`panes.engine.Engine.advance` of the rows ``due`` (their wake-up reached)."""
         e, cols = self.e, self.windows.cols
         self.changed = True
-        end = cols[START][due] + e.layout.size
-        gone = self.wm >= by_value(e.rules.expiry, end)
+        start = cols[START][due]
+        end = start + e.layout.size
+        gone = by_value(partial(_gone, e.rules, e.layout.size, self.wm), start).astype(bool)
         past = self.wm >= end
         open_ = ~cols[CLOSED][due]
         seen_past = cols[SEEN_WM][due] >= end
@@ -385,12 +386,13 @@ class Visit:
         """:meth:`panes.engine.Engine._emit` of ``rows``: a pane batch (columns) is kept (a
         closing pane after a firing of the same window in the same wake-up)."""
         e, cols = self.e, self.windows.cols
-        index = cols[INDEX][rows].copy()
-        cols[INDEX][rows] = index + 1
-        cols[NONSPEC][rows] = np.where(timing != EARLY, nonspec + 1, cols[NONSPEC][rows])
+        rules, index = e.rules, cols[INDEX][rows].copy()
+        cols[INDEX][rows], cols[NONSPEC][rows] = rules.counters_after(
+            index, cols[NONSPEC][rows], timing == EARLY
+        )
         start = cols[START][rows]
         end = start + e.layout.size
-        timestamp = np.where(cols[HAS_HOLD][rows], cols[HOLD][rows], end - 1)  # max timestamp
+        timestamp = rules.pane_timestamp(cols[HAS_HOLD][rows], cols[HOLD][rows], end, np.where)
         cols[EMITTED][rows] = True
         take = pa.array(rows, pa.int64())
         self._panes.append(
@@ -471,6 +473,11 @@ class Visit:
             names=e.layout.names,
             accumulators=partial(accumulators_of, e.layout.accs, held, e.layout.names is None),
         )
+
+
+def _gone(rules: WindowRules, size: int, watermark: int, start: int) -> int:
+    """:meth:`~panes.rules.WindowRules.gone` of the window of ``size`` at ``start``."""
+    return rules.gone(Window(start, start + size), watermark)
 
 
 def _take(column: Any, rows: np.ndarray) -> Any:

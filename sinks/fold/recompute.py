@@ -35,7 +35,7 @@ class Refold(NamedTuple):
     watermark_us: int | None
     """The latest watermark a pane of those versions was emitted at (``watermark_us``; None:
     no pane). The watermark never moves back, and the batch that reached it fired and let go
-    every window due at it (:func:`panes.engine.window_gone`) in the same commit: every window
+    every window due at it (:meth:`panes.rules.WindowRules.gone`) in the same commit: every window
     gone at this watermark has its final panes in these versions."""
 
 

@@ -17,12 +17,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from panes.combiners import Aggregates, CombineFn, text_of
+from panes.rules import WindowRules
 from panes.windowfns import WindowFn
-from panes.windowing import AccumulationMode
+from panes.windowing import AccumulationMode, Windowing
 from sinks.lake.object_store import delta_storage_options, join_location
 
 
@@ -39,8 +40,11 @@ class ViewSpec:
     lake on a store without conditional writes: nothing locks the lake
     (:class:`sinks.lake.lock.LakeLock`), and ``storage_options`` gains what delta-rs needs to commit
     there (:func:`sinks.lake.object_store.delta_storage_options`). Column types are the pane log's
-    (:mod:`sinks.lake.pane_log`). ``allowed_lateness`` (µs): the pipeline's; ``verify`` tells by it
-    which windows are final at the pane log's watermark (:func:`panes.engine.window_gone`).
+    (:mod:`sinks.lake.pane_log`). ``rules``: the pipeline's rules of a window's life
+    (:class:`~panes.rules.WindowRules`, the holder of its allowed lateness; None: the window
+    function's at no lateness; rules of another window function take ``window_fn``); ``verify``
+    and ``report`` tell by them which windows are final at the pane log's watermark
+    (:meth:`~panes.rules.WindowRules.gone`).
     ``fold_memory`` (bytes): the working memory a fold may take; a larger backlog is folded in
     pieces (:mod:`sinks.fold.fold_plan`).
     """
@@ -55,7 +59,7 @@ class ViewSpec:
     storage_options: Mapping[str, str] | None = field(default=None, repr=False)  # may hold keys
     tables: Mapping[str, str] | None = None  # table name -> path overrides
     single_writer: bool = False
-    allowed_lateness: int = 0
+    rules: WindowRules | None = None
     fold_memory: int = 512 * 1024 * 1024
 
     def __post_init__(self) -> None:
@@ -71,6 +75,10 @@ class ViewSpec:
         set_(self, "aggregates", aggs)
         if self.combine_fn is None:
             set_(self, "combine_fn", Aggregates(dict(aggs)))
+        if self.rules is None:
+            set_(self, "rules", WindowRules.of(Windowing(self.window_fn)))
+        elif self.rules.window_fn != self.window_fn:  # a spec replaced with another window
+            set_(self, "rules", replace(self.rules, window_fn=self.window_fn))
         if not keys or not aggs:
             raise ValueError("a view needs at least one key column and one aggregate")
         if self.fold_memory < 1:
@@ -97,6 +105,12 @@ class ViewSpec:
     def app_id(self) -> str:
         """The application-transaction id of the materializer in the ``current`` table."""
         return f"{self.name}/materializer"
+
+    @property
+    def window_rules(self) -> WindowRules:
+        """:attr:`rules`, as set when the spec was made."""
+        assert self.rules is not None  # set by __post_init__
+        return self.rules
 
     # -- values ----------------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ Every text from the lake (keys, errors, hosts, the status's values) is escaped.
 Without a summary of the state, the largest open windows are read from the pane log (DuckDB):
 a window is open when none of its
 panes is its last (``is_last``), no later pane of a merged window superseded it, and the engine
-has not let it go at the lake's watermark (:func:`panes.engine.window_gone`: a window that
+has not let it go at the lake's watermark (:meth:`panes.rules.WindowRules.gone`: a window that
 expired without firing again has no last pane), the later of the pane log's and the last run's
 (:func:`lake_watermark`). They are ranked by the panes they emitted. The
 pane log does not count a window's elements, nor what the operator's state holds now: a window
@@ -41,7 +41,6 @@ from dataclasses import dataclass, fields, is_dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from panes.engine import window_gone
 from panes.time import BEGINNING_OF_TIME
 from panes.window import Window
 from sinks.lake import RunRecord, ViewSpec, read_runs, representable_us
@@ -142,7 +141,7 @@ def open_windows(
                 key, (start, end, n, first, last, timing) = tuple(row[:nk]), row[nk:]
                 if (*key, start, end) in superseded:
                     continue
-                if window_gone(spec.window_fn, spec.allowed_lateness, Window(start, end), wm):
+                if spec.window_rules.gone(Window(start, end), wm):
                     continue
                 out.append(OpenWindow(key, start, end, n, first, last, timing))
                 if len(out) == limit:

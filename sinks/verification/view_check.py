@@ -7,9 +7,9 @@
    aggregated, minus what the engine dropped (the ``late`` table):
    :mod:`sinks.verification.batch_check`. Only the windows that are *final* are compared: those the
    engine has let go at the watermark of the folded pane log (the latest a pane records), i.e. whose
-   merge horizon plus the allowed lateness it passed (:func:`panes.engine.window_gone`). The others
-   are still open (a run that has not drained): the view may hold an early or on-time value of them,
-   or nothing yet, and is not wrong. They are left out of both sides and counted
+   merge horizon plus the allowed lateness it passed (:meth:`panes.rules.WindowRules.gone`). The
+   others are still open (a run that has not drained): the view may hold an early or on-time value
+   of them, or nothing yet, and is not wrong. They are left out of both sides and counted
    (:func:`final_windows`); after a drain (watermark at the end of time) every window is final.
 
 Values are compared exactly (the refold's are Python's integers, the batch's DuckDB's 128-bit
@@ -40,7 +40,6 @@ import pyarrow as pa
 
 from panes.combiners import CombineFn
 from panes.dedup import DUPLICATE
-from panes.engine import window_gone
 from panes.sketches import SketchFn
 from panes.time import BEGINNING_OF_TIME, END_OF_TIME
 from panes.window import Window
@@ -76,7 +75,7 @@ def final_windows(
     ``watermark_us`` (None: no watermark yet), and how many windows are still open.
 
     A batch window is final when the engine has let it go at the watermark
-    (:func:`panes.engine.window_gone`: its merge horizon plus the allowed lateness passed; for
+    (:meth:`panes.rules.WindowRules.gone`: its merge horizon plus the allowed lateness passed; for
     sessions the horizon is ``end - 1 + gap``, since until then an element that is not late
     can still merge with the session). A batch window still open is left out of both sides.
     A window of the view that the batch does not have is compared when it is final by its own
@@ -86,11 +85,11 @@ def final_windows(
     that overlap none of them.
     """
     wm = BEGINNING_OF_TIME if watermark_us is None else watermark_us
-    fn, lateness = spec.window_fn, spec.allowed_lateness
+    fn, gone = spec.window_fn, spec.window_rules.gone
 
     def final(at: tuple) -> bool:
         start, end = at[1]
-        return window_gone(fn, lateness, Window(start, end), wm)
+        return gone(Window(start, end), wm)
 
     final_expected = {at: v for at, v in expected.items() if final(at)}
     still_open = [at for at in expected if at not in final_expected]

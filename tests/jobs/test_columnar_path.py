@@ -78,7 +78,7 @@ def windows_of(shard: ShardRun) -> dict:
     from jobs.executor.bucket_state import BucketState
 
     processor = shard.processor()
-    engine, columnar = processor.engine, processor._columnar
+    engine, columnar = processor.engines.per_key, processor.engines.columnar
     out, timers = {}, {}
     for bucket, stored in shard.stored().items():
         timers[bucket] = stored.timer_ms
@@ -126,7 +126,7 @@ def compare(seed: int, huge: bool = False) -> bool:
         want = run_plan(plain, key_type, [step])
         assert rows(got) == rows(want), f"seed {seed}: {settings}"
         assert_same_state(columnar, plain, f"seed {seed}: {settings}")
-    return columnar.processor()._columnar is not None
+    return columnar.processor().engines.columnar is not None
 
 
 @pytest.mark.parametrize("seeds", [seeds(0, 40), seeds(40, 80)])
@@ -149,7 +149,7 @@ def test_what_columns_cannot_hold_takes_the_engine_per_key(change):
     settings, _, _ = settings_of(0)
     settings.update(change)
     columnar, _ = shard_runs(settings)
-    assert columnar.processor()._columnar is None
+    assert columnar.processor().engines.columnar is None
 
 
 def test_a_sum_leaving_64_bits_and_back_stays_exact_in_columns():
@@ -372,4 +372,4 @@ def test_conformance_scenarios_write_the_same_rows_in_columns(name):
         kinds = [r["record_kind"] for r in got]  # as many as the transcript says
         assert (kinds.count("pane"), kinds.count("late")) == (len(step.panes), len(step.dropped))
         assert_same_state(columnar, plain, f"{name}: {step}")
-    assert columnar.processor()._columnar is not None
+    assert columnar.processor().engines.columnar is not None

@@ -218,11 +218,11 @@ def compare(seed: int, huge: bool = False, own: bool = False) -> set[str]:
     lifted, plain = operators(settings, mine)
     plan = list(batches(rng, key_type, huge=huge))
     got = run(lifted, key_type, plan)
-    assert lifted.processor()._lifting is not None, (
+    assert lifted.processor().engines.lifting is not None, (
         f"seed {seed}: this configuration must be lifted"
     )
     want = run(plain, key_type, plan)
-    assert plain.processor()._lifting is None
+    assert plain.processor().engines.lifting is None
     assert comparable(got) == comparable(want), f"seed {seed}: {settings}"
     assert lifted.stored() == plain.stored()  # the same state kept
     assert want or not any(rows for rows, *_ in plan)
@@ -286,7 +286,7 @@ def test_what_cannot_be_lifted_exactly_takes_the_per_element_path(window, aggreg
     settings["window"] = window
     settings["source"]["schema"]["n"] = n_type
     lifted, _ = operators(settings)
-    assert lifted.processor()._lifting is None
+    assert lifted.processor().engines.lifting is None
 
 
 def test_aggregates_reading_a_key_column_are_lifted_exactly():
@@ -301,7 +301,7 @@ def test_aggregates_reading_a_key_column_are_lifted_exactly():
         plan = list(batches(rng, "long"))
         want = run(plain, "long", plan)
         assert comparable(run(lifted, "long", plan)) == comparable(want), f"seed {seed}"
-        assert lifted.processor()._lifting is not None and want
+        assert lifted.processor().engines.lifting is not None and want
 
 
 def path_of(settings: dict, own: dict[str, CombineFn]) -> str:
@@ -375,7 +375,7 @@ def test_a_window_whose_running_sum_passes_64_bits_is_lifted_exactly():
     assert totals == {(1, 0): big, (1, 1): 3, (2, 0): 3}  # Arrow's running sum would pass 2^63
     schema = lifted.config.input_schema
     table = input_table([blob_of(pa.Table.from_pylist(rows))], [], schema)
-    lifting = lifted.processor()._lifting
+    lifting = lifted.processor().engines.lifting
     assert isinstance(lifting, Lifting)
     bundles = lifting.combined_by_key(table, 0)
     assert [len(bundles[1].expired), len(bundles[1].parts)] == [0, 2]

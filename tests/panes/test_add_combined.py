@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from panes import FixedWindows, GlobalWindows, Simulator, TimestampCombiner
-from panes.engine import Combined
+from panes.engine import Combined, Engine
 from panes.state import KeyState
 from tests.scenarios.format import load_all
 from tests.scenarios.on_simulator import apply, combine_fn, describe, describe_dropped, windowing
@@ -26,7 +26,7 @@ class CombiningSimulator(Simulator):
         for element in elements:
             by_key.setdefault(element[0], []).append(element)
         fired: list = []
-        engine = self.engine
+        engine = Engine(self.windowing, self.combine_fn)  # the same rules as the simulator's
         fn, window_fn = engine.combine_fn, engine.windowing.window_fn
         timestamps = engine.windowing.timestamp_combiner
         for key, bundle in by_key.items():
@@ -48,7 +48,12 @@ class CombiningSimulator(Simulator):
                 )
                 acc = fn.add_all(fn.create(), [e[-2] for e in group])
                 parts.append(Combined(window, acc, len(group), hold, lambda g=group: g))
-            self._collect(key, engine.add_combined(state, key, parts), fired)
+            out = engine.add_combined(state, key, parts)
+            fired.extend(out.panes)
+            self.panes.extend(out.panes)
+            self.dropped.extend(out.dropped)
+            if state.is_empty:
+                del self.states[key]
         return fired
 
 

@@ -27,6 +27,7 @@ from panes import (
     Always,
     ClosingBehavior,
     DefaultTrigger,
+    EngineKind,
     FixedWindows,
     Never,
     OnTimeBehavior,
@@ -133,7 +134,7 @@ def steps_of(sim_per_key, sim_columnar, steps, fields):
 def test_both_engines_emit_the_same_panes_and_drops(pipeline, steps):
     windowing, fn, fields = pipeline
     per_key = Simulator(windowing, fn)
-    columnar = Simulator(windowing, fn, engine="columnar")
+    columnar = Simulator(windowing, fn, engine=EngineKind.COLUMNAR)
     for i, (what, ((panes, dropped), (c_panes, c_dropped))) in enumerate(
         steps_of(per_key, columnar, steps, fields)
     ):
@@ -165,11 +166,11 @@ def test_both_engines_emit_the_same_panes_and_drops(pipeline, steps):
 )
 def test_the_columnar_engine_says_where_it_does_not_apply(windowing, fn, reason):
     with pytest.raises(NotColumnar, match=re.escape(reason)):
-        Simulator(windowing, fn, engine="columnar")
+        Simulator(windowing, fn, engine=EngineKind.COLUMNAR)
 
 
 def test_a_float_sum_is_refused_at_its_first_bundle():
-    sim = Simulator(Windowing(FixedWindows(10)), combiners.sum(), engine="columnar")
+    sim = Simulator(Windowing(FixedWindows(10)), combiners.sum(), engine=EngineKind.COLUMNAR)
     with pytest.raises(NotColumnar, match="order of additions"):
         sim.add_elements([("k", 1.5, 1)])
 
@@ -187,7 +188,7 @@ def test_a_column_whose_first_values_are_all_missing_takes_its_type_from_later_o
         (combiners.to_list(), [None, "a"]),
         (combiners.sum(), [None, 3]),
     ]:
-        sims = [Simulator(windowing, fn), Simulator(windowing, fn, engine="columnar")]
+        sims = [Simulator(windowing, fn), Simulator(windowing, fn, engine=EngineKind.COLUMNAR)]
         for v in values:
             outs = [[p.value for p in sim.add_elements([("k", v, 1)])] for sim in sims]
             assert outs[0] == outs[1], (fn, v)

@@ -26,6 +26,7 @@ from panes import (
     AfterCount,
     AfterProcessingTime,
     AfterWatermark,
+    EngineKind,
     FixedWindows,
     GlobalWindows,
     Repeatedly,
@@ -542,4 +543,4 @@ def test_the_columnar_engine_refuses_picked_aggregates_naming_them(fn, reason):
 
     combined = combiners.aggregates(n=combiners.count(), x=fn)
     with pytest.raises(NotColumnar, match=re.escape(reason)):
-        Simulator(Windowing(FixedWindows(10)), combined, engine="columnar")
+        Simulator(Windowing(FixedWindows(10)), combined, engine=EngineKind.COLUMNAR)

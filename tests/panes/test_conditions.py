@@ -11,6 +11,7 @@ from panes import (
     AccumulationMode,
     AfterCount,
     AfterWatermark,
+    EngineKind,
     FixedWindows,
     Repeatedly,
     Sessions,
@@ -201,7 +202,7 @@ def test_a_filtered_aggregate_is_the_inner_one_over_the_values_whose_condition_i
 def test_a_filtered_list_is_not_columnar_and_says_why():
     listed = combiners.to_list("amount").filter("status = 'error'")
     with pytest.raises(NotColumnar, match="a filtered list is added element by element"):
-        Simulator(Windowing(FixedWindows(10)), listed, engine="columnar")
+        Simulator(Windowing(FixedWindows(10)), listed, engine=EngineKind.COLUMNAR)
 
 
 RECORDS = st.lists(
@@ -265,7 +266,10 @@ def test_the_columnar_engine_masks_a_bundle_with_the_flags_as_the_per_key_engine
         accumulation_mode=mode,
         allowed_lateness=10,
     )
-    sims = [Simulator(windowing, EVERY_KIND, engine=e) for e in ("per_key", "columnar")]
+    sims = [
+        Simulator(windowing, EVERY_KIND, engine=e)
+        for e in (EngineKind.PER_ELEMENT, EngineKind.COLUMNAR)
+    ]
     for sim in sims:
         sim.add_elements(elements[:cut])
         sim.advance_watermark(watermark)

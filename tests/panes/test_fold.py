@@ -40,7 +40,7 @@ def test_the_paper_session_example_folds_to_its_two_final_sessions():
     time: the retractions net out to the sessions [10s, 300s) and [400s, 500s)."""
     sc = load_all()["dataflow_paper_session_example"]
     _, sim = run(sc)
-    view = fold(sim.panes, sim.engine.windowing.accumulation_mode, combiners.sum())
+    view = fold(sim.panes, sim.windowing.accumulation_mode, combiners.sum())
     assert sorted(view.values()) == [12, 39]
     assert sum(view.values()) == 51
     assert [(w.start // S, w.end // S) for _, w in sorted(view)] == [(10, 300), (400, 500)]

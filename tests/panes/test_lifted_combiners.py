@@ -28,6 +28,7 @@ from panes import (
     AfterWatermark,
     ClosingBehavior,
     DefaultTrigger,
+    EngineKind,
     FixedWindows,
     OnTimeBehavior,
     Repeatedly,
@@ -274,7 +275,7 @@ def test_a_group_of_values_is_added_with_one_add_all_call():
 def test_the_columnar_engine_refuses_a_combiner_of_your_own(fn):
     """Lifted, but no column holds its accumulator: the columnar engine says so."""
     with pytest.raises(NotColumnar, match=re.escape("is not a built-in aggregate")):
-        Simulator(Windowing(FixedWindows(10)), fn, engine="columnar")
+        Simulator(Windowing(FixedWindows(10)), fn, engine=EngineKind.COLUMNAR)
 
 
 def test_a_combiner_reading_a_column_the_elements_lack_does_not_lift():

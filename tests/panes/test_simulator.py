@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import pytest
 
+from panes import EngineKind
 from panes.columnar import NotColumnar
 from tests.scenarios.format import load_all
 from tests.scenarios.on_simulator import run
@@ -35,7 +36,7 @@ def test_scenario(name):
 def test_scenario_on_the_columnar_engine(name):
     sc = SCENARIOS[name]
     try:
-        observed, _ = run(sc, engine="columnar")
+        observed, _ = run(sc, engine=EngineKind.COLUMNAR)
     except NotColumnar as refused:
         assert "does not apply: " in str(refused), "a refusal says why"
         return
@@ -51,7 +52,7 @@ def test_the_columnar_engine_serves_every_scenario_of_fixed_windows_it_can():
     ran, refused = 0, []
     for sc in SCENARIOS.values():
         try:
-            run(sc, engine="columnar")
+            run(sc, engine=EngineKind.COLUMNAR)
             ran += 1
         except NotColumnar as e:
             refused.append(str(e))

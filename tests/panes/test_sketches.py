@@ -246,7 +246,7 @@ def test_daily_distinct_users_from_hourly_sketches_withdraw_retracted_hours_exac
     rows = [(p.key, p.value, min(p.timestamp, p.window.end - 1), p.is_retraction) for p in up.panes]
     down.add_elements([(k, Retracted(v) if r else v, ts) for k, v, ts, r in rows])
     down.advance_watermark(END_OF_TIME)
-    got = fold(down.panes, AccumulationMode.ACCUMULATING_AND_RETRACTING, down.engine.combine_fn)
+    got = fold(down.panes, AccumulationMode.ACCUMULATING_AND_RETRACTING, down.combine_fn)
     final_hours = fold(up.panes, AccumulationMode.ACCUMULATING_AND_RETRACTING, hourly)
     for (_, window), value in got.items():
         users = {u for u, ts in elements if window.start <= ts < window.end}

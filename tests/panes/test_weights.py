@@ -290,7 +290,7 @@ def run_chain(upstream_mode, views):
         feed(up.add_elements(bundle))
         feed(up.advance_watermark(watermark))
     feed(up.advance_watermark(END_OF_TIME))
-    final_sessions = fold(up.panes, up.engine.windowing.accumulation_mode, SESSION_VALUE)
+    final_sessions = fold(up.panes, up.windowing.accumulation_mode, SESSION_VALUE)
     expected = batch(
         [(key[1], value, window.max_timestamp) for (key, window), value in final_sessions.items()],
         FixedWindows(100),

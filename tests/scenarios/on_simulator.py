@@ -14,6 +14,7 @@ from panes import (
     AccumulationMode,
     ClosingBehavior,
     Dropped,
+    EngineKind,
     OnTimeBehavior,
     Pane,
     Simulator,
@@ -96,7 +97,9 @@ def apply(sim: Simulator, step: Step) -> list[Pane]:
     return sim.advance_processing_time(step.time)
 
 
-def run(sc: Scenario, engine: str = "per_key") -> tuple[list[Observed], Simulator]:
+def run(
+    sc: Scenario, engine: EngineKind = EngineKind.PER_ELEMENT
+) -> tuple[list[Observed], Simulator]:
     """Every step of ``sc`` on a fresh simulator of ``engine``: what each emitted, and the
     simulator."""
     sim = Simulator(windowing(sc), combine_fn(sc), engine=engine)

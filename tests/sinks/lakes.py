@@ -25,6 +25,7 @@ from panes import (
 )
 from panes.fold import batch, fold
 from panes.pane import Pane
+from panes.rules import WindowRules
 from sinks.fold.materializer import Materializer
 from sinks.lake.pane_log import PaneLog, PaneLogLayout
 from sinks.lake.records import LateLog
@@ -143,7 +144,7 @@ def random_run(
         window_fn,
         mode,
         combine_fn=combine_fn,
-        allowed_lateness=windowing.allowed_lateness,
+        rules=WindowRules.of(windowing),
     )
     sim = Simulator(windowing, combine_fn)
     steps: list[list[Pane]] = []
@@ -239,7 +240,7 @@ def scripted_run(
         windowing.window_fn,
         windowing.accumulation_mode,
         combine_fn=sum_,
-        allowed_lateness=windowing.allowed_lateness,
+        rules=WindowRules.of(windowing),
     )
     layout = PaneLogLayout(value_fields=(("value", pa.int64()),))
     dropped_before = len(sim.dropped)
