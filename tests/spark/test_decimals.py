@@ -119,7 +119,8 @@ def test_decimal_and_date_columns_of_json_lines_are_exact(spark, tmp_path):
 def test_decimal_and_date_columns_of_a_delta_table(spark, tmp_path):
     """A Delta table's decimal(10,2) column declared decimal(18,2) and its date column: the
     window's exact sum and its dates; a decimal(12,4) table's 1.2345 would not fit and is not
-    read here (the cast back check, jobs.driver.plan._typed)."""
+    read here (the cast back check,
+    jobs.executor.record_rules.SparkRecords.typed)."""
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake
 
