@@ -51,18 +51,11 @@ Plan (all rows of one batch)::
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from jobs.config.event_time import (
-    MAX_EVENT_TIME_US,
-    MIN_EVENT_TIME_US,
-    spark_event_time,
-    spark_timestamp,
-)
 from jobs.config.pipeline import Pipeline
 from jobs.driver.control import SENTINEL_MS
-from jobs.executor import rejection_reasons as why
 from jobs.executor.operator import (
     Clocks,
     OperatorBatch,
@@ -82,14 +75,15 @@ from jobs.executor.operator_input import (
     ROW,
     TS_US,
     WEIGHT,
-    bucket_expression,
     pack_by_bucket,
     row_expression,
 )
+from jobs.executor.record_rules import SparkRecords
 from jobs.executor.task_files import TaskWriting
 from jobs.sources.files.jsonl_decoder import LATEST_EVENT_TIME
 from jobs.sources.files.landing import ERROR, RAW, SOURCE_FILE
 from jobs.sources.pane_log.driver import tagged as pane_log_tagged
+from jobs.sources.shape import record_shape
 from sinks.lake import PaneLogLayout, arrow_type, column_type
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -158,43 +152,10 @@ def operator_config(
 # -- the plan ---------------------------------------------------------------------------------
 
 
-def _typed(pipeline: Pipeline, df: DataFrame, column: str) -> Column:
-    """``column`` of ``df`` in its schema type, null where a value does not convert exactly.
-
-    One rule for every source whose frame holds another type than the schema's (text read as
-    text, a user's DataFrame, a Delta table): text is read by its form (``"1.5"`` is no
-    ``long``; a timestamp by :func:`jobs.config.event_time.spark_timestamp`, UTC where it has
-    no zone, whatever the session's time zone; a decimal or a date only in its exact form,
-    :attr:`sinks.lake.column_types.ColumnType.text_form`: ``1.234`` is no ``decimal(18,2)``, never
-    rounded); a value of another type converts only if it converts back to itself (a double 1.5
-    is no ``long``, truncated to 1; 2.0 is 2; a ``decimal(20,4)`` 1.2345 is no
-    ``decimal(18,2)``)."""
-    from pyspark.sql import functions as F
-
-    wanted = column_type(pipeline.source.types[column])
-    sql_type = wanted.spark
-    dtype = dict(df.dtypes)[column]
-    value = F.col(column)
-    if dtype == sql_type:
-        return value
-    if sql_type == "timestamp":
-        return spark_timestamp(value, dtype)
-    if dtype == "string" and wanted.text_form is not None:
-        text = F.trim(value)
-        return F.when(text.rlike(f"^(?:{wanted.text_form})$"), text.try_cast(sql_type))
-    converted = value.try_cast(sql_type)
-    if dtype == "string":
-        return converted  # try_cast reads text by its form: "1.5" is not a long
-    return F.when(converted.try_cast(dtype).eqNullSafe(value), converted)
-
-
-def _not_converted(pipeline: Pipeline, df: DataFrame, column: str, what: str) -> str:
-    """Why ``column``'s value is refused when it does not convert (:func:`_typed`)."""
-    dtype = dict(df.dtypes)[column]
-    if dtype == "string":
-        return why.unparseable(what, column)
-    declared = pipeline.source.types[column]
-    return f"{what} not exactly a {declared} ({column}: a {dtype} that does not convert exactly)"
+def _records(pipeline: Pipeline, records: DataFrame) -> SparkRecords:
+    """The record rules rendered in Spark SQL over ``records`` (the columns of
+    :func:`_complete_records`)."""
+    return SparkRecords(record_shape(pipeline), dict(records.dtypes), line=RAW, error=ERROR)
 
 
 def _complete_records(pipeline: Pipeline, records: DataFrame) -> DataFrame:
@@ -225,46 +186,6 @@ def _complete_records(pipeline: Pipeline, records: DataFrame) -> DataFrame:
     return records
 
 
-def _rejection_reason(
-    pipeline: Pipeline, records: DataFrame, ts: Column, raw_ts: Column | None
-) -> Column:
-    """Why a record Spark read cannot become an element (null: it can), given its converted and
-    raw event time (:func:`jobs.config.event_time.spark_event_time`). The tagger of every record
-    the JSON-lines decoder does not judge (:mod:`jobs.sources.files.jsonl_decoder`), in the same
-    order: event time, keys, values."""
-    from pyspark.sql import functions as F
-
-    raw = F.col(RAW)
-    reason = F.when(raw.isNotNull() & ~F.is_valid_utf8(raw), F.lit(why.NOT_UTF8))
-    reason = reason.when(F.col(ERROR).isNotNull(), F.col(ERROR))
-    if raw_ts is not None:
-        et = pipeline.event_time or ""
-        reason = reason.when(raw_ts.isNull(), F.lit(why.missing_event_time(et)))
-        reason = reason.when(ts.isNull(), F.lit(why.unparseable_event_time(et)))
-        micros = F.unix_micros(ts)
-        reason = reason.when(
-            (micros < MIN_EVENT_TIME_US) | (micros > MAX_EVENT_TIME_US),
-            F.lit(why.event_time_out_of_range(et)),
-        )
-    types = pipeline.source.types
-    for k in pipeline.keys:
-        key = _typed(pipeline, records, k)
-        reason = reason.when(F.col(k).isNull(), F.lit(why.missing_key(k)))
-        reason = reason.when(key.isNull(), F.lit(_not_converted(pipeline, records, k, "key")))
-        if types[k] == "string":
-            reason = reason.when(F.trim(key) == "", F.lit(why.empty_key(k)))
-    for v in pipeline.value_columns:
-        value = _typed(pipeline, records, v)
-        reason = reason.when(
-            F.col(v).isNotNull() & value.isNull(),
-            F.lit(_not_converted(pipeline, records, v, "value")),
-        )
-        if types[v] in ("double", "float"):
-            finite = value.isNull() | ~(F.isnan(value) | F.abs(value).eqNullSafe(float("inf")))
-            reason = reason.when(~finite, F.lit(why.not_finite(v)))
-    return reason
-
-
 def _decoded(pipeline: Pipeline, records: DataFrame) -> DataFrame:
     """The JSON-lines decoder's rows (:mod:`jobs.sources.files.jsonl_decoder`) in the shape of
     :func:`_tagged`: a blob (its latest event time) or a line the decoder rejected, with the
@@ -291,27 +212,6 @@ def _decoded(pipeline: Pipeline, records: DataFrame) -> DataFrame:
     )
 
 
-def _dedup_id(pipeline: Pipeline, records: DataFrame) -> Column:
-    """The record's id (:data:`jobs.executor.operator_input.DEDUP_ID`) from its typed id
-    columns, as the JSON-lines decoder writes it (:func:`jobs.executor.operator_input.id_text`):
-    ``<length>:<text>`` per column, joined by ``|``; null when a column is null."""
-    from pyspark.sql import functions as F
-
-    pieces = []
-    for i, c in enumerate(pipeline.dedup):
-        if i:
-            pieces.append(F.lit("|"))
-        if c == pipeline.event_time:
-            value = F.unix_micros(F.col(CHECKED_TS))
-        elif pipeline.source.types[c] == "timestamp":
-            value = F.unix_micros(_typed(pipeline, records, c))
-        else:
-            value = _typed(pipeline, records, c)
-        text = value.cast("string")
-        pieces += [F.char_length(text).cast("string"), F.lit(":"), text]
-    return F.concat(*pieces)  # null when any piece is
-
-
 def _carried_sql_type(pipeline: Pipeline, column: str) -> str:
     """The Spark SQL type of a carried value column (a condition's flag: boolean)."""
     return column_type(pipeline.carried_type(column)).spark
@@ -328,31 +228,30 @@ def _tagged(pipeline: Pipeline, records: DataFrame) -> DataFrame:
     reason."""
     from pyspark.sql import functions as F
 
-    ts, raw_ts = spark_event_time(pipeline.event_time_column, records)
+    rendered = _records(pipeline, records)
+    ts, _ = rendered.event_time(records)
     # the event time and the reason computed once, in a projection of their own: written into
     # each column that depends on them, they made the plan's expressions several times larger,
     # which Spark analyses when the query is built and optimizes when a batch is planned
     read = dict.fromkeys(c for cond in pipeline.conditions for c in cond.columns)
+    judging = replace(rendered, event_time_us=F.unix_micros(ts))
     checked = records.select(
         "*",
         ts.alias(CHECKED_TS),
-        _rejection_reason(pipeline, records, ts, raw_ts).alias(CHECKED_REASON),
-        *[_typed(pipeline, records, c).alias(TYPED_PREFIX + c) for c in read],
+        judging.reason().alias(CHECKED_REASON),
+        *[rendered.typed(c).alias(TYPED_PREFIX + c) for c in read],
     )
     ok = F.col(CHECKED_REASON).isNull()
-    flags = {
-        cond.flag: F.expr(cond.sql("spark", lambda c: f"`{TYPED_PREFIX}{c}`"))
-        for cond in pipeline.conditions
-    }
 
     def carried(v: str) -> Column:
-        return flags[v] if v in flags else _typed(pipeline, records, v)
+        return rendered.carried(v, lambda c: f"`{TYPED_PREFIX}{c}`")
 
     # a deduplicated pipeline's elements keep their record: a duplicate becomes a rejected row
     kept = F.lit(True) if pipeline.dedup else ~ok
-    dedup = [F.when(ok, _dedup_id(pipeline, records)).alias(DEDUP_ID)] if pipeline.dedup else []
+    ids = replace(rendered, event_time_us=F.unix_micros(F.col(CHECKED_TS)))
+    dedup = [F.when(ok, ids.dedup_id()).alias(DEDUP_ID)] if pipeline.dedup else []
     return checked.select(
-        *[F.when(ok, _typed(pipeline, records, k)).alias(k) for k in pipeline.keys],
+        *[F.when(ok, rendered.typed(k)).alias(k) for k in pipeline.keys],
         F.when(ok, F.col(CHECKED_TS)).alias(EVENT_TIME),
         *[F.when(ok, carried(v)).alias(v) for v in pipeline.carried_columns],
         F.when(kept, F.make_valid_utf8(RAW)).alias(RAW_TEXT),  # kept as text
@@ -393,7 +292,7 @@ def _operator_input(
     from pyspark.sql import functions as F
 
     delay = watermark_delay_ms(pipeline)
-    bucket = bucket_expression(pipeline.keys, pipeline.state_buckets)
+    bucket = SparkRecords(record_shape(pipeline), {}).bucket()
     # a pane-log source carries the event time in TS_US (EVENT_TIME is the upstream watermark)
     given = TS_US in tagged.columns
     event_time_us = F.col(TS_US) if given else F.unix_micros(F.col(EVENT_TIME))

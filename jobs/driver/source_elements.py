@@ -211,8 +211,9 @@ def load_source_elements(pipeline: Pipeline, events: pa.Table | None = None) -> 
 
         def typed(column: str) -> str:
             """The column in its schema type: a given table's other type converted as the job
-            converts it (:func:`jobs.driver.plan._typed`), null where it does not exactly:
-            text by its form, another type only if the value is the same in both types."""
+            converts it (:meth:`jobs.executor.record_rules.SparkRecords.typed`), null where it
+            does not exactly: text by its form, another type only if the value is the same in
+            both types."""
             wanted = column_type(types[column])
             name = f'"{column}"'
             converted = f"TRY_CAST({name} AS {wanted.duckdb})"

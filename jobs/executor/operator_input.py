@@ -34,12 +34,10 @@ integer column with nulls as float64). Who packs:
   in the row encoding, so no second Python stage runs before the shuffle;
 * every other source's rows are packed by :func:`pack_by_bucket`, a ``mapInArrow`` function.
 
-A key's bucket is Spark's ``pmod(xxhash64(key columns), state_buckets)``
-(:func:`bucket_expression`), computed identically in Python by :class:`KeyBuckets`, so a key's
-state is found whichever side packed its rows. Spark's ``xxhash64`` is XXH64 with seed 42, chained
-over the columns: each non-null column is hashed with the previous result as the seed; strings as
-their UTF-8 bytes, ``int`` as 4 and ``bigint`` as 8 little-endian bytes; ``pmod`` is Python's
-``%`` with a positive divisor. A lake maps bucket numbers to grouping values that Spark spreads
+A key's bucket is Spark's ``pmod(xxhash64(key columns), state_buckets)``, stated with the
+record's other rules in :mod:`jobs.executor.record_rules` (``KeyBucket``: ``bucket_expression``
+in Spark, ``KeyBuckets`` in Python), so a key's state is found whichever side packed its rows. A
+lake maps bucket numbers to grouping values that Spark spreads
 evenly over its shuffle partitions (:func:`balanced_bucket_ids`).
 """
 
@@ -47,17 +45,16 @@ from __future__ import annotations
 
 import itertools
 import operator
-import struct
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
-import xxhash
 
+from jobs.executor.record_rules import SPARK_SEED
 from panes.columnar import TIMESTAMP, ElementColumns
 from panes.weights import Retracted
 
@@ -81,8 +78,9 @@ WEIGHT = "pst_weight"
 DEDUP_ID = "pst_dedup_id"
 """A deduplicated pipeline's element column: the record's id as text, each id column's value
 (typed; a timestamp or the event time as µs since 1970) as ``<length>:<text>``, joined by ``|``
-(null when an id column is null: never deduplicated). Written by the record's one tagger (the
-JSON-lines decoder, :func:`id_text`, or the plan's Spark SQL); :mod:`panes.dedup` hashes it."""
+(null when an id column is null: never deduplicated). Written by the record's one tagger, by
+the one statement of it (:class:`jobs.executor.record_rules.DedupId`,
+rendered in Arrow or Spark SQL); :mod:`panes.dedup` hashes it."""
 REJECTED_COLUMNS = ("pst_raw", "pst_source_file", "pst_reason")
 """A rejected record's raw text, its file and why it was rejected (``pst_``: source columns may
 not start with ``_``, and Spark renames ``_`` columns of a stateful operator's input)."""
@@ -379,20 +377,6 @@ def canonical_order(elements: list[tuple[Any, int]]) -> None:
         i = j
 
 
-def id_text(columns: Sequence[pa.Array]) -> pa.Array:
-    """:data:`DEDUP_ID` of each row of the id ``columns`` (typed: timestamps as µs integers).
-
-    >>> id_text([pa.array(["a|b", None]), pa.array([7, 7])]).to_pylist()
-    ['3:a|b|1:7', None]
-    """
-    pieces = []
-    for column in columns:
-        text = pc.cast(column, pa.string())
-        length = pc.cast(pc.utf8_length(text), pa.string())
-        pieces.append(pc.binary_join_element_wise(length, text, ":"))
-    return pc.binary_join_element_wise(*pieces, "|")
-
-
 def rejected_records(table: pa.Table | None) -> dict[str, list]:
     """Rejected rows -> ``{"raw": [...], "source_file": [...], "reason": [...]}``."""
     names = [c.removeprefix("pst_") for c in REJECTED_COLUMNS]
@@ -402,70 +386,6 @@ def rejected_records(table: pa.Table | None) -> dict[str, list]:
 
 
 # -- key buckets --------------------------------------------------------------------------------
-
-SPARK_SEED = 42
-HASHED_AS = {"string": "utf8", "int": "int32", "long": "int64", "bigint": "int64"}
-"""Declared column type -> how Spark's ``xxhash64`` hashes a value of it."""
-_PACK = {"int32": struct.Struct("<i").pack, "int64": struct.Struct("<q").pack}
-
-
-def bucket_expression(keys: Sequence[str], buckets: int) -> Any:
-    """The bucket of a row's key as a Spark column: ``pmod(xxhash64(keys), buckets)``."""
-    from pyspark.sql import functions as F
-
-    return F.pmod(F.xxhash64(*keys), F.lit(buckets))
-
-
-def _signed(u: int) -> int:
-    return u - (1 << 64) if u >= 1 << 63 else u
-
-
-@dataclass
-class KeyBuckets:
-    """``bucket(key)`` == Spark's ``pmod(xxhash64(key columns), buckets)``, memoized per key.
-
-    ``types`` are the key columns' declared types (each in :data:`HASHED_AS`); a key is the
-    column's value for one key column, else a tuple of them; no value may be null (a valid key
-    never is).
-
-    >>> KeyBuckets(("string",), 64).bucket("key-0776") in range(64)
-    True
-    """
-
-    types: Sequence[str]
-    buckets: int
-    _memo: dict[Any, int] = field(default_factory=dict, repr=False)
-
-    def __post_init__(self) -> None:
-        unknown = [t for t in self.types if t not in HASHED_AS]
-        if unknown:
-            raise ValueError(f"key types {unknown} have no Python bucket function")
-        if self.buckets < 1:
-            raise ValueError(f"buckets must be >= 1, got {self.buckets}")
-        self._kinds = [HASHED_AS[t] for t in self.types]
-
-    def xxhash64(self, key: Any) -> int:
-        """Spark's ``xxhash64`` of the key columns (a signed 64-bit integer)."""
-        values = (key,) if len(self._kinds) == 1 else key
-        seed = SPARK_SEED
-        for kind, value in zip(self._kinds, values, strict=True):
-            data = value.encode("utf-8") if kind == "utf8" else _PACK[kind](value)
-            seed = xxhash.xxh64_intdigest(data, seed)
-        return _signed(seed)
-
-    def bucket(self, key: Any) -> int:
-        got = self._memo.get(key)
-        if got is None:
-            if len(self._memo) >= 1_000_000:  # a bounded memo: keys repeat, but not forever
-                self._memo.clear()
-            got = self._memo[key] = self.xxhash64(key) % self.buckets
-        return got
-
-    def buckets_of(self, keys: Iterable[Any]) -> list[int]:
-        """The bucket of each key, in order."""
-        bucket = self.bucket
-        return [bucket(k) for k in keys]
-
 
 # -- spreading buckets over Spark's shuffle partitions ------------------------------------------
 

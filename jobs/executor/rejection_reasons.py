@@ -1,9 +1,10 @@
 """Why a record is rejected: the texts of the ``rejected`` table's ``reason`` column.
 
-A record is judged by one tagger, chosen per pipeline: the JSON-lines decoder
-(:mod:`jobs.sources.files.jsonl_decoder`) for the JSON lines of a pipeline it serves, otherwise the
-plan's Spark SQL tagging (:func:`jobs.driver.plan._rejection_reason`, after Spark's parsers in
-:mod:`jobs.sources.files.landing`). Both write these texts; ``docs/running.md`` lists them.
+Which text applies when is stated once, in :func:`jobs.executor.record_rules.rules` (the rules
+in their order), rendered by the record's one tagger, chosen per pipeline: in Arrow by the
+JSON-lines decoder (:mod:`jobs.sources.files.jsonl_decoder`) for the JSON lines of a pipeline it
+serves, otherwise in Spark SQL by the plan (:mod:`jobs.driver.plan`, after Spark's parsers in
+:mod:`jobs.sources.files.landing`). ``docs/running.md`` lists them.
 """
 
 from __future__ import annotations
@@ -38,6 +39,19 @@ def missing_key(column: str) -> str:
 def unparseable(what: str, column: str) -> str:
     """A key or value (``what``) whose text does not read as its column's type."""
     return f"unparseable {what} ({column})"
+
+
+def not_converted(what: str, column: str, declared: str, arrived: str) -> str:
+    """A key or value (``what``) of ``column``, declared ``declared``, whose value, arriving as
+    a Spark type ``arrived``, does not convert exactly: text by its form (unparseable), another
+    type only if it converts back to itself.
+
+    >>> not_converted("value", "amount", "long", "double")
+    'value not exactly a long (amount: a double that does not convert exactly)'
+    """
+    if arrived == "string":
+        return unparseable(what, column)
+    return f"{what} not exactly a {declared} ({column}: a {arrived} that does not convert exactly)"
 
 
 def empty_key(column: str) -> str:

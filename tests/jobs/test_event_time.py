@@ -225,8 +225,8 @@ def test_verify_reads_event_times_with_code_the_job_does_not_use(tmp_path, monke
 
     from jobs.config import event_time
     from jobs.driver.source_elements import load_source_elements
+    from jobs.executor import record_rules as decoder_module  # the decoder's Arrow rendering
     from jobs.executor.operator_input import unpack
-    from jobs.sources.files import jsonl_decoder as decoder_module
     from jobs.sources.files.landing import jsonl_decoder
 
     stamps = ["2024-01-01T01:00:00+01:00", "2023-12-31T19:00:00-05:00", "2024-01-01T05:30:00+0530"]

@@ -69,7 +69,7 @@ def line(device="a", ts="2024-01-01T00:00:01Z", **more):
 
 
 def test_valid_lines_are_decoded_into_their_key_buckets():
-    from jobs.executor.operator_input import KeyBuckets
+    from jobs.executor.record_rules import KeyBuckets
 
     lines = [line(f"d{i % 13}", f"2024-01-01T00:{i % 60:02d}:00.{i:06d}Z") for i in range(200)]
     rows, rejected, _ = run(decoder(), lines)
@@ -189,7 +189,7 @@ def test_epoch_event_time_and_integer_keys():
     valid = [rec(7, 1_704_067_201_000), rec(-3, 1_704_067_201_500), rec(8, " 1704067201000 ")]
     rows, rejected, _ = run(dec, valid)
     assert rejected == {}
-    from jobs.executor.operator_input import KeyBuckets
+    from jobs.executor.record_rules import KeyBuckets
 
     hasher = KeyBuckets(("int", "string"), 8)
     expected = [

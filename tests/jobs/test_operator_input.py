@@ -11,7 +11,6 @@ pa = pytest.importorskip("pyarrow")
 
 from jobs.executor.operator_input import (  # noqa: E402
     InputSchema,
-    KeyBuckets,
     balanced_bucket_ids,
     blob_of,
     elements_by_key,
@@ -21,6 +20,7 @@ from jobs.executor.operator_input import (  # noqa: E402
     rejected_records,
     spark_partition_of_int,
 )
+from jobs.executor.record_rules import KeyBuckets  # noqa: E402
 from panes import Retracted  # noqa: E402
 
 

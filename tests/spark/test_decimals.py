@@ -119,7 +119,8 @@ def test_decimal_and_date_columns_of_json_lines_are_exact(spark, tmp_path):
 def test_decimal_and_date_columns_of_a_delta_table(spark, tmp_path):
     """A Delta table's decimal(10,2) column declared decimal(18,2) and its date column: the
     window's exact sum and its dates; a decimal(12,4) table's 1.2345 would not fit and is not
-    read here (the cast back check, jobs.driver.plan._typed)."""
+    read here (the cast back check,
+    jobs.executor.record_rules.SparkRecords.typed)."""
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake
 
@@ -172,8 +173,9 @@ def test_a_json_numbers_digits_are_read_as_written_or_refused(spark, tmp_path):
     from pyspark.sql import functions as F
 
     from jobs.config.load import pipeline_from_dict
-    from jobs.driver.plan import _typed
+    from jobs.executor.record_rules import SparkRecords
     from jobs.sources.files.landing import RAW, _decimal_texts
+    from jobs.sources.shape import record_shape
 
     pipeline = pipeline_from_dict(
         {
@@ -202,7 +204,8 @@ def test_a_json_numbers_digits_are_read_as_written_or_refused(spark, tmp_path):
     ]
     raw = spark.createDataFrame([(line,) for line, _ in cases], [RAW])
     texts = raw.select(RAW, _decimal_texts(pipeline)["amount"].alias("amount"))
-    got = texts.select(RAW, _typed(pipeline, texts, "amount").alias("v")).collect()
+    typed = SparkRecords(record_shape(pipeline), dict(texts.dtypes)).typed("amount")
+    got = texts.select(RAW, typed.alias("v")).collect()
     assert {r[RAW]: r["v"] for r in got} == dict(cases)
     held = texts.where(F.col("amount").isNotNull()).count()
     assert held == 7  # a line with a value holds text (its reason follows); null and absent: none

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.spark
 def test_key_buckets_equal_sparks(spark):
     from pyspark.sql import functions as F
 
-    from jobs.executor.operator_input import KeyBuckets
+    from jobs.executor.record_rules import KeyBuckets
 
     rnd = random.Random(7)
     text = ["", "a", "key-0776", "é", "日本語", "x" * 31, "y" * 32, "z" * 33, "q" * 100]

@@ -21,8 +21,9 @@ rejected, never passed on or dropped. One exception: an epoch event time may als
 text (:data:`jobs.config.event_time.FORMS`). The event time is read by
 :func:`jobs.config.event_time.event_time_us` (a form of :data:`jobs.config.event_time.FORMS`, in
 range). Keys are hashed to Spark's own ``pmod(xxhash64(keys), B)``
-(:class:`jobs.executor.operator_input.KeyBuckets`), the bucket every other source's rows get in
-Spark SQL.
+(:class:`jobs.executor.record_rules.KeyBuckets`), the bucket every other source's rows get in
+Spark SQL: the record's rules, its typed values, its id and its bucket are stated once, in
+:mod:`jobs.executor.record_rules`, and rendered here in Arrow (``ArrowRecords``).
 
 Pipelines the decoder cannot serve (:func:`jobs.sources.files.landing.jsonl_decoder` returns None)
 are read by Spark alone (``from_json``, tagged in Spark SQL): ingestion time, keys of other types
@@ -45,7 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from jobs.config.event_time import accepted, epoch_text_units, event_time_us, flat
+from jobs.config.event_time import epoch_text_units, flat
 from jobs.executor import rejection_reasons as why
 from jobs.executor.operator_input import (
     BLOB,
@@ -53,11 +54,9 @@ from jobs.executor.operator_input import (
     DEDUP_ID,
     REJECTED_COLUMNS,
     TS_US,
-    KeyBuckets,
     blobs_by_bucket,
-    id_text,
 )
-from panes.columnar.conditions import arrow_flag
+from jobs.executor.record_rules import ArrowRecords, RecordShape
 from panes.conditions import Condition
 from sinks.lake import column_type
 
@@ -151,7 +150,7 @@ class JsonlDecoder:
     per record in Arrow, :func:`panes.columnar.conditions.arrow_flag`); ``epoch_us`` is the
     event time's unit in µs when it is an integer (None: a timestamp string). ``dedup``: the id
     columns of a deduplicated pipeline, whose records are packed with their id
-    (:func:`jobs.executor.operator_input.id_text`; the event time as µs), their line and their
+    (:class:`jobs.executor.record_rules.DedupId`; the event time as µs), their line and their
     file.
     """
 
@@ -334,76 +333,49 @@ class JsonlDecoder:
         columns[et] = pa.chunked_array([units])
         return pa.table([columns[f.name] for f in self.read_schema], schema=self.read_schema), None
 
-    # -- judging: why a record is rejected, and its event time ----------------------------------
+    # -- judging: the record rules (jobs.executor.record_rules) rendered in Arrow -------------
+
+    @cached_property
+    def shape(self) -> RecordShape:
+        """What a record of the pipeline holds, for the statement of its rules."""
+        return RecordShape(
+            columns=self.columns,
+            keys=self.keys,
+            event_time=self.event_time,
+            values=self.read_values,
+            epoch_us=self.epoch_us,
+            conditions=self.conditions,
+            dedup=self.dedup,
+            buckets=self.buckets,
+        )
+
+    @cached_property
+    def rules(self) -> ArrowRecords:
+        return ArrowRecords(self.shape)
 
     def judged(self, table: pa.Table) -> tuple[pa.Array, pa.Array]:
         """(why each record of ``table`` (as read by :meth:`_parse`) is rejected, null where it
-        is not; its event time in µs (int64; garbage where rejected)). The first reason that
-        holds, in the order: event time, keys, values (as :mod:`jobs.driver.plan`)."""
-        types = self.types
-        reason = pa.nulls(table.num_rows, pa.string())
-
-        def unless_rejected(condition: pa.Array, text: str) -> None:
-            nonlocal reason
-            holds = pc.and_(pc.is_null(reason), pc.fill_null(condition, False))
-            reason = pc.if_else(holds, pa.scalar(text, pa.string()), reason)
-
-        et = self.event_time
-        raw_ts = table.column(et)
-        us = event_time_us(raw_ts, epoch_us=self.epoch_us)
-        unless_rejected(pc.is_null(raw_ts), why.missing_event_time(et))
-        unless_rejected(pc.is_null(us), why.unparseable_event_time(et))
-        unless_rejected(pc.invert(accepted(us)), why.event_time_out_of_range(et))
-        for k in self.keys:
-            col = table.column(k)
-            unless_rejected(pc.is_null(col), why.missing_key(k))
-            if types[k] == "int":
-                inside = pc.and_(pc.greater_equal(col, -(2**31)), pc.less(col, 2**31))
-                unless_rejected(pc.invert(inside), why.unparseable("key", k))
-            if types[k] == "string":
-                unless_rejected(pc.equal(pc.utf8_trim(col, " "), ""), why.empty_key(k))
-        for v in self.read_values:
-            if column_type(types[v]).arrow_json == "float64":
-                unless_rejected(pc.invert(pc.is_finite(table.column(v))), why.not_finite(v))
-        return flat(reason), pc.fill_null(us, 0)
+        is not; its event time in µs (int64; garbage where rejected)): the record rules
+        (:func:`jobs.executor.record_rules.rules`) in Arrow."""
+        return self.rules.judged(table)
 
     # -- packing --------------------------------------------------------------------------------
-
-    @cached_property
-    def key_buckets(self) -> KeyBuckets:
-        return KeyBuckets(tuple(self.types[k] for k in self.keys), self.buckets)
 
     def _pack(self, decoded: pa.Table | None, ts_us: pa.Array | None) -> tuple[list, list, list]:
         """Decoded records -> (bucket, latest event time, Arrow IPC blob) per bucket, the blob
         holding the records' ``keys..., ts_us, values...`` (the operator's element columns)."""
         if decoded is None or decoded.num_rows == 0:
             return [], [], []
-        arrays, names = [], []
-        for k in self.keys:
-            col = decoded.column(k)
-            if self.types[k] == "int":
-                col = pc.cast(col, pa.int32())
-            arrays.append(col)
-            names.append(k)
-        arrays.append(pa.chunked_array([ts_us]))
-        names.append(TS_US)
-        for v in self.values:
-            condition = self._flags.get(v)
-            if condition is None:
-                arrays.append(decoded.column(v))
-            else:
-                arrays.append(pa.chunked_array([arrow_flag(condition, decoded)]))
-            names.append(v)
+        rules = self.rules
+        arrays: list[pa.Array | pa.ChunkedArray] = [rules.typed(decoded, k) for k in self.keys]
+        names = [*self.keys, TS_US, *self.values]
+        arrays.append(ts_us)
+        arrays += [rules.carried(decoded, v) for v in self.values]
         if self.dedup:
-            id_columns = [
-                ts_us if c == self.event_time else decoded.column(c).combine_chunks()
-                for c in self.dedup
-            ]
-            id_column = pa.chunked_array([id_text(id_columns)])
-            arrays += [id_column, decoded.column(LINE), decoded.column(FILE)]
+            arrays += [rules.dedup_id(decoded, ts_us), decoded.column(LINE), decoded.column(FILE)]
             names += [DEDUP_ID, *REJECTED_COLUMNS[:2]]
         payload = pa.Table.from_arrays(arrays, names=names).combine_chunks().to_batches()[0]
-        buckets = self._bucket_column(payload)
+        buckets = self.rules.buckets([payload.column(k) for k in self.keys])
         order = np.argsort(buckets, kind="stable")
         payload = payload.take(pa.array(order))
         buckets = buckets[order]
@@ -411,13 +383,3 @@ class JsonlDecoder:
         ts_sorted = payload.column(TS_US).to_numpy()
         latest = np.maximum.reduceat(ts_sorted, starts) if len(starts) else ()
         return ids, list(latest), blobs
-
-    def _bucket_column(self, payload: pa.RecordBatch) -> Any:
-        """The key bucket of each row of ``payload`` (its key columns first)."""
-        hasher = self.key_buckets
-        if len(self.keys) == 1:
-            enc = pc.dictionary_encode(payload.column(0))
-            per_key = np.array(hasher.buckets_of(enc.dictionary.to_pylist()), np.int32)
-            return per_key[enc.indices.to_numpy(zero_copy_only=False)]
-        cols = [payload.column(i).to_pylist() for i in range(len(self.keys))]
-        return np.array(hasher.buckets_of(zip(*cols, strict=True)), np.int32)

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 
 from jobs.config.event_time import EPOCH_UNITS
 from jobs.config.pipeline import Pipeline
-from jobs.executor.operator_input import HASHED_AS
+from jobs.executor.record_rules import HASHED_AS
 from jobs.executor.rejection_reasons import MALFORMED
 from jobs.sources.files.jsonl_decoder import DECODED_COLUMNS, DECODER_OUTPUT, JsonlDecoder
 from jobs.sources.files.paths import spark_path
@@ -70,7 +70,7 @@ def read_schema_ddl(pipeline: Pipeline) -> str:
     as_text = {*pipeline.keys, *([pipeline.event_time] if pipeline.event_time else [])}
     as_text |= {c for c, t in pipeline.source.schema if t == "timestamp"}
     # decimals and dates too: Spark's parsers round surplus digits and take 2024-1-2; the plan
-    # reads their text by its exact form (jobs.driver.plan._typed)
+    # reads their text by its exact form (jobs.executor.record_rules.SparkRecords.typed)
     as_text |= {c for c, t in pipeline.source.schema if column_type(t).text_form is not None}
     cols = [
         f"`{c}` {'string' if c in as_text else column_type(t).spark}"

@@ -34,10 +34,12 @@ from typing import TYPE_CHECKING
 
 from jobs.config.pipeline import Pipeline
 from jobs.executor.operator_input import BLOB, BUCKET, TS_US, WEIGHT
+from jobs.executor.record_rules import SparkRecords
 from jobs.sources.columns import encode_columns
 from jobs.sources.pane_log.reader import FORMAT_NAME, PaneLogDataSource
 from jobs.sources.pane_log.upstream import EVENT_TIME_US, WATERMARK_US
 from jobs.sources.pane_log.upstream import WEIGHT as UPSTREAM_WEIGHT
+from jobs.sources.shape import record_shape
 from jobs.startup.session import register_data_source
 from panes.time import END_OF_TIME
 from sinks.lake import MAX_TIMESTAMP_MS
@@ -85,7 +87,9 @@ def tagged(
         .otherwise(F.least(wm, end))
     )
     # each filtered aggregate's condition, computed here once over the upstream's typed columns
-    flags = {c.flag: F.expr(c.sql("spark")).alias(c.flag) for c in pipeline.conditions}
+    # (the record's statement rendered in Spark SQL: an upstream pane is never rejected)
+    rendered = SparkRecords(record_shape(pipeline), dict(records.dtypes))
+    flags = {flag: rendered.carried(flag).alias(flag) for flag in rendered.shape.flags}
     return records.select(
         *pipeline.keys,
         F.timestamp_micros(watermark_us).alias(event_time),
