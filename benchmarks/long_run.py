@@ -16,7 +16,7 @@ checkpoint is a local ``checkpoint`` directory beside it either way.
 A whole ``panestore run CONF`` process takes ~15-30 s on a two-core machine (most of it the
 JVM's start and exit), so most runs are made **in process**: one long-lived Python process with
 one Spark session calls the run (:func:`jobs.driver.runs.run`) and then the fold
-(:func:`jobs.cli.inspect.materialize_after_run`), as ``panestore run`` does, timed from the
+(:func:`jobs.cli.lake_commands.materialize_after_run`), as ``panestore run`` does, timed from the
 run's call to the fold's end (no JVM start: the cost the lake's growth could add shows here
 undiluted). The last ``--samples`` runs of every block of ``--every`` runs, and runs 2 to
 ``--samples`` + 1, are instead made **as a whole process**: ``panestore run CONF`` (the fold in
@@ -40,7 +40,7 @@ it is the figure to compare when the load of the blocks differs.
 Each run's times (and requests) are printed on stderr as it ends. After each block (runs
 ``1..every``, ``every+1..2*every``...) one row is printed on stdout: the median in-process time
 (wall and CPU), the whole-process times of its sampled runs (wall and CPU), the live files and
-bytes of each table (:func:`jobs.driver.status.lake_status`, what ``panestore status CONF
+bytes of each table (:func:`jobs.inspection.status.lake_status`, what ``panestore status CONF
 --json`` reports, read without Spark after the block's last run), the files and bytes on disk
 of the checkpoint directory's Spark checkpoint (``<checkpoint>/_checkpoint`` without its
 ``state``) and of the operator's state (``<checkpoint>/_checkpoint/state``), the machine's
@@ -275,7 +275,7 @@ class InProcess:
 
     def run(self) -> float:
         """Run, then fold; the seconds of both. Exits on a failure."""
-        from jobs.cli.inspect import materialize_after_run
+        from jobs.cli.lake_commands import materialize_after_run
         from jobs.driver.runs import run
 
         said: list[str] = []
@@ -338,7 +338,7 @@ class LongRun:
 
     def block(self, runs: list[RunTime]) -> Block:
         """What the lake and the checkpoint hold now, with the block's runs."""
-        from jobs.driver.status import lake_status
+        from jobs.inspection.status import lake_status
 
         status = lake_status(self.pipeline)
         tables = {t: Usage(s.files, s.bytes) for t, s in status.tables.items() if t in TABLES}

@@ -61,8 +61,10 @@ ALLOWED = {
     # Spark and its Python processes' start-up: nothing of the pipeline
     "jobs.startup": {"jobs.startup", "panes.front_door"},
     "jobs.executor": ON_EXECUTORS,
-    # a source's driver side: its registration, checks and records frame; of the driver only the
-    # checkpoint's reading (what a batch read)
+    # Spark's checkpoint read back: the ground floor beside the executor, below the sources
+    "jobs.checkpoint": {"panes", "sinks", "jobs.checkpoint", *ON_EXECUTORS, *SOURCES_BELOW},
+    # a source's driver side: its registration, checks and records frame, and the checkpoint's
+    # reading (what a batch read)
     "jobs.sources": {
         "panes",
         "sinks",
@@ -70,7 +72,7 @@ ALLOWED = {
         "jobs.startup",
         "jobs.executor",
         "jobs.sources",
-        "jobs.driver.checkpoint",
+        "jobs.checkpoint",
     },
     # ... and of the configuration also what every setting shares (the error naming a setting)
     **{m: {*ON_EXECUTORS, *SOURCES_BELOW, "jobs.config.values"} for m in SOURCES_BELOW},
@@ -81,7 +83,21 @@ ALLOWED = {
         "jobs.startup",
         "jobs.executor",
         "jobs.sources",
+        "jobs.checkpoint",
         "jobs.driver",
+    },
+    # inspecting a pipeline without running it (status, the records as verify's elements): on
+    # top of the driver, below the command and the API
+    "jobs.inspection": {
+        "panes",
+        "sinks",
+        "jobs.config",
+        "jobs.startup",
+        "jobs.executor",
+        "jobs.sources",
+        "jobs.checkpoint",
+        "jobs.driver",
+        "jobs.inspection",
     },
     # the Python API (users' PySpark code): on top of the driver, beside the command
     "jobs.api": {
@@ -90,7 +106,9 @@ ALLOWED = {
         "jobs.config",
         "jobs.startup",
         "jobs.sources",
+        "jobs.checkpoint",
         "jobs.driver",
+        "jobs.inspection",
         "jobs.api",
     },
     "jobs.cli": {"panes", "sinks", "jobs"},
@@ -104,7 +122,9 @@ SUBPACKAGES = (
     "jobs.sources.files",
     "jobs.sources.delta_table",
     "jobs.sources.pane_log",
+    "jobs.checkpoint",
     "jobs.driver",
+    "jobs.inspection",
     "jobs.api",
     "jobs.cli",
 )

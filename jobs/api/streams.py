@@ -166,7 +166,7 @@ def verify(pipeline: Pipeline, events: DataFrame | None = None) -> Report:
     >>> report.ok
     True
     """
-    from jobs.driver.source_elements import load_source_elements, source_elements_are
+    from jobs.inspection.source_elements import load_source_elements, source_elements_are
     from sinks.verification import verify as verify_view
 
     elements = None

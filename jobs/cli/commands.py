@@ -9,7 +9,7 @@ and rejected records, watermark) and a summary, then folds the pane log into the
 ``--no-materialize``). SIGINT (Ctrl-C) or SIGTERM stops it cleanly: the batch in flight finishes (a
 second signal abandons it), the run folds, releases the lake's lock and exits 0
 (:mod:`jobs.driver.stopping`). More subcommands (materialize, query, ...) come from
-:mod:`jobs.cli.inspect`.
+:mod:`jobs.cli.lake_commands`.
 
 Every error is one line on stderr. Exit statuses (:class:`jobs.cli.exit_status.ExitStatus`):
 
@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from jobs.cli.exit_status import ExitStatus
-from jobs.cli.inspect import add_subcommands, error_status
+from jobs.cli.lake_commands import add_subcommands, error_status
 from jobs.config.checks import check_paths
 from jobs.config.load import load_pipeline
 from jobs.config.pipeline import Pipeline

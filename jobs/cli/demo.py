@@ -222,7 +222,7 @@ def report_hourly(hourly, say) -> None:
     from deltalake import DeltaTable
 
     from jobs.config.sink_spec import view_spec
-    from jobs.driver.source_elements import load_source_elements, source_elements_are
+    from jobs.inspection.source_elements import load_source_elements, source_elements_are
     from sinks.presentation import connect
     from sinks.verification import verify
 
@@ -264,7 +264,7 @@ def report_hourly(hourly, say) -> None:
 def check(pipeline, say) -> None:
     """The current view through DuckDB, and `panestore verify`."""
     from jobs.config.sink_spec import view_spec
-    from jobs.driver.source_elements import load_source_elements
+    from jobs.inspection.source_elements import load_source_elements
     from sinks.presentation import connect
     from sinks.verification import verify
 

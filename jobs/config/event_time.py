@@ -23,7 +23,7 @@ with Arrow in the JSON-lines decoder; :func:`spark_event_time` reads them in Spa
 Spark parses and tags: the same patterns gate Spark's own ``CAST`` (so Spark accepts no other
 form), and ``tests/spark/test_event_time.py`` checks on a corpus that both give the same value or
 the same rejection. ``panestore verify`` reads them with none of this code
-(:func:`jobs.driver.source_elements.event_time_sql`, DuckDB), so it checks the job's reading.
+(:func:`jobs.inspection.source_elements.event_time_sql`, DuckDB), so it checks the job's reading.
 """
 
 from __future__ import annotations

@@ -22,9 +22,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from jobs.checkpoint.logs import batch_clocks, batch_input, local_path
 from jobs.config.pipeline import Pipeline
 from jobs.config.sink_spec import view_spec
-from jobs.driver.checkpoint import batch_clocks, batch_input, local_path
 from jobs.driver.plan import OperatorPlan, layout
 from jobs.executor.batch_output import BatchCounts, write_batch_files
 from jobs.executor.operator import Clocks

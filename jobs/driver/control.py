@@ -25,8 +25,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from jobs.checkpoint.logs import COMMITS, OFFSETS, SOURCES, local_path, log_files
 from jobs.config.pipeline import Pipeline
-from jobs.driver.checkpoint import COMMITS, OFFSETS, SOURCES, local_path, log_files
 from jobs.sources.files.landing import FILE_SOURCE_OPTIONS
 from jobs.sources.files.paths import spark_path
 from sinks.lake import MAX_TIMESTAMP_MS

@@ -29,9 +29,9 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from jobs.checkpoint.logs import SOURCES, local_path, log_files
 from jobs.config.pipeline import Pipeline
 from jobs.config.values import PipelineConfigError
-from jobs.driver.checkpoint import SOURCES, local_path, log_files
 from sinks.lake import write_atomically
 
 IDENTITY_FILE = "_lake_identity.json"
@@ -136,7 +136,7 @@ def checkpoint_paths(checkpoint: Path) -> list[str]:
     """Local paths the checkpoint holds, one or more per kind: the first file of each file
     source's newest log, and the state schema files of each operator's newest metadata.
 
-    Unreadable or unexpected files contribute nothing (:func:`jobs.driver.checkpoint.check_readable`
+    Unreadable or unexpected files contribute nothing (:func:`jobs.checkpoint.logs.check_readable`
     reports damage); only the first entry of a log is read, so a large compacted log costs
     little."""
     found: list[str] = []

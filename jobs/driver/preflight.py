@@ -13,7 +13,7 @@ wrong and how to recover (``docs/running.md``, "Recovering a lake"):
 4. a configuration the lake is not bound to
    (:func:`jobs.driver.fingerprint.bind_lake_configuration`);
 5. a checkpoint and tables that do not belong together, in either direction
-   (:func:`jobs.driver.checkpoint.check_against_tables`);
+   (:func:`check_against_tables`);
 6. the state layout (:func:`check_state_layout`): another ``state_buckets``, or a format this
    version does not read; a new lake's is recorded.
 
@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from jobs.checkpoint import check_not_behind, check_readable, check_tables_not_behind
 from jobs.config.checks import check_paths
 from jobs.config.pipeline import Pipeline
 from jobs.config.values import PipelineConfigError
-from jobs.driver.checkpoint import check_against_tables
 from jobs.driver.fingerprint import bind_lake_configuration
 from jobs.driver.lake_identity import check_lake_identity
 from jobs.executor.operator_input import balanced_bucket_ids
@@ -168,3 +168,35 @@ def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> Sta
     }
     write_atomically(pipeline.run_path / STATE_LAYOUT_FILE, json.dumps(layout))
     return StateLayout(ids, shards)
+
+
+def check_against_tables(pipeline: Pipeline) -> None:
+    """Refuse a checkpoint and tables that do not belong together, in either direction, before
+    Spark reads the checkpoint: :func:`check_readable`, then :func:`check_not_behind` and
+    :func:`check_tables_not_behind` against the batch each of the run's tables (pane log,
+    late, rejected) holds. Reads the tables' logs only (nothing is created). Raises
+    :class:`CheckpointError`."""
+    check_readable(pipeline.checkpoint_path)
+    committed = tables_committed(pipeline)
+    held = [c for c in committed.values() if c is not None]
+    check_not_behind(pipeline.checkpoint_path, max(held, default=None))
+    check_tables_not_behind(pipeline.checkpoint_path, committed, pipeline.set_aside)
+
+
+RUN_TABLES = ("panes", "late", "rejected")
+"""The tables every batch of a run commits to (an empty batch too), in its own transaction."""
+
+
+def tables_committed(pipeline: Pipeline) -> dict[str, int | None]:
+    """Each run table's path -> the highest batch of ``pipeline`` it holds (None: none, or
+    no table there)."""
+    from jobs.config.sink_spec import view_spec
+    from sinks.lake import existing_table
+
+    spec = view_spec(pipeline)
+    committed: dict[str, int | None] = {}
+    for name in RUN_TABLES:
+        table = existing_table(spec, name)
+        version = None if table is None else table.transaction_version(pipeline.name)
+        committed[spec.table_path(name)] = version
+    return committed

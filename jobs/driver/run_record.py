@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from jobs.driver.checkpoint import committed_clock
+from jobs.checkpoint.logs import committed_clock
 from sinks.lake import (
     FAILED,
     KILLED,

@@ -23,7 +23,7 @@ and then, a *mark*: "every record I land from here on has an event time >= T" (P
 * ``noted_at``: the writer's clock when it noted (liveness: ``watermark.idle_timeout``).
 
 The folder starts with ``_``: Spark's file listing and
-:func:`jobs.driver.source_elements.landing_files`
+:func:`jobs.inspection.source_elements.landing_files`
 skip it, so marks are never read as data. A mark is
 written atomically: a hidden temporary file, then a hard link to its final name, which fails if that
 name exists (two processes noting for one writer are refused, never merged). :func:`note_watermark`

@@ -38,9 +38,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from jobs.checkpoint.logs import OFFSETS, batch_input, local_path
 from jobs.config.event_time import MAX_EVENT_TIME_US, MIN_EVENT_TIME_US, spark_event_time
 from jobs.config.pipeline import Pipeline
-from jobs.driver.checkpoint import OFFSETS, batch_input, local_path
 from jobs.driver.control import write_control
 from jobs.driver.watermark_marks import (
     Mark,

@@ -6,7 +6,7 @@ The pane-log source (:mod:`jobs.sources.pane_log`) and the Delta-table source
 number means something only in the table it was read from (a table deleted and created again at
 the same path starts again at 0), so an offset names the table too: its Delta table id
 (``metaData.id``, new for every table created), ``{"version": v, "table": id}``. Spark records
-the offsets in its offset log (read back by :func:`jobs.driver.checkpoint.recorded_offsets`).
+the offsets in its offset log (read back by :func:`jobs.checkpoint.logs.recorded_offsets`).
 
 Runs in Spark's Python workers (the readers' planning calls) as on the driver: it imports
 nothing of ours.

@@ -24,7 +24,7 @@ found, and ``str(report)`` lists them, ending with :meth:`Report.summary`. Eleme
 table with the key columns, ``ts_us`` and the value columns the aggregates read (``_value`` for
 an aggregate without a field), or an iterable of engine ``(key, value, timestamp)`` tuples. The
 CLI reads them from the pipeline's landing zone
-(``jobs.driver.source_elements.load_source_elements``).
+(``jobs.inspection.source_elements.load_source_elements``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Reading a micro-batch's input files back from Spark's checkpoint (jobs.driver.checkpoint)."""
+"""Reading a micro-batch's input files back from Spark's checkpoint (jobs.checkpoint.logs)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from jobs.driver.checkpoint import batch_input, local_path
+from jobs.checkpoint.logs import batch_input, local_path
 
 
 def _offsets(ckpt, batch_id: int, timestamp_ms: int, *offsets) -> None:
@@ -75,7 +75,7 @@ def _commit(ckpt, batch_id: int, body: str = '{"nextBatchWatermarkMs":0}') -> No
 
 
 def test_a_checkpoint_behind_the_tables_is_refused(tmp_path):
-    from jobs.driver.checkpoint import CheckpointBehind, check_not_behind
+    from jobs.checkpoint.logs import CheckpointBehind, check_not_behind
 
     ckpt = tmp_path / "ckpt"
     check_not_behind(ckpt, None)  # a new lake
@@ -92,7 +92,7 @@ def test_a_checkpoint_behind_the_tables_is_refused(tmp_path):
 
 
 def test_tables_behind_the_checkpoint_are_refused_naming_both_places(tmp_path):
-    from jobs.driver.checkpoint import TablesBehind, check_tables_not_behind
+    from jobs.checkpoint.logs import TablesBehind, check_tables_not_behind
 
     ckpt = tmp_path / "ckpt"
     aside = "move its lake and its checkpoint aside"
@@ -125,7 +125,7 @@ def test_tables_behind_the_checkpoint_are_refused_naming_both_places(tmp_path):
     ],
 )
 def test_a_damaged_checkpoint_is_refused_naming_the_file(tmp_path, damage, message):
-    from jobs.driver.checkpoint import CheckpointError, check_readable
+    from jobs.checkpoint.logs import CheckpointError, check_readable
 
     ckpt = tmp_path / "ckpt"
     check_readable(ckpt)  # none yet

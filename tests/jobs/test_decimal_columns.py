@@ -257,7 +257,7 @@ def test_the_fingerprint_covers_a_decimals_precision_and_scale(tmp_path):
 def test_verify_reads_decimal_and_date_text_by_its_exact_form(tmp_path, fmt):
     """DuckDB's casts round 1.234 to 1.23 and read 2024-1-2; verify's reading leaves such
     records out, as the job rejects them, and keeps the others' values exact."""
-    from jobs.driver.source_elements import load_source_elements
+    from jobs.inspection.source_elements import load_source_elements
 
     landing = tmp_path / "landing"
     landing.mkdir()
@@ -366,7 +366,7 @@ def test_a_discarding_fold_past_decimal_38_2_stops_naming_the_window(tmp_path, v
 def test_verify_reads_a_given_tables_decimal_text_by_its_exact_form(tmp_path):
     """A batch DataFrame's events (as Arrow) holding the decimal as text: DuckDB's cast would
     round "1.234"; verify leaves the record out, as the job rejects it."""
-    from jobs.driver.source_elements import load_source_elements
+    from jobs.inspection.source_elements import load_source_elements
 
     conf = config(tmp_path, SCHEMA, {"t": "sum(amount)"}, format="dataframe")
     del conf["source"]["path"]

@@ -6,7 +6,7 @@ each must have: its µs, :data:`UNREADABLE` (rejected as ``unparseable event tim
 :data:`OUT_OF_RANGE`. Here: the Arrow reading (:func:`jobs.config.event_time.event_time_us`), the
 JSON-lines decoder (decodes exactly the accepted records, with that time, and rejects the others
 with their reason) and ``verify``'s own reading of the landing zone in DuckDB
-(:mod:`jobs.driver.source_elements`), which uses none of the job's event-time code.
+(:mod:`jobs.inspection.source_elements`), which uses none of the job's event-time code.
 ``tests/spark/test_event_time.py`` holds Spark's reading to the same corpus.
 """
 
@@ -207,7 +207,7 @@ def test_the_decoder_decodes_exactly_the_accepted_event_times(tmp_path, kind):
 
 @pytest.mark.parametrize("kind", ["text", "epoch"])
 def test_verify_reads_the_landing_zone_to_the_same_outcomes(tmp_path, kind):
-    from jobs.driver.source_elements import load_source_elements
+    from jobs.inspection.source_elements import load_source_elements
 
     cases = [(line, expected) for k, line, expected in corpus_lines() if k == kind]
     (tmp_path / kind).mkdir()
@@ -224,9 +224,9 @@ def test_verify_reads_event_times_with_code_the_job_does_not_use(tmp_path, monke
     import pyarrow.compute as pc
 
     from jobs.config import event_time
-    from jobs.driver.source_elements import load_source_elements
     from jobs.executor import record_rules as decoder_module  # the decoder's Arrow rendering
     from jobs.executor.operator_input import unpack
+    from jobs.inspection.source_elements import load_source_elements
     from jobs.sources.files.landing import jsonl_decoder
 
     stamps = ["2024-01-01T01:00:00+01:00", "2023-12-31T19:00:00-05:00", "2024-01-01T05:30:00+0530"]
@@ -269,7 +269,7 @@ def test_verify_leaves_out_the_lines_that_are_not_strict_json(tmp_path):
     """The job rejects a field of another JSON type than its column's (strict JSON,
     docs/sources.md); verify's DuckDB reading leaves the same records out, where DuckDB alone
     would read ``5`` as the text "5" or "7" as the number 7."""
-    from jobs.driver.source_elements import load_source_elements
+    from jobs.inspection.source_elements import load_source_elements
     from jobs.sources.files.landing import jsonl_decoder
 
     ts = "2024-01-01T00:00:00Z"

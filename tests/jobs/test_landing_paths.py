@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from jobs.driver.source_elements import landing_files
+from jobs.inspection.source_elements import landing_files
 from jobs.sources.files.paths import hadoop_literal
 from tests.pipelines import small_pipeline
 from tests.spark.support import put
@@ -53,7 +53,7 @@ def _pipeline(tmp_path, landing):
 def test_verify_reads_each_landing_file_by_its_name_not_as_a_pattern(tmp_path, name):
     """``land[1]`` as a pattern matches the sibling ``land1``, ``v[1].jsonl`` the file ``v1.jsonl``
     next to it: each file is read once, from the landing directory named."""
-    from jobs.driver.source_elements import load_source_elements
+    from jobs.inspection.source_elements import load_source_elements
 
     for folder, tag in ((name, "own"), ("land1", "sibling"), ("landx", "sibling")):
         for file in ("v[1].jsonl", "v1.jsonl"):

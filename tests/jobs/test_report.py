@@ -17,7 +17,7 @@ from jobs.cli.commands import main
 from jobs.config.load import load_pipeline
 from jobs.config.sink_spec import view_spec
 from jobs.driver.batch_sink import BatchSink
-from jobs.driver.status import LakeStatus
+from jobs.inspection.status import LakeStatus
 from panes import Simulator
 from sinks.fold.materializer import Materializer
 from sinks.lake.run_history import FAILED, SUCCEEDED, RunRecord, append_run
@@ -165,7 +165,7 @@ def test_the_report_shows_status_runs_pictures_and_open_windows(tmp_path, capsys
 
 
 def load_status(conf: str) -> LakeStatus:
-    from jobs.driver.status import lake_status
+    from jobs.inspection.status import lake_status
 
     return lake_status(load_pipeline(conf))
 
@@ -247,8 +247,8 @@ def test_the_report_names_the_largest_windows_of_the_operators_state(tmp_path, m
     """When the lake has state (a run committed a batch), its largest open windows are the
     state's as status reads them: by the elements they hold, windows that never fired
     included."""
-    from jobs.driver import state_summary
     from jobs.executor.state_summary import OpenWindow, StateSummary
+    from jobs.inspection import state_summary
 
     lake = open_lake(tmp_path)
     largest = (OpenWindow("<d9>,DE", 0, 30 * MIN, 41, 0), OpenWindow("d1,DE", 0, 70 * MIN, 3, 2))

@@ -1,5 +1,5 @@
 """What ``panestore status`` reports of the operator's state (jobs.executor.state_summary,
-jobs.driver.state_summary), without Spark: the operator's steps run in-process on each of its
+jobs.inspection.state_summary), without Spark: the operator's steps run in-process on each of its
 paths, then the state they stored is summarized against what was fed."""
 
 from __future__ import annotations
@@ -189,8 +189,8 @@ def test_summarize_state_reads_the_lakes_layout_and_its_checkpoints_last_commit(
     from jobs.config.load import pipeline_from_dict
     from jobs.driver.plan import operator_config
     from jobs.driver.preflight import check_state_layout
-    from jobs.driver.state_summary import summarize_state
     from jobs.executor.state_store import state_root
+    from jobs.inspection.state_summary import summarize_state
 
     pipeline = pipeline_from_dict(settings(str(tmp_path / "lake")))
     assert summarize_state(pipeline) is None  # never run
@@ -218,7 +218,7 @@ def test_summarize_state_reads_the_lakes_layout_and_its_checkpoints_last_commit(
     assert summary is not None and (summary.batch_id, summary.keys, summary.windows) == (1, 5, 6)
     assert summary.largest == (window("a", 0, 3), window("b", 1, 2))
     # panestore status says the same, with times as text
-    from jobs.driver.status import iso_ms, lake_status
+    from jobs.inspection.status import iso_ms, lake_status
 
     state = lake_status(pipeline).operator_state
     assert state is not None and (state.batch_id, state.keys) == (1, 5)

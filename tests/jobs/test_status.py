@@ -13,7 +13,7 @@ pytest.importorskip("deltalake")
 
 from jobs.cli.commands import main
 from jobs.config.load import load_pipeline
-from jobs.driver.status import SCHEMA
+from jobs.inspection.status import SCHEMA
 from tests.jobs.test_changes_cli import DEMO, demo_conf, demo_lake
 from tests.lock_holder import lock_held
 

@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import pyarrow as pa
 import pytest
 
+from jobs.checkpoint.logs import recorded_offsets
 from jobs.config.load import load_pipeline
-from jobs.driver.checkpoint import recorded_offsets
 from jobs.sources.pane_log.identity import check_upstream
 from jobs.sources.pane_log.reader import PaneLogStreamReader, VersionRange
 from jobs.sources.versions import head_at

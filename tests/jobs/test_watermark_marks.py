@@ -105,7 +105,7 @@ def test_malformed_marks_are_named(tmp_path):
 
 
 def test_the_batch_check_does_not_read_marks_as_data(tmp_path):
-    from jobs.driver.source_elements import landing_files
+    from jobs.inspection.source_elements import landing_files
 
     w = LandingWriter(tmp_path, "w")
     w.land("a.jsonl", ["{}"])

@@ -70,7 +70,7 @@ def test_duplicates_are_counted_once_rejected_once_and_verified(spark, tmp_path)
     from jobs.api import materialize
     from jobs.config.sink_spec import view_spec
     from jobs.driver.runs import run
-    from jobs.driver.source_elements import load_source_elements
+    from jobs.inspection.source_elements import load_source_elements
     from sinks.verification.view_check import verify
 
     pipeline = make_pipeline(tmp_path)

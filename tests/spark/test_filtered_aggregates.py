@@ -54,7 +54,7 @@ def test_filtered_aggregates_reach_the_view_and_verify(spark, tmp_path, fmt):
     from jobs.config.load import pipeline_from_dict
     from jobs.config.sink_spec import view_spec
     from jobs.driver.runs import run
-    from jobs.driver.source_elements import load_source_elements
+    from jobs.inspection.source_elements import load_source_elements
     from jobs.sources.files.landing import jsonl_decoder
     from sinks.verification.view_check import verify
 

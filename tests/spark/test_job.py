@@ -104,7 +104,7 @@ def test_runs_equal_simulator_then_drain(spark, tmp_path):
     # the view folded from the log equals the batch over the accepted raw events
     from jobs.api import materialize
     from jobs.config.sink_spec import view_spec
-    from jobs.driver.source_elements import load_source_elements
+    from jobs.inspection.source_elements import load_source_elements
     from sinks.verification.view_check import verify
 
     materialize(pipeline)

@@ -20,7 +20,7 @@ RUNS = 8
 def test_runs_keep_their_tables_small_and_exactly_once(spark, tmp_path, monkeypatch):
     from jobs.config.sink_spec import view_spec
     from jobs.driver.runs import run
-    from jobs.driver.source_elements import load_source_elements
+    from jobs.inspection.source_elements import load_source_elements
     from sinks.fold.materializer import Materializer
     from sinks.lake.tables import existing_table
     from sinks.upkeep import compaction

@@ -70,7 +70,7 @@ def view_and_verify(pipeline) -> dict:
 
     from jobs.api import materialize
     from jobs.config.sink_spec import view_spec
-    from jobs.driver.source_elements import load_source_elements
+    from jobs.inspection.source_elements import load_source_elements
     from sinks.verification.view_check import verify
 
     materialize(pipeline)

@@ -92,10 +92,10 @@ def test_daily_merges_of_hourly_sketches_equal_sketches_over_the_days_raw_events
     from deltalake import DeltaTable
 
     from jobs.api import materialize
+    from jobs.checkpoint.logs import recorded_offsets
     from jobs.config.sink_spec import view_spec
-    from jobs.driver.checkpoint import recorded_offsets
     from jobs.driver.runs import run
-    from jobs.driver.source_elements import load_source_elements
+    from jobs.inspection.source_elements import load_source_elements
     from jobs.sources.pane_log.upstream import WEIGHT, latest_version, read_elements
     from panes.combiners import approx_count_distinct, approx_percentile
     from sinks.lake.column_types import arrow_type

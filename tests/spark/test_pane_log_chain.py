@@ -79,7 +79,7 @@ def test_hourly_totals_over_retracting_sessions_equal_the_batch_over_the_final_s
     from jobs.api import materialize
     from jobs.config.sink_spec import view_spec
     from jobs.driver.runs import run
-    from jobs.driver.source_elements import load_source_elements
+    from jobs.inspection.source_elements import load_source_elements
     from sinks.verification.view_check import verify
 
     up = upstream(tmp_path)
@@ -141,9 +141,9 @@ def test_a_downstream_refuses_a_rebuilt_upstream_until_rebuilt_itself(spark, tmp
     from deltalake import DeltaTable
 
     from jobs.api import materialize
+    from jobs.checkpoint.logs import recorded_offsets
     from jobs.cli.commands import main
     from jobs.config.load import load_pipeline
-    from jobs.driver.checkpoint import recorded_offsets
     from jobs.driver.runs import run
 
     up = upstream(tmp_path)
@@ -252,7 +252,7 @@ def test_a_downstream_killed_mid_batch_replays_it_and_reads_on(spark, tmp_path):
     from jobs.config.load import load_pipeline
     from jobs.config.sink_spec import view_spec
     from jobs.driver.runs import run
-    from jobs.driver.source_elements import load_source_elements
+    from jobs.inspection.source_elements import load_source_elements
     from sinks.verification.view_check import verify
 
     up = upstream(tmp_path)

@@ -27,7 +27,7 @@ def test_last_first_and_max_by_run_fold_and_verify(spark, tmp_path):
     from jobs.config.load import pipeline_from_dict
     from jobs.config.sink_spec import view_spec
     from jobs.driver.runs import run
-    from jobs.driver.source_elements import load_source_elements
+    from jobs.inspection.source_elements import load_source_elements
     from sinks.verification.view_check import verify
 
     landing = tmp_path / "landing"

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.spark
 def test_a_deleted_checkpoint_is_refused_and_a_rebuild_recovers(spark, tmp_path):
     from deltalake import DeltaTable
 
-    from jobs.driver.checkpoint import CheckpointBehind
+    from jobs.checkpoint.logs import CheckpointBehind
     from jobs.driver.runs import run
 
     pipeline = make_pipeline(tmp_path)

@@ -66,7 +66,7 @@ def test_spark_reads_the_pane_logs_sketches(spark, tmp_path):
     from jobs.api import materialize
     from jobs.config.sink_spec import view_spec
     from jobs.driver.runs import run
-    from jobs.driver.source_elements import load_source_elements
+    from jobs.inspection.source_elements import load_source_elements
     from sinks.verification.view_check import verify
 
     pipeline = _pipeline(tmp_path)

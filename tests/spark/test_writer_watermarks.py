@@ -189,7 +189,7 @@ def parse(text: str):
 
 
 def test_a_replayed_batch_runs_at_the_watermark_it_was_planned_with(spark, tmp_path):
-    from jobs.driver.checkpoint import last_batch
+    from jobs.checkpoint.logs import last_batch
     from jobs.driver.plan import layout
     from jobs.driver.runs import run
     from sinks.lake.pane_log import pane_record

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from jobs.checkpoint.logs import recorded_offsets
 from jobs.config.pipeline import Pipeline
 from jobs.config.values import PipelineConfigError
-from jobs.driver.checkpoint import recorded_offsets
 from jobs.sources.columns import encode_columns, spark_columns
 from jobs.sources.delta_table.log import source_table_columns, version_at
 from jobs.sources.delta_table.reader import FORMAT_NAME, DeltaTableDataSource

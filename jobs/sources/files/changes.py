@@ -4,7 +4,7 @@ Files must land atomically (docs/running.md), and the job reads each landing fil
 appended to a file after that read (a copy still in progress, a writer that appends) is never
 read. This module makes that visible instead of silent.
 
-Spark's file-source log (:mod:`jobs.driver.checkpoint`) records every file the job took with its
+Spark's file-source log (:mod:`jobs.checkpoint.logs`) records every file the job took with its
 modification time as Spark listed it. At the start of a run, :func:`note_changes` compares that
 time with each file's current one (one ``stat`` per file still present); a file whose time
 differs changed after it was read. The changes not reported before are written to
@@ -30,8 +30,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
+from jobs.checkpoint.logs import SOURCES, local_path, log_files
 from jobs.config.pipeline import Pipeline
-from jobs.driver.checkpoint import SOURCES, local_path, log_files
 from jobs.sources.files.paths import has_scheme
 from sinks.lake import write_atomically
 

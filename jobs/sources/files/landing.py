@@ -35,7 +35,7 @@ Every file source reads with :data:`FILE_SOURCE_OPTIONS`: no file is skipped for
 modification time (Spark's default ``maxFileAge`` of 7 days, counted from the newest file seen,
 would skip a backfilled ``cp -p`` file, and a file dated in the future would hide every later
 one), and a file that vanishes between listing and reading does not fail the batch: the sink
-reports it in ``rejected`` (:mod:`jobs.driver.checkpoint`).
+reports it in ``rejected`` (:mod:`jobs.checkpoint.logs`).
 """
 
 from __future__ import annotations

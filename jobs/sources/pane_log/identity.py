@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from jobs.checkpoint.logs import RecordedOffset, recorded_offsets
 from jobs.config.pipeline import Pipeline
-from jobs.driver.checkpoint import RecordedOffset, recorded_offsets
 from jobs.sources.pane_log.upstream import commit_times_ms
 from jobs.sources.versions import TableHead, head_at
 from sinks.lake import UpstreamChanged

@@ -4,7 +4,7 @@ say of the keys and windows the state holds.
 :func:`summarize_state` finds what the executor's reader needs in the lake's run files: the
 shards of the state layout its first run recorded
 (:func:`jobs.driver.preflight.recorded_state_layout`), the last batch the checkpoint committed
-(:func:`jobs.driver.checkpoint.last_commit`) and the pipeline's operator
+(:func:`jobs.checkpoint.logs.last_commit`) and the pipeline's operator
 (:func:`jobs.driver.plan.operator_config`: its path and key columns); the reading is
 :func:`jobs.executor.state_summary.summarize`'s. It writes nothing and takes no lock: a run may
 be writing the state meanwhile; every shard is read as the committed batch left it, whatever
@@ -15,8 +15,8 @@ deleted that version (:data:`jobs.executor.state_store.KEEP_VERSIONS`): then
 
 from __future__ import annotations
 
+from jobs.checkpoint.logs import last_commit
 from jobs.config.pipeline import Pipeline
-from jobs.driver.checkpoint import last_commit
 from jobs.driver.plan import operator_config
 from jobs.driver.preflight import recorded_state_layout
 from jobs.executor.state_store import state_root

@@ -22,15 +22,12 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 from urllib.parse import unquote, urlparse
 
 from jobs.executor.operator import Clocks
 from jobs.sources.versions import TableOffset
 from sinks.lake import LakeError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from jobs.config.pipeline import Pipeline
 
 OFFSETS, COMMITS, SOURCES = "offsets", "commits", "sources"
 
@@ -237,38 +234,6 @@ def committed_clock(checkpoint: str | os.PathLike[str]) -> CommittedClock | None
     if watermark is None and (ckpt / OFFSETS / str(last)).exists():
         watermark = log_entry(ckpt / OFFSETS / str(last)).get("batchWatermarkMs")
     return CommittedClock(last, committed_ms, None if watermark is None else int(watermark))
-
-
-def check_against_tables(pipeline: Pipeline) -> None:
-    """Refuse a checkpoint and tables that do not belong together, in either direction, before
-    Spark reads the checkpoint: :func:`check_readable`, then :func:`check_not_behind` and
-    :func:`check_tables_not_behind` against the batch each of the run's tables (pane log,
-    late, rejected) holds. Reads the tables' logs only (nothing is created). Raises
-    :class:`CheckpointError`."""
-    check_readable(pipeline.checkpoint_path)
-    committed = tables_committed(pipeline)
-    held = [c for c in committed.values() if c is not None]
-    check_not_behind(pipeline.checkpoint_path, max(held, default=None))
-    check_tables_not_behind(pipeline.checkpoint_path, committed, pipeline.set_aside)
-
-
-RUN_TABLES = ("panes", "late", "rejected")
-"""The tables every batch of a run commits to (an empty batch too), in its own transaction."""
-
-
-def tables_committed(pipeline: Pipeline) -> dict[str, int | None]:
-    """Each run table's path -> the highest batch of ``pipeline`` it holds (None: none, or
-    no table there)."""
-    from jobs.config.sink_spec import view_spec
-    from sinks.lake import existing_table
-
-    spec = view_spec(pipeline)
-    committed: dict[str, int | None] = {}
-    for name in RUN_TABLES:
-        table = existing_table(spec, name)
-        version = None if table is None else table.transaction_version(pipeline.name)
-        committed[spec.table_path(name)] = version
-    return committed
 
 
 def check_tables_not_behind(

@@ -127,7 +127,7 @@ def cmd_materialize(a) -> int:
 
 def cmd_verify(a) -> int:
     from jobs.config.sink_spec import view_spec
-    from jobs.driver.source_elements import load_source_elements, source_elements_are
+    from jobs.inspection.source_elements import load_source_elements, source_elements_are
     from sinks.lake import UpstreamChanged
     from sinks.verification import Check, verify
 
@@ -181,7 +181,7 @@ def cmd_plot(a) -> int:
     """One command, two pictures: a key's panes (``--key``) or the lake's skew (``--skew``:
     the watermark against processing time across runs, :mod:`sinks.presentation.run_plots`)."""
     from jobs.config.sink_spec import view_spec
-    from jobs.driver.source_elements import load_source_elements
+    from jobs.inspection.source_elements import load_source_elements
     from sinks.lake import InvalidRequest
 
     if a.skew == (a.key is not None):
@@ -213,10 +213,10 @@ def cmd_plot(a) -> int:
 def cmd_report(a) -> int:
     """Write ``DIR/index.html``, the pipeline's health on one page
     (:mod:`sinks.presentation.report`), with the lake's status
-    (:func:`jobs.driver.status.lake_status`) and the largest open windows of its operator state
+    (:func:`jobs.inspection.status.lake_status`) and the largest open windows of its operator state
     (else the report reads them from the pane log)."""
     from jobs.config.sink_spec import view_spec
-    from jobs.driver.status import lake_status
+    from jobs.inspection.status import lake_status
     from sinks.presentation import write_report
 
     pipeline = _load(a.conf)
@@ -246,11 +246,11 @@ def _duration(text: str) -> int:
 
 
 def cmd_status(a) -> int:
-    """Print the lake's status (:func:`jobs.driver.status.lake_status`); exit 1 when the last
+    """Print the lake's status (:func:`jobs.inspection.status.lake_status`); exit 1 when the last
     run failed or was killed, or the watermark lags beyond ``--max-lag``."""
     import json
 
-    from jobs.driver.status import lake_status
+    from jobs.inspection.status import lake_status
 
     status = lake_status(_load(a.conf), max_lag_us=a.max_lag)
     if a.json:
@@ -286,7 +286,7 @@ def _guard(fn):
 
 def error_status(error: Exception) -> ExitStatus:
     """The exit status of a command that ``error`` ended (:class:`ExitStatus`)."""
-    from jobs.driver.checkpoint import CheckpointError
+    from jobs.checkpoint.logs import CheckpointError
     from sinks.lake import (
         InvalidRequest,
         LakeBusy,
@@ -455,15 +455,3 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--dry-run", action="store_true")
     p.add_argument("--force", action="store_true", help="allow breaking time travel")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry (until jobs/cli/commands.py wires these in)."""
-    parser = argparse.ArgumentParser(prog="panestore")
-    add_subcommands(parser.add_subparsers(dest="command", required=True))
-    a = parser.parse_args(argv)
-    return a.handler(a)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

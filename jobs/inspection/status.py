@@ -11,7 +11,7 @@ and takes no lock. The result is a
 documented in docs/operations.md), :meth:`LakeStatus.lines` its human form.
 
 The operator's state (keys, windows, the oldest and largest open windows) is read from its
-files as the last committed batch left them (:mod:`jobs.driver.state_summary`).
+files as the last committed batch left them (:mod:`jobs.inspection.state_summary`).
 
 Not reported (the lake does not record it cheaply): the backlog of a ``dataframe`` source (a
 ``pane_log`` or ``delta`` source's is the versions it has not read). A lock of a lake in an
@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jobs.driver.checkpoint import committed_clock
+from jobs.checkpoint.logs import committed_clock
 from sinks.fold import fold_failure
 from sinks.lake import (
     FAILED,
@@ -388,7 +388,7 @@ def _source_versions(
     sources or when the source table cannot be read."""
     from deltalake import DeltaTable
 
-    from jobs.driver.checkpoint import recorded_offsets
+    from jobs.checkpoint.logs import recorded_offsets
 
     source = pipeline.source
     if source.format == "pane_log" and source.upstream is not None:
@@ -550,7 +550,7 @@ def lake_status(pipeline: Pipeline, *, max_lag_us: int | None = None) -> LakeSta
 def _operator_state(pipeline: Pipeline) -> StateStatus | None:
     """The operator's state after the last committed batch; None before one, or when it cannot
     be read (a run deleted the version being read twice over: it moved on by several batches)."""
-    from jobs.driver.state_summary import summarize_state
+    from jobs.inspection.state_summary import summarize_state
 
     for _ in range(2):  # a run may delete the version being read: the second read is newer
         try:
