@@ -29,7 +29,6 @@ CLI reads them from the pipeline's landing zone
 from __future__ import annotations
 
 import bisect
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -37,10 +36,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from panes.combine_fn import same_values
 from panes.combiners import CombineFn
 from panes.dedup import DUPLICATE
 from panes.engine import window_gone
-from panes.sketches import SketchFn
 from panes.time import BEGINNING_OF_TIME, END_OF_TIME
 from panes.window import Window
 from sinks.batch_check import View, batch_view, duplicates_left_out
@@ -134,16 +133,6 @@ def watermark_text(us: int | None) -> str:
 # -- comparing -----------------------------------------------------------------------------------
 
 
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, float) or isinstance(b, float):
-        if a is None or b is None:
-            return a is b
-        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return sorted(map(repr, a)) == sorted(map(repr, b))
-    return a == b
-
-
 def diff(
     expected: View,
     actual: View,
@@ -151,14 +140,15 @@ def diff(
     fns: Mapping[str, CombineFn] | None = None,
 ) -> list[str]:
     """The differences between two views, exact; ``types``: the view's column types, to say
-    which expected value its column cannot hold; ``fns``: the aggregates by column, whose sketch
-    aggregates compare by their tolerance (:meth:`panes.sketches.SketchFn.agrees`)."""
+    which expected value its column cannot hold; ``fns``: the aggregates by column, each of which
+    says when two of its answers agree (:meth:`panes.combine_fn.CombineFn.agrees`: a sketch
+    within its error bound)."""
     out = []
-    sketches = {n: fn for n, fn in (fns or {}).items() if isinstance(fn, SketchFn)}
+    by_column = dict(fns or {})
 
     def same(name: str, e: Any, a: Any) -> bool:
-        fn = sketches.get(name)
-        return _same(e, a) if fn is None else fn.agrees(e, a)
+        fn = by_column.get(name)
+        return same_values(e, a) if fn is None else fn.agrees(e, a)
 
     for at in sorted(set(expected) | set(actual), key=repr):
         e, a = expected.get(at), actual.get(at)
