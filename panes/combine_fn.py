@@ -164,8 +164,9 @@ class CombineFn(Generic[A, V, O]):
         return True
 
     @classmethod
-    def from_arguments(cls, field: str | None, groups: Mapping[str, str | None]) -> CombineFn:
-        """The aggregate of a text matching :attr:`arguments` (``groups``: its named groups)."""
+    def from_arguments(cls, groups: Mapping[str, str | None]) -> CombineFn:
+        """The aggregate of a text matching :attr:`arguments` (``groups``: its named groups);
+        ``ValueError`` for arguments it does not take."""
         raise NotImplementedError(f"{cls.__name__} declares no arguments")
 
     def output_type_in(self, columns: Mapping[str, Column]) -> Any:

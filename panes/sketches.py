@@ -85,6 +85,18 @@ class SketchFn(CombineFn):
     def __init__(self, field: str | None) -> None:
         self.field = field
 
+    @classmethod
+    def from_arguments(cls, groups: Mapping[str, str | None]) -> SketchFn:
+        """Its text's arguments (:meth:`of_arguments`); ``merge(COLUMN)`` in place of the column
+        merges an upstream's sketches of it (:class:`MergeSketches`)."""
+        fn = cls.of_arguments(groups["field"], groups)
+        return fn if groups.get("merge") is None else MergeSketches(fn)
+
+    @classmethod
+    def of_arguments(cls, field: str | None, groups: Mapping[str, str | None]) -> SketchFn:
+        """The sketch over ``field`` of its text's other arguments (``groups``)."""
+        raise NotImplementedError
+
     def _column(self, columns: Mapping[str, Column]) -> tuple[str, str]:
         """The column it reads and its type name."""
         if self.field is None:
@@ -158,7 +170,7 @@ class ApproxCountDistinct(SketchFn):
     struct_type = HLL_TYPE
 
     @classmethod
-    def from_arguments(
+    def of_arguments(
         cls, field: str | None, groups: Mapping[str, str | None]
     ) -> ApproxCountDistinct:
         lg_k = groups["lg_k"]
@@ -247,7 +259,7 @@ class ApproxQuantiles(SketchFn):
     struct_type = QUANTILES_TYPE
 
     @classmethod
-    def from_arguments(cls, field: str | None, groups: Mapping[str, str | None]) -> ApproxQuantiles:
+    def of_arguments(cls, field: str | None, groups: Mapping[str, str | None]) -> ApproxQuantiles:
         return cls(field, [float(r) for r in (groups["ranks"] or "").split(",")])
 
     def output_type_in(self, columns: Mapping[str, Column]) -> str:
@@ -338,9 +350,7 @@ class ApproxPercentile(ApproxQuantiles):
     struct_type = QUANTILE_TYPE
 
     @classmethod
-    def from_arguments(
-        cls, field: str | None, groups: Mapping[str, str | None]
-    ) -> ApproxPercentile:
+    def of_arguments(cls, field: str | None, groups: Mapping[str, str | None]) -> ApproxPercentile:
         return cls(field, float(groups["rank"] or ""))
 
     def __init__(self, field: str | None, rank: float) -> None:
@@ -378,7 +388,7 @@ class TopK(SketchFn):
     arguments = re.compile(_FIELD + r",\s*(?P<k>\d+)\s*\)\s*$")
 
     @classmethod
-    def from_arguments(cls, field: str | None, groups: Mapping[str, str | None]) -> TopK:
+    def of_arguments(cls, field: str | None, groups: Mapping[str, str | None]) -> TopK:
         return cls(field, int(groups["k"] or ""))
 
     def output_type_in(self, columns: Mapping[str, Column]) -> str:
@@ -597,8 +607,3 @@ class MergeSketches(SketchFn):
 
     def agrees(self, expected: Any, actual: Any) -> bool:
         return self.inner.agrees(expected, actual)
-
-
-def is_sketch(fn: CombineFn) -> bool:
-    """Whether ``fn`` is a sketch aggregate (answers compared by :meth:`SketchFn.agrees`)."""
-    return isinstance(fn, SketchFn)

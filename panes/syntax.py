@@ -47,7 +47,6 @@ from dataclasses import dataclass
 
 from panes.combiners import AGGREGATES, CombineFn, Filtered
 from panes.conditions import ConditionSyntaxError, parse_condition
-from panes.sketches import MergeSketches, SketchFn
 from panes.time import parse_duration
 from panes.tokens import Token, tokenize
 from panes.triggers import (
@@ -448,15 +447,7 @@ def _parse_arguments(text: str, head: re.Match[str], cls: type[CombineFn]) -> Co
         raise AggregateSyntaxError(
             f"malformed {cls.name}(...): write e.g. {' or '.join(cls.examples)}", text, at
         )
-    groups = match.groupdict()
     try:
-        fn = cls.from_arguments(groups["field"], groups)
-    except ValueError as e:
-        raise AggregateSyntaxError(str(e), text, at) from None
-    if groups.get("merge") is None:
-        return fn
-    try:
-        assert isinstance(fn, SketchFn)
-        return MergeSketches(fn)
+        return cls.from_arguments(match.groupdict())
     except ValueError as e:
         raise AggregateSyntaxError(str(e), text, at) from None
