@@ -11,9 +11,10 @@
    yet, and is not wrong. They are left out of both sides and counted
    (:func:`final_windows`); after a drain (watermark at the end of time) every window is final.
 
-Values are compared exactly (the refold's are Python's integers, the batch's DuckDB's 128-bit
-sums): a window whose value the view's integer column cannot hold is a difference that says so.
-A sketch aggregate's values (:mod:`panes.sketches`) are compared by its one tolerance rule,
+Values are compared as each aggregate says (:meth:`panes.combine_fn.CombineFn.agrees`): exactly
+(the refold's are Python's integers, the batch's DuckDB's 128-bit sums; a window whose value the
+view's integer column cannot hold is a difference that says so), but a sketch aggregate's values
+(:mod:`panes.sketches`) by its one tolerance rule,
 :meth:`panes.sketches.SketchFn.agrees`: exact where the sketches are exact, otherwise within
 the sketches' documented error bounds (the sketch bytes of the same elements differ with their
 order, and KLL's compactions are random).
