@@ -1,12 +1,34 @@
 """The combiner protocol, :class:`CombineFn` (what :mod:`panes.combiners` builds on, and the
 sketch aggregates of :mod:`panes.sketches`), and what is said of any combiner: the columns it
 reads (:func:`fields_of`), its text (:func:`text_of`), a combiner over only the values a
-condition lets through (:class:`Filtered`): a module of its own so that both import it."""
+condition lets through (:class:`Filtered`): a module of its own so that both import it.
+
+An aggregate is one class: besides computing (``create``, ``add_all``, ``merge``, ``extract``,
+``retract``), a built-in declares everything the other layers ask of it, and they ask the
+object, never its name (``docs/aggregates.md``, "Adding an aggregate"):
+
+* its spelling (:attr:`CombineFn.name`, :attr:`CombineFn.examples`, and how its arguments parse:
+  :attr:`CombineFn.arity` or :attr:`CombineFn.arguments` with :meth:`CombineFn.from_arguments`),
+  which the configuration's parser finds in the registry of built-ins
+  (:data:`panes.combiners.AGGREGATES`);
+* its output type over its columns (:meth:`CombineFn.output_type_in`: a schema type name, from
+  which the lake's Arrow, Spark and DuckDB types all follow); a combiner of your own declares
+  :attr:`CombineFn.output_type` instead;
+* its path in the operator (:attr:`CombineFn.path`: columnar, lifted or per element, and
+  :attr:`CombineFn.per_element_reason`);
+* its SQL form for the view's fold and ``verify`` (:attr:`CombineFn.sql`, a :class:`SqlForm`);
+* whether it retracts (:attr:`CombineFn.can_retract`: it defines :meth:`CombineFn.retract`);
+* how ``verify`` compares its answers (:meth:`CombineFn.agrees`).
+"""
 
 from __future__ import annotations
 
+import enum
+import math
+import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, TypeVar
 
 from panes.conditions import Condition, as_condition
 
@@ -15,9 +37,96 @@ V = TypeVar("V")  # input value
 O = TypeVar("O")  # output  # noqa: E741
 
 
+class Path(enum.Enum):
+    """How the operator adds an aggregate's elements (``docs/semantics.md``, "The operator's
+    path"): in the columnar engine's window table, as parts combined per key and window in Arrow
+    (lifted: the per-key engine merges them), or one by one."""
+
+    COLUMNAR = "columnar"
+    LIFTED = "lifted"
+    PER_ELEMENT = "per element"
+
+
+@dataclass(frozen=True)
+class SqlForm:
+    """How SQL computes a built-in combiner: the one place the materializer's vectorized reducer
+    and MERGE, and the batch check in DuckDB, learn it from (each class's :attr:`CombineFn.sql`).
+
+    ``merge``: the SQL aggregate (``sum``, ``min`` or ``max``) that merges the output values of
+    parts of a window into the value of the whole; None when output values do not merge so (a
+    mean needs sum and count; a list's order is the panes'; a picked value needs its ranking).
+    ``batch``: the SQL aggregate over a window's raw values, ``{value}`` standing for the value
+    column (``*`` for a combiner that reads no value), ``{by}`` for the second column it reads
+    (``max_by``'s ordering), ``{order}`` for the column of the elements' event times (which
+    also orders a list) and ``{filter}`` for a filtered aggregate's ``FILTER (WHERE ...)``
+    (empty for others). The picked aggregates break ties as :class:`panes.combiners.Picked` does.
+    """
+
+    merge: str | None
+    batch: str
+
+
+@dataclass(frozen=True)
+class Column:
+    """A source column as an aggregate's output type is worked out from it
+    (:meth:`CombineFn.output_type_in`): its schema type name (``long``, ``decimal(18,2)``,
+    ``struct<...>``) and what is known of that type (the configuration's one parser of type
+    names, :mod:`sinks.lake.column_types`, fills these in)."""
+
+    type: str
+    numeric: bool = False
+    integral: bool = False
+    #: A decimal's scale (None: not a decimal).
+    scale: int | None = None
+
+
+class AggregateTypeError(ValueError):
+    """An aggregate over a column whose type it does not take; the configuration reports the
+    message under ``aggregates.<name>``."""
+
+
+def same_values(a: Any, b: Any) -> bool:
+    """Whether two answers of the same elements agree: exactly, floats within a relative 1e-9
+    (their sums' rounding depends on the order of additions), lists as multisets (their order is
+    the panes'). :meth:`CombineFn.agrees` of every aggregate that is not approximate."""
+    if isinstance(a, float) or isinstance(b, float):
+        if a is None or b is None:
+            return a is b
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return sorted(map(repr, a)) == sorted(map(repr, b))
+    return bool(a == b)
+
+
 class CombineFn(Generic[A, V, O]):
     """The combiner protocol: ``create``, ``add``, ``merge``, ``extract``; optionally
-    ``retract`` (the inverse of ``add``) and a faster ``add_all``."""
+    ``retract`` (the inverse of ``add``) and a faster ``add_all``; and the facets a built-in
+    declares (the module's doc), which a combiner of your own may leave as they are."""
+
+    #: Its spelling in a pipeline's text (``sum``); empty for a combiner of your own.
+    name: str = ""
+    #: Texts of it as a configuration writes them (``sum(seconds)``): messages show them, and
+    #: tests parse them.
+    examples: tuple[str, ...] = ()
+    #: How many columns its text names, ``NAME(FIELD, ...)``  (``sum(seconds)``: one).
+    arity: int = 1
+    #: Whether its text may name no column at all (``count()``).
+    field_optional: bool = False
+    #: Its text's arguments when they are more than columns (a sketch's ``top_k(page, 10)``): a
+    #: pattern matched after ``NAME(``, through the closing parenthesis, whose groups
+    #: :meth:`from_arguments` reads. None: ``NAME(FIELD, ...)`` with :attr:`arity` columns.
+    arguments: ClassVar[re.Pattern[str] | None] = None
+    #: Its form in SQL (:class:`SqlForm`); None: the view's fold and ``verify`` compute it in
+    #: Python.
+    sql: SqlForm | None = None
+    #: The columnar engine's kind of its accumulator (``sum``, ``mean``, ``min``, ``max``,
+    #: ``list``, ``count``, ``count_rows``: :mod:`panes.columnar.accumulators`); None: its parts
+    #: are computed by its own ``add_all`` (lifted), or it is added element by element.
+    columnar_kind: str | None = None
+    #: Why its elements are added one by one (None: its parts lift, :attr:`path`).
+    per_element_reason: str | None = None
+    #: Whether it reads an upstream pipeline's sketch column (``merge(...)``).
+    reads_sketches: bool = False
 
     #: Whether an output value determines its accumulator (sum, count, min, max, to_list), so
     #: merging output values is exact; False for a mean (it needs sum and count) and, unless a
@@ -53,6 +162,39 @@ class CombineFn(Generic[A, V, O]):
     def reads_value(self) -> bool:
         """Whether the combiner reads its input values (``count()`` only counts them)."""
         return True
+
+    @classmethod
+    def from_arguments(cls, groups: Mapping[str, str | None]) -> CombineFn:
+        """The aggregate of a text matching :attr:`arguments` (``groups``: its named groups);
+        ``ValueError`` for arguments it does not take."""
+        raise NotImplementedError(f"{cls.__name__} declares no arguments")
+
+    def output_type_in(self, columns: Mapping[str, Column]) -> Any:
+        """Its output values' type over ``columns`` (the source's, by name): a schema type name
+        (``long``, ``decimal(38,2)``, ``list<string>``, ``struct<...>``); raises
+        :class:`AggregateTypeError` for a column type it does not take. A combiner of your own
+        keeps this one, which gives its declared :attr:`output_type` (a type name or an Arrow
+        type, :attr:`declares_output_type`)."""
+        return self.output_type
+
+    @property
+    def declares_output_type(self) -> bool:
+        """Whether its output type is the declared :attr:`output_type` (a combiner of your own),
+        not worked out from its columns (a built-in's :meth:`output_type_in`)."""
+        return type(self).output_type_in is CombineFn.output_type_in
+
+    @property
+    def path(self) -> Path:
+        """How the operator adds its elements, where its columns allow (the columnar engine
+        may still refuse a column's type: :func:`panes.columnar.columnar_reason`)."""
+        if self.per_element_reason is not None or self.reads_event_time:
+            return Path.PER_ELEMENT
+        return Path.LIFTED if self.columnar_kind is None else Path.COLUMNAR
+
+    def agrees(self, expected: O, actual: O) -> bool:
+        """Whether two answers of the same elements agree, ``verify``'s rule: exact
+        (:func:`same_values`) unless the aggregate is approximate (a sketch's error bound)."""
+        return same_values(expected, actual)
 
     def value_as_accumulator(self, value: O) -> A:
         """The accumulator of an output value; only for ``value_is_accumulator`` combiners."""
@@ -187,6 +329,41 @@ class Filtered(CombineFn):
     @property
     def can_retract(self) -> bool:
         return self.inner.can_retract
+
+    def output_type_in(self, columns: Mapping[str, Column]) -> Any:
+        return self.inner.output_type_in(columns)  # its output is its inner one's
+
+    @property
+    def declares_output_type(self) -> bool:
+        return self.inner.declares_output_type
+
+    @property
+    def path(self) -> Path:
+        """The inner one's columnar path, its column masked by the condition's flag; otherwise
+        element by element (a list keeps its nulls, so it cannot be masked; a lifted part is a
+        combiner's own ``add_all`` of values, which carry no flag)."""
+        if self.inner.path is Path.COLUMNAR and self.inner.columnar_kind != "list":
+            return Path.COLUMNAR
+        return Path.PER_ELEMENT
+
+    @property
+    def sql(self) -> SqlForm | None:  # type: ignore[override]
+        """Its inner one's, the batch aggregate with the condition in DuckDB."""
+        inner = self.inner.sql
+        if inner is None:
+            return None
+        where = self.condition.sql("duckdb").replace("{", "{{").replace("}", "}}")
+        batch = inner.batch
+        if "{filter}" in batch:
+            batch = batch.replace("{filter}", f" FILTER (WHERE {where})")
+        elif " FILTER (WHERE " in batch:  # a picked value's own filter: both hold
+            batch = batch.replace(" FILTER (WHERE ", f" FILTER (WHERE ({where}) AND ", 1)
+        else:
+            batch += f" FILTER (WHERE {where})"
+        return SqlForm(inner.merge, batch)
+
+    def agrees(self, expected: Any, actual: Any) -> bool:
+        return self.inner.agrees(expected, actual)
 
     def __eq__(self, other: object) -> bool:
         return (

@@ -44,15 +44,18 @@ from __future__ import annotations
 
 import builtins
 import decimal
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
 from panes.combine_fn import (  # the protocol, and what is said of any combiner
+    AggregateTypeError,
+    Column,
     CombineFn,
     Filtered,
+    Path,
+    SqlForm,
     carried_fields_of,
     conditions_of,
     fields_of,
@@ -60,7 +63,7 @@ from panes.combine_fn import (  # the protocol, and what is said of any combiner
     unfiltered,
 )
 
-__reexported__ = (carried_fields_of, conditions_of, fields_of, text_of, unfiltered)
+__reexported__ = (carried_fields_of, conditions_of, fields_of, text_of, unfiltered, Path)
 from panes.sketches import ApproxCountDistinct, ApproxPercentile, ApproxQuantiles, TopK
 
 EXACT_DECIMALS = decimal.Context(
@@ -117,12 +120,22 @@ def inputs_of(fn: CombineFn, elements: Iterable[Sequence[Any]]) -> list[Any]:
 class _FieldCombineFn(CombineFn):
     """A built-in aggregate over the whole value, or over ``value[field]``."""
 
-    name = ""
-    #: How many columns its text names (``sum(seconds)``: one).
-    arity = 1
-
     def __init__(self, field: str | None = None) -> None:
         self.field = field
+
+    def _column(self, columns: Mapping[str, Column]) -> tuple[str, Column]:
+        """The column it reads and its type (the configuration checked it is a source's)."""
+        if self.field is None:
+            raise AggregateTypeError(f"unsupported aggregate {self!r}")
+        return self.field, columns[self.field]
+
+    def _numeric(self, columns: Mapping[str, Column]) -> Column:
+        name, column = self._column(columns)
+        if not column.numeric:
+            raise AggregateTypeError(
+                f"{self.name}() needs a numeric column, {name!r} is {column.type}"
+            )
+        return column
 
     def _inputs(self, values: Iterable[Any]) -> list[Any]:
         field = self.field
@@ -147,8 +160,21 @@ class _FieldCombineFn(CombineFn):
 
 
 class Sum(_FieldCombineFn):
+    """The sum; exact for integers (Python's) and decimals (:func:`exact_sum`)."""
+
     name = "sum"
+    examples = ("sum(seconds)",)
     value_is_accumulator = True
+    sql = SqlForm("sum", "coalesce(sum({value}){filter}, 0)")
+    columnar_kind = "sum"
+
+    def output_type_in(self, columns: Mapping[str, Column]) -> str:
+        """``long`` over integers, ``double`` over floats; over ``decimal(p,s)``, as Spark's sum,
+        exact and widened to ``decimal(38,s)``."""
+        column = self._numeric(columns)
+        if column.scale is not None:
+            return f"decimal(38,{column.scale})"
+        return "long" if column.integral else "double"
 
     def create(self) -> Any:
         return 0
@@ -176,7 +202,17 @@ class Count(_FieldCombineFn):
     """``count()`` counts elements; ``count(field)`` counts those whose field is not None."""
 
     name = "count"
+    examples = ("count()",)
+    field_optional = True
     value_is_accumulator = True
+    sql = SqlForm("sum", "count({value}){filter}")
+
+    @property
+    def columnar_kind(self) -> str:  # type: ignore[override]
+        return "count_rows" if self.field is None else "count"
+
+    def output_type_in(self, columns: Mapping[str, Column]) -> str:
+        return "long"
 
     def create(self) -> int:
         return 0
@@ -203,6 +239,11 @@ class Count(_FieldCombineFn):
 class _Extremum(_FieldCombineFn):
     value_is_accumulator = True
 
+    def output_type_in(self, columns: Mapping[str, Column]) -> str:
+        """The column's type (``int`` as ``long``, ``float`` as ``double``)."""
+        typ = self._column(columns)[1].type
+        return {"int": "long", "float": "double"}.get(typ, typ)
+
     @staticmethod
     def pick(values: list[Any]) -> Any:
         """The extremum of a non-empty list of values."""
@@ -226,7 +267,12 @@ class _Extremum(_FieldCombineFn):
 
 
 class Min(_Extremum):
+    """The smallest value."""
+
     name = "min"
+    examples = ("min(seconds)",)
+    sql = SqlForm("min", "min({value}){filter}")
+    columnar_kind = "min"
 
     @staticmethod
     def pick(values: list[Any]) -> Any:
@@ -234,7 +280,12 @@ class Min(_Extremum):
 
 
 class Max(_Extremum):
+    """The largest value."""
+
     name = "max"
+    examples = ("max(seconds)",)
+    sql = SqlForm("max", "max({value}){filter}")
+    columnar_kind = "max"
 
     @staticmethod
     def pick(values: list[Any]) -> Any:
@@ -251,6 +302,14 @@ class Mean(_FieldCombineFn):
     """
 
     name = "mean"
+    examples = ("mean(seconds)",)
+    sql = SqlForm(None, "avg({value}){filter}")
+    columnar_kind = "mean"
+
+    def output_type_in(self, columns: Mapping[str, Column]) -> str:
+        """``double``, of decimals too: their exact sum over the count, rounded once."""
+        self._numeric(columns)
+        return "double"
 
     def create(self) -> tuple[Any, int]:
         return (0, 0)
@@ -278,8 +337,14 @@ class ToList(_FieldCombineFn):
     """All values in arrival order (``None`` included); the accumulator is a tuple."""
 
     name = "to_list"
+    examples = ("to_list(page)",)
     value_is_accumulator = True
     order_sensitive = True
+    sql = SqlForm(None, "list({value} ORDER BY {order}){filter}")
+    columnar_kind = "list"
+
+    def output_type_in(self, columns: Mapping[str, Column]) -> str:
+        return f"list<{self._column(columns)[1].type}>"
 
     def create(self) -> tuple:
         return ()
@@ -303,6 +368,11 @@ class ToList(_FieldCombineFn):
         value = self._input(value)
         i = acc.index(value)
         return acc[:i] + acc[i + 1 :]
+
+
+PICKABLE = ("string", "int", "long", "bigint", "double", "float", "boolean")
+"""Types a picked value and its ordering column may have: their accumulator (ordering, value) is
+folded from JSON (discarding mode), which holds these exactly."""
 
 
 def _rank(x: Any) -> Any:
@@ -333,11 +403,11 @@ class Picked(CombineFn):
     'ok'
     """
 
-    name = ""
     #: Whether the largest ranking wins (max_by, last) or the smallest (min_by, first).
     largest = True
     #: How many columns its text names (``max_by(page, seconds)``: two; ``last(status)``: one).
     arity = 2
+    per_element_reason = "has no columnar form: its elements are added one by one"
 
     def __init__(self, field: str | None = None, by: str | None = None) -> None:
         self.field = field
@@ -352,6 +422,23 @@ class Picked(CombineFn):
             )
         else:
             self.fields = (field, by)
+
+    def output_type_in(self, columns: Mapping[str, Column]) -> str:
+        """Its value column's type (``int`` as ``long``, ``float`` as ``double``, as min and
+        max); both columns of :data:`PICKABLE` types."""
+        read = fields_of(self)
+        if not read:
+            raise AggregateTypeError(f"{self.name}() needs the column whose value it picks")
+        for i, col in enumerate(read):
+            typ = columns[col].type
+            if typ not in PICKABLE:
+                role = "orders the elements" if i else "is picked"
+                raise AggregateTypeError(
+                    f"{self.name}() of {col!r}: a {typ} column cannot be the one that {role} "
+                    f"(one of {', '.join(PICKABLE)})"
+                )
+        typ = columns[read[0]].type
+        return {"int": "long", "float": "double"}.get(typ, typ)
 
     def _key(self, pair: tuple[Any, Any]) -> Any:
         value = pair[1]
@@ -417,30 +504,46 @@ class MaxBy(Picked):
     """``max_by(field, by)``: the ``field`` of the element whose ``by`` is largest."""
 
     name = "max_by"
+    examples = ("max_by(page, seconds)",)
+    # (DuckDB's first() keeps a NULL value; its ORDER BY ranks NaN above every number)
+    sql = SqlForm(
+        None,
+        "first({value} ORDER BY {by} DESC, {value} DESC NULLS LAST)"
+        " FILTER (WHERE {by} IS NOT NULL)",
+    )
 
 
 class MinBy(Picked):
     """``min_by(field, by)``: the ``field`` of the element whose ``by`` is smallest."""
 
     name = "min_by"
+    examples = ("min_by(page, seconds)",)
     largest = False
+    sql = SqlForm(
+        None,
+        "first({value} ORDER BY {by} ASC, {value} ASC NULLS LAST) FILTER (WHERE {by} IS NOT NULL)",
+    )
 
 
 class Last(Picked):
     """``last(field)``: the ``field`` of the element whose event time is latest."""
 
     name = "last"
+    examples = ("last(status)",)
     reads_event_time = True
     arity = 1
+    sql = SqlForm(None, "first({value} ORDER BY {order} DESC, {value} DESC NULLS LAST)")
 
 
 class First(Picked):
     """``first(field)``: the ``field`` of the element whose event time is earliest."""
 
     name = "first"
+    examples = ("first(status)",)
     largest = False
     reads_event_time = True
     arity = 1
+    sql = SqlForm(None, "first({value} ORDER BY {order} ASC, {value} ASC NULLS LAST)")
 
 
 def sum(field: str | None = None) -> Sum:
@@ -590,76 +693,28 @@ def aggregates(**fns: CombineFn) -> Aggregates:
     return Aggregates(fns)
 
 
-BUILTINS: dict[str, type[_FieldCombineFn] | type[Picked]] = {
-    cls.name: cls for cls in (Sum, Count, Min, Max, Mean, ToList, MaxBy, MinBy, First, Last)
+AGGREGATES: dict[str, type[CombineFn]] = {
+    cls.name: cls
+    for cls in (
+        *(Sum, Count, Min, Max, Mean, ToList, MaxBy, MinBy, First, Last),
+        *(ApproxCountDistinct, ApproxQuantiles, ApproxPercentile, TopK),
+    )
 }
-"""The built-in aggregates by name; each is built from its columns (``MaxBy("page", "seconds")``,
-the ``fields`` a pipeline's text gives, :func:`panes.syntax.parse_aggregate`)."""
+"""The built-in aggregates by their spelling: the registry the configuration's parser reads
+(:func:`panes.syntax.parse_aggregate`). Each class declares its own spelling, output type,
+path, SQL form, retraction and ``verify`` rule (:mod:`panes.combine_fn`); adding an aggregate is
+adding its class here (``docs/aggregates.md``, "Adding an aggregate")."""
 
-
-@dataclass(frozen=True)
-class SqlForm:
-    """How SQL computes a built-in combiner: the one place the materializer's vectorized reducer
-    and MERGE, and the batch check in DuckDB, learn it from.
-
-    ``merge``: the SQL aggregate (``sum``, ``min`` or ``max``) that merges the output values of
-    parts of a window into the value of the whole; None when output values do not merge so (a
-    mean needs sum and count; a list's order is the panes'; a picked value needs its ranking).
-    ``batch``: the SQL aggregate over a window's raw values, ``{value}`` standing for the value
-    column (``*`` for a combiner that reads no value), ``{by}`` for the second column it reads
-    (``max_by``'s ordering) and ``{order}`` for the column of the elements' event times (which
-    also orders a list). The picked aggregates break ties as :class:`Picked` does.
-    """
-
-    merge: str | None
-    batch: str
-
-
-SQL_FORMS: dict[type[CombineFn], SqlForm] = {
-    Sum: SqlForm("sum", "coalesce(sum({value}){filter}, 0)"),
-    Count: SqlForm("sum", "count({value}){filter}"),
-    Min: SqlForm("min", "min({value}){filter}"),
-    Max: SqlForm("max", "max({value}){filter}"),
-    Mean: SqlForm(None, "avg({value}){filter}"),
-    ToList: SqlForm(None, "list({value} ORDER BY {order}){filter}"),
-    # (DuckDB's first() keeps a NULL value; its ORDER BY ranks NaN above every number)
-    MaxBy: SqlForm(
-        None,
-        "first({value} ORDER BY {by} DESC, {value} DESC NULLS LAST)"
-        " FILTER (WHERE {by} IS NOT NULL)",
-    ),
-    MinBy: SqlForm(
-        None,
-        "first({value} ORDER BY {by} ASC, {value} ASC NULLS LAST) FILTER (WHERE {by} IS NOT NULL)",
-    ),
-    Last: SqlForm(None, "first({value} ORDER BY {order} DESC, {value} DESC NULLS LAST)"),
-    First: SqlForm(None, "first({value} ORDER BY {order} ASC, {value} ASC NULLS LAST)"),
-}
-"""``{filter}`` stands for a filtered aggregate's ``FILTER (WHERE ...)`` (empty for others)."""
+RETRACTING = tuple(n for n, cls in AGGREGATES.items() if cls.retract is not CombineFn.retract)
+"""The spellings of the built-ins that withdraw a value (:attr:`CombineFn.can_retract`)."""
 
 
 def sql_form(fn: CombineFn) -> SqlForm | None:
-    """The :class:`SqlForm` of a built-in combiner (or a subclass), None for any other; a
-    filtered built-in's is its inner one's, its batch aggregate with the condition in DuckDB.
+    """The :class:`SqlForm` of a built-in combiner (or a subclass), None for any other
+    (:attr:`CombineFn.sql`); a filtered built-in's is its inner one's, its batch aggregate with
+    the condition in DuckDB.
 
     >>> print(sql_form(count().filter("s = 'x'")).batch.format(value="*", order="ts", filter=""))
     count(*) FILTER (WHERE ("s" = 'x'))
     """
-    if isinstance(fn, Filtered):
-        inner = sql_form(fn.inner)
-        if inner is None:
-            return None
-        where = fn.condition.sql("duckdb").replace("{", "{{").replace("}", "}}")
-        batch = inner.batch
-        if "{filter}" in batch:
-            batch = batch.replace("{filter}", f" FILTER (WHERE {where})")
-        elif " FILTER (WHERE " in batch:  # a picked value's own filter: both hold
-            batch = batch.replace(" FILTER (WHERE ", f" FILTER (WHERE ({where}) AND ", 1)
-        else:
-            batch += f" FILTER (WHERE {where})"
-        return SqlForm(inner.merge, batch)
-    for cls in type(fn).__mro__:
-        form = SQL_FORMS.get(cls)
-        if form is not None:
-            return form
-    return None
+    return fn.sql

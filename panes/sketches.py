@@ -38,10 +38,11 @@ DataSketches (and numpy, which it imports) is imported only when a sketch is bui
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
-from panes.combine_fn import CombineFn
+from panes.combine_fn import AggregateTypeError, Column, CombineFn
 
 DEFAULT_LG_K = 12
 """HLL sketches' log2 of the number of registers: Spark's ``hll_sketch_agg`` default."""
@@ -53,6 +54,18 @@ HLL_STD_DEVS = 3
 _HLL_MODE_OFFSET = 7  # the HLL preamble byte holding the mode (low 2 bits: 0 list, 1 set, 2 HLL)
 
 
+_FIELD = r"\s*(?:(?P<merge>merge)\s*\(\s*)?(?P<field>[A-Za-z_][\w.]*)\s*(?(merge)\)\s*)"
+"""A sketch's first argument: its column, or ``merge(COLUMN)`` (:class:`MergeSketches`)."""
+_NUMBER = r"\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?"
+
+HLL_TYPE = "struct<estimate: long, sketch: binary>"
+"""The output type of :class:`ApproxCountDistinct`: the lake's struct of its answer."""
+QUANTILE_TYPE = "struct<quantile: double, sketch: binary>"
+"""The output type of :class:`ApproxPercentile`."""
+QUANTILES_TYPE = "struct<quantiles: list<double>, sketch: binary>"
+"""The output type of :class:`ApproxQuantiles`."""
+
+
 def _lib() -> Any:
     import datasketches
 
@@ -62,11 +75,42 @@ def _lib() -> Any:
 class SketchFn(CombineFn):
     """A sketch aggregate over ``value[field]`` (or the whole value without a field)."""
 
-    name = ""
     value_is_accumulator = True
+    #: The output types of the sketch columns ``merge(...)`` of it reads (an upstream's answers
+    #: of the same sketch); empty: its sketches are not merged so (:class:`MergeSketches`).
+    merges: ClassVar[tuple[str, ...]] = ()
+    #: Its output type, where it does not depend on its column's (the struct of its answer).
+    struct_type: ClassVar[str] = ""
 
     def __init__(self, field: str | None) -> None:
         self.field = field
+
+    @classmethod
+    def from_arguments(cls, groups: Mapping[str, str | None]) -> SketchFn:
+        """Its text's arguments (:meth:`of_arguments`); ``merge(COLUMN)`` in place of the column
+        merges an upstream's sketches of it (:class:`MergeSketches`)."""
+        fn = cls.of_arguments(groups["field"], groups)
+        return fn if groups.get("merge") is None else MergeSketches(fn)
+
+    @classmethod
+    def of_arguments(cls, field: str | None, groups: Mapping[str, str | None]) -> SketchFn:
+        """The sketch over ``field`` of its text's other arguments (``groups``)."""
+        raise NotImplementedError
+
+    def _column(self, columns: Mapping[str, Column]) -> tuple[str, str]:
+        """The column it reads and its type name."""
+        if self.field is None:
+            raise AggregateTypeError(f"{self!r} needs a column, e.g. {self.name}(user_id, ...)")
+        return self.field, columns[self.field].type
+
+    def _strings_or_integers(self, columns: Mapping[str, Column]) -> Column:
+        name, typ = self._column(columns)
+        column = columns[name]
+        if typ != "string" and not column.integral:
+            raise AggregateTypeError(
+                f"{self.name}() counts strings or integers, column {name!r} is {typ}"
+            )
+        return column
 
     @property
     def fields(self) -> tuple[str, ...]:  # type: ignore[override]
@@ -120,6 +164,22 @@ class ApproxCountDistinct(SketchFn):
     """
 
     name = "approx_count_distinct"
+    examples = ("approx_count_distinct(user_id)", "approx_count_distinct(user_id, lg_k=14)")
+    arguments = re.compile(_FIELD + r"(?:,\s*lg_k\s*=\s*(?P<lg_k>\d+)\s*)?\)\s*$")
+    merges = (HLL_TYPE,)
+    struct_type = HLL_TYPE
+
+    @classmethod
+    def of_arguments(
+        cls, field: str | None, groups: Mapping[str, str | None]
+    ) -> ApproxCountDistinct:
+        lg_k = groups["lg_k"]
+        return cls(field) if lg_k is None else cls(field, int(lg_k))
+
+    def output_type_in(self, columns: Mapping[str, Column]) -> str:
+        """:data:`HLL_TYPE`, over strings or integers."""
+        self._strings_or_integers(columns)
+        return self.struct_type
 
     def __init__(self, field: str | None, lg_k: int = DEFAULT_LG_K) -> None:
         if not 4 <= lg_k <= 21:
@@ -191,6 +251,26 @@ class ApproxQuantiles(SketchFn):
     """
 
     name = "approx_quantiles"
+    examples = ("approx_quantiles(latency, [0.5, 0.95, 0.99])",)
+    arguments = re.compile(
+        _FIELD + rf",\s*\[\s*(?P<ranks>(?:{_NUMBER})(?:\s*,\s*(?:{_NUMBER}))*)\s*\]\s*\)\s*$"
+    )
+    merges = (QUANTILE_TYPE, QUANTILES_TYPE)
+    struct_type = QUANTILES_TYPE
+
+    @classmethod
+    def of_arguments(cls, field: str | None, groups: Mapping[str, str | None]) -> ApproxQuantiles:
+        return cls(field, [float(r) for r in (groups["ranks"] or "").split(",")])
+
+    def output_type_in(self, columns: Mapping[str, Column]) -> str:
+        """:attr:`struct_type`, over integers or floating-point numbers."""
+        name, typ = self._column(columns)
+        column = columns[name]
+        if not column.numeric or column.scale is not None:
+            raise AggregateTypeError(
+                f"{self.name}() needs an integer or floating-point column, {name!r} is {typ}"
+            )
+        return self.struct_type
 
     def __init__(self, field: str | None, ranks: Sequence[float]) -> None:
         ranks = tuple(float(r) for r in ranks)
@@ -265,6 +345,13 @@ class ApproxPercentile(ApproxQuantiles):
     """One quantile by a KLL doubles sketch: ``approx_percentile(latency, 0.95)``."""
 
     name = "approx_percentile"
+    examples = ("approx_percentile(latency, 0.95)",)
+    arguments = re.compile(_FIELD + rf",\s*(?P<rank>{_NUMBER})\s*\)\s*$")
+    struct_type = QUANTILE_TYPE
+
+    @classmethod
+    def of_arguments(cls, field: str | None, groups: Mapping[str, str | None]) -> ApproxPercentile:
+        return cls(field, float(groups["rank"] or ""))
 
     def __init__(self, field: str | None, rank: float) -> None:
         super().__init__(field, (rank,))
@@ -297,6 +384,18 @@ class TopK(SketchFn):
     """
 
     name = "top_k"
+    examples = ("top_k(page, 10)",)
+    arguments = re.compile(_FIELD + r",\s*(?P<k>\d+)\s*\)\s*$")
+
+    @classmethod
+    def of_arguments(cls, field: str | None, groups: Mapping[str, str | None]) -> TopK:
+        return cls(field, int(groups["k"] or ""))
+
+    def output_type_in(self, columns: Mapping[str, Column]) -> str:
+        """A struct of the items (``string`` or ``long``, as the column) and their counts."""
+        column = self._strings_or_integers(columns)
+        item = "string" if column.type == "string" else "long"
+        return f"struct<items: list<struct<item: {item}, count: long>>, sketch: binary>"
 
     def __init__(self, field: str | None, k: int) -> None:
         if not isinstance(k, int) or k < 1:
@@ -428,11 +527,25 @@ class MergeSketches(SketchFn):
     """
 
     def __init__(self, inner: SketchFn) -> None:
-        if not isinstance(inner, (ApproxCountDistinct, ApproxQuantiles)):
+        if not inner.merges:
             raise ValueError(f"merge(...) takes approx_count_distinct or quantiles, not {inner!r}")
         super().__init__(inner.field)
         self.inner = inner
         self.name = inner.name
+
+    reads_sketches = True
+
+    def output_type_in(self, columns: Mapping[str, Column]) -> str:
+        """The inner sketch's output type, over an upstream's column of a type it merges
+        (:attr:`SketchFn.merges`)."""
+        name, typ = self._column(columns)
+        wanted = self.inner.merges
+        if typ not in wanted:
+            raise AggregateTypeError(
+                f"{self!r} merges sketches of a column of type {' or '.join(wanted)}, "
+                f"{name!r} is {typ}"
+            )
+        return self.inner.struct_type
 
     def _args(self) -> str:
         args = self.inner._args()
@@ -494,14 +607,3 @@ class MergeSketches(SketchFn):
 
     def agrees(self, expected: Any, actual: Any) -> bool:
         return self.inner.agrees(expected, actual)
-
-
-SKETCHES: dict[str, type[SketchFn]] = {
-    cls.name: cls for cls in (ApproxCountDistinct, ApproxQuantiles, ApproxPercentile, TopK)
-}
-"""The sketch aggregates by name (their text's name)."""
-
-
-def is_sketch(fn: CombineFn) -> bool:
-    """Whether ``fn`` is a sketch aggregate (answers compared by :meth:`SketchFn.agrees`)."""
-    return isinstance(fn, SketchFn)

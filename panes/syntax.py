@@ -45,9 +45,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from panes.combiners import BUILTINS, CombineFn, Filtered
+from panes.combiners import AGGREGATES, CombineFn, Filtered
 from panes.conditions import ConditionSyntaxError, parse_condition
-from panes.sketches import SKETCHES, MergeSketches, SketchFn
 from panes.time import parse_duration
 from panes.tokens import Token, tokenize
 from panes.triggers import (
@@ -367,10 +366,15 @@ def parse_aggregate(text: str) -> CombineFn:
 
 
 def _parse_unfiltered(text: str) -> CombineFn:
-    """An aggregate's text without a filter."""
-    head = _SKETCH_HEAD.match(text)
-    if head is not None and head.group("name") in SKETCHES:
-        return _parse_sketch(text, head)
+    """An aggregate's text without a filter: its class found by its spelling in the registry
+    (:data:`panes.combiners.AGGREGATES`), its arguments read as the class declares them (its
+    :attr:`~panes.combiners.CombineFn.arguments`, or :attr:`~panes.combiners.CombineFn.arity`
+    columns)."""
+    head = _ARGUMENTS_HEAD.match(text)
+    if head is not None:
+        cls = AGGREGATES.get(head.group("name"))
+        if cls is not None and cls.arguments is not None:
+            return _parse_arguments(text, head, cls)
     pos = 0
 
     def fail(what: str) -> AggregateSyntaxError:
@@ -404,9 +408,9 @@ def _parse_unfiltered(text: str) -> CombineFn:
         raise fail("')'" if fields else "a field name or ')'")
     if take(_AGGREGATE_END) is None:
         raise fail("the end")
-    fn = BUILTINS.get(name)
+    fn = AGGREGATES.get(name)
     if fn is None:
-        names = [*BUILTINS, *SKETCHES]
+        names = list(AGGREGATES)
         close = difflib.get_close_matches(name, names, n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
         known = ", ".join(f"{n}()" for n in names)
@@ -414,7 +418,7 @@ def _parse_unfiltered(text: str) -> CombineFn:
     if len(fields) > fn.arity:
         many = "one field" if fn.arity == 1 else f"{fn.arity} fields"
         raise AggregateSyntaxError(f"{name}() takes {many}", text, fields[fn.arity][1])
-    if not fields and name == "count":
+    if not fields and fn.field_optional:
         return fn()
     if len(fields) < fn.arity:
         if fn.arity == 1:
@@ -428,58 +432,22 @@ def _parse_unfiltered(text: str) -> CombineFn:
     return fn(*(f for f, _ in fields))
 
 
-_SKETCH_HEAD = re.compile(r"\s*(?P<name>[A-Za-z_]\w*)\s*\(")
-_FIELD = r"\s*(?:(?P<merge>merge)\s*\(\s*)?(?P<field>[A-Za-z_][\w.]*)\s*(?(merge)\)\s*)"
-_NUMBER = r"\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?"
-# name -> (the arguments after "(", an example)
-_SKETCH_ARGUMENTS: dict[str, tuple[re.Pattern[str], str]] = {
-    "approx_count_distinct": (
-        re.compile(_FIELD + r"(?:,\s*lg_k\s*=\s*(?P<lg_k>\d+)\s*)?\)\s*$"),
-        "approx_count_distinct(user_id) or approx_count_distinct(user_id, lg_k=14)",
-    ),
-    "approx_quantiles": (
-        re.compile(
-            _FIELD + rf",\s*\[\s*(?P<ranks>(?:{_NUMBER})(?:\s*,\s*(?:{_NUMBER}))*)\s*\]\s*\)\s*$"
-        ),
-        "approx_quantiles(latency, [0.5, 0.95, 0.99])",
-    ),
-    "approx_percentile": (
-        re.compile(_FIELD + rf",\s*(?P<rank>{_NUMBER})\s*\)\s*$"),
-        "approx_percentile(latency, 0.95)",
-    ),
-    "top_k": (re.compile(_FIELD + r",\s*(?P<k>\d+)\s*\)\s*$"), "top_k(page, 10)"),
-}
+_ARGUMENTS_HEAD = re.compile(r"\s*(?P<name>[A-Za-z_]\w*)\s*\(")
 
 
-def _parse_sketch(text: str, head: re.Match[str]) -> CombineFn:
-    """A sketch aggregate's text (:mod:`panes.sketches`)."""
-    name = head.group("name")
-    pattern, example = _SKETCH_ARGUMENTS[name]
+def _parse_arguments(text: str, head: re.Match[str], cls: type[CombineFn]) -> CombineFn:
+    """The text of an aggregate whose class declares its arguments' pattern (a sketch,
+    :mod:`panes.sketches`; ``merge(COLUMN)`` in place of its column merges an upstream's
+    sketches)."""
+    pattern = cls.arguments
+    assert pattern is not None
     match = pattern.match(text, head.end())
     at = len(text) - len(text[head.end() :].lstrip())
     if match is None:
-        raise AggregateSyntaxError(f"malformed {name}(...): write e.g. {example}", text, at)
-    args = match.groupdict()
-    fn = _sketch(name, args, text, at)
-    if args["merge"] is None:
-        return fn
+        raise AggregateSyntaxError(
+            f"malformed {cls.name}(...): write e.g. {' or '.join(cls.examples)}", text, at
+        )
     try:
-        return MergeSketches(fn)
-    except ValueError as e:
-        raise AggregateSyntaxError(str(e), text, at) from None
-
-
-def _sketch(name: str, args: dict, text: str, at: int) -> SketchFn:
-    cls = SKETCHES[name]
-    try:
-        if name == "approx_count_distinct":
-            lg_k = args["lg_k"]
-            return cls(args["field"], *(() if lg_k is None else (int(lg_k),)))
-        if name == "approx_quantiles":
-            ranks = [float(r) for r in args["ranks"].split(",")]
-            return cls(args["field"], ranks)  # type: ignore[call-arg]
-        if name == "approx_percentile":
-            return cls(args["field"], float(args["rank"]))  # type: ignore[call-arg]
-        return cls(args["field"], int(args["k"]))  # type: ignore[call-arg]
+        return cls.from_arguments(match.groupdict())
     except ValueError as e:
         raise AggregateSyntaxError(str(e), text, at) from None

@@ -8,10 +8,9 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from jobs.config.values import PipelineConfigError
-from panes.combine_fn import text_of
-from panes.combiners import BUILTINS, CombineFn, Filtered, fields_of, unfiltered
+from panes.combine_fn import AggregateTypeError, Column, text_of
+from panes.combiners import CombineFn, Filtered, fields_of, unfiltered
 from panes.conditions import literal_kinds
-from panes.sketches import MergeSketches, SketchFn
 from sinks.lake import INTEGRAL, KNOWN, column_type, is_column_type, is_struct_type, of_arrow
 
 
@@ -37,7 +36,9 @@ class Aggregate:
 
     def output_type(self, types: Mapping[str, str]) -> str:
         """Its output column type, given the source's column types; refuses (naming
-        ``aggregates.<name>``) an aggregate the column's type does not support."""
+        ``aggregates.<name>``) an aggregate the column's type does not support. The aggregate
+        says (:meth:`panes.combine_fn.CombineFn.output_type_in`); a combiner of your own
+        declares it (:attr:`panes.combine_fn.CombineFn.output_type`)."""
         where = f"aggregates.{self.name}"
         for read in self.columns:
             if read not in types:
@@ -45,7 +46,7 @@ class Aggregate:
                     where, f"column {read!r} is not in source.schema ({', '.join(types)})"
                 )
         fn = unfiltered(self.fn)  # a filtered aggregate's output is its inner one's
-        merged = fn.field if isinstance(fn, MergeSketches) else None
+        merged = getattr(fn, "field", None) if fn.reads_sketches else None
         sketches = [c for c in self.columns if is_struct_type(types[c]) and c != merged]
         if sketches:
             raise PipelineConfigError(
@@ -57,106 +58,26 @@ class Aggregate:
             )
         if isinstance(self.fn, Filtered):
             _check_condition(where, self.fn, types)
-        if isinstance(fn, SketchFn):
-            return sketch_type(where, fn, types)
-        if type(fn) not in BUILTINS.values():
+        if fn.declares_output_type:  # a combiner of your own
             return _declared_type(where, fn)
-        kind = getattr(type(fn), "name", None)  # the built-ins' SQL name (panes.combiners)
-        if kind == "count":
-            return "long"
-        col = self.column
-        if kind in ("max_by", "min_by", "first", "last"):
-            return _picked_type(where, kind, fields_of(fn), types)
-        if kind not in ("sum", "mean", "min", "max", "to_list") or col is None:
-            raise PipelineConfigError(where, f"unsupported aggregate {fn!r}")
-        typ = types[col]
-        of_column = column_type(typ)
-        if kind in ("sum", "mean") and not of_column.numeric:
-            raise PipelineConfigError(where, f"{kind}() needs a numeric column, {col!r} is {typ}")
-        scale = getattr(of_column.arrow, "scale", None)  # a decimal's
-        if kind == "mean":
-            return "double"  # of decimals too: their exact sum over the count, rounded once
-        if kind == "sum":
-            if scale is not None:  # as Spark's sum: exact, widened to 38 digits
-                return f"decimal(38,{scale})"
-            return "long" if typ in INTEGRAL else "double"
-        if kind in ("min", "max"):
-            return {"int": "long", "float": "double"}.get(typ, typ)
-        return f"list<{typ}>"
+        try:  # a built-in works its type out from its columns' (its class's output_type_in)
+            return str(fn.output_type_in({c: column_of(types[c]) for c in self.columns}))
+        except AggregateTypeError as e:
+            raise PipelineConfigError(where, str(e)) from None
 
 
-# Types a picked value and its ordering column may have: their accumulator (ordering, value) is
-# folded from JSON (discarding mode), which holds these exactly.
-_PICKABLE = ("string", "int", "long", "bigint", "double", "float", "boolean")
+def column_of(type_name: str) -> Column:
+    """What an aggregate is told of a column of ``type_name`` (:class:`panes.combine_fn.Column`),
+    from the one parser of type names (:func:`sinks.lake.column_types.column_type`).
 
-
-def _picked_type(where: str, kind: str, columns: tuple[str, ...], types: Mapping[str, str]) -> str:
-    """The output type of ``max_by``, ``min_by``, ``first`` and ``last``: their value column's
-    (``int`` as ``long``, ``float`` as ``double``, as min and max)."""
-    if not columns:
-        raise PipelineConfigError(where, f"{kind}() needs the column whose value it picks")
-    for i, col in enumerate(columns):
-        typ = types[col]
-        if typ not in _PICKABLE:
-            role = "orders the elements" if i else "is picked"
-            raise PipelineConfigError(
-                where,
-                f"{kind}() of {col!r}: a {typ} column cannot be the one that {role} (one of "
-                f"{', '.join(_PICKABLE)})",
-            )
-    return {"int": "long", "float": "double"}.get(types[columns[0]], types[columns[0]])
-
-
-_QUANTILES = "struct<quantiles: list<double>, sketch: binary>"
-_KLL_TYPES = {
-    "approx_percentile": "struct<quantile: double, sketch: binary>",
-    "approx_quantiles": _QUANTILES,
-}
-
-
-def sketch_type(where: str, fn: CombineFn, types: Mapping[str, str]) -> str:
-    """The output type of a sketch aggregate (:mod:`panes.sketches`) over its column: one struct
-    of the answer and the sketch's bytes; refuses a column type the sketch does not take.
-
-    >>> from panes.combiners import approx_percentile
-    >>> sketch_type("aggregates.p95", approx_percentile("ms", 0.95), {"ms": "int"})
-    'struct<quantile: double, sketch: binary>'
+    >>> column_of("decimal(18,2)")
+    Column(type='decimal(18,2)', numeric=True, integral=False, scale=2)
     """
-    assert isinstance(fn, SketchFn)
-    col = fn.field
-    if col is None:
-        raise PipelineConfigError(where, f"{fn!r} needs a column, e.g. {fn.name}(user_id, ...)")
-    typ = types[col]
-    if isinstance(fn, MergeSketches):  # an upstream's sketch column: the same sketch, merged
-        hll = "struct<estimate: long, sketch: binary>"
-        kll = ("struct<quantile: double, sketch: binary>", _QUANTILES)
-        wanted = (hll,) if fn.name == "approx_count_distinct" else kll
-        if typ not in wanted:
-            raise PipelineConfigError(
-                where,
-                f"{fn!r} merges sketches of a column of type {' or '.join(wanted)}, "
-                f"{col!r} is {typ}",
-            )
-        return hll if fn.name == "approx_count_distinct" else _KLL_TYPES[fn.name]
-    if fn.name == "approx_count_distinct":
-        if typ not in ("string", *INTEGRAL):
-            raise PipelineConfigError(
-                where, f"{fn.name}() counts strings or integers, column {col!r} is {typ}"
-            )
-        return "struct<estimate: long, sketch: binary>"
-    if fn.name in ("approx_quantiles", "approx_percentile"):
-        of_column = column_type(typ)
-        if not of_column.numeric or getattr(of_column.arrow, "scale", None) is not None:
-            raise PipelineConfigError(
-                where, f"{fn.name}() needs an integer or floating-point column, {col!r} is {typ}"
-            )
-        return _KLL_TYPES[fn.name]
-    if typ not in ("string", *INTEGRAL):
-        raise PipelineConfigError(
-            where, f"{fn.name}() counts strings or integers, column {col!r} is {typ}"
-        )
-    item = "string" if typ == "string" else "long"
-    return f"struct<items: list<struct<item: {item}, count: long>>, sketch: binary>"
+    if not is_column_type(type_name):  # an upstream's sketch column: a struct
+        return Column(type_name)
+    of_column = column_type(type_name)
+    scale = getattr(of_column.arrow, "scale", None)  # a decimal's
+    return Column(type_name, of_column.numeric, type_name in INTEGRAL, scale)
 
 
 _LITERAL_KINDS = {  # a column's type -> the kinds of literal it compares with

@@ -72,7 +72,7 @@ from panes import (
 )
 from panes.accumulator_text import UnstorableAccumulator, to_text
 from panes.combine_fn import text_of
-from panes.combiners import CombineFn, inputs_of
+from panes.combiners import RETRACTING, CombineFn, inputs_of
 from panes.conditions import Condition
 from panes.engine import Engine
 from panes.rules import WindowRules
@@ -292,8 +292,7 @@ class Pipeline:
                 raise PipelineConfigError(
                     f"aggregates.{agg.name}",
                     f"{text_of(agg.fn)} cannot withdraw a value, and the upstream "
-                    f"{up.name!r} writes retractions; use sum, count, mean, "
-                    "to_list",
+                    f"{up.name!r} writes retractions; use {', '.join(RETRACTING)}",
                 )
         if self.accumulation_mode is not AccumulationMode.ACCUMULATING_AND_RETRACTING:
             raise PipelineConfigError(

@@ -1,9 +1,10 @@
 """The combiners in columns: a bundle's parts per aggregate, and a window table's accumulators.
 
 Each aggregate of a pipeline whose bundles lift (:func:`panes.columnar.lifting_reason`) is a
-:class:`Part` of one *kind*. A built-in aggregate the columnar engine serves has an accumulator of
-a few columns of the window table (:class:`Acc`). What a kind does with them is what its
-combiner (:mod:`panes.combiners`) does with one accumulator:
+:class:`Part` of one *kind*, the one its class declares
+(:attr:`~panes.combiners.CombineFn.columnar_kind`). A built-in aggregate the columnar engine
+serves has an accumulator of a few columns of the window table (:class:`Acc`). What a kind
+does with them is what its combiner (:mod:`panes.combiners`) does with one accumulator:
 
 ============  ===========================  ===================================  ==================
 kind          combiner                     accumulator columns                  input types
@@ -17,14 +18,14 @@ list          ``to_list(v)``               a list of the value's type           
 combine       any other ``CombineFn``      (none: Python objects)               any
 ============  ===========================  ===================================  ==================
 
-A **combine** part is a combiner that is not built in (a user's own, with ``output_type`` and
-``fields``): Arrow groups the bundle's values per key and window, and the part of a group is
-``fn.add_all(fn.create(), values)``, one call per group and bundle, with the values as the
+A **combine** part is a combiner that declares no kind (a user's own, with ``output_type`` and
+``fields``; a sketch): Arrow groups the bundle's values per key and window, and the part of a group
+is ``fn.add_all(fn.create(), values)``, one call per group and bundle, with the values as the
 per-element path gives them (:meth:`Part.values`). The per-key engine merges it into the window
-(:meth:`~panes.engine.Engine.add_combined`); the columnar engine does not serve it (its
-accumulator is no column). Its values reach it in the bundle's row order: a combiner whose output
-depends on that order says so (:attr:`~panes.combiners.CombineFn.order_sensitive`, as
-``to_list``), and the operator then adds it element by element (:mod:`jobs.executor.paths`).
+(:meth:`~panes.engine.Engine.add_combined`); the columnar engine does not serve it (its accumulator
+is no column). Its values reach it in the bundle's row order: a combiner whose output depends on
+that order says so (:attr:`~panes.combiners.CombineFn.order_sensitive`, as ``to_list``), and the
+operator then adds it element by element (:mod:`jobs.executor.paths`).
 
 Integers only for sums: a float sum's rounding depends on the order of additions, and a pane
 must be the same bit for bit whichever engine computed it. A bundle's parts are combined per key
@@ -43,19 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from panes.columnar import wide
-from panes.combiners import (
-    Aggregates,
-    CombineFn,
-    Count,
-    Filtered,
-    Max,
-    Mean,
-    Min,
-    Picked,
-    Sum,
-    ToList,
-    fields_of,
-)
+from panes.combiners import Aggregates, CombineFn, Filtered, fields_of
 
 COUNT = "count_all"
 """The grouped bundle's column of rows per key and window."""
@@ -63,7 +52,16 @@ VALUE = "value"
 """The column a combiner without a field reads, where element values are whole (not mappings)."""
 
 Kind = Literal["count_rows", "count", "sum", "mean", "min", "max", "list", "combine"]
-_BUILT_IN = (Count, Sum, Mean, Min, Max, ToList)
+_KINDS: dict[str, Kind] = {
+    "count_rows": "count_rows",
+    "count": "count",
+    "sum": "sum",
+    "mean": "mean",
+    "min": "min",
+    "max": "max",
+    "list": "list",
+}
+"""The kinds a combiner may declare (:attr:`~panes.combiners.CombineFn.columnar_kind`)."""
 _SUMMED = (pa.types.is_integer,)
 _ORDERED = (pa.types.is_integer, pa.types.is_string, pa.types.is_large_string)
 _ALL = pc.ScalarAggregateOptions(skip_nulls=True, min_count=0)
@@ -224,8 +222,8 @@ def _part_of(
 ) -> Part | str:
     if fn.reads_event_time:  # a part is combined from values only (Part.aggregations)
         return f"{fn!r} reads event times: its elements are added one by one"
-    if isinstance(fn, Picked):
-        return f"{fn!r} has no columnar form: its elements are added one by one"
+    if fn.per_element_reason is not None:
+        return f"{fn!r} {fn.per_element_reason}"
     if isinstance(fn, Filtered):
         if whole:
             return f"{fn!r} reads columns, and the elements' values are whole"
@@ -241,10 +239,12 @@ def _part_of(
         kind: Kind = "count" if inner.kind == "count_rows" else inner.kind
         masked = f"{fn.flag}_{inner.column or 'rows'}"
         return Part(kind, masked, mask=fn.flag, source=inner.column)
-    if type(fn) not in _BUILT_IN:
+    declared = fn.columnar_kind  # the combiner's own columns in the window table, if any
+    if declared is None:
         return _combine_part(fn, types, whole, values)
+    kind = _KINDS[declared]
     field = getattr(fn, "field", None)
-    if type(fn) is Count and field is None:
+    if kind == "count_rows":
         return Part("count_rows", None)
     column = field if field is not None else (VALUE if whole else None)
     if column is None:
@@ -252,26 +252,26 @@ def _part_of(
     arrow_type = types(column)
     if arrow_type is None:
         return f"{fn!r} reads a column {column!r} the elements do not have"
-    if type(fn) is Count:
+    if kind == "count":
         return Part("count", column)
     if pa.types.is_decimal(arrow_type) or pa.types.is_date(arrow_type):
         return (
             f"{fn!r} over {arrow_type} values: decimals (summed exactly, as Python Decimal) and "
             "dates are combined element by element"
         )
-    if type(fn) is ToList:
+    if kind == "list":
         return Part("list", column)
-    if type(fn) in (Sum, Mean):
+    if kind in ("sum", "mean"):
         if not any(check(arrow_type) for check in _SUMMED):
             return f"{fn!r} sums {arrow_type} values, whose sum depends on the order of additions"
-        return Part("sum" if type(fn) is Sum else "mean", column)
+        return Part(kind, column)
     if pa.types.is_floating(arrow_type):
         return (
             f"{fn!r} over {arrow_type} values: NaN and signed zeros make it depend on their order"
         )
     if not any(check(arrow_type) for check in _ORDERED):
         return f"{fn!r} over {arrow_type} values"
-    return Part("min" if type(fn) is Min else "max", column)
+    return Part(kind, column)
 
 
 def _combine_part(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from panes.combiners import CombineFn, sql_form
+from panes.combiners import CombineFn
 from panes.windowing import AccumulationMode
 from sinks.lake import DELETE, OP, PANE_LOG_VERSION, UPSERT, ViewSpec
 
@@ -23,7 +23,7 @@ def quote_name(name: str) -> str:
 
 def merge_aggregate(fn: CombineFn) -> str:
     """The SQL aggregate (sum, min, max) that merges ``fn``'s values of parts of a window."""
-    form = sql_form(fn)
+    form = fn.sql
     if form is None or form.merge is None:
         raise ValueError(f"{fn!r} values do not merge in SQL")
     return form.merge
@@ -37,7 +37,7 @@ def vectorized_applies(spec: ViewSpec, rows: pa.Table) -> bool:
     if spec.window_fn.is_merging:
         return False
     if spec.mode is AccumulationMode.DISCARDING and any(
-        (form := sql_form(fn)) is None
+        (form := fn.sql) is None
         or form.merge is None
         or (
             form.merge == "sum"

@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from panes.combiners import CombineFn, fields_of, sql_form, unfiltered
+from panes.combiners import CombineFn, fields_of, unfiltered
 from panes.fold import batch
 from panes.pane import Dropped, DropReason
 from panes.window import Window
@@ -65,7 +65,7 @@ def value_fields(spec: ViewSpec) -> list[str]:
 
 
 def _sql_aggregate(name: str, fn: CombineFn) -> str:
-    form = sql_form(fn)
+    form = fn.sql
     if form is None:
         raise LakeError(f"aggregate {name} = {fn!r} has no SQL form")
     base = unfiltered(fn)  # a filtered aggregate's condition is in its form (FILTER (WHERE ...))
@@ -81,7 +81,7 @@ def sql_expressible(spec: ViewSpec) -> bool:
     fn = spec.window_fn
     if fn.periodic is None and fn.only_window is None:
         return False
-    return all(sql_form(fn) is not None for _, fn in spec.aggregates)
+    return all(fn.sql is not None for _, fn in spec.aggregates)
 
 
 def _json_value(value: Any) -> str:

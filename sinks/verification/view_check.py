@@ -12,9 +12,10 @@
    of them, or nothing yet, and is not wrong. They are left out of both sides and counted
    (:func:`final_windows`); after a drain (watermark at the end of time) every window is final.
 
-Values are compared exactly (the refold's are Python's integers, the batch's DuckDB's 128-bit
-sums): a window whose value the view's integer column cannot hold is a difference that says so.
-A sketch aggregate's values (:mod:`panes.sketches`) are compared by its one tolerance rule,
+Values are compared as each aggregate says (:meth:`panes.combine_fn.CombineFn.agrees`): exactly
+(the refold's are Python's integers, the batch's DuckDB's 128-bit sums; a window whose value the
+view's integer column cannot hold is a difference that says so), but a sketch aggregate's values
+(:mod:`panes.sketches`) by its one tolerance rule,
 :meth:`panes.sketches.SketchFn.agrees`: exact where the sketches are exact, otherwise within
 the sketches' documented error bounds (the sketch bytes of the same elements differ with their
 order, and KLL's compactions are random).
@@ -30,7 +31,6 @@ CLI reads them from the pipeline's landing zone
 from __future__ import annotations
 
 import bisect
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -38,9 +38,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from panes.combine_fn import same_values
 from panes.combiners import CombineFn
 from panes.dedup import DUPLICATE
-from panes.sketches import SketchFn
 from panes.time import BEGINNING_OF_TIME, END_OF_TIME
 from panes.window import Window
 from sinks.fold import fold_in_progress, refold
@@ -139,16 +139,6 @@ def watermark_text(us: int | None) -> str:
 # -- comparing -----------------------------------------------------------------------------------
 
 
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, float) or isinstance(b, float):
-        if a is None or b is None:
-            return a is b
-        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return sorted(map(repr, a)) == sorted(map(repr, b))
-    return a == b
-
-
 def diff(
     expected: View,
     actual: View,
@@ -156,14 +146,15 @@ def diff(
     fns: Mapping[str, CombineFn] | None = None,
 ) -> list[str]:
     """The differences between two views, exact; ``types``: the view's column types, to say
-    which expected value its column cannot hold; ``fns``: the aggregates by column, whose sketch
-    aggregates compare by their tolerance (:meth:`panes.sketches.SketchFn.agrees`)."""
+    which expected value its column cannot hold; ``fns``: the aggregates by column, each of which
+    says when two of its answers agree (:meth:`panes.combine_fn.CombineFn.agrees`: a sketch
+    within its error bound)."""
     out = []
-    sketches = {n: fn for n, fn in (fns or {}).items() if isinstance(fn, SketchFn)}
+    by_column = dict(fns or {})
 
     def same(name: str, e: Any, a: Any) -> bool:
-        fn = sketches.get(name)
-        return _same(e, a) if fn is None else fn.agrees(e, a)
+        fn = by_column.get(name)
+        return same_values(e, a) if fn is None else fn.agrees(e, a)
 
     for at in sorted(set(expected) | set(actual), key=repr):
         e, a = expected.get(at), actual.get(at)
