@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import unquote, urlparse
 
+from jobs.checkpoint.offsets import TableOffset
 from jobs.executor.operator import Clocks
-from jobs.sources.versions import TableOffset
 from sinks.lake import LakeError
 
 OFFSETS, COMMITS, SOURCES = "offsets", "commits", "sources"
@@ -290,7 +290,7 @@ def check_not_behind(checkpoint: str | os.PathLike[str], committed: int | None) 
 
 @dataclass(frozen=True)
 class RecordedOffset:
-    """An offset of a source read by version (:mod:`jobs.sources.versions`) in the offset log:
+    """An offset of a source read by version (:mod:`jobs.checkpoint.offsets`) in the offset log:
     the batch it ends, the offset, and when Spark wrote it (the offset file's modification
     time, ms)."""
 

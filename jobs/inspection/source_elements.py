@@ -310,9 +310,9 @@ def _copies(
 def _delta_rows(pipeline: Pipeline) -> pa.Table:
     """The rows a ``delta`` source's stream reads, from its starting version to the table's
     newest: what every commit added (change commits stop it, or are skipped, as in the stream)."""
+    from jobs.checkpoint.offsets import head_at
     from jobs.sources.delta_table.driver import check_source_table, starting_version, stored_columns
     from jobs.sources.delta_table.log import plan_range, read_files
-    from jobs.sources.versions import head_at
 
     src = pipeline.source
     table = check_source_table(pipeline)

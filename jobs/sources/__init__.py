@@ -22,9 +22,9 @@ side (the reader Spark's Python workers run, and the storage reading it needs):
 ==========================  =====================  ==============================================
 
 :func:`read_source` (:mod:`.records`) is the one place a run picks its source's records frame;
-:mod:`.columns` is the ``columns`` option panestore's Python data sources share, and
-:mod:`.versions` the offsets of the two that read a Delta table by version (a version and the
-table's id) and where such a table stands.
+:mod:`.columns` is the ``columns`` option panestore's Python data sources share; the offsets of
+the two that read a Delta table by version (a version and the table's id) are the checkpoint's
+(:mod:`jobs.checkpoint.offsets`).
 
 The lower half of each source (its reader, the storage reading it needs, what the configuration
 reads of it) imports as cheaply as :mod:`jobs.executor`: nothing of the configuration loader, the
@@ -42,9 +42,9 @@ from typing import TYPE_CHECKING
 from panes.front_door import lazy_exports
 
 if TYPE_CHECKING:  # what the front door offers; each is imported on first use (panes.front_door)
+    from jobs.checkpoint.offsets import TableHead, TableOffset, head_at
     from jobs.sources.columns import ColumnsDataSource
     from jobs.sources.records import RecordsRequired, read_source
-    from jobs.sources.versions import TableHead, TableOffset, head_at
 
 __all__ = [
     "ColumnsDataSource",

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from jobs.checkpoint.logs import recorded_offsets
+from jobs.checkpoint.offsets import head_at
 from jobs.config.pipeline import Pipeline
 from jobs.config.values import PipelineConfigError
 from jobs.sources.columns import encode_columns, spark_columns
@@ -22,7 +23,6 @@ from jobs.sources.delta_table.log import source_table_columns, version_at
 from jobs.sources.delta_table.reader import FORMAT_NAME, DeltaTableDataSource
 from jobs.sources.files.landing import SOURCE_FILE
 from jobs.sources.settings import starting_timestamp_ms
-from jobs.sources.versions import head_at
 from jobs.startup.session import register_data_source
 from sinks.lake import SourceTableChanged
 

@@ -3,7 +3,7 @@
 A pipeline's source can be any Delta table (``[source] format = "delta"``), read the way Spark's
 Delta streaming source reads one, but with pyarrow alone. Its offsets are the table's versions:
 a micro-batch reads the rows that the commits of versions ``after < v <= upto`` added. The
-table's newest offset is :func:`jobs.sources.versions.head_at` (any Delta table: its
+table's newest offset is :func:`jobs.checkpoint.offsets.head_at` (any Delta table: its
 id and newest version), and :func:`version_at` turns a starting timestamp into a first version.
 
 Reading a range is two steps, so a Spark data source can plan on the driver and read on its
@@ -55,7 +55,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from jobs.sources.versions import table_head
+from jobs.checkpoint.offsets import table_head
 from sinks.lake import (
     KNOWN,
     SourceTableChanged,
@@ -203,7 +203,7 @@ def plan_range(
     a commit contributes and what stops the run).
 
     ``table``: the table id (``metaData.id``, as
-    :class:`jobs.sources.versions.TableOffset.table`) the versions belong to; another
+    :class:`jobs.checkpoint.offsets.TableOffset.table`) the versions belong to; another
     table at ``uri`` raises :class:`SourceTableChanged`. ``skip_change_commits``: skip the commits
     that delete or update rows instead of stopping."""
     if after < -1:

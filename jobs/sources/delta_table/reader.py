@@ -1,7 +1,7 @@
 """The Delta-table stream reader: a PySpark Python data source over any Delta table, append-only.
 
 Offsets are table versions and the table they belong to
-(:class:`jobs.sources.versions.TableOffset`: ``{"version": v, "table": id}``), as for the
+(:class:`jobs.checkpoint.offsets.TableOffset`: ``{"version": v, "table": id}``), as for the
 pane-log source. A micro-batch reads the rows the commits of versions ``(start, end]`` added
 (:func:`jobs.sources.delta_table.log.plan_range`, then
 :func:`jobs.sources.delta_table.log.read_files`): Spark records both offsets in its offset log
@@ -33,9 +33,9 @@ except ImportError:  # pragma: no cover - exercised only without pyspark
     # stand-ins so that the module imports; mypy checks against pyspark's classes
     DataSourceStreamReader = InputPartition = object  # type: ignore[assignment,misc]
 
+from jobs.checkpoint.offsets import TableOffset, head_at
 from jobs.sources.columns import ColumnsDataSource
 from jobs.sources.delta_table.log import SourceFile, plan_range, read_files
-from jobs.sources.versions import TableOffset, head_at
 from sinks.lake import SourceTableChanged, arrow_type
 
 FORMAT_NAME = "panestore_delta_table"

@@ -3,7 +3,7 @@
 The pane log is read incrementally by a PySpark Python streaming data source
 (:class:`PaneLogDataSource`, no delta-spark jars): its offsets are pane-log versions and the table
 they belong to (``{"version": v, "table": id}``, version -1 before the first;
-:class:`jobs.sources.versions.TableOffset`), and a micro-batch reads the rows of the
+:class:`jobs.checkpoint.offsets.TableOffset`), and a micro-batch reads the rows of the
 versions ``(start, end]`` with delta-rs (:func:`jobs.sources.pane_log.upstream.read_elements`).
 Spark records both offsets in its offset log before the batch runs, so a replayed batch reads
 exactly the same rows: the exactly-once chain is the upstream's exactly-once pane log plus this

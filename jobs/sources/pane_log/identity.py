@@ -22,9 +22,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from jobs.checkpoint.logs import RecordedOffset, recorded_offsets
+from jobs.checkpoint.offsets import TableHead, head_at
 from jobs.config.pipeline import Pipeline
 from jobs.sources.pane_log.upstream import commit_times_ms
-from jobs.sources.versions import TableHead, head_at
 from sinks.lake import UpstreamChanged
 
 CLOCK_SLACK_MS = 2_000

@@ -1,7 +1,7 @@
 """The pane-log stream reader: a PySpark Python data source over another pipeline's pane log.
 
 Offsets are pane-log versions and the table they belong to
-(:class:`jobs.sources.versions.TableOffset`: ``{"version": v, "table": id}``, version -1
+(:class:`jobs.checkpoint.offsets.TableOffset`: ``{"version": v, "table": id}``, version -1
 before the first), and a micro-batch reads the rows of the versions ``(start, end]`` with delta-rs
 (:func:`jobs.sources.pane_log.upstream.read_elements`). Spark records both offsets in its offset log
 before the batch runs, so a replayed batch reads exactly the same rows.
@@ -29,10 +29,10 @@ except ImportError:  # pragma: no cover - exercised only without pyspark
     # stand-ins so that the module imports; mypy checks against pyspark's classes
     DataSourceStreamReader = InputPartition = object  # type: ignore[assignment,misc]
 
+from jobs.checkpoint.offsets import TableOffset, head_at
 from jobs.sources.columns import ColumnsDataSource
 from jobs.sources.pane_log.upstream import EVENT_TIME_US, WATERMARK_US, read_elements
 from jobs.sources.pane_log.upstream import WEIGHT as UPSTREAM_WEIGHT
-from jobs.sources.versions import TableOffset, head_at
 from sinks.lake import UpstreamChanged, arrow_type
 
 FORMAT_NAME = "panestore_pane_log"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.sources.versions import head_at
+from jobs.checkpoint.offsets import head_at
 from sinks.fold import pane_log_commits, read_pane_rows
 from sinks.lake import (
     CONFIG_PROPERTY,
