@@ -36,6 +36,7 @@ from dataclasses import replace
 import numpy as np
 import pyarrow as pa
 
+from benchmarks.spark_job import PeakMemory
 from panes import AccumulationMode, FixedWindows, combiners
 from sinks.fold import Materializer, days_filter
 from sinks.lake import (
@@ -295,7 +296,12 @@ def append_recent_panes(lake: str, rows: int, count: int, mode: AccumulationMode
 
 def fold_in_child(lake: str, mode: str, memory: int | None, master: str | None = None) -> dict:
     """``Materializer(spec).run()`` in a fresh Python process: its result, the whole process's
-    wall time and its peak resident set (``ru_maxrss`` of the child: the exact high-water mark)."""
+    wall time and the peak memory of its process tree (the fold's worker processes included):
+    ``peak_mib`` summed proportional set sizes, the targets' figure (each page shared by the
+    worker server and its forked children counts once), ``rss_mib`` summed resident sets (the
+    shared pages once per process: an overcount), sampled every 20 ms
+    (:class:`benchmarks.spark_job.PeakMemory`); ``largest_mib``, the largest single process's
+    high-water mark (``ru_maxrss``)."""
     cmd = [sys.executable, "-m", "benchmarks.materialize", "--fold-child", lake, "--mode", mode]
     if memory is not None:
         cmd += ["--memory", str(memory)]
@@ -303,13 +309,19 @@ def fold_in_child(lake: str, mode: str, memory: int | None, master: str | None =
         cmd += ["--master", master]
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    out = proc.stdout.read() if proc.stdout else b""
+    with PeakMemory(proc.pid, interval=0.02) as memory:
+        out = proc.stdout.read() if proc.stdout else b""
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t
     if status != 0:
         raise SystemExit(f"the fold of {lake} failed (status {status})")
     got = json.loads(out.decode().strip().splitlines()[-1])
-    got.update(wall=wall, peak_mib=usage.ru_maxrss / 1024)
+    got.update(
+        wall=wall,
+        peak_mib=memory.peak["pss"]["total"] / 2**20,
+        rss_mib=memory.peak["rss"]["total"] / 2**20,
+        largest_mib=usage.ru_maxrss / 1024,
+    )
     return got
 
 
@@ -350,7 +362,9 @@ def scale(a: argparse.Namespace) -> None:
         print(
             f"[{rows:,}] fold: {full['pane_rows']:,} pane rows in {full['pieces']} pieces -> "
             f"{windows:,} view rows: {full['wall']:.1f}s whole process ({full['seconds']:.1f}s "
-            f"in the fold, {rows / full['wall']:,.0f} rows/s), peak {full['peak_mib']:,.0f} MiB",
+            f"in the fold, {rows / full['wall']:,.0f} rows/s), peak {full['peak_mib']:,.0f} MiB "
+            f"(resident sets summed {full['rss_mib']:,.0f}, largest process "
+            f"{full['largest_mib']:,.0f})",
             flush=True,
         )
         append_recent_panes(lake, rows, a.incremental, mode)

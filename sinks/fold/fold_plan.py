@@ -233,6 +233,24 @@ def _batches(
         )
 
 
+def one_piece_plan(
+    spec: ViewSpec,
+    panes: Any,
+    commits: Mapping[int, int | None],
+    budget: int,
+    *,
+    python: bool,
+) -> FoldPlan | None:
+    """The plan of one piece for a fold of ``commits`` whose backlog, estimated from the pane
+    log's file statistics (nothing read), fits ``budget`` bytes; None when it may not (then
+    :func:`plan_fold` reads the backlog to decide)."""
+    versions = sorted(commits)
+    backlog = backlog_of(panes, commits)
+    if backlog.rows * row_cost(spec, backlog.row_width, python) <= budget:
+        return FoldPlan(versions[0], versions[-1])
+    return None
+
+
 def plan_fold(
     spec: ViewSpec,
     panes: Any,
@@ -245,9 +263,10 @@ def plan_fold(
     bytes, else runs of fine buckets whose rows fit it (counted by reading the key columns)."""
     versions = sorted(commits)
     first, last = versions[0], versions[-1]
+    one = one_piece_plan(spec, panes, commits, budget, python=python)
+    if one is not None:
+        return one
     backlog = backlog_of(panes, commits)
-    if backlog.rows * row_cost(spec, backlog.row_width, python) <= budget:
-        return FoldPlan(first, last)
     sample = next((b for b in _batches(panes, commits, None) if b.num_rows), None)
     width = sample.nbytes / sample.num_rows if sample is not None else 0.0
     cost = row_cost(spec, width, python)
@@ -364,6 +383,7 @@ __all__ = [
     "Progress",
     "backlog_of",
     "fold_in_progress",
+    "one_piece_plan",
     "piece_app_id",
     "piece_done",
     "piece_metadata",

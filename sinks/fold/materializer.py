@@ -40,6 +40,7 @@ version merged in), ``absorbed``, and ``accumulator``, the JSON of the row's com
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -55,16 +56,16 @@ from sinks.fold.change_feed import ensure_change_feed
 from sinks.fold.fold_plan import (
     FoldPlan,
     fold_in_progress,
+    one_piece_plan,
     piece_app_id,
     piece_metadata,
     plan_fold,
-    read_piece,
     remove_stale_scratch,
     scratch_prefix,
-    spill,
 )
 from sinks.fold.last_failure import clear_fold_failure, note_fold_failure
 from sinks.fold.pane_log_changes import check_pane_rows, pane_log_commits, read_pane_rows
+from sinks.fold.piece_workers import PieceWorkers, fold_piece, plan_and_spill
 from sinks.fold.reducer import Reducer
 from sinks.fold.sql_reducer import reduce_vectorized, vectorized_applies
 from sinks.fold.view_merge import change_table, fits_view, merge_changes, rows_change_table
@@ -97,6 +98,7 @@ class PieceFigures:
     pane_rows: int
     changes: int
     metrics: Mapping[str, int]
+    path: str = ""  # the reducer's (MaterializeResult.path); "" where not reported
 
 
 class Spread(Protocol):
@@ -142,6 +144,7 @@ class MaterializeResult:
         self.pane_rows += piece.pane_rows
         self.changes += piece.changes
         self.pieces_committed += 1
+        self.path = piece.path or self.path
         for name, value in piece.metrics.items():
             self.metrics[name] = self.metrics.get(name, 0) + value
 
@@ -263,6 +266,8 @@ class Materializer:
         done = view.transaction_version(spec.app_id)
         after = -1 if done is None else done
         resumed = fold_in_progress(view, spec.app_id, done)
+        plan: FoldPlan | None
+        todo: list[int] | None
         if resumed is not None:  # a fold in pieces was stopped: finish its plan
             plan, todo = resumed.plan, resumed.todo
             latest = plan.last
@@ -277,38 +282,56 @@ class Materializer:
         if latest != panes.version() and resumed is None:
             panes.load_as_version(latest)
         commits = pane_log_commits(panes, after, latest, spec.storage_options)
-        if resumed is None:
-            python = self.vectorized is False or not vectorized_applies(
-                spec, arrow_schema(panes).empty_table()
-            )
-            plan = plan_fold(spec, panes, commits, spec.fold_memory, python=python)
-            todo = list(range(plan.pieces))
-        start = plan.pieces - len(todo)
-        result = MaterializeResult(
-            after + 1, latest, change_feed_from=feed_from, pieces=plan.pieces, first_piece=start
+        python = self.vectorized is False or not vectorized_applies(
+            spec, arrow_schema(panes).empty_table()
         )
-        spread = self.spread is not None and len(todo) >= self.spread.min_pieces
+        if resumed is None:
+            # (one piece, or pieces for Spark's executors: planned here; else in a worker)
+            plan = one_piece_plan(spec, panes, commits, spec.fold_memory, python=python)
+            if plan is None and self.spread is not None:
+                plan = plan_fold(spec, panes, commits, spec.fold_memory, python=python)
+            todo = None if plan is None else list(range(plan.pieces))
+        workers: PieceWorkers | None = None
+        scratch, schema = "", b""
+        result: MaterializeResult | None = None
+        start = 0
         try:
+            if plan is None or (plan.pieces > 1 and todo and not self._spreads(todo)):
+                workers = PieceWorkers().__enter__()
+                scratch = tempfile.mkdtemp(prefix=scratch_prefix(spec))
+                text, schema = workers.run(
+                    plan_and_spill,
+                    spec,
+                    panes.version(),
+                    commits,
+                    None if plan is None else plan.text(),
+                    None if todo is None else set(todo),
+                    python,
+                    scratch,
+                )
+                if plan is None:
+                    plan = FoldPlan.from_text(text)
+                    todo = list(range(plan.pieces))
+            assert todo is not None
+            start = plan.pieces - len(todo)
+            result = MaterializeResult(
+                after + 1, latest, change_feed_from=feed_from, pieces=plan.pieces, first_piece=start
+            )
             if plan.pieces == 1:
                 self.fold_piece(view, read_pane_rows(panes, commits), plan, 0, result, end=True)
-            elif spread:
+            elif workers is not None:
+                self._fold_in_workers(workers, scratch, schema, view, plan, todo, result)
+            elif todo:
                 assert self.spread is not None
                 for got in self.spread.fold(spec, plan, todo, commits, latest):
                     result.add(got)
                 view.update_incremental()
                 self.end_fold(view, plan, result)
                 result.spread = True
-            elif not todo:  # every piece was committed, the fold's end was not
+            else:  # every piece was committed, the fold's end was not
                 self.end_fold(view, plan, result)
-            else:
-                with tempfile.TemporaryDirectory(prefix=scratch_prefix(spec)) as scratch:
-                    schema = spill(spec, panes, commits, plan, scratch, only=set(todo))
-                    for piece in todo:  # (one piece's rows alive at a time: read in the call)
-                        rows = read_piece(scratch, piece, schema)
-                        end = piece == todo[-1]
-                        self.fold_piece(view, rows, plan, piece, result, end=end)
-                        del rows
         except FoldValueOutOfRange as e:
+            assert result is not None and plan is not None
             # the pieces of this fold in the view: this run's, and a stopped fold's it finishes
             # (numbered from 1, as MaterializeResult.line says them)
             committed = start + result.pieces_committed
@@ -326,11 +349,53 @@ class Materializer:
             raise FoldValueOutOfRange(
                 f"{e}; {stays}, and every materialize stops at this window"
             ) from None
+        finally:
+            if workers is not None:
+                workers.__exit__(None, None, None)
+                shutil.rmtree(scratch, ignore_errors=True)
         self._view = view
         result.view_version = view.version()
         if self.hook:
             self.hook("after_merge")
         return result
+
+    def _spreads(self, todo: list[int]) -> bool:
+        """Whether pieces ``todo`` are folded by :attr:`spread` (Spark's executors)."""
+        return self.spread is not None and len(todo) >= self.spread.min_pieces
+
+    def _fold_in_workers(
+        self,
+        workers: PieceWorkers,
+        scratch: str,
+        schema: bytes,
+        view: Any,
+        plan: FoldPlan,
+        todo: list[int],
+        result: MaterializeResult,
+    ) -> None:
+        """Fold pieces ``todo`` of ``plan`` (spilled into ``scratch``) one after the other, each
+        in a fresh worker process (:mod:`sinks.fold.piece_workers`); the last commits the fold's
+        end. (``hook``: ``"before_merge"`` before a piece's worker starts, ``"after_piece"``
+        after its commit.)"""
+        for piece in todo:
+            end = piece == todo[-1]
+            if self.hook:
+                self.hook("before_merge")
+            result.add(
+                workers.run(
+                    fold_piece,
+                    self.spec,
+                    self.vectorized,
+                    scratch,
+                    schema,
+                    plan.text(),
+                    piece,
+                    end,
+                )
+            )
+            if self.hook and not end:
+                self.hook("after_piece")
+        view.update_incremental()
 
     def fold_piece(
         self,

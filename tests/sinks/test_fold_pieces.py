@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -384,6 +385,57 @@ def test_a_fold_sigkilled_between_pieces_is_finished_by_the_next_run(
     assert result.first_piece == k
     assert view_rows(run.spec) == stopped.expected
     assert not list(scratch.iterdir())
+
+
+_KILLED_MID_PIECE = """
+import os, pickle, signal, sys, threading
+from sinks.fold.materializer import Materializer
+
+spec = pickle.loads(bytes.fromhex(sys.argv[1]))
+k, delay = int(sys.argv[2]), float(sys.argv[3])
+seen = []
+
+def hook(at):
+    if at == "before_merge":  # (the k-th piece's worker is about to start)
+        seen.append(at)
+        if len(seen) == k:
+            threading.Timer(delay, os.kill, (os.getpid(), signal.SIGKILL)).start()
+
+Materializer(spec, hook=hook).run()
+os._exit(3)  # not killed
+"""
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.3, 1.0])
+@pytest.mark.parametrize("stopped", ["fixed"], indirect=True)
+def test_a_fold_sigkilled_while_a_worker_folds_a_piece_is_finished_by_the_next_run(
+    tmp_path, stopped, delay
+):
+    """The materializer SIGKILLed ``delay`` seconds into its second piece (each piece is folded
+    in a worker process): no worker outlives it to commit behind the next fold's back, and the
+    next run folds the pieces left, none twice."""
+    from tests.sinks.test_piece_workers import processes_marked, wait_until_gone
+
+    run = stopped.copy(tmp_path / "lake")
+    mark = os.urandom(8).hex()
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLED_MID_PIECE, pickle.dumps(run.spec).hex(), "2", str(delay)],
+        cwd=REPO,
+        env={**os.environ, "PANESTORE_TEST_MARK": mark},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert wait_until_gone(mark) == [], "a worker outlived the materializer"
+    view = open_view(run.spec)
+    committed = view.version()
+    time.sleep(0.5)
+    assert open_view(run.spec).version() == committed
+    result = Materializer(run.spec).run()
+    assert not result.did_work or result.first_piece >= 1  # (the first piece was committed)
+    assert view_rows(run.spec) == stopped.expected
+    assert not processes_marked(mark)
 
 
 def test_a_window_beyond_its_column_stops_a_fold_in_pieces_naming_the_pieces_committed(

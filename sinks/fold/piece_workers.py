@@ -1,0 +1,288 @@
+"""The pieces of a fold in worker processes, each piece in a fresh one, so the fold's memory is
+that of one piece whatever the backlog.
+
+A fold in pieces (:mod:`sinks.fold.fold_plan`) reads the backlog once to plan and spill it, then
+folds piece after piece. In one process the resident set crept from piece to piece: the native
+allocators of the three libraries a piece goes through (Arrow's mimalloc, DuckDB's, delta-rs's
+jemalloc) each kept pages that no flush returned (measured: +60 MiB over the first ten pieces of
+a 10M-row fold, the 30M fold's peak 1.31x the 3M fold's; docs/decisions.md, "The fold at any
+volume"). A process that exits gives everything back.
+
+:class:`PieceWorkers` starts a *worker server* (``python -m sinks.fold.piece_workers``), a fresh
+interpreter that imports the fold's modules once and then, for each task, forks a child that runs
+the task and exits: the planning and spilling (:func:`plan_and_spill`) and each piece
+(:func:`fold_piece`), one after the other. The server never opens a table itself (delta-rs's
+runtime refuses a fork after it started), so forking it is safe and costs milliseconds, not an
+interpreter's start. Tasks and results travel pickled by ``cloudpickle`` (a pipeline's own
+``CombineFn`` defined in a script or a notebook included).
+
+Killed at any moment, nothing outlives the fold: the server exits when the materializer's end of
+its pipe closes (the materializer died), killing the running child; a child is also killed by
+the kernel when the server dies (``PR_SET_PDEATHSIG`` on Linux). Each piece is one commit
+carrying its own transaction, so a child killed mid-piece committed nothing of it, and the next
+fold finishes the plan (:func:`sinks.fold.fold_plan.fold_in_progress`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import pickle
+import selectors
+import signal
+import struct
+import subprocess
+import sys
+from collections.abc import Callable, Container, Mapping
+from typing import IO, Any
+
+import cloudpickle  # type: ignore[import-untyped]
+import pyarrow as pa
+
+from sinks.fold.fold_plan import FoldPlan
+from sinks.lake import ViewSpec
+
+_LENGTH = struct.Struct("<Q")
+PR_SET_PDEATHSIG = 1
+
+
+class WorkerDied(RuntimeError):
+    """A worker process ended without a result (killed, or out of memory)."""
+
+
+# -- the materializer's side ----------------------------------------------------------------------
+
+
+class PieceWorkers:
+    """The worker server of one fold (a context manager): :meth:`run` sends a task, waits for
+    the child that runs it, returns its result or raises its exception.
+
+    >>> with PieceWorkers() as workers:
+    ...     workers.run(sum, [1, 2, 3])
+    6
+    """
+
+    def __init__(self) -> None:
+        self._server: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> PieceWorkers:
+        self._server = subprocess.Popen(
+            [sys.executable, "-m", "sinks.fold.piece_workers"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        assert self._server.stdin is not None
+        _send(self._server.stdin, list(sys.path))  # (the pipeline's own modules importable)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        assert server.stdin is not None and server.stdout is not None
+        server.stdin.close()  # (the server exits at the end of its input)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # pragma: no cover (a child stuck in native code)
+            server.kill()
+            server.wait()
+        server.stdout.close()
+
+    def run(self, task: Callable[..., Any], *args: Any) -> Any:
+        """``task(*args)`` in a fresh child process of the server."""
+        server = self._server
+        assert server is not None and server.stdin is not None and server.stdout is not None
+        _send(server.stdin, (task, args))
+        kind, value = _receive(server.stdout)
+        if kind == "ok":
+            return value
+        if kind == "error":
+            raise value
+        raise WorkerDied(f"the fold's worker process ended without a result: {value}")
+
+
+def plan_and_spill(
+    spec: ViewSpec,
+    pane_log_version: int,
+    commits: Mapping[int, int | None],
+    plan_text: str | None,
+    only: Container[int] | None,
+    python: bool,
+    scratch: str,
+) -> tuple[str, bytes]:
+    """(In a worker) the fold's plan (``plan_text``: a stopped fold's, else planned here) and,
+    for a plan of several pieces, the backlog spilled into ``scratch`` (the pieces ``only``);
+    returns the plan's text and the spill's schema (Arrow IPC bytes; empty for one piece)."""
+    from sinks.fold.fold_plan import plan_fold, spill
+    from sinks.lake import open_pane_log
+
+    panes = open_pane_log(spec, pane_log_version)
+    if plan_text is None:
+        plan = plan_fold(spec, panes, commits, spec.fold_memory, python=python)
+    else:
+        plan = FoldPlan.from_text(plan_text)
+    if plan.pieces == 1:
+        return plan.text(), b""
+    schema = spill(spec, panes, commits, plan, scratch, only=only)
+    return plan.text(), schema.serialize().to_pybytes()
+
+
+def fold_piece(
+    spec: ViewSpec,
+    vectorized: bool | None,
+    scratch: str,
+    schema: bytes,
+    plan_text: str,
+    piece: int,
+    end: bool,
+) -> Any:
+    """(In a worker) fold piece ``piece`` of the plan from its spill in ``scratch`` into the
+    view, in one commit (:meth:`sinks.fold.materializer.Materializer.fold_piece`); returns what it
+    did (a :class:`sinks.fold.materializer.PieceFigures`)."""
+    from sinks.fold.fold_plan import read_piece
+    from sinks.fold.materializer import Materializer, MaterializeResult, PieceFigures
+    from sinks.lake import open_view
+
+    plan = FoldPlan.from_text(plan_text)
+    rows = read_piece(scratch, piece, pa.ipc.read_schema(pa.py_buffer(schema)))
+    result = MaterializeResult(plan.first, plan.last, pieces=plan.pieces)
+    Materializer(spec, vectorized=vectorized).fold_piece(
+        open_view(spec), rows, plan, piece, result, end=end
+    )
+    return PieceFigures(piece, result.pane_rows, result.changes, result.metrics, result.path)
+
+
+# -- the pipe's frames ----------------------------------------------------------------------------
+
+
+def _send(stream: IO[bytes], value: Any) -> None:
+    data = cloudpickle.dumps(value)
+    stream.write(_LENGTH.pack(len(data)) + data)
+    stream.flush()
+
+
+def _read_exactly(fd: int, size: int) -> bytes | None:
+    parts, left = [], size
+    while left:
+        chunk = os.read(fd, left)
+        if not chunk:
+            return None
+        parts.append(chunk)
+        left -= len(chunk)
+    return b"".join(parts)
+
+
+def _receive_fd(fd: int) -> Any | None:
+    head = _read_exactly(fd, _LENGTH.size)
+    if head is None:
+        return None
+    data = _read_exactly(fd, _LENGTH.unpack(head)[0])
+    return None if data is None else pickle.loads(data)
+
+
+def _receive(stream: IO[bytes]) -> Any:
+    got = _receive_fd(stream.fileno())
+    if got is None:
+        raise WorkerDied("the fold's worker server ended")
+    return got
+
+
+# -- the server -----------------------------------------------------------------------------------
+
+
+def _die_with_parent() -> None:
+    """Have the kernel kill this process when its parent dies (Linux; elsewhere the server's
+    end of input kills it)."""
+    with contextlib.suppress(OSError, AttributeError):  # (not Linux)
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _child(task: Callable[..., Any], args: tuple[Any, ...], out: int, server: int) -> None:
+    _die_with_parent()
+    if os.getppid() != server:  # (the server died before the kernel was told)
+        os._exit(1)
+    try:
+        reply: tuple[str, Any] = ("ok", task(*args))
+    except BaseException as e:  # (any failure is the fold's to report)
+        reply = ("error", e)
+    try:
+        data = cloudpickle.dumps(reply)
+    except Exception:  # (an exception that does not pickle: its text)
+        data = cloudpickle.dumps(("error", RuntimeError(f"{type(reply[1]).__name__}: {reply[1]}")))
+    with os.fdopen(out, "wb") as stream:
+        stream.write(_LENGTH.pack(len(data)) + data)
+
+
+def serve(commands: int, replies: int) -> None:
+    """The worker server's loop: a task read from ``commands``, run in a forked child, its
+    result written to ``replies``; the end of ``commands`` (the materializer ended or died)
+    ends the server and kills a running child."""
+    sys.path[:] = _receive_fd(commands) or sys.path
+    while True:
+        message = _receive_fd(commands)
+        if message is None:
+            return
+        task, args = message
+        read_end, write_end = os.pipe()
+        server = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover (the child: measured by the fold's tests)
+            os.close(read_end)
+            try:
+                _child(task, args, write_end, server)
+            finally:
+                os._exit(0)
+        os.close(write_end)
+        reply = _await_child(pid, read_end, commands)
+        if reply is None:
+            return
+        data = cloudpickle.dumps(reply)
+        os.write(replies, _LENGTH.pack(len(data)))
+        _write_all(replies, data)
+
+
+def _await_child(pid: int, result: int, commands: int) -> tuple[str, Any] | None:
+    """The child's reply; None when the materializer's input ended meanwhile (the child is
+    killed)."""
+    chunks: list[bytes] = []
+    with selectors.DefaultSelector() as watch:
+        watch.register(result, selectors.EVENT_READ)
+        watch.register(commands, selectors.EVENT_READ)
+        while True:
+            ready = {key.fd for key, _ in watch.select()}
+            if commands in ready and not os.read(commands, 1):
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return None
+            if result in ready:
+                chunk = os.read(result, 1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+    os.close(result)
+    _, status = os.waitpid(pid, 0)
+    data = b"".join(chunks)
+    if len(data) >= _LENGTH.size:
+        return pickle.loads(data[_LENGTH.size :])
+    if os.WIFSIGNALED(status):
+        return ("died", f"killed by signal {os.WTERMSIG(status)}")
+    return ("died", f"exit status {os.waitstatus_to_exitcode(status)}")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+if __name__ == "__main__":
+    # what every piece needs, imported once: a forked child starts with it loaded
+    import deltalake  # noqa: F401
+    import duckdb  # noqa: F401
+
+    import sinks.fold.materializer  # noqa: F401
+
+    replies = os.dup(sys.stdout.fileno())
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # (what a task prints is not a reply)
+    serve(sys.stdin.fileno(), replies)
