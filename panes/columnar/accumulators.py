@@ -25,7 +25,7 @@ per-element path gives them (:meth:`Part.values`). The per-key engine merges it 
 (:meth:`~panes.engine.Engine.add_combined`); the columnar engine does not serve it (its accumulator
 is no column). Its values reach it in the bundle's row order: a combiner whose output depends on
 that order says so (:attr:`~panes.combiners.CombineFn.order_sensitive`, as ``to_list``), and the
-operator then adds it element by element (:mod:`jobs.executor.paths`).
+operator then adds it element by element (:meth:`jobs.executor.operator.OperatorConfig.engines`).
 
 Integers only for sums: a float sum's rounding depends on the order of additions, and a pane
 must be the same bit for bit whichever engine computed it. A bundle's parts are combined per key
