@@ -372,3 +372,41 @@ def test_a_deduplicated_pipelines_records_carry_their_id_line_and_file():
     assert {r["pst_source_file"] for r in rows} == {"f.jsonl"}
     plain, _, _ = run(decoder(), lines[:1])  # without dedup: the element columns only
     assert set(plain[0]) == {"device", "ts_us", "seconds", "bucket"}
+
+
+def test_a_lines_reasons_are_the_record_rules_not_the_decoders_own(monkeypatch):
+    """What the decoder finds of a line as it reads it (not UTF-8, not read, its event time
+    missing or unreadable) it names by the record rule's test; the statement of the rules
+    (:func:`jobs.executor.record_rules.rules`) gives the reason. A reason changed there is the
+    decoder's at once: it writes none of its own."""
+    from jobs.executor import record_rules
+    from jobs.executor.record_rules import EventTimeUs, IsNull, NotUtf8, Raw, Rule, Unparsed
+
+    lines = ["{'device': 'a'}", json.dumps({"device": "a"}), json.dumps({"device": "a", "ts": 7})]
+    dec = decoder()
+    _, rejected, _ = run(dec, lines)
+    rules = dec.rules
+    assert [rejected[x] for x in lines] == [
+        rules.reason_of(Unparsed()),
+        rules.reason_of(IsNull(Raw("ts"))),
+        rules.reason_of(IsNull(EventTimeUs())),
+    ]
+    stated = record_rules.rules
+
+    def renamed(shape):  # the same rules, their reasons reworded
+        return tuple(Rule(r.test, f"R{i}") for i, r in enumerate(stated(shape)))
+
+    monkeypatch.setattr(record_rules, "rules", renamed)
+    batch = pa.RecordBatch.from_arrays(
+        [
+            pa.array([b"\xff{}", *(x.encode() for x in lines)], pa.binary()).cast(
+                pa.string(), safe=False
+            ),
+            pa.array(["f"] * 4),
+        ],
+        names=["_raw", "_source_file"],
+    )
+    out = decoder().decode(batch).column("_error").to_pylist()
+    order = [r.test for r in stated(dec.shape)]
+    tests = (NotUtf8(), Unparsed(), IsNull(Raw("ts")), IsNull(EventTimeUs()))
+    assert out == [f"R{order.index(t)}" for t in tests]

@@ -47,7 +47,6 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from jobs.config.event_time import epoch_text_units, flat
-from jobs.executor import rejection_reasons as why
 from jobs.executor.operator_input import (
     BLOB,
     BUCKET,
@@ -56,7 +55,16 @@ from jobs.executor.operator_input import (
     TS_US,
     blobs_by_bucket,
 )
-from jobs.executor.record_rules import ArrowRecords, RecordShape
+from jobs.executor.record_rules import (
+    ArrowRecords,
+    EventTimeUs,
+    IsNull,
+    NotUtf8,
+    Raw,
+    RecordShape,
+    Test,
+    Unparsed,
+)
 from panes.conditions import Condition
 from sinks.lake import column_type
 
@@ -290,7 +298,7 @@ class JsonlDecoder:
         is not UTF-8 is rejected before Arrow (which takes such bytes in a string as they are)."""
         todo, start = [], 0
         for i in np.flatnonzero(lines.not_utf8()):
-            reasons[i] = why.NOT_UTF8
+            reasons[i] = self.rules.reason_of(NotUtf8())
             todo.append((start, int(i)))
             start = int(i) + 1
         todo.append((start, len(lines)))
@@ -300,9 +308,11 @@ class JsonlDecoder:
                 continue
             table, row = self._parse(lines, lo, hi)
             if table is None and hi - lo == 1:
-                table, reasons[lo] = self._parse_line(lines, lo)
-                if table is not None:
-                    out.append((lo, table))
+                line = self._parse_line(lines, lo)
+                if isinstance(line, pa.Table):
+                    out.append((lo, line))
+                else:
+                    reasons[lo] = self.rules.reason_of(line)
             elif table is not None:
                 out.append((lo, table))
             elif row is not None and 0 <= row < hi - lo:
@@ -314,24 +324,26 @@ class JsonlDecoder:
             else:
                 todo += [(i, i + 1) for i in range(lo, hi)]
 
-    def _parse_line(self, lines: _Lines, i: int) -> tuple[pa.Table | None, str | None]:
-        """Line ``i``, which Arrow cannot read with :attr:`read_schema`: (its table, None) if it
-        is an epoch event time as digits in text, else (None, why it is rejected)."""
+    def _parse_line(self, lines: _Lines, i: int) -> pa.Table | Test:
+        """Line ``i``, which Arrow cannot read with :attr:`read_schema`: its table if it is an
+        epoch event time as digits in text, else the record rule's test that holds of it (not
+        read, its event time missing or unreadable), whose reason the rules name
+        (:meth:`jobs.executor.record_rules.ArrowRecords.reason_of`)."""
         loose, _ = self._parse(lines, i, i + 1, self._loose_schema)  # the event time inferred
         if loose is None:
-            return None, why.NOT_STRICT_JSON
+            return Unparsed()
         et = self.event_time
         if et not in loose.column_names or pa.types.is_null(loose.column(et).type):
-            return None, why.missing_event_time(et)
+            return IsNull(Raw(et))
         value = loose.column(et)
         if self.epoch_us is None or not pa.types.is_string(value.type):
-            return None, why.unparseable_event_time(et)  # (a strictly read line never comes here)
+            return IsNull(EventTimeUs())  # (a strictly read line never comes here)
         units = epoch_text_units(pc.utf8_trim(flat(value), " "))
         if not units.is_valid().to_pylist()[0]:
-            return None, why.unparseable_event_time(et)
+            return IsNull(EventTimeUs())
         columns = {f.name: loose.column(f.name) for f in self._loose_schema}
         columns[et] = pa.chunked_array([units])
-        return pa.table([columns[f.name] for f in self.read_schema], schema=self.read_schema), None
+        return pa.table([columns[f.name] for f in self.read_schema], schema=self.read_schema)
 
     # -- judging: the record rules (jobs.executor.record_rules) rendered in Arrow -------------
 
