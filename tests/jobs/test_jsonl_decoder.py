@@ -23,6 +23,8 @@ T0 = 1_704_067_200  # 2024-01-01T00:00:00Z
 
 
 def decoder(**over):
+    """A decoder of a record shape (no filtered aggregates: its values are source columns)."""
+    from jobs.executor.record_rules import RecordShape
     from jobs.sources.files.jsonl_decoder import JsonlDecoder
 
     conf = dict(
@@ -38,7 +40,7 @@ def decoder(**over):
         buckets=8,
     )
     conf.update(over)
-    return JsonlDecoder(**conf)
+    return JsonlDecoder(RecordShape(**conf), conf["values"])
 
 
 def run(dec, lines: list[str]):
@@ -266,6 +268,24 @@ def test_pipelines_the_decoder_cannot_serve():
     # (keys of other types than string and integer are refused by the configuration)
     # a value column that is also the key: Spark hands over the text it read
     assert jsonl_decoder(pipeline(aggregates={"n": "count()", "d": "max(device)"})) is None
+
+    # the decoder's record shape is the plan's, built once for the pipeline: its value rules in
+    # the same order (a filtered count's condition column before the sum's column)
+    from jobs.sources.shape import record_shape
+
+    filtered = pipeline(
+        aggregates={"late": "count() filter (lag > 1.5)", "s": "sum(seconds)"},
+        schema={"device": "string", "ts": "timestamp", "seconds": "double", "lag": "double"},
+    )
+    dec = jsonl_decoder(filtered)
+    assert dec is not None and dec.shape == record_shape(filtered)
+    assert dec.shape.values == ("lag", "seconds") and dec.values == (
+        filtered.conditions[0].flag,
+        "seconds",
+    )
+    both = '{"device": "a", "ts": "2024-01-01T00:00:01Z", "seconds": NaN, "lag": NaN}'
+    _, rejected, _ = run(dec, [both])  # both values not finite: the plan's first value rule
+    assert rejected == {both: why.not_finite("lag")}
 
 
 def test_a_failing_decoder_stops_the_task(monkeypatch):
