@@ -18,6 +18,7 @@ import time
 
 import pyarrow as pa
 
+from jobs.executor.record_rules import RecordShape
 from jobs.sources.files.jsonl_decoder import JsonlDecoder
 
 T0 = 1_717_232_400  # 2024-06-01T09:00:00Z
@@ -51,13 +52,14 @@ def main() -> None:
         )
         for i in range(0, len(text), 10_000)
     ]
-    decoder = JsonlDecoder(
+    shape = RecordShape(
         columns=(("key", "string"), ("ts", "timestamp"), ("value", "long")),
         keys=("key",),
         event_time="ts",
         values=("value",),
         buckets=64,
     )
+    decoder = JsonlDecoder(shape, ("value",))
     times = []
     for run in range(1, args.repeat + 1):
         started = time.perf_counter()

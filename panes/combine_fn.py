@@ -18,7 +18,10 @@ object, never its name (``docs/aggregates.md``, "Adding an aggregate"):
   :attr:`CombineFn.per_element_reason`);
 * its SQL form for the view's fold and ``verify`` (:attr:`CombineFn.sql`, a :class:`SqlForm`);
 * whether it retracts (:attr:`CombineFn.can_retract`: it defines :meth:`CombineFn.retract`);
-* how ``verify`` compares its answers (:meth:`CombineFn.agrees`).
+* how ``verify`` compares its answers (:meth:`CombineFn.agrees`);
+* its line in ``docs/aggregates.md``'s table "Every aggregate at a glance"
+  (:attr:`CombineFn.glance`, a :class:`Glance`, rendered with what follows from the facets
+  above by :mod:`panes.aggregate_table`).
 """
 
 from __future__ import annotations
@@ -80,6 +83,28 @@ class Column:
     scale: int | None = None
 
 
+@dataclass(frozen=True)
+class Glance:
+    """What the table "Every aggregate at a glance" of ``docs/aggregates.md`` says of an
+    aggregate class in words, beside what :mod:`panes.aggregate_table` works out from its other
+    facets (whether it retracts: :attr:`CombineFn.can_retract`).
+
+    ``spelled``: its texts (`` `count()`, `count(col)` ``); ``reads``: the columns it takes;
+    ``column``: its pane-log column's type; ``exact``: how its answer compares with the batch
+    computation; ``path``: its path over fixed windows (``docs/semantics.md``, "The operator's
+    path"); ``retracts``: the retraction cell where it is not the class's own ``yes`` or
+    ``refused`` (a wrapper's, a combiner of your own's); ``refusal``: what follows ``refused``
+    (why, or what reads retractions instead)."""
+
+    spelled: str
+    reads: str
+    column: str
+    exact: str
+    path: str
+    retracts: str | None = None
+    refusal: str = ""
+
+
 class AggregateTypeError(ValueError):
     """An aggregate over a column whose type it does not take; the configuration reports the
     message under ``aggregates.<name>``."""
@@ -127,6 +152,16 @@ class CombineFn(Generic[A, V, O]):
     per_element_reason: str | None = None
     #: Whether it reads an upstream pipeline's sketch column (``merge(...)``).
     reads_sketches: bool = False
+    #: Its line in ``docs/aggregates.md``'s table of every aggregate (:class:`Glance`); a
+    #: built-in declares its own, this one is a combiner of your own's.
+    glance: ClassVar[Glance] = Glance(
+        "a `CombineFn` of your own (code only)",
+        "its `fields`",
+        "its `output_type`",
+        "yours",
+        "lifted, unless `order_sensitive`",
+        retracts="if it defines `retract`",
+    )
 
     #: Whether an output value determines its accumulator (sum, count, min, max, to_list), so
     #: merging output values is exact; False for a mean (it needs sum and count) and, unless a
@@ -274,6 +309,15 @@ class Filtered(CombineFn):
     ...                                     {"amount": 5, "country": "fr"}]))
     2
     """
+
+    glance = Glance(
+        "`AGG filter (condition)`",
+        "`AGG`'s and the condition's columns",
+        "`AGG`'s",
+        "as `AGG`",
+        "as `AGG` where built in (the column masked), else per element",
+        retracts="as `AGG`",
+    )
 
     def __init__(self, inner: CombineFn, condition: Condition) -> None:
         if isinstance(inner, Filtered) or getattr(inner, "fns", None) is not None:

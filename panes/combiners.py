@@ -54,6 +54,7 @@ from panes.combine_fn import (  # the protocol, and what is said of any combiner
     Column,
     CombineFn,
     Filtered,
+    Glance,
     Path,
     SqlForm,
     carried_fields_of,
@@ -64,7 +65,13 @@ from panes.combine_fn import (  # the protocol, and what is said of any combiner
 )
 
 __reexported__ = (carried_fields_of, conditions_of, fields_of, text_of, unfiltered, Path)
-from panes.sketches import ApproxCountDistinct, ApproxPercentile, ApproxQuantiles, TopK
+from panes.sketches import (
+    ApproxCountDistinct,
+    ApproxPercentile,
+    ApproxQuantiles,
+    MergeSketches,
+    TopK,
+)
 
 EXACT_DECIMALS = decimal.Context(
     prec=decimal.MAX_PREC,
@@ -167,6 +174,13 @@ class Sum(_FieldCombineFn):
     value_is_accumulator = True
     sql = SqlForm("sum", "coalesce(sum({value}){filter}, 0)")
     columnar_kind = "sum"
+    glance = Glance(
+        "`sum(col)`",
+        "numeric",
+        "`long` (integers), `double`, `decimal(38,s)` (a `decimal(p,s)`)",
+        "yes (a float sum up to its rounding)",
+        "columnar (integers), else per element",
+    )
 
     def output_type_in(self, columns: Mapping[str, Column]) -> str:
         """``long`` over integers, ``double`` over floats; over ``decimal(p,s)``, as Spark's sum,
@@ -206,6 +220,7 @@ class Count(_FieldCombineFn):
     field_optional = True
     value_is_accumulator = True
     sql = SqlForm("sum", "count({value}){filter}")
+    glance = Glance("`count()`, `count(col)`", "any", "`long`", "yes", "columnar")
 
     @property
     def columnar_kind(self) -> str:  # type: ignore[override]
@@ -238,6 +253,14 @@ class Count(_FieldCombineFn):
 
 class _Extremum(_FieldCombineFn):
     value_is_accumulator = True
+    glance = Glance(
+        "`min(col)`, `max(col)`",
+        "any but lists",
+        "the column's",
+        "yes",
+        "columnar (integers, text), else per element",
+        refusal=" (no inverse)",
+    )
 
     def output_type_in(self, columns: Mapping[str, Column]) -> str:
         """The column's type (``int`` as ``long``, ``float`` as ``double``)."""
@@ -305,6 +328,13 @@ class Mean(_FieldCombineFn):
     examples = ("mean(seconds)",)
     sql = SqlForm(None, "avg({value}){filter}")
     columnar_kind = "mean"
+    glance = Glance(
+        "`mean(col)`",
+        "numeric",
+        "`double`",
+        "from an exact sum and count",
+        "columnar (integers), else per element",
+    )
 
     def output_type_in(self, columns: Mapping[str, Column]) -> str:
         """``double``, of decimals too: their exact sum over the count, rounded once."""
@@ -342,6 +372,7 @@ class ToList(_FieldCombineFn):
     order_sensitive = True
     sql = SqlForm(None, "list({value} ORDER BY {order}){filter}")
     columnar_kind = "list"
+    glance = Glance("`to_list(col)`", "any", "`list<type>`", "yes", "per element (its order)")
 
     def output_type_in(self, columns: Mapping[str, Column]) -> str:
         return f"list<{self._column(columns)[1].type}>"
@@ -408,6 +439,9 @@ class Picked(CombineFn):
     #: How many columns its text names (``max_by(page, seconds)``: two; ``last(status)``: one).
     arity = 2
     per_element_reason = "has no columnar form: its elements are added one by one"
+    glance = Glance(
+        "`max_by(col, by)`, `min_by(col, by)`", "as `first`", "the column's", "yes", "per element"
+    )
 
     def __init__(self, field: str | None = None, by: str | None = None) -> None:
         self.field = field
@@ -528,6 +562,14 @@ class MinBy(Picked):
 class Last(Picked):
     """``last(field)``: the ``field`` of the element whose event time is latest."""
 
+    glance = Glance(
+        "`first(col)`, `last(col)`",
+        "not timestamps, decimals, dates",
+        "the column's",
+        "yes",
+        "per element (event times)",
+    )
+
     name = "last"
     examples = ("last(status)",)
     reads_event_time = True
@@ -537,6 +579,8 @@ class Last(Picked):
 
 class First(Picked):
     """``first(field)``: the ``field`` of the element whose event time is earliest."""
+
+    glance = Last.glance
 
     name = "first"
     examples = ("first(status)",)
@@ -697,7 +741,7 @@ AGGREGATES: dict[str, type[CombineFn]] = {
     cls.name: cls
     for cls in (
         *(Sum, Count, Min, Max, Mean, ToList, MaxBy, MinBy, First, Last),
-        *(ApproxCountDistinct, ApproxQuantiles, ApproxPercentile, TopK),
+        *(ApproxCountDistinct, ApproxQuantiles, ApproxPercentile, TopK, MergeSketches),
     )
 }
 """The built-in aggregates by their spelling: the registry the configuration's parser reads

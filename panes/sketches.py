@@ -42,7 +42,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from panes.combine_fn import AggregateTypeError, Column, CombineFn
+from panes.combine_fn import AggregateTypeError, Column, CombineFn, Glance
 
 DEFAULT_LG_K = 12
 """HLL sketches' log2 of the number of registers: Spark's ``hll_sketch_agg`` default."""
@@ -168,6 +168,14 @@ class ApproxCountDistinct(SketchFn):
     arguments = re.compile(_FIELD + r"(?:,\s*lg_k\s*=\s*(?P<lg_k>\d+)\s*)?\)\s*$")
     merges = (HLL_TYPE,)
     struct_type = HLL_TYPE
+    glance = Glance(
+        "`approx_count_distinct(col[, lg_k=12])`",
+        "strings, integers",
+        f"`{HLL_TYPE}` (HLL)",
+        "within its bound",
+        "lifted",
+        refusal="; `approx_count_distinct(merge(col))` reads them (`merge`, below)",
+    )
 
     @classmethod
     def of_arguments(
@@ -257,6 +265,14 @@ class ApproxQuantiles(SketchFn):
     )
     merges = (QUANTILE_TYPE, QUANTILES_TYPE)
     struct_type = QUANTILES_TYPE
+    glance = Glance(
+        "`approx_quantiles(col, [r, ...])`, `approx_percentile(col, r)`",
+        "integers, floats",
+        f"`{QUANTILES_TYPE}`, `{QUANTILE_TYPE}` (KLL)",
+        "within its bound",
+        "lifted",
+        refusal="; `...(merge(col), ...)` reads them (`merge`, below)",
+    )
 
     @classmethod
     def of_arguments(cls, field: str | None, groups: Mapping[str, str | None]) -> ApproxQuantiles:
@@ -385,6 +401,13 @@ class TopK(SketchFn):
 
     name = "top_k"
     examples = ("top_k(page, 10)",)
+    glance = Glance(
+        "`top_k(col, k)`",
+        "strings, integers",
+        "`struct<items: list<struct<item, count: long>>, sketch: binary>` (frequent items)",
+        "within its bound",
+        "lifted",
+    )
     arguments = re.compile(_FIELD + r",\s*(?P<k>\d+)\s*\)\s*$")
 
     @classmethod
@@ -526,6 +549,27 @@ class MergeSketches(SketchFn):
     'approx_count_distinct(merge(users))'
     """
 
+    #: Its spelling in the registry; it stands in place of a sketch's column, and an instance
+    #: is spelled as the sketch it merges (``approx_count_distinct(merge(users))``).
+    name = "merge"
+    examples = (
+        "approx_count_distinct(merge(users))",
+        "approx_quantiles(merge(latencies), [0.5, 0.99])",
+        "approx_percentile(merge(latencies), 0.95)",
+    )
+    #: ``merge(COLUMN)`` alone: read only to be refused with the texts it goes in
+    #: (:meth:`from_arguments`); the sketches read it in place of their column (``_FIELD``).
+    arguments = re.compile(r"\s*(?P<field>[A-Za-z_][\w.]*)\s*\)\s*$")
+    reads_sketches = True
+    glance = Glance(
+        "`approx_count_distinct(merge(col))`, `approx_quantiles(merge(col), [r, ...])`, "
+        "`approx_percentile(merge(col), r)`",
+        "an upstream pane log's sketch column of that aggregate",
+        "the sketch's",
+        "within its bound",
+        "lifted",
+    )
+
     def __init__(self, inner: SketchFn) -> None:
         if not inner.merges:
             raise ValueError(f"merge(...) takes approx_count_distinct or quantiles, not {inner!r}")
@@ -533,7 +577,15 @@ class MergeSketches(SketchFn):
         self.inner = inner
         self.name = inner.name
 
-    reads_sketches = True
+    @classmethod
+    def from_arguments(cls, groups: Mapping[str, str | None]) -> SketchFn:
+        """Refused: ``merge(COLUMN)`` is no aggregate of its own but a sketch's column
+        (``ValueError`` naming the texts it goes in)."""
+        column = groups.get("field")
+        raise ValueError(
+            f"merge({column}) stands in place of a sketch's column: write e.g. "
+            f"approx_count_distinct(merge({column})) or approx_quantiles(merge({column}), [0.5])"
+        )
 
     def output_type_in(self, columns: Mapping[str, Column]) -> str:
         """The inner sketch's output type, over an upstream's column of a type it merges

@@ -86,10 +86,10 @@ STATE_LAYOUT_FILE = "_state_layout.json"
 STATE_LAYOUT_FORMAT = 7
 """The version of the lake's state layout (``format`` in its layout file): 7 keeps the state in
 the operator's own shard files (:mod:`jobs.executor.state_store`), a bucket in the one encoding
-of its pipeline's path (:func:`jobs.executor.paths.path_of`): a table of its windows with 128-bit
-sums for the columnar path (:mod:`panes.columnar`), its keys' engine states for the
-others (:mod:`jobs.executor.bucket_state`). Lakes of formats 1-6 are refused with how to rebuild
-them (:func:`check_state_layout`): nothing was migrated at 0.1.0."""
+of its pipeline's path (:meth:`jobs.executor.operator.OperatorConfig.engines`): a table of its
+windows with 128-bit sums for the columnar path (:mod:`panes.columnar`), its keys' engine
+states for the others (:mod:`jobs.executor.bucket_state`). Lakes of formats 1-6 are refused
+with how to rebuild them (:func:`check_state_layout`): nothing was migrated at 0.1.0."""
 READABLE_STATE_LAYOUTS = (STATE_LAYOUT_FORMAT,)
 
 

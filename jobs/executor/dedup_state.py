@@ -3,8 +3,9 @@
 A pipeline with ``dedup`` columns (docs/running.md, "Duplicates") drops a record delivered
 again by the rules of :mod:`panes.dedup`, applied here per key bucket (a record's copies have
 its key, so they reach the same bucket) before the bucket's rows reach the pipeline's path
-(:mod:`jobs.executor.paths`): :meth:`Dedup.split` masks the rows of a visit into the records
-taken and the duplicates, which the operator sends to the ``rejected`` table.
+(:meth:`jobs.executor.operator.OperatorConfig.engines`): :meth:`Dedup.split` masks the rows of
+a visit into the records taken and the duplicates, which the operator sends to the ``rejected``
+table.
 
 The ids a bucket remembers are stored in the bucket's own state bytes, in the same versioned
 state files as its windows (:mod:`jobs.executor.state_store`), so a batch replayed after a kill

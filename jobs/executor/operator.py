@@ -72,12 +72,11 @@ from jobs.executor.output_tables import (
     PROCESSING_TIME,
     RECORD_KIND,
 )
-from jobs.executor.paths import Path, engines_of
 from jobs.executor.state_store import ShardStore, Stored, batch_versions
 from jobs.executor.task_files import TaskOutput, TaskWriting
 from jobs.startup.python_processes import gc_thresholds
 from panes.columnar import Windows, add_bundle
-from panes.engines import Engines
+from panes.engines import EngineKind, Engines, build
 from panes.time import BEGINNING_OF_TIME, END_OF_TIME
 from panes.weights import Retracted
 from sinks.lake import (
@@ -140,8 +139,8 @@ class OperatorConfig:
     (:mod:`jobs.executor.task_files`; None: every row leaves the task as a row). ``profile_dir``: a
     developer aid, each task's processor is profiled (cProfile) into a file there.
     ``lift_combiners``, ``columnar_windows``: False keeps the pipeline off the lifted and columnar
-    paths (:func:`jobs.executor.paths.path_of`, which chooses the path once per pipeline; what
-    the tests and benchmarks compare those paths with). ``dedup``: the id columns of a
+    paths (:meth:`engines`, which chooses the path once per pipeline; what the tests and
+    benchmarks compare those paths with). ``dedup``: the id columns of a
     deduplicated pipeline, remembered for ``dedup_horizon`` (None: the windows';
     :mod:`jobs.executor.dedup_state`).
     """
@@ -168,6 +167,39 @@ class OperatorConfig:
             tuple(self.column_types),
             self.weighted,
             bool(self.dedup),
+        )
+
+    def engines(self) -> Engines:
+        """The pipeline's engine on its path (``docs/semantics.md``, "The operator's path"),
+        chosen and built by the model's one factory (:func:`panes.engines.build`) over the
+        operator's input, which adds only what that input says: a batch's rows come in no
+        fixed order (``unordered``: an aggregate whose value depends on their order, ``to_list``
+        or a combiner of your own that says so, takes the per-element path, which sorts each
+        key's rows, :func:`jobs.executor.operator_input.canonical_order`), and a pane-log layout
+        that maps values itself keeps it off the columnar engine
+        (:attr:`sinks.lake.PaneLogLayout.not_columnar`). Nothing at run time changes the path:
+        not a key, a window or a value.
+
+        >>> from panes import FixedWindows, Windowing, combiners
+        >>> from panes.engine import Engine
+        >>> from panes.engines import ORDERED
+        >>> columns = (("k", pa.string()), ("n", pa.int64()))
+        >>> def config(fn):
+        ...     engine = lambda: Engine(Windowing(FixedWindows(10)), fn)
+        ...     return OperatorConfig(engine, ("k",), ("n",), columns)
+        >>> config(combiners.aggregates(total=combiners.sum("n"))).engines().kind.value
+        'columnar'
+        >>> engines = config(combiners.to_list("n")).engines()
+        >>> engines.kind.value, engines.not_columnar == ORDERED
+        ('per element', True)
+        """
+        return build(
+            self.engine_factory(),
+            self.input_schema.columns_of_elements(),
+            lift=self.lift_combiners,
+            columnar=self.columnar_windows,
+            unordered=True,  # a batch's rows come in no fixed order
+            columnar_off=self.layout.not_columnar,
         )
 
     # -- time mapping ---------------------------------------------------------------------------
@@ -198,8 +230,8 @@ class Clocks:
 class BucketProcessor:
     """Hosts the engine for the buckets of one task: one visit per bucket and watermark.
 
-    The pipeline's path (:func:`jobs.executor.paths.path_of`) is chosen once, when the engine
-    is built. On the columnar path a bucket's state is a table of its windows, visited column by
+    The pipeline's path (:meth:`OperatorConfig.engines`) is chosen once, when the engine is
+    built. On the columnar path a bucket's state is a table of its windows, visited column by
     column by the model's columnar engine (:class:`panes.columnar.ColumnarEngine`; stored by
     :mod:`jobs.executor.window_store`). On the others it holds each engine key's state
     bytes and next wake-ups as one compressed Arrow table (:mod:`jobs.executor.bucket_state`);
@@ -219,20 +251,13 @@ class BucketProcessor:
 
     @cached_property
     def engines(self) -> Engines:
-        """The pipeline's engine on its path, built on first use by the model's factory
-        (:func:`jobs.executor.paths.engines_of`)."""
-        config = self.config
-        return engines_of(
-            config.engine_factory(),
-            config.input_schema,
-            config.layout,
-            lift=config.lift_combiners,
-            columnar=config.columnar_windows,
-        )
+        """The pipeline's engine on its path, built on first use
+        (:meth:`OperatorConfig.engines`)."""
+        return self.config.engines()
 
     @property
-    def path(self) -> Path:
-        """The pipeline's path (:mod:`jobs.executor.paths`)."""
+    def path(self) -> EngineKind:
+        """The pipeline's path: the engine it runs on (:meth:`OperatorConfig.engines`)."""
         return self.engines.kind
 
     @cached_property

@@ -458,6 +458,31 @@ class ArrowRecords:
             pc.and_(pc.greater_equal(value, test.low), pc.less_equal(value, test.high))
         )
 
+    @staticmethod
+    def reason_text(reason: Reason) -> str:
+        """A rule's reason as text: its parser's own (None) is the strict JSON reader's
+        (:data:`jobs.executor.rejection_reasons.NOT_STRICT_JSON`); a value not converted arrived
+        as JSON text."""
+        if reason is None:
+            return why.NOT_STRICT_JSON
+        if isinstance(reason, NotConvertedReason):
+            return why.not_converted(reason.what, reason.column, reason.declared, TEXT)
+        return reason
+
+    def reason_of(self, test: Test) -> str:
+        """The reason of the first of :func:`rules` whose test is ``test``: how the JSON-lines
+        decoder names what it finds of a line as it reads it (not UTF-8, not read, its event
+        time missing or unreadable), so that it states no reason of its own.
+
+        >>> shape = RecordShape((("k", "string"), ("ts", "timestamp")), ("k",), "ts", ())
+        >>> ArrowRecords(shape).reason_of(IsNull(Raw("ts")))
+        'missing event time (ts)'
+        """
+        for rule in rules(self.shape):
+            if rule.test == test:
+                return self.reason_text(rule.reason)
+        raise ValueError(f"no rule of a record of {self.shape.columns} tests {test}")
+
     def judged(self, table: pa.Table) -> tuple[pa.Array, pa.Array]:
         """(why each record of ``table`` is rejected, null where it is not: the first of
         :func:`rules` that holds; its event time in µs (int64; garbage where rejected))."""
@@ -467,10 +492,7 @@ class ArrowRecords:
             holds = self.holds(rule.test, table, us)
             if holds is None:
                 continue
-            assert rule.reason is not None
-            text = rule.reason
-            if isinstance(text, NotConvertedReason):
-                text = why.not_converted(text.what, text.column, text.declared, TEXT)
+            text = self.reason_text(rule.reason)
             holds = pc.and_(pc.is_null(reason), pc.fill_null(holds, False))
             reason = pc.if_else(holds, pa.scalar(text, pa.string()), reason)
         return flat(reason), pc.fill_null(us, 0)

@@ -11,8 +11,8 @@ def record_shape(pipeline: Pipeline) -> RecordShape:
     """What a record of ``pipeline`` holds, for the one statement of a record's rules
     (:mod:`jobs.executor.record_rules`), which every tagger renders: the plan's Spark SQL
     (:mod:`jobs.driver.plan`), a pane-log source's (:func:`jobs.sources.pane_log.driver.tagged`)
-    and, built from the same fields, the JSON-lines decoder's Arrow
-    (:attr:`jobs.sources.files.jsonl_decoder.JsonlDecoder.shape`)."""
+    and the JSON-lines decoder's Arrow, which is given this shape
+    (:func:`jobs.sources.files.landing.jsonl_decoder`)."""
     column = pipeline.event_time_column
     return RecordShape(
         columns=tuple(pipeline.source.schema),

@@ -25,7 +25,7 @@ per-element path gives them (:meth:`Part.values`). The per-key engine merges it 
 (:meth:`~panes.engine.Engine.add_combined`); the columnar engine does not serve it (its accumulator
 is no column). Its values reach it in the bundle's row order: a combiner whose output depends on
 that order says so (:attr:`~panes.combiners.CombineFn.order_sensitive`, as ``to_list``), and the
-operator then adds it element by element (:mod:`jobs.executor.paths`).
+operator then adds it element by element (:meth:`jobs.executor.operator.OperatorConfig.engines`).
 
 Integers only for sums: a float sum's rounding depends on the order of additions, and a pane
 must be the same bit for bit whichever engine computed it. A bundle's parts are combined per key
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast, get_args
 
 import numpy as np
 import pyarrow as pa
@@ -52,16 +52,8 @@ VALUE = "value"
 """The column a combiner without a field reads, where element values are whole (not mappings)."""
 
 Kind = Literal["count_rows", "count", "sum", "mean", "min", "max", "list", "combine"]
-_KINDS: dict[str, Kind] = {
-    "count_rows": "count_rows",
-    "count": "count",
-    "sum": "sum",
-    "mean": "mean",
-    "min": "min",
-    "max": "max",
-    "list": "list",
-}
-"""The kinds a combiner may declare (:attr:`~panes.combiners.CombineFn.columnar_kind`)."""
+"""A part's kind: what a combiner declares (:attr:`~panes.combiners.CombineFn.columnar_kind`),
+or ``combine`` for one that declares none."""
 _SUMMED = (pa.types.is_integer,)
 _ORDERED = (pa.types.is_integer, pa.types.is_string, pa.types.is_large_string)
 _ALL = pc.ScalarAggregateOptions(skip_nulls=True, min_count=0)
@@ -242,7 +234,10 @@ def _part_of(
     declared = fn.columnar_kind  # the combiner's own columns in the window table, if any
     if declared is None:
         return _combine_part(fn, types, whole, values)
-    kind = _KINDS[declared]
+    if declared == "combine" or declared not in get_args(Kind):
+        kinds = ", ".join(k for k in get_args(Kind) if k != "combine")
+        raise ValueError(f"{fn!r} declares the columnar kind {declared!r}; the kinds: {kinds}")
+    kind = cast(Kind, declared)
     field = getattr(fn, "field", None)
     if kind == "count_rows":
         return Part("count_rows", None)

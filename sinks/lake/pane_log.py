@@ -63,6 +63,9 @@ from sinks.lake.lake_format import (
     Field,
 )
 
+MAPPED_VALUES = "the pane-log layout maps the values itself (value_mapper)"
+"""Why a layout with a ``value_mapper`` keeps its pipeline off the columnar engine."""
+
 
 @dataclass(frozen=True)
 class PaneLogLayout:
@@ -87,6 +90,13 @@ class PaneLogLayout:
                 f"bad pane-log layout: reserved names {clash}, duplicated {dup}, "
                 f"{len(self.key_fields)} key and {len(self.value_fields)} value columns"
             )
+
+    @property
+    def not_columnar(self) -> str | None:
+        """Why a pipeline writing this layout stays off the columnar engine (None: it need
+        not): a layout that maps the values itself (``value_mapper``) is written from the
+        per-key engine's panes (:func:`panes.engines.choose`'s ``columnar_off``)."""
+        return None if self.value_mapper is None else MAPPED_VALUES
 
     @property
     def key_names(self) -> list[str]:

@@ -278,7 +278,7 @@ def test_delta_settings_are_checked(tmp_path, source, setting):
         "jobs.config.watermark",
         "jobs.driver.runs",
         "jobs.executor.bucket_state",
-        "jobs.executor.paths",
+        "jobs.executor.operator",
         "panes.columnar.wide",
         "jobs.sources",
         "jobs.sources.columns",

@@ -145,11 +145,36 @@ def test_columnar_windows_and_the_engine_write_the_same_rows_and_keep_the_same_s
     ],
 )
 def test_what_columns_cannot_hold_takes_the_engine_per_key(change):
-    """Decided from the configuration (:func:`jobs.executor.paths.path_of`), once."""
+    """Decided from the configuration, once
+    (:meth:`jobs.executor.operator.OperatorConfig.engines`)."""
     settings, _, _ = settings_of(0)
     settings.update(change)
     columnar, _ = shard_runs(settings)
     assert columnar.processor().engines.columnar is None
+
+
+def test_a_layout_that_maps_values_itself_keeps_the_pipeline_off_columns_saying_so():
+    """The operator's input and layout are all the operator adds to the model's one factory
+    (:meth:`jobs.executor.operator.OperatorConfig.engines`): a ``value_mapper`` layout is
+    written from the per-key engine's panes, and the engine says why."""
+    import pyarrow as pa
+
+    from jobs.executor.operator import OperatorConfig
+    from panes import FixedWindows, Windowing, combiners
+    from panes.engine import Engine
+    from panes.engines import EngineKind
+    from sinks.lake import PaneLogLayout
+
+    def engine() -> Engine:
+        return Engine(Windowing(FixedWindows(10)), combiners.aggregates(n=combiners.sum("n")))
+
+    columns = (("k", pa.string()), ("n", pa.int64()))
+    plain = OperatorConfig(engine, ("k",), ("n",), columns)
+    assert plain.layout.not_columnar is None and plain.engines().kind is EngineKind.COLUMNAR
+    mapped = replace(plain, layout=PaneLogLayout(value_mapper=lambda value: value))
+    engines = mapped.engines()
+    assert engines.kind is EngineKind.LIFTED and engines.columnar is None
+    assert engines.not_columnar == "the pane-log layout maps the values itself (value_mapper)"
 
 
 def test_a_sum_leaving_64_bits_and_back_stays_exact_in_columns():

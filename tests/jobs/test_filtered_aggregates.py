@@ -91,16 +91,16 @@ def test_the_decoder_tags_each_record_with_its_conditions_flags():
 
 def test_a_filtered_built_in_stays_on_the_columnar_path():
     from jobs.driver.plan import operator_config
-    from jobs.executor.paths import Path, path_of
+    from panes.engines import EngineKind
 
     p = pipeline(
         errors="count() filter (status = 'error')",
         de="sum(amount) filter (country = 'de')",
         top="max(amount) filter (ok = true)",
     )
-    assert path_of(p.engine(), operator_config(p).input_schema) is Path.COLUMNAR
+    assert operator_config(p).engines().kind is EngineKind.COLUMNAR
     listed = pipeline(names="to_list(status) filter (ok = true)")
-    assert path_of(listed.engine(), operator_config(listed).input_schema) is Path.PER_ELEMENT
+    assert operator_config(listed).engines().kind is EngineKind.PER_ELEMENT
 
 
 def test_a_filtered_aggregate_is_saved_as_its_text_and_loads_back(tmp_path):

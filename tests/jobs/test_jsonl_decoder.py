@@ -23,6 +23,8 @@ T0 = 1_704_067_200  # 2024-01-01T00:00:00Z
 
 
 def decoder(**over):
+    """A decoder of a record shape (no filtered aggregates: its values are source columns)."""
+    from jobs.executor.record_rules import RecordShape
     from jobs.sources.files.jsonl_decoder import JsonlDecoder
 
     conf = dict(
@@ -38,7 +40,7 @@ def decoder(**over):
         buckets=8,
     )
     conf.update(over)
-    return JsonlDecoder(**conf)
+    return JsonlDecoder(RecordShape(**conf), conf["values"])
 
 
 def run(dec, lines: list[str]):
@@ -267,6 +269,24 @@ def test_pipelines_the_decoder_cannot_serve():
     # a value column that is also the key: Spark hands over the text it read
     assert jsonl_decoder(pipeline(aggregates={"n": "count()", "d": "max(device)"})) is None
 
+    # the decoder's record shape is the plan's, built once for the pipeline: its value rules in
+    # the same order (a filtered count's condition column before the sum's column)
+    from jobs.sources.shape import record_shape
+
+    filtered = pipeline(
+        aggregates={"late": "count() filter (lag > 1.5)", "s": "sum(seconds)"},
+        schema={"device": "string", "ts": "timestamp", "seconds": "double", "lag": "double"},
+    )
+    dec = jsonl_decoder(filtered)
+    assert dec is not None and dec.shape == record_shape(filtered)
+    assert dec.shape.values == ("lag", "seconds") and dec.values == (
+        filtered.conditions[0].flag,
+        "seconds",
+    )
+    both = '{"device": "a", "ts": "2024-01-01T00:00:01Z", "seconds": NaN, "lag": NaN}'
+    _, rejected, _ = run(dec, [both])  # both values not finite: the plan's first value rule
+    assert rejected == {both: why.not_finite("lag")}
+
 
 def test_a_failing_decoder_stops_the_task(monkeypatch):
     """The decoder is the lines' one tagger: a failure of its own is an error, not a reason to
@@ -372,3 +392,41 @@ def test_a_deduplicated_pipelines_records_carry_their_id_line_and_file():
     assert {r["pst_source_file"] for r in rows} == {"f.jsonl"}
     plain, _, _ = run(decoder(), lines[:1])  # without dedup: the element columns only
     assert set(plain[0]) == {"device", "ts_us", "seconds", "bucket"}
+
+
+def test_a_lines_reasons_are_the_record_rules_not_the_decoders_own(monkeypatch):
+    """What the decoder finds of a line as it reads it (not UTF-8, not read, its event time
+    missing or unreadable) it names by the record rule's test; the statement of the rules
+    (:func:`jobs.executor.record_rules.rules`) gives the reason. A reason changed there is the
+    decoder's at once: it writes none of its own."""
+    from jobs.executor import record_rules
+    from jobs.executor.record_rules import EventTimeUs, IsNull, NotUtf8, Raw, Rule, Unparsed
+
+    lines = ["{'device': 'a'}", json.dumps({"device": "a"}), json.dumps({"device": "a", "ts": 7})]
+    dec = decoder()
+    _, rejected, _ = run(dec, lines)
+    rules = dec.rules
+    assert [rejected[x] for x in lines] == [
+        rules.reason_of(Unparsed()),
+        rules.reason_of(IsNull(Raw("ts"))),
+        rules.reason_of(IsNull(EventTimeUs())),
+    ]
+    stated = record_rules.rules
+
+    def renamed(shape):  # the same rules, their reasons reworded
+        return tuple(Rule(r.test, f"R{i}") for i, r in enumerate(stated(shape)))
+
+    monkeypatch.setattr(record_rules, "rules", renamed)
+    batch = pa.RecordBatch.from_arrays(
+        [
+            pa.array([b"\xff{}", *(x.encode() for x in lines)], pa.binary()).cast(
+                pa.string(), safe=False
+            ),
+            pa.array(["f"] * 4),
+        ],
+        names=["_raw", "_source_file"],
+    )
+    out = decoder().decode(batch).column("_error").to_pylist()
+    order = [r.test for r in stated(dec.shape)]
+    tests = (NotUtf8(), Unparsed(), IsNull(Raw("ts")), IsNull(EventTimeUs()))
+    assert out == [f"R{order.index(t)}" for t in tests]

@@ -409,15 +409,16 @@ def test_weighted_input_stays_element_by_element_with_a_users_own_combiner():
     """A pane-log upstream's retractions (weight -1) are withdrawn one by one: the pipeline
     stays on the per-element path even with a combiner that can retract, as it did."""
     from jobs.executor.operator_input import InputSchema
-    from jobs.executor.paths import Path, path_of
     from panes import AccumulationMode, FixedWindows, Windowing
     from panes.engine import Engine
+    from panes.engines import EngineKind, choose
 
     windowing = Windowing(
         FixedWindows(60_000_000), accumulation_mode=AccumulationMode.ACCUMULATING_AND_RETRACTING
     )
     columns = (("user", pa.int64()), ("n", pa.int64()))
-    for weighted, path in ((True, Path.PER_ELEMENT), (False, Path.LIFTED)):
+    for weighted, path in ((True, EngineKind.PER_ELEMENT), (False, EngineKind.LIFTED)):
         engine = Engine(windowing, Counted(), weighted=weighted)
         schema = InputSchema(("user",), ("n",), columns, weighted)
-        assert path_of(engine, schema) is path
+        elements = schema.columns_of_elements()
+        assert choose(windowing, engine.combine_fn, elements, weighted).kind is path

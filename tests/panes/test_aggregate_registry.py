@@ -13,7 +13,7 @@ from jobs.config.values import PipelineConfigError
 from panes import combine_fn, combiners, sketches
 from panes.combine_fn import AggregateTypeError, Column, CombineFn, Path, SqlForm
 from panes.combiners import AGGREGATES, RETRACTING
-from panes.sketches import MergeSketches, SketchFn
+from panes.sketches import HLL_TYPE, QUANTILES_TYPE, MergeSketches, SketchFn
 from panes.syntax import AggregateSyntaxError, parse_aggregate
 
 # A source every example of a built-in reads (``sum(seconds)``, ``max_by(page, seconds)``, ...).
@@ -23,6 +23,8 @@ TYPES = {
     "status": "string",
     "user_id": "long",
     "latency": "double",
+    "users": HLL_TYPE,  # an upstream's sketch columns, which merge(...) reads
+    "latencies": QUANTILES_TYPE,
 }
 COLUMNS = {name: Column(t, t in ("long", "double"), t == "long") for name, t in TYPES.items()}
 
@@ -41,13 +43,15 @@ EXPECTED_TYPES = {  # the output type of each class's first example over TYPES
     "approx_quantiles": "struct<quantiles: list<double>, sketch: binary>",
     "approx_percentile": "struct<quantile: double, sketch: binary>",
     "top_k": "struct<items: list<struct<item: string, count: long>>, sketch: binary>",
+    "merge": HLL_TYPE,  # the sketch's it merges: approx_count_distinct(merge(users))
 }
 
 EXPECTED_PATHS = {
     **dict.fromkeys(("sum", "count", "min", "max", "mean", "to_list"), Path.COLUMNAR),
     **dict.fromkeys(("max_by", "min_by", "first", "last"), Path.PER_ELEMENT),
     **dict.fromkeys(
-        ("approx_count_distinct", "approx_quantiles", "approx_percentile", "top_k"), Path.LIFTED
+        ("approx_count_distinct", "approx_quantiles", "approx_percentile", "top_k", "merge"),
+        Path.LIFTED,
     ),
 }
 
@@ -70,6 +74,7 @@ def test_the_registry_holds_every_built_in_once_under_its_own_spelling():
         "approx_quantiles",
         "approx_percentile",
         "top_k",
+        "merge",
     ]
     assert all(cls.name == name for name, cls in AGGREGATES.items())
     # every class of the model with a spelling of its own is registered (a new one too)
@@ -104,8 +109,11 @@ def test_every_built_in_declares_all_its_facets(name, cls):
     assert fn.sql is None or isinstance(fn.sql, SqlForm)
     # retraction: declared by defining retract
     assert fn.can_retract == (name in RETRACTING)
+    # its words in docs/aggregates.md's table at a glance, its own (not a combiner of yours')
+    assert cls.glance is not CombineFn.glance and cls.glance.spelled
     # verify's rule: an answer agrees with itself
-    values = [{c: v for c in TYPES} for v in (3, 4, 4)]
+    # (an upstream's sketch columns hold no sketch here: merge(...) holds none, as a sketch)
+    values = [{c: None if "sketch" in t else v for c, t in TYPES.items()} for v in (3, 4, 4)]
     values = [{**v, "page": str(v["page"]), "status": str(v["status"])} for v in values]
     inputs = [(i, v) for i, v in enumerate(values)] if fn.reads_event_time else values
     answer = fn.extract(fn.add_all(fn.create(), inputs))
@@ -113,7 +121,7 @@ def test_every_built_in_declares_all_its_facets(name, cls):
 
 
 def test_the_retracting_built_ins_are_those_that_define_retract():
-    assert RETRACTING == ("sum", "count", "mean", "to_list")
+    assert RETRACTING == ("sum", "count", "mean", "to_list", "merge")
 
 
 def test_an_unknown_aggregate_is_refused_naming_every_spelling():
@@ -122,7 +130,7 @@ def test_an_unknown_aggregate_is_refused_naming_every_spelling():
     assert e.value.message == (
         "unknown aggregate 'avg'; known: sum(), count(), min(), max(), mean(), to_list(), "
         "max_by(), min_by(), first(), last(), approx_count_distinct(), approx_quantiles(), "
-        "approx_percentile(), top_k()"
+        "approx_percentile(), top_k(), merge()"
     )
     with pytest.raises(AggregateSyntaxError, match=r"did you mean top_k\?"):
         parse_aggregate("topk(page)")
@@ -153,6 +161,21 @@ def test_merge_of_a_sketch_takes_its_output_type_from_the_sketch_it_merges():
     assert fn.output_type_in(columns) == "struct<quantile: double, sketch: binary>"
     with pytest.raises(ValueError, match="merge"):
         MergeSketches(combiners.top_k("page", 3))  # top_k declares no sketches it merges
+
+
+def test_merge_is_registered_and_alone_is_refused_naming_the_texts_it_goes_in():
+    assert AGGREGATES["merge"] is MergeSketches
+    fn = parse_aggregate("approx_quantiles(merge(latencies), [0.5])")
+    assert type(fn) is MergeSketches and fn.can_retract and fn.path is Path.LIFTED
+    assert str(fn) == "approx_quantiles(merge(latencies), [0.5])"  # spelled as what it merges
+    with pytest.raises(AggregateSyntaxError) as e:
+        parse_aggregate("merge(users)")
+    assert e.value.message == (
+        "merge(users) stands in place of a sketch's column: write e.g. "
+        "approx_count_distinct(merge(users)) or approx_quantiles(merge(users), [0.5])"
+    )
+    with pytest.raises(AggregateSyntaxError, match=r"malformed merge\(\.\.\.\)"):
+        parse_aggregate("merge(users, 3)")
 
 
 def test_a_combiner_of_your_own_is_the_same_kind_of_object_and_declares_its_type():

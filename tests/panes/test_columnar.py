@@ -192,3 +192,29 @@ def test_a_column_whose_first_values_are_all_missing_takes_its_type_from_later_o
         for v in values:
             outs = [[p.value for p in sim.add_elements([("k", v, 1)])] for sim in sims]
             assert outs[0] == outs[1], (fn, v)
+
+
+def test_a_columnar_kind_the_engine_has_not_is_refused_naming_the_kinds():
+    """The kind is the aggregate's declaration, read as it is (no table of the engine's maps
+    aggregates to kinds): one the engine has not is a one-line error, not a lookup failure."""
+    import pyarrow as pa
+
+    from panes.columnar.accumulators import parts_of
+
+    class Median(combiners.Sum):
+        name = ""
+        columnar_kind = "median"
+
+    with pytest.raises(ValueError) as e:
+        parts_of(Median("amount"), {"amount": pa.int64()}.get, False)
+    assert str(e.value) == (
+        "(amount) declares the columnar kind 'median'; the kinds: count_rows, count, sum, "
+        "mean, min, max, list"
+    )
+
+    # a kind it has is read from the aggregate, whatever its class
+    class Total(combiners.Sum):
+        columnar_kind = "max"
+
+    (part,) = parts_of(Total("amount"), {"amount": pa.int64()}.get, False)
+    assert part.kind == "max"

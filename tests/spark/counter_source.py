@@ -139,7 +139,7 @@ class SpreadFn(Spread):
 def spread_pipeline(lake: Path, beside: str = "sum"):
     """:func:`pipeline` in discarding mode, with the user's combiner beside a built-in:
     ``sum`` (of doubles: the pipeline is added element by element) or ``count`` (lifted: each
-    window's values of a batch combined at once, ``jobs/executor/paths.py``)."""
+    window's values of a batch combined at once, ``OperatorConfig.engines``)."""
     from panes import combiners
 
     built_in = {

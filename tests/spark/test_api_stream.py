@@ -110,14 +110,13 @@ def test_a_combiner_of_the_users_own_runs_folds_and_verifies(spark, tmp_path, be
 
     from jobs import api
     from jobs.driver.plan import operator_config
-    from jobs.executor.paths import path_of
     from tests.spark.counter_source import spread_pipeline
 
     counter = tmp_path / "counter"
     counter.write_text(str(EVENTS))
     p = spread_pipeline(tmp_path / "lake", beside)
     config = operator_config(p)
-    assert path_of(p.engine(), config.input_schema, config.layout).value == path
+    assert config.engines().kind.value == path
     api.run(p, counter_stream(spark, counter), progress=None)
     api.run(p, counter_stream(spark, counter), drain=True, progress=None)
     panes = DeltaTable(p.table_path("panes")).to_pyarrow_table()

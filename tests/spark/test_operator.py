@@ -100,9 +100,8 @@ def test_pane_log_equals_simulator(spark, tmp_path, value_type):
 
     from jobs.driver.batch_sink import BatchSink
     from jobs.driver.plan import build_job, layout, operator_config
-    from jobs.executor.paths import Path as OperatorPath
-    from jobs.executor.paths import path_of
     from panes import Simulator
+    from panes.engines import EngineKind
     from sinks.lake.pane_log import pane_record
 
     pipeline = _pipeline(tmp_path, value_type)
@@ -116,8 +115,8 @@ def test_pane_log_equals_simulator(spark, tmp_path, value_type):
         ]
     )
     cfg = operator_config(pipeline)
-    path = path_of(pipeline.engine(), cfg.input_schema, cfg.layout)
-    assert (path is not OperatorPath.PER_ELEMENT) == (value_type == "long")
+    path = cfg.engines().kind
+    assert (path is not EngineKind.PER_ELEMENT) == (value_type == "long")
     sink = BatchSink(pipeline)
     sink.create_tables()
 

@@ -45,21 +45,23 @@ DEDUP = ("device", "ts", "n", "count", "ok", "tag")
 
 
 def decoder(epoch: bool):
+    from jobs.executor.record_rules import RecordShape
     from jobs.sources.files.jsonl_decoder import JsonlDecoder
     from panes.conditions import parse_condition
 
     conditions = tuple(parse_condition(c) for c in CONDITIONS)
     columns = tuple((c, "long" if epoch and c == "ts" else t) for c, t in COLUMNS)
-    return JsonlDecoder(
+    shape = RecordShape(
         columns=columns,
         keys=KEYS,
         event_time="ts",
-        values=("seconds", "count", "tag", *(c.flag for c in conditions)),
+        values=("seconds", "count", "tag", "ok"),  # the values' columns and the conditions'
         buckets=7,
         epoch_us=1000 if epoch else None,
         dedup=DEDUP,
         conditions=conditions,
     )
+    return JsonlDecoder(shape, ("seconds", "count", "tag", *(c.flag for c in conditions)))
 
 
 INT64 = st.integers(-(2**63), 2**63 - 1)

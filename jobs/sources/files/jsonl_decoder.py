@@ -47,7 +47,6 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from jobs.config.event_time import epoch_text_units, flat
-from jobs.executor import rejection_reasons as why
 from jobs.executor.operator_input import (
     BLOB,
     BUCKET,
@@ -56,8 +55,16 @@ from jobs.executor.operator_input import (
     TS_US,
     blobs_by_bucket,
 )
-from jobs.executor.record_rules import ArrowRecords, RecordShape
-from panes.conditions import Condition
+from jobs.executor.record_rules import (
+    ArrowRecords,
+    EventTimeUs,
+    IsNull,
+    NotUtf8,
+    Raw,
+    RecordShape,
+    Test,
+    Unparsed,
+)
 from sinks.lake import column_type
 
 LATEST_EVENT_TIME = "pst_ts"
@@ -144,34 +151,30 @@ class _Lines:
 class JsonlDecoder:
     """The decoder of one pipeline (picklable: shipped to the Python workers).
 
-    ``columns`` is the source schema as ``(name, declared type)``; ``keys`` and ``event_time``
-    name columns in it; ``values`` are the element's value columns: source columns, and the
-    flag of each of ``conditions`` (the filtered aggregates' conditions, computed here once
-    per record in Arrow, :func:`panes.columnar.conditions.arrow_flag`); ``epoch_us`` is the
-    event time's unit in µs when it is an integer (None: a timestamp string). ``dedup``: the id
-    columns of a deduplicated pipeline, whose records are packed with their id
-    (:class:`jobs.executor.record_rules.DedupId`; the event time as µs), their line and their
-    file.
+    ``shape``: what a record of the pipeline holds, the one statement's
+    (:class:`jobs.executor.record_rules.RecordShape`, built for a pipeline by
+    :func:`jobs.sources.shape.record_shape`, as the plan's Spark SQL builds it): the source
+    schema, the keys, the event time (``epoch_us``: its unit in µs when it is an integer; None:
+    a timestamp string), the conditions of the filtered aggregates (computed here once per
+    record in Arrow, :func:`panes.columnar.conditions.arrow_flag`), the id columns of a
+    deduplicated pipeline (``dedup``: its records are packed with their id,
+    :class:`jobs.executor.record_rules.DedupId`, the event time as µs, their line and their
+    file) and the number of key buckets. ``values``: the element's value columns, source
+    columns and each condition's flag (the operator's, ``Pipeline.carried_columns``).
     """
 
-    columns: tuple[tuple[str, str], ...]
-    keys: tuple[str, ...]
-    event_time: str
+    shape: RecordShape
     values: tuple[str, ...]
-    buckets: int
-    epoch_us: int | None = None
-    dedup: tuple[str, ...] = ()
-    conditions: tuple[Condition, ...] = ()
 
-    @cached_property
-    def _flags(self) -> dict[str, Condition]:
-        return {c.flag: c for c in self.conditions}
+    def __post_init__(self) -> None:
+        if self.shape.event_time is None or self.shape.ingestion_time:
+            raise ValueError("the JSON-lines decoder reads no ingestion-time pipeline")
 
-    @cached_property
-    def read_values(self) -> tuple[str, ...]:
-        """The source columns the values are made of: value columns and conditions' columns."""
-        own = (v for v in self.values if v not in self._flags)
-        return tuple(dict.fromkeys((*own, *(c for f in self.conditions for c in f.columns))))
+    @property
+    def event_time(self) -> str:
+        """The event-time column."""
+        assert self.shape.event_time is not None  # __post_init__
+        return self.shape.event_time
 
     # -- the mapInArrow function ------------------------------------------------------------------
 
@@ -189,7 +192,7 @@ class JsonlDecoder:
         if parsed:
             table = pa.concat_tables([t for _, t in parsed])
             rows = np.concatenate([np.arange(lo, lo + t.num_rows) for lo, t in parsed])
-            if self.dedup:  # each record's line and file travel with it
+            if self.shape.dedup:  # each record's line and file travel with it
                 at = pa.array(rows, pa.int64())
                 table = table.append_column(LINE, pc.cast(batch.column(0).take(at), pa.string()))
                 table = table.append_column(FILE, pc.cast(batch.column(1).take(at), pa.string()))
@@ -235,19 +238,14 @@ class JsonlDecoder:
     # -- parsing --------------------------------------------------------------------------------
 
     @cached_property
-    def types(self) -> dict[str, str]:
-        """Declared type of each source column."""
-        return dict(self.columns)
-
-    @cached_property
     def read_schema(self) -> pa.Schema:
         """What Arrow's JSON reader reads: the source schema, with the event time and integer
         keys as int64 from JSON numbers only, and timestamp strings as strings."""
         fields = []
-        for name, declared in self.columns:
+        for name, declared in self.shape.columns:
             if name == self.event_time:
-                t = "int64" if self.epoch_us is not None else "string"
-            elif name in self.keys:
+                t = "int64" if self.shape.epoch_us is not None else "string"
+            elif name in self.shape.keys:
                 t = "string" if declared == "string" else "int64"
             else:
                 t = column_type(declared).arrow_json or "string"
@@ -290,7 +288,7 @@ class JsonlDecoder:
         is not UTF-8 is rejected before Arrow (which takes such bytes in a string as they are)."""
         todo, start = [], 0
         for i in np.flatnonzero(lines.not_utf8()):
-            reasons[i] = why.NOT_UTF8
+            reasons[i] = self.rules.reason_of(NotUtf8())
             todo.append((start, int(i)))
             start = int(i) + 1
         todo.append((start, len(lines)))
@@ -300,9 +298,11 @@ class JsonlDecoder:
                 continue
             table, row = self._parse(lines, lo, hi)
             if table is None and hi - lo == 1:
-                table, reasons[lo] = self._parse_line(lines, lo)
-                if table is not None:
-                    out.append((lo, table))
+                line = self._parse_line(lines, lo)
+                if isinstance(line, pa.Table):
+                    out.append((lo, line))
+                else:
+                    reasons[lo] = self.rules.reason_of(line)
             elif table is not None:
                 out.append((lo, table))
             elif row is not None and 0 <= row < hi - lo:
@@ -314,40 +314,28 @@ class JsonlDecoder:
             else:
                 todo += [(i, i + 1) for i in range(lo, hi)]
 
-    def _parse_line(self, lines: _Lines, i: int) -> tuple[pa.Table | None, str | None]:
-        """Line ``i``, which Arrow cannot read with :attr:`read_schema`: (its table, None) if it
-        is an epoch event time as digits in text, else (None, why it is rejected)."""
+    def _parse_line(self, lines: _Lines, i: int) -> pa.Table | Test:
+        """Line ``i``, which Arrow cannot read with :attr:`read_schema`: its table if it is an
+        epoch event time as digits in text, else the record rule's test that holds of it (not
+        read, its event time missing or unreadable), whose reason the rules name
+        (:meth:`jobs.executor.record_rules.ArrowRecords.reason_of`)."""
         loose, _ = self._parse(lines, i, i + 1, self._loose_schema)  # the event time inferred
         if loose is None:
-            return None, why.NOT_STRICT_JSON
+            return Unparsed()
         et = self.event_time
         if et not in loose.column_names or pa.types.is_null(loose.column(et).type):
-            return None, why.missing_event_time(et)
+            return IsNull(Raw(et))
         value = loose.column(et)
-        if self.epoch_us is None or not pa.types.is_string(value.type):
-            return None, why.unparseable_event_time(et)  # (a strictly read line never comes here)
+        if self.shape.epoch_us is None or not pa.types.is_string(value.type):
+            return IsNull(EventTimeUs())  # (a strictly read line never comes here)
         units = epoch_text_units(pc.utf8_trim(flat(value), " "))
         if not units.is_valid().to_pylist()[0]:
-            return None, why.unparseable_event_time(et)
+            return IsNull(EventTimeUs())
         columns = {f.name: loose.column(f.name) for f in self._loose_schema}
         columns[et] = pa.chunked_array([units])
-        return pa.table([columns[f.name] for f in self.read_schema], schema=self.read_schema), None
+        return pa.table([columns[f.name] for f in self.read_schema], schema=self.read_schema)
 
     # -- judging: the record rules (jobs.executor.record_rules) rendered in Arrow -------------
-
-    @cached_property
-    def shape(self) -> RecordShape:
-        """What a record of the pipeline holds, for the statement of its rules."""
-        return RecordShape(
-            columns=self.columns,
-            keys=self.keys,
-            event_time=self.event_time,
-            values=self.read_values,
-            epoch_us=self.epoch_us,
-            conditions=self.conditions,
-            dedup=self.dedup,
-            buckets=self.buckets,
-        )
 
     @cached_property
     def rules(self) -> ArrowRecords:
@@ -367,15 +355,16 @@ class JsonlDecoder:
         if decoded is None or decoded.num_rows == 0:
             return [], [], []
         rules = self.rules
-        arrays: list[pa.Array | pa.ChunkedArray] = [rules.typed(decoded, k) for k in self.keys]
-        names = [*self.keys, TS_US, *self.values]
+        keys = self.shape.keys
+        arrays: list[pa.Array | pa.ChunkedArray] = [rules.typed(decoded, k) for k in keys]
+        names = [*keys, TS_US, *self.values]
         arrays.append(ts_us)
         arrays += [rules.carried(decoded, v) for v in self.values]
-        if self.dedup:
+        if self.shape.dedup:
             arrays += [rules.dedup_id(decoded, ts_us), decoded.column(LINE), decoded.column(FILE)]
             names += [DEDUP_ID, *REJECTED_COLUMNS[:2]]
         payload = pa.Table.from_arrays(arrays, names=names).combine_chunks().to_batches()[0]
-        buckets = self.rules.buckets([payload.column(k) for k in self.keys])
+        buckets = self.rules.buckets([payload.column(k) for k in keys])
         order = np.argsort(buckets, kind="stable")
         payload = payload.take(pa.array(order))
         buckets = buckets[order]

@@ -42,12 +42,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from jobs.config.event_time import EPOCH_UNITS
 from jobs.config.pipeline import Pipeline
 from jobs.executor.record_rules import HASHED_AS
 from jobs.executor.rejection_reasons import MALFORMED
 from jobs.sources.files.jsonl_decoder import DECODED_COLUMNS, DECODER_OUTPUT, JsonlDecoder
 from jobs.sources.files.paths import spark_path
+from jobs.sources.shape import record_shape
 from sinks.lake import INTEGRAL, column_type
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -216,13 +216,4 @@ def jsonl_decoder(pipeline: Pipeline) -> JsonlDecoder | None:
         return None
     if set(pipeline.value_columns) & {et, *pipeline.keys}:
         return None
-    return JsonlDecoder(
-        columns=tuple(src.schema),
-        keys=tuple(pipeline.keys),
-        event_time=et,
-        values=values,
-        buckets=pipeline.state_buckets,
-        epoch_us=EPOCH_UNITS[src.epoch_unit] if types[et] in INTEGRAL else None,
-        dedup=tuple(pipeline.dedup),
-        conditions=pipeline.conditions,
-    )
+    return JsonlDecoder(record_shape(pipeline), values)
