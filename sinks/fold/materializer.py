@@ -297,7 +297,7 @@ class Materializer:
         start = 0
         try:
             if plan is None or (plan.pieces > 1 and todo and not self._spreads(todo)):
-                workers = PieceWorkers().__enter__()
+                workers = PieceWorkers.shared()
                 scratch = tempfile.mkdtemp(prefix=scratch_prefix(spec))
                 text, schema = workers.run(
                     plan_and_spill,
@@ -351,7 +351,6 @@ class Materializer:
             ) from None
         finally:
             if workers is not None:
-                workers.__exit__(None, None, None)
                 shutil.rmtree(scratch, ignore_errors=True)
         self._view = view
         result.view_version = view.version()

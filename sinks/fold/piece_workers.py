@@ -25,6 +25,7 @@ fold finishes the plan (:func:`sinks.fold.fold_plan.fold_in_progress`).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import os
@@ -34,6 +35,7 @@ import signal
 import struct
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Container, Mapping
 from typing import IO, Any
 
@@ -55,46 +57,70 @@ class WorkerDied(RuntimeError):
 
 
 class PieceWorkers:
-    """The worker server of one fold (a context manager): :meth:`run` sends a task, waits for
-    the child that runs it, returns its result or raises its exception.
+    """The worker server of this process: :meth:`run` sends a task, waits for the child that
+    runs it, returns its result or raises its exception. One server a process
+    (:meth:`shared`), started on the first fold in pieces and kept for the next (its start, an
+    interpreter importing the libraries, is paid once); it ends with the process. A task takes
+    the environment and ``sys.path`` of the moment it is sent (credentials set since the server
+    started included). Tasks of several threads run one after the other.
 
-    >>> with PieceWorkers() as workers:
-    ...     workers.run(sum, [1, 2, 3])
+    >>> PieceWorkers.shared().run(sum, [1, 2, 3])
     6
     """
 
-    def __init__(self) -> None:
-        self._server: subprocess.Popen[bytes] | None = None
+    _shared: PieceWorkers | None = None
+    _shared_lock = threading.Lock()
 
-    def __enter__(self) -> PieceWorkers:
+    def __init__(self) -> None:
+        self._owner = os.getpid()
+        self._lock = threading.Lock()
         self._server = subprocess.Popen(
             [sys.executable, "-m", "sinks.fold.piece_workers"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
-        assert self._server.stdin is not None
-        _send(self._server.stdin, list(sys.path))  # (the pipeline's own modules importable)
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        server, self._server = self._server, None
-        if server is None:
+    @classmethod
+    def shared(cls) -> PieceWorkers:
+        """This process's server (started now if there is none, or the last one ended)."""
+        with cls._shared_lock:
+            workers = cls._shared
+            if workers is None or not workers.alive:
+                workers = cls._shared = cls()
+                atexit.register(workers.close)
+            return workers
+
+    @property
+    def alive(self) -> bool:
+        """Whether the server runs and belongs to this process (not to a process this one was
+        forked from)."""
+        return self._owner == os.getpid() and self._server.poll() is None
+
+    def close(self) -> None:
+        """End the server (it exits at the end of its input)."""
+        server = self._server
+        if self._owner != os.getpid() or server.stdin is None or server.stdin.closed:
             return
-        assert server.stdin is not None and server.stdout is not None
-        server.stdin.close()  # (the server exits at the end of its input)
+        server.stdin.close()
         try:
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:  # pragma: no cover (a child stuck in native code)
             server.kill()
             server.wait()
-        server.stdout.close()
+        if server.stdout is not None:
+            server.stdout.close()
 
     def run(self, task: Callable[..., Any], *args: Any) -> Any:
         """``task(*args)`` in a fresh child process of the server."""
         server = self._server
-        assert server is not None and server.stdin is not None and server.stdout is not None
-        _send(server.stdin, (task, args))
-        kind, value = _receive(server.stdout)
+        assert server.stdin is not None and server.stdout is not None
+        payload = cloudpickle.dumps((task, args))
+        with self._lock:
+            _send(server.stdin, (dict(os.environ), list(sys.path), payload))
+            got = _receive_fd(server.stdout.fileno())
+        if got is None:
+            raise WorkerDied("the fold's worker server ended")
+        kind, value = got
         if kind == "ok":
             return value
         if kind == "error":
@@ -181,13 +207,6 @@ def _receive_fd(fd: int) -> Any | None:
     return None if data is None else pickle.loads(data)
 
 
-def _receive(stream: IO[bytes]) -> Any:
-    got = _receive_fd(stream.fileno())
-    if got is None:
-        raise WorkerDied("the fold's worker server ended")
-    return got
-
-
 # -- the server -----------------------------------------------------------------------------------
 
 
@@ -198,11 +217,16 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def _child(task: Callable[..., Any], args: tuple[Any, ...], out: int, server: int) -> None:
+def _child(message: tuple[dict[str, str], list[str], bytes], out: int, server: int) -> None:
     _die_with_parent()
     if os.getppid() != server:  # (the server died before the kernel was told)
         os._exit(1)
+    environ, path, payload = message
+    os.environ.clear()
+    os.environ.update(environ)
+    sys.path[:] = path
     try:
+        task, args = pickle.loads(payload)  # (the pipeline's own modules: imported here)
         reply: tuple[str, Any] = ("ok", task(*args))
     except BaseException as e:  # (any failure is the fold's to report)
         reply = ("error", e)
@@ -218,19 +242,17 @@ def serve(commands: int, replies: int) -> None:
     """The worker server's loop: a task read from ``commands``, run in a forked child, its
     result written to ``replies``; the end of ``commands`` (the materializer ended or died)
     ends the server and kills a running child."""
-    sys.path[:] = _receive_fd(commands) or sys.path
     while True:
-        message = _receive_fd(commands)
+        message = _receive_fd(commands)  # (plain data: the task stays bytes until the child)
         if message is None:
             return
-        task, args = message
         read_end, write_end = os.pipe()
         server = os.getpid()
         pid = os.fork()
         if pid == 0:  # pragma: no cover (the child: measured by the fold's tests)
             os.close(read_end)
             try:
-                _child(task, args, write_end, server)
+                _child(message, write_end, server)
             finally:
                 os._exit(0)
         os.close(write_end)

@@ -34,23 +34,32 @@ def _killed() -> None:
 
 
 def test_each_task_runs_in_a_fresh_process_and_its_result_comes_back():
-    with PieceWorkers() as workers:
-        first, second = workers.run(os.getpid), workers.run(os.getpid)
-        assert len({first, second, os.getpid()}) == 3
-        assert workers.run(sorted, [3, 1, 2]) == [1, 2, 3]
-        assert workers.run(_noisy) == 5
+    workers = PieceWorkers.shared()
+    first, second = workers.run(os.getpid), workers.run(os.getpid)
+    assert len({first, second, os.getpid()}) == 3
+    assert workers.run(sorted, [3, 1, 2]) == [1, 2, 3]
+    assert workers.run(_noisy) == 5
+    assert PieceWorkers.shared() is workers
+
+
+def test_a_task_sees_the_environment_of_the_moment_it_is_sent(monkeypatch):
+    """Credentials set after the server started (a lake in a bucket) reach the task."""
+    PieceWorkers.shared()
+    monkeypatch.setenv("PANESTORE_TEST_LATE_SETTING", "set after the server started")
+    got = PieceWorkers.shared().run(os.environ.get, "PANESTORE_TEST_LATE_SETTING")
+    assert got == "set after the server started"
 
 
 def test_a_task_s_exception_is_raised_as_itself():
-    with PieceWorkers() as workers, pytest.raises(FoldValueOutOfRange, match="beyond int64"):
-        workers.run(_window_beyond_its_column)
+    with pytest.raises(FoldValueOutOfRange, match="beyond int64"):
+        PieceWorkers.shared().run(_window_beyond_its_column)
 
 
 def test_a_worker_killed_is_reported_and_the_next_task_runs():
-    with PieceWorkers() as workers:
-        with pytest.raises(WorkerDied, match="killed by signal 9"):
-            workers.run(_killed)
-        assert workers.run(sum, [1, 2]) == 3
+    workers = PieceWorkers.shared()
+    with pytest.raises(WorkerDied, match="killed by signal 9"):
+        workers.run(_killed)
+    assert workers.run(sum, [1, 2]) == 3
 
 
 def processes_marked(mark: str) -> list[int]:
@@ -85,8 +94,7 @@ def busy(flag):
     Path(flag).write_text("folding")
     time.sleep(120)
 
-with PieceWorkers() as workers:
-    workers.run(busy, sys.argv[1])
+PieceWorkers.shared().run(busy, sys.argv[1])
 """
 
 
