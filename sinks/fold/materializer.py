@@ -12,6 +12,10 @@ view is compacted when its small files pass the threshold (:mod:`sinks.upkeep.co
 is a warning line of :meth:`MaterializeResult.line`, never the fold's), and once a day vacuumed
 (:mod:`sinks.upkeep.auto_vacuum`; likewise a warning when it fails).
 
+A backlog larger than the fold's memory is folded in pieces by key-hash range
+(:mod:`sinks.fold.fold_plan`), one MERGE commit each: planned, spilled and folded piece by piece
+in worker processes (:mod:`sinks.fold.piece_workers`), or over Spark's executors (``spread``).
+
 The view's change feed (:mod:`sinks.fold.change_feed`) records what each MERGE inserted, updated
 (pre and post image) and deleted; a view created before the feed existed gets it turned on when the
 materializer opens it, from that commit on (:attr:`MaterializeResult.change_feed_from`).
@@ -199,7 +203,9 @@ class Materializer:
     ``vectorized``: None (default) uses the DuckDB reducer when it applies (non-merging window
     function); False forces the Python reducer. ``max_versions`` bounds how many pane-log
     versions one run folds (None: all). ``hook(point)`` is called at ``"before_merge"`` and
-    ``"after_merge"`` (tests simulate crashes there). ``spread``: folds the pieces of a fold
+    ``"after_merge"``, and between the pieces of a fold in pieces at ``"after_piece"`` (where
+    the pieces are folded in worker processes, ``"before_merge"`` is called before each piece's
+    worker starts); tests simulate crashes there. ``spread``: folds the pieces of a fold
     in at least ``spread.min_pieces`` pieces elsewhere (Spark's executors:
     :mod:`jobs.driver.fold_spread`); the materializer then commits the fold's end.
     """
