@@ -47,7 +47,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -64,12 +64,14 @@ from sinks.fold.fold_plan import (
     piece_app_id,
     piece_metadata,
     plan_fold,
+    read_piece,
     remove_stale_scratch,
     scratch_prefix,
+    spill,
 )
 from sinks.fold.last_failure import clear_fold_failure, note_fold_failure
 from sinks.fold.pane_log_changes import check_pane_rows, pane_log_commits, read_pane_rows
-from sinks.fold.piece_workers import PieceWorkers, fold_piece, plan_and_spill
+from sinks.fold.piece_workers import PieceWorkers
 from sinks.fold.reducer import Reducer
 from sinks.fold.sql_reducer import reduce_vectorized, vectorized_applies
 from sinks.fold.view_merge import change_table, fits_view, merge_changes, rows_change_table
@@ -388,7 +390,7 @@ class Materializer:
                 self.hook("before_merge")
             result.add(
                 workers.run(
-                    fold_piece,
+                    fold_piece_task,
                     self.spec,
                     self.vectorized,
                     scratch,
@@ -553,3 +555,50 @@ def load_view_rows(
             if key in wanted:
                 out[(key, (r["window_start_us"], r["window_end_us"]))] = r
     return out
+
+
+# -- the tasks of a fold's worker processes (sinks.fold.piece_workers) ----------------------------
+
+
+def plan_and_spill(
+    spec: ViewSpec,
+    pane_log_version: int,
+    commits: Mapping[int, int | None],
+    plan_text: str | None,
+    only: Container[int] | None,
+    python: bool,
+    scratch: str,
+) -> tuple[str, bytes]:
+    """(In a worker) the fold's plan (``plan_text``: a stopped fold's, else planned here) and,
+    for a plan of several pieces, the backlog spilled into ``scratch`` (the pieces ``only``);
+    returns the plan's text and the spill's schema (Arrow IPC bytes; empty for one piece)."""
+    panes = open_pane_log(spec, pane_log_version)
+    if plan_text is None:
+        plan = plan_fold(spec, panes, commits, spec.fold_memory, python=python)
+    else:
+        plan = FoldPlan.from_text(plan_text)
+    if plan.pieces == 1:
+        return plan.text(), b""
+    schema = spill(spec, panes, commits, plan, scratch, only=only)
+    return plan.text(), schema.serialize().to_pybytes()
+
+
+def fold_piece_task(
+    spec: ViewSpec,
+    vectorized: bool | None,
+    scratch: str,
+    schema: bytes,
+    plan_text: str,
+    piece: int,
+    end: bool,
+) -> PieceFigures:
+    """(In a worker) fold piece ``piece`` of the plan from its spill in ``scratch`` into the
+    view, in one commit (:meth:`sinks.fold.materializer.Materializer.fold_piece`); returns what it
+    did (a :class:`sinks.fold.materializer.PieceFigures`)."""
+    plan = FoldPlan.from_text(plan_text)
+    rows = read_piece(scratch, piece, pa.ipc.read_schema(pa.py_buffer(schema)))
+    result = MaterializeResult(plan.first, plan.last, pieces=plan.pieces)
+    Materializer(spec, vectorized=vectorized).fold_piece(
+        open_view(spec), rows, plan, piece, result, end=end
+    )
+    return PieceFigures(piece, result.pane_rows, result.changes, result.metrics, result.path)

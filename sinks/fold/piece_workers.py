@@ -10,10 +10,11 @@ volume"). A process that exits gives everything back.
 
 :class:`PieceWorkers` starts a *worker server* (``python -m sinks.fold.piece_workers``), a fresh
 interpreter that imports the fold's modules once and then, for each task, forks a child that runs
-the task and exits: the planning and spilling (:func:`plan_and_spill`) and each piece
-(:func:`fold_piece`), one after the other. The server never opens a table itself (delta-rs's
-runtime refuses a fork after it started), so forking it is safe and costs milliseconds, not an
-interpreter's start. Tasks and results travel pickled by ``cloudpickle`` (a pipeline's own
+the task and exits: the fold's planning and spilling and each of its pieces
+(:func:`sinks.fold.materializer.plan_and_spill`, :func:`sinks.fold.materializer.fold_piece_task`),
+one after the other. The server never opens a table itself (delta-rs's runtime refuses a fork
+after it started), so forking it is safe and costs milliseconds, not an interpreter's start.
+Tasks and results travel pickled by ``cloudpickle`` (a pipeline's own
 ``CombineFn`` defined in a script or a notebook included).
 
 Killed at any moment, nothing outlives the fold: the server exits when the materializer's end of
@@ -36,14 +37,10 @@ import struct
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Container, Mapping
+from collections.abc import Callable
 from typing import IO, Any
 
 import cloudpickle  # type: ignore[import-untyped]
-import pyarrow as pa
-
-from sinks.fold.fold_plan import FoldPlan
-from sinks.lake import ViewSpec
 
 _LENGTH = struct.Struct("<Q")
 PR_SET_PDEATHSIG = 1
@@ -71,11 +68,14 @@ class PieceWorkers:
     _shared: PieceWorkers | None = None
     _shared_lock = threading.Lock()
 
+    PRELOAD = ("deltalake", "duckdb", "sinks.fold.materializer")
+    """What the server imports before it forks: what every task of the fold needs."""
+
     def __init__(self) -> None:
         self._owner = os.getpid()
         self._lock = threading.Lock()
         self._server = subprocess.Popen(
-            [sys.executable, "-m", "sinks.fold.piece_workers"],
+            [sys.executable, "-m", "sinks.fold.piece_workers", *self.PRELOAD],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
@@ -126,57 +126,6 @@ class PieceWorkers:
         if kind == "error":
             raise value
         raise WorkerDied(f"the fold's worker process ended without a result: {value}")
-
-
-def plan_and_spill(
-    spec: ViewSpec,
-    pane_log_version: int,
-    commits: Mapping[int, int | None],
-    plan_text: str | None,
-    only: Container[int] | None,
-    python: bool,
-    scratch: str,
-) -> tuple[str, bytes]:
-    """(In a worker) the fold's plan (``plan_text``: a stopped fold's, else planned here) and,
-    for a plan of several pieces, the backlog spilled into ``scratch`` (the pieces ``only``);
-    returns the plan's text and the spill's schema (Arrow IPC bytes; empty for one piece)."""
-    from sinks.fold.fold_plan import plan_fold, spill
-    from sinks.lake import open_pane_log
-
-    panes = open_pane_log(spec, pane_log_version)
-    if plan_text is None:
-        plan = plan_fold(spec, panes, commits, spec.fold_memory, python=python)
-    else:
-        plan = FoldPlan.from_text(plan_text)
-    if plan.pieces == 1:
-        return plan.text(), b""
-    schema = spill(spec, panes, commits, plan, scratch, only=only)
-    return plan.text(), schema.serialize().to_pybytes()
-
-
-def fold_piece(
-    spec: ViewSpec,
-    vectorized: bool | None,
-    scratch: str,
-    schema: bytes,
-    plan_text: str,
-    piece: int,
-    end: bool,
-) -> Any:
-    """(In a worker) fold piece ``piece`` of the plan from its spill in ``scratch`` into the
-    view, in one commit (:meth:`sinks.fold.materializer.Materializer.fold_piece`); returns what it
-    did (a :class:`sinks.fold.materializer.PieceFigures`)."""
-    from sinks.fold.fold_plan import read_piece
-    from sinks.fold.materializer import Materializer, MaterializeResult, PieceFigures
-    from sinks.lake import open_view
-
-    plan = FoldPlan.from_text(plan_text)
-    rows = read_piece(scratch, piece, pa.ipc.read_schema(pa.py_buffer(schema)))
-    result = MaterializeResult(plan.first, plan.last, pieces=plan.pieces)
-    Materializer(spec, vectorized=vectorized).fold_piece(
-        open_view(spec), rows, plan, piece, result, end=end
-    )
-    return PieceFigures(piece, result.pane_rows, result.changes, result.metrics, result.path)
 
 
 # -- the pipe's frames ----------------------------------------------------------------------------
@@ -299,12 +248,10 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 if __name__ == "__main__":
-    # what every piece needs, imported once: a forked child starts with it loaded
-    import deltalake  # noqa: F401
-    import duckdb  # noqa: F401
+    import importlib
 
-    import sinks.fold.materializer  # noqa: F401
-
+    for name in sys.argv[1:]:  # (PieceWorkers.PRELOAD: a forked child starts with them loaded)
+        importlib.import_module(name)
     replies = os.dup(sys.stdout.fileno())
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # (what a task prints is not a reply)
     serve(sys.stdin.fileno(), replies)
