@@ -18,6 +18,14 @@ from typing import TYPE_CHECKING
 from panes.front_door import lazy_exports
 
 if TYPE_CHECKING:  # what the front door offers; each is imported on first use
+    from sinks.lake.azure_store import (
+        AZURE_SCHEMES,
+        REFUSED_SCHEMES,
+        azure_place,
+        duckdb_secret_fields,
+        is_azure,
+        supported_spellings,
+    )
     from sinks.lake.column_types import (
         INTEGRAL,
         KNOWN,
@@ -160,6 +168,12 @@ if TYPE_CHECKING:  # what the front door offers; each is imported on first use
     )
 
 __all__ = [
+    "AZURE_SCHEMES",
+    "REFUSED_SCHEMES",
+    "azure_place",
+    "duckdb_secret_fields",
+    "is_azure",
+    "supported_spellings",
     "ACCUMULATOR",
     "AccumulatorNotStorable",
     "BATCH_ID_METADATA",
