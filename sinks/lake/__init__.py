@@ -151,6 +151,7 @@ if TYPE_CHECKING:  # what the front door offers; each is imported on first use
         write_atomically,
         write_lake_file,
     )
+    from sinks.lake.snapshot_sharing import shared_snapshots
     from sinks.lake.spec import ViewSpec
     from sinks.lake.tables import (
         arrow_schema,
@@ -287,6 +288,7 @@ __all__ = [
     "remove_lake_file",
     "representable_us",
     "sample_value",
+    "shared_snapshots",
     "spark_type",
     "split_rows",
     "split_top_level",
