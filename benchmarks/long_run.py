@@ -16,7 +16,7 @@ checkpoint is a local ``checkpoint`` directory beside it either way.
 A whole ``panestore run CONF`` process takes ~15-30 s on a two-core machine (most of it the
 JVM's start and exit), so most runs are made **in process**: one long-lived Python process with
 one Spark session calls the run (:func:`jobs.driver.runs.run`) and then the fold
-(:func:`jobs.cli.lake_commands.materialize_after_run`), as ``panestore run`` does, timed from the
+(``fold=True``: the run's last step), as ``panestore run`` does, timed from the
 run's call to the fold's end (no JVM start: the cost the lake's growth could add shows here
 undiluted). The last ``--samples`` runs of every block of ``--every`` runs, and runs 2 to
 ``--samples`` + 1, are instead made **as a whole process**: ``panestore run CONF`` (the fold in
@@ -274,18 +274,13 @@ class InProcess:
         self.spark = spark
 
     def run(self) -> float:
-        """Run, then fold; the seconds of both. Exits on a failure."""
-        from jobs.cli.lake_commands import materialize_after_run
+        """Run, the fold its last step (as ``panestore run`` does); the seconds of both. A failed
+        fold fails the run (:class:`jobs.driver.runs.FoldFailed`), which ends the benchmark."""
         from jobs.driver.runs import run
 
-        said: list[str] = []
         started = time.perf_counter()
-        result = run(self.pipeline, spark=self.spark, progress=None)
-        status = materialize_after_run(self.pipeline, out=said.append, committed=result.committed())
-        seconds = time.perf_counter() - started
-        if status != 0:
-            raise SystemExit(f"the fold failed: {' '.join(said)}")
-        return seconds
+        run(self.pipeline, spark=self.spark, progress=None, fold=True)
+        return time.perf_counter() - started
 
 
 class LongRun:

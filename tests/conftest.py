@@ -2,8 +2,9 @@ import os
 
 from hypothesis import HealthCheck, settings
 
-# fixtures of an S3-compatible server the tests start themselves (tests/s3_server.py)
-pytest_plugins = ("tests.s3_server",)
+# fixtures of an S3-compatible server and of the Azure storage emulator the tests start themselves
+# (tests/s3_server.py, tests/azurite_server.py)
+pytest_plugins = ("tests.s3_server", "tests.azurite_server")
 
 # Hypothesis profiles, by how many examples each property draws. The default (the README's test
 # command, CI) is derandomized: the same examples every run, so a result does not depend on the
@@ -37,6 +38,10 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "bucket: needs the S3-compatible server the tests start (tests/s3_server.py)"
     )
+    config.addinivalue_line(
+        "markers",
+        "azure: needs the Azure storage emulator the tests start (tests/azurite_server.py)",
+    )
     config.addinivalue_line("markers", "wheel: builds and installs the package")
     config.addinivalue_line(
         "markers", "browser: opens pages in headless Chromium (tests/browser/conftest.py)"
@@ -49,6 +54,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "s3_endpoint" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.bucket)
+        if "azurite_endpoint" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.azure)
         if "chromium" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.browser)
     if config.getoption("--run-slow"):

@@ -11,6 +11,7 @@ from pathlib import Path
 from jobs.config.pipeline import Pipeline
 from jobs.config.values import PipelineConfigError
 from jobs.sources.files.paths import has_scheme
+from sinks.lake import AZURE_SCHEMES, REFUSED_SCHEMES, azure_place, supported_spellings
 
 
 def check_paths(pipeline: Pipeline) -> None:
@@ -58,24 +59,35 @@ _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/")
 _UNSAFE = re.compile(r"[%#?*\[\]{}\\^|:\x00-\x1f\x7f]")
 
 
-STORE_SCHEMES = ("s3",)
+STORE_SCHEMES = ("s3", *AZURE_SCHEMES)
 """Object stores a lake may be in: the schemes tested end to end (docs/cluster.md)."""
 
 
 def check_lake_name(pipeline: Pipeline) -> None:
     """Refuse a lake that every engine would not read alike: a URI of a scheme other than
-    :data:`STORE_SCHEMES` (or without a bucket), a checkpoint directory given as a URI (Spark's
-    checkpoint and the run's own files need a filesystem), or a local path with a character
-    Spark, Hadoop or delta-rs take for URI or glob syntax (``%``, ``#``, ``?``, ``:``, ...).
-    Raises :class:`PipelineConfigError` naming ``lake`` or ``checkpoint``."""
+    :data:`STORE_SCHEMES` (or without a bucket or container; another Azure spelling, ``adl://``,
+    ``wasbs://``..., is refused naming the supported two), a checkpoint directory given as a URI
+    (Spark's checkpoint and the run's own files need a filesystem), or a local path with a
+    character Spark, Hadoop or delta-rs take for URI or glob syntax (``%``, ``#``, ``?``, ``:``,
+    ...). Raises :class:`PipelineConfigError` naming ``lake`` or ``checkpoint``."""
     if _URI.match(pipeline.lake):
         scheme, _, rest = pipeline.lake.partition("://")
-        if scheme not in STORE_SCHEMES or not rest.split("/")[0]:
+        if scheme.lower() in REFUSED_SCHEMES:
+            raise PipelineConfigError(
+                "lake", f"{pipeline.lake}: {scheme}:// is not supported: {supported_spellings()}"
+            )
+        if scheme in AZURE_SCHEMES:
+            try:
+                azure_place(pipeline.lake)
+            except ValueError as e:
+                raise PipelineConfigError("lake", str(e)) from None
+        elif scheme not in STORE_SCHEMES or not rest.split("/")[0]:
             raise PipelineConfigError(
                 "lake",
                 f"{pipeline.lake}: a lake is a local directory (or a shared filesystem mounted "
-                "as one) or s3://BUCKET/PREFIX (S3 and compatible stores); other schemes "
-                "(gs, abfss, az, hdfs, ...) are not supported yet",
+                "as one), s3://BUCKET/PREFIX (S3 and compatible stores), az://CONTAINER/PREFIX "
+                "or abfss://CONTAINER@ACCOUNT.dfs.core.windows.net/PREFIX (Azure storage); "
+                "other schemes (gs, hdfs, ...) are not supported yet",
             )
     else:
         _check_local_name("lake", pipeline.lake_path)

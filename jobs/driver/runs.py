@@ -71,6 +71,7 @@ from sinks.lake import (
     UpstreamChanged,
     first_line,
     one_line,
+    shared_snapshots,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -582,6 +583,7 @@ def run(
         single_writer=pipeline.single_writer,
     )
     with lock, contextlib.ExitStack() as scope:
+        scope.enter_context(shared_snapshots())  # each table's log read once a run
         if spark is None:  # every check before Spark starts
             options = session or SessionOptions(f"panestore-{pipeline.name}")
             checked = check_run(pipeline, options.shuffle_partitions)

@@ -287,8 +287,8 @@ class Materializer:
         # (a resumed fold reads the newest snapshot, as a fold behind does
         # (sinks.upkeep.auto_vacuum): its rows are picked by batch id, and the files of the snapshot
         # its plan was made on may be gone, the pane log compacted and vacuumed since)
-        if latest != panes.version() and resumed is None:
-            panes.load_as_version(latest)
+        if latest != panes.version() and resumed is None:  # (not the run's shared snapshot)
+            panes = open_pane_log(spec, latest)
         commits = pane_log_commits(panes, after, latest, spec.storage_options)
         python = self.vectorized is False or not vectorized_applies(
             spec, arrow_schema(panes).empty_table()

@@ -47,8 +47,8 @@ def refold(spec: ViewSpec, upto: int | None = None) -> Refold:
     upto = latest if upto is None else upto
     if not 0 <= upto <= latest:
         raise InvalidRequest(f"pane log has versions 0..{latest}, not {upto}")
-    if upto != latest:
-        dt.load_as_version(upto)
+    if upto != latest:  # (a table of its own: not a run's shared snapshot)
+        dt = open_pane_log(spec, upto)
     rows = read_pane_rows(dt, pane_log_commits(dt, -1, upto, spec.storage_options))
     watermark = pc.max(rows.column("watermark_us")).as_py() if rows.num_rows else None
     schema = plain_schema(view_schema(spec, plain_schema(arrow_schema(dt))))

@@ -18,6 +18,14 @@ from typing import TYPE_CHECKING
 from panes.front_door import lazy_exports
 
 if TYPE_CHECKING:  # what the front door offers; each is imported on first use
+    from sinks.lake.azure_store import (
+        AZURE_SCHEMES,
+        REFUSED_SCHEMES,
+        azure_place,
+        duckdb_secret_fields,
+        is_azure,
+        supported_spellings,
+    )
     from sinks.lake.column_types import (
         INTEGRAL,
         KNOWN,
@@ -143,6 +151,7 @@ if TYPE_CHECKING:  # what the front door offers; each is imported on first use
         write_atomically,
         write_lake_file,
     )
+    from sinks.lake.snapshot_sharing import shared_snapshots
     from sinks.lake.spec import ViewSpec
     from sinks.lake.tables import (
         arrow_schema,
@@ -160,6 +169,12 @@ if TYPE_CHECKING:  # what the front door offers; each is imported on first use
     )
 
 __all__ = [
+    "AZURE_SCHEMES",
+    "REFUSED_SCHEMES",
+    "azure_place",
+    "duckdb_secret_fields",
+    "is_azure",
+    "supported_spellings",
     "ACCUMULATOR",
     "AccumulatorNotStorable",
     "BATCH_ID_METADATA",
@@ -273,6 +288,7 @@ __all__ = [
     "remove_lake_file",
     "representable_us",
     "sample_value",
+    "shared_snapshots",
     "spark_type",
     "split_rows",
     "split_top_level",

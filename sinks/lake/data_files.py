@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from sinks.lake.azure_store import azure_filesystem, is_azure
 from sinks.lake.lake_format import MAX_TIMESTAMP_US
 
 MAX_STRING_STAT = 64
@@ -59,8 +60,11 @@ class DataFile:
 
 
 def table_filesystem(table_uri: str) -> tuple[pafs.FileSystem, str]:
-    """The filesystem of ``table_uri`` (a local path or a URI pyarrow knows) and the table's root
-    in it (for a local path, an absolute path: the same on every process of the machine)."""
+    """The filesystem of ``table_uri`` (a local path or a URI pyarrow knows, or a place on Azure
+    storage: :func:`sinks.lake.azure_store.azure_filesystem`) and the table's root in it (for a
+    local path, an absolute path: the same on every process of the machine)."""
+    if is_azure(table_uri):
+        return azure_filesystem(table_uri)
     if "://" in table_uri:
         fs, root = pafs.FileSystem.from_uri(table_uri)
         return fs, root.rstrip("/")

@@ -34,6 +34,7 @@ from sinks.lake.lake_format import (
     PIPELINE_METADATA,
     check_format,
 )
+from sinks.lake.snapshot_sharing import keep, latest
 
 
 def commit_metadata(entry: Mapping[str, Any]) -> dict[str, Any]:
@@ -98,18 +99,22 @@ class ExactlyOnceAppender:
     # -- table access ---------------------------------------------------------------------------
 
     def table(self):
-        """The :class:`deltalake.DeltaTable`, created empty with the schema if it does not exist."""
+        """The :class:`deltalake.DeltaTable`, created empty with the schema if it does not exist
+        (the run's snapshot when a run shares them: :mod:`sinks.lake.snapshot_sharing`)."""
         from deltalake import DeltaTable
 
         if self._table is None:
-            table = DeltaTable.create(
-                self.path,
-                self.schema,
-                mode="ignore",
-                configuration=self.properties,
-                raise_if_key_not_exists=False,
-                storage_options=self.storage_options,
-            )
+            table = latest(self.path, self.storage_options)  # the run's (shared_snapshots)
+            if table is None:
+                table = DeltaTable.create(
+                    self.path,
+                    self.schema,
+                    mode="ignore",
+                    configuration=self.properties,
+                    raise_if_key_not_exists=False,
+                    storage_options=self.storage_options,
+                )
+                keep(self.path, self.storage_options, table)
             configuration = table.metadata().configuration or {}
             check_format(f"{self.kind} table", self.path, configuration)
             if self.check is not None:

@@ -1,4 +1,5 @@
-"""A lake's small objects on an object store (S3 and compatibles), through ``obstore``.
+"""A lake's small objects on an object store (S3 and compatibles, Azure storage), through
+``obstore``.
 
 The Delta tables of a lake in a bucket are written and read by delta-rs and pyarrow; what else a
 lake keeps there (its locks) is a handful of small objects, written with the store's conditional
@@ -9,8 +10,10 @@ requests, since an object store has no rename and no ``flock``:
 
 Configuration and credentials come from the standard AWS environment (``AWS_ACCESS_KEY_ID``,
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``, ``AWS_ENDPOINT_URL``,
-``AWS_ALLOW_HTTP`` for a plain-HTTP local endpoint, ...), read by the same Rust ``object_store``
-library delta-rs uses, so the tables and the small objects see one configuration.
+``AWS_ALLOW_HTTP`` for a plain-HTTP local endpoint, ...) or, for a lake on Azure storage
+(``az://``, ``abfss://``), the standard Azure environment (:mod:`sinks.lake.azure_store`), read by
+the same Rust ``object_store`` library delta-rs uses, so the tables and the small objects see one
+configuration. Azure's conditional requests are the same two (``If-None-Match: *``, ``If-Match``).
 
 A store that ignores conditional requests cannot lock a lake (:class:`sinks.lake.lock.LakeLock`
 finds out and refuses with :class:`~sinks.lake.errors.NoConditionalWrites`). A pipeline on such a
@@ -24,10 +27,18 @@ import os
 import re
 from typing import Any
 
+from sinks.lake.azure_store import SECRET_VARIABLES as AZURE_SECRET_VARIABLES
+from sinks.lake.azure_store import is_azure, redact_connection_secrets
+
 UNSAFE_RENAME = "AWS_S3_ALLOW_UNSAFE_RENAME"
 """The delta-rs storage option that commits without the store's conditional write."""
-SECRET_VARIABLES = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
-"""The environment variables whose values :func:`redact` removes from a text."""
+SECRET_VARIABLES = (
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    *AZURE_SECRET_VARIABLES,
+)
+"""The environment variables whose values :func:`redact` removes from a text (AWS's and Azure's:
+:data:`sinks.lake.azure_store.SECRET_VARIABLES`)."""
 _SHORTEST_SECRET = 8
 """Shorter values are no real credential (AWS secrets have 40 characters): not redacted, so that
 a test value like ``x`` does not garble every message."""
@@ -39,8 +50,9 @@ def is_object_store(location: str) -> bool:
 
 
 def store_at(location: str) -> Any:
-    """The ``obstore`` store whose root is ``location`` (``s3://bucket/prefix``), configured from
-    the environment."""
+    """The ``obstore`` store whose root is ``location`` (``s3://bucket/prefix``,
+    ``az://container/prefix``, ``abfss://container@account.dfs.core.windows.net/prefix``),
+    configured from the environment."""
     from obstore.store import from_url
 
     return from_url(location.rstrip("/"))
@@ -55,22 +67,24 @@ def join_location(location: str, name: str) -> str:
 
 def delta_storage_options(lake: str, single_writer: bool = False) -> dict[str, str] | None:
     """The delta-rs storage options of the tables of ``lake``: None normally (delta-rs reads the
-    standard AWS environment itself and commits with a conditional write); for a lake on an
-    object store with ``single_writer``, :data:`UNSAFE_RENAME` (the store cannot refuse a second
+    standard AWS or Azure environment itself and commits with a conditional write); for a lake on
+    an S3 store with ``single_writer``, :data:`UNSAFE_RENAME` (the store cannot refuse a second
     commit of a version: the user guarantees there is none)."""
-    if single_writer and is_object_store(lake):
+    if single_writer and is_object_store(lake) and not is_azure(lake):
         return {UNSAFE_RENAME: "true"}
     return None
 
 
 def redact(text: str) -> str:
     """``text`` without the values of :data:`SECRET_VARIABLES` (a library's error message may
-    echo what it was given)."""
+    echo what it was given) nor the secret parts of an Azure connection string or SAS URL
+    (:func:`~sinks.lake.azure_store.redact_connection_secrets`). A SAS token is also removed
+    without its leading ``?``, as a URL quotes it."""
     for name in SECRET_VARIABLES:
         value = os.environ.get(name)
-        if value and len(value) >= _SHORTEST_SECRET:
-            text = text.replace(value, "***")
-    return text
+        if value and len(value.lstrip("?")) >= _SHORTEST_SECRET:
+            text = text.replace(value, "***").replace(value.lstrip("?"), "***")
+    return redact_connection_secrets(text)
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -37,6 +37,7 @@ from sinks.lake.lake_format import (
     check_format,
 )
 from sinks.lake.object_store import join_location, one_line
+from sinks.lake.snapshot_sharing import kept, latest, open_latest
 from sinks.lake.spec import ViewSpec
 
 # -- Arrow types of delta-rs reads ---------------------------------------------------------------
@@ -158,16 +159,28 @@ def open_table(
     what: str,
     storage_options: Mapping[str, str] | None = None,
     version: int | None = None,
+    *,
+    shared: bool = True,
 ):
-    """The Delta table at ``path``; :class:`TableMissing` / :class:`ForeignTable` otherwise."""
+    """The Delta table at ``path``; :class:`TableMissing` / :class:`ForeignTable` otherwise. At
+    its newest version (``version`` None) and ``shared``, the run's snapshot of it when a run
+    shares them (:mod:`sinks.lake.snapshot_sharing`: a caller that moves the table to another
+    version passes ``shared=False``)."""
     from deltalake import DeltaTable
 
     opts = dict(storage_options) if storage_options else None
+    share = version is None and shared
+    if share:
+        table = latest(path, opts)
+        if table is not None:
+            return table
     if not is_table(path, what, opts):
         names = folder_names(path)
         if names and not _creation_never_committed(path, names):
             raise ForeignTable(f"{what} at {path} exists but is not a Delta table")
         raise TableMissing(f"{what} not found at {path}")
+    if share:
+        return open_latest(path, opts)
     return DeltaTable(path, version=version, storage_options=opts)
 
 
@@ -187,6 +200,8 @@ def is_table(path: str, what: str, storage_options: Mapping[str, str] | None = N
     from deltalake import DeltaTable
 
     opts = dict(storage_options) if storage_options else None
+    if kept(path, opts):  # the run's snapshot: it exists (sinks.lake.snapshot_sharing)
+        return True
     try:
         return DeltaTable.is_deltatable(path, storage_options=opts)
     except OSError as e:
@@ -200,13 +215,12 @@ def table_exists(spec: ViewSpec, table: str) -> bool:
 
 def existing_table(spec: ViewSpec, table: str) -> Any | None:
     """The ``deltalake.DeltaTable`` ``table`` of ``spec``'s lake, opened with its storage
-    options (unchecked); None when it does not exist."""
-    from deltalake import DeltaTable
-
+    options (unchecked; the run's snapshot when a run shares them:
+    :mod:`sinks.lake.snapshot_sharing`); None when it does not exist."""
     if not table_exists(spec, table):
         return None
     opts = dict(spec.storage_options) if spec.storage_options else None
-    return DeltaTable(spec.table_path(table), storage_options=opts)
+    return open_latest(spec.table_path(table), opts)
 
 
 def open_pane_log(spec: ViewSpec, version: int | None = None):
@@ -254,8 +268,8 @@ def open_view(
     from deltalake import DeltaTable
 
     path = spec.table_path("current")
-    try:
-        dt = open_table(path, "current view", spec.storage_options)
+    try:  # (a view loaded at another version below is not the run's shared one)
+        dt = open_table(path, "current view", spec.storage_options, shared=version is None)
     except TableMissing:
         if not create:
             raise TableMissing(

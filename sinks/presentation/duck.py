@@ -9,7 +9,11 @@ tables are registered as views ``panes``, ``current``, ``late``, ``rejected`` an
 
 A lake in a bucket (``s3://bucket/prefix``) is read with the S3 settings of the standard AWS
 environment, given to DuckDB as a temporary secret of the connection (:func:`s3_secret_fields`;
-DuckDB reads no AWS configuration file). No error of this module quotes a credential.
+DuckDB reads no AWS configuration file). A lake on Azure storage (``az://container/prefix``) is
+read with the ``azure`` extension and a secret made from the standard Azure environment
+(:func:`~sinks.lake.azure_store.duckdb_secret_fields`); an ``abfss://`` lake is read through
+Azure's DFS endpoint (not tested here: the Azurite emulator has none). No error of this module
+quotes a credential.
 
 Time travel (:func:`connect` ``as_of=``, :mod:`sinks.presentation.as_of`): each table at a Delta
 version (``"panes:3"``, ``"current:2"``), every table at a time, or ``current`` folded from the pane
@@ -41,6 +45,8 @@ from sinks.lake import (
     LakeError,
     TableMissing,
     ViewSpec,
+    duckdb_secret_fields,
+    is_azure,
     is_object_store,
     one_line,
     plain_table,
@@ -86,10 +92,17 @@ def load_extension(con: Any, name: str) -> None:
         con.execute(f"LOAD {name}")
 
 
-def raw_connect(extension_directory: str | None = None, *, object_store: bool = False):
+def raw_connect(
+    extension_directory: str | None = None,
+    *,
+    object_store: bool = False,
+    azure_location: str | None = None,
+):
     """A DuckDB connection with ``delta`` loaded from the package file, no network; with
     ``object_store``, also ``httpfs`` and the S3 settings of the standard AWS environment
-    (:func:`s3_secret_fields`), for tables in a bucket."""
+    (:func:`s3_secret_fields`), for tables in a bucket; with ``azure_location`` (a table on Azure
+    storage), the ``azure`` extension and a secret for that location's account from the standard
+    Azure environment (:func:`_create_azure_secret`)."""
     import duckdb
 
     ext_dir = extension_directory or os.path.join(
@@ -104,7 +117,10 @@ def raw_connect(extension_directory: str | None = None, *, object_store: bool = 
         }
     )
     load_extension(con, "delta")
-    if object_store:
+    if azure_location is not None:
+        load_extension(con, "azure")
+        _create_azure_secret(con, azure_location)
+    if object_store and azure_location is None:
         load_extension(con, "httpfs")
         _create_s3_secret(con)
     con.execute("SET TimeZone = 'UTC'")
@@ -156,6 +172,27 @@ def _create_s3_secret(con: Any) -> None:
         raise LakeError(
             f"DuckDB refused the S3 settings of the AWS environment ({type(e).__name__}; "
             f"settings given: {', '.join(fields) or 'none'})"
+        ) from None
+
+
+def _create_azure_secret(con: Any, location: str) -> None:
+    """Create the connection's temporary Azure secret for ``location``'s account
+    (:func:`~sinks.lake.azure_store.duckdb_secret_fields`: a connection string, a service
+    principal or the credential chain). A refusal names no value (DuckDB's message may quote the
+    statement, which holds the credentials)."""
+    import duckdb
+
+    try:
+        fields = duckdb_secret_fields(location)
+    except ValueError as e:  # a location of no known account
+        raise LakeError(one_line(e)) from None
+    settings = "".join(f", {k} {_lit(v)}" for k, v in fields.items())
+    try:
+        con.execute(f"CREATE OR REPLACE TEMPORARY SECRET panestore_azure (TYPE azure{settings})")
+    except duckdb.Error as e:
+        raise LakeError(
+            f"DuckDB refused the Azure settings of the environment ({type(e).__name__}; "
+            f"settings given: {', '.join(fields)})"
         ) from None
 
 
@@ -212,10 +249,11 @@ def connect(spec: ViewSpec, *, as_of: Any = None, extension_directory: str | Non
     """DuckDB connection with views ``panes``, ``current``, ``late``, ``rejected``, ``runs``
     (each table that exists: at its newest version, or where ``as_of`` pins it:
     :mod:`sinks.presentation.as_of`); ``httpfs`` and the S3 settings are loaded only for a lake on
-    an object store."""
+    an S3 store, the ``azure`` extension and the Azure settings only for one on Azure storage."""
     when = parse_as_of(as_of)
     remote = any(is_object_store(spec.table_path(name)) for name in TABLES)
-    con = raw_connect(extension_directory, object_store=remote)
+    azure = next((spec.table_path(n) for n in TABLES if is_azure(spec.table_path(n))), None)
+    con = raw_connect(extension_directory, object_store=remote, azure_location=azure)
     for name in TABLES:
         path = spec.table_path(name)
         if when is not None and name == "current" and when.folded is not None:

@@ -461,9 +461,15 @@ def test_panestore_check_and_run_exit_2_naming_a_bad_path(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("lake", "says"),
     [
-        ("gs://lakes/prod/x", "other schemes (gs, abfss, az, hdfs, ...) are not supported yet"),
-        ("file:///tmp/lake", "other schemes (gs, abfss, az, hdfs, ...) are not supported yet"),
-        ("s3:///prod/x", "or s3://BUCKET/PREFIX"),
+        ("gs://lakes/prod/x", "other schemes (gs, hdfs, ...) are not supported yet"),
+        ("file:///tmp/lake", "other schemes (gs, hdfs, ...) are not supported yet"),
+        ("s3:///prod/x", "s3://BUCKET/PREFIX"),
+        ("adl://acct.azuredatalakestore.net/x", "adl:// is not supported: a lake on Azure"),
+        ("wasbs://c@acct.blob.core.windows.net/x", "wasbs:// is not supported: a lake on Azure"),
+        ("wasb://c@acct.blob.core.windows.net/x", "or abfss://CONTAINER@ACCOUNT.dfs.core"),
+        ("abfs://c@acct.dfs.core.windows.net/x", "abfs:// is not supported: a lake on Azure"),
+        ("az:///prod/x", "az:///prod/x: no container"),
+        ("abfss://c/prod/x", "an abfss:// lake names its account"),
         ("lakes/a%20b", "contains '%'"),
         ("lakes/a#b", "contains '#'"),
         ("lakes/what?", "contains '?'"),

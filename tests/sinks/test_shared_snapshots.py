@@ -1,0 +1,70 @@
+"""Each table's Delta log read once per run (:mod:`sinks.lake.snapshot_sharing`): inside the scope
+a table opened again is the same snapshot brought up to date, a kept table's existence needs no
+request, and a table loaded at another version is never the shared one."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from sinks.lake.delta_append import ExactlyOnceAppender
+from sinks.lake.snapshot_sharing import shared_snapshots
+from sinks.lake.tables import is_table, open_table
+
+ROWS = pa.table({"a": pa.array([1, 2], pa.int64())})
+
+
+def _table(tmp_path) -> str:
+    path = str(tmp_path / "t")
+    write_deltalake(path, ROWS)
+    return path
+
+
+def test_outside_a_run_every_opening_reads_the_log(tmp_path):
+    path = _table(tmp_path)
+    assert open_table(path, "t") is not open_table(path, "t")
+
+
+def test_inside_a_run_a_table_is_opened_once_and_kept_up_to_date(tmp_path, monkeypatch):
+    path = _table(tmp_path)
+    with shared_snapshots():
+        first = open_table(path, "t")
+        write_deltalake(path, ROWS, mode="append")  # another writer's commit
+        again = open_table(path, "t")
+        assert again is first and again.version() == 1
+        assert again.to_pyarrow_table().num_rows == 4
+
+        def no_request(*args, **kwargs):
+            raise AssertionError("the log was read again")
+
+        monkeypatch.setattr(DeltaTable, "is_deltatable", staticmethod(no_request))
+        assert is_table(path, "t")
+        pinned = open_table(path, "t", version=0)
+        assert pinned is not first and pinned.version() == 0 and first.version() == 1
+    monkeypatch.undo()
+    assert open_table(path, "t") is not first  # the scope is over
+
+
+def test_an_appender_inside_a_run_shares_the_snapshot_and_commits_once(tmp_path):
+    path = str(tmp_path / "t")
+    schema = ROWS.schema
+    with shared_snapshots():
+        appender = ExactlyOnceAppender(path, "p", schema, kind="test")
+        assert appender.append(0, ROWS)  # created (version 0), then batch 0 (version 1)
+        opened = open_table(path, "t")
+        assert opened is appender.table() and opened.version() == 1
+        assert not ExactlyOnceAppender(path, "p", schema, kind="test").append(0, ROWS)
+        assert ExactlyOnceAppender(path, "p", schema, kind="test").append(1, ROWS)
+        assert open_table(path, "t").version() == 2  # batch 0 once, batch 1 once
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_the_scope_is_reentrant(tmp_path, nested):
+    path = _table(tmp_path)
+    with shared_snapshots():
+        first = open_table(path, "t")
+        if nested:
+            with shared_snapshots():
+                assert open_table(path, "t") is first
+        assert open_table(path, "t") is first
