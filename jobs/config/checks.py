@@ -45,9 +45,10 @@ def check_paths(pipeline: Pipeline) -> None:
 
 def _directories(pipeline: Pipeline) -> list[tuple[str, Path]]:
     """The local directories a run writes, by the setting naming them: the lake (unless in an
-    object store) and the checkpoint directory (:attr:`Pipeline.run_path`)."""
+    object store) and the checkpoint directory (:attr:`Pipeline.run_path`, unless a URI of
+    another filesystem)."""
     local = [] if pipeline.lake_in_store else [("lake", pipeline.lake_path)]
-    if pipeline.checkpoint is not None or pipeline.lake_in_store:
+    if (pipeline.checkpoint is not None or pipeline.lake_in_store) and not pipeline.run_in_store:
         local.append(("checkpoint", pipeline.run_path))
     return local
 
@@ -64,8 +65,9 @@ STORE_SCHEMES = ("s3",)
 
 def check_lake_name(pipeline: Pipeline) -> None:
     """Refuse a lake that every engine would not read alike: a URI of a scheme other than
-    :data:`STORE_SCHEMES` (or without a bucket), a checkpoint directory given as a URI (Spark's
-    checkpoint and the run's own files need a filesystem), or a local path with a character
+    :data:`STORE_SCHEMES` (or without a bucket), a checkpoint URI without a place (``gs://``)
+    or of a scheme Spark has no filesystem for (``s3://``: Spark's is ``s3a://``), or a local
+    path with a character
     Spark, Hadoop or delta-rs take for URI or glob syntax (``%``, ``#``, ``?``, ``:``, ...).
     Raises :class:`PipelineConfigError` naming ``lake`` or ``checkpoint``."""
     if _URI.match(pipeline.lake):
@@ -80,14 +82,45 @@ def check_lake_name(pipeline: Pipeline) -> None:
     else:
         _check_local_name("lake", pipeline.lake_path)
     if pipeline.checkpoint is not None:
-        if _URI.match(pipeline.checkpoint):
-            raise PipelineConfigError(
-                "checkpoint",
-                f"{pipeline.checkpoint} is a URI: give a directory on a filesystem every node "
-                "of the cluster mounts (local, NFS, a FUSE mount); hdfs:// and s3a:// "
-                "checkpoints are not supported yet",
-            )
-        _check_local_name("checkpoint", pipeline.run_path)
+        if pipeline.run_in_store:
+            check_checkpoint_uri(pipeline.checkpoint)
+        else:
+            _check_local_name("checkpoint", pipeline.run_path)
+
+
+CHECKPOINT_SCHEMES = {
+    "hdfs": "hdfs://NAMENODE/PATH (Hadoop's HDFS client, in Spark's Hadoop jars)",
+    "viewfs": "viewfs://CLUSTER/PATH (Hadoop's, in Spark's Hadoop jars)",
+    "gs": "gs://BUCKET/PATH (Google's gcs-connector-hadoop3 jar)",
+    "s3a": "s3a://BUCKET/PATH (hadoop-aws and the AWS SDK bundle jars)",
+    "abfs": "abfs[s]://CONTAINER@ACCOUNT.dfs.core.windows.net/PATH (hadoop-azure jar)",
+    "abfss": "abfss://CONTAINER@ACCOUNT.dfs.core.windows.net/PATH (hadoop-azure jar)",
+    "wasb": "wasb[s]://CONTAINER@ACCOUNT.blob.core.windows.net/PATH (hadoop-azure jar)",
+    "wasbs": "wasbs://CONTAINER@ACCOUNT.blob.core.windows.net/PATH (hadoop-azure jar)",
+}
+"""The checkpoint URIs a run takes, by scheme: what the URI looks like and which connector
+must be on Spark's classpath (docs/cluster.md, "The checkpoint"); ``file://`` and plain paths
+are local."""
+
+
+def check_checkpoint_uri(uri: str) -> None:
+    """Refuse a checkpoint URI Spark could not keep a checkpoint at: a scheme without a Hadoop
+    filesystem for it (``s3://``: Spark's is ``s3a://``; ``az://``: a delta-rs spelling) or
+    without a place (a bucket, a host). Raises :class:`PipelineConfigError` naming
+    ``checkpoint``."""
+    scheme, _, rest = uri.partition("://")
+    scheme = scheme.lower()
+    known = "; ".join(CHECKPOINT_SCHEMES.values())
+    if scheme not in CHECKPOINT_SCHEMES:
+        raise PipelineConfigError(
+            "checkpoint",
+            f"{uri}: Spark keeps a checkpoint on a filesystem of Hadoop's: a local path, "
+            f"file:///PATH, or {known}",
+        )
+    if scheme not in ("hdfs", "viewfs") and not rest.split("/")[0]:  # hdfs:///: fs.defaultFS
+        raise PipelineConfigError(
+            "checkpoint", f"{uri} names no bucket, container or host: {CHECKPOINT_SCHEMES[scheme]}"
+        )
 
 
 def _check_local_name(setting: str, path: Path) -> None:
