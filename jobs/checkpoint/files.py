@@ -173,7 +173,7 @@ class ArrowStore:
         if self.fs.get_file_info(path).type != pafs.FileType.Directory:
             return None
         infos = self.fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
-        return [i.base_name for i in infos]
+        return [i.base_name for i in infos if i.base_name]  # not a folder's own marker
 
     def entry(self, location: str) -> Entry | None:
         from pyarrow import fs as pafs
@@ -260,6 +260,7 @@ class HadoopStore:
 
     def __init__(self, spark: Any, location: str) -> None:
         self._jvm = spark._jvm
+        self._gateway = spark.sparkContext._gateway
         self._conf = spark._jsc.hadoopConfiguration()
         self.fs = self._path(location).getFileSystem(self._conf)
         self._atomic_put = scheme_of(location) in OBJECT_SCHEMES
@@ -317,7 +318,7 @@ class HadoopStore:
             path.toUri(), self._conf
         )
         rename = self._jvm.org.apache.hadoop.fs.Options.Rename
-        overwrite_option = self._jvm.java.lang.reflect.Array.newInstance(rename, 1)
+        overwrite_option = self._gateway.new_array(rename, 1)
         overwrite_option[0] = rename.OVERWRITE
         context.rename(tmp, path, overwrite_option)  # atomic on HDFS-like filesystems
         return True
