@@ -32,6 +32,8 @@ def check_paths(pipeline: Pipeline) -> None:
                 "source.create_path = true to have runs create it empty",
             )
     check_lake_name(pipeline)
+    if pipeline.run_in_store:
+        check_checkpoint_reachable(pipeline.run_location)
     for setting, folder in _directories(pipeline):
         if folder.exists() and not folder.is_dir():
             raise PipelineConfigError(setting, f"{folder} is a file, not a directory")
@@ -101,6 +103,33 @@ CHECKPOINT_SCHEMES = {
 """The checkpoint URIs a run takes, by scheme: what the URI looks like and which connector
 must be on Spark's classpath (docs/cluster.md, "The checkpoint"); ``file://`` and plain paths
 are local."""
+
+
+def check_checkpoint_reachable(uri: str) -> None:
+    """Refuse a checkpoint URI whose bucket (container, host) does not exist or cannot be
+    reached with the environment's credentials, in one line naming ``checkpoint``, before Spark
+    starts: one request through the Python filesystem
+    (:class:`jobs.checkpoint.files.CheckpointFiles`)."""
+    from urllib.parse import urlparse
+
+    from jobs.checkpoint.files import CheckpointFiles
+
+    parsed = urlparse(uri)
+    root = f"{parsed.scheme}://{parsed.netloc}/"
+    try:
+        files = CheckpointFiles.at(root)
+        found = files.store.entry(files.root)
+    except Exception as e:  # the store's own error: credentials, a host that does not answer
+        said = " ".join(str(e).split())[:300]
+        raise PipelineConfigError(
+            "checkpoint", f"{uri} cannot be reached ({type(e).__name__}: {said})"
+        ) from None
+    if found is None or not found.is_dir:
+        raise PipelineConfigError(
+            "checkpoint",
+            f"{uri}: {parsed.netloc or root} does not exist (or these credentials cannot see "
+            "it): create the bucket or container first",
+        )
 
 
 def check_checkpoint_uri(uri: str) -> None:

@@ -86,3 +86,29 @@ def test_the_checkpoints_logs_read_from_a_bucket_as_from_a_folder(gcs_bucket, tm
     ]
     assert answers[0] == answers[1] == (1, 0, ("file:///in/f1",), (5, 7), 9)
     assert last_batch(where[0].root) == 1  # a URI alone reads the same bucket
+
+
+def test_a_checkpoint_in_a_missing_bucket_is_refused_in_one_line_before_spark(
+    gcs_bucket, tmp_path, capsys
+):
+    from jobs.cli.commands import main
+
+    (tmp_path / "in").mkdir()
+    conf = tmp_path / "p.toml"
+    for checkpoint, says in (
+        (f"{gcs_bucket}-missing/ck", "does not exist (or these credentials cannot see it)"),
+        (f"{gcs_bucket}/ck", None),
+    ):
+        conf.write_text(
+            f'name = "p"\nlake = "{tmp_path / "lake"}"\ncheckpoint = "{checkpoint}"\n'
+            'keys = ["k"]\nevent_time = "ts"\nwindow = "FixedWindows(1h)"\n'
+            '[aggregates]\nn = "count()"\n[source]\n'
+            f'path = "{tmp_path / "in"}"\nschema = {{ k = "string", ts = "timestamp" }}\n'
+        )
+        code = main(["check", str(conf)])
+        err = capsys.readouterr().err
+        if says is None:
+            assert code == 0, err
+        else:
+            assert code == 2 and says in err and err.count("\n") == 1, err
+            assert err.startswith(f"panestore: invalid configuration {conf}: checkpoint: ")

@@ -41,7 +41,7 @@ def bucket_names(bucket: str, prefix: str) -> list[str]:
 
     gcs, root, _ = arrow_filesystem(bucket)
     infos = gcs.get_file_info(pafs.FileSelector(f"{root}/{prefix}", recursive=True))
-    return sorted(i.path.removeprefix(f"{root}/") for i in infos if i.is_file)
+    return sorted(i.path.removeprefix(f"{root}/{prefix}/") for i in infos if i.is_file)
 
 
 def test_a_checkpoint_in_a_gcs_bucket_survives_a_kill_and_reads_back_without_spark(
