@@ -2,9 +2,9 @@ import os
 
 from hypothesis import HealthCheck, settings
 
-# fixtures of an S3-compatible server and of the Azure storage emulator the tests start themselves
-# (tests/s3_server.py, tests/azurite_server.py)
-pytest_plugins = ("tests.s3_server", "tests.azurite_server")
+# fixtures of an S3-compatible server, the Azure storage emulator and a GCS emulator the tests start
+# themselves (tests/s3_server.py, tests/azurite_server.py, tests/gcs_server.py)
+pytest_plugins = ("tests.s3_server", "tests.azurite_server", "tests.gcs_server")
 
 # Hypothesis profiles, by how many examples each property draws. The default (the README's test
 # command, CI) is derandomized: the same examples every run, so a result does not depend on the
@@ -42,6 +42,9 @@ def pytest_configure(config):
         "markers",
         "azure: needs the Azure storage emulator the tests start (tests/azurite_server.py)",
     )
+    config.addinivalue_line(
+        "markers", "gcs: needs the GCS emulator the tests start (tests/gcs_server.py)"
+    )
     config.addinivalue_line("markers", "wheel: builds and installs the package")
     config.addinivalue_line(
         "markers", "browser: opens pages in headless Chromium (tests/browser/conftest.py)"
@@ -56,6 +59,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.bucket)
         if "azurite_endpoint" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.azure)
+        if "gcs_endpoint" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.gcs)
         if "chromium" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.browser)
     if config.getoption("--run-slow"):

@@ -24,6 +24,7 @@ ON_EXECUTORS = {
     "jobs.startup",
     "jobs.config.event_time",
     "jobs.checkpoint.offsets",
+    "jobs.checkpoint.files",
 }
 # The lower half of the sources (jobs/sources/): what Spark's Python workers run (a source's
 # reader, the storage reading it needs, the columns option of the data sources) and what the
@@ -57,7 +58,7 @@ ALLOWED = {
     **{room: {"panes", *SINK_ROOMS[: i + 1]} for i, room in enumerate(SINK_ROOMS)},
     "jobs": {"panes", "sinks", "jobs"},
     # the configuration: pure Python, below everything else in jobs but the sources' lower half
-    "jobs.config": {"panes", "sinks", "jobs.config", *SOURCES_BELOW},
+    "jobs.config": {"panes", "sinks", "jobs.config", "jobs.checkpoint.files", *SOURCES_BELOW},
     # Spark and its Python processes' start-up: nothing of the pipeline
     "jobs.startup": {"jobs.startup", "panes.front_door"},
     "jobs.executor": ON_EXECUTORS,

@@ -5,7 +5,9 @@ The ground floor of ``jobs`` beside the executor: the sources (their checks befo
 starts), the driver (a batch's input and clocks, the checks before a run, which hold the
 checkpoint against the lake's tables), the inspection
 commands and the lake's identity all read it; it reads only what the executor's clocks and the
-sources' offsets are. Every read goes through :func:`local_path` and :func:`log_files`.
+sources' offsets are. Every read and write of the run's directory goes through
+:class:`CheckpointFiles` (:mod:`jobs.checkpoint.files`: a local path, or any URI Spark's Hadoop
+filesystems write a checkpoint to).
 
 >>> from jobs.checkpoint import batch_input
 >>> batch_input.__module__
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING
 from panes.front_door import lazy_exports
 
 if TYPE_CHECKING:  # what the front door offers; each is imported on first use
+    from jobs.checkpoint.files import CheckpointFiles
     from jobs.checkpoint.logs import (
         COMMITS,
         OFFSETS,
@@ -41,6 +44,7 @@ if TYPE_CHECKING:  # what the front door offers; each is imported on first use
     )
 
 __all__ = [
+    "CheckpointFiles",
     "COMMITS",
     "OFFSETS",
     "SOURCES",

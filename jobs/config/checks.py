@@ -33,6 +33,8 @@ def check_paths(pipeline: Pipeline) -> None:
                 "source.create_path = true to have runs create it empty",
             )
     check_lake_name(pipeline)
+    if pipeline.run_in_store:
+        check_checkpoint_reachable(pipeline.run_location)
     for setting, folder in _directories(pipeline):
         if folder.exists() and not folder.is_dir():
             raise PipelineConfigError(setting, f"{folder} is a file, not a directory")
@@ -46,9 +48,10 @@ def check_paths(pipeline: Pipeline) -> None:
 
 def _directories(pipeline: Pipeline) -> list[tuple[str, Path]]:
     """The local directories a run writes, by the setting naming them: the lake (unless in an
-    object store) and the checkpoint directory (:attr:`Pipeline.run_path`)."""
+    object store) and the checkpoint directory (:attr:`Pipeline.run_path`, unless a URI of
+    another filesystem)."""
     local = [] if pipeline.lake_in_store else [("lake", pipeline.lake_path)]
-    if pipeline.checkpoint is not None or pipeline.lake_in_store:
+    if (pipeline.checkpoint is not None or pipeline.lake_in_store) and not pipeline.run_in_store:
         local.append(("checkpoint", pipeline.run_path))
     return local
 
@@ -66,10 +69,11 @@ STORE_SCHEMES = ("s3", *AZURE_SCHEMES)
 def check_lake_name(pipeline: Pipeline) -> None:
     """Refuse a lake that every engine would not read alike: a URI of a scheme other than
     :data:`STORE_SCHEMES` (or without a bucket or container; another Azure spelling, ``adl://``,
-    ``wasbs://``..., is refused naming the supported two), a checkpoint directory given as a URI
-    (Spark's checkpoint and the run's own files need a filesystem), or a local path with a
-    character Spark, Hadoop or delta-rs take for URI or glob syntax (``%``, ``#``, ``?``, ``:``,
-    ...). Raises :class:`PipelineConfigError` naming ``lake`` or ``checkpoint``."""
+    ``wasbs://``..., is refused naming the supported two), a checkpoint URI without a place
+    (``gs://``) or of a scheme Spark has no filesystem for (``s3://``: Spark's is ``s3a://``), or
+    a local path with a character Spark, Hadoop or delta-rs take for URI or glob syntax (``%``,
+    ``#``, ``?``, ``:``, ...). Raises :class:`PipelineConfigError` naming ``lake`` or
+    ``checkpoint``."""
     if _URI.match(pipeline.lake):
         scheme, _, rest = pipeline.lake.partition("://")
         if scheme.lower() in REFUSED_SCHEMES:
@@ -92,14 +96,72 @@ def check_lake_name(pipeline: Pipeline) -> None:
     else:
         _check_local_name("lake", pipeline.lake_path)
     if pipeline.checkpoint is not None:
-        if _URI.match(pipeline.checkpoint):
-            raise PipelineConfigError(
-                "checkpoint",
-                f"{pipeline.checkpoint} is a URI: give a directory on a filesystem every node "
-                "of the cluster mounts (local, NFS, a FUSE mount); hdfs:// and s3a:// "
-                "checkpoints are not supported yet",
-            )
-        _check_local_name("checkpoint", pipeline.run_path)
+        if pipeline.run_in_store:
+            check_checkpoint_uri(pipeline.checkpoint)
+        else:
+            _check_local_name("checkpoint", pipeline.run_path)
+
+
+CHECKPOINT_SCHEMES = {
+    "hdfs": "hdfs://NAMENODE/PATH (Hadoop's HDFS client, in Spark's Hadoop jars)",
+    "viewfs": "viewfs://CLUSTER/PATH (Hadoop's, in Spark's Hadoop jars)",
+    "gs": "gs://BUCKET/PATH (Google's gcs-connector-hadoop3 jar)",
+    "s3a": "s3a://BUCKET/PATH (hadoop-aws and the AWS SDK bundle jars)",
+    "abfs": "abfs[s]://CONTAINER@ACCOUNT.dfs.core.windows.net/PATH (hadoop-azure jar)",
+    "abfss": "abfss://CONTAINER@ACCOUNT.dfs.core.windows.net/PATH (hadoop-azure jar)",
+    "wasb": "wasb[s]://CONTAINER@ACCOUNT.blob.core.windows.net/PATH (hadoop-azure jar)",
+    "wasbs": "wasbs://CONTAINER@ACCOUNT.blob.core.windows.net/PATH (hadoop-azure jar)",
+}
+"""The checkpoint URIs a run takes, by scheme: what the URI looks like and which connector
+must be on Spark's classpath (docs/cluster.md, "The checkpoint"); ``file://`` and plain paths
+are local."""
+
+
+def check_checkpoint_reachable(uri: str) -> None:
+    """Refuse a checkpoint URI whose bucket (container, host) does not exist or cannot be
+    reached with the environment's credentials, in one line naming ``checkpoint``, before Spark
+    starts: one request through the Python filesystem
+    (:class:`jobs.checkpoint.files.CheckpointFiles`)."""
+    from urllib.parse import urlparse
+
+    from jobs.checkpoint.files import CheckpointFiles
+
+    parsed = urlparse(uri)
+    root = f"{parsed.scheme}://{parsed.netloc}/"
+    try:
+        files = CheckpointFiles.at(root)
+        found = files.store.entry(files.root)
+    except Exception as e:  # the store's own error: credentials, a host that does not answer
+        said = " ".join(str(e).split())[:300]
+        raise PipelineConfigError(
+            "checkpoint", f"{uri} cannot be reached ({type(e).__name__}: {said})"
+        ) from None
+    if found is None or not found.is_dir:
+        raise PipelineConfigError(
+            "checkpoint",
+            f"{uri}: {parsed.netloc or root} does not exist (or these credentials cannot see "
+            "it): create the bucket or container first",
+        )
+
+
+def check_checkpoint_uri(uri: str) -> None:
+    """Refuse a checkpoint URI Spark could not keep a checkpoint at: a scheme without a Hadoop
+    filesystem for it (``s3://``: Spark's is ``s3a://``; ``az://``: a delta-rs spelling) or
+    without a place (a bucket, a host). Raises :class:`PipelineConfigError` naming
+    ``checkpoint``."""
+    scheme, _, rest = uri.partition("://")
+    scheme = scheme.lower()
+    known = "; ".join(CHECKPOINT_SCHEMES.values())
+    if scheme not in CHECKPOINT_SCHEMES:
+        raise PipelineConfigError(
+            "checkpoint",
+            f"{uri}: Spark keeps a checkpoint on a filesystem of Hadoop's: a local path, "
+            f"file:///PATH, or {known}",
+        )
+    if scheme not in ("hdfs", "viewfs") and not rest.split("/")[0]:  # hdfs:///: fs.defaultFS
+        raise PipelineConfigError(
+            "checkpoint", f"{uri} names no bucket, container or host: {CHECKPOINT_SCHEMES[scheme]}"
+        )
 
 
 def _check_local_name(setting: str, path: Path) -> None:

@@ -49,7 +49,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobs.config.aggregates import Aggregate
 from jobs.config.event_time import EPOCH_UNITS, EventTimeColumn
@@ -77,6 +77,9 @@ from panes.conditions import Condition
 from panes.engine import Engine
 from panes.rules import WindowRules
 from sinks.lake import FIXED_NAMES, INTEGRAL, arrow_type, is_object_store, sample_value
+
+if TYPE_CHECKING:
+    from jobs.checkpoint.files import CheckpointFiles
 
 # Key column types the job groups by (a float key has no exact identity; see Pipeline._check_keys)
 KEY_TYPES = frozenset({"string", "int", "long", "bigint"})
@@ -432,22 +435,52 @@ class Pipeline:
         return Path(self.lake).absolute()
 
     @property
-    def run_path(self) -> Path:
+    def run_location(self) -> str:
         """Where runs keep Spark's checkpoint and their own files (the lake's identity,
         fingerprint and state layout, control rows, noted landing changes): ``checkpoint``, a
-        directory on a filesystem every node mounts, by default the lake itself. A lake in an
-        object store needs ``checkpoint`` (Spark's streaming checkpoint needs a filesystem).
-        Docstrings name this directory ``<checkpoint>``."""
+        directory on a filesystem every node mounts or the URI of any filesystem Spark's Hadoop
+        connectors write a checkpoint to (``gs://``, ``s3a://``, ``abfss://``, ``hdfs://``,
+        ``file://``), by default the lake itself. A lake in an object store needs
+        ``checkpoint``. An absolute local path, or the URI without a trailing slash. Docstrings
+        name this directory ``<checkpoint>``."""
+        from jobs.checkpoint.files import is_local, local_path
+
         if self.checkpoint is not None:
-            return Path(self.checkpoint).absolute()
+            if not is_local(self.checkpoint):
+                return self.checkpoint.rstrip("/")
+            return str(Path(local_path(self.checkpoint) or self.checkpoint).absolute())
         if self.lake_in_store:
             raise PipelineConfigError(
                 "checkpoint",
                 f"is required for a lake in an object store ({self.lake}): the directory where "
                 "runs keep Spark's checkpoint, on a filesystem every node of the cluster mounts "
-                '(checkpoint = "/shared/checkpoints/NAME")',
+                '(checkpoint = "/shared/checkpoints/NAME") or a URI Spark\'s Hadoop filesystems '
+                'write to (checkpoint = "gs://BUCKET/checkpoints/NAME")',
             )
-        return self.lake_path
+        return str(self.lake_path)
+
+    @property
+    def run_in_store(self) -> bool:
+        """Whether the run's directory is a URI of a filesystem other than the local one."""
+        from jobs.checkpoint.files import is_local
+
+        return not is_local(self.run_location)
+
+    @property
+    def run_path(self) -> Path:
+        """:attr:`run_location` as a local path; ValueError when it is another filesystem's URI
+        (read it through :attr:`run_files`)."""
+        if self.run_in_store:
+            raise ValueError(f"the checkpoint {self.run_location} is not a local directory")
+        return Path(self.run_location)
+
+    @property
+    def run_files(self) -> CheckpointFiles:
+        """The run's directory on its filesystem (:class:`jobs.checkpoint.files.CheckpointFiles`:
+        the JVM's Hadoop filesystem while a Spark session runs, else a Python one)."""
+        from jobs.checkpoint.files import CheckpointFiles
+
+        return CheckpointFiles.at(self.run_location)
 
     def table_path(self, table: str) -> str:
         """``panes``, ``late``, ``rejected``: the Delta tables under the lake."""
@@ -455,12 +488,12 @@ class Pipeline:
 
     @property
     def checkpoint_path(self) -> str:
-        """Spark's streaming checkpoint: ``<run_path>/_checkpoint``."""
-        return str(self.run_path / "_checkpoint")
+        """Spark's streaming checkpoint: ``<run_location>/_checkpoint``."""
+        return f"{self.run_location}/_checkpoint"
 
     @property
     def control_path(self) -> str:
-        return str(self.run_path / "_control")
+        return f"{self.run_location}/_control"
 
     @property
     def set_aside(self) -> str:
@@ -469,7 +502,7 @@ class Pipeline:
             return f"move its lake aside (mv {self.lake_path} {self.lake_path}.old)"
         return (
             f"move its lake ({self.lake_location}) and its checkpoint directory "
-            f"({self.run_path}) aside"
+            f"({self.run_location}) aside"
         )
 
     def describe(self) -> str:

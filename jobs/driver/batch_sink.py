@@ -194,7 +194,8 @@ class BatchSink:
         """How each batch runs the operator (its state under the checkpoint's ``state``)."""
         if self._operator is None:
             root = state_root(self.pipeline.checkpoint_path)
-            os.makedirs(root, exist_ok=True)
+            if local_path(root) is not None:  # in a bucket, a folder is a prefix
+                os.makedirs(root, exist_ok=True)
             self._operator = OperatorPlan.of(
                 self.pipeline,
                 root,
@@ -248,7 +249,7 @@ class BatchSink:
         # landing files changed after an earlier batch read them (jobs.sources.files.changes):
         # bound to this batch before its rejected rows commit, so a replay records the same rows
         changed = tuple(bind_changes(self.pipeline, batch_id)) if KIND_REJECTED in todo else ()
-        clocks = batch_clocks(self.pipeline.checkpoint_path, batch_id)
+        clocks = Clocks(*batch_clocks(self.pipeline.checkpoint_path, batch_id))
         files, counts, after = self._run_operator(df, clocks, batch_id, committed)
         # After the plan ran: a file gone now was gone when its batch read it (or vanished while
         # being read). Spark skips such a file with a log warning; we keep it on record.

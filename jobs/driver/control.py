@@ -22,9 +22,9 @@ import datetime as dt
 import json
 import os
 import re
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from jobs.checkpoint.files import CheckpointFiles
 from jobs.checkpoint.logs import COMMITS, OFFSETS, SOURCES, local_path, log_files
 from jobs.config.pipeline import Pipeline
 from jobs.sources.files.landing import FILE_SOURCE_OPTIONS
@@ -54,46 +54,55 @@ def control_stream(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
     loads anyway (``docs/decisions.md``, "Control rows read as text")."""
     from pyspark.sql import functions as F
 
-    Path(pipeline.control_path).mkdir(parents=True, exist_ok=True)
+    _control_folder(pipeline)
     lines = spark.readStream.options(**FILE_SOURCE_OPTIONS).text(spark_path(pipeline.control_path))
     ts = F.regexp_extract(F.col("value"), TS_FIELD, 1).try_cast("timestamp")
     return lines.select(ts.alias("ts")).where("ts IS NOT NULL")
 
 
-def write_control(pipeline: Pipeline, kind: str, ts_ms: int) -> Path:
+def _control_folder(pipeline: Pipeline) -> CheckpointFiles:
+    """``<checkpoint>/_control``, there for Spark to list: a local folder is made; in a bucket,
+    where a folder is a prefix with objects under it, a hidden file (Spark's file source skips
+    names starting with ``.``) keeps it."""
+    ctl = pipeline.run_files.sub(CONTROL)
+    if ctl.local:
+        os.makedirs(ctl.root, exist_ok=True)
+    elif not ctl.is_dir():
+        ctl.create(KEEP, "")
+    return ctl
+
+
+def write_control(pipeline: Pipeline, kind: str, ts_ms: int) -> str:
     """Drop a control row (``kind``, event time ``ts_ms``) into ``<checkpoint>/_control``,
-    atomically."""
-    ctl = Path(pipeline.control_path)
-    ctl.mkdir(parents=True, exist_ok=True)
+    whole or not at all, under a new name; its location."""
+    ctl = _control_folder(pipeline)
     ts = _EPOCH + dt.timedelta(milliseconds=ts_ms)  # exact: no float seconds
     body = json.dumps({"kind": kind, "ts": ts.isoformat(timespec="milliseconds")}) + "\n"
     n = 1 + max((n for _, n in _numbered(ctl)), default=-1)
-    tmp, final = ctl / f".{kind}-{n}.json.tmp", ctl / f"{kind}-{n}.json"
-    tmp.write_text(body)
-    os.replace(tmp, final)
-    return final
+    while not ctl.create(f"{kind}-{n}.json", body):  # a name is never used twice
+        n += 1
+    return ctl.uri(f"{kind}-{n}.json")
 
 
-def write_drain_sentinel(pipeline: Pipeline) -> Path:
+def write_drain_sentinel(pipeline: Pipeline) -> str:
     """The control row that moves the watermark to the end of time (a drain)."""
     return write_control(pipeline, "drain", SENTINEL_MS)
 
 
-def write_tick(pipeline: Pipeline) -> Path:
+def write_tick(pipeline: Pipeline) -> str:
     """A control row that only makes Spark run a batch: its event time (1970) moves nothing; the
     batch runs at the watermark Spark computed after the previous one, firing due timers."""
     return write_control(pipeline, "tick", 0)
 
 
 _NAME = re.compile(r"^[A-Za-z_]+-(\d+)\.json$")
+CONTROL, KEEP = "_control", ".keep"
 
 
-def _numbered(ctl: Path) -> list[tuple[Path, int]]:
-    """The control files of ``ctl`` and their numbers, oldest first."""
-    if not ctl.is_dir():
-        return []
-    found = [(p, _NAME.match(p.name)) for p in ctl.iterdir()]
-    return sorted(((p, int(m.group(1))) for p, m in found if m), key=lambda f: f[1])
+def _numbered(ctl: CheckpointFiles) -> list[tuple[str, int]]:
+    """The control files of ``ctl`` (names) and their numbers, oldest first."""
+    found = [(n, _NAME.match(n)) for n in ctl.names()]
+    return sorted(((n, int(m.group(1))) for n, m in found if m), key=lambda f: f[1])
 
 
 def clean_control(pipeline: Pipeline) -> int:
@@ -103,30 +112,35 @@ def clean_control(pipeline: Pipeline) -> int:
     vanished). Costs a listing of ``_control`` and, when it holds more than one file, a read of
     the control source's log (Spark's own, the job's last file source: its newest compacted
     file and the few after it)."""
-    files = _numbered(Path(pipeline.control_path))[:-1]
-    ckpt = Path(pipeline.checkpoint_path)
-    if not files or _newest(ckpt / OFFSETS) != _newest(ckpt / COMMITS):
+    ctl = pipeline.run_files.sub(CONTROL)
+    files = _numbered(ctl)[:-1]
+    ckpt = pipeline.run_files.sub("_checkpoint")
+    if not files or _newest(ckpt.sub(OFFSETS)) != _newest(ckpt.sub(COMMITS)):
         return 0  # (a batch planned and not committed: its replay reads what it took)
-    sources = ckpt / SOURCES
-    logs = [p for p in sources.iterdir() if p.name.isdigit()] if sources.is_dir() else []
+    sources = ckpt.sub(SOURCES)
+    logs = [n for n in sources.names() if n.isdigit()]
     if not logs:
         return 0
     taken = set()
-    for path in log_files(max(logs, key=lambda p: int(p.name))):  # the control source's
+    for path in log_files(sources.sub(max(logs, key=int))):  # the control source's
         for line in path.read_text(encoding="utf-8").splitlines()[1:]:
-            local = local_path(json.loads(line)["path"]) if line.strip() else None
-            if local is not None:
-                taken.add(os.path.realpath(local))
+            if line.strip():
+                taken.add(_same(json.loads(line)["path"]))
     gone = 0
-    for path, _ in files:
-        if os.path.realpath(path) in taken:
-            path.unlink(missing_ok=True)
+    for name, _ in files:
+        if _same(ctl.uri(name)) in taken:
+            ctl.remove(name)
             gone += 1
     return gone
 
 
-def _newest(log: Path) -> int | None:
+def _same(location: str) -> str:
+    """A control file's location as compared with Spark's log: a local file's real path, any
+    other URI as it is."""
+    local = local_path(location)
+    return os.path.realpath(local) if local is not None else location
+
+
+def _newest(log: CheckpointFiles) -> int | None:
     """The newest batch id of a checkpoint log folder (offsets, commits), None if empty."""
-    if not log.is_dir():
-        return None
-    return max((int(p.name) for p in log.iterdir() if p.name.isdigit()), default=None)
+    return max((int(n) for n in log.names() if n.isdigit()), default=None)

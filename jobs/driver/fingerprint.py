@@ -44,6 +44,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobs.checkpoint.logs import LogFile
 from jobs.config.pipeline import Pipeline
 from jobs.config.sink_spec import view_spec
 from jobs.config.values import PipelineConfigError
@@ -62,7 +63,6 @@ from sinks.lake import (
     open_table,
     plain_type,
     table_exists,
-    write_atomically,
 )
 
 FINGERPRINT_FILE = "_fingerprint.json"
@@ -197,11 +197,11 @@ class Fingerprint:
         )
 
     @classmethod
-    def read(cls, path: Path) -> Fingerprint:
-        """The fingerprint recorded at ``path``; refused (naming ``lake``) if unreadable or of
-        another format version."""
+    def read(cls, path: Path | LogFile) -> Fingerprint:
+        """The fingerprint recorded at ``path`` (a local path or a run file on its store);
+        refused (naming ``lake``) if unreadable or of another format version."""
         try:
-            recorded = json.loads(path.read_text())
+            recorded = json.loads(path.read_text(encoding="utf-8"))
             fmt = recorded.get("format")
             if fmt == FINGERPRINT_FORMAT:
                 return cls(tuple((str(k), str(v)) for k, v in recorded["settings"].items()))
@@ -220,7 +220,7 @@ class Fingerprint:
 
 def holds_data(pipeline: Pipeline) -> bool:
     """Whether the lake holds anything a run wrote: a checkpoint or a table."""
-    if Path(pipeline.checkpoint_path).exists():
+    if pipeline.run_files.exists("_checkpoint"):
         return True
     spec = view_spec(pipeline)
     return any(table_exists(spec, t) for t in TABLES)
@@ -233,9 +233,9 @@ def check_lake_configuration(pipeline: Pipeline) -> Fingerprint | None:
     whose recorded fingerprint binds nothing yet), or None when the recorded one matches.
     Reads only: nothing is written."""
     fingerprint = Fingerprint.of(pipeline)
-    path = pipeline.run_path / FINGERPRINT_FILE
-    if path.exists():
-        diff = Fingerprint.read(path).difference(fingerprint)
+    files = pipeline.run_files
+    if files.exists(FINGERPRINT_FILE):
+        diff = Fingerprint.read(LogFile(files, FINGERPRINT_FILE)).difference(fingerprint)
         if diff is None:
             return None
         if holds_data(pipeline):
@@ -253,7 +253,7 @@ def bind_lake_configuration(pipeline: Pipeline) -> None:
     fingerprint = check_lake_configuration(pipeline)
     if fingerprint is None:
         return
-    write_atomically(pipeline.run_path / FINGERPRINT_FILE, fingerprint.to_json())
+    pipeline.run_files.replace(FINGERPRINT_FILE, fingerprint.to_json())
 
 
 def _check_older_lake(pipeline: Pipeline) -> None:
@@ -261,10 +261,10 @@ def _check_older_lake(pipeline: Pipeline) -> None:
     with ``pipeline`` (the module doc)."""
     lake = pipeline.lake_location
     older = f"the lake {lake} has no {FINGERPRINT_FILE} (written by an older version)"
-    layout = pipeline.run_path / STATE_LAYOUT_FILE
-    if layout.exists():
+    files = pipeline.run_files
+    if files.exists(STATE_LAYOUT_FILE):
         try:
-            buckets = json.loads(layout.read_text()).get("state_buckets")
+            buckets = json.loads(files.read_text(STATE_LAYOUT_FILE)).get("state_buckets")
         except (OSError, ValueError, AttributeError):
             buckets = None
         if buckets != pipeline.state_buckets:
@@ -273,7 +273,7 @@ def _check_older_lake(pipeline: Pipeline) -> None:
     try:
         table = open_table(path, "pane log")
     except TableMissing:
-        if Path(pipeline.checkpoint_path).exists():
+        if files.exists("_checkpoint"):
             raise PipelineConfigError(
                 "lake",
                 f"{older} and a checkpoint but no pane log: which configuration wrote "

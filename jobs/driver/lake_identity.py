@@ -29,10 +29,10 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from jobs.checkpoint.logs import SOURCES, local_path, log_files
+from jobs.checkpoint.files import CheckpointFiles
+from jobs.checkpoint.logs import SOURCES, Checkpoint, LogFile, files_of, local_path, log_files
 from jobs.config.pipeline import Pipeline
 from jobs.config.values import PipelineConfigError
-from sinks.lake import write_atomically
 
 IDENTITY_FILE = "_lake_identity.json"
 IDENTITY_FORMAT = 1
@@ -71,7 +71,7 @@ class LakeIdentity:
         """Where ``pipeline``'s lake, checkpoint and landing directory are now."""
         in_store = pipeline.lake_in_store
         lake = pipeline.lake_location if in_store else str(pipeline.lake_path.resolve())
-        run = str(pipeline.run_path.resolve())
+        run = pipeline.run_location if pipeline.run_in_store else str(pipeline.run_path.resolve())
         if not pipeline.source.is_landing:  # its reader checks the table it reads
             return cls(lake, None, None, run)
         if "://" in pipeline.source.path:  # an object store: Spark names its files by this URI
@@ -132,7 +132,7 @@ def difference(recorded: LakeIdentity, now: LakeIdentity) -> PipelineConfigError
     return None
 
 
-def checkpoint_paths(checkpoint: Path) -> list[str]:
+def checkpoint_paths(checkpoint: Checkpoint) -> list[str]:
     """Local paths the checkpoint holds, one or more per kind: the first file of each file
     source's newest log, and the state schema files of each operator's newest metadata.
 
@@ -140,15 +140,16 @@ def checkpoint_paths(checkpoint: Path) -> list[str]:
     reports damage); only the first entry of a log is read, so a large compacted log costs
     little."""
     found: list[str] = []
-    for source in _children(checkpoint / SOURCES):
+    checkpoint = files_of(checkpoint)
+    for source in _children(checkpoint.sub(SOURCES)):
         newest = _newest_log(source)
         if newest is not None:
             entry = _line(newest, 1)
             uri = _json_field(entry, "path")
             if isinstance(uri, str):
                 found.append(uri)
-    for operator in _children(checkpoint / "state"):
-        newest = _newest_log(operator / "_metadata" / "v2")
+    for operator in _children(checkpoint.sub("state")):
+        newest = _newest_log(operator.sub("_metadata/v2"))
         if newest is not None:
             stores = _json_field(_line(newest, 1), "stateStoreInfo")
             for store in stores if isinstance(stores, list) else ():
@@ -159,26 +160,23 @@ def checkpoint_paths(checkpoint: Path) -> list[str]:
     return [p for p in (local_path(uri) for uri in found) if p is not None]
 
 
-def _children(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+def _children(folder: CheckpointFiles) -> list[CheckpointFiles]:
+    return [folder.sub(n) for n in sorted(folder.names()) if folder.is_dir(n)]
 
 
-def _newest_log(folder: Path) -> Path | None:
+def _newest_log(folder: CheckpointFiles) -> LogFile | None:
     """The newest file of a checkpoint log folder (``n`` or ``n.compact``)."""
     logs = log_files(folder)
     return logs[-1] if logs else None
 
 
-def _line(path: Path, index: int) -> str:
+def _line(log: LogFile, index: int) -> str:
     """Line ``index`` of a file (empty if it has fewer or cannot be read)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            for i, line in enumerate(f):
-                if i == index:
-                    return line
+        lines = log.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
-        pass
-    return ""
+        return ""
+    return lines[index] if index < len(lines) else ""
 
 
 def _json_field(line: str, name: str) -> object:
@@ -196,8 +194,8 @@ def _within(path: str, folder: str | None) -> bool:
 def adoptable(pipeline: Pipeline, now: LakeIdentity) -> PipelineConfigError | None:
     """For a lake without an identity file: why it cannot be adopted where it is now (a path
     its checkpoint holds is neither in this lake nor in the landing directory), or None."""
-    run = str(pipeline.run_path)
-    for path in checkpoint_paths(Path(pipeline.checkpoint_path)):
+    run = pipeline.run_location
+    for path in checkpoint_paths(pipeline.run_files.sub("_checkpoint")):
         here = _within(path, run) or _within(path, now.checkpoint) or _within(path, now.landing)
         if not here:
             return PipelineConfigError(
@@ -218,10 +216,12 @@ def check_lake_identity(pipeline: Pipeline, *, record: bool = False) -> None:
     so only while holding the lake's run lock.
     """
     now = LakeIdentity.of(pipeline)
-    path = pipeline.run_path / IDENTITY_FILE
-    if path.exists():
+    files = pipeline.run_files
+    path = files.uri(IDENTITY_FILE)
+    text = files.read_if_any(IDENTITY_FILE)
+    if text is not None:
         try:
-            recorded = LakeIdentity.from_json(path.read_text(encoding="utf-8"))
+            recorded = LakeIdentity.from_json(text)
         except (OSError, UnicodeDecodeError, ValueError) as e:
             raise PipelineConfigError(
                 "lake",
@@ -233,5 +233,5 @@ def check_lake_identity(pipeline: Pipeline, *, record: bool = False) -> None:
         error = adoptable(pipeline, now)
     if error is not None:
         raise error
-    if record and not path.exists():
-        write_atomically(path, now.to_json())
+    if record and text is None:
+        files.create(IDENTITY_FILE, now.to_json())

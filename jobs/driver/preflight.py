@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import NamedTuple
 
 from jobs.checkpoint import check_not_behind, check_readable, check_tables_not_behind
@@ -36,7 +35,6 @@ from jobs.driver.fingerprint import bind_lake_configuration
 from jobs.driver.lake_identity import check_lake_identity
 from jobs.executor.operator_input import balanced_bucket_ids
 from jobs.startup.session import SHUFFLE_PARTITIONS
-from sinks.lake import write_atomically
 
 
 @dataclass(frozen=True)
@@ -113,10 +111,12 @@ def recorded_state_layout(pipeline: Pipeline) -> RecordedLayout | None:
     """The state layout the lake's first run recorded (None: none yet), read only; a layout of
     a format this version does not read is refused (:class:`PipelineConfigError` naming the
     file and how to rebuild the lake)."""
-    path = pipeline.run_path / STATE_LAYOUT_FILE
-    if not path.exists():
+    files = pipeline.run_files
+    path = files.uri(STATE_LAYOUT_FILE)
+    text = files.read_if_any(STATE_LAYOUT_FILE)
+    if text is None:
         return None
-    recorded = json.loads(path.read_text())
+    recorded = json.loads(text)
     if recorded.get("format") not in READABLE_STATE_LAYOUTS:
         raise PipelineConfigError(
             "lake",
@@ -152,7 +152,8 @@ def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> Sta
                 f"the state of every key. Keep {recorded.state_buckets}, or start a new lake.",
             )
         return StateLayout(recorded.bucket_ids, recorded.shards)
-    if Path(pipeline.checkpoint_path).exists():
+    files = pipeline.run_files
+    if files.exists("_checkpoint"):
         raise PipelineConfigError(
             "lake",
             f"the lake {pipeline.lake_location} has a checkpoint but no {STATE_LAYOUT_FILE}: it "
@@ -166,7 +167,7 @@ def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> Sta
         "bucket_ids": ids,
         "shards": shards,
     }
-    write_atomically(pipeline.run_path / STATE_LAYOUT_FILE, json.dumps(layout))
+    files.replace(STATE_LAYOUT_FILE, json.dumps(layout))
     return StateLayout(ids, shards)
 
 
@@ -176,11 +177,12 @@ def check_against_tables(pipeline: Pipeline) -> None:
     :func:`check_tables_not_behind` against the batch each of the run's tables (pane log,
     late, rejected) holds. Reads the tables' logs only (nothing is created). Raises
     :class:`CheckpointError`."""
-    check_readable(pipeline.checkpoint_path)
+    checkpoint = pipeline.run_files.sub("_checkpoint")
+    check_readable(checkpoint)
     committed = tables_committed(pipeline)
     held = [c for c in committed.values() if c is not None]
-    check_not_behind(pipeline.checkpoint_path, max(held, default=None))
-    check_tables_not_behind(pipeline.checkpoint_path, committed, pipeline.set_aside)
+    check_not_behind(checkpoint, max(held, default=None))
+    check_tables_not_behind(checkpoint, committed, pipeline.set_aside)
 
 
 RUN_TABLES = ("panes", "late", "rejected")

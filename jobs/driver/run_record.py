@@ -74,6 +74,8 @@ def _now_us() -> int:
 
 
 def note_path(pipeline: Pipeline) -> Path:
+    """The note's local path (a local checkpoint's; the run reads and writes the note through
+    :attr:`jobs.config.pipeline.Pipeline.run_files`, on any filesystem)."""
     return pipeline.run_path / NOTE
 
 
@@ -81,23 +83,19 @@ def read_note(pipeline: Pipeline) -> RunRecord | None:
     """The note a running or killed run left (None: none, or unreadable: a kill while writing
     it leaves only its temporary file)."""
     try:
-        data = json.loads(note_path(pipeline).read_text())
+        data = json.loads(pipeline.run_files.read_text(NOTE))
         return RunRecord(**data)
     except (OSError, ValueError, TypeError):
         return None
 
 
 def _write_note(pipeline: Pipeline, record: RunRecord) -> None:
-    path = note_path(pipeline)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{NOTE}.{os.getpid()}")
-    tmp.write_text(json.dumps(asdict(record)))
-    os.replace(tmp, path)  # whole or not at all
+    pipeline.run_files.replace(NOTE, json.dumps(asdict(record)))  # whole or not at all
 
 
 def _watermark_us(pipeline: Pipeline) -> int | None:
     try:
-        clock = committed_clock(pipeline.checkpoint_path)
+        clock = committed_clock(pipeline.run_files.sub("_checkpoint"))
     except Exception:  # a damaged checkpoint: the run's checks say so, not its record
         return None
     if clock is None or clock.watermark_ms is None or clock.watermark_ms <= 0:
@@ -150,7 +148,7 @@ class RunRecording:
         self.record = record
         if self._safely("record the run in the runs table", lambda: _append(self.pipeline, record)):
             with contextlib.suppress(OSError):
-                note_path(self.pipeline).unlink()
+                self.pipeline.run_files.remove(NOTE)
 
     def _safely(self, what: str, action: Callable[[], Any]) -> Any:
         try:
@@ -197,10 +195,10 @@ def record_killed(pipeline: Pipeline, warn: Callable[[str], Any]) -> RunRecord |
     from jobs.config.sink_spec import view_spec
 
     left = read_note(pipeline)
-    path = note_path(pipeline)
+    files = pipeline.run_files
     if left is None:
         with contextlib.suppress(OSError):
-            path.unlink()  # nothing readable: a kill while the note was first written
+            files.remove(NOTE)  # nothing readable: a kill while the note was first written
         return None
     killed = replace(
         left,
@@ -213,7 +211,7 @@ def record_killed(pipeline: Pipeline, warn: Callable[[str], Any]) -> RunRecord |
         warn(f"WARNING could not record the killed run {left.run_id}: {one_line(e, limit=300)}")
         return None
     with contextlib.suppress(OSError):
-        path.unlink()
+        files.remove(NOTE)
     return killed
 
 

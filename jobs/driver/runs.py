@@ -31,6 +31,7 @@ before it); tables that already hold that batch skip it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import functools
 import re
@@ -593,7 +594,7 @@ def run(
         mode = "follow" if follow else "drain" if drain else "scheduled"
         recorded = scope.enter_context(recording(pipeline, result, mode, emit))
         if spark is None:
-            spark = options.start()
+            spark = dataclasses.replace(options, checkpoint=pipeline.run_location).start()
             result.add_phase("session", time.monotonic() - started)
             if stop is not None and threading.current_thread() is threading.main_thread():
                 listen_again(stop)  # the caller's handlers, which the session replaced

@@ -53,7 +53,6 @@ from jobs.driver.watermark_marks import (
 )
 from jobs.sources.files.landing import read_schema_ddl, spark_schema_ddl
 from jobs.sources.files.paths import is_hidden, spark_path
-from sinks.lake import write_atomically
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -239,16 +238,18 @@ def fold(
 # -- the job's side (IO) ----------------------------------------------------------------------
 
 
-def state_path(pipeline: Pipeline) -> Path:
-    return pipeline.run_path / STATE_FILE
+def state_path(pipeline: Pipeline) -> str:
+    """Where the writers' state is (a local path or a URI, beside the checkpoint)."""
+    return pipeline.run_files.uri(STATE_FILE)
 
 
 def load_state(pipeline: Pipeline) -> WritersState:
     path = state_path(pipeline)
-    if not path.exists():
+    text = pipeline.run_files.read_if_any(STATE_FILE)
+    if text is None:
         return WritersState()
     try:
-        return WritersState.from_json(path.read_text(encoding="utf-8"))
+        return WritersState.from_json(text)
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ValueError(
             f"{path} is damaged ({e}); move it aside and run again: the job "
@@ -257,24 +258,20 @@ def load_state(pipeline: Pipeline) -> WritersState:
 
 
 def save_state(pipeline: Pipeline, state: WritersState) -> None:
-    write_atomically(state_path(pipeline), state.to_json())
+    pipeline.run_files.replace(STATE_FILE, state.to_json())
 
 
 def newly_taken(pipeline: Pipeline, after_batch: int) -> tuple[dict[str, int], int]:
     """(landing files taken by offset-log batches after ``after_batch`` -> modification ms,
     the last batch read). Control files (and anything hidden or under a ``_`` folder) are left
     out."""
-    offsets = Path(pipeline.checkpoint_path) / OFFSETS
-    ids = (
-        sorted(int(p.name) for p in offsets.iterdir() if p.name.isdigit())
-        if offsets.is_dir()
-        else []
-    )
+    checkpoint = pipeline.run_files.sub("_checkpoint")
+    ids = sorted(int(n) for n in checkpoint.names(OFFSETS) if n.isdigit())
     landing = os.path.abspath(pipeline.source.path)
     taken: dict[str, int] = {}
     last = after_batch
     for b in (i for i in ids if i > after_batch):
-        listed = batch_input(pipeline.checkpoint_path, b)
+        listed = batch_input(checkpoint, b)
         for uri, modified in zip(listed.files, listed.modified_ms, strict=True):
             local = local_path(uri)
             parts = Path(os.path.relpath(local, landing)).parts if local else ("..",)

@@ -6,7 +6,8 @@ bucket into a fixed number of *shards* (recorded in the lake's state layout); th
 ``<root>/shard-<p>/<version>.arrow``: one Arrow IPC file, a row per bucket (its grouping value, the
 bucket's state bytes as :mod:`jobs.executor.bucket_state` makes them, its timer in Spark ms or
 null). A task reads the newest version *before* its own and, when its visits changed a bucket,
-writes its own version whole (a temporary name, then a rename), so:
+writes its own version whole (:meth:`jobs.checkpoint.files.CheckpointFiles.replace`: on a local
+filesystem a temporary name, then a rename; in a bucket one upload), so:
 
 * a retried or replayed step reads what its first attempt read and writes the same file again
   (the step's input comes from Spark's offset log and is the same on replay);
@@ -15,17 +16,22 @@ writes its own version whole (a temporary name, then a rename), so:
 
 Older versions are deleted once :data:`KEEP_VERSIONS` newer ones exist, so a run killed anywhere
 still finds the version its replay needs.
+
+The checkpoint may be on any filesystem Spark writes one to: the tasks read and write the
+state files through :class:`jobs.checkpoint.files.CheckpointFiles` (a Python filesystem where
+the checkpoint is a URI: Spark's Python workers have no JVM of their own).
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import NamedTuple
 
 import pyarrow as pa
+
+from jobs.checkpoint.files import CheckpointFiles, join
 
 FOLDER = "state"
 """The state's folder in the run's checkpoint directory (:func:`state_root`)."""
@@ -54,7 +60,7 @@ def state_root(checkpoint: str) -> str:
     >>> state_root("/lake/_checkpoint")
     '/lake/_checkpoint/state'
     """
-    return os.path.join(checkpoint, FOLDER)
+    return join(checkpoint, FOLDER)
 
 
 def batch_versions(batch_id: int) -> tuple[int, int]:
@@ -83,13 +89,15 @@ class ShardStore:
 
     @property
     def directory(self) -> str:
-        return os.path.join(self.root, f"shard-{self.shard}")
+        return join(self.root, f"shard-{self.shard}")
+
+    @cached_property
+    def files(self) -> CheckpointFiles:
+        """The shard's folder, on the checkpoint's filesystem."""
+        return CheckpointFiles.at(self.directory)
 
     def versions(self) -> list[int]:
-        try:
-            names = os.listdir(self.directory)
-        except FileNotFoundError:
-            return []
+        names = self.files.names()
         return sorted(int(n[: -len(SUFFIX)]) for n in names if _is_version(n))
 
     def load(self, before: int) -> dict[int, Stored]:
@@ -97,14 +105,17 @@ class ShardStore:
         older = [v for v in self.versions() if v < before]
         if not older:
             return {}
-        with pa.memory_map(self._path(older[-1])) as source:
-            table = pa.ipc.open_file(source).read_all()
+        if self.files.local:
+            with pa.memory_map(self.files.uri(_name(older[-1]))) as source:
+                table = pa.ipc.open_file(source).read_all()
+        else:
+            table = pa.ipc.open_file(pa.py_buffer(self.files.read_bytes(_name(older[-1]))))
+            table = table.read_all()
         buckets, states, timers = (table.column(c).to_pylist() for c in SCHEMA.names)
         return {b: Stored(s, t) for b, s, t in zip(buckets, states, timers, strict=True)}
 
     def save(self, version: int, buckets: Mapping[int, Stored]) -> None:
         """Write ``version`` (whole, or not at all) and delete versions no replay needs."""
-        os.makedirs(self.directory, exist_ok=True)
         ordered = sorted(buckets.items())
         table = pa.table(
             [
@@ -114,23 +125,18 @@ class ShardStore:
             ],
             schema=SCHEMA,
         )
-        final = self._path(version)
-        temporary = f"{final}.{os.getpid()}.tmp"
-        with pa.OSFile(temporary, "wb") as sink, pa.ipc.new_file(sink, SCHEMA) as writer:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_file(sink, SCHEMA) as writer:
             writer.write_table(table)
-        os.replace(temporary, final)
+        self.files.replace(_name(version), sink.getvalue().to_pybytes())
         for old in self.versions()[:-KEEP_VERSIONS]:
             if old < version:
-                _remove(self._path(old))
+                self.files.remove(_name(old))
 
-    def _path(self, version: int) -> str:
-        return os.path.join(self.directory, f"{version:020d}{SUFFIX}")
+
+def _name(version: int) -> str:
+    return f"{version:020d}{SUFFIX}"
 
 
 def _is_version(name: str) -> bool:
     return name.endswith(SUFFIX) and name[: -len(SUFFIX)].isdigit()
-
-
-def _remove(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(path)

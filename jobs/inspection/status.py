@@ -25,7 +25,6 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobs.checkpoint.logs import committed_clock
@@ -454,8 +453,7 @@ def lake_status(pipeline: Pipeline, *, max_lag_us: int | None = None) -> LakeSta
     spec = view_spec(pipeline)
     now_ms = int(time.time() * 1000)
     not_reported = list(NOT_REPORTED_ALWAYS)
-    ckpt = Path(pipeline.checkpoint_path)
-    clock = committed_clock(ckpt)
+    clock = committed_clock(pipeline.run_files.sub("_checkpoint"))
     last_id = None if clock is None else clock.batch_id
     last_at = None if clock is None else iso_ms(clock.committed_ms)
     watermark_ms = None if clock is None else clock.watermark_ms

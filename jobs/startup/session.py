@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.startup.class_archive import ClassArchive
+from jobs.startup.connectors import connector_conf
 from jobs.startup.python_processes import DAEMON_MODULE, default_cache_dir, worker_python
 from jobs.startup.quiet import error_stream, quiet_spark_stderr
 
@@ -268,6 +269,9 @@ class SessionOptions:
     write_class_archive: bool = False
     quiet_query_failures: bool = False
     quiet_stderr: bool = False
+    checkpoint: str | None = None
+    """The run's checkpoint (a path or a URI): the connector of its filesystem is added
+    (:func:`jobs.startup.connectors.connector_conf`)."""
 
     def start(self):
         """The session (a ``SparkSession``); raises :class:`JavaNotFound` without a Java.
@@ -280,6 +284,7 @@ class SessionOptions:
             master=self.master,
             shuffle_partitions=self.shuffle_partitions,
             write_class_archive=self.write_class_archive,
+            extra=connector_conf(self.checkpoint),
         )
         if self.quiet_query_failures:
             quiet_loggers(spark, QUERY_FAILURE_LOGGERS, "OFF")

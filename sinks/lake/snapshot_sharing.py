@@ -11,9 +11,10 @@ of a table at its newest version is kept, and every later one is the same
 ``deltalake.DeltaTable`` brought up to date with ``update_incremental`` (no read of the
 checkpoint's Parquet file; delta-rs 1.6.6 still reads ``_last_checkpoint``, LISTs the log and
 reads the commits since the checkpoint again: measured 20-30% fewer requests a run, not the log
-read once); whether a kept table exists needs no request. A table opened at a given version (time travel, a fold's pinned pane-log version) is
-never shared. Outside the scope (commands other than a run, tests, Spark's executors, the fold's
-worker processes) every opening reads the log, as before.
+read once); whether a kept table exists needs no request. A table opened at a given version
+(time travel, a fold's pinned pane-log version) is never shared. Outside the scope (commands
+other than a run, tests, Spark's executors, the fold's worker processes) every opening reads the
+log, as before.
 
 Tables do not disappear within a run (a view is rebuilt by ``panestore rebuild-view``, which
 runs alone under the materializer's lock), so a kept table is never stale beyond what

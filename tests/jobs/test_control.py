@@ -29,8 +29,8 @@ def test_a_control_row_carries_its_exact_millisecond_and_a_drain_reaches_the_end
         return (dt.datetime.fromisoformat(found.group(1)) - epoch) // dt.timedelta(milliseconds=1)
 
     for ms in (0, 1_704_067_200_123, 1_704_067_200_999, SENTINEL_MS - 1):
-        assert read_ms(write_control(p, "writers", ms)) == ms
-    drained = read_ms(write_drain_sentinel(p))
+        assert read_ms(Path(write_control(p, "writers", ms))) == ms
+    drained = read_ms(Path(write_drain_sentinel(p)))
     assert drained == SENTINEL_MS
     config = operator_config(p)
     assert config.model_watermark(drained - watermark_delay_ms(p)) == END_OF_TIME

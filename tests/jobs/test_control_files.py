@@ -27,21 +27,21 @@ def _taken(pipeline, files: list[Path], batches: int) -> None:
 
 def test_taken_control_files_go_but_the_newest_and_names_are_never_reused(tmp_path):
     pipeline = small_pipeline("c", tmp_path / "lake", tmp_path / "landing")
-    written = [write_control(pipeline, "writers", 1000 * i) for i in range(4)]
+    written = [Path(write_control(pipeline, "writers", 1000 * i)) for i in range(4)]
     _taken(pipeline, written[:3], batches=2)  # the fourth is not taken yet
     assert clean_control(pipeline) == 3
     left = sorted(Path(pipeline.control_path).iterdir())
     assert left == [written[3]]
     _taken(pipeline, written, batches=2)
     assert clean_control(pipeline) == 0  # the newest stays
-    later = write_control(pipeline, "tick", 0)
+    later = Path(write_control(pipeline, "tick", 0))
     assert later.name not in {w.name for w in written}  # Spark takes a path once
     assert later.name == "tick-4.json"
 
 
 def test_nothing_goes_while_a_batch_waits_for_its_replay(tmp_path):
     pipeline = small_pipeline("c", tmp_path / "lake", tmp_path / "landing")
-    written = [write_control(pipeline, "writers", 1000 * i) for i in range(3)]
+    written = [Path(write_control(pipeline, "writers", 1000 * i)) for i in range(3)]
     _taken(pipeline, written, batches=2)
     (Path(pipeline.checkpoint_path) / "offsets" / "2").write_text("v1\n{}\n")  # planned only
     assert clean_control(pipeline) == 0

@@ -509,7 +509,8 @@ def test_panestore_check_and_run_refuse_a_lake_path_engines_read_elsewhere(
     ("checkpoint", "says"),
     [
         (None, "checkpoint: is required for a lake in an object store (s3://lakes/prod/x)"),
-        ("hdfs:///ckpt/x", "checkpoint: hdfs:///ckpt/x is a URI: give a directory on a filesystem"),
+        ("s3://b/ckpt/x", "checkpoint: s3://b/ckpt/x: Spark keeps a checkpoint on a filesystem"),
+        ("gs:///ckpt/x", "checkpoint: gs:///ckpt/x names no bucket, container or host"),
         ("ckpt/a#b", "contains '#'"),
     ],
 )
@@ -517,7 +518,8 @@ def test_a_lake_in_a_bucket_needs_a_checkpoint_directory_on_a_filesystem(
     tmp_path, monkeypatch, capsys, checkpoint, says
 ):
     """Spark's checkpoint and the run's own files need a filesystem: a bucket lake without
-    ``checkpoint`` (or with one given as a URI) is refused before anything starts."""
+    ``checkpoint`` (or with a URI of a scheme Spark keeps no checkpoint on, or without a
+    bucket) is refused before anything starts."""
     from jobs.cli.commands import main
 
     monkeypatch.chdir(tmp_path)

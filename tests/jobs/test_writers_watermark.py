@@ -4,6 +4,7 @@ took."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -334,7 +335,7 @@ def test_the_job_records_an_advance_as_a_control_row_then_its_state(tmp_path):
     assert record_writers_watermark(no_spark, p, now=T0).watermark_ms is None
     assert len(rows()) == 1, "no new row when the watermark did not move"
     # killed after the control row, before the state: the same value again, harmless
-    state_path(p).unlink()
+    Path(state_path(p)).unlink()
     record_writers_watermark(no_spark, p, now=T0)
     assert rows() == ["2024-06-01T09:01:00.000+00:00"] * 2
     bad = marks_dir(landing) / "a" / "000000000001.json"

@@ -10,8 +10,10 @@ time with each file's current one (one ``stat`` per file still present); a file 
 differs changed after it was read. The changes not reported before are written to
 ``<checkpoint>/_landing_changes/pending.json``, and the run makes sure a batch follows (a tick).
 
-The next batch that commits its rejected rows *binds* the pending changes to itself, renaming the
-file to ``<checkpoint>/_landing_changes/<batch id>.json`` (atomic) before its commit, and records
+The next batch that commits its rejected rows *binds* the pending changes to itself, writing them
+to ``<checkpoint>/_landing_changes/<batch id>.json`` (whole, if absent) and then deleting the
+pending file, before its commit (a pending change already bound to a batch, left by a run killed
+between the two, is not bound again), and records
 one rejected row per file (reason :data:`CHANGED`). A replay of that batch reads the same bound
 file, so it produces the same rows (exactly once with the table's transaction). A change is reported
 once: the bound files and the pending one are the record of what was reported, keyed by the file and
@@ -27,13 +29,12 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from urllib.parse import unquote
 
-from jobs.checkpoint.logs import SOURCES, local_path, log_files
+from jobs.checkpoint.files import CheckpointFiles
+from jobs.checkpoint.logs import SOURCES, Checkpoint, files_of, local_path, log_files
 from jobs.config.pipeline import Pipeline
 from jobs.sources.files.paths import has_scheme
-from sinks.lake import write_atomically
 
 CHANGES_DIR = "_landing_changes"
 PENDING = "pending.json"
@@ -52,8 +53,9 @@ class ChangedFile:
     modified_ms: int  # its modification time when the change was noticed
 
 
-def changes_dir(pipeline: Pipeline) -> Path:
-    return pipeline.run_path / CHANGES_DIR
+def changes_dir(pipeline: Pipeline) -> CheckpointFiles:
+    """The folder of the noted changes, beside the checkpoint (on its filesystem)."""
+    return pipeline.run_files.sub(CHANGES_DIR)
 
 
 def _local(uri: str) -> str | None:
@@ -66,7 +68,7 @@ def _local(uri: str) -> str | None:
 
 
 def taken_files(
-    checkpoint: str | os.PathLike[str], landing: str, through_batch: int | None = None
+    checkpoint: Checkpoint, landing: str, through_batch: int | None = None
 ) -> dict[str, tuple[str, int]]:
     """Every file below ``landing`` that the checkpoint's file sources took: URI -> (its local
     path, its modification time in ms as Spark listed it). ``through_batch``: only the files of
@@ -74,9 +76,9 @@ def taken_files(
     failed and was never committed are still to be read); -1: none."""
     inside = os.path.join(os.path.abspath(landing), "")
     out: dict[str, tuple[str, int]] = {}
-    sources = Path(checkpoint) / SOURCES
-    for folder in sorted(sources.iterdir()) if sources.is_dir() else ():
-        for log in log_files(folder):
+    sources = files_of(checkpoint).sub(SOURCES)
+    for name in sorted(sources.names()):
+        for log in log_files(sources.sub(name)):
             for line in log.read_text(encoding="utf-8").splitlines()[1:]:
                 if not line.strip():
                     continue
@@ -103,21 +105,21 @@ def find_changes(taken: dict[str, tuple[str, int]]) -> list[ChangedFile]:
     return changed
 
 
-def _read(path: Path) -> list[ChangedFile]:
-    return [ChangedFile(**c) for c in json.loads(path.read_text(encoding="utf-8"))]
+def _read(folder: CheckpointFiles, name: str) -> list[ChangedFile]:
+    return [ChangedFile(**c) for c in json.loads(folder.read_text(name))]
 
 
-def _write(path: Path, changes: list[ChangedFile]) -> None:
-    """Write ``changes`` to ``path`` atomically."""
-    write_atomically(path, json.dumps([asdict(c) for c in changes]))
+def _text(changes: list[ChangedFile]) -> str:
+    return json.dumps([asdict(c) for c in changes])
 
 
-def reported(pipeline: Pipeline) -> set[tuple[str, int]]:
-    """(URI, modification ms) of every change already recorded (bound to a batch or pending)."""
+def reported(pipeline: Pipeline, *, bound_only: bool = False) -> set[tuple[str, int]]:
+    """(URI, modification ms) of every change already recorded (bound to a batch or pending;
+    ``bound_only``: bound to a batch)."""
     folder = changes_dir(pipeline)
-    if not folder.is_dir():
-        return set()
-    return {(c.uri, c.modified_ms) for p in folder.glob("*.json") for c in _read(p)}
+    names = [n for n in folder.names() if n.endswith(".json")]
+    names = [n for n in names if not (bound_only and n == PENDING)]
+    return {(c.uri, c.modified_ms) for n in names for c in _read(folder, n)}
 
 
 def note_changes(pipeline: Pipeline) -> list[ChangedFile]:
@@ -134,21 +136,28 @@ def note_changes(pipeline: Pipeline) -> list[ChangedFile]:
     taken = taken_files(pipeline.checkpoint_path, pipeline.source.path)
     new = [c for c in find_changes(taken) if (c.uri, c.modified_ms) not in seen]
     if new:
-        pending = changes_dir(pipeline) / PENDING
-        _write(pending, (_read(pending) if pending.exists() else []) + new)
+        folder = changes_dir(pipeline)
+        before = _read(folder, PENDING) if folder.exists(PENDING) else []
+        folder.replace(PENDING, _text(before + new))
     return new
 
 
 def bind_changes(pipeline: Pipeline, batch_id: int) -> list[ChangedFile]:
     """The changes batch ``batch_id`` records: those bound to it before (a replay), else the
-    pending ones, bound to it now (renamed, atomically). Call it only for a batch whose
-    rejected rows are still to commit."""
+    pending ones not bound to a batch yet, bound to it now (written whole, then the pending
+    file deleted). Call it only for a batch whose rejected rows are still to commit."""
     if has_scheme(pipeline.lake):
         return []
     folder = changes_dir(pipeline)
-    bound, pending = folder / f"{batch_id}.json", folder / PENDING
-    if not bound.exists():
-        if not pending.exists():
+    bound = f"{batch_id}.json"
+    if not folder.exists(bound):
+        if not folder.exists(PENDING):
             return []
-        os.replace(pending, bound)
-    return _read(bound)
+        done = reported(pipeline, bound_only=True)  # a kill between the write and the delete
+        new = [c for c in _read(folder, PENDING) if (c.uri, c.modified_ms) not in done]
+        if new:
+            folder.create(bound, _text(new))
+        folder.remove(PENDING)
+        if not new:
+            return []
+    return _read(folder, bound)
