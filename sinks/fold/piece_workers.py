@@ -131,9 +131,14 @@ class PieceWorkers:
 # -- the pipe's frames ----------------------------------------------------------------------------
 
 
-def _send(stream: IO[bytes], value: Any) -> None:
+def _frame(value: Any) -> bytes:
+    """``value`` pickled, behind its length: what one read of :func:`_receive_fd` takes."""
     data = cloudpickle.dumps(value)
-    stream.write(_LENGTH.pack(len(data)) + data)
+    return _LENGTH.pack(len(data)) + data
+
+
+def _send(stream: IO[bytes], value: Any) -> None:
+    stream.write(_frame(value))
     stream.flush()
 
 
@@ -180,11 +185,11 @@ def _child(message: tuple[dict[str, str], list[str], bytes], out: int, server: i
     except BaseException as e:  # (any failure is the fold's to report)
         reply = ("error", e)
     try:
-        data = cloudpickle.dumps(reply)
+        frame = _frame(reply)
     except Exception:  # (an exception that does not pickle: its text)
-        data = cloudpickle.dumps(("error", RuntimeError(f"{type(reply[1]).__name__}: {reply[1]}")))
+        frame = _frame(("error", RuntimeError(f"{type(reply[1]).__name__}: {reply[1]}")))
     with os.fdopen(out, "wb") as stream:
-        stream.write(_LENGTH.pack(len(data)) + data)
+        stream.write(frame)
 
 
 def serve(commands: int, replies: int) -> None:
@@ -208,14 +213,12 @@ def serve(commands: int, replies: int) -> None:
         reply = _await_child(pid, read_end, commands)
         if reply is None:
             return
-        data = cloudpickle.dumps(reply)
-        os.write(replies, _LENGTH.pack(len(data)))
-        _write_all(replies, data)
+        _write_all(replies, reply)
 
 
-def _await_child(pid: int, result: int, commands: int) -> tuple[str, Any] | None:
-    """The child's reply; None when the materializer's input ended meanwhile (the child is
-    killed)."""
+def _await_child(pid: int, result: int, commands: int) -> bytes | None:
+    """The child's reply, as the frame it wrote (passed on unread); None when the materializer's
+    input ended meanwhile (the child is killed)."""
     chunks: list[bytes] = []
     with selectors.DefaultSelector() as watch:
         watch.register(result, selectors.EVENT_READ)
@@ -233,12 +236,12 @@ def _await_child(pid: int, result: int, commands: int) -> tuple[str, Any] | None
                 chunks.append(chunk)
     os.close(result)
     _, status = os.waitpid(pid, 0)
-    data = b"".join(chunks)
-    if len(data) >= _LENGTH.size:
-        return pickle.loads(data[_LENGTH.size :])
+    frame = b"".join(chunks)
+    if len(frame) > _LENGTH.size:  # (the child wrote its frame whole before it exited)
+        return frame
     if os.WIFSIGNALED(status):
-        return ("died", f"killed by signal {os.WTERMSIG(status)}")
-    return ("died", f"exit status {os.waitstatus_to_exitcode(status)}")
+        return _frame(("died", f"killed by signal {os.WTERMSIG(status)}"))
+    return _frame(("died", f"exit status {os.waitstatus_to_exitcode(status)}"))
 
 
 def _write_all(fd: int, data: bytes) -> None:

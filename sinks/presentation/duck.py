@@ -158,41 +158,37 @@ _SECRET_VARIABLES = {
 
 
 def _create_s3_secret(con: Any) -> None:
-    """Create the connection's temporary S3 secret (:func:`s3_secret_fields`). A refusal names
-    no value: DuckDB's message may quote the statement, which holds the credentials."""
-    import duckdb
-
+    """Create the connection's temporary S3 secret (:func:`s3_secret_fields`)."""
     fields = s3_secret_fields()
-    settings = "".join(
-        f", {k} {str(v).lower() if isinstance(v, bool) else _lit(v)}" for k, v in fields.items()
-    )
-    try:
-        con.execute(f"CREATE OR REPLACE TEMPORARY SECRET panestore_s3 (TYPE s3{settings})")
-    except duckdb.Error as e:
-        raise LakeError(
-            f"DuckDB refused the S3 settings of the AWS environment ({type(e).__name__}; "
-            f"settings given: {', '.join(fields) or 'none'})"
-        ) from None
+    settings = {k: str(v).lower() if isinstance(v, bool) else _lit(v) for k, v in fields.items()}
+    _create_secret(con, "s3", settings, "the S3 settings of the AWS environment")
 
 
 def _create_azure_secret(con: Any, location: str) -> None:
     """Create the connection's temporary Azure secret for ``location``'s account
     (:func:`~sinks.lake.azure_store.duckdb_secret_fields`: a connection string, a service
-    principal or the credential chain). A refusal names no value (DuckDB's message may quote the
-    statement, which holds the credentials)."""
-    import duckdb
-
+    principal or the credential chain)."""
     try:
         fields = duckdb_secret_fields(location)
     except ValueError as e:  # a location of no known account
         raise LakeError(one_line(e)) from None
-    settings = "".join(f", {k} {_lit(v)}" for k, v in fields.items())
+    settings = {k: _lit(v) for k, v in fields.items()}
+    _create_secret(con, "azure", settings, "the Azure settings of the environment")
+
+
+def _create_secret(con: Any, kind: str, settings: dict[str, str], what: str) -> None:
+    """``CREATE OR REPLACE TEMPORARY SECRET panestore_<kind> (TYPE <kind>, <settings>)``. A
+    refusal names the settings given, never a value: DuckDB's message may quote the statement,
+    which holds the credentials."""
+    import duckdb
+
+    given = "".join(f", {k} {v}" for k, v in settings.items())
     try:
-        con.execute(f"CREATE OR REPLACE TEMPORARY SECRET panestore_azure (TYPE azure{settings})")
+        con.execute(f"CREATE OR REPLACE TEMPORARY SECRET panestore_{kind} (TYPE {kind}{given})")
     except duckdb.Error as e:
         raise LakeError(
-            f"DuckDB refused the Azure settings of the environment ({type(e).__name__}; "
-            f"settings given: {', '.join(fields)})"
+            f"DuckDB refused {what} ({type(e).__name__}; "
+            f"settings given: {', '.join(settings) or 'none'})"
         ) from None
 
 

@@ -45,11 +45,17 @@ def _contend(lake: str, barrier, wins, overlaps) -> None:
 
 
 def test_contenders_in_a_bucket_never_hold_the_lock_together(bucket_lake):
+    contend(bucket_lake)
+
+
+def contend(lake: str) -> None:
+    """:data:`CONTENDERS` processes take and release the lake's lock :data:`ROUNDS` times each,
+    at once: never two hold it together, and it is taken (not refused to all)."""
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(CONTENDERS)
     wins, overlaps = ctx.Value("i", 0), ctx.Value("i", 0)
     procs = [
-        ctx.Process(target=_contend, args=(bucket_lake, barrier, wins, overlaps))
+        ctx.Process(target=_contend, args=(lake, barrier, wins, overlaps))
         for _ in range(CONTENDERS)
     ]
     for p in procs:
