@@ -18,8 +18,8 @@ import time
 
 import pyarrow as pa
 
+from jobs.executor.jsonl_decoder import JsonlDecoder
 from jobs.executor.record_rules import RecordShape
-from jobs.sources.files.jsonl_decoder import JsonlDecoder
 
 T0 = 1_717_232_400  # 2024-06-01T09:00:00Z
 

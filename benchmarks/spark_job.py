@@ -1,6 +1,6 @@
 """Spark job benchmark: panestore against Spark's own windowed aggregation of the same files.
 
-    .venv/bin/python benchmarks/spark_job.py [--workload 1m|10m|small|small-1m-keys|all ...]
+    .venv/bin/python benchmarks/spark_job.py [--workload 1m|10m|small|two-inputs|all ...]
         [--repeat R] [--format jsonl|parquet|delta] [--files-per-batch F] [--no-native] [--keep DIR]
         [--compare-code DIR ...] [--lake-in-bucket] [--no-process]
 
@@ -26,6 +26,17 @@ Delta table, the pipeline's source):
   frozenset accumulator, its own ``add_all``) against Spark's ``size(collect_set(value))``. A
   code pipeline: its ``panestore run`` process side is not measured (a configuration file
   cannot name the combiner).
+* ``two-inputs``: two inputs co-grouped by key (issue #50): 1,000,000 impressions (``ad``,
+  ``ts``) and 100,000 clicks (``ad``, ``click_ts``, ``cost``) over the same hour, 1,000 ads,
+  JSON lines in two landing directories (one file per 10,000 events, all in one micro-batch),
+  impressions, clicks and cost per ad and minute with the default trigger (the on-time pane).
+  panestore reads them as ``[inputs.impressions]`` and ``[inputs.clicks]`` with aggregates
+  ``count() filter (input = 'impressions')``, ``count() filter (input = 'clicks')`` and
+  ``sum(cost)``; Spark natively as two file sources, each with its watermark, unioned with a tag
+  column and aggregated with ``count_if`` and ``sum``. Beside each panestore side, **one
+  input**: the same 1,100,000 events in one landing directory, each line telling its ``kind``,
+  counted with ``count() filter (kind = 'click')``: printed as the ratio of two inputs to one.
+  JSON lines only, no ``--lake-in-bucket``.
 
 Both sides run in scheduled mode (``availableNow``) with 1-minute fixed windows and a 5-minute
 watermark delay:
@@ -57,7 +68,8 @@ of its own, timed from the process's start to its end (its exit, and its output 
 whatever holds it: a JVM outliving the command would count); printed with the run's and the
 fold's time as the command reports them (the run's includes the JVM's and session's start), the
 rest being the interpreter's start and imports, the checks before the run and the JVM's exit
-(``--no-process``: not measured).
+(``--no-process``: not measured). Every side's **whole process** (its child from its start to
+its end, native's too) is printed beside, as a multiple of native's.
 ``--compare-code DIR`` (repeatable) measures panestore from another checkout too (before/after).
 Every side's checkout is byte-compiled first, as an installation is (:func:`compile_checkout`),
 and the memory is sampled from this parent process, not from a thread of the measured one.
@@ -93,7 +105,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -123,10 +135,15 @@ class Workload:
     files_per_batch: int = 100
     history_keys: int = 0  # > 0: a small scheduled run on a lake holding this many keys
     aggregates: str = "sum"  # what each window computes: a key of AGGREGATES
+    clicks: int = 0  # > 0: two inputs, ``events - clicks`` impressions and ``clicks`` clicks
 
     @property
     def is_small_run(self) -> bool:
         return self.history_keys > 0
+
+    @property
+    def has_two_inputs(self) -> bool:
+        return self.clicks > 0
 
 
 WORKLOADS = {
@@ -136,6 +153,10 @@ WORKLOADS = {
     "small-1m-keys": Workload("small-1m-keys", 1_000, 1_000_000, HOUR_US, history_keys=1_000_000),
     "1m-sketches": Workload("1m-sketches", 1_000_000, 1_000, HOUR_US, aggregates="sketches"),
     "1m-own": Workload("1m-own", 1_000_000, 1_000, HOUR_US, aggregates="own"),
+    # 110 files (100 of impressions, 10 of clicks), one micro-batch on every side
+    "two-inputs": Workload(
+        "two-inputs", 1_100_000, 1_000, HOUR_US, 200, aggregates="ctr", clicks=100_000
+    ),
 }
 
 
@@ -194,6 +215,33 @@ AGGREGATES = {
         lambda F: [
             F.approx_count_distinct("value").alias("distinct"),
             F.percentile_approx("value", 0.95).alias("p95"),
+        ],
+    ),
+    # impressions, clicks and their cost per ad and window, from two inputs (co-grouped by
+    # key): each element's input is its column ``input``, on both sides (native: a tag column)
+    "ctr": Aggregation(
+        {
+            "impressions": "count() filter (input = 'impressions')",
+            "clicks": "count() filter (input = 'clicks')",
+            "cost": "sum(cost)",
+        },
+        lambda F: [
+            F.count_if(F.col("input") == "impressions").alias("impressions"),
+            F.count_if(F.col("input") == "clicks").alias("clicks"),
+            F.sum("cost").alias("cost"),
+        ],
+    ),
+    # the same answers from one input of the same events, each telling its kind
+    "ctr-one": Aggregation(
+        {
+            "impressions": "count() filter (kind = 'impression')",
+            "clicks": "count() filter (kind = 'click')",
+            "cost": "sum(cost)",
+        },
+        lambda F: [
+            F.count_if(F.col("kind") == "impression").alias("impressions"),
+            F.count_if(F.col("kind") == "click").alias("clicks"),
+            F.sum("cost").alias("cost"),
         ],
     ),
     # the exact number of distinct values: a user's CombineFn against Spark's collect_set
@@ -260,11 +308,54 @@ def _arrow(elements):
     )
 
 
+CTR_INPUTS = ("impressions", "clicks")
+ONE_INPUT = "one"  # the two-inputs workload's landing sub-directory of both inputs' events
+
+
+def _ctr_line(input_name: str, key: str, value: int, ts: int, kind: bool) -> str:
+    """One event of the two-inputs workload as a JSON line: an impression ``{ad, ts}`` or a
+    click ``{ad, click_ts, cost}`` (``cost``: whole cents, a long: its sums are exact in any
+    order); ``kind``: the line of the one-input landing instead, ``{ad, ts, kind[, cost]}``."""
+    ad = "ad-" + key.split("-", 1)[1]
+    if kind:
+        name = "impression" if input_name == "impressions" else "click"
+        cost = f', "cost": {value}' if name == "click" else ""
+        return f'{{"ad": "{ad}", "ts": "{_iso(ts)}", "kind": "{name}"{cost}}}\n'
+    if input_name == "impressions":
+        return f'{{"ad": "{ad}", "ts": "{_iso(ts)}"}}\n'
+    return f'{{"ad": "{ad}", "click_ts": "{_iso(ts)}", "cost": {value}}}\n'
+
+
+def write_two_inputs(landing: Path, wl: Workload) -> int:
+    """The two-inputs workload's landing files (JSON lines, one file per 10,000 events, each
+    written under a hidden name and renamed): ``impressions/`` (``events - clicks`` events of
+    :func:`iter_bundles`, seed 0) and ``clicks/`` (``clicks`` events over the same hour, seed
+    1), and the same events again in ``one/``, each line telling its ``kind`` (the one-input
+    side's landing: the same files, the same sizes plus that column). Returns the number of
+    events of one landing."""
+    counts = {"impressions": wl.events - wl.clicks, "clicks": wl.clicks}
+    n = 0
+    for seed, input_name in enumerate(CTR_INPUTS):
+        bundles = iter_bundles(counts[input_name], wl.keys, span_us=wl.span_us, seed=seed)
+        for i, (elements, _wm, _pt) in enumerate(bundles):
+            for directory, kind in ((landing / input_name, False), (landing / ONE_INPUT, True)):
+                directory.mkdir(parents=True, exist_ok=True)
+                name = directory / (
+                    f"{input_name}-{i:05d}.jsonl" if kind else f"part-{i:05d}.jsonl"
+                )
+                tmp = name.with_name(f".{name.name}.tmp")
+                with open(tmp, "w") as f:
+                    f.writelines(_ctr_line(input_name, k, v, ts, kind) for k, v, ts in elements)
+                os.replace(tmp, name)
+            n += len(elements)
+    return n
+
+
 def prepare_landing(work: Path, wl: Workload, fmt: str) -> Path:
     """The workload's landing directory under ``work``, written unless a previous invocation
     left the same one (``_workload.json``: Spark skips files named ``_*``)."""
     landing = work / wl.name / "landing"
-    manifest = {**asdict(wl), "format": fmt, "version": 2}
+    manifest = {**asdict(wl), "format": fmt, "version": 3}
     marker = landing / "_workload.json"
     if marker.exists() and json.loads(marker.read_text()) == manifest:
         print(f"[{wl.name}] landing files reused from {landing}", flush=True)
@@ -275,6 +366,12 @@ def prepare_landing(work: Path, wl: Workload, fmt: str) -> Path:
         history, _new = scheduled_run_bundles(wl.history_keys, wl.events)
         n = write_landing(landing, history, fmt, "history")
         what = f"{n:,} history events ({wl.history_keys:,} keys)"
+    elif wl.has_two_inputs:
+        n = write_two_inputs(landing, wl)
+        what = (
+            f"{n - wl.clicks:,} impressions and {wl.clicks:,} clicks ({wl.keys:,} ads), and "
+            f"the same {n:,} events as one input"
+        )
     else:
         bundles = iter_bundles(wl.events, wl.keys, span_us=wl.span_us)
         n = write_landing(landing, bundles, fmt)
@@ -428,8 +525,6 @@ def panestore_pipeline(
     own = AGGREGATES[aggregates].own
     if own is None:
         return pipeline_from_dict(settings)
-    from dataclasses import replace
-
     from jobs.config.aggregates import Aggregate
 
     # a code pipeline: built from a stand-in aggregate, then given the user's combiners
@@ -446,6 +541,8 @@ def pipeline_settings(
     aggregates: str = "sum",
 ) -> dict:
     """The settings of :func:`panestore_pipeline` (a configuration file's, as a dict)."""
+    if aggregates in ("ctr", "ctr-one"):
+        return ctr_settings(landing, lake, files_per_batch, checkpoint, aggregates)
     return {
         "name": "bench",
         "lake": lake,
@@ -465,6 +562,57 @@ def pipeline_settings(
         "watermark": {"delay": "5m"},
         "aggregates": dict(AGGREGATES[aggregates].panestore),
     }
+
+
+def ctr_settings(
+    landing: Path,
+    lake: str,
+    files_per_batch: int,
+    checkpoint: Path | None = None,
+    aggregates: str = "ctr",
+) -> dict:
+    """The two-inputs workload's pipeline: impressions and clicks per ad and minute, the default
+    trigger (the on-time pane, then one per late bundle), a 5-minute watermark delay on each
+    input. ``ctr``: two inputs, ``[inputs.impressions]`` and ``[inputs.clicks]`` (the landing's
+    sub-directories); ``ctr-one``: one ``[source]``, ``landing`` holding both's events, each
+    telling its ``kind``."""
+    common = {
+        "name": "bench",
+        "lake": lake,
+        **({} if checkpoint is None else {"checkpoint": str(checkpoint)}),
+        "keys": ["ad"],
+        "window": "FixedWindows(1m)",
+    }
+    aggs = dict(AGGREGATES[aggregates].panestore)
+    if aggregates == "ctr-one":
+        return {
+            **common,
+            "event_time": "ts",
+            "source": {
+                "format": "jsonl",
+                "path": str(landing),
+                "schema": {"ad": "string", "ts": "timestamp", "kind": "string", "cost": "long"},
+                "max_files_per_trigger": files_per_batch,
+            },
+            "watermark": {"delay": "5m"},
+            "aggregates": aggs,
+        }
+    schemas = {
+        "impressions": ("ts", {"ad": "string", "ts": "timestamp"}),
+        "clicks": ("click_ts", {"ad": "string", "click_ts": "timestamp", "cost": "long"}),
+    }
+    inputs = {
+        name: {
+            "format": "jsonl",
+            "path": str(landing / name),
+            "schema": schema,
+            "event_time": event_time,
+            "max_files_per_trigger": files_per_batch,
+            "watermark": {"delay": "5m"},
+        }
+        for name, (event_time, schema) in schemas.items()
+    }
+    return {**common, "inputs": inputs, "aggregates": aggs}
 
 
 def _toml_value(value) -> str:
@@ -554,21 +702,21 @@ def measure_native(
     from pyspark.sql import functions as F
 
     start = time.perf_counter()
-    reader = spark.readStream.schema("key string, ts timestamp, value bigint")
-    reader = reader.option("maxFilesPerTrigger", files_per_batch).format(
-        "json" if fmt == "jsonl" else "parquet"
-    )
-    df = reader.load(str(landing))
-    agg = (
-        df.withWatermark("ts", "5 minutes")
-        .groupBy(F.window("ts", "1 minute"), "key")
-        .agg(*AGGREGATES[aggregates].native(F))
-    )
+    key = "key"
+    if aggregates == "ctr":
+        df, key = native_two_inputs(spark, landing, files_per_batch), "ad"
+    else:
+        reader = spark.readStream.schema("key string, ts timestamp, value bigint")
+        reader = reader.option("maxFilesPerTrigger", files_per_batch).format(
+            "json" if fmt == "jsonl" else "parquet"
+        )
+        df = reader.load(str(landing)).withWatermark("ts", "5 minutes")
+    agg = df.groupBy(F.window("ts", "1 minute"), key).agg(*AGGREGATES[aggregates].native(F))
     agg = agg.select(
-        "key",
+        key,
         F.col("window.start").alias("window_start"),
         F.col("window.end").alias("window_end"),
-        *(c for c in agg.columns if c not in ("window", "key")),
+        *(c for c in agg.columns if c not in ("window", key)),
     )
     rows = [0]
     sink_s: dict[int, float] = {}
@@ -597,6 +745,28 @@ def measure_native(
         "batches": batches,
         "output": {"window rows": rows[0]},
     }
+
+
+def native_two_inputs(spark, landing: Path, files_per_batch: int):
+    """The two-inputs workload's streams as Spark natively co-groups them: each landing
+    directory a file source with its own 5-minute watermark (Spark keeps the minimum of a
+    query's watermarks, its default policy, as panestore does of its inputs'), unioned with a
+    tag column ``input`` (and the clicks' ``cost``, null for impressions), event time ``ts``."""
+    from pyspark.sql import functions as F
+
+    def stream(name: str, schema: str):
+        reader = spark.readStream.schema(schema).option("maxFilesPerTrigger", files_per_batch)
+        return reader.format("json").load(str(landing / name))
+
+    impressions = stream("impressions", "ad string, ts timestamp").select(
+        "ad", "ts", F.lit("impressions").alias("input"), F.lit(None).cast("bigint").alias("cost")
+    )
+    clicks = stream("clicks", "ad string, click_ts timestamp, cost bigint").select(
+        "ad", F.col("click_ts").alias("ts"), F.lit("clicks").alias("input"), "cost"
+    )
+    return impressions.withWatermark("ts", "5 minutes").unionByName(
+        clicks.withWatermark("ts", "5 minutes")
+    )
 
 
 def measure_once(
@@ -660,16 +830,19 @@ def compile_checkout(code: Path) -> None:
 class Side:
     """What is measured: ``panestore`` (a run in the measuring process), ``native``, or
     ``command`` (``panestore run CONF`` as a process); the checkout panestore runs from, and
-    whether its lake is in a bucket (this checkout's panestore)."""
+    whether its lake is in a bucket (this checkout's panestore). ``one_input``: the two-inputs
+    workload's events as one input (its landing ``one/``, aggregates ``ctr-one``)."""
 
     what: str
     label: str
     code: str | None = None
     bucket: bool = False
+    one_input: bool = False
 
 
 BUCKET = "bench"
 BUCKET_SUFFIX = " (bucket)"  # the bucket side's label: panestore's, with this suffix
+ONE_INPUT_SUFFIX = " (one input)"  # a one-input side's label: the two-input side's, with this
 PROCESS_SUFFIX = " (process)"  # a command side's label: the in-process side's, with this suffix
 
 
@@ -698,6 +871,13 @@ LOAD_FLAKE = "Python worker failed to connect back"
 """Spark gives a Python process it starts 10 s to connect back (hard-coded): on an overloaded
 machine the driver's pre-init process of transformWithState can miss that. Such a measurement is
 repeated (and says so), at most ``ATTEMPTS`` times."""
+
+
+def _one_input_label(label: str) -> str:
+    """``panestore (process)`` -> ``panestore (one input) (process)``."""
+    if label.endswith(PROCESS_SUFFIX):
+        return label[: -len(PROCESS_SUFFIX)] + ONE_INPUT_SUFFIX + PROCESS_SUFFIX
+    return label + ONE_INPUT_SUFFIX
 
 
 def _child(
@@ -776,7 +956,7 @@ def _child(
             lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
         if proc.returncode == 0 and lines:
             got = json.loads(lines[-1])
-            got.update(peak_pss=mem.peak["pss"], peak_rss=mem.peak["rss"])
+            got.update(peak_pss=mem.peak["pss"], peak_rss=mem.peak["rss"], process_s=process_s)
             if lakes is not None and marks is not None:
                 got["requests"] = lakes.requests(marks)
             return got
@@ -816,6 +996,7 @@ def _targets(work: Path, wl: Workload, side: Side) -> tuple[Path, Path | None]:
     name = {"panestore": "lake", "command": "lake-command"}.get(side.what, "native")
     suffix = "" if side.code is None else f"-{Path(side.code).name}"
     suffix += "-bucket" if side.bucket else ""  # the checkpoint of the lake in a bucket
+    suffix += "-one-input" if side.one_input else ""
     target = work / wl.name / f"{name}{suffix}"
     return target, (target.with_name(target.name + ".history") if wl.is_small_run else None)
 
@@ -893,6 +1074,13 @@ def run_workload(
     if AGGREGATES[wl.aggregates].own is not None and any(s.what == "command" for s in sides):
         print(f"[{wl.name}] a code pipeline: `panestore run CONF` is not measured", flush=True)
         sides = [s for s in sides if s.what != "command"]
+    if wl.has_two_inputs:  # beside each local panestore side, the same events as one input
+        sides = [
+            twin
+            for s in sides
+            for twin in (s, replace(s, label=_one_input_label(s.label), one_input=True))
+            if not twin.one_input or (s.what != "native" and not s.bucket)
+        ]
     results: dict[str, list[dict]] = {s.label: [] for s in sides}
     for i in range(args.repeat):
         for side in sides if i % 2 == 0 else sides[::-1]:
@@ -900,14 +1088,14 @@ def run_workload(
             _reset(target, history)
             m = _child(
                 side,
-                landing,
+                landing / ONE_INPUT if side.one_input else landing,
                 target,
                 args.format,
                 fpb,
                 args.shuffle_partitions,
                 history,
                 lakes,
-                wl.aggregates,
+                "ctr-one" if side.one_input else wl.aggregates,
             )
             results[side.label].append(m)
             print(f"[{wl.name}] run {i + 1}: {side.label} {_summary(m)}", flush=True)
@@ -1046,6 +1234,7 @@ def report(wl: Workload, results: dict[str, list[dict]]) -> None:
             f"imports, checks{'' if session else ', JVM and session start'}, the JVM's exit); "
             f"peak {max(_peak(m, 'total') for m in ms):,.0f} MiB PSS"
         )
+    _whole_processes(wl, {**results, **processes})
     peaks = {
         s: {
             measure: {k: max(_peak(m, k, measure) for m in results[s]) for k in PeakMemory.PARTS}
@@ -1090,6 +1279,31 @@ def report(wl: Workload, results: dict[str, list[dict]]) -> None:
             ]
             print(f"{kind:<58}" + "".join(cells))
     print(flush=True)
+
+
+def _whole_processes(wl: Workload, results: dict[str, list[dict]]) -> None:
+    """Each side's whole process (its child from its start to its end: the interpreter and
+    imports, the JVM's and session's start, the run, for a command its checks and fold, the
+    JVM's exit; median), as a multiple of native's; for the two-inputs workload each two-input
+    side's time as a multiple of its one-input side's (the same events as one input)."""
+    if not all("process_s" in m for ms in results.values() for m in ms):
+        return  # (measurements of an older benchmark)
+    whole = {s: statistics.median(m["process_s"] for m in ms) for s, ms in results.items()}
+    native = whole.get("native")
+    print("whole process, from the child's start to its end (median):")
+    for s, secs in whole.items():
+        versus = "" if native is None or s == "native" else f" = {secs / native:.2f}x native's"
+        print(f"{s:>36}: {secs:7.2f}s{versus}")
+    if not wl.has_two_inputs:
+        return
+    runs = {s: statistics.median(m["seconds"] for m in ms) for s, ms in results.items()}
+    for s in results:
+        one = _one_input_label(s)
+        if one in results:
+            print(
+                f"ratio two inputs / one input of the same {wl.events:,} events: {s}: run "
+                f"{runs[s] / runs[one]:.2f}x, whole process {whole[s] / whole[one]:.2f}x"
+            )
 
 
 def _total(counts: dict[str, int], kind: str) -> int:
@@ -1152,13 +1366,21 @@ def main() -> None:
         print(json.dumps(got))
         return
     names = args.workload or ["1m"]
-    names = list(WORKLOADS) if "all" in names else list(dict.fromkeys(names))
+    if "all" in names:  # every workload the format serves (two-inputs: JSON lines only)
+        names = [n for n, w in WORKLOADS.items() if args.format == "jsonl" or not w.has_two_inputs]
+    names = list(dict.fromkeys(names))
     small = [n for n in names if WORKLOADS[n].is_small_run]
     if args.lake_in_bucket and small:
         ap.error(
             f"--lake-in-bucket measures workloads 1m and 10m only, not {', '.join(small)}: each "
             "measurement of a small run starts from a copy of a lake's history, which is not "
             "copied into a bucket (choose --workload 1m or 10m)"
+        )
+    two = [n for n in names if WORKLOADS[n].has_two_inputs]
+    if two and (args.format != "jsonl" or args.lake_in_bucket):
+        ap.error(
+            f"{', '.join(two)} lands JSON lines on a local lake only: drop --format "
+            f"{args.format} or --lake-in-bucket, or choose another --workload"
         )
     sides = [Side("panestore", "panestore")]
     if args.lake_in_bucket:

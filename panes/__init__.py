@@ -12,6 +12,7 @@ Nothing here imports Spark, Delta or DuckDB.
 from panes import combiners
 from panes.engine import Combined, Engine, Output
 from panes.engines import EngineKind
+from panes.inputs import INPUT_COLUMN, InputClock, Inputs
 from panes.pane import Dropped, DropReason, Pane, PaneInfo, Timing
 from panes.simulator import Simulator
 from panes.state import KeyState
@@ -54,6 +55,7 @@ __all__ = [
     "BEGINNING_OF_TIME",
     "END_OF_TIME",
     "GLOBAL_WINDOW",
+    "INPUT_COLUMN",
     "AccumulationMode",
     "AfterAll",
     "AfterAny",
@@ -84,6 +86,8 @@ __all__ = [
     "Repeatedly",
     "Retracted",
     "Sessions",
+    "InputClock",
+    "Inputs",
     "Simulator",
     "SlidingWindows",
     "Timing",

@@ -27,7 +27,7 @@ rules, which the operator (``jobs/executor/dedup_state.py``) applies per key buc
 
 >>> from panes import FixedWindows, Windowing
 >>> from panes.rules import WindowRules
->>> rules = WindowRules.of(Windowing(FixedWindows(10), allowed_lateness=5))
+>>> rules = Windowing(FixedWindows(10), allowed_lateness=5).rules
 >>> rules.forget_at(3, None), rules.forget_at(3, 100)
 (16, 104)
 >>> copies = [Copy(b"7", 16), Copy(b"7", 16)]

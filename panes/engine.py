@@ -30,13 +30,12 @@ from typing import Any, NamedTuple, cast
 
 from panes.combiners import CombineFn, inputs_of
 from panes.pane import Dropped, DropReason, Pane, PaneInfo, Timing
-from panes.rules import WindowRules
 from panes.state import KeyState, WindowState
 from panes.time import BEGINNING_OF_TIME
 from panes.triggers import ROOT, TriggerContext, merge_states
 from panes.weights import check_weighted, split_elements_by_weight
 from panes.window import Window
-from panes.windowfns import Element, WindowFn
+from panes.windowfns import Element
 from panes.windowing import AccumulationMode, TimestampCombiner, Windowing
 
 EARLY = Timing.EARLY
@@ -111,14 +110,13 @@ class Engine:
         self.combine_fn = combine_fn
         self._window_fn = windowing.window_fn
         self._trigger = windowing.trigger
-        self.rules = WindowRules.of(windowing)
+        self.rules = windowing.rules
         self._retracting = (
             windowing.accumulation_mode is AccumulationMode.ACCUMULATING_AND_RETRACTING
         )
         self._timestamps = windowing.timestamp_combiner
         self._event_wakeups = self._trigger.has_event_time
         self._processing_wakeups = self._trigger.has_processing_time
-        self._horizon_is_end = type(self._window_fn).merge_horizon is WindowFn.merge_horizon
         self._too_late_reason = self.rules.too_late_reason
 
     # -- public operations -----------------------------------------------------------------
@@ -558,8 +556,7 @@ class Engine:
     def _window_dues(self, window: Window, ws: WindowState, ctx: TriggerContext) -> None:
         """The next watermark (its trigger's wake-up, or its expiry) and processing time at
         which ``window`` needs attention, given the clocks in ``ctx``."""
-        horizon = window.end if self._horizon_is_end else self.rules.horizon(window)
-        event = self.rules.expiry(horizon)
+        event = self.rules.window_expiry(window)
         processing = None
         if not ws.closed:
             trigger = self._trigger

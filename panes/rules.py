@@ -23,51 +23,54 @@ rule                                what it decides
 :meth:`~WindowRules.pane_timestamp` a pane's timestamp: the hold, or the window's max timestamp
 :meth:`~WindowRules.too_late`       whether an element of a window is dropped as late (Beam's rule)
 :meth:`~WindowRules.expiry`         the watermark at which a window is let go (garbage collection)
+:meth:`~WindowRules.window_expiry`  the same, of a window (the expiry of its merge horizon)
 :meth:`~WindowRules.gone`           whether a window is let go at a watermark (its panes are final)
 :meth:`~WindowRules.due`            the next watermark at which a window needs attention
 :meth:`~WindowRules.forget_at`      when a deduplicated pipeline forgets a record's id
 ==================================  ==============================================================
 
-The rules are the one holder of the pipeline's allowed lateness past its configuration: the
-engines, the executor's deduplication and the lake's ``verify`` and ``report`` take a
-:class:`WindowRules`, never a loose lateness.
+The rules are the one holder of the pipeline's allowed lateness past its configuration: a
+:class:`~panes.windowing.Windowing` builds them once from its ``allowed_lateness`` argument and
+keeps them (``windowing.rules``) rather than the lateness; the engines, the executor's
+deduplication and the lake's ``verify`` and ``report`` take a :class:`WindowRules`, never a
+loose lateness.
 
 >>> from panes import FixedWindows, Sessions, Windowing
->>> rules = WindowRules.of(Windowing(FixedWindows(10), allowed_lateness=5))
+>>> rules = Windowing(FixedWindows(10), allowed_lateness=5).rules
 >>> rules.timing(past_end=True, by_watermark=True, nonspeculative=0)
 (<Timing.ON_TIME: 'ON_TIME'>, 0)
 >>> rules.expiry(10), rules.due(rules.expiry(10), 10)
 (16, 10)
 >>> [rules.too_late(10, wm) for wm in (15, 16)], [rules.gone(Window(0, 10), wm) for wm in (15, 16)]
 ([False, True], [False, True])
->>> sessions = WindowRules.of(Windowing(Sessions(10), allowed_lateness=5))
+>>> sessions = Windowing(Sessions(10), allowed_lateness=5).rules
 >>> [sessions.gone(Window(0, 10), wm) for wm in (24, 25)]  # its horizon: end - 1 + gap
 [False, True]
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from panes.pane import DropReason, Timing
-from panes.time import END_OF_TIME, format_duration
-from panes.window import Window
-from panes.windowfns import WindowFn
-from panes.windowing import (
+from panes.policies import (
     AccumulationMode,
     ClosingBehavior,
     OnTimeBehavior,
     TimestampCombiner,
-    Windowing,
 )
+from panes.time import END_OF_TIME, format_duration
+from panes.window import Window
+from panes.windowfns import WindowFn
 
 EARLY, ON_TIME, LATE = Timing.EARLY, Timing.ON_TIME, Timing.LATE
 
 
 @dataclass(frozen=True)
 class WindowRules:
-    """The rules of one pipeline's windows (built by :meth:`of` from its windowing)."""
+    """The rules of one pipeline's windows: built once by its
+    :class:`~panes.windowing.Windowing` (:meth:`build`), which holds them (``windowing.rules``)."""
 
     window_fn: WindowFn
     lateness: int
@@ -76,17 +79,38 @@ class WindowRules:
     closing_always: bool
     holds_until_ontime: bool
     timestamps: TimestampCombiner
+    horizon_is_end: bool = field(init=False, repr=False, compare=False)
+    """The window function keeps the base merge horizon (a window's end): :meth:`horizon`
+    need not ask it."""
+
+    def __post_init__(self) -> None:
+        inherited = type(self.window_fn).merge_horizon is WindowFn.merge_horizon
+        object.__setattr__(self, "horizon_is_end", inherited)
 
     @classmethod
-    def of(cls, windowing: Windowing) -> WindowRules:
+    def build(
+        cls,
+        window_fn: WindowFn,
+        lateness: int,
+        *,
+        accumulation_mode: AccumulationMode,
+        on_time_behavior: OnTimeBehavior,
+        closing_behavior: ClosingBehavior,
+        timestamp_combiner: TimestampCombiner,
+        holds_until_ontime: bool,
+    ) -> WindowRules:
+        """The rules of a windowing strategy's window function and policies with the allowed
+        ``lateness`` (µs): what :class:`~panes.windowing.Windowing` builds, once, and holds
+        (``windowing.rules``) in place of a lateness of its own. ``holds_until_ontime``: the
+        trigger has an on-time pane (its elements hold the output watermark until then)."""
         return cls(
-            window_fn=windowing.window_fn,
-            lateness=windowing.allowed_lateness,
-            discarding=windowing.accumulation_mode is AccumulationMode.DISCARDING,
-            ontime_always=windowing.on_time_behavior is OnTimeBehavior.FIRE_ALWAYS,
-            closing_always=windowing.closing_behavior is ClosingBehavior.FIRE_ALWAYS,
-            holds_until_ontime=windowing.trigger.has_ontime_pane,
-            timestamps=windowing.timestamp_combiner,
+            window_fn=window_fn,
+            lateness=lateness,
+            discarding=accumulation_mode is AccumulationMode.DISCARDING,
+            ontime_always=on_time_behavior is OnTimeBehavior.FIRE_ALWAYS,
+            closing_always=closing_behavior is ClosingBehavior.FIRE_ALWAYS,
+            holds_until_ontime=holds_until_ontime,
+            timestamps=timestamp_combiner,
         )
 
     # -- a firing ------------------------------------------------------------------------------
@@ -208,8 +232,9 @@ class WindowRules:
 
     def horizon(self, window: Window) -> int:
         """The window's merge horizon (:meth:`~panes.windowfns.WindowFn.merge_horizon`: its end,
-        or for sessions ``end - 1 + gap``)."""
-        return self.window_fn.merge_horizon(window)
+        or for sessions ``end - 1 + gap``); its end without asking a window function that keeps
+        the base rule (:attr:`horizon_is_end`)."""
+        return window.end if self.horizon_is_end else self.window_fn.merge_horizon(window)
 
     def expiry(self, horizon: int) -> int:
         """The first watermark at which a window whose merge horizon is ``horizon`` (its end,
@@ -217,13 +242,18 @@ class WindowRules:
         end of time)."""
         return min(horizon + self.lateness + 1, END_OF_TIME)
 
+    def window_expiry(self, window: Window) -> int:
+        """The first watermark at which ``window`` is let go: the :meth:`expiry` of its
+        :meth:`horizon`."""
+        return self.expiry(self.horizon(window))
+
     def gone(self, window: Window, watermark: int) -> bool:
         """Whether the engines have let ``window`` go at ``watermark`` (garbage collection): the
         watermark passed its merge horizon plus the allowed lateness, or reached the end of
         time. Nothing that is not dropped can reach the window any more, not even by merging,
         and its elements have all been fired (a closing pane fires those that never were): its
         panes are final (what ``verify`` and ``report`` tell final windows by)."""
-        return watermark >= self.expiry(self.horizon(window))
+        return watermark >= self.window_expiry(window)
 
     @staticmethod
     def due(expiry: int, wakeup: int | None) -> int:
@@ -244,7 +274,7 @@ class WindowRules:
         watermark past ``timestamp + horizon``. Capped at the end of time.
 
         >>> from panes import SlidingWindows, Windowing
-        >>> WindowRules.of(Windowing(SlidingWindows(10, 5))).forget_at(7, None)  # [0, 10), [5, 15)
+        >>> Windowing(SlidingWindows(10, 5)).rules.forget_at(7, None)  # [0, 10), [5, 15)
         16
         """
         if horizon is not None:

@@ -3,65 +3,35 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
 
+from panes.policies import AccumulationMode, ClosingBehavior, OnTimeBehavior, TimestampCombiner
+from panes.rules import WindowRules
 from panes.time import Duration, to_micros
 from panes.triggers import DefaultTrigger, Trigger
 from panes.windowfns import WindowFn
-
-
-class AccumulationMode(Enum):
-    """How the panes of one window relate to each other."""
-
-    DISCARDING = "DISCARDING"
-    """Each pane holds only the elements since the previous pane: panes add up."""
-    ACCUMULATING = "ACCUMULATING"
-    """Each pane holds every element so far: the latest pane is the result."""
-    ACCUMULATING_AND_RETRACTING = "ACCUMULATING_AND_RETRACTING"
-    """As accumulating, and each refinement first retracts the values it replaces."""
-
-
-class TimestampCombiner(Enum):
-    """The output timestamp of a pane, from the timestamps of its elements."""
-
-    END_OF_WINDOW = "END_OF_WINDOW"
-    EARLIEST = "EARLIEST"
-    LATEST = "LATEST"
-
-
-class OnTimeBehavior(Enum):
-    """Whether an ON_TIME pane is emitted when no element arrived since the previous pane."""
-
-    FIRE_ALWAYS = "FIRE_ALWAYS"
-    FIRE_IF_NON_EMPTY = "FIRE_IF_NON_EMPTY"
-
-
-class ClosingBehavior(Enum):
-    """Whether a window's final pane is emitted when no element arrived since the previous one.
-
-    The final pane is the one fired when the trigger finishes, or when the window expires
-    (watermark past its end plus the allowed lateness) with elements that never fired.
-    """
-
-    FIRE_IF_NON_EMPTY = "FIRE_IF_NON_EMPTY"
-    FIRE_ALWAYS = "FIRE_ALWAYS"
 
 
 @dataclass(frozen=True, init=False)
 class Windowing:
     """Where in event time, when in processing time, and how refinements relate.
 
+    The allowed lateness is not kept as a field of its own: it goes into the window's rules
+    (:class:`~panes.rules.WindowRules`, built once here), their one holder; ask them
+    (``windowing.rules.lateness``, ``windowing.rules.too_late(...)``).
+
     >>> from panes import FixedWindows, AfterWatermark, AfterCount
     >>> w = Windowing(FixedWindows(60_000_000), trigger=AfterWatermark(late=AfterCount(1)),
     ...               allowed_lateness=3_600_000_000)
-    >>> w.accumulation_mode.name
-    'DISCARDING'
+    >>> w.accumulation_mode.name, w.rules.lateness
+    ('DISCARDING', 3600000000)
     """
 
     window_fn: WindowFn
+    rules: WindowRules
+    """The rules of the windows, the allowed lateness among them (built by the constructor;
+    ``dataclasses.replace`` refuses it rather than rebuild them with no lateness)."""
     trigger: Trigger = field(default_factory=DefaultTrigger)
     accumulation_mode: AccumulationMode = AccumulationMode.DISCARDING
-    allowed_lateness: int = 0
     timestamp_combiner: TimestampCombiner = TimestampCombiner.END_OF_WINDOW
     on_time_behavior: OnTimeBehavior = OnTimeBehavior.FIRE_ALWAYS
     closing_behavior: ClosingBehavior = ClosingBehavior.FIRE_IF_NON_EMPTY
@@ -96,7 +66,28 @@ class Windowing:
         set_(self, "window_fn", window_fn)
         set_(self, "trigger", trigger)
         set_(self, "accumulation_mode", accumulation_mode)
-        set_(self, "allowed_lateness", lateness)
         set_(self, "timestamp_combiner", timestamp_combiner)
         set_(self, "on_time_behavior", on_time_behavior)
         set_(self, "closing_behavior", closing_behavior)
+        set_(
+            self,
+            "rules",
+            WindowRules.build(
+                window_fn,
+                lateness,
+                accumulation_mode=accumulation_mode,
+                on_time_behavior=on_time_behavior,
+                closing_behavior=closing_behavior,
+                timestamp_combiner=timestamp_combiner,
+                holds_until_ontime=trigger.has_ontime_pane,
+            ),
+        )
+
+
+__all__ = [
+    "AccumulationMode",
+    "ClosingBehavior",
+    "OnTimeBehavior",
+    "TimestampCombiner",
+    "Windowing",
+]

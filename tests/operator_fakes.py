@@ -14,7 +14,7 @@ T0_MS = 1_704_067_200_000  # 2024-01-01T00:00:00Z
 
 def clocks(watermark_ms: int = 0, processing_ms: int = T0_MS):
     """A step's clocks (Spark ms)."""
-    from jobs.executor.operator import Clocks
+    from jobs.checkpoint.clocks import Clocks
 
     return Clocks(watermark_ms, processing_ms)
 

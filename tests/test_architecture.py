@@ -24,24 +24,10 @@ ON_EXECUTORS = {
     "jobs.startup",
     "jobs.config.event_time",
     "jobs.checkpoint.offsets",
+    "jobs.checkpoint.clocks",
+    "jobs.checkpoint.input_clocks",
     "jobs.checkpoint.files",
 }
-# The lower half of the sources (jobs/sources/): what Spark's Python workers run (a source's
-# reader, the storage reading it needs, the columns option of the data sources) and what the
-# configuration reads of a source (its settings, the landing directory's naming rules, the
-# columns an upstream pane log or a Delta table offers). The executors' rule and import budget
-# hold for them; the rest of a source (registering it, its checks before the query starts, its
-# records frame) is its driver side, under the "jobs.sources" entry.
-SOURCES_BELOW = (
-    "jobs.sources.columns",
-    "jobs.sources.settings",
-    "jobs.sources.files.paths",
-    "jobs.sources.files.jsonl_decoder",
-    "jobs.sources.delta_table.log",
-    "jobs.sources.delta_table.reader",
-    "jobs.sources.pane_log.reader",
-    "jobs.sources.pane_log.upstream",
-)
 # The rooms of sinks, bottom up: each may import the rooms below it, through their front doors
 SINK_ROOMS = (
     "sinks.lake",  # the lake's format and writes
@@ -57,13 +43,19 @@ ALLOWED = {
     "sinks": {"panes", "sinks"},
     **{room: {"panes", *SINK_ROOMS[: i + 1]} for i, room in enumerate(SINK_ROOMS)},
     "jobs": {"panes", "sinks", "jobs"},
-    # the configuration: pure Python, below everything else in jobs but the sources' lower half
-    "jobs.config": {"panes", "sinks", "jobs.config", "jobs.checkpoint.files", *SOURCES_BELOW},
     # Spark and its Python processes' start-up: nothing of the pipeline
     "jobs.startup": {"jobs.startup", "panes.front_door"},
+    # Spark's checkpoint read back (the offsets of the sources that read a table by version, a
+    # batch's clocks): the ground floor
+    "jobs.checkpoint": {"panes", "sinks", "jobs.checkpoint"},
+    # the sources' lower half: what Spark's Python workers run of a source (its reader, the
+    # storage reading it needs, the columns option of the data sources) and what the
+    # configuration reads of a source (the landing directory's naming rules, the columns an
+    # upstream pane log or a Delta table offers)
+    "jobs.reading": {"panes", "sinks", "jobs.checkpoint", "jobs.reading"},
+    # the configuration: pure Python, on the sources' lower half
+    "jobs.config": {"panes", "sinks", "jobs.checkpoint", "jobs.reading", "jobs.config"},
     "jobs.executor": ON_EXECUTORS,
-    # Spark's checkpoint read back: the ground floor beside the executor, below the sources
-    "jobs.checkpoint": {"panes", "sinks", "jobs.checkpoint", *ON_EXECUTORS},
     # a source's driver side: its registration, checks and records frame, and the checkpoint's
     # reading (what a batch read)
     "jobs.sources": {
@@ -74,9 +66,8 @@ ALLOWED = {
         "jobs.executor",
         "jobs.sources",
         "jobs.checkpoint",
+        "jobs.reading",
     },
-    # ... and of the configuration also what every setting shares (the error naming a setting)
-    **{m: {*ON_EXECUTORS, *SOURCES_BELOW, "jobs.config.values"} for m in SOURCES_BELOW},
     "jobs.driver": {
         "panes",
         "sinks",
@@ -85,6 +76,7 @@ ALLOWED = {
         "jobs.executor",
         "jobs.sources",
         "jobs.checkpoint",
+        "jobs.reading",
         "jobs.driver",
     },
     # inspecting a pipeline without running it (status, the records as verify's elements): on
@@ -97,6 +89,7 @@ ALLOWED = {
         "jobs.executor",
         "jobs.sources",
         "jobs.checkpoint",
+        "jobs.reading",
         "jobs.driver",
         "jobs.inspection",
     },
@@ -108,6 +101,7 @@ ALLOWED = {
         "jobs.startup",
         "jobs.sources",
         "jobs.checkpoint",
+        "jobs.reading",
         "jobs.driver",
         "jobs.inspection",
         "jobs.api",
@@ -124,6 +118,10 @@ SUBPACKAGES = (
     "jobs.sources.delta_table",
     "jobs.sources.pane_log",
     "jobs.checkpoint",
+    "jobs.reading",
+    "jobs.reading.files",
+    "jobs.reading.delta_table",
+    "jobs.reading.pane_log",
     "jobs.driver",
     "jobs.inspection",
     "jobs.api",
@@ -269,10 +267,8 @@ NOT_ON_EXECUTORS = (
 
 def _executor_modules() -> list[str]:
     """The modules Spark's Python workers import: :mod:`jobs.executor`'s and the sources' lower
-    half (:data:`SOURCES_BELOW`)."""
-    files = _files()
-    assert set(SOURCES_BELOW) <= set(files)
-    return sorted(m for m in files if m.startswith("jobs.executor.") or m in SOURCES_BELOW)
+    half's (:mod:`jobs.reading`)."""
+    return sorted(m for m in _files() if m.startswith(("jobs.executor.", "jobs.reading.")))
 
 
 def test_executor_modules_stay_within_their_import_budget():
@@ -291,7 +287,9 @@ def test_executor_modules_stay_within_their_import_budget():
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert done.stdout.strip() == "[]"
-    assert len(_executor_modules()) >= 7
+    assert {"jobs.executor.jsonl_decoder", "jobs.reading.pane_log.reader"} <= set(
+        _executor_modules()
+    )
 
 
 def _front_door(package: str) -> Path:
@@ -351,18 +349,31 @@ def _folder(module: str) -> str:
     return parts[0]
 
 
-# Folders that still import each other: the configuration reads the sources' settings (their
-# lower half) and a source's driver side reads the configuration. Nothing may join this list.
-FOLDERS_STILL_MUTUAL = {("jobs.config", "jobs.sources")}
-
-
-def test_no_two_folders_import_each_other():
-    """Between the sub-packages of ``jobs`` and the rooms of ``sinks``, imports go one way."""
-    edges = {
+def _folder_edges() -> set[tuple[str, str]]:
+    return {
         (_folder(m), _folder(d))
         for m, deps in _graph().items()
         for d in deps
         if _folder(m) != _folder(d)
     }
+
+
+def test_no_two_folders_import_each_other():
+    """Between the sub-packages of ``jobs`` and the rooms of ``sinks``, imports go one way."""
+    edges = _folder_edges()
     mutual = {tuple(sorted(e)) for e in edges if (e[1], e[0]) in edges}
-    assert mutual <= FOLDERS_STILL_MUTUAL
+    assert mutual == set()
+
+
+def test_folders_are_layers():
+    """The folders can be put in an order where each imports only folders before it: no cycle
+    between folders, of any length (``jobs.config -> jobs.reading -> jobs.checkpoint ->
+    jobs.executor -> jobs.config`` was one)."""
+    edges = _folder_edges()
+    left = {f for e in edges for f in e}
+    while True:  # peel off the folders that import none of the folders left
+        floor = {f for f in left if not any(a == f and b in left for a, b in edges)}
+        if not floor:
+            break
+        left -= floor
+    assert sorted(left) == []

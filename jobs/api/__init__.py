@@ -43,10 +43,10 @@ if TYPE_CHECKING:  # what the front door offers; each is imported on first use (
     from jobs.api.pipelines import dataframe_source, define, delta_source, schema_of
     from jobs.api.streams import materialize, run, save, verify
     from jobs.config.pipeline import Pipeline
+    from jobs.config.source import Source
     from jobs.config.values import PipelineConfigError
     from jobs.config.watermark import Watermark
     from jobs.driver.runs import RunResult
-    from jobs.sources.settings import Source
 
 __all__ = [
     "Pipeline",

@@ -13,11 +13,12 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from jobs.config.aggregates import Aggregate
+from jobs.config.inputs import Input, dedup_by_input
 from jobs.config.load import delta_table_columns, parse_setting
 from jobs.config.pipeline import Pipeline
+from jobs.config.source import Source
 from jobs.config.values import Duration, PipelineConfigError
 from jobs.config.watermark import Watermark
-from jobs.sources.settings import Source
 from panes import (
     AccumulationMode,
     ClosingBehavior,
@@ -140,16 +141,16 @@ def delta_source(
 def define(
     name: str,
     *,
-    source: Source | DataFrame,
+    source: Source | DataFrame | None = None,
     lake: str | os.PathLike[str],
     keys: str | Sequence[str],
     window: WindowFn | str,
     aggregates: Mapping[str, str | CombineFn],
-    event_time: str | None = None,
+    event_time: str | Mapping[str, str] | None = None,
     trigger: Trigger | str = "DefaultTrigger()",
     accumulation_mode: AccumulationMode | str = AccumulationMode.DISCARDING,
     allowed_lateness: Duration = 0,
-    watermark: Watermark | None = None,
+    watermark: Watermark | Mapping[str, Watermark] | None = None,
     timestamp_combiner: TimestampCombiner | str = TimestampCombiner.END_OF_WINDOW,
     on_time_behavior: OnTimeBehavior | str = OnTimeBehavior.FIRE_ALWAYS,
     closing_behavior: ClosingBehavior | str = ClosingBehavior.FIRE_IF_NON_EMPTY,
@@ -157,8 +158,10 @@ def define(
     state_buckets: int = 64,
     checkpoint: str | os.PathLike[str] | None = None,
     single_writer: bool = False,
-    dedup: str | Sequence[str] = (),
+    dedup: str | Sequence[str] | Mapping[str, str | Sequence[str]] = (),
     dedup_horizon: Duration | None = None,
+    sources: Mapping[str, Source | DataFrame] | None = None,
+    idle_timeout: Duration | None = None,
 ) -> Pipeline:
     """A pipeline, from the model's own objects or their text (each setting as in a
     configuration file: ``docs/running.md``; the defaults are the configuration's).
@@ -188,27 +191,39 @@ def define(
     ... )
     >>> p.aggregate_types
     {'total': 'double', 'n': 'long'}
+
+    Several inputs that meet by key (``docs/sources.md``, "Several inputs"): ``sources`` names
+    each input's source (instead of ``source``), and ``event_time``, ``watermark`` and
+    ``dedup`` are mappings by input name (an input left out of ``watermark`` gets the default
+    one, of ``dedup`` none); ``idle_timeout``: an input silent this long stops holding the
+    watermark back.
+
+    >>> ctr = define(
+    ...     "ctr",
+    ...     sources={
+    ...         "views": dataframe_source({"ad": "string", "ts": "timestamp"}),
+    ...         "clicks": dataframe_source({"ad": "string", "at": "timestamp", "id": "string"}),
+    ...     },
+    ...     event_time={"views": "ts", "clicks": "at"},
+    ...     watermark={"views": Watermark(delay="1m")},
+    ...     dedup={"clicks": "id"},
+    ...     idle_timeout="10m",
+    ...     lake="lake/ctr",
+    ...     keys="ad",
+    ...     window=FixedWindows(3_600_000_000),
+    ...     aggregates={"clicks": "count() filter (input = 'clicks')", "views": "count()"},
+    ... )
+    >>> [(i.name, i.event_time, i.dedup) for i in ctr.inputs]
+    [('views', 'ts', ()), ('clicks', 'at', ('id',))]
     """
-    if not isinstance(source, Source):
-        if not getattr(source, "isStreaming", False):
-            raise PipelineConfigError(
-                "source",
-                f"must be a streaming DataFrame (spark.readStream...) or a Source, got "
-                f"{type(source).__name__}",
-            )
-        source = dataframe_source(source)
-    return Pipeline(
+    settings = dict(
         name=name,
-        source=source,
         lake=parse_setting("lake", lake),
-        keys=parse_setting("keys", keys),
         aggregates=_aggregates(aggregates),
         window=parse_setting("window", window),
-        event_time=event_time,
         trigger=parse_setting("trigger", trigger),
         accumulation_mode=parse_setting("accumulation_mode", accumulation_mode),
         allowed_lateness=parse_setting("allowed_lateness", allowed_lateness),
-        watermark=Watermark() if watermark is None else watermark,
         timestamp_combiner=parse_setting("timestamp_combiner", timestamp_combiner),
         on_time_behavior=parse_setting("on_time_behavior", on_time_behavior),
         closing_behavior=parse_setting("closing_behavior", closing_behavior),
@@ -216,8 +231,86 @@ def define(
         state_buckets=state_buckets,
         checkpoint=parse_setting("checkpoint", checkpoint),
         single_writer=single_writer,
-        dedup=parse_setting("dedup", list(dedup) if not isinstance(dedup, str) else dedup),
         dedup_horizon=parse_setting("dedup_horizon", dedup_horizon),
+    )
+    if sources is not None:
+        if source is not None:
+            raise PipelineConfigError("source", "give source (one input) or sources, not both")
+        inputs = _inputs(sources, event_time, watermark, dedup)
+        settings["idle_timeout"] = parse_setting("idle_timeout", idle_timeout)
+        return Pipeline.with_inputs(inputs, parse_setting("keys", keys), **settings)
+    if idle_timeout is not None:
+        raise PipelineConfigError("idle_timeout", "is a setting of several inputs (sources=)")
+    for setting, value in (("event_time", event_time), ("watermark", watermark), ("dedup", dedup)):
+        if isinstance(value, Mapping):
+            raise PipelineConfigError(
+                setting, "a mapping by input is for several inputs (sources=)"
+            )
+    assert not isinstance(event_time, Mapping) and not isinstance(watermark, Mapping)
+    assert not isinstance(dedup, Mapping)
+    if source is None:
+        raise PipelineConfigError("source", "is required (or sources=, several inputs)")
+    source = _source(source, "source")
+    return Pipeline(
+        source=source,
+        keys=parse_setting("keys", keys),
+        event_time=event_time,
+        watermark=Watermark() if watermark is None else watermark,
+        dedup=parse_setting("dedup", list(dedup) if not isinstance(dedup, str) else dedup),
+        **settings,
+    )
+
+
+def _source(source: Source | DataFrame, setting: str) -> Source:
+    """A :class:`Source`, or the source of a streaming DataFrame."""
+    if not isinstance(source, Source):
+        if not getattr(source, "isStreaming", False):
+            raise PipelineConfigError(
+                setting,
+                f"must be a streaming DataFrame (spark.readStream...) or a Source, got "
+                f"{type(source).__name__}",
+            )
+        source = dataframe_source(source)
+    return source
+
+
+def _inputs(
+    sources: Mapping[str, Source | DataFrame],
+    event_time: str | Mapping[str, str] | None,
+    watermark: Watermark | Mapping[str, Watermark] | None,
+    dedup: str | Sequence[str] | Mapping[str, str | Sequence[str]],
+) -> tuple[Input, ...]:
+    """The inputs of ``define(sources=...)``: each one's source, and its event time, watermark
+    and dedup from the mappings by input name."""
+    if not isinstance(sources, Mapping) or not sources:
+        raise PipelineConfigError("sources", "a mapping of input name -> source, at least one")
+    names = tuple(str(n) for n in sources)
+    by_name: dict[str, Mapping] = {}
+    for setting, value in (("event_time", event_time), ("watermark", watermark), ("dedup", dedup)):
+        if value is None or (setting == "dedup" and not value):
+            by_name[setting] = {}
+        elif not isinstance(value, Mapping):
+            raise PipelineConfigError(
+                setting, f"with several inputs, a mapping by input name: {{{names[0]!r}: ...}}"
+            )
+        else:
+            unknown = [n for n in value if n not in names]
+            if unknown:
+                raise PipelineConfigError(
+                    f"{setting}.{unknown[0]}",
+                    f"no input {unknown[0]!r}: the inputs are {list(names)}",
+                )
+            by_name[setting] = value
+    ids = dedup_by_input(by_name["dedup"], names)
+    return tuple(
+        Input(
+            name,
+            _source(source, f"sources.{name}"),
+            by_name["event_time"].get(name),
+            by_name["watermark"].get(name, Watermark()),
+            ids.get(name, ()),
+        )
+        for name, source in sources.items()
     )
 
 

@@ -18,6 +18,7 @@ levels, the environment, the Python workers' garbage-collector thresholds.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TextIO
 
@@ -42,6 +43,8 @@ def _events(pipeline: Pipeline, events: DataFrame | None) -> DataFrame | None:
     """The events a run of ``pipeline`` reads: ``events``, else the DataFrame it was defined
     with; checked to fit: given exactly for a ``dataframe`` source, streaming, with every column
     of the source's schema."""
+    if pipeline.several_inputs:
+        return _inputs_events(pipeline, events)
     src = pipeline.source
     if events is None:
         events = src.frame
@@ -73,6 +76,37 @@ def _events(pipeline: Pipeline, events: DataFrame | None) -> DataFrame | None:
                 f"the DataFrame has no column {column!r} (it has {', '.join(events.columns)})",
             )
     return events
+
+
+def _inputs_events(pipeline: Pipeline, events: DataFrame | None) -> DataFrame | None:
+    """Of a pipeline of several inputs, which reads each input's own source: None, after
+    checking that each DataFrame input holds its streaming DataFrame (``define(sources=...)``),
+    with every column of its schema; the first such DataFrame (whose session the run takes)."""
+    if events is not None:
+        raise PipelineConfigError(
+            "events",
+            f"pipeline {pipeline.name} reads several inputs, each its own source: define each "
+            "DataFrame input with its DataFrame (define(sources={name: frame, ...}))",
+        )
+    first = None
+    for one in pipeline.inputs:
+        frame = one.source.frame
+        if not one.source.is_dataframe:
+            continue
+        if frame is None or not frame.isStreaming:
+            raise PipelineConfigError(
+                f"inputs.{one.name}",
+                f"input {one.name!r} reads a DataFrame: define it with a streaming DataFrame "
+                "(define(sources={name: spark.readStream...}))",
+            )
+        missing = [c for c, _ in one.source.schema if c not in frame.columns]
+        if missing:
+            raise PipelineConfigError(
+                f"inputs.{one.name}.schema.{missing[0]}",
+                f"input {one.name!r}'s DataFrame has no column {missing[0]!r}",
+            )
+        first = first or frame
+    return first
 
 
 def run(
@@ -131,7 +165,7 @@ def run(
             follow=follow,
             drain=drain,
             interval=every,
-            records=events,
+            records=None if pipeline.several_inputs else events,
             progress=progress,
             stop_after_batches=stop_after_batches,
             fold=fold,
@@ -153,11 +187,13 @@ def materialize(pipeline: Pipeline) -> MaterializeResult:
         return Materializer(view_spec(pipeline)).run()
 
 
-def verify(pipeline: Pipeline, events: DataFrame | None = None) -> Report:
+def verify(pipeline: Pipeline, events: DataFrame | Mapping[str, DataFrame] | None = None) -> Report:
     """Check the ``current`` view: against the pane log refolded, and against a batch
     computation over ``events`` (a batch DataFrame of the same events as the stream), or over
     the records the source holds (files, a Delta table, the upstream's view); a ``dataframe``
-    source without ``events`` gets the refold only. The batch check compares the windows final
+    source without ``events`` gets the refold only. A pipeline of several inputs reads each
+    input's own; ``events`` then gives inputs' events by name (``{"clicks": batch DataFrame}``),
+    which a DataFrame input needs (else the refold only). The batch check compares the windows final
     at the lake's watermark (all of them after a drain); windows still open are counted, not
     compared (``report.summary()``). ``report.ok`` is False on any difference; ``print(report)``
     lists them (``panestore verify``).
@@ -171,11 +207,33 @@ def verify(pipeline: Pipeline, events: DataFrame | None = None) -> Report:
 
     elements = None
     notes = []
-    with as_found(None if events is None else events.sparkSession):
+    one_table: DataFrame | None = None
+    by_input: dict[str, DataFrame] | None = None
+    if isinstance(events, Mapping):
+        by_input = dict(events)
+    else:
+        one_table = events
+    frames = [*by_input.values()] if by_input is not None else [one_table]
+    session = next((f.sparkSession for f in frames if f is not None), None)
+    unread = [
+        one.name
+        for one in pipeline.inputs
+        if one.source.is_dataframe and (by_input is None or one.name not in by_input)
+    ]
+    with as_found(session):
         adopt_shared_profile()
-        if events is not None or not pipeline.source.is_dataframe:
-            rows = None if events is None else events.toArrow()
+        if one_table is not None:  # (several inputs: refused, one table for them all)
+            elements = load_source_elements(pipeline, one_table.toArrow())
+        elif pipeline.several_inputs and unread:
+            notes.append(
+                f"raw events not checked: give verify the events of DataFrame input {unread[0]} "
+                "as a batch DataFrame (events={name: DataFrame})"
+            )
+        elif by_input is not None:  # (one input: refused, its events are one table)
+            rows = {name: frame.toArrow() for name, frame in by_input.items()}
             elements = load_source_elements(pipeline, rows)
+        elif not pipeline.source.is_dataframe or pipeline.several_inputs:
+            elements = load_source_elements(pipeline)
         else:
             notes.append("raw events not checked: give verify the events as a batch DataFrame")
         report = verify_view(

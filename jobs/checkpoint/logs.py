@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from jobs.checkpoint.clocks import Clocks
 from jobs.checkpoint.files import CheckpointFiles
 from jobs.checkpoint.files import local_path as local_path
 from jobs.checkpoint.offsets import TableOffset
@@ -136,19 +137,11 @@ def batch_input(checkpoint: Checkpoint, batch_id: int) -> BatchInput:
     )
 
 
-class BatchClocks(NamedTuple):
-    """A batch's clocks as Spark's offset log records them (ms): the watermark and the batch's
-    timestamp (the operator's :class:`jobs.executor.operator.Clocks`, field for field)."""
-
-    watermark_ms: int
-    processing_ms: int
-
-
-def batch_clocks(checkpoint: Checkpoint, batch_id: int) -> BatchClocks:
+def batch_clocks(checkpoint: Checkpoint, batch_id: int) -> Clocks:
     """The watermark and timestamp (ms) Spark's offset log records for batch ``batch_id``
     (fixed before the batch runs: a replay gets the same)."""
     metadata = json.loads(_lines(files_of(checkpoint), f"{OFFSETS}/{batch_id}")[1])
-    return BatchClocks(int(metadata.get("batchWatermarkMs", 0)), int(metadata["batchTimestampMs"]))
+    return Clocks(int(metadata.get("batchWatermarkMs", 0)), int(metadata["batchTimestampMs"]))
 
 
 RECOVERY = (

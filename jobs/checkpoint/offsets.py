@@ -22,21 +22,38 @@ from typing import Any
 @dataclass(frozen=True)
 class TableOffset:
     """A source's offset: it has read the versions up to ``version`` (-1: none) of the table
-    ``table`` (None: no table yet, or an offset of an older panestore)."""
+    ``table`` (None: no table yet, or an offset of an older panestore); ``input``: the input
+    of a pipeline of several that reads it (None: the pipeline's one input), so that each
+    table input's offsets are told apart in the offset log (:func:`of_input`)."""
 
     version: int
     table: str | None = None
+    input: str | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TableOffset:
-        table = data.get("table")
-        return cls(int(data["version"]), None if table is None else str(table))
+        table, of = data.get("table"), data.get("input")
+        return cls(
+            int(data["version"]),
+            None if table is None else str(table),
+            None if of is None else str(of),
+        )
 
     def to_json(self) -> dict[str, Any]:
-        """The offset as Spark stores it (no ``table`` key while there is no table)."""
-        if self.table is None:
-            return {"version": self.version}
-        return {"version": self.version, "table": self.table}
+        """The offset as Spark stores it (no ``table`` key while there is no table, no
+        ``input`` key for a pipeline's one input)."""
+        out: dict[str, Any] = {"version": self.version}
+        if self.table is not None:
+            out["table"] = self.table
+        if self.input is not None:
+            out["input"] = self.input
+        return out
+
+    def of_input(self, name: str | None) -> bool:
+        """Whether the offset is input ``name``'s (None: every offset is the one input's). An
+        offset naming no input is of a lake's one table input: a lake reads a second only from
+        its first run (adding an input to a lake is refused), whose offsets name their input."""
+        return name is None or self.input in (None, name)
 
 
 @dataclass(frozen=True)

@@ -94,7 +94,10 @@ def _load(args) -> Pipeline:
     if getattr(args, "lake", None):
         overrides["lake"] = args.lake
     if getattr(args, "source", None):
-        overrides["source"] = {"path": args.source}
+        if getattr(args, "input", None):  # an input's landing directory
+            overrides["inputs"] = {args.input: {"path": args.source}}
+        else:
+            overrides["source"] = {"path": args.source}
     return load_pipeline(args.conf, overrides=overrides)
 
 
@@ -110,7 +113,7 @@ def cmd_check(args) -> int:
 
 def cmd_run(args) -> int:
     pipeline = _load(args)
-    if pipeline.source.is_dataframe:
+    if any(one.source.is_dataframe for one in pipeline.input_list):
         print(
             f"panestore: pipeline {pipeline.name} reads a streaming DataFrame built in PySpark "
             "code (source.format = 'dataframe'): run it from that code (jobs.api.run); this "
@@ -169,9 +172,27 @@ def cmd_note_watermark(args) -> int:
     """Land a writer's mark (:func:`jobs.driver.watermark_marks.note_watermark`) in the landing
     directory of CONF; prints its path. Exit 2 if the mark is refused (the message says why)."""
     pipeline = _load(args)
+    names = [i.name for i in pipeline.inputs]
+    if pipeline.several_inputs and args.input not in names:
+        print(
+            f"panestore: pipeline {pipeline.name} reads several inputs: name the one whose "
+            f"writer notes with --input ({', '.join(names)})",
+            file=sys.stderr,
+        )
+        return ExitStatus.MISUSE
+    if not pipeline.several_inputs and args.input is not None:
+        print(
+            f"panestore: --input names one of several inputs; pipeline {pipeline.name} reads one",
+            file=sys.stderr,
+        )
+        return ExitStatus.MISUSE
+    landing = next((i.source.path for i in pipeline.inputs if i.name == args.input), None)
     try:
         path = note_watermark(
-            pipeline.source.path, args.writer, parse_time(args.time, "--time"), args.files
+            landing or pipeline.source.path,
+            args.writer,
+            parse_time(args.time, "--time"),
+            args.files,
         )
     except MarkError as e:
         print(f"panestore: mark refused: {e}", file=sys.stderr)
@@ -264,6 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the data files it landed since its previous mark (relative to the landing directory)",
     )
     p.add_argument("--source", help="override the configuration's source.path")
+    p.add_argument("--input", help="of several inputs, the one whose writer notes its progress")
     p.set_defaults(handler=cmd_note_watermark)
 
     add_subcommands(sub)

@@ -12,6 +12,10 @@ would, drains at the end, and prints what happened.
 A second stage, conf/demo_hourly.toml, runs after the first each time: hourly totals per country
 read from the sessions' pane log, retractions included (a merged or refined session withdraws
 what it added), so its view equals the batch over the final sessions.
+
+A third stage, conf/demo_ctr.toml, reads two inputs: the same ad views as impressions, and clicks
+landing as CSV in a folder of their own (one delivered twice: a duplicate by its id), meeting by
+ad in hourly windows: the click-through rate per ad and hour, verified against both inputs.
 """
 
 from __future__ import annotations
@@ -83,6 +87,33 @@ MALFORMED = [
 ]
 
 
+def clicks(rng: random.Random, all_views) -> list[tuple[float, str, float, str, float]]:
+    """[(arrival time, click id, event time, ad, cost)]: about one view in fifteen is clicked a
+    few seconds after it was seen, the click arriving within minutes; the first click is
+    delivered again in the last round (a duplicate by its id)."""
+    out: list[tuple[float, str, float, str, float]] = []
+    for arrival, _, t, ad, _ in all_views:
+        if rng.random() < 1 / 15:
+            at = t + rng.uniform(2, 40)
+            cost = round(rng.uniform(0.05, 0.8), 2)
+            out.append((max(arrival, at) + rng.uniform(1, 180), f"c{len(out):05d}", at, ad, cost))
+    if out:
+        first = out[0]
+        out.append((START + ROUNDS * ROUND_S - 30, *first[1:]))
+    return sorted(out)
+
+
+def land_clicks(folder: Path, rnd: int, rows) -> int:
+    """Write one round's clicks as one CSV file (ad_id, click_ts, click_id, cost)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [f"{ad},{iso(t)},{cid},{cost}" for _, cid, t, ad, cost in rows]
+    if lines:
+        tmp = folder / f".clicks-r{rnd}.csv.tmp"
+        tmp.write_text("\n".join(lines) + "\n")
+        os.replace(tmp, folder / f"clicks-r{rnd}.csv")
+    return len(lines)
+
+
 def land(landing: Path, rnd: int, rows, rng: random.Random) -> int:
     """Write one round's views as a few files (arrival order, shuffled within a file)."""
     landing.mkdir(parents=True, exist_ok=True)
@@ -122,6 +153,16 @@ def main(argv=None) -> int:
     )
     # the second stage reads the first's pane log: loaded once it exists
     hourly: Pipeline | None = None
+    ctr = load_pipeline(
+        ROOT / "conf" / "demo_ctr.toml",
+        overrides={
+            "lake": str(work / "lake-ctr"),
+            "inputs": {
+                "impressions": {"path": str(work / "landing")},
+                "clicks": {"path": str(work / "clicks")},
+            },
+        },
+    )
     out = quiet_spark_stderr()
 
     def say(text: str = "") -> None:
@@ -134,6 +175,7 @@ def main(argv=None) -> int:
     spark = get_session("panestore-demo", shuffle_partitions=2)
     rng = random.Random(args.seed)
     all_views = views(rng, args.devices)
+    all_clicks = clicks(rng, all_views)
     total = 0
     for rnd in range(ROUNDS):
         lo, hi = START + rnd * ROUND_S, START + (rnd + 1) * ROUND_S
@@ -148,14 +190,19 @@ def main(argv=None) -> int:
         hourly = hourly or load_hourly(work)
         say(f"-- second stage: {hourly.name} --")
         run(hourly, spark=spark, progress=out, fold=True)
+        last = rnd == ROUNDS - 1
+        got = [c for c in all_clicks if lo <= c[0] < hi or (last and c[0] >= hi)]
+        say(f"-- third stage: {ctr.name} ({land_clicks(work / 'clicks', rnd, got)} clicks) --")
+        run(ctr, spark=spark, progress=out, fold=True)
     say("\n== final runs with --drain: the watermark goes to the end of time ==")
     assert hourly is not None  # loaded by the first round
-    for stage in (pipeline, hourly):
+    for stage in (pipeline, hourly, ctr):
         run(stage, spark=spark, drain=True, progress=out, fold=True)
     spark.stop()
     report(pipeline, say, total)
     check(pipeline, say)
     report_hourly(hourly, say)
+    report_ctr(ctr, say)
     say(f"\ndemo finished in {time.monotonic() - started:.0f}s; tables under {work / 'lake'}")
     return 0
 
@@ -258,6 +305,42 @@ def report_hourly(hourly, say) -> None:
         spec, elements=load_source_elements(hourly), elements_are=source_elements_are(hourly)
     )
     say("\n== panestore verify (second stage) ==")
+    say(str(report))
+
+
+def report_ctr(ctr, say) -> None:
+    """The third stage: the click-through rate of the ads with the most clicks, the duplicate
+    click rejected, and the view verified against both inputs' records."""
+    from deltalake import DeltaTable
+
+    from jobs.config.sink_spec import view_spec
+    from jobs.inspection.source_elements import load_source_elements, source_elements_are
+    from sinks.presentation import connect
+    from sinks.verification import verify
+
+    spec = view_spec(ctr)
+    say(f"\n== third stage: {ctr.name} (impressions and clicks, two inputs, by ad and hour) ==")
+    con = connect(spec)
+    try:
+        totals = con.sql(
+            "SELECT sum(impressions), sum(clicks), round(sum(cost), 2) FROM current"
+        ).fetchone()
+        say(f"  {totals[0]} impressions, {totals[1]} clicks, cost {totals[2]}")
+        say("  hour   ad     impressions  clicks  ctr    cost")
+        top = con.sql(
+            "SELECT strftime(window_start, '%H:%M'), ad_id, impressions, clicks, "
+            "round(clicks / impressions, 3), round(cost, 2) FROM current "
+            "WHERE impressions > 0 ORDER BY clicks DESC, window_start, ad_id LIMIT 5"
+        ).fetchall()
+        for hour, ad, shown, clicked, rate, cost in top:
+            say(f"  {hour}  {ad}  {shown:>11}  {clicked:>6}  {rate:<5}  {cost}")
+    finally:
+        con.close()
+    rejected = DeltaTable(ctr.table_path("rejected")).to_pandas()
+    duplicates = rejected[rejected["reason"].str.startswith("DUPLICATE")]
+    say(f"rejected: {len(rejected)} records, {len(duplicates)} of them a click delivered again")
+    report = verify(spec, elements=load_source_elements(ctr), elements_are=source_elements_are(ctr))
+    say("\n== panestore verify (third stage) ==")
     say(str(report))
 
 

@@ -121,7 +121,10 @@ def cmd_materialize(a) -> int:
 
         print(rebuild_view(spec))
         return 0
-    print(Materializer(spec, spread=spread).run().line())
+    from sinks.lake import shared_snapshots
+
+    with shared_snapshots():  # each table's log read once by the fold (as a run's fold does)
+        print(Materializer(spec, spread=spread).run().line())
     return 0
 
 
@@ -170,10 +173,19 @@ def cmd_changes(a) -> int:
 
 
 def cmd_history(a) -> int:
-    from sinks.presentation import history
+    """A key's pane sequence; with ``--elements``, each window's input records too, by input
+    for a pipeline of several (read as ``verify`` reads them)."""
+    from sinks.presentation import history, window_elements
 
     spec = _spec(a.conf)
-    print(history(spec, _key(a.key, spec), a.window))
+    key = _key(a.key, spec)
+    print(history(spec, key, a.window))
+    if a.elements:
+        from jobs.inspection.source_elements import load_source_elements
+
+        elements = load_source_elements(_load(a.conf))
+        print()
+        print(window_elements(spec, key, elements, a.window))
     return 0
 
 
@@ -393,6 +405,11 @@ def add_subcommands(subparsers: argparse._SubParsersAction) -> None:
     p = sub("history", cmd_history, "the pane sequence of a key's windows")
     p.add_argument("--key", required=True, help="key value (comma-separated for several keys)")
     p.add_argument("--window", type=_time_us, help="window start (µs or ISO time)")
+    p.add_argument(
+        "--elements",
+        action="store_true",
+        help="also each window's input records (by input, for several inputs)",
+    )
     p = sub(
         "plot",
         cmd_plot,

@@ -2,7 +2,7 @@
 
 Pure Python (no Spark): typed values (:class:`Pipeline`, :mod:`.pipeline`; its parts by table:
 :mod:`.watermark`, :mod:`.aggregates`, and the ``[source]`` table with its source,
-:mod:`jobs.sources.settings`; what every setting shares, :mod:`.values`), built in Python or
+:mod:`jobs.config.source`; what every setting shares, :mod:`.values`), built in Python or
 loaded from TOML layers (:func:`load_pipeline`, :mod:`.load`) and saved as TOML
 (:func:`save_pipeline`, :mod:`.save`), the filesystem checks made before Spark starts
 (:mod:`.checks`), the accepted event-time forms (:mod:`.event_time`) and the view spec the sinks
@@ -28,9 +28,9 @@ if TYPE_CHECKING:  # what the front door offers; each is imported on first use (
     from jobs.config.pipeline import Pipeline
     from jobs.config.save import pipeline_to_toml, save_pipeline
     from jobs.config.sink_spec import view_spec
+    from jobs.config.source import Source, Upstream
     from jobs.config.values import PipelineConfigError
     from jobs.config.watermark import Watermark
-    from jobs.sources.settings import Source, Upstream
 
 __all__ = [
     "Aggregate",

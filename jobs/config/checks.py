@@ -10,27 +10,30 @@ from pathlib import Path
 
 from jobs.config.pipeline import Pipeline
 from jobs.config.values import PipelineConfigError
-from jobs.sources.files.paths import has_scheme
+from jobs.reading.files.paths import has_scheme
 from sinks.lake import AZURE_SCHEMES, REFUSED_SCHEMES, azure_place, supported_spellings
 
 
 def check_paths(pipeline: Pipeline) -> None:
-    """The filesystem side of a configuration, before Spark starts: the landing directory exists
+    """The filesystem side of a configuration, before Spark starts: each landing directory exists
     and can be listed and read (or ``source.create_path`` says to create it), and the lake is a
     directory that is writable or can be created, named by a plain local path
     (:func:`check_lake_name`). A landing directory with a URI scheme (an object store) is left
     to the storage layer. Raises :class:`PipelineConfigError` naming the setting."""
-    landing = Path(pipeline.source.path)
-    if pipeline.source.is_landing and not has_scheme(pipeline.source.path):
+    for one in pipeline.input_list:  # each input's landing directory
+        source, setting = one.source, one.source_setting("path")
+        landing = Path(source.path)
+        if not source.is_landing or has_scheme(source.path):
+            continue
         if landing.exists() and not landing.is_dir():
-            raise PipelineConfigError("source.path", f"{landing} is a file, not a directory")
+            raise PipelineConfigError(setting, f"{landing} is a file, not a directory")
         if landing.is_dir() and not os.access(landing, os.R_OK | os.X_OK):
-            raise PipelineConfigError("source.path", f"{landing} cannot be read (permissions)")
-        if not landing.exists() and not pipeline.source.create_path:
+            raise PipelineConfigError(setting, f"{landing} cannot be read (permissions)")
+        if not landing.exists() and not source.create_path:
             raise PipelineConfigError(
-                "source.path",
+                setting,
                 f"{landing.absolute()} does not exist (a typo?). Create it, or set "
-                "source.create_path = true to have runs create it empty",
+                f"{one.source_setting('create_path')} = true to have runs create it empty",
             )
     check_lake_name(pipeline)
     if pipeline.run_in_store:

@@ -7,6 +7,10 @@ its type once (a ``WindowFn``, a ``Trigger``, an enum, a duration in µs) before
 :class:`Pipeline` is built, so no field is rewritten afterwards. A bad setting raises
 :class:`PipelineConfigError` naming it. A ``pane_log`` source's upstream is resolved here too
 (:func:`resolve_upstream`: its configuration file, or its lake's pane log).
+
+Several inputs (``[inputs.NAME]`` tables, :mod:`jobs.config.inputs`) take the defaults of
+``[source]`` and ``[watermark]`` each, and a file gives them or ``[source]``, not both
+(:func:`merge_layers`).
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from jobs.config.aggregates import Aggregate
+from jobs.config.inputs import Input, dedup_by_input
 from jobs.config.pipeline import Pipeline
+from jobs.config.source import FORMATS, Source, Upstream
 from jobs.config.values import (
     PipelineConfigError,
     expect,
@@ -29,7 +35,6 @@ from jobs.config.values import (
     parse_size_setting,
 )
 from jobs.config.watermark import WATERMARK_POLICIES, Watermark
-from jobs.sources.settings import FORMATS, Source, Upstream
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -37,7 +42,7 @@ else:
     import tomli as tomllib
 
 from jobs.config.event_time import EPOCH_UNITS
-from jobs.sources.pane_log.upstream import (
+from jobs.reading.pane_log.upstream import (
     PaneLogColumns,
     has_pane_log,
     offered_type,
@@ -46,6 +51,7 @@ from jobs.sources.pane_log.upstream import (
 from panes import (
     AccumulationMode,
     ClosingBehavior,
+    Inputs,
     OnTimeBehavior,
     TimestampCombiner,
     Trigger,
@@ -112,16 +118,50 @@ _WATERMARK = {f.name for f in fields(Watermark)}
 
 def merge_layers(*layers: Mapping[str, Any]) -> dict[str, Any]:
     """The configuration ``layers`` make together, each over the ones before it (defaults,
-    file, overrides): a table (``[source]``, ``[watermark]``) is merged setting by setting;
-    anything else, ``[aggregates]`` included (the list of aggregates is the last layer's), is
-    replaced."""
+    file, overrides): a table (``[source]``, ``[watermark]``, each ``[inputs.NAME]`` and its
+    ``watermark``) is merged setting by setting; anything else, ``[aggregates]`` included (the
+    list of aggregates is the last layer's), is replaced.
+
+    When a layer after the first has ``[inputs.NAME]`` tables, the first layer's (the
+    defaults') ``[source]`` and ``[watermark]`` are each input's defaults, and a later layer
+    giving ``[source]``, ``[watermark]`` or ``event_time`` as well is refused: those are the
+    inputs' own."""
+    first, rest = (layers[0], layers[1:]) if layers else ({}, ())
+    if any("inputs" in layer for layer in rest):
+        for layer in rest:
+            for one_input in ("source", "watermark", "event_time"):
+                if one_input in layer:
+                    raise PipelineConfigError(
+                        one_input,
+                        f"with [inputs.NAME] tables each input has its own: inputs.NAME."
+                        f"{'' if one_input == 'source' else one_input} "
+                        f"({'its settings' if one_input == 'source' else 'in its table'})",
+                    )
+        defaults = {k: v for k, v in first.items() if k not in ("source", "watermark")}
+        per_input = {"watermark": dict(first.get("watermark", {})), **first.get("source", {})}
+        names = [n for layer in rest for n in layer.get("inputs", {}) or {}]
+        first = {**defaults, "inputs": {n: per_input for n in dict.fromkeys(names)}}
     merged: dict[str, Any] = {}
-    for layer in layers:
+    for layer in (first, *rest):
         for k, v in layer.items():
-            if isinstance(v, Mapping) and isinstance(merged.get(k), Mapping) and k != "aggregates":
-                merged[k] = {**merged[k], **v}
+            before = merged.get(k)
+            if k == "inputs" and isinstance(v, Mapping) and isinstance(before, Mapping):
+                merged[k] = {**before, **{n: _merge_input(before.get(n), t) for n, t in v.items()}}
+            elif isinstance(v, Mapping) and isinstance(before, Mapping) and k != "aggregates":
+                merged[k] = {**before, **v}
             else:
                 merged[k] = v
+    return merged
+
+
+def _merge_input(before: Any, table: Any) -> Any:
+    """One ``[inputs.NAME]`` table over an earlier layer's: setting by setting, its watermark
+    too."""
+    if not isinstance(before, Mapping) or not isinstance(table, Mapping):
+        return table
+    merged = {**before, **table}
+    if isinstance(before.get("watermark"), Mapping) and isinstance(table.get("watermark"), Mapping):
+        merged["watermark"] = {**before["watermark"], **table["watermark"]}
     return merged
 
 
@@ -136,6 +176,12 @@ def _parse(conf: Mapping[str, Any]) -> Pipeline:
     """Parse the settings of a merged configuration into a :class:`Pipeline`. A setting that is
     absent takes the dataclass's default; a bad one raises :class:`PipelineConfigError`."""
     _check_keys("", conf, _TOP)
+    if "inputs" in conf:
+        return _parse_inputs(conf)
+    if "idle_timeout" in conf:
+        raise PipelineConfigError(
+            "idle_timeout", "is a setting of several inputs ([inputs.NAME] tables)"
+        )
     for required in ("name", "source", "lake", "keys", "aggregates", "window"):
         if required not in conf:
             raise PipelineConfigError(required, "is required")
@@ -147,6 +193,59 @@ def _parse(conf: Mapping[str, Any]) -> Pipeline:
     settings = _parse_settings("", conf, _SETTINGS, skip=frozenset({"source", "watermark"}))
     wm_settings = _parse_settings("watermark.", watermark, _WATERMARK_SETTINGS)
     return Pipeline(source=source, watermark=Watermark(**wm_settings), **settings)
+
+
+_INPUT = _SOURCE | {"event_time", "watermark"}
+
+
+def _parse_inputs(conf: Mapping[str, Any]) -> Pipeline:
+    """A configuration of several inputs (``[inputs.NAME]`` tables): each input's source,
+    event time, watermark and dedup, then the pipeline of them."""
+    for required in ("name", "inputs", "lake", "keys", "aggregates", "window"):
+        if required not in conf:
+            raise PipelineConfigError(required, "is required")
+    tables = conf["inputs"]
+    if not isinstance(tables, Mapping) or not tables:
+        raise PipelineConfigError("inputs", "must be tables, one per input: [inputs.NAME]")
+    dedup = conf.get("dedup", [])
+    if dedup == []:
+        dedup = {}
+    if not isinstance(dedup, Mapping):
+        raise PipelineConfigError(
+            "dedup", 'with several inputs, per input: dedup = { NAME = "id_column" }'
+        )
+    try:  # the names first: errors name the inputs' settings by them
+        Inputs(tables)
+    except ValueError as e:
+        raise PipelineConfigError("inputs", str(e)) from None
+    by_input = dedup_by_input(dedup, tuple(tables))
+    inputs = tuple(_parse_input(str(n), t, by_input.get(n, ())) for n, t in tables.items())
+    skip = frozenset({"inputs", "dedup"})
+    settings = _parse_settings("", conf, _SETTINGS, skip=skip)
+    keys = settings.pop("keys")
+    return Pipeline.with_inputs(inputs, keys, **settings)
+
+
+def _parse_input(name: str, table: Any, dedup: tuple[str, ...]) -> Input:
+    """One ``[inputs.NAME]`` table: a source's settings, its ``event_time`` and its
+    ``[inputs.NAME.watermark]``; errors name the input's settings (``inputs.clicks.path``)."""
+    where = f"inputs.{name}"
+    if not isinstance(table, Mapping):
+        raise PipelineConfigError(where, f"must be a table ([{where}])")
+    _check_keys(where, table, _INPUT)
+    watermark = table.get("watermark", {})
+    if not isinstance(watermark, Mapping):
+        raise PipelineConfigError(f"{where}.watermark", f"must be a table ([{where}.watermark])")
+    _check_keys(f"{where}.watermark", watermark, _WATERMARK)
+    source_table = {k: v for k, v in table.items() if k not in ("event_time", "watermark")}
+    try:
+        source = _parse_source(source_table)
+        wm = Watermark(**_parse_settings("watermark.", watermark, _WATERMARK_SETTINGS))
+    except PipelineConfigError as e:
+        setting = e.field.split(".", 1)[1] if e.field.startswith("source.") else e.field
+        raise PipelineConfigError(f"{where}.{setting}", e.message) from None
+    event_time = _SETTINGS["event_time"](f"{where}.event_time", table.get("event_time"))
+    return Input(name, source, event_time, wm, dedup)
 
 
 def _parse_source(table: Any) -> Source:
@@ -193,8 +292,8 @@ def _pane_log_upstream(src: Mapping[str, Any]) -> Upstream:
 
 def delta_table_columns(path: Any) -> tuple[tuple[str, str], ...]:
     """The schema of a ``delta`` source that gives none: the table's columns of the types a
-    pipeline reads (:func:`jobs.sources.delta_table.log.source_table_columns`)."""
-    from jobs.sources.delta_table.log import source_table_columns
+    pipeline reads (:func:`jobs.reading.delta_table.log.source_table_columns`)."""
+    from jobs.reading.delta_table.log import source_table_columns
 
     if not isinstance(path, str) or not path:
         raise PipelineConfigError("source.path", "is required: the Delta table's path or URI")
@@ -353,6 +452,7 @@ _SETTINGS: dict[str, Parse] = {
     "dedup": _dedup,
     "dedup_horizon": _optional(parse_duration_setting),
     "fold_memory": parse_size_setting,
+    "idle_timeout": _optional(parse_duration_setting),
 }
 _SOURCE_SETTINGS: dict[str, Parse] = {
     "path": _path,

@@ -41,22 +41,27 @@ wrong, including two traps of the model:
   closes its window for good: later data for it is dropped (to the ``late`` table). Allowed only
   with ``allow_finishing_trigger = true``.
 
+Several inputs that meet by key (``[inputs.NAME]`` tables instead of ``[source]``, each with
+its own event time, watermark and duplicates): :mod:`jobs.config.inputs`. Every check of an
+input runs over :attr:`Pipeline.input_list`, the one input of ``[source]`` included.
+
 Relative paths (``lake``, ``source.path``) are relative to the working directory of the run.
 """
 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobs.config.aggregates import Aggregate
 from jobs.config.event_time import EPOCH_UNITS, EventTimeColumn
+from jobs.config.inputs import SINGLE, Input, union_source
+from jobs.config.source import Source
 from jobs.config.values import IDENTIFIER, PipelineConfigError, expect
 from jobs.config.watermark import Watermark
-from jobs.sources.files.paths import has_scheme
-from jobs.sources.settings import Source
+from jobs.reading.files.paths import has_scheme
 from panes import (
     AccumulationMode,
     ClosingBehavior,
@@ -72,14 +77,18 @@ from panes import (
 )
 from panes.accumulator_text import UnstorableAccumulator, to_text
 from panes.combine_fn import text_of
-from panes.combiners import RETRACTING, CombineFn, inputs_of
+from panes.combiners import RETRACTING, CombineFn, count, inputs_of
 from panes.conditions import Condition
 from panes.engine import Engine
+from panes.inputs import INPUT_COLUMN
 from panes.rules import WindowRules
 from sinks.lake import FIXED_NAMES, INTEGRAL, arrow_type, is_object_store, sample_value
 
 if TYPE_CHECKING:
     from jobs.checkpoint.files import CheckpointFiles
+
+_RECORDS = "pst_records"
+"""The aggregate of an input's reading view (:meth:`Pipeline.read_as`): a count, read nowhere."""
 
 # Key column types the job groups by (a float key has no exact identity; see Pipeline._check_keys)
 KEY_TYPES = frozenset({"string", "int", "long", "bigint"})
@@ -113,17 +122,36 @@ class Pipeline:
     dedup: tuple[str, ...] = ()
     dedup_horizon: int | None = None
     fold_memory: int = 512 * 1024 * 1024
+    #: Several inputs (:mod:`jobs.config.inputs`); empty: the one input of ``source``. With
+    #: them, ``source`` is what their records make together (``union_source``; :meth:`with_inputs`
+    #: builds it), and ``event_time``, ``watermark`` and ``dedup`` are each input's own.
+    inputs: tuple[Input, ...] = ()
+    #: With several inputs: an input that has delivered no data for this long stops holding the
+    #: pipeline's watermark back (µs; None: never; :mod:`panes.inputs`).
+    idle_timeout: int | None = None
+
+    @classmethod
+    def with_inputs(cls, inputs: tuple[Input, ...], keys: tuple[str, ...], **settings) -> Pipeline:
+        """A pipeline of several ``inputs`` (every other setting as the constructor's, but no
+        ``source``, ``event_time``, ``watermark`` or ``dedup``: those are the inputs' own)."""
+        if not isinstance(inputs, tuple) or not inputs:
+            raise PipelineConfigError("inputs", "a tuple of at least one Input")
+        for one in inputs:
+            expect("inputs", one, Input, "a tuple of Input")
+        return cls(source=union_source(inputs, keys), keys=keys, inputs=inputs, **settings)
 
     def __post_init__(self) -> None:
         """Check the settings together (nothing is changed)."""
         self._check_types()
         self._check_names()
+        self._check_inputs()
         types = self.source.types
         self._check_keys(types)
-        self._check_event_time(types)
+        for one in self.input_list:
+            self._check_event_time(one)
+            self._check_dedup(one)
         self._check_aggregates(types)
         self._check_weighted()
-        self._check_dedup(types)
         self._check_traps()
         try:  # the model checks the windowing (a negative allowed lateness: once, there)
             self.rules()
@@ -157,6 +185,8 @@ class Pipeline:
             ("dedup", tuple, "a tuple of column names"),
             ("dedup_horizon", (int, type(None)), "a duration in µs (an int) or None"),
             ("fold_memory", int, "a number of bytes (an int)"),
+            ("inputs", tuple, "a tuple of Input"),
+            ("idle_timeout", (int, type(None)), "a duration in µs (an int) or None"),
         ):
             expect(name, getattr(self, name), kind, what)
         for agg in self.aggregates:
@@ -175,14 +205,97 @@ class Pipeline:
         if self.fold_memory < 1:
             raise PipelineConfigError("fold_memory", "must be at least 1 byte")
 
+    def _check_inputs(self) -> None:
+        """With several inputs: the records they make together are ``source``, and the settings
+        of one input are theirs (each input's own); ``idle_timeout`` is a positive duration
+        given only with them."""
+        if not self.inputs:
+            if self.idle_timeout is not None:
+                raise PipelineConfigError(
+                    "idle_timeout", "is a setting of several inputs ([inputs.NAME] tables)"
+                )
+            return
+        for one in self.inputs:
+            expect("inputs", one, Input, "a tuple of Input")
+            if one.single:
+                raise PipelineConfigError(
+                    f"inputs.{one.name}", f"{SINGLE!r} names the one input of [source]"
+                )
+        for name, default in (("event_time", None), ("watermark", Watermark()), ("dedup", ())):
+            if getattr(self, name) != default:
+                raise PipelineConfigError(
+                    name, f"with several inputs each has its own: inputs.NAME.{name}"
+                )
+        if self.source != union_source(self.inputs, self.keys):
+            raise PipelineConfigError(
+                "source",
+                "a pipeline of several inputs reads them: build it with Pipeline.with_inputs",
+            )
+        if self.idle_timeout is not None and self.idle_timeout <= 0:
+            raise PipelineConfigError("idle_timeout", "must be a positive duration")
+
+    def _unknown_column(self, column: str) -> str:
+        """Why ``column`` cannot be read from the pipeline's records."""
+        if not self.inputs:
+            return self.source.unknown_column(column)
+        names = ", ".join(f"inputs.{i.name}.schema" for i in self.inputs)
+        return f"column {column!r} is not a column of any input ({names})"
+
+    @property
+    def input_list(self) -> tuple[Input, ...]:
+        """The pipeline's inputs: its several inputs, or the one of ``[source]`` (named
+        :data:`~jobs.config.inputs.SINGLE`, with the pipeline's event time, watermark and
+        dedup): what every check of an input reads."""
+        if self.inputs:
+            return self.inputs
+        return (Input(SINGLE, self.source, self.event_time, self.watermark, self.dedup),)
+
+    def read_as(self, one: Input) -> Pipeline:
+        """The pipeline as input ``one``'s reader sees it (several inputs): a pipeline of that
+        one input, its own source, event time and watermark, counting its records. What a
+        reader of a source takes from a pipeline (the source's settings, keys and event time to
+        read as text, the lake's paths) is then this input's; the aggregates are not a
+        reader's business."""
+        return replace(
+            self,
+            source=one.source,
+            event_time=one.event_time,
+            watermark=one.watermark,
+            dedup=(),
+            aggregates=(Aggregate(_RECORDS, count()),),
+            inputs=(),
+            idle_timeout=None,
+        )
+
+    def tag_as(self, one: Input) -> Pipeline:
+        """The pipeline as input ``one``'s records are tagged (several inputs): one input whose
+        records have every column of the pipeline's (the inputs' union: a column ``one`` lacks
+        is null in its records, and :data:`~panes.inputs.INPUT_COLUMN` holds its name), with
+        its own event time, watermark and dedup, and the pipeline's aggregates. Every input's
+        tagged rows thus have the same columns, and meet in one stream."""
+        return replace(
+            self,
+            source=replace(one.source, schema=self.source.schema, path=one.source.path),
+            event_time=one.event_time,
+            watermark=one.watermark,
+            dedup=one.dedup,
+            inputs=(),
+            idle_timeout=None,
+        )
+
+    @property
+    def several_inputs(self) -> bool:
+        """Whether the pipeline reads several inputs (``[inputs.NAME]`` tables)."""
+        return bool(self.inputs)
+
     def _check_keys(self, types: dict[str, str]) -> None:
         keys = self.keys
         if not keys:
             raise PipelineConfigError("keys", "at least one key column is required")
         for k in keys:
             if k not in types:
-                raise PipelineConfigError("keys", f"key {self.source.unknown_column(k)}")
-            if types[k] == "timestamp" and k == self.event_time:
+                raise PipelineConfigError("keys", f"key {self._unknown_column(k)}")
+            if types[k] == "timestamp" and k in {i.event_time for i in self.input_list}:
                 raise PipelineConfigError("keys", f"{k!r} is the event-time column")
             if types[k] not in KEY_TYPES:
                 raise PipelineConfigError(
@@ -191,69 +304,73 @@ class Pipeline:
         if len(set(keys)) != len(keys):
             raise PipelineConfigError("keys", f"duplicated key column in {list(keys)}")
 
-    def _check_dedup(self, types: dict[str, str]) -> None:
-        """``dedup`` names columns of the source (each once), ``dedup_horizon`` is a positive
+    def _check_dedup(self, one: Input) -> None:
+        """An input's ``dedup`` names its columns (each once), ``dedup_horizon`` is a positive
         duration given only with them (docs/running.md, "Duplicates")."""
-        for c in self.dedup:
-            if not isinstance(c, str) or c not in types:
-                raise PipelineConfigError("dedup", self.source.unknown_column(str(c)))
-        if len(set(self.dedup)) != len(self.dedup):
-            raise PipelineConfigError("dedup", f"duplicated column in {list(self.dedup)}")
-        if self.dedup and self.source.is_pane_log:
+        where, dedup = one.dedup_setting(), one.dedup
+        for c in dedup:
+            if not isinstance(c, str) or c not in one.types:
+                raise PipelineConfigError(where, one.unknown_column(str(c)))
+        if len(set(dedup)) != len(dedup):
+            raise PipelineConfigError(where, f"duplicated column in {list(dedup)}")
+        if dedup and one.source.is_pane_log:
             raise PipelineConfigError(
-                "dedup",
+                where,
                 "a pane_log source's rows are panes, each once in the upstream's pane log (a "
                 "retraction repeats its pane's columns on purpose): remove dedup",
             )
         if self.dedup_horizon is not None:
-            if not self.dedup:
+            if not any(i.dedup for i in self.input_list):
                 raise PipelineConfigError("dedup_horizon", "is given without dedup columns")
             if self.dedup_horizon <= 0:
                 raise PipelineConfigError("dedup_horizon", "must be a positive duration")
 
-    def _check_event_time(self, types: dict[str, str]) -> None:
-        if self.source.is_pane_log:
-            self._check_pane_log_time()
-        elif self.event_time is None:
-            if not self.ingestion_time:
+    def _check_event_time(self, one: Input) -> None:
+        """An input's event time: a timestamp or integral column of it (or ingestion time; a
+        pane-log source's is the upstream's), and a writer-noted watermark over local files."""
+        types, event_time, setting = one.types, one.event_time, one.setting("event_time")
+        policy = one.setting("watermark.policy")
+        if one.source.is_pane_log:
+            self._check_pane_log_time(one)
+        elif event_time is None:
+            if not one.ingestion_time:
                 raise PipelineConfigError(
-                    "event_time", "is required (or use watermark.policy = 'ingestion_time')"
+                    setting, f"is required (or use {policy} = 'ingestion_time')"
                 )
-        elif self.event_time not in types:
+        elif event_time not in types:
+            raise PipelineConfigError(setting, one.unknown_column(event_time))
+        elif types[event_time] not in ("timestamp", *INTEGRAL):
             raise PipelineConfigError(
-                "event_time", f"column {self.event_time!r} is not in source.schema"
+                setting,
+                f"column {event_time!r} must be a timestamp or an integral "
+                f"epoch ({one.source_setting('epoch_unit')}), not {types[event_time]}",
             )
-        elif types[self.event_time] not in ("timestamp", *INTEGRAL):
+        if one.writer_noted and not one.source.is_landing:
             raise PipelineConfigError(
-                "event_time",
-                f"column {self.event_time!r} must be a timestamp or an integral "
-                f"epoch (source.epoch_unit), not {types[self.event_time]}",
-            )
-        if self.writer_noted and not self.source.is_landing:
-            raise PipelineConfigError(
-                "watermark.policy",
+                policy,
                 "writer_noted reads the writers' marks in the landing directory: it needs a "
-                f"source of files, not {self.source.format}",
+                f"source of files, not {one.source.format}",
             )
-        if self.writer_noted and has_scheme(self.source.path):
+        if one.writer_noted and has_scheme(one.source.path):
             raise PipelineConfigError(
-                "watermark.policy",
+                policy,
                 "writer_noted reads the writers' marks as local files: "
-                "source.path must be a local (or mounted) directory, not a URI",
+                f"{one.source_setting('path')} must be a local (or mounted) directory, not a URI",
             )
 
-    def _check_pane_log_time(self) -> None:
+    @staticmethod
+    def _check_pane_log_time(one: Input) -> None:
         """A pane-log source's event time is the pane's output timestamp and its watermark the
         upstream's: nothing to configure."""
-        if self.event_time is not None:
+        if one.event_time is not None:
             raise PipelineConfigError(
-                "event_time",
+                one.setting("event_time"),
                 "a pane_log source's event time is the upstream pane's output timestamp: "
                 "remove event_time",
             )
-        if self.watermark.policy != "bounded_out_of_orderness" or self.watermark.delay != 0:
+        if one.watermark.policy != "bounded_out_of_orderness" or one.watermark.delay != 0:
             raise PipelineConfigError(
-                "watermark",
+                one.setting("watermark"),
                 "a pane_log source follows the upstream's watermark (recorded with each pane): "
                 "remove the watermark policy and delay",
             )
@@ -271,7 +388,7 @@ class Pipeline:
             if names.count(agg.name) > 1:
                 raise PipelineConfigError(where, "the name is given twice")
             if agg.column is not None and agg.column not in types:
-                raise PipelineConfigError(where, self.source.unknown_column(agg.column))
+                raise PipelineConfigError(where, self._unknown_column(agg.column))
             agg.output_type(types)
         if not self.combine_fn().value_is_accumulator:  # the pane log stores accumulators
             record = {c: sample_value(arrow_type(t)) for c, t in types.items()}
@@ -287,9 +404,11 @@ class Pipeline:
     def _check_weighted(self) -> None:
         """A source with retractions (weight -1 elements) needs aggregates that withdraw and
         the accumulating & retracting mode (:func:`panes.weights.check_weighted`)."""
-        up = self.source.upstream
-        if up is None or not up.columns.retracting:  # not self.weighted
+        ups = [i.source.upstream for i in self.input_list]
+        retracting = [up for up in ups if up is not None and up.columns.retracting]
+        if not retracting:  # not self.weighted
             return
+        up = retracting[0]
         for agg in self.aggregates:
             if not agg.fn.can_retract:
                 raise PipelineConfigError(
@@ -333,10 +452,11 @@ class Pipeline:
     def rules(self) -> WindowRules:
         """The rules of the pipeline's windows (:class:`~panes.rules.WindowRules`): what every
         layer past the configuration takes, the one holder of its allowed lateness."""
-        return WindowRules.of(self.windowing())
+        return self.windowing().rules
 
     def windowing(self) -> Windowing:
-        """The window, trigger, modes and lateness, as the model's :class:`Windowing`."""
+        """The window, trigger, modes and lateness, as the model's :class:`Windowing` (its
+        rules: :meth:`rules`)."""
         return Windowing(
             self.window,
             trigger=self.trigger,
@@ -356,9 +476,9 @@ class Pipeline:
 
     @property
     def weighted(self) -> bool:
-        """Whether elements can weigh -1: the source is the pane log of a retracting upstream."""
-        up = self.source.upstream
-        return up is not None and up.columns.retracting
+        """Whether elements can weigh -1: an input is the pane log of a retracting upstream."""
+        ups = [i.source.upstream for i in self.input_list]
+        return any(up is not None and up.columns.retracting for up in ups)
 
     @property
     def aggregate_types(self) -> dict[str, str]:
@@ -384,10 +504,11 @@ class Pipeline:
         """The fields of a tagged element's value (the operator's value columns): the source
         columns the aggregates read themselves, and each condition's flag
         (:func:`panes.combiners.carried_fields_of`); equal to :attr:`value_columns` without
-        filtered aggregates."""
-        return tuple(
-            dict.fromkeys(c for a in self.aggregates for c in combiners.carried_fields_of(a.fn))
-        )
+        filtered aggregates. With several inputs, also the element's input
+        (:data:`~panes.inputs.INPUT_COLUMN`), which a late element's row thus names."""
+        carried = (c for a in self.aggregates for c in combiners.carried_fields_of(a.fn))
+        named = (INPUT_COLUMN,) if self.several_inputs else ()  # a late element names its input
+        return tuple(dict.fromkeys((*carried, *named)))
 
     def carried_type(self, column: str) -> str:
         """The schema type name of a carried column (a condition's flag: ``boolean``)."""
@@ -506,7 +627,10 @@ class Pipeline:
         )
 
     def describe(self) -> str:
+        """The pipeline in a few lines (``panestore check`` prints them)."""
         aggs = ", ".join(f"{a.name} = {a.fn}" for a in self.aggregates)
+        if self.inputs:
+            return self._describe_inputs(aggs)
         up = self.source.upstream
         event_time = self.event_time or "(ingestion time)"
         if up is not None:
@@ -526,6 +650,37 @@ class Pipeline:
             f"{format_duration(self.allowed_lateness)}\n  aggregates: {aggs}"
             f"{self._describe_dedup()}"
         )
+
+    def _describe_inputs(self, aggs: str) -> str:
+        """:meth:`describe` of a pipeline of several inputs: a line per input."""
+        lines = [f"pipeline {self.name}: {len(self.inputs)} inputs -> {self.lake}"]
+        for one in self.inputs:
+            src = one.source
+            if src.upstream is not None:
+                origin = f"the pane log of {src.upstream.name} ({src.upstream.pane_log})"
+            elif src.is_delta:
+                origin = f"the Delta table {src.path}"
+            elif src.is_dataframe:
+                origin = f"a streaming DataFrame{f' ({src.path})' if src.path else ''}"
+            else:
+                origin = f"{src.format} files in {src.path}"
+            if src.upstream is not None:
+                clock = "the upstream's watermark"
+            elif one.ingestion_time:
+                clock = "ingestion time"
+            else:
+                delay = format_duration(one.watermark.delay)
+                clock = f"event time {one.event_time}, watermark {one.watermark.policy} {delay}"
+            dedup = f", duplicates by {', '.join(one.dedup)}" if one.dedup else ""
+            lines.append(f"  input {one.name}: {origin}; {clock}{dedup}")
+        idle = "never" if self.idle_timeout is None else format_duration(self.idle_timeout)
+        lines.append(
+            f"  keys {list(self.keys)}, watermark: the inputs' minimum (idle after {idle}), "
+            f"{self.window}, trigger {self.trigger}, {self.accumulation_mode.name.lower()}, "
+            f"allowed lateness {format_duration(self.allowed_lateness)}"
+        )
+        lines.append(f"  aggregates: {aggs}")
+        return "\n".join(lines)
 
     def _describe_dedup(self) -> str:
         """The dedup line of :meth:`describe` (empty without dedup)."""

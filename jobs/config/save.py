@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from jobs.config.pipeline import Pipeline
+from jobs.config.source import Source
 from jobs.config.values import PipelineConfigError, format_size
+from jobs.config.watermark import Watermark
 from panes import format_duration, parse_aggregate, parse_trigger, parse_window
 from panes.combine_fn import CombineFn, text_of
 from sinks.lake import write_atomically
@@ -50,7 +52,69 @@ def pipeline_to_dict(pipeline: Pipeline) -> dict[str, Any]:
     """The TOML structure of ``pipeline``: every setting, as :func:`load_pipeline` reads it.
 
     Raises :class:`PipelineConfigError` naming a setting a file cannot hold."""
-    src = pipeline.source
+    conf: dict[str, Any] = {
+        "name": pipeline.name,
+        "lake": pipeline.lake,
+        "keys": list(pipeline.keys),
+    }
+    if pipeline.checkpoint is not None:
+        conf["checkpoint"] = pipeline.checkpoint
+    if pipeline.single_writer:
+        conf["single_writer"] = True
+    inputs: dict[str, Any] = {}
+    if pipeline.several_inputs:  # each input's table: its source, event time and watermark
+        for one in pipeline.inputs:
+            table = _source(one.source)
+            if one.event_time is not None:
+                table["event_time"] = one.event_time
+            table["watermark"] = _watermark(one.watermark)
+            inputs[one.name] = table
+        conf["dedup"] = {one.name: list(one.dedup) for one in pipeline.inputs if one.dedup}
+        if pipeline.idle_timeout is not None:
+            conf["idle_timeout"] = format_duration(pipeline.idle_timeout)
+    else:
+        if pipeline.event_time is not None:
+            conf["event_time"] = pipeline.event_time
+        conf["dedup"] = list(pipeline.dedup)
+    if pipeline.dedup_horizon is not None:
+        conf["dedup_horizon"] = format_duration(pipeline.dedup_horizon)
+
+    def enum(value: Enum) -> str:
+        return value.name.lower()
+
+    conf.update(
+        window=_text("window", pipeline.window, parse_window),
+        trigger=_text("trigger", pipeline.trigger, parse_trigger),
+        accumulation_mode=enum(pipeline.accumulation_mode),
+        allowed_lateness=format_duration(pipeline.allowed_lateness),
+        timestamp_combiner=enum(pipeline.timestamp_combiner),
+        on_time_behavior=enum(pipeline.on_time_behavior),
+        closing_behavior=enum(pipeline.closing_behavior),
+        allow_finishing_trigger=pipeline.allow_finishing_trigger,
+        state_buckets=pipeline.state_buckets,
+        fold_memory=format_size(pipeline.fold_memory),
+    )
+    if inputs:
+        conf["inputs"] = inputs
+    else:
+        conf.update(source=_source(pipeline.source), watermark=_watermark(pipeline.watermark))
+    conf["aggregates"] = {
+        a.name: _text(f"aggregates.{a.name}", a.fn, parse_aggregate) for a in pipeline.aggregates
+    }
+    return conf
+
+
+def _watermark(wm: Watermark) -> dict[str, Any]:
+    """A ``[watermark]`` table."""
+    return {
+        "policy": wm.policy,
+        "delay": format_duration(wm.delay),
+        "idle_timeout": format_duration(wm.idle_timeout),
+    }
+
+
+def _source(src: Source) -> dict[str, Any]:
+    """A ``[source]`` table (or an input's source settings)."""
     source: dict[str, Any] = {"format": src.format, "path": src.path}
     if src.is_pane_log:
         if src.pipeline is not None:
@@ -71,48 +135,7 @@ def pipeline_to_dict(pipeline: Pipeline) -> dict[str, Any]:
         bounded=src.bounded,
         create_path=src.create_path,
     )
-    wm = pipeline.watermark
-    conf: dict[str, Any] = {
-        "name": pipeline.name,
-        "lake": pipeline.lake,
-        "keys": list(pipeline.keys),
-    }
-    if pipeline.checkpoint is not None:
-        conf["checkpoint"] = pipeline.checkpoint
-    if pipeline.single_writer:
-        conf["single_writer"] = True
-    if pipeline.event_time is not None:
-        conf["event_time"] = pipeline.event_time
-    conf["dedup"] = list(pipeline.dedup)
-    if pipeline.dedup_horizon is not None:
-        conf["dedup_horizon"] = format_duration(pipeline.dedup_horizon)
-
-    def enum(value: Enum) -> str:
-        return value.name.lower()
-
-    conf.update(
-        window=_text("window", pipeline.window, parse_window),
-        trigger=_text("trigger", pipeline.trigger, parse_trigger),
-        accumulation_mode=enum(pipeline.accumulation_mode),
-        allowed_lateness=format_duration(pipeline.allowed_lateness),
-        timestamp_combiner=enum(pipeline.timestamp_combiner),
-        on_time_behavior=enum(pipeline.on_time_behavior),
-        closing_behavior=enum(pipeline.closing_behavior),
-        allow_finishing_trigger=pipeline.allow_finishing_trigger,
-        state_buckets=pipeline.state_buckets,
-        fold_memory=format_size(pipeline.fold_memory),
-        source=source,
-        watermark={
-            "policy": wm.policy,
-            "delay": format_duration(wm.delay),
-            "idle_timeout": format_duration(wm.idle_timeout),
-        },
-        aggregates={
-            a.name: _text(f"aggregates.{a.name}", a.fn, parse_aggregate)
-            for a in pipeline.aggregates
-        },
-    )
-    return conf
+    return source
 
 
 def _key(name: str) -> str:
@@ -136,8 +159,16 @@ def _value(value: Any) -> str:
 def pipeline_to_toml(pipeline: Pipeline) -> str:
     """``pipeline`` as the text of a configuration file (see :func:`pipeline_to_dict`)."""
     conf = pipeline_to_dict(pipeline)
-    lines = [f"{_key(k)} = {_value(v)}" for k, v in conf.items() if not isinstance(v, dict)]
+    tables = ("source", "watermark", "inputs", "aggregates")
+    lines = [f"{_key(k)} = {_value(v)}" for k, v in conf.items() if k not in tables]
+    for name, table in conf.get("inputs", {}).items():
+        lines += ["", f"[inputs.{_key(name)}]"]
+        lines += [f"{_key(k)} = {_value(v)}" for k, v in table.items() if k != "watermark"]
+        lines += ["", f"[inputs.{_key(name)}.watermark]"]
+        lines += [f"{_key(k)} = {_value(v)}" for k, v in table["watermark"].items()]
     for table in ("source", "watermark", "aggregates"):
+        if table not in conf:
+            continue
         lines += ["", f"[{table}]"]
         lines += [f"{_key(k)} = {_value(v)}" for k, v in conf[table].items()]
     return "\n".join(lines) + "\n"

@@ -22,12 +22,13 @@ from typing import Any
 
 import pyarrow as pa
 
+from jobs.checkpoint.clocks import Clocks
+from jobs.checkpoint.input_clocks import InputsAtBatch, latest_before, settle, watermark_ms
 from jobs.checkpoint.logs import batch_clocks, batch_input, local_path
 from jobs.config.pipeline import Pipeline
 from jobs.config.sink_spec import view_spec
-from jobs.driver.plan import OperatorPlan, layout
+from jobs.driver.plan import OperatorPlan, inputs_rule, layout
 from jobs.executor.batch_output import BatchCounts, write_batch_files
-from jobs.executor.operator import Clocks
 from jobs.executor.output_tables import KIND_LATE, KIND_PANE, KIND_REJECTED, KINDS, OutputTables
 from jobs.executor.state_store import state_root
 from jobs.executor.task_files import ROWS_PER_FILE, TaskWriting, attempt_id
@@ -82,6 +83,7 @@ class BatchStats:
     rejected: int = 0
     committed: bool = False  # False: a replay whose tables were already committed
     records: int = 0  # the input records the batch took (its operator counts them, replays too)
+    records_by_input: dict[str, int] = field(default_factory=dict)  # of several inputs
     held_by: tuple[str, ...] = ()  # the tables that held the batch before this execution
     held: Figures = field(default_factory=Figures)  # what those tables hold of it
     vanished: tuple[str, ...] = ()  # listed input files gone before they were read (rejected)
@@ -96,6 +98,7 @@ class BatchStats:
         execution committed and those the tables held already."""
         own = Figures.of(
             records=self.records,
+            records_by_input=self.records_by_input,
             panes=self.panes,
             by_timing=self.by_timing,
             retractions=self.retractions,
@@ -249,8 +252,11 @@ class BatchSink:
         # landing files changed after an earlier batch read them (jobs.sources.files.changes):
         # bound to this batch before its rejected rows commit, so a replay records the same rows
         changed = tuple(bind_changes(self.pipeline, batch_id)) if KIND_REJECTED in todo else ()
-        clocks = Clocks(*batch_clocks(self.pipeline.checkpoint_path, batch_id))
-        files, counts, after = self._run_operator(df, clocks, batch_id, committed)
+        clocks = batch_clocks(self.pipeline.checkpoint_path, batch_id)
+        inputs = self._inputs_at(batch_id, clocks)
+        if inputs is not None:  # several inputs: their watermark, not Spark's
+            clocks = Clocks(inputs.watermark_ms, clocks.processing_ms)
+        files, counts, after = self._run_operator(df, clocks, batch_id, committed, inputs)
         # After the plan ran: a file gone now was gone when its batch read it (or vanished while
         # being read). Spark skips such a file with a log warning; we keep it on record.
         gone, batch_ts_us = self._vanished_input(df.sparkSession, batch_id)
@@ -270,6 +276,10 @@ class BatchSink:
             watermark_ms=clocks.watermark_ms,
             watermark_after_ms=after,
             records=counts.records,
+            records_by_input={  # (the lane after the inputs' is the control rows')
+                one.name: counts.lane_records.get(lane, 0)
+                for lane, one in enumerate(self.pipeline.inputs)
+            },
             held_by=tuple(TABLE_OF_KIND[k] for k in committed),
             held=self.held_figures(batch_id, committed),
         )
@@ -289,14 +299,39 @@ class BatchSink:
         return batch_figures(tables, batch_id)
 
     def _run_operator(
-        self, df, clocks: Clocks, batch_id: int, committed: Sequence[str]
+        self,
+        df,
+        clocks: Clocks,
+        batch_id: int,
+        committed: Sequence[str],
+        inputs: InputsAtBatch | None = None,
     ) -> tuple[dict[str, list[DataFile]], BatchCounts, int]:
         """The operator over the batch's input at the batch's clocks, the firing at the
-        watermark after it included (one job): its files and counts, and that watermark."""
+        watermark after it included (one job): its files and counts, and that watermark. With
+        several inputs (``inputs``), the inputs' clocks after the batch are settled in the
+        run's directory before anything of the batch commits (a replay runs at the clocks
+        its first attempt settled)."""
         operator = self.operator
-        out = operator.output(df, clocks, batch_id)
+        out = operator.output(df, clocks, batch_id, inputs)
         files, counts = write_batch_files(out, self.tables, batch_id, committed)
+        if inputs is not None:
+            settled = settle(self.pipeline.run_files, inputs.after(counts.lane_clocks))
+            return files, counts, watermark_ms(settled.watermark_after)
         return files, counts, operator.watermark_after(clocks.watermark_ms, counts.clock_us)
+
+    def _inputs_at(self, batch_id: int, clocks: Clocks) -> InputsAtBatch | None:
+        """With several inputs: what batch ``batch_id`` runs at (the inputs' clocks after the
+        batch before it, the batch's processing time from Spark's offset log); else None."""
+        pipeline = self.pipeline
+        if not pipeline.several_inputs:
+            return None
+        return InputsAtBatch(
+            *inputs_rule(pipeline),
+            latest_before(pipeline.run_files, batch_id),
+            batch_id,
+            clocks.processing_ms * 1000,
+            frozenset(one.name for one in pipeline.inputs if one.writer_noted),
+        )
 
     @staticmethod
     def _file_notes(gone: Sequence[str], changed: Sequence[ChangedFile]) -> list[tuple[str, str]]:

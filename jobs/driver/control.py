@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 from jobs.checkpoint.files import CheckpointFiles
 from jobs.checkpoint.logs import COMMITS, OFFSETS, SOURCES, local_path, log_files
 from jobs.config.pipeline import Pipeline
+from jobs.reading.files.paths import spark_path
 from jobs.sources.files.landing import FILE_SOURCE_OPTIONS
-from jobs.sources.files.paths import spark_path
 from sinks.lake import MAX_TIMESTAMP_MS
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -41,12 +41,15 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 TS_FIELD = r'"ts"\s*:\s*"([^"]*)"'
 """Where a control row's line holds its event time (the ``ts`` field of its JSON object)."""
+INPUT_FIELD = r'"input"\s*:\s*"([^"]*)"'
+"""Where a control row of one input of several holds the input's name (a writers' watermark:
+:mod:`jobs.driver.writers_watermark`); a row for the whole pipeline has none."""
 
 
 def control_stream(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
     """Control rows (``{"kind", "ts"}`` JSON files under ``<checkpoint>/_control``) as their
-    event time ``ts``. A line there that is not a control row (no readable ``ts``) moves nothing
-    and is ignored.
+    event time ``ts`` and the ``input`` they are of (empty: the pipeline's). A line there that
+    is not a control row (no readable ``ts``) moves nothing and is ignored.
 
     Read as text, the ``ts`` field taken with a regular expression: a file source of Spark's
     JSON format costs each run's query ~0.7 s more to build, plan and compile in a fresh JVM
@@ -57,7 +60,8 @@ def control_stream(spark: SparkSession, pipeline: Pipeline) -> DataFrame:
     _control_folder(pipeline)
     lines = spark.readStream.options(**FILE_SOURCE_OPTIONS).text(spark_path(pipeline.control_path))
     ts = F.regexp_extract(F.col("value"), TS_FIELD, 1).try_cast("timestamp")
-    return lines.select(ts.alias("ts")).where("ts IS NOT NULL")
+    of = F.regexp_extract(F.col("value"), INPUT_FIELD, 1)
+    return lines.select(ts.alias("ts"), of.alias("input")).where("ts IS NOT NULL")
 
 
 def _control_folder(pipeline: Pipeline) -> CheckpointFiles:
@@ -72,12 +76,16 @@ def _control_folder(pipeline: Pipeline) -> CheckpointFiles:
     return ctl
 
 
-def write_control(pipeline: Pipeline, kind: str, ts_ms: int) -> str:
-    """Drop a control row (``kind``, event time ``ts_ms``) into ``<checkpoint>/_control``,
-    whole or not at all, under a new name; its location."""
+def write_control(pipeline: Pipeline, kind: str, ts_ms: int, of_input: str | None = None) -> str:
+    """Drop a control row (``kind``, event time ``ts_ms``; ``of_input``: of that input of
+    several, not the pipeline's) into ``<checkpoint>/_control``, whole or not at all, under a
+    new name; its location."""
     ctl = _control_folder(pipeline)
     ts = _EPOCH + dt.timedelta(milliseconds=ts_ms)  # exact: no float seconds
-    body = json.dumps({"kind": kind, "ts": ts.isoformat(timespec="milliseconds")}) + "\n"
+    row = {"kind": kind, "ts": ts.isoformat(timespec="milliseconds")}
+    if of_input is not None:
+        row["input"] = of_input
+    body = json.dumps(row) + "\n"
     n = 1 + max((n for _, n in _numbered(ctl)), default=-1)
     while not ctl.create(f"{kind}-{n}.json", body):  # a name is never used twice
         n += 1

@@ -27,6 +27,13 @@ What is in it, and why (docs/running.md, "What may change on a live lake"):
   and which records the counts already left out (docs/running.md, "Duplicates"). Absent from
   the fingerprint of a pipeline without them, so adding them to a live lake is refused too.
 
+A pipeline of several inputs (``[inputs.NAME]``, :mod:`jobs.config.inputs`) has the same
+settings, each input's under ``inputs.NAME.`` (its format, upstream, event time and its type,
+epoch unit, watermark policy, dedup columns), and ``inputs``: the inputs' names. Adding or
+removing an input (a lake of ``[source]`` given ``[inputs.NAME]`` tables, or the other way) is
+refused as ``inputs`` (the checkpoint's offsets are the old inputs'); the one-input spelling's
+settings are as they were before several inputs, so lakes written then keep their fingerprint.
+
 Everything else may change: source columns no aggregate, key or event time reads,
 ``source.path``, ``max_files_per_trigger``, the csv options, ``bounded``, ``create_path``,
 ``watermark.delay`` and ``idle_timeout``, ``allow_finishing_trigger``.
@@ -75,6 +82,7 @@ REBUILD = "docs/running.md, 'Recovering a lake'"
 # Why a setting cannot change, by setting name (or its prefix, up to a dot)
 _WHY = {
     "name": "it is the application id of the tables' exactly-once commits",
+    "inputs": "the checkpoint's offsets count the old inputs, the state holds their elements",
     "source.format": "the checkpoint's source offsets count the old source",
     "source.pipeline": "the checkpoint's source offsets count the old upstream's pane log",
     "source.schema": "the tables and the operator's state hold the column with that type",
@@ -104,6 +112,15 @@ def canonical_type(name: str) -> str:
     return column_type(name).name
 
 
+def _why(setting: str) -> str:
+    """Why ``setting`` cannot change (an input's, ``inputs.NAME.X``, as ``source.X`` or ``X``)."""
+    parts = setting.split(".")
+    if parts[0] == "inputs" and len(parts) > 2:
+        rest = ".".join(parts[2:])
+        return _why(f"source.{rest}") or _why(rest)
+    return _WHY.get(setting) or _WHY.get(setting.rsplit(".", 1)[0], "")
+
+
 @dataclass(frozen=True)
 class Difference:
     """The first setting where a configuration differs from its lake's recorded fingerprint
@@ -117,7 +134,7 @@ class Difference:
         """The refusal of a run with this difference: one line, naming the setting."""
         was = "without it" if self.recorded is None else f"with {self.recorded}"
         now = "has none" if self.configured is None else f"says {self.configured}"
-        why = _WHY.get(self.setting) or _WHY.get(self.setting.rsplit(".", 1)[0], "")
+        why = _why(self.setting)
         keep = "" if self.recorded is None else f"keep {self.setting} = {self.recorded}, or "
         return PipelineConfigError(
             self.setting,
@@ -137,6 +154,8 @@ class Fingerprint:
     @classmethod
     def of(cls, pipeline: Pipeline) -> Fingerprint:
         """The fingerprint of ``pipeline``."""
+        if pipeline.several_inputs:
+            return cls._of_inputs(pipeline)
         types = {c: canonical_type(t) for c, t in pipeline.source.types.items()}
         source = pipeline.source
         out: list[tuple[str, str]] = [("name", pipeline.name), ("source.format", source.format)]
@@ -154,17 +173,7 @@ class Fingerprint:
         out.append(("aggregates", ", ".join(a.name for a in pipeline.aggregates)))
         out += [(f"aggregates.{n}", text_of(fn)) for n, fn in view_spec(pipeline).aggregates]
         out += [(f"source.schema.{c}", types[c]) for c in pipeline.value_columns]
-        w = pipeline.windowing()
-        out += [
-            ("window", str(w.window_fn)),
-            ("trigger", str(w.trigger)),
-            ("accumulation_mode", w.accumulation_mode.name.lower()),
-            ("allowed_lateness", format_duration(w.allowed_lateness)),
-            ("timestamp_combiner", w.timestamp_combiner.name.lower()),
-            ("on_time_behavior", w.on_time_behavior.name.lower()),
-            ("closing_behavior", w.closing_behavior.name.lower()),
-            ("state_buckets", str(pipeline.state_buckets)),
-        ]
+        out += _windowing_settings(pipeline)
         if pipeline.dedup:  # (absent without it: lakes written before dedup keep their fingerprint)
             horizon = pipeline.dedup_horizon
             out.append(("dedup", ", ".join(pipeline.dedup)))
@@ -173,6 +182,52 @@ class Fingerprint:
                 ("dedup_horizon", "windows" if horizon is None else format_duration(horizon))
             )
         return cls(tuple(dict(out).items()))  # a column both key and value is listed once
+
+    @classmethod
+    def _of_inputs(cls, pipeline: Pipeline) -> Fingerprint:
+        """The fingerprint of a pipeline of several inputs: :meth:`of`'s settings, each input's
+        under ``inputs.NAME.``, a column's type under the first input that has it."""
+        types = {c: canonical_type(t) for c, t in pipeline.source.types.items()}
+        owner: dict[str, str] = {}
+        for one in pipeline.inputs:
+            for c in one.types:
+                owner.setdefault(c, f"inputs.{one.name}.schema.{c}")
+
+        def typed(column: str) -> tuple[str, str]:
+            return owner.get(column, f"inputs.schema.{column}"), types[column]
+
+        out: list[tuple[str, str]] = [
+            ("name", pipeline.name),
+            ("inputs", ", ".join(i.name for i in pipeline.inputs)),
+        ]
+        for one in pipeline.inputs:
+            where, source = f"inputs.{one.name}", one.source
+            out.append((f"{where}.format", source.format))
+            if source.upstream is not None:
+                out.append((f"{where}.pipeline", source.upstream.name))
+            et = one.event_time
+            out.append((f"{where}.event_time", et or "none"))
+            if et is not None:
+                out.append(typed(et))
+                if types[et] in INTEGRAL:
+                    out.append((f"{where}.epoch_unit", source.epoch_unit))
+            out.append((f"{where}.watermark.policy", one.watermark.policy))
+        out.append(("keys", ", ".join(pipeline.keys)))
+        out += [typed(k) for k in pipeline.keys]
+        out.append(("aggregates", ", ".join(a.name for a in pipeline.aggregates)))
+        out += [(f"aggregates.{n}", text_of(fn)) for n, fn in view_spec(pipeline).aggregates]
+        out += [typed(c) for c in pipeline.value_columns]
+        out += _windowing_settings(pipeline)
+        for one in pipeline.inputs:
+            if one.dedup:
+                out.append((f"dedup.{one.name}", ", ".join(one.dedup)))
+                out += [typed(c) for c in one.dedup]
+        if any(one.dedup for one in pipeline.inputs):
+            horizon = pipeline.dedup_horizon
+            out.append(
+                ("dedup_horizon", "windows" if horizon is None else format_duration(horizon))
+            )
+        return cls(tuple(dict(out).items()))
 
     @property
     def digest(self) -> str:
@@ -184,6 +239,9 @@ class Fingerprint:
         """The first setting (in this fingerprint's order, then the ones only ``configured``
         has) whose value differs, or None."""
         mine, theirs = dict(self.settings), dict(configured.settings)
+        if ("inputs" in mine) != ("inputs" in theirs):  # an input added to [source], or removed
+            one = "one input, [source]"
+            return Difference("inputs", mine.get("inputs", one), theirs.get("inputs", one))
         for name in [*mine, *(n for n in theirs if n not in mine)]:
             if mine.get(name) != theirs.get(name):
                 return Difference(name, mine.get(name), theirs.get(name))
@@ -302,3 +360,18 @@ def _check_older_lake(pipeline: Pipeline) -> None:
                 f"configuration makes it {arrow_type(type_name)}. Nothing was run: change the "
                 f"configuration back, or rebuild the lake ({REBUILD}).",
             )
+
+
+def _windowing_settings(pipeline: Pipeline) -> list[tuple[str, str]]:
+    """The settings of the pipeline's windowing and state layout that bind a lake."""
+    w = pipeline.windowing()
+    return [
+        ("window", str(w.window_fn)),
+        ("trigger", str(w.trigger)),
+        ("accumulation_mode", w.accumulation_mode.name.lower()),
+        ("allowed_lateness", format_duration(w.rules.lateness)),
+        ("timestamp_combiner", w.timestamp_combiner.name.lower()),
+        ("on_time_behavior", w.on_time_behavior.name.lower()),
+        ("closing_behavior", w.closing_behavior.name.lower()),
+        ("state_buckets", str(pipeline.state_buckets)),
+    ]

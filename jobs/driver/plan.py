@@ -50,14 +50,17 @@ Plan (all rows of one batch)::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from jobs.checkpoint.clocks import Clocks
+from jobs.checkpoint.input_clocks import InputsAtBatch
+from jobs.config.inputs import Input
 from jobs.config.pipeline import Pipeline
 from jobs.driver.control import SENTINEL_MS
+from jobs.executor.jsonl_decoder import LATEST_EVENT_TIME
 from jobs.executor.operator import (
-    Clocks,
     OperatorBatch,
     OperatorConfig,
     run_batch,
@@ -69,21 +72,24 @@ from jobs.executor.operator_input import (
     CLOCK,
     CONTROL_BUCKET,
     DEDUP_ID,
+    LANE,
     OPERATOR_INPUT,
     REJECTED_BUCKET,
     REJECTED_COLUMNS,
     ROW,
     TS_US,
     WEIGHT,
+    lane_marker,
+    noted_lane,
     pack_by_bucket,
     row_expression,
 )
-from jobs.executor.record_rules import SparkRecords
+from jobs.executor.record_rules import SparkRecords, input_id
 from jobs.executor.task_files import TaskWriting
-from jobs.sources.files.jsonl_decoder import LATEST_EVENT_TIME
 from jobs.sources.files.landing import ERROR, RAW, SOURCE_FILE
 from jobs.sources.pane_log.driver import tagged as pane_log_tagged
 from jobs.sources.shape import record_shape
+from panes.inputs import INPUT_COLUMN, Inputs
 from sinks.lake import PaneLogLayout, arrow_type, column_type
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -124,7 +130,20 @@ class EngineFactory:
 
 
 def watermark_delay_ms(pipeline: Pipeline) -> int:
-    return 0 if pipeline.ingestion_time else -(-pipeline.watermark.delay // 1000)
+    """The watermark's delay in whole ms (Spark's unit), the largest of several inputs'."""
+    return max(input_delay_ms(one) for one in pipeline.input_list)
+
+
+def input_delay_ms(one: Input) -> int:
+    """Input ``one``'s watermark delay in whole ms (none under ingestion time)."""
+    return 0 if one.ingestion_time else -(-one.watermark.delay // 1000)
+
+
+def inputs_rule(pipeline: Pipeline) -> tuple[Inputs, tuple[int, ...]]:
+    """A pipeline of several inputs' watermark rule (:class:`panes.inputs.Inputs`: its inputs in
+    lane order, its idle timeout) and each input's delay (µs, whole ms, in lane order)."""
+    rule = Inputs((one.name for one in pipeline.inputs), pipeline.idle_timeout)
+    return rule, tuple(input_delay_ms(one) * 1000 for one in pipeline.inputs)
 
 
 def operator_config(
@@ -144,9 +163,15 @@ def operator_config(
         profile_dir=profile_dir,
         weighted=pipeline.weighted,
         writing=writing,
-        dedup=tuple(pipeline.dedup),
+        dedup=deduplicated_by(pipeline),
         dedup_horizon=pipeline.dedup_horizon,
     )
+
+
+def deduplicated_by(pipeline: Pipeline) -> tuple[str, ...]:
+    """The id columns of the pipeline's duplicates: its inputs' (each input its own), empty
+    when none deduplicates."""
+    return tuple(dict.fromkeys(c for one in pipeline.input_list for c in one.dedup))
 
 
 # -- the plan ---------------------------------------------------------------------------------
@@ -187,7 +212,7 @@ def _complete_records(pipeline: Pipeline, records: DataFrame) -> DataFrame:
 
 
 def _decoded(pipeline: Pipeline, records: DataFrame) -> DataFrame:
-    """The JSON-lines decoder's rows (:mod:`jobs.sources.files.jsonl_decoder`) in the shape of
+    """The JSON-lines decoder's rows (:mod:`jobs.executor.jsonl_decoder`) in the shape of
     :func:`_tagged`: a blob (its latest event time) or a line the decoder rejected, with the
     decoder's reason. Nothing is judged here: the decoder was the records' one tagger."""
     from pyspark.sql import functions as F
@@ -208,7 +233,7 @@ def _decoded(pipeline: Pipeline, records: DataFrame) -> DataFrame:
         F.lit(False).alias(CONTROL),
         BUCKET,
         BLOB,
-        *([F.lit(None).cast("string").alias(DEDUP_ID)] if pipeline.dedup else []),
+        *([F.lit(None).cast("string").alias(DEDUP_ID)] if deduplicated_by(pipeline) else []),
     )
 
 
@@ -264,31 +289,42 @@ def _tagged(pipeline: Pipeline, records: DataFrame) -> DataFrame:
     )
 
 
-def _control_rows(pipeline: Pipeline, control: DataFrame, tagged: DataFrame) -> DataFrame:
-    """Control rows in the shape of ``tagged`` (only their event time is set)."""
+def _control_rows(
+    pipeline: Pipeline, control: DataFrame, tagged: DataFrame, bucket: Column | None = None
+) -> DataFrame:
+    """Control rows in the shape of ``tagged`` (only their event time is set, and ``bucket``:
+    the clock bucket of a row of one input of several, null for the pipeline's)."""
     from pyspark.sql import functions as F
 
     types = dict(tagged.dtypes)
-    weighted = [F.lit(None).cast("bigint").alias(TS_US), F.lit(None).cast("int").alias(WEIGHT)]
+    weighted = [F.lit(None).cast(types[c]).alias(c) for c in (TS_US, WEIGHT) if c in types]
     return control.select(
         *[F.lit(None).cast(types[k]).alias(k) for k in pipeline.keys],
         F.col("ts").alias(EVENT_TIME),
         *[F.lit(None).cast(types[v]).alias(v) for v in pipeline.carried_columns],
         *[F.lit(None).cast("string").alias(c) for c in REJECTED_COLUMNS],
         F.lit(True).alias(CONTROL),
-        F.lit(None).cast("int").alias(BUCKET),
+        (F.lit(None) if bucket is None else bucket).cast("int").alias(BUCKET),
         F.lit(None).cast("binary").alias(BLOB),
-        *(weighted if TS_US in types else []),
+        *weighted,
         *([F.lit(None).cast("string").alias(DEDUP_ID)] if DEDUP_ID in types else []),
     )
 
 
 def _operator_input(
-    pipeline: Pipeline, tagged: DataFrame, bucket_ids: Sequence[int] | None, decoded: bool
+    pipeline: Pipeline,
+    tagged: DataFrame,
+    bucket_ids: Sequence[int] | None,
+    decoded: bool,
+    lanes: bool = False,
 ) -> DataFrame:
     """The operator's input (:mod:`jobs.executor.operator_input`): watermarked, control rows
     dropped, each row in its key bucket. ``decoded``: the records carry the JSON-lines decoder's
-    blobs, which pass as they are, the other rows in the row encoding; else every row is packed."""
+    blobs, which pass as they are (and its lane markers, with their clock), the other rows in
+    the row encoding; else every row is packed. ``lanes``: rows of several inputs, which carry
+    their input's :data:`LANE` (or come as a lane's marker) and no Spark watermark: the
+    operator computes the pipeline's from each input's largest clock (the driver keeps the
+    inputs' clocks: :mod:`jobs.checkpoint.input_clocks`)."""
     from pyspark.sql import functions as F
 
     delay = watermark_delay_ms(pipeline)
@@ -300,14 +336,17 @@ def _operator_input(
     if pipeline.writer_noted:  # only control rows move Spark's watermark (null is not counted)
         watermarked = WRITERS_TIME
         tagged = tagged.withColumn(WRITERS_TIME, F.when(F.col(CONTROL), F.col(EVENT_TIME)))
-    rows = tagged.withWatermark(watermarked, f"{delay} milliseconds")
+    rows = tagged if lanes else tagged.withWatermark(watermarked, f"{delay} milliseconds")
     # one projection (each DataFrame step costs the driver an analysis of the plan)
     # every row's clock: what Spark's watermark saw of it (the operator computes the next
     # watermark from their largest: jobs.driver.batch_sink)
-    clock = F.unix_micros(F.col(watermarked)).alias(CLOCK)
+    clock = F.unix_micros(F.col(watermarked))
+    if lanes:  # of several inputs' control rows only the drain's counts (a tick is no time)
+        clock = F.when(~F.col(CONTROL) | (clock > 0), clock)
+    clock = clock.alias(CLOCK)
     ts_us = F.when(F.col(BLOB).isNull() & ~F.col(CONTROL), event_time_us)
     number = (
-        F.when(F.col(CONTROL), F.lit(CONTROL_BUCKET))
+        F.when(F.col(CONTROL), F.coalesce(F.col(BUCKET), F.lit(CONTROL_BUCKET)))
         .otherwise(
             F.coalesce(
                 F.col(BUCKET),
@@ -323,12 +362,16 @@ def _operator_input(
     schema = operator_config(pipeline).input_schema
     columns = {c: (ts_us if c == TS_US else F.col(c)) for c in schema.columns}
     if decoded:
-        plain = F.col(BLOB).isNull() & ~F.col(CONTROL)
+        # a rejected line (a blob's row and a lane's marker have a bucket)
+        plain = F.col(BLOB).isNull() & F.col(BUCKET).isNull() & ~F.col(CONTROL)
         types = {**dict(rows.dtypes), TS_US: "bigint"}
         row = F.when(plain, row_expression(columns, types))
         return rows.select(number.alias(BUCKET), BLOB, row.alias(ROW), clock)
     packed = rows.select(
-        number.alias(BUCKET), clock, *[c.alias(name) for name, c in columns.items()]
+        number.alias(BUCKET),
+        clock,
+        *([LANE] if lanes else []),
+        *[c.alias(name) for name, c in columns.items()],
     )
     return packed.mapInArrow(pack_by_bucket, OPERATOR_INPUT)
 
@@ -348,9 +391,9 @@ def build_job(
     ``bucket_ids[bucket]`` (default: the bucket number itself), values chosen per lake so its
     shards get equal shares of buckets (:func:`jobs.driver.preflight.check_state_layout`).
     """
-    decoded = (
-        BLOB in records.columns
-    )  # the JSON-lines decoder packed (jobs.sources.files.jsonl_decoder)
+    if pipeline.several_inputs:
+        raise ValueError("a pipeline of several inputs: build_inputs_job")
+    decoded = BLOB in records.columns  # the JSON-lines decoder packed (jobs.executor.jsonl_decoder)
     if pipeline.source.is_pane_log:
         tagged = pane_log_tagged(pipeline, records, EVENT_TIME, REJECTED_COLUMNS, CONTROL)
     elif decoded:
@@ -360,6 +403,101 @@ def build_job(
     if control is not None:
         tagged = tagged.unionByName(_control_rows(pipeline, control, tagged))
     return _operator_input(pipeline, tagged, bucket_ids, decoded)
+
+
+def build_inputs_job(
+    spark: SparkSession,
+    pipeline: Pipeline,
+    records: Mapping[str, DataFrame],
+    control: DataFrame | None = None,
+    *,
+    bucket_ids: Sequence[int] | None = None,
+) -> DataFrame:
+    """:func:`build_job` for a pipeline of several inputs: ``records`` is each input's records
+    frame (by name, read by :meth:`Pipeline.read_as`). Each is tagged as that input
+    (:meth:`Pipeline.tag_as`: its own event time; the columns it lacks null, its name in
+    :data:`~panes.inputs.INPUT_COLUMN`) with its lane, the index of the input; the tagged rows
+    of all inputs are one stream, which the operator reads as one (the inputs' clocks by
+    lane). An input's frame of the JSON-lines decoder's (its blobs tagged as the input and its
+    latest event time on its lane's marker: :func:`jobs.sources.files.landing.jsonl_decoder`)
+    joins the operator's input as decoded rows, the others' tagged rows packed."""
+    from pyspark.sql import functions as F
+
+    weighed = any(one.source.is_pane_log for one in pipeline.inputs)
+    tagged: list[DataFrame] = []
+    decoded: list[DataFrame] = []
+    for lane, one in enumerate(pipeline.inputs):
+        view = pipeline.tag_as(one)
+        frame = records[one.name]
+        # a rejected record names its input (its reason's first words)
+        named = F.concat(F.lit(f"input {one.name}: "), F.col(REASON))
+        if BLOB in frame.columns:  # the decoder tagged it (jobs.executor.jsonl_decoder.AsInput)
+            # (its blobs name their input; a line it rejected is named here)
+            rows = _decoded(pipeline, frame).withColumns(
+                {REASON: named, INPUT_COLUMN: F.lit(one.name)}
+            )
+            if pipeline.weighted:
+                rows = rows.withColumn(WEIGHT, F.lit(None).cast("int"))
+            decoded.append(rows)
+            continue
+        if not one.source.is_pane_log:  # (an upstream's pane is never rejected: no raw text)
+            frame = _complete_records(pipeline.read_as(one), frame)
+        types = {c: column_type(t).spark for c, t in view.source.schema}
+        frame = frame.select(
+            "*",
+            *[
+                (F.lit(one.name) if c == INPUT_COLUMN else F.lit(None)).cast(t).alias(c)
+                for c, t in types.items()
+                if c not in frame.columns
+            ],
+        )
+        if one.source.is_pane_log:
+            rows = pane_log_tagged(view, frame, EVENT_TIME, REJECTED_COLUMNS, CONTROL)
+        else:
+            rows = _tagged(view, frame)
+            if weighed:  # beside a pane log's elements: an element's own time and weight
+                accepted = F.col(REASON).isNull()
+                rows = rows.withColumns(
+                    {
+                        TS_US: F.when(accepted, F.unix_micros(F.col(EVENT_TIME))),
+                        WEIGHT: F.when(accepted, F.lit(1)).cast("int"),
+                    }
+                )
+        # carried by the pipeline: a late row names it, a task counts each input's records
+        rows = rows.withColumn(INPUT_COLUMN, F.lit(one.name))
+        if one.dedup:  # an id is its input's: two inputs' equal ids are not copies
+            rows = rows.withColumn(DEDUP_ID, F.concat(F.lit(input_id(one.name)), F.col(DEDUP_ID)))
+        elif deduplicated_by(pipeline):  # this input's elements have no id: none is a copy
+            rows = rows.withColumn(DEDUP_ID, F.lit(None).cast("string"))
+        tagged.append(rows.withColumns({REASON: named, LANE: F.lit(lane)}))
+    noted = None
+    if control is not None:  # a writers' watermark of an input goes to its lane's marker
+        names = [one.name for one in pipeline.inputs]
+        control = control.where((F.col("input") == "") | F.col("input").isin(names))
+        for lane, name in enumerate(names):
+            marker = F.lit(lane_marker(noted_lane(lane, len(names))))
+            noted = (F if noted is None else noted).when(F.col("input") == name, marker)
+    parts, shape = [], None
+    if decoded:
+        shape = _union(decoded)
+        parts.append(_operator_input(pipeline, shape, bucket_ids, decoded=True, lanes=True))
+    if tagged:
+        rows = _union(tagged)
+        shape = shape or rows.drop(LANE)
+        parts.append(_operator_input(pipeline, rows, bucket_ids, decoded=False, lanes=True))
+    assert shape is not None  # a pipeline has at least one input
+    if control is not None:  # last: the run's report takes the last source for the control's
+        controls = _control_rows(pipeline, control, shape, noted)
+        parts.append(_operator_input(pipeline, controls, bucket_ids, decoded=True, lanes=True))
+    return _union(parts)
+
+
+def _union(frames: Sequence[DataFrame]) -> DataFrame:
+    """``frames`` (at least one) as one, by column name."""
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.unionByName(frame)
+    return out
 
 
 @dataclass(frozen=True)
@@ -385,11 +523,14 @@ class OperatorPlan:
         config = operator_config(pipeline, profile_dir, writing)
         return cls(config, state_root, shards, watermark_delay_ms(pipeline))
 
-    def output(self, rows: DataFrame, clocks: Clocks, batch_id: int) -> DataFrame:
+    def output(
+        self, rows: DataFrame, clocks: Clocks, batch_id: int, inputs: InputsAtBatch | None = None
+    ) -> DataFrame:
         """The operator's output frame for batch ``batch_id``'s ``rows`` at ``clocks``: its
-        data, then the firing at the watermark after it (:class:`OperatorBatch`)."""
+        data, then the firing at the watermark after it (:class:`OperatorBatch`; ``inputs``:
+        a pipeline of several inputs, the rule of its watermark)."""
         operator = OperatorBatch(
-            self.config, self.state_root, clocks, batch_id, self.shards, self.delay_ms
+            self.config, self.state_root, clocks, batch_id, self.shards, self.delay_ms, inputs
         )
         return run_batch(rows, operator)
 

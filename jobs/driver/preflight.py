@@ -24,27 +24,34 @@ records are made by the run that holds the lake.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from jobs.checkpoint import check_not_behind, check_readable, check_tables_not_behind
 from jobs.config.checks import check_paths
+from jobs.config.inputs import Input
 from jobs.config.pipeline import Pipeline
 from jobs.config.values import PipelineConfigError
 from jobs.driver.fingerprint import bind_lake_configuration
 from jobs.driver.lake_identity import check_lake_identity
 from jobs.executor.operator_input import balanced_bucket_ids
 from jobs.startup.session import SHUFFLE_PARTITIONS
+from sinks.lake import UpstreamChanged
 
 
 @dataclass(frozen=True)
 class Preflight:
-    """What a run's checks found: the lake's state layout, and the id of the source table the
-    pipeline reads (a pane log or Delta table; None for files and DataFrames, or a table the
+    """What a run's checks found: the lake's state layout, and by input the id of the source
+    table it reads (a pane log or Delta table; None for files and DataFrames, or a table the
     pipeline has not read yet), which its reader holds the table to."""
 
     state: StateLayout
-    source_table: str | None
+    source_tables: Mapping[str, str | None]
+
+    def source_table(self, one: Input) -> str | None:
+        """The id of the table input ``one`` reads (None: none, or none read yet)."""
+        return self.source_tables.get(one.name)
 
 
 def check_before_lock(pipeline: Pipeline) -> None:
@@ -57,24 +64,33 @@ def check_run(pipeline: Pipeline, partitions: int | None) -> Preflight:
     partitions a new lake's state is spread over (:func:`check_state_layout`). Raises
     :class:`PipelineConfigError` or a :class:`sinks.lake.errors.LakeError` naming the problem."""
     check_lake_identity(pipeline, record=True)
-    source_table = check_source_identity(pipeline)
+    source_tables = check_source_identity(pipeline)
     bind_lake_configuration(pipeline)
     check_against_tables(pipeline)
-    return Preflight(check_state_layout(pipeline, partitions), source_table)
+    return Preflight(check_state_layout(pipeline, partitions), source_tables)
 
 
-def check_source_identity(pipeline: Pipeline) -> str | None:
-    """Step 3: the id of the table a pane-log or Delta source has read (None: none yet, or
-    another kind of source); raises :class:`sinks.lake.errors.UpstreamChanged` for another table."""
-    if pipeline.source.is_pane_log:
-        from jobs.sources.pane_log.identity import check_upstream
+def check_source_identity(pipeline: Pipeline) -> dict[str, str | None]:
+    """Step 3: by input read by version (a pane log or a Delta table), the id of the table it
+    has read (None: none yet); raises :class:`sinks.lake.errors.UpstreamChanged` for another
+    table. Each of several inputs is checked against its own offsets (they name it)."""
+    from jobs.sources.delta_table.driver import check_source_table
+    from jobs.sources.pane_log.identity import check_upstream
 
-        return check_upstream(pipeline)
-    if pipeline.source.is_delta:
-        from jobs.sources.delta_table.driver import check_source_table
-
-        return check_source_table(pipeline)
-    return None
+    found: dict[str, str | None] = {}
+    several = pipeline.several_inputs
+    for one in pipeline.input_list:
+        if not (one.source.is_pane_log or one.source.is_delta):
+            continue
+        check = check_upstream if one.source.is_pane_log else check_source_table
+        if not several:
+            found[one.name] = check(pipeline)
+            continue
+        try:
+            found[one.name] = check(pipeline.read_as(one), one.name)
+        except UpstreamChanged as e:  # which of the inputs
+            raise type(e)(f"input {one.name}: {e}") from None
+    return found
 
 
 # -- the state layout -------------------------------------------------------------------------
@@ -89,6 +105,11 @@ windows with 128-bit sums for the columnar path (:mod:`panes.columnar`), its key
 states for the others (:mod:`jobs.executor.bucket_state`). Lakes of formats 1-6 are refused
 with how to rebuild them (:func:`check_state_layout`): nothing was migrated at 0.1.0."""
 READABLE_STATE_LAYOUTS = (STATE_LAYOUT_FORMAT,)
+DEDUP_ID_FORMAT = 2
+"""The version of the record ids a deduplicating lake remembers (``dedup_id`` in its layout
+file): 2 writes a double or float id column as its exact hexadecimal text
+(:func:`jobs.executor.record_rules.double_text`); 1 (a layout without the field) wrote the
+decimal text of the path that read the record, which Spark and Arrow write differently."""
 
 
 class StateLayout(NamedTuple):
@@ -105,6 +126,8 @@ class RecordedLayout(NamedTuple):
     state_buckets: int
     bucket_ids: tuple[int, ...]
     shards: int
+    dedup_id: int
+    """The :data:`DEDUP_ID_FORMAT` of the ids the lake remembers (1: recorded without it)."""
 
 
 def recorded_state_layout(pipeline: Pipeline) -> RecordedLayout | None:
@@ -125,8 +148,30 @@ def recorded_state_layout(pipeline: Pipeline) -> RecordedLayout | None:
             f"{pipeline.set_aside} and run again.",
         )
     return RecordedLayout(
-        recorded["state_buckets"], tuple(recorded["bucket_ids"]), recorded["shards"]
+        recorded["state_buckets"],
+        tuple(recorded["bucket_ids"]),
+        recorded["shards"],
+        recorded.get("dedup_id", 1),
     )
+
+
+def _check_dedup_ids(pipeline: Pipeline, recorded: RecordedLayout) -> None:
+    """Refuse a lake whose remembered record ids are of an older :data:`DEDUP_ID_FORMAT` when
+    the pipeline's ids hold a double or float column: a record seen before the upgrade would
+    get another id after it and be counted twice. Ids of other columns are unchanged."""
+    if recorded.dedup_id == DEDUP_ID_FORMAT:
+        return
+    for one in pipeline.input_list:
+        types = one.types
+        floating = [c for c in one.dedup if types.get(c) in ("double", "float")]
+        if floating:
+            raise PipelineConfigError(
+                one.dedup_setting(),
+                f"the lake {pipeline.lake_location} remembers the ids of its records in an "
+                f"older form for the {types[floating[0]]} column {floating[0]!r}: a duplicate "
+                f"of a record it has seen would be counted again; rebuild it: "
+                f"{pipeline.set_aside} and run again.",
+            )
 
 
 def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> StateLayout:
@@ -144,6 +189,7 @@ def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> Sta
     """
     recorded = recorded_state_layout(pipeline)
     if recorded is not None:
+        _check_dedup_ids(pipeline, recorded)
         if recorded.state_buckets != pipeline.state_buckets:
             raise PipelineConfigError(
                 "state_buckets",
@@ -166,6 +212,7 @@ def check_state_layout(pipeline: Pipeline, partitions: int | None = None) -> Sta
         "state_buckets": pipeline.state_buckets,
         "bucket_ids": ids,
         "shards": shards,
+        "dedup_id": DEDUP_ID_FORMAT,
     }
     files.replace(STATE_LAYOUT_FILE, json.dumps(layout))
     return StateLayout(ids, shards)

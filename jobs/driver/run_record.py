@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from jobs.checkpoint.input_clocks import watermark_after_ms
 from jobs.checkpoint.logs import committed_clock
 from sinks.lake import (
     FAILED,
@@ -94,13 +95,18 @@ def _write_note(pipeline: Pipeline, record: RunRecord) -> None:
 
 
 def _watermark_us(pipeline: Pipeline) -> int | None:
+    """The watermark after the last committed batch (µs; None: none yet): Spark's, or of
+    several inputs the one the run keeps (:mod:`jobs.checkpoint.input_clocks`)."""
     try:
         clock = committed_clock(pipeline.run_files.sub("_checkpoint"))
+        ms = None if clock is None else clock.watermark_ms
+        if pipeline.several_inputs:
+            ms = watermark_after_ms(pipeline.run_files, None if clock is None else clock.batch_id)
     except Exception:  # a damaged checkpoint: the run's checks say so, not its record
         return None
-    if clock is None or clock.watermark_ms is None or clock.watermark_ms <= 0:
+    if ms is None or ms <= 0:
         return None
-    return clock.watermark_ms * 1000
+    return ms * 1000
 
 
 @dataclass

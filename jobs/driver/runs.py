@@ -47,12 +47,13 @@ from jobs.config.sink_spec import view_spec
 from jobs.driver.batch_sink import BatchSink, BatchStats
 from jobs.driver.control import clean_control, control_stream, write_drain_sentinel, write_tick
 from jobs.driver.fold_spread import spread_pays
-from jobs.driver.plan import build_job
+from jobs.driver.plan import build_inputs_job, build_job
 from jobs.driver.preflight import Preflight, check_before_lock, check_run
 from jobs.driver.run_record import recording
 from jobs.driver.stopping import StopRequest, listen_again, stop_on_signals
-from jobs.driver.writers_watermark import record_writers_watermark
+from jobs.driver.writers_watermark import noted_inputs, record_writers_watermark
 from jobs.sources.files.changes import note_changes
+from jobs.sources.files.landing import jsonl_decoder
 from jobs.sources.records import read_source
 from jobs.startup.python_processes import start_workers
 from jobs.startup.session import (
@@ -103,10 +104,12 @@ class BatchReport:
         (:func:`jobs.driver.plan.build_job` unions it after the records)."""
         per_source = [int(s.numInputRows) for s in progress.sources or ()]
         control = per_source[-1] if len(per_source) > 1 else 0
+        # the watermark the batch ran at: Spark's, or the one the driver keeps of several inputs
+        ran_at = _iso_ms(stats.watermark_ms) if stats and stats.watermark_ms else None
         return cls(
             progress.batchId,
             int(progress.numInputRows) - control,
-            _watermark(progress),
+            ran_at or _watermark(progress),
             stats,
             dict(progress.durationMs or {}),
             control,
@@ -215,10 +218,27 @@ def _writer(
 ):
     """The query, built and ready to start (a ``DataStreamWriter``), over the state layout and
     source table the run's checks found."""
-    if records is None:
-        records = read_source(spark, pipeline, checked.source_table)
     control = control_stream(spark, pipeline)
-    out = build_job(spark, pipeline, records, control, bucket_ids=checked.state.bucket_ids)
+    buckets = checked.state.bucket_ids
+    if pipeline.several_inputs:  # each input read as its own source, one query over them all
+        by_input = {
+            one.name: one.source.frame  # a DataFrame input's own (jobs.api checks it is given)
+            if one.source.is_dataframe
+            else read_source(
+                spark,
+                pipeline.read_as(one),
+                checked.source_table(one),
+                decoder=jsonl_decoder(pipeline, one) or False,
+                values=[c for c in pipeline.value_columns if c in one.types],
+                of_input=one.name,
+            )
+            for one in pipeline.inputs
+        }
+        out = build_inputs_job(spark, pipeline, by_input, control, bucket_ids=buckets)
+    else:
+        if records is None:
+            records = read_source(spark, pipeline, checked.source_table(pipeline.input_list[0]))
+        out = build_job(spark, pipeline, records, control, bucket_ids=buckets)
     writer = (
         out.writeStream.foreachBatch(sink)
         .queryName(f"panestore_{pipeline.name}")
@@ -426,16 +446,19 @@ def _record_writers(
     *,
     quiet: bool = False,
 ) -> bool:
-    """Record the writers' watermark (:mod:`jobs.driver.writers_watermark`) and report it
-    (``quiet``: only when it moved) and each new warning; True when it moved."""
-    adv = record_writers_watermark(spark, pipeline)
-    for warning in adv.warnings:
-        if warning not in said:
-            said.add(warning)
-            emit(f"WARNING {warning}")
-    moved = adv.watermark_ms is not None
-    if moved or not quiet:
-        emit(adv.line())
+    """Record the writers' watermark (:mod:`jobs.driver.writers_watermark`; of each input whose
+    writers note it) and report it (``quiet``: only when it moved) and each new warning; True
+    when one moved."""
+    moved = False
+    for one in noted_inputs(pipeline):
+        adv = record_writers_watermark(spark, pipeline, one=one)
+        for warning in adv.warnings:
+            if warning not in said:
+                said.add(warning)
+                emit(f"WARNING {warning}")
+        if adv.watermark_ms is not None or not quiet:
+            emit(adv.line())
+        moved |= adv.watermark_ms is not None
     return moved
 
 
@@ -648,10 +671,10 @@ def run(
         result.add_phase("prepare", time.monotonic() - preparing)
         if note_changes(pipeline):  # a batch records them: make sure one runs
             write_tick(pipeline)
-        writers = follow and pipeline.writer_noted
+        writers = follow and bool(noted_inputs(pipeline))
         poll = _writers_poll(spark, pipeline, emit, said) if writers else None
         run_query(poll=poll)
-        record_writers = not follow and not stopped() and pipeline.writer_noted
+        record_writers = not follow and not stopped() and bool(noted_inputs(pipeline))
         if record_writers and _record_writers(spark, pipeline, emit, said):
             # the writers' watermark, a control row, moves Spark's after one more batch
             run_query()

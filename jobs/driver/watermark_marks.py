@@ -43,7 +43,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from jobs.sources.files.paths import is_hidden
+from jobs.reading.files.paths import is_hidden
 
 MARKS_DIR = "_watermarks"
 MARK_FORMAT = 1

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 
 from jobs.checkpoint.logs import OFFSETS, batch_input, local_path
 from jobs.config.event_time import MAX_EVENT_TIME_US, MIN_EVENT_TIME_US, spark_event_time
+from jobs.config.inputs import Input
 from jobs.config.pipeline import Pipeline
 from jobs.driver.control import write_control
 from jobs.driver.watermark_marks import (
@@ -51,8 +52,8 @@ from jobs.driver.watermark_marks import (
     read_mark,
     writer_names,
 )
+from jobs.reading.files.paths import is_hidden, spark_path
 from jobs.sources.files.landing import read_schema_ddl, spark_schema_ddl
-from jobs.sources.files.paths import is_hidden, spark_path
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -122,6 +123,7 @@ class Advance:
     idle: list[str]
     watermark_ms: int | None
     warnings: list[str]
+    of_input: str | None = None  # one input of several (None: the pipeline's one input)
 
     def line(self) -> str:
         """One progress line: the watermark and what holds it."""
@@ -130,7 +132,8 @@ class Advance:
         held = min(self.holders, key=lambda h: h.time_us).what if self.holders else "nothing"
         idle = f"; idle: {', '.join(self.idle)}" if self.idle else ""
         moved = "moves to" if self.watermark_ms is not None else "stays at"
-        return f"writers' watermark {moved} {at} (held by {held}{idle})"
+        of = "" if self.of_input is None else f" of input {self.of_input}"
+        return f"writers' watermark{of} {moved} {at} (held by {held}{idle})"
 
 
 # -- the fold (pure) --------------------------------------------------------------------------
@@ -238,14 +241,20 @@ def fold(
 # -- the job's side (IO) ----------------------------------------------------------------------
 
 
-def state_path(pipeline: Pipeline) -> str:
+def state_file(one: Input | None = None) -> str:
+    """The name of the writers' state in the run's directory: the pipeline's, or that of input
+    ``one`` of several."""
+    return STATE_FILE if one is None else STATE_FILE.replace(".json", f".{one.name}.json")
+
+
+def state_path(pipeline: Pipeline, one: Input | None = None) -> str:
     """Where the writers' state is (a local path or a URI, beside the checkpoint)."""
-    return pipeline.run_files.uri(STATE_FILE)
+    return pipeline.run_files.uri(state_file(one))
 
 
-def load_state(pipeline: Pipeline) -> WritersState:
-    path = state_path(pipeline)
-    text = pipeline.run_files.read_if_any(STATE_FILE)
+def load_state(pipeline: Pipeline, one: Input | None = None) -> WritersState:
+    path = state_path(pipeline, one)
+    text = pipeline.run_files.read_if_any(state_file(one))
     if text is None:
         return WritersState()
     try:
@@ -257,8 +266,8 @@ def load_state(pipeline: Pipeline) -> WritersState:
         ) from None
 
 
-def save_state(pipeline: Pipeline, state: WritersState) -> None:
-    pipeline.run_files.replace(STATE_FILE, state.to_json())
+def save_state(pipeline: Pipeline, state: WritersState, one: Input | None = None) -> None:
+    pipeline.run_files.replace(state_file(one), state.to_json())
 
 
 def newly_taken(pipeline: Pipeline, after_batch: int) -> tuple[dict[str, int], int]:
@@ -341,15 +350,18 @@ def earliest_event_times(
 
 
 def record_writers_watermark(
-    spark: SparkSession, pipeline: Pipeline, now: int | None = None
+    spark: SparkSession, pipeline: Pipeline, now: int | None = None, one: Input | None = None
 ) -> Advance:
     """Fold what the job took and the new marks into the lake's state; when the watermark
     moved, write it as a ``writers`` control row (then the state). Call it under the run lock,
-    between or during queries of a ``writer_noted`` pipeline."""
-    state = load_state(pipeline)
-    taken, last = newly_taken(pipeline, state.scanned_batch)
-    marks, problems = read_new_marks(pipeline, state)
-    landing = Path(pipeline.source.path)
+    between or during queries of a ``writer_noted`` pipeline; ``one``: of that input of a
+    pipeline of several (its landing, its marks, its own state; its control row names it)."""
+    state = load_state(pipeline, one)
+    reader = pipeline if one is None else pipeline.read_as(one)
+    taken, last = newly_taken(reader, state.scanned_batch)
+    marks, problems = read_new_marks(reader, state)
+    landing = Path(reader.source.path)
+    watermark = reader.watermark
     adv = fold(
         state,
         taken=taken,
@@ -357,11 +369,22 @@ def record_writers_watermark(
         marks=marks,
         landed=lambda f: (landing / f).is_file(),
         now=now_us() if now is None else now,
-        idle_timeout_us=pipeline.watermark.idle_timeout,
-        earliest=lambda names: earliest_event_times(spark, pipeline, names),
+        idle_timeout_us=watermark.idle_timeout,
+        earliest=lambda names: earliest_event_times(spark, reader, names),
     )
     adv.warnings[:0] = problems
+    if one is not None:
+        adv.of_input = one.name
+        adv.warnings[:] = [f"input {one.name}: {w}" for w in adv.warnings]
     if adv.watermark_ms is not None:
-        write_control(pipeline, CONTROL_KIND, adv.watermark_ms)
-    save_state(pipeline, adv.state)
+        write_control(pipeline, CONTROL_KIND, adv.watermark_ms, None if one is None else one.name)
+    save_state(pipeline, adv.state, one)
     return adv
+
+
+def noted_inputs(pipeline: Pipeline) -> list[Input | None]:
+    """The inputs whose writers note their watermark, as :func:`record_writers_watermark` takes
+    them: None for a pipeline of one ``writer_noted`` input, else each such input."""
+    if not pipeline.several_inputs:
+        return [None] if pipeline.writer_noted else []
+    return [one for one in pipeline.inputs if one.writer_noted]

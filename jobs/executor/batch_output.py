@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.executor.operator_input import CLOCK
+from jobs.executor.operator_input import CLOCK, LANE
 from jobs.executor.output_tables import (
     DATA_FILE,
     FIGURES_KEY,
@@ -80,6 +80,11 @@ class BatchCounts:
     retractions: int = 0
     clock_us: int | None = None
     records: int = 0
+    #: With several inputs: each input's largest clock (µs) by its lane (inputs without any
+    #: absent), which every operator task reports alike.
+    lane_clocks: dict[int, int] = field(default_factory=dict)
+    #: With several inputs: the records the batch took of each input, by its lane.
+    lane_records: dict[int, int] = field(default_factory=dict)
 
     def add(self, kind: str, rows: int, figures: Mapping) -> None:
         self.rows[kind] = self.rows.get(kind, 0) + rows
@@ -95,10 +100,20 @@ class BatchCounts:
         self.retractions += other.retractions
         self.add_clock(other.clock_us)
         self.records += other.records
+        self.add_lane_clocks(other.lane_clocks)
+        self.add_lane_records(other.lane_records)
 
     def add_clock(self, clock_us: int | None) -> None:
         if clock_us is not None and (self.clock_us is None or clock_us > self.clock_us):
             self.clock_us = clock_us
+
+    def add_lane_records(self, records: Mapping[int, int]) -> None:
+        for lane, n in records.items():
+            self.lane_records[lane] = self.lane_records.get(lane, 0) + n
+
+    def add_lane_clocks(self, clocks: Mapping[int, int]) -> None:
+        for lane, clock in clocks.items():
+            self.lane_clocks[lane] = max(clock, self.lane_clocks.get(lane, clock))
 
 
 @dataclass(frozen=True)
@@ -116,7 +131,7 @@ class BatchWriter:
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         named: list[tuple[str, str]] = []
         rows: dict[str, list[pa.Table]] = {}
-        clock, inputs = None, 0
+        clock, inputs, lanes = None, 0, BatchCounts()
         for batch in batches:
             if not batch.num_rows:
                 continue
@@ -125,7 +140,13 @@ class BatchWriter:
             clocks = table.filter(is_clock)
             top = pc.max(clocks.column(CLOCK)).as_py()
             clock = top if clock is None or (top is not None and top > clock) else clock
-            inputs += pc.sum(clocks.column(INPUT_RECORDS)).as_py() or 0
+            of_lanes = pc.is_valid(clocks.column(LANE))
+            tasks = clocks.filter(pc.invert(of_lanes))
+            inputs += pc.sum(tasks.column(INPUT_RECORDS)).as_py() or 0
+            for row in clocks.filter(of_lanes).to_pylist():  # several inputs: by input
+                if row[CLOCK] is not None:
+                    lanes.add_lane_clocks({row[LANE]: row[CLOCK]})
+                lanes.add_lane_records({row[LANE]: row[INPUT_RECORDS]})
             table = table.filter(pc.invert(is_clock))
             is_file = pc.is_valid(table.column(DATA_FILE))
             files = table.filter(is_file)
@@ -142,7 +163,14 @@ class BatchWriter:
         for kind, chunks in rows.items():
             if kind not in self.committed:
                 out += self._write(kind, pa.concat_tables(chunks))
-        figures = json.dumps({"clock_us": clock, "records": inputs})
+        figures = json.dumps(
+            {
+                "clock_us": clock,
+                "records": inputs,
+                "lanes": sorted(lanes.lane_clocks.items()),
+                "lane_records": sorted(lanes.lane_records.items()),
+            }
+        )
         out.append({RECORD_KIND: KIND_CLOCK, "rows": 0, "figures": figures})
         yield pa.RecordBatch.from_pylist(out, schema=FILE_COLUMNS)
 
@@ -215,6 +243,8 @@ def write_batch_files(
             figures = json.loads(row["figures"])
             counts.add_clock(figures["clock_us"])
             counts.records += figures["records"]
+            counts.add_lane_clocks(dict(figures["lanes"]))
+            counts.add_lane_records(dict(figures["lane_records"]))
             continue
         files.setdefault(kind, []).append(
             DataFile(row["path"], row["size"], row["rows"], row["stats"])

@@ -44,18 +44,22 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from jobs.checkpoint.clocks import Clocks
+from jobs.checkpoint.input_clocks import InputsAtBatch, watermark_ms
 from jobs.executor import dedup_state, window_store
 from jobs.executor.bucket_state import BucketState
 from jobs.executor.operator_input import (
     BLOB,
     BUCKET,
     CLOCK,
+    LANE,
     REJECTED_BUCKET,
     ROW,
     InputSchema,
     bucket_runs,
     canonical_order,
     carries_only_a_clock,
+    clock_lanes,
     elements_by_key,
     input_table,
     rejected_records,
@@ -77,6 +81,7 @@ from jobs.executor.task_files import TaskOutput, TaskWriting
 from jobs.startup.python_processes import gc_thresholds
 from panes.columnar import Windows, add_bundle
 from panes.engines import EngineKind, Engines, build
+from panes.inputs import INPUT_COLUMN
 from panes.time import BEGINNING_OF_TIME, END_OF_TIME
 from panes.weights import Retracted
 from sinks.lake import (
@@ -117,6 +122,7 @@ def output_arrow_schema(layout: PaneLogLayout = DEFAULT_LAYOUT) -> pa.Schema:
     fields.append(pa.field(DATA_FILE, pa.string()))
     fields.append(pa.field(CLOCK, pa.int64()))
     fields.append(pa.field(INPUT_RECORDS, pa.int64()))
+    fields.append(pa.field(LANE, pa.int32()))
     return pa.schema(fields)
 
 
@@ -217,14 +223,6 @@ class OperatorConfig:
             return self.end_of_time_ms
         ms = -((-model_time_us) // 1000)  # ceil
         return max(1, min(ms, self.end_of_time_ms))
-
-
-@dataclass(frozen=True)
-class Clocks:
-    """A visit's clocks as Spark keeps them (ms): the watermark and the batch's timestamp."""
-
-    watermark_ms: int
-    processing_ms: int
 
 
 class BucketProcessor:
@@ -490,6 +488,9 @@ class OperatorBatch:
     batch_id: int
     shards: int = 1
     delay_ms: int = 0
+    #: A pipeline of several inputs: the rule of its watermark (the minimum of the inputs', with
+    #: idleness), applied to each input's largest clock of the batch (its clock rows by lane).
+    inputs: InputsAtBatch | None = None
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         with gc_thresholds():  # the task's own: its worker goes back to Spark's pool as it came
@@ -507,8 +508,10 @@ class OperatorBatch:
         schema = output_arrow_schema(self.config.layout)
         processor = BucketProcessor(self.config, TaskOutput(schema, self.config.writing))
         changed, visited, records = False, set(), 0
+        by_input: dict[int, int] = {}  # several inputs: the records of each (by lane)
         table = _input(batches)
         clock = None if table is None else pc.max(table.column(CLOCK)).as_py()
+        lanes = self._lane_clocks(table)
         for bucket, rows in _by_bucket(table):
             if carries_only_a_clock(bucket):
                 continue
@@ -518,6 +521,7 @@ class OperatorBatch:
                 self.config.input_schema,
             )
             records += 0 if elements is None else elements.num_rows
+            self._count_by_input(elements, by_input)
             if bucket == REJECTED_BUCKET:
                 yield from processor.rejected(elements, self.clocks)
                 continue
@@ -531,7 +535,10 @@ class OperatorBatch:
             changed |= _put(states, bucket, after)
             yield from out
         changed |= yield from _visit_due(processor, states, self.clocks, visited)
-        fired = watermark_after(self.clocks.watermark_ms, clock, self.delay_ms)
+        if self.inputs is None:
+            fired = watermark_after(self.clocks.watermark_ms, clock, self.delay_ms)
+        else:
+            fired = watermark_ms(self.inputs.after(lanes).watermark_after)
         if fired > self.clocks.watermark_ms:  # the batch's own watermark advance
             fire = Clocks(fired, self.clocks.processing_ms)
             changed |= yield from _visit_due(processor, states, fire, set())
@@ -545,6 +552,37 @@ class OperatorBatch:
         clock_row[RECORD_KIND], clock_row[CLOCK] = [KIND_CLOCK], [clock]
         clock_row[INPUT_RECORDS] = [records]
         yield pa.RecordBatch.from_pydict(clock_row, schema=schema)
+        # each input's largest clock (every task sees it alike) and the records it took of it
+        for lane in sorted({*lanes, *by_input}):
+            lane_row: dict[str, list[Any]] = {c: [None] for c in schema.names}
+            lane_row[RECORD_KIND], lane_row[LANE] = [KIND_CLOCK], [lane]
+            lane_row[CLOCK], lane_row[INPUT_RECORDS] = [lanes.get(lane)], [by_input.get(lane, 0)]
+            yield pa.RecordBatch.from_pydict(lane_row, schema=schema)
+
+    def _count_by_input(self, elements: pa.Table | None, counts: dict[int, int]) -> None:
+        """With several inputs: add ``elements``' records (their input column names it) to
+        ``counts``, by lane."""
+        if self.inputs is None or elements is None or not elements.num_rows:
+            return
+        names = self.inputs.inputs.names
+        for item in pc.value_counts(elements.column(INPUT_COLUMN)).to_pylist():
+            lane = names.index(item["values"])
+            counts[lane] = counts.get(lane, 0) + item["counts"]
+
+    def _lane_clocks(self, table: pa.Table | None) -> dict[int, int]:
+        """With several inputs: each input's largest clock of the batch (µs) by lane, from the
+        rows of the lanes' clock buckets this task got (:func:`clock_lanes`)."""
+        if self.inputs is None or table is None:
+            return {}
+        lane_of = clock_lanes(self.shards, self.inputs.lanes)
+        found: dict[int, int] = {}
+        for bucket, clock in zip(
+            table.column(BUCKET).to_pylist(), table.column(CLOCK).to_pylist(), strict=True
+        ):
+            lane = lane_of.get(bucket)
+            if lane is not None and clock is not None:
+                found[lane] = max(clock, found.get(lane, clock))
+        return found
 
     def _profiler(self) -> cProfile.Profile | None:
         if not self.config.profile_dir:
@@ -619,7 +657,9 @@ def run_batch(rows, operator: OperatorBatch):
     """The ``operator`` over ``rows`` (a batch's input frame,
     :data:`jobs.executor.operator_input.OPERATOR_INPUT`): its output frame, one Spark job."""
     return (
-        with_clock_rows(rows, operator.shards)
+        with_clock_rows(
+            rows, operator.shards, 1 if operator.inputs is None else operator.inputs.lanes
+        )
         .repartition(operator.shards, BUCKET)
         .mapInArrow(operator, output_spark_schema(operator.config.layout))
     )

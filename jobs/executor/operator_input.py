@@ -29,7 +29,7 @@ Packing makes the rows crossing into the operator's Python tasks a few thousand 
 instead of one per element, and both encodings avoid pandas for the values (it would hold an
 integer column with nulls as float64). Who packs:
 
-* the JSON-lines decoder (:mod:`jobs.sources.files.jsonl_decoder`) packs the records it decodes
+* the JSON-lines decoder (:mod:`jobs.executor.jsonl_decoder`) packs the records it decodes
   in its own Python stage (with :func:`blobs_by_bucket`); the lines it rejects reach the operator
   in the row encoding, so no second Python stage runs before the shuffle;
 * every other source's rows are packed by :func:`pack_by_bucket`, a ``mapInArrow`` function.
@@ -62,6 +62,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
 
 BUCKET, BLOB, ROW, CLOCK = "pst_bucket", "pst_blob", "pst_row", "pst_clock"
+LANE = "pst_lane"
+"""The index of an element's input among a pipeline's several inputs, beside its clock before
+packing (:func:`pack_by_bucket`)."""
 OPERATOR_INPUT = f"{BUCKET} int, {BLOB} binary, {ROW} binary, {CLOCK} bigint"
 """The operator's input rows (Spark DDL): a bucket, one of the two encodings, and the largest
 value (µs) of the column Spark's watermark follows among the rows (null: none)."""
@@ -176,19 +179,40 @@ def blobs_by_bucket(buckets: np.ndarray, payload: pa.RecordBatch) -> tuple[list[
 def pack_by_bucket(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` function: rows ``(pst_bucket, pst_clock, columns...)`` -> the operator's
     input rows in the packed encoding (:data:`OPERATOR_INPUT`), one blob per bucket and Arrow
-    batch, with the largest clock of its rows."""
+    batch, with the largest clock of its rows.
+
+    Rows of several inputs carry their input's lane (:data:`LANE`, the input's index): a blob
+    then mixes inputs and carries no clock; instead each lane's largest clock goes on one row
+    of the lane's marker bucket (:func:`lane_marker`), so that every shard learns each input's
+    (:func:`with_clock_rows`)."""
     for rows in batches:
         if rows.num_rows == 0:
             continue
         rows = rows.take(pc.sort_indices(rows.column(BUCKET)))
         buckets = rows.column(BUCKET).to_numpy(zero_copy_only=False)
-        names = [n for n in rows.schema.names if n not in (BUCKET, CLOCK)]
+        names = [n for n in rows.schema.names if n not in (BUCKET, CLOCK, LANE)]
         payload = pa.RecordBatch.from_arrays([rows.column(n) for n in names], names=names)
         ids, _, blobs = blobs_by_bucket(buckets, payload)
         clocks = rows.column(CLOCK)
+        lanes = rows.column(LANE) if LANE in rows.schema.names else None
+        if lanes is not None:  # a blob's clock: its control rows' (they have no lane)
+            clocks = pc.if_else(pc.is_null(lanes), clocks, pa.scalar(None, pa.int64()))
         clock = [pc.max(clocks.slice(lo, hi - lo)).as_py() for lo, hi in bucket_runs(buckets)]
+        markers: list[int] = []
+        tops: list[int] = []
+        if lanes is not None:
+            by_lane = pa.table({LANE: lanes, CLOCK: rows.column(CLOCK)}).filter(pc.is_valid(lanes))
+            found = by_lane.group_by(LANE).aggregate([(CLOCK, "max")])
+            found = found.filter(pc.is_valid(found.column(f"{CLOCK}_max")))
+            markers = [lane_marker(lane) for lane in found.column(LANE).to_pylist()]
+            tops = found.column(f"{CLOCK}_max").to_pylist()
         yield pa.RecordBatch.from_pydict(
-            {BUCKET: ids, BLOB: blobs, ROW: [None] * len(ids), CLOCK: clock},
+            {
+                BUCKET: [*ids, *markers],
+                BLOB: [*blobs, *[None] * len(markers)],
+                ROW: [None] * (len(ids) + len(markers)),
+                CLOCK: [*clock, *tops],
+            },
             schema=OPERATOR_INPUT_ARROW,
         )
 
@@ -198,29 +222,71 @@ def carries_only_a_clock(bucket: int) -> bool:
     return bucket <= CONTROL_BUCKET
 
 
-def clock_buckets(shards: int) -> tuple[int, ...]:
+def lane_marker(lane: int) -> int:
+    """The bucket of the rows holding the largest clock of input ``lane`` (its index among a
+    pipeline's several inputs) in a packed batch (:func:`pack_by_bucket`): below
+    :data:`CONTROL_BUCKET`, above every clock bucket (:func:`clock_buckets`)."""
+    return CONTROL_BUCKET - 1 - lane
+
+
+def noted_lane(lane: int, lanes: int) -> int:
+    """The clock lane of the writers' marks of input ``lane`` (of ``lanes`` inputs): a writers'
+    control row's time (``watermark.policy = "writer_noted"``), after the inputs' own lanes and
+    the control rows' (lane ``lanes``)."""
+    return lanes + 1 + lane
+
+
+def lane_count(lanes: int) -> int:
+    """The clock lanes of a pipeline of ``lanes`` inputs: one (no lanes) for one input; else one
+    per input for its elements, the control rows', and one per input for its writers' marks
+    (:func:`noted_lane`)."""
+    return 1 if lanes == 1 else 2 * lanes + 1
+
+
+def clock_buckets(shards: int, lane: int = 0, lanes: int = 1) -> tuple[int, ...]:
     """For each of ``shards`` shuffle partitions, a bucket value below :data:`CONTROL_BUCKET`
     that Spark's hash partitioning sends there: the buckets of clock rows
-    (:func:`with_clock_rows`).
+    (:func:`with_clock_rows`). A pipeline of several inputs (``lanes`` of them) has a set per
+    clock lane (``lane``, :func:`lane_count`: each input's, the control rows' (lane ``lanes``),
+    each input's writers' marks), distinct from each other and from the lanes' markers
+    (:func:`lane_marker`), so that a task tells which clock is which (:func:`clock_lanes`).
 
     >>> buckets = clock_buckets(3)
     >>> [spark_partition_of_int(b, 3) for b in buckets], all(b < CONTROL_BUCKET for b in buckets)
     ([0, 1, 2], True)
+    >>> clock_buckets(2, 0, 2), clock_buckets(2, 2, 2), clock_buckets(2, 4, 2), lane_marker(4)
+    ((-9, -8), (-11, -13), (-18, -15), -7)
     """
-    found: dict[int, int] = {}
-    value = CONTROL_BUCKET
-    while len(found) < shards:
+    sets = lane_count(lanes)
+    found: list[dict[int, int]] = [{} for _ in range(sets)]
+    value = CONTROL_BUCKET - (0 if lanes == 1 else sets)
+    while any(len(table) < shards for table in found):
         value -= 1
-        found.setdefault(spark_partition_of_int(value, shards), value)
-    return tuple(found[p] for p in range(shards))
+        partition = spark_partition_of_int(value, shards)
+        for table in found:
+            if partition not in table:
+                table[partition] = value
+                break
+    return tuple(found[lane][p] for p in range(shards))
 
 
-def with_clock_rows(rows: DataFrame, shards: int) -> DataFrame:
+def clock_lanes(shards: int, lanes: int) -> dict[int, int]:
+    """Clock bucket -> its lane, over every lane's :func:`clock_buckets` (lane ``lanes``: the
+    control rows'; then the writers' marks', :func:`noted_lane`)."""
+    return {
+        b: lane for lane in range(lane_count(lanes)) for b in clock_buckets(shards, lane, lanes)
+    }
+
+
+def with_clock_rows(rows: DataFrame, shards: int, lanes: int = 1) -> DataFrame:
     """The operator's input ``rows`` (:data:`OPERATOR_INPUT`) with, beside each row that has a
     clock, one row of each of the ``shards`` clock buckets (:func:`clock_buckets`) holding only
     that clock. Whatever shard a row's bucket goes to, every shard's task reads the largest
     clock of the whole batch (what Spark's watermark saw), so each computes the watermark after
     the batch by Spark's rule and fires it itself (:class:`jobs.executor.operator.OperatorBatch`).
+    With several inputs (``lanes``), a lane marker's clock (:func:`lane_marker`) goes to its
+    lane's clock buckets and a control row's (the drain) to the control rows' own: each task
+    reads every input's largest clock, and the run's.
 
     A row's bucket numbers are exploded, not the row: its blob is kept only on the row of its
     own bucket. The rows are blobs of many elements, control rows and the few lines the
@@ -228,13 +294,22 @@ def with_clock_rows(rows: DataFrame, shards: int) -> DataFrame:
     from pyspark.sql import functions as F
 
     own = F.col(BUCKET)
-    sent = F.array(*[F.lit(b) for b in clock_buckets(shards)])
+
+    def to(buckets: Iterable[int]) -> Column:
+        return F.array(*[F.lit(b) for b in buckets])
+
+    sent = to(clock_buckets(shards))
+    if lanes > 1:
+        sent = F.when(own == CONTROL_BUCKET, to(clock_buckets(shards, lanes, lanes)))
+        for lane in (n for n in range(lane_count(lanes)) if n != lanes):
+            sent = sent.when(own == lane_marker(lane), to(clock_buckets(shards, lane, lanes)))
+        sent = sent.otherwise(F.array().cast("array<int>"))
     buckets = F.when(F.col(CLOCK).isNull(), F.array(own)).otherwise(F.concat(F.array(own), sent))
-    to = "pst_to"
-    exploded = rows.select(F.explode(buckets).alias(to), BUCKET, BLOB, ROW, CLOCK)
-    mine = F.col(to) == own
+    to_col = "pst_to"
+    exploded = rows.select(F.explode(buckets).alias(to_col), BUCKET, BLOB, ROW, CLOCK)
+    mine = F.col(to_col) == own
     return exploded.select(
-        F.col(to).alias(BUCKET),
+        F.col(to_col).alias(BUCKET),
         F.when(mine, F.col(BLOB)).alias(BLOB),
         F.when(mine, F.col(ROW)).alias(ROW),
         CLOCK,

@@ -20,7 +20,7 @@ The statement is a typed AST over one record:
 
 Renderings: :class:`SparkRecords` (over a records frame's columns, of whatever Spark types they
 arrive in) and :class:`ArrowRecords` (over a table Arrow's JSON reader read strictly, the
-JSON-lines decoder's: :mod:`jobs.sources.files.jsonl_decoder`, which applies the line's rules as
+JSON-lines decoder's: :mod:`jobs.executor.jsonl_decoder`, which applies the line's rules as
 it reads its lines). A record is judged by one of them, chosen per pipeline;
 ``tests/spark/test_record_rules.py`` checks that both judge random records alike.
 
@@ -32,6 +32,7 @@ Python's ``%`` with a positive divisor.
 
 from __future__ import annotations
 
+import math
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -224,14 +225,20 @@ def rules(shape: RecordShape) -> tuple[Rule, ...]:
 @dataclass(frozen=True)
 class DedupId:
     """The record's id (:data:`jobs.executor.operator_input.DEDUP_ID`): each of ``parts`` (the
-    event time and timestamps as µs) as ``<length>:<text>``, joined by ``|``; null when one is
-    null."""
+    event time and timestamps as µs, a double or float as :func:`double_text`) as
+    ``<length>:<text>``, joined by ``|``; null when one is null."""
 
     parts: tuple[Expr, ...]
 
 
 def dedup_id(shape: RecordShape) -> DedupId:
     return DedupId(tuple(EventTimeUs() if c == shape.event_time else Typed(c) for c in shape.dedup))
+
+
+def input_id(name: str) -> str:
+    """What the :class:`DedupId` of a record of input ``name`` of several begins with: an id is
+    its input's, and two inputs' equal ids are not copies (each renderer prepends it)."""
+    return f"{name}:"
 
 
 @dataclass(frozen=True)
@@ -379,9 +386,17 @@ class SparkRecords:
             if i:
                 pieces.append(F.lit("|"))
             value = self.expr(part)
-            if isinstance(part, Typed) and self.shape.types[part.column] == "timestamp":
+            kind = self.shape.types[part.column] if isinstance(part, Typed) else None
+            if kind == "timestamp":
                 value = F.unix_micros(value)
-            text = value.cast("string")
+            if kind in ("double", "float"):
+                # double_text: Java's Double.toHexString, of +0.0 for -0.0
+                value = value.cast("double")
+                zero = F.when(value == 0, F.lit(0.0)).otherwise(value)
+                hexadecimal = F.reflect(F.lit("java.lang.Double"), F.lit("toHexString"), zero)
+                text = F.when(value.isNotNull(), hexadecimal)  # reflect refuses a null
+            else:
+                text = value.cast("string")
             pieces += [F.char_length(text).cast("string"), F.lit(":"), text]
         return F.concat(*pieces)  # null when any piece is
 
@@ -403,7 +418,7 @@ def bucket_expression(keys: Sequence[str], buckets: int) -> Any:
 @dataclass(frozen=True)
 class ArrowRecords:
     """The statement rendered in Arrow over a table that Arrow's JSON reader read strictly (the
-    JSON-lines decoder's, :meth:`jobs.sources.files.jsonl_decoder.JsonlDecoder.read_schema`):
+    JSON-lines decoder's, :meth:`jobs.executor.jsonl_decoder.JsonlDecoder.read_schema`):
     every column arrived as JSON text, read in its declared type (an ``int`` key as an int64,
     converted only within an int's range; the event time as text or an integer epoch). The
     line's tests (:data:`LINE_TESTS`) were applied as the lines were read."""
@@ -511,6 +526,10 @@ class ArrowRecords:
             value = self.expr(part, table, us)
             if pa.types.is_timestamp(value.type):
                 value = pc.cast(pc.cast(value, pa.timestamp("us", value.type.tz)), pa.int64())
+            if pa.types.is_floating(value.type):
+                value = pa.array(
+                    [None if v is None else double_text(v) for v in value.to_pylist()], pa.string()
+                )
             parts.append(value)
         return id_text(parts)
 
@@ -528,6 +547,26 @@ class ArrowRecords:
             return per_key[enc.indices.to_numpy(zero_copy_only=False)]
         cols = [k.to_pylist() for k in keys]
         return np.array(hasher.buckets_of(zip(*cols, strict=True)), np.int32)
+
+
+def double_text(value: float) -> str:
+    """A double's text in a record's id: exact and the same from every rendering, which a
+    decimal text is not (Spark writes ``1.0E20`` where Arrow writes ``1e+20``, and Java's
+    shortest digits are not Python's on every JDK): the value in hexadecimal as Java's
+    ``Double.toHexString`` writes it (what Spark's rendering calls), ``-0.0`` as ``0.0``.
+
+    >>> [double_text(v) for v in (1.0, 0.1, -2.5, -0.0, 0.0)]
+    ['0x1.0p0', '0x1.999999999999ap-4', '-0x1.4p1', '0x0.0p0', '0x0.0p0']
+    >>> [double_text(v) for v in (1e20, 5e-324, float("-inf"))]
+    ['0x1.5af1d78b58c4p66', '0x0.0000000000001p-1022', '-Infinity']
+    """
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    mantissa, exponent = (value + 0.0).hex().split("p")  # + 0.0: -0.0 is 0.0
+    whole, fraction = mantissa.split(".")
+    return f"{whole}.{fraction.rstrip('0') or '0'}p{int(exponent)}"
 
 
 def id_text(columns: Sequence[pa.Array]) -> pa.Array:

@@ -2,7 +2,7 @@
 
 Which text applies when is stated once, in :func:`jobs.executor.record_rules.rules` (the rules
 in their order), rendered by the record's one tagger, chosen per pipeline: in Arrow by the
-JSON-lines decoder (:mod:`jobs.sources.files.jsonl_decoder`) for the JSON lines of a pipeline it
+JSON-lines decoder (:mod:`jobs.executor.jsonl_decoder`) for the JSON lines of a pipeline it
 serves, otherwise in Spark SQL by the plan (:mod:`jobs.driver.plan`, after Spark's parsers in
 :mod:`jobs.sources.files.landing`). ``docs/running.md`` lists them.
 """

@@ -8,31 +8,39 @@ compare them with the view (``panestore verify``). Event times (and text in ``ti
 columns) are read by DuckDB's own timestamp parser, gated by this module's own statement of the
 accepted forms (:data:`ISO_FORM`, :data:`EPOCH_FORM`): none of the job's event-time code
 (:mod:`jobs.config.event_time`) is used, so a misreading there shows as a difference.
+
+A pipeline of several inputs is read input by input, each as a pipeline of one input is
+(:func:`input_elements`: the one-input case is the pipeline's one input, ``[source]``), and the
+inputs' elements are made one table of the union's columns (:func:`as_union`), each element's
+``ts_us`` read from its own input's event-time column.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.config.event_time import EPOCH_UNITS, MAX_EVENT_TIME_US, MIN_EVENT_TIME_US
+from jobs.config.inputs import Input
 from jobs.config.pipeline import Pipeline
 from jobs.config.sink_spec import view_spec
 from jobs.executor.operator_input import TS_US
-from jobs.sources.files.paths import duckdb_literal
-from jobs.sources.files.paths import landing_files as input_files
+from jobs.reading.files.paths import duckdb_literal
+from jobs.reading.files.paths import landing_files as input_files
+from jobs.reading.pane_log.upstream import final_view_elements
 from jobs.sources.pane_log.identity import check_upstream
-from jobs.sources.pane_log.upstream import final_view_elements
-from sinks.lake import INTEGRAL, TYPES, LakeError, column_type
+from panes.inputs import INPUT_COLUMN
+from sinks.lake import INTEGRAL, TYPES, LakeError, column_type, is_struct_type
 from sinks.presentation import raw_connect
 from sinks.verification import DEDUP_GROUP, VALUE, value_fields
 
 
 def landing_files(path: str) -> list[str]:
     """The input files under ``path``, sorted: the files the job reads (every depth, hidden
-    names left out at every level: :func:`jobs.sources.files.paths.landing_files`)."""
+    names left out at every level: :func:`jobs.reading.files.paths.landing_files`)."""
     if not os.path.isdir(path):
         raise LakeError(f"landing zone {path} not found")
     files = input_files(path)
@@ -149,14 +157,24 @@ def event_time_sql(column: str, duckdb_type: str, epoch_us: int | None) -> str:
 
 
 def source_elements_are(pipeline: Pipeline) -> str:
-    """What :func:`load_source_elements` reads, as ``panestore verify`` names it."""
-    up = pipeline.source.upstream
+    """What :func:`load_source_elements` reads, as ``panestore verify`` names it (of several
+    inputs, what each input's elements are, by name)."""
+    if pipeline.several_inputs:
+        each = "; ".join(f"{one.name}: {_input_elements_are(one)}" for one in pipeline.inputs)
+        return f"the inputs' records ({each})"
+    return _input_elements_are(pipeline.input_list[0])
+
+
+def _input_elements_are(one: Input) -> str:
+    up = one.source.upstream
     if up is not None:
         return f"the final windows of {up.name} (its current view)"
     return "accepted raw events"
 
 
-def load_source_elements(pipeline: Pipeline, events: pa.Table | None = None) -> pa.Table:
+def load_source_elements(
+    pipeline: Pipeline, events: pa.Table | Mapping[str, pa.Table] | None = None
+) -> pa.Table:
     """The pipeline's input records as an elements table: key columns, the value columns the
     aggregates read, ``ts_us``.
 
@@ -177,37 +195,89 @@ def load_source_elements(pipeline: Pipeline, events: pa.Table | None = None) -> 
     are left out. The event time is read by DuckDB (:func:`event_time_sql`), not by the job's
     code. Requires ``event_time`` (an ingestion-time pipeline's event time is the batch time,
     which the records do not hold).
+
+    A pipeline of several inputs (:mod:`jobs.config.inputs`): each input's elements are read as
+    a one-input pipeline's are (:func:`input_elements`: its own source, event-time column and
+    dedup ids), then made the union's (:func:`as_union`): ``ts_us`` is each element's own
+    input's event time, :data:`~panes.inputs.INPUT_COLUMN` holds the input's name, a column the
+    input lacks is null; the inputs' tables follow one another. An input whose landing
+    directory holds no files yet has no elements. ``events`` gives inputs' records by name
+    (``{"clicks": table}``: a DataFrame input's are needed, as a ``dataframe`` source's); the
+    other inputs' are read from their sources. One table of events for them all is refused.
     """
-    if pipeline.source.upstream is not None and events is None:
-        check_upstream(pipeline)
-        upstream = pipeline.source.upstream
+    if not pipeline.several_inputs:
+        if isinstance(events, Mapping):
+            raise LakeError(
+                f"pipeline {pipeline.name} reads one input: give its events as one table, "
+                "not by input name"
+            )
+        return input_elements(pipeline, pipeline.input_list[0], events)
+    names = [one.name for one in pipeline.inputs]
+    if events is not None and not isinstance(events, Mapping):
+        raise LakeError(
+            f"the pipeline reads several inputs ({', '.join(names)}): give the batch check "
+            "each input's events by name (events={name: table}), not one table"
+        )
+    given = dict(events or {})
+    unknown = [n for n in given if n not in names]
+    if unknown:
+        raise LakeError(f"events of no input {unknown[0]!r}: the inputs are {names}")
+    tables = [
+        as_union(pipeline, one, input_elements(pipeline, one, given.get(one.name)))
+        for one in pipeline.inputs
+    ]
+    return _one_after_another(tables)
+
+
+def input_elements(pipeline: Pipeline, one: Input, events: pa.Table | None = None) -> pa.Table:
+    """Input ``one``'s records as elements of ``pipeline`` (:func:`load_source_elements`, whose
+    rules these are): the key columns, the value columns the aggregates read that ``one`` has,
+    ``ts_us`` from ``one``'s own event-time column, and, when ``one`` is deduplicated,
+    :data:`~sinks.verification.DEDUP_GROUP` by ``one``'s own id columns. The source read is
+    the input's as the run reads it (:meth:`Pipeline.read_as` for one of several inputs; the
+    pipeline itself for its one ``[source]``)."""
+    several = pipeline.several_inputs
+    reader, of = (pipeline.read_as(one), one.name) if several else (pipeline, None)
+    src = one.source
+    types = one.types
+    spec = view_spec(pipeline)
+    if src.upstream is not None and events is None:
+        check_upstream(reader, of)
         wanted = [*pipeline.keys, *[c for c in pipeline.value_columns if c not in pipeline.keys]]
-        return final_view_elements(upstream.view, wanted)
-    if getattr(pipeline, "ingestion_time", False) or not pipeline.event_time:
+        return final_view_elements(src.upstream.view, [c for c in wanted if c in types])
+    et = one.event_time
+    if one.ingestion_time or not et:
         raise LakeError(
             "ingestion-time pipelines cannot be checked against raw events: their "
             "event time is the batch time, not in the records"
+            + ("" if one.single else f" (input {one.name!r})")
         )
-    if events is None and pipeline.source.is_dataframe:
+    if events is None and src.is_dataframe:
+        if not one.single:
+            raise LakeError(
+                f"input {one.name!r} is a DataFrame: give the batch check a batch DataFrame of "
+                f"its events (jobs.api.verify(pipeline, events={{{one.name!r}: ...}}))"
+            )
         raise LakeError(
             "the source is a DataFrame: give the batch check a batch DataFrame of the same "
             "events (jobs.api.verify(pipeline, events=...))"
         )
-    if events is None and pipeline.source.is_delta:
-        events = _delta_rows(pipeline)
-    spec = view_spec(pipeline)
-    et = pipeline.event_time
-    types = pipeline.source.types
+    if events is None and src.is_delta:
+        events = _delta_rows(reader, of)
+    if events is None and not one.single and _no_files_yet(src.path):
+        return _no_elements(pipeline, one)
     con = raw_connect()
     try:
         if events is None:
-            reader = reader_sql(pipeline, landing_files(pipeline.source.path))
+            reader_from = reader_sql(reader, landing_files(src.path))
             given: dict[str, pa.DataType] = {}
         else:
             con.register("source_events", events)
-            reader = "source_events"
+            reader_from = "source_events"
             given = {f.name: f.type for f in events.schema}
-        described = {r[0]: r[1] for r in con.sql(f"DESCRIBE SELECT * FROM {reader}").fetchall()}
+        described = {
+            r[0]: r[1] for r in con.sql(f"DESCRIBE SELECT * FROM {reader_from}").fetchall()
+        }
 
         def typed(column: str) -> str:
             """The column in its schema type: a given table's other type converted as the job
@@ -235,9 +305,11 @@ def load_source_elements(pipeline: Pipeline, events: pa.Table | None = None) -> 
                 return converted
             return f"CASE WHEN {converted} = {name} THEN {converted} END"
 
-        # (a filter's condition may read a key: it is read once, as the key)
-        vals = [f for f in value_fields(spec) if f != VALUE and f not in spec.keys]
-        epoch_us = EPOCH_UNITS[pipeline.source.epoch_unit] if types[et] != "timestamp" else None
+        # (a filter's condition may read a key: it is read once, as the key); the columns the
+        # input lacks are the union's (as_union), not read here
+        vals = [f for f in value_fields(spec) if f != VALUE and f not in spec.keys and f in types]
+        values = [v for v in pipeline.value_columns if v in types]
+        epoch_us = EPOCH_UNITS[src.epoch_unit] if types[et] != "timestamp" else None
         # timestamp keys and values, in µs: text read as an event time's text is
         stamps = {
             c: event_time_sql(f'"{c}"', described[c], None)
@@ -255,16 +327,16 @@ def load_source_elements(pipeline: Pipeline, events: pa.Table | None = None) -> 
         accepted_sql += [f'("{v}" IS NULL OR {typed(v)} IS NOT NULL)' for v in vals]
         accepted_sql += [
             f'("{v}" IS NULL OR isfinite({typed(v)}))'
-            for v in pipeline.value_columns
+            for v in values
             if types[v] in ("double", "float")
         ]
         accepted_sql += [f'("{c}" IS NULL OR {sql} IS NOT NULL)' for c, sql in stamps.items()]
         order = ""
-        if pipeline.dedup:
-            group, order = _copies(pipeline, [typed(k) for k in spec.keys], typed, us, stamps)
+        if one.dedup:
+            group, order = _copies(one, values, [typed(k) for k in spec.keys], typed, us, stamps)
             sel += f", {group}"
         table = con.sql(
-            f"SELECT * FROM (SELECT {sel} FROM {reader} WHERE {' AND '.join(accepted_sql)}) "
+            f"SELECT * FROM (SELECT {sel} FROM {reader_from} WHERE {' AND '.join(accepted_sql)}) "
             f"WHERE {TS_US} BETWEEN {MIN_EVENT_TIME_US} AND {MAX_EVENT_TIME_US}{order}"
         ).to_arrow_table()
     finally:
@@ -278,44 +350,113 @@ def load_source_elements(pipeline: Pipeline, events: pa.Table | None = None) -> 
     return table
 
 
+def _no_files_yet(path: str) -> bool:
+    """Whether the landing directory ``path`` is there and holds no input files yet: one of
+    several inputs that has delivered nothing (the others' elements are checked; a pipeline of
+    one input with nothing to read is refused by :func:`landing_files`)."""
+    return os.path.isdir(path) and not input_files(path)
+
+
+def _no_elements(pipeline: Pipeline, one: Input) -> pa.Table:
+    """The elements of input ``one`` when it has no records: the columns :func:`input_elements`
+    gives, in their types, and no rows."""
+    spec = view_spec(pipeline)
+    present = [f for f in value_fields(spec) if f not in spec.keys and f in one.types]
+    fields = [(c, column_type(one.types[c]).arrow) for c in [*spec.keys, *present]]
+    fields.append((TS_US, pa.int64()))
+    if one.dedup:
+        fields.append((DEDUP_GROUP, pa.int64()))
+    return pa.schema(fields).empty_table()
+
+
+def as_union(pipeline: Pipeline, one: Input, elements: pa.Table) -> pa.Table:
+    """Input ``one``'s ``elements`` (:func:`input_elements`) as elements of the union of
+    ``pipeline``'s several inputs, as the run tags them (:meth:`Pipeline.tag_as`):
+    :data:`~panes.inputs.INPUT_COLUMN` holds the input's name (read by an aggregate or not: a
+    late element is matched to an element of its own input), every value column the input
+    lacks is null (of the union's type: :func:`jobs.config.inputs.union_columns`), the columns
+    in the order of a one-input pipeline's (keys, values, ``ts_us``, then the copies' group,
+    null where the input is not deduplicated)."""
+    spec = view_spec(pipeline)
+    n = elements.num_rows
+    union = pipeline.source.types
+    vals = [f for f in value_fields(spec) if f != VALUE and f not in spec.keys]
+    if INPUT_COLUMN not in vals:  # (read by no aggregate: it tells the late elements' input)
+        vals.append(INPUT_COLUMN)
+    out: dict[str, pa.Array | pa.ChunkedArray] = {}
+    for c in [*spec.keys, *vals, TS_US]:
+        if c in elements.column_names:
+            out[c] = elements.column(c)
+        elif c == INPUT_COLUMN:
+            out[c] = pa.array([one.name] * n, pa.string())
+        elif is_struct_type(union[c]):  # an upstream's sketch: its type is the other input's
+            out[c] = pa.nulls(n)
+        else:
+            out[c] = pa.nulls(n, column_type(union[c]).arrow)
+    if any(other.dedup for other in pipeline.inputs):
+        held = DEDUP_GROUP in elements.column_names
+        out[DEDUP_GROUP] = elements.column(DEDUP_GROUP) if held else pa.nulls(n, pa.int64())
+    return pa.table(out)
+
+
+def _one_after_another(tables: list[pa.Table]) -> pa.Table:
+    """The inputs' elements (:func:`as_union`) in one table, one input's after another's; each
+    input's copies' groups numbered after the previous inputs' (an id is its own input's: equal
+    ids of two inputs are no copies of each other). A column an input holds in another Arrow type
+    than the union's (an input's stored decimal's precision) takes the type the inputs share."""
+    numbered = []
+    after = 0
+    for table in tables:
+        if DEDUP_GROUP in table.column_names:
+            groups = pc.cast(table.column(DEDUP_GROUP), pa.int64())
+            table = table.set_column(
+                table.schema.get_field_index(DEDUP_GROUP), DEDUP_GROUP, pc.add(groups, after)
+            )
+            top = pc.max(groups).as_py()
+            after += 0 if top is None else top
+        numbered.append(table)
+    return pa.concat_tables(numbered, promote_options="permissive")
+
+
 def _is_text(type_: pa.DataType) -> bool:
     return pa.types.is_string(type_) or pa.types.is_large_string(type_)
 
 
 def _copies(
-    pipeline: Pipeline, keys: list[str], typed, us: str, stamps: dict[str, str]
+    one: Input, values: list[str], keys: list[str], typed, us: str, stamps: dict[str, str]
 ) -> tuple[str, str]:
-    """A deduplicated pipeline's copies, in DuckDB SQL (docs/running.md, "Duplicates"): the
+    """A deduplicated input's copies, in DuckDB SQL (docs/running.md, "Duplicates"): the
     :data:`sinks.verification.batch_check.DEDUP_GROUP` column (records of one key and id, every id
-    column typed and not null, share a number; a timestamp or the event time compared as µs) and the
-    ``ORDER BY`` putting each group's copies in the order the job takes them: event time, then
-    the value columns (null first)."""
+    column of ``one.dedup`` typed and not null, share a number; a timestamp or the event time
+    compared as µs) and the ``ORDER BY`` putting each group's copies in the order the job takes
+    them: event time, then the input's value columns ``values`` (null first)."""
     ids = []
-    for c in pipeline.dedup:
-        if c == pipeline.event_time:
+    for c in one.dedup:
+        if c == one.event_time:
             ids.append(us)
         elif c in stamps:
             ids.append(stamps[c])
-        elif pipeline.source.types[c] == "timestamp":
+        elif one.types[c] == "timestamp":
             ids.append(f"epoch_us({typed(c)})")
         else:
             ids.append(typed(c))
     whole = " AND ".join(f"({i}) IS NOT NULL" for i in ids)
     rank = f"dense_rank() OVER (ORDER BY {', '.join([*keys, *ids])})"
     group = f"CASE WHEN {whole} THEN {rank} END AS {DEDUP_GROUP}"
-    values = [f'"{v}" NULLS FIRST' for v in pipeline.value_columns]
-    return group, f" ORDER BY {DEDUP_GROUP}, {', '.join([TS_US, *values])}"
+    order = [f'"{v}" NULLS FIRST' for v in values]
+    return group, f" ORDER BY {DEDUP_GROUP}, {', '.join([TS_US, *order])}"
 
 
-def _delta_rows(pipeline: Pipeline) -> pa.Table:
+def _delta_rows(pipeline: Pipeline, of_input: str | None = None) -> pa.Table:
     """The rows a ``delta`` source's stream reads, from its starting version to the table's
-    newest: what every commit added (change commits stop it, or are skipped, as in the stream)."""
+    newest: what every commit added (change commits stop it, or are skipped, as in the stream);
+    ``of_input``: the input of several the table is."""
     from jobs.checkpoint.offsets import head_at
+    from jobs.reading.delta_table.log import plan_range, read_files
     from jobs.sources.delta_table.driver import check_source_table, starting_version, stored_columns
-    from jobs.sources.delta_table.log import plan_range, read_files
 
     src = pipeline.source
-    table = check_source_table(pipeline)
+    table = check_source_table(pipeline, of_input)
     files = plan_range(
         src.path,
         starting_version(pipeline) - 1,

@@ -82,6 +82,31 @@ class Backlog:
 
 
 @dataclass(frozen=True)
+class InputStatus:
+    """One input of a pipeline of several, after the last committed batch: its own watermark
+    (its largest event time less its delay; None: it delivered nothing yet), when it last
+    delivered data, whether it is idle now (silent for ``idle_timeout``: it no longer holds the
+    pipeline's watermark back, :mod:`panes.inputs`) and its landing backlog (None: not a local
+    landing directory)."""
+
+    name: str
+    watermark: str | None
+    last_data_at: str | None
+    idle: bool
+    backlog: Backlog | None
+
+    def line(self) -> str:
+        since = f", last data {self.last_data_at}" if self.last_data_at else ", no data yet"
+        idle = " (idle: not holding the watermark back)" if self.idle else ""
+        backlog = (
+            f"; backlog {self.backlog.files} files, {self.backlog.bytes} bytes"
+            if self.backlog is not None
+            else ""
+        )
+        return f"watermark {self.watermark or '-'}{since}{idle}{backlog}"
+
+
+@dataclass(frozen=True)
 class LockStatus:
     """Whether a process holds one of the lake's locks now, and who it says it is."""
 
@@ -111,6 +136,7 @@ class RunStatus:
     late: int
     rejected: int
     watermark_after: str | None
+    records_by_input: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, r: RunRecord, outcome: str | None = None) -> RunStatus:
@@ -131,14 +157,17 @@ class RunStatus:
             late=r.late,
             rejected=r.rejected,
             watermark_after=_iso_us(r.watermark_after_us),
+            records_by_input=dict(r.records_by_input),
         )
 
     def line(self) -> str:
         took = "" if self.seconds is None else f", {self.seconds:.1f}s"
         said = f": {self.error}" if self.error and self.outcome != "succeeded" else ""
+        by = ", ".join(f"{n} {k}" for k, n in self.records_by_input.items())
+        records = f"{self.records} records" + (f" ({by})" if by else "")
         return (
             f"{self.outcome} (started {self.started}{took}; {self.batches} batches, "
-            f"{self.records} records, {self.panes} panes ({self.early} early, {self.on_time} "
+            f"{records}, {self.panes} panes ({self.early} early, {self.on_time} "
             f"on time, {self.late_panes} late), {self.late} late records, {self.rejected} "
             f"rejected){said}"
         )
@@ -253,6 +282,8 @@ class LakeStatus:
     not_reported: tuple[str, ...] = field(default=NOT_REPORTED_ALWAYS)
     view_fold_error: str | None = None
     view_fold_failed_at: str | None = None
+    #: A pipeline of several inputs: each input's status (``backlog`` is then their sum).
+    inputs: tuple[InputStatus, ...] = ()
 
     @property
     def healthy(self) -> bool:
@@ -296,6 +327,7 @@ class LakeStatus:
                 if self.backlog
                 else na,
             ),
+            *((f"input {i.name}", i.line()) for i in self.inputs),
             (
                 "source versions",
                 f"read up to {self.source_version_read}, {self.source_versions_behind} behind"
@@ -353,8 +385,8 @@ def _backlog(pipeline: Pipeline, last_batch: int | None) -> Backlog | None:
     """The landing files that no committed batch (up to ``last_batch``, the checkpoint's last
     commit) read: a file a failed batch took and never committed is backlog, the file every
     run stops on (None: not a local file source)."""
+    from jobs.reading.files.paths import landing_files
     from jobs.sources.files.changes import taken_files
-    from jobs.sources.files.paths import landing_files
 
     source = pipeline.source
     if source.format not in ("jsonl", "csv", "parquet") or is_object_store(source.path):
@@ -480,7 +512,13 @@ def lake_status(pipeline: Pipeline, *, max_lag_us: int | None = None) -> LakeSta
         # version 0 of the pane log is its creation: no panes to fold
         behind = max(0, behind - (1 if folded is None else 0))
 
-    backlog = _backlog(pipeline, last_id)
+    inputs: tuple[InputStatus, ...] = ()
+    if pipeline.several_inputs:
+        inputs, watermark_ms = _inputs(pipeline, last_id, now_ms)
+        watermark_from = "input clocks" if watermark_ms is not None else None
+        backlog = _summed([i.backlog for i in inputs])
+    else:
+        backlog = _backlog(pipeline, last_id)
     if backlog is None:
         not_reported.append("backlog")
     opts = dict(spec.storage_options) if spec.storage_options else None
@@ -542,7 +580,46 @@ def lake_status(pipeline: Pipeline, *, max_lag_us: int | None = None) -> LakeSta
         not_reported=tuple(not_reported),
         view_fold_error=None if fold is None else fold.error,
         view_fold_failed_at=None if fold is None else _iso_us(fold.failed_us),
+        inputs=inputs,
     )
+
+
+def _inputs(
+    pipeline: Pipeline, last_batch: int | None, now_ms: int
+) -> tuple[tuple[InputStatus, ...], int | None]:
+    """Each input's status after the committed batch ``last_batch``, from the inputs' clocks the
+    run settled for it (:mod:`jobs.checkpoint.input_clocks`), and the pipeline's watermark
+    after it (ms; None: none yet)."""
+    from jobs.checkpoint.input_clocks import latest_before, watermark_ms
+    from jobs.driver.plan import inputs_rule
+
+    rule, delays = inputs_rule(pipeline)
+    settled = None if last_batch is None else latest_before(pipeline.run_files, last_batch + 1)
+    out = []
+    for one, delay in zip(pipeline.inputs, delays, strict=True):
+        state = None if settled is None else settled.states.get(one.name)
+        clock = None if state is None else state.clock(delay)
+        own = None if state is None or state.max_event_time is None else clock
+        out.append(
+            InputStatus(
+                one.name,
+                None if own is None else iso_ms(watermark_ms(own.watermark)),
+                None if state is None or not state.last_data else _iso_us(state.last_data),
+                clock is not None and rule.idle(clock, now_ms * 1000),
+                _backlog(pipeline.read_as(one), last_batch),
+            )
+        )
+    after = None if settled is None else watermark_ms(settled.watermark_after)
+    return tuple(out), after or None
+
+
+def _summed(backlogs: list[Backlog | None]) -> Backlog | None:
+    """Several inputs' backlogs as one (None if one is not reported)."""
+    if any(b is None for b in backlogs):
+        return None
+    known = [b for b in backlogs if b is not None]
+    oldest = min((b.oldest_modified for b in known if b.oldest_modified), default=None)
+    return Backlog(sum(b.files for b in known), sum(b.bytes for b in known), oldest)
 
 
 def _operator_state(pipeline: Pipeline) -> StateStatus | None:

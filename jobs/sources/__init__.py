@@ -22,13 +22,15 @@ side (the reader Spark's Python workers run, and the storage reading it needs):
 ==========================  =====================  ==============================================
 
 :func:`read_source` (:mod:`.records`) is the one place a run picks its source's records frame;
-:mod:`.columns` is the ``columns`` option panestore's Python data sources share; the offsets of
-the two that read a Delta table by version (a version and the table's id) are the checkpoint's
-(:mod:`jobs.checkpoint.offsets`).
+:mod:`jobs.reading.columns` is the ``columns`` option panestore's Python data sources share; the
+offsets of the two that read a Delta table by version (a version and the table's id) are the
+checkpoint's (:mod:`jobs.checkpoint.offsets`).
 
 The lower half of each source (its reader, the storage reading it needs, what the configuration
-reads of it) imports as cheaply as :mod:`jobs.executor`: nothing of the configuration loader, the
-driver or the command line (``tests/test_architecture.py``, ``SOURCES_BELOW``).
+reads of it) is its own folder below the configuration, :mod:`jobs.reading`, and imports as
+cheaply as :mod:`jobs.executor` (``tests/test_architecture.py``); its settings are the
+configuration's (:mod:`jobs.config.source`); the JSON-lines decoder runs in Spark's workers
+(:mod:`jobs.executor.jsonl_decoder`).
 
 >>> from jobs.sources import read_source
 >>> read_source.__module__
@@ -43,11 +45,9 @@ from panes.front_door import lazy_exports
 
 if TYPE_CHECKING:  # what the front door offers; each is imported on first use (panes.front_door)
     from jobs.checkpoint.offsets import TableHead, TableOffset, head_at
-    from jobs.sources.columns import ColumnsDataSource
     from jobs.sources.records import RecordsRequired, read_source
 
 __all__ = [
-    "ColumnsDataSource",
     "RecordsRequired",
     "TableHead",
     "TableOffset",

@@ -239,7 +239,7 @@ PRELOADED = (
     "pyarrow.compute",
     "pyarrow.parquet",
     "pyspark.sql.pandas.serializers",
-    "jobs.sources.files.jsonl_decoder",
+    "jobs.executor.jsonl_decoder",
     "jobs.executor.operator",
     "jobs.executor.batch_output",
 )

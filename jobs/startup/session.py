@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
 import os
 import re
 import shutil
@@ -341,9 +342,25 @@ def end_session(timeout: float = JVM_EXIT_TIMEOUT_S) -> int | None:
 
 
 def _stop(spark) -> None:
-    """Stop ``spark``; a JVM that no longer answers is ended all the same (its input closes)."""
-    with contextlib.suppress(Exception):
-        spark.stop()
+    """Stop ``spark``; a JVM that no longer answers is ended all the same (its input closes), and
+    py4j's traceback for the command it did not answer is not printed (:class:`_GatewayGone`)."""
+    root = logging.getLogger()
+    gone = _GatewayGone()
+    root.addFilter(gone)
+    try:
+        with contextlib.suppress(Exception):
+            spark.stop()
+    finally:
+        root.removeFilter(gone)
+
+
+class _GatewayGone(logging.Filter):
+    """Drops py4j's report of a command the JVM did not answer: py4j logs it on the root logger,
+    traceback included, before raising the error :func:`_stop` handles (seen when a stopping JVM
+    exits while it is asked to stop: the run's work is done, the JVM is ended all the same)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "Exception while sending command."
 
 
 def _ended(proc: subprocess.Popen, timeout: float) -> int | None:

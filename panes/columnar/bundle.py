@@ -166,7 +166,7 @@ class Lifting:
         assert not isinstance(parts, str) and isinstance(windowing.window_fn, FixedWindows)
         return cls(
             window_fn=windowing.window_fn,
-            rules=WindowRules.of(windowing),
+            rules=windowing.rules,
             parts=parts,
             single=not isinstance(combine_fn, Aggregates),
             columns=columns,

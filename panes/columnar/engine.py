@@ -54,7 +54,6 @@ from panes.columnar.visit import Visit
 from panes.columnar.windows import Layout, Windows
 from panes.combiners import Aggregates, CombineFn
 from panes.engine import Engine
-from panes.rules import WindowRules
 from panes.windowing import Windowing
 
 
@@ -73,7 +72,7 @@ class ColumnarEngine:
         self.columns = columns
         self.per_key = Engine(windowing, combine_fn)  # reports what it drops
         self.lifting = Lifting.of(windowing, combine_fn, columns)
-        self.rules = WindowRules.of(windowing)
+        self.rules = windowing.rules
         self.event_wakeups = windowing.trigger.has_event_time
         accs = tuple(
             Acc.of(

@@ -199,8 +199,11 @@ class Visit:
             codes, past = cols[TRIGGER][rows][open_], (self.wm >= end)[open_]
             waits[open_] = e.layout.triggers.waits_for_end(codes, past)
 
+        size = e.layout.size
+
         def due(end: int, waits: int) -> tuple[int]:
-            return (rules.due(rules.expiry(end), end if waits else None),)
+            expiry = rules.window_expiry(Window(end - size, end))
+            return (rules.due(expiry, end if waits else None),)
 
         return per_class(due, end, waits)[0]
 

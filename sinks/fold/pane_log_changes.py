@@ -25,6 +25,7 @@ from sinks.lake import (
     ViewSpec,
     arrow_schema,
     commit_metadata,
+    open_latest,
     plain_table,
 )
 
@@ -34,13 +35,12 @@ def pane_log_commits(
 ) -> dict[int, int | None]:
     """{version: batch id or None (no pane rows)} for pane-log versions ``after < v <= upto``
     (``storage_options``: those ``dt`` was opened with)."""
-    from deltalake import DeltaTable
-
     if upto <= after:
         return {}
     # History from a table loaded at its newest version: delta-rs 1.6.6 numbers the entries of a
     # time-travelled table's history wrongly (the newest commits, labelled from its version down).
-    fresh = DeltaTable(dt.table_uri, storage_options=dict(storage_options or {}) or None)
+    # The run's (or the fold's) shared snapshot when there is one: no second read of the log.
+    fresh = open_latest(dt.table_uri.rstrip("/"), storage_options)
     out: dict[int, int | None] = {}
     for entry in fresh.history(limit=max(1, fresh.version() - after)):
         v = entry.get("version")

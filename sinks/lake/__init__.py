@@ -151,7 +151,7 @@ if TYPE_CHECKING:  # what the front door offers; each is imported on first use
         write_atomically,
         write_lake_file,
     )
-    from sinks.lake.snapshot_sharing import shared_snapshots
+    from sinks.lake.snapshot_sharing import open_latest, shared_snapshots
     from sinks.lake.spec import ViewSpec
     from sinks.lake.tables import (
         arrow_schema,
@@ -272,6 +272,7 @@ __all__ = [
     "materializer_lock",
     "of_arrow",
     "one_line",
+    "open_latest",
     "open_pane_log",
     "open_table",
     "open_view",

@@ -34,7 +34,7 @@ from sinks.lake.lake_format import (
     PIPELINE_METADATA,
     check_format,
 )
-from sinks.lake.snapshot_sharing import keep, latest
+from sinks.lake.snapshot_sharing import keep, kept, latest
 
 
 def commit_metadata(entry: Mapping[str, Any]) -> dict[str, Any]:
@@ -121,7 +121,11 @@ class ExactlyOnceAppender:
                 self.check(configuration)
             self._add_new_columns(table)
             self._table = table
-        else:
+        # a run's shared snapshot is not brought up to date again: the run holds the run lock,
+        # so its own appends are the table's only ones, and each moves the snapshot as it
+        # commits (write_deltalake does; after a write transaction, commit_files does); reading
+        # the log again at every use cost two requests each, six uses a table a batch
+        elif not kept(self.path, self.storage_options):
             self._table.update_incremental()
         return self._table
 
@@ -143,6 +147,7 @@ class ExactlyOnceAppender:
                 "another version of panestore. Nothing was written."
             )
         table.alter.add_columns([Field.from_arrow(f) for f in new])
+        table.update_incremental()
 
     def committed_batch_id(self) -> int | None:
         """The highest batch id committed to this table for this pipeline, or None."""
@@ -202,6 +207,7 @@ class ExactlyOnceAppender:
         commit_data_files(
             delta, files, self.schema, self.pipeline_id, batch_id, self.batch_metadata(batch_id)
         )
+        delta.update_incremental()  # a write transaction leaves the table object where it was
         return True
 
     def read(self) -> pa.Table:

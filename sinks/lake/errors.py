@@ -48,7 +48,7 @@ class InvalidRequest(LakeError):
 
 
 class SourceTableError(LakeError):
-    """A Delta table read as a pipeline's source (``jobs.sources.delta_table.log``) cannot be read
+    """A Delta table read as a pipeline's source (``jobs.reading.delta_table.log``) cannot be read
     as asked: no table, a version no longer in its log, a commit that deletes or updates rows, a
     feature this reader cannot read, a data file vacuumed before it was read. The message is one
     line naming the table, the version and what to do."""

@@ -28,7 +28,7 @@ run's row twice (a killed run recorded by two later runs, say) adds it once.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import pyarrow as pa
@@ -69,6 +69,8 @@ class Figures:
     retractions: int = 0
     late: int = 0
     rejected: int = 0
+    #: A pipeline of several inputs: of ``records``, each input's (by name; empty otherwise).
+    records_by_input: Mapping[str, int] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -80,6 +82,7 @@ class Figures:
         retractions: int = 0,
         late: int = 0,
         rejected: int = 0,
+        records_by_input: Mapping[str, int] | None = None,
     ) -> Figures:
         """The figures of a batch whose panes are counted ``by_timing`` (``EARLY``, ``ON_TIME``,
         ``LATE``: :data:`TIMING_FIELDS`)."""
@@ -93,11 +96,20 @@ class Figures:
             retractions=retractions,
             late=late,
             rejected=rejected,
+            records_by_input=dict(records_by_input or {}),
             **{TIMING_FIELDS[t]: n for t, n in timings.items()},
         )
 
     def __add__(self, other: Figures) -> Figures:
-        return Figures(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
+        summed: dict[str, Any] = {}
+        for f in fields(Figures):
+            mine, theirs = getattr(self, f.name), getattr(other, f.name)
+            if f.name == "records_by_input":
+                names = [*mine, *(n for n in theirs if n not in mine)]
+                summed[f.name] = {n: mine.get(n, 0) + theirs.get(n, 0) for n in names}
+            else:
+                summed[f.name] = mine + theirs
+        return Figures(**summed)
 
 
 def batch_figures(tables: Mapping[str, Any], batch_id: int) -> Figures:
@@ -134,7 +146,9 @@ class RunRecord:
     :attr:`figures`) are those of the batches the run counts: each batch is counted in one row,
     the first run's that noted it (:mod:`jobs.driver.run_record`). ``batches``: the batches it
     ran, ``replayed`` of them already committed to every table by a killed run (skipped). The
-    ``*_version`` fields: each table's Delta version when it ended (None: not known)."""
+    ``*_version`` fields: each table's Delta version when it ended (None: not known).
+    ``records_by_input``: a pipeline of several inputs' ``records`` by input (the table's
+    ``records_by_input`` map; empty, and null in the table, for one input)."""
 
     run_id: str
     pipeline: str
@@ -157,6 +171,7 @@ class RunRecord:
     retractions: int = 0
     late: int = 0
     rejected: int = 0
+    records_by_input: Mapping[str, int] = field(default_factory=dict)
     watermark_before_us: int | None = None
     watermark_after_us: int | None = None
     panes_version: int | None = None
@@ -189,6 +204,7 @@ _TIMES = {  # record field -> table column (a timestamp)
     "watermark_after_us": "watermark_after",
 }
 _TYPES: dict[str, pa.DataType] = {
+    "records_by_input": pa.map_(pa.string(), pa.int64()),
     "run_id": pa.string(),
     "pipeline": pa.string(),
     "outcome": pa.string(),
@@ -223,6 +239,8 @@ def _row(record: RunRecord) -> dict[str, Any]:
     row = {}
     for name, column, _ in _columns():
         value = getattr(record, name)
+        if name == "records_by_input":
+            value = list(value.items()) or None
         row[column] = representable_us(value) if name in _TIMES else value
     return row
 
@@ -237,7 +255,11 @@ def _records(table: pa.Table) -> list[RunRecord]:
             continue
         values = table.column(column)
         columns[name] = values.cast(pa.int64()) if name in _TIMES else values
-    return [RunRecord(**row) for row in pa.table(columns).to_pylist()]
+    rows = pa.table(columns).to_pylist()
+    for row in rows:  # a map reads back as (key, value) pairs; null for one input
+        if "records_by_input" in row:
+            row["records_by_input"] = dict(row["records_by_input"] or ())
+    return [RunRecord(**row) for row in rows]
 
 
 def _table(spec: ViewSpec, *, create: bool):
@@ -247,9 +269,8 @@ def _table(spec: ViewSpec, *, create: bool):
     from sinks.lake.tables import existing_table, table_properties
 
     path = spec.table_path(RUNS)
-    if not create:
-        dt = existing_table(spec, RUNS)
-    else:
+    dt = existing_table(spec, RUNS)  # a run's shared snapshot when it has one
+    if dt is None and create:
         dt = DeltaTable.create(
             path,
             RUNS_SCHEMA,
@@ -295,7 +316,11 @@ def append_run(spec: ViewSpec, record: RunRecord, *, check_recorded: bool = True
         return False
     table = pa.Table.from_pylist([_row(record)], schema=RUNS_SCHEMA)
     props = CommitProperties(custom_metadata={RUN_ID_METADATA: record.run_id})
-    write_deltalake(dt, table, mode="append", commit_properties=props)
+    # a table written before a column of RUNS_SCHEMA existed gains it (null in its rows)
+    older = set(RUNS_SCHEMA.names) - {f.name for f in dt.schema().fields}
+    write_deltalake(
+        dt, table, mode="append", commit_properties=props, schema_mode="merge" if older else None
+    )
     return True
 
 

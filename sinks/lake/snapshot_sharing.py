@@ -6,15 +6,15 @@ scheduled run opens each of its five tables many times (the checks before Spark,
 appends, the run's record, the fold, the upkeep): measured on a small run in a bucket, 60-80
 openings, 360-800 requests a run (docs/decisions.md, "Fewer round trips to a store").
 
-Inside :func:`shared_snapshots` (a run enters it: :func:`jobs.driver.runs.run`) the first opening
-of a table at its newest version is kept, and every later one is the same
-``deltalake.DeltaTable`` brought up to date with ``update_incremental`` (no read of the
-checkpoint's Parquet file; delta-rs 1.6.6 still reads ``_last_checkpoint``, LISTs the log and
-reads the commits since the checkpoint again: measured 20-30% fewer requests a run, not the log
-read once); whether a kept table exists needs no request. A table opened at a given version
-(time travel, a fold's pinned pane-log version) is never shared. Outside the scope (commands
-other than a run, tests, Spark's executors, the fold's worker processes) every opening reads the
-log, as before.
+Inside :func:`shared_snapshots` (a run enters it, :func:`jobs.driver.runs.run`, and so does
+``panestore materialize``) the first opening of a table at its newest version is kept, and every
+later one is the same ``deltalake.DeltaTable`` brought up to date with ``update_incremental``
+(``_last_checkpoint``, a LIST of the log, the commits after the snapshot's version); whether a
+kept table exists needs no request. A run's appenders (:mod:`sinks.lake.delta_append`) do not
+bring their kept table up to date at each use: under the run lock their commits are its only
+ones, and each moves the snapshot. A table opened at a given version (time travel, a fold's
+pinned pane-log version) is never shared. Outside the scope (other commands, tests, Spark's
+executors, the fold's worker processes) every opening reads the log.
 
 Tables do not disappear within a run (a view is rebuilt by ``panestore rebuild-view``, which
 runs alone under the materializer's lock), so a kept table is never stale beyond what

@@ -76,7 +76,7 @@ class ViewSpec:
         if self.combine_fn is None:
             set_(self, "combine_fn", Aggregates(dict(aggs)))
         if self.rules is None:
-            set_(self, "rules", WindowRules.of(Windowing(self.window_fn)))
+            set_(self, "rules", Windowing(self.window_fn).rules)
         elif self.rules.window_fn != self.window_fn:  # a spec replaced with another window
             set_(self, "rules", replace(self.rules, window_fn=self.window_fn))
         if not keys or not aggs:

@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING
 from panes.front_door import lazy_exports
 
 if TYPE_CHECKING:  # what the front door offers; each is imported on first use
-    from sinks.presentation.duck import changes, connect, history, query, raw_connect
+    from sinks.presentation.duck import (
+        changes,
+        connect,
+        history,
+        query,
+        raw_connect,
+        window_elements,
+    )
     from sinks.presentation.key_plot import plot
     from sinks.presentation.report import write_report
     from sinks.presentation.run_plots import plot_skew
@@ -23,6 +30,7 @@ __all__ = [
     "changes",
     "connect",
     "history",
+    "window_elements",
     "plot",
     "plot_skew",
     "query",

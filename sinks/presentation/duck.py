@@ -604,3 +604,41 @@ def history(spec: ViewSpec, key: Any, window_start: int | None = None) -> str:
             )
         )
     return format_table(cols, out, max_rows=10_000)
+
+
+def window_elements(
+    spec: ViewSpec, key: Any, elements: pa.Table, window_start: int | None = None
+) -> str:
+    """The input records of each window of a key's pane history (its windows' bounds, from the
+    pane log), by input when ``elements`` name theirs (a pipeline of several inputs'
+    ``input`` column): one line per window and input with its count and event times.
+    ``elements``: the pipeline's elements table (key columns, ``ts_us``, value columns)."""
+    import pyarrow.compute as pc
+
+    from panes.inputs import INPUT_COLUMN
+
+    rows = history_rows(spec, key, window_start)
+    bounds = sorted({(r["window_start_us"], r["window_end_us"]) for r in rows})
+    keys = spec.key_of(key)
+    mine = elements
+    for column, value in zip(spec.keys, keys, strict=True):
+        mine = mine.filter(pc.equal(mine.column(column), value))
+    by_input = INPUT_COLUMN in mine.column_names
+    out = []
+    for start, end in bounds:
+        ts = mine.column("ts_us")
+        inside = mine.filter(pc.and_(pc.greater_equal(ts, start), pc.less(ts, end)))
+        names = sorted(set(inside.column(INPUT_COLUMN).to_pylist())) if by_input else [None]
+        window = f"[{_us_text(start)}, {_us_text(end)})"
+        if not names:
+            out.append((window, "-", 0, ""))
+        for name in names:
+            of = inside
+            if name is not None:
+                of = inside.filter(pc.equal(inside.column(INPUT_COLUMN), name))
+            times = sorted(of.column("ts_us").to_pylist())
+            shown = ", ".join(_us_text(t) for t in times[:5]) + (" ..." if len(times) > 5 else "")
+            out.append((window, name or "-", len(times), shown))
+    if not out:
+        return f"no panes for key {key!r}"
+    return format_table(["window", "input", "elements", "event times"], out, max_rows=10_000)

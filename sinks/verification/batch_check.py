@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from panes.combiners import CombineFn, fields_of, unfiltered
 from panes.fold import batch
+from panes.inputs import INPUT_COLUMN
 from panes.pane import Dropped, DropReason
 from panes.window import Window
 from sinks.lake import LakeError, ViewSpec
@@ -90,7 +91,10 @@ def _json_value(value: Any) -> str:
 
 def drop_pairs(spec: ViewSpec, elements: pa.Table, late: pa.Table | None) -> list[tuple[int, int]]:
     """(element row, window start) of each dropped element: matched by key, timestamp, window
-    and value (the late table keeps the value as JSON)."""
+    and value (the late table keeps the value as JSON); a value that does not match exactly
+    (a late element's value holds the filters' flags, :attr:`ViewSpec` knows their conditions),
+    any element of the key and time, of the late element's own input when the elements name
+    theirs (several inputs: :func:`_of_its_input`)."""
     if late is None or late.num_rows == 0 or elements.num_rows == 0:
         return []
     fields = [c for c in value_fields(spec) if c in elements.column_names]
@@ -98,6 +102,8 @@ def drop_pairs(spec: ViewSpec, elements: pa.Table, late: pa.Table | None) -> lis
     keys = list(zip(*(elements.column(k).to_pylist() for k in spec.keys), strict=True))
     ts = elements.column("ts_us").to_pylist()
     vals = [elements.column(f).to_pylist() for f in fields]
+    named = INPUT_COLUMN in elements.column_names  # (several inputs: each element's input)
+    inputs = elements.column(INPUT_COLUMN).to_pylist() if named else None
     for i in range(elements.num_rows):
         value = (
             vals[0][i]
@@ -119,12 +125,29 @@ def drop_pairs(spec: ViewSpec, elements: pa.Table, late: pa.Table | None) -> lis
                 if (k, t) == (key, d["timestamp_us"])
                 for i in rows
             ]
+            cands = _of_its_input(cands, inputs, d.get("value_json")) or cands
         for i in cands:
             if (i, d["window_start_us"]) not in used:
                 used.add((i, d["window_start_us"]))
                 out.append((i, d["window_start_us"]))
                 break
     return out
+
+
+def _of_its_input(rows: list[int], inputs: list[Any] | None, value_json: Any) -> list[int]:
+    """Of the element ``rows`` a late row's value does not match exactly, those of the input
+    the late row names (several inputs: a late element's value names its input,
+    :data:`panes.inputs.INPUT_COLUMN`; an element of another input with the same key and time
+    is not it). Empty when the value names no input (then any of ``rows`` is taken)."""
+    if inputs is None or not isinstance(value_json, str):
+        return []
+    try:
+        value = json.loads(value_json)
+    except ValueError:
+        return []
+    if not isinstance(value, dict) or INPUT_COLUMN not in value:
+        return []
+    return [i for i in rows if inputs[i] == value[INPUT_COLUMN]]
 
 
 def batch_sql(spec: ViewSpec, elements: pa.Table, late: pa.Table | None = None) -> View:

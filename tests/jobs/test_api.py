@@ -281,7 +281,7 @@ def test_delta_settings_are_checked(tmp_path, source, setting):
         "jobs.executor.operator",
         "panes.columnar.wide",
         "jobs.sources",
-        "jobs.sources.columns",
+        "jobs.reading.columns",
         "jobs.sources.delta_table",
         "jobs.sources.files",
         "jobs.sources.pane_log",

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from jobs.checkpoint.clocks import Clocks
 from jobs.checkpoint.files import CheckpointFiles, LocalStore, is_local, join, local_path
 
 
@@ -84,7 +85,7 @@ def test_the_checkpoints_logs_read_from_a_bucket_as_from_a_folder(gcs_bucket, tm
         )
         for f in where
     ]
-    assert answers[0] == answers[1] == (1, 0, ("file:///in/f1",), (5, 7), 9)
+    assert answers[0] == answers[1] == (1, 0, ("file:///in/f1",), Clocks(5, 7), 9)
     assert last_batch(where[0].root) == 1  # a URI alone reads the same bucket
 
 

@@ -396,7 +396,7 @@ def test_a_pane_log_source_offers_an_upstreams_decimal_and_date_aggregates(tmp_p
     """A downstream pipeline over the pane log of one summing decimal(18,2) and taking the max
     date reads them as decimal(38,2) and date columns, and sums the sums exactly again."""
     from jobs.config.load import load_pipeline
-    from jobs.sources.columns import decode_columns, encode_columns
+    from jobs.reading.columns import decode_columns, encode_columns
 
     up = tmp_path / "up.toml"
     up.write_text(

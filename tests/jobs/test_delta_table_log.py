@@ -1,4 +1,4 @@
-"""Any Delta table read as an append-only stream by version (jobs.sources.delta_table.log), without
+"""Any Delta table read as an append-only stream by version (jobs.reading.delta_table.log), without
 Spark: tables written by delta-rs, and commits of other writers written by hand."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from jobs.sources.delta_table.log import (
+from jobs.reading.delta_table.log import (
     SourceFile,
     plan_range,
     read_files,
@@ -421,7 +421,7 @@ def test_a_reader_feature_this_reader_does_not_know_is_refused_naming_it(tmp_pat
 
 
 def test_a_reader_feature_delta_rs_reads_but_this_reader_does_not_is_refused(tmp_path):
-    from jobs.sources.delta_table import log as delta_source
+    from jobs.reading.delta_table import log as delta_source
 
     write_deltalake(str(tmp_path), pa.table({"ntz": pa.array([0], pa.timestamp("us"))}))
     assert DeltaTable(str(tmp_path)).protocol().reader_features == ["timestampNtz"]

@@ -265,3 +265,27 @@ def test_the_fingerprint_tells_the_picked_aggregates_apart(tmp_path):
         for t in texts
     }
     assert len(digests) == len(texts)
+
+
+def test_a_lake_remembering_older_double_ids_is_refused_others_are_not(tmp_path):
+    """A deduplicating lake whose layout file predates the exact text of a double in a record's
+    id (no ``dedup_id`` in it) is refused when its ids hold a double: a duplicate of a record
+    seen before the upgrade would get another id and be counted again. Ids without a double
+    are written as before: such a lake runs on."""
+    from jobs.driver.preflight import DEDUP_ID_FORMAT, STATE_LAYOUT_FILE, check_state_layout
+
+    by_double = pipeline(tmp_path, dedup=["ad", "seconds"], source=schema(seconds="double"))
+    check_state_layout(by_double)  # a new lake records the ids' form
+    layout_file = by_double.run_path / STATE_LAYOUT_FILE
+    layout = json.loads(layout_file.read_text())
+    assert layout["dedup_id"] == DEDUP_ID_FORMAT
+    check_state_layout(by_double)  # and runs on
+
+    del layout["dedup_id"]  # as an older version wrote it
+    layout_file.write_text(json.dumps(layout))
+    with pytest.raises(PipelineConfigError) as error:
+        check_state_layout(by_double)
+    assert error.value.field == "dedup"
+    assert "'seconds'" in str(error.value) and "rebuild it" in str(error.value)
+    check_state_layout(pipeline(tmp_path, dedup="ad", source=schema(seconds="double")))
+    check_state_layout(pipeline(tmp_path, source=schema(seconds="double")))

@@ -24,8 +24,8 @@ T0 = 1_704_067_200  # 2024-01-01T00:00:00Z
 
 def decoder(**over):
     """A decoder of a record shape (no filtered aggregates: its values are source columns)."""
+    from jobs.executor.jsonl_decoder import JsonlDecoder
     from jobs.executor.record_rules import RecordShape
-    from jobs.sources.files.jsonl_decoder import JsonlDecoder
 
     conf = dict(
         columns=(
@@ -291,7 +291,7 @@ def test_pipelines_the_decoder_cannot_serve():
 def test_a_failing_decoder_stops_the_task(monkeypatch):
     """The decoder is the lines' one tagger: a failure of its own is an error, not a reason to
     reject (or pass on) valid lines."""
-    from jobs.sources.files.jsonl_decoder import JsonlDecoder
+    from jobs.executor.jsonl_decoder import JsonlDecoder
 
     def broken(self, table):
         raise RuntimeError("boom")
@@ -306,7 +306,7 @@ def test_spark_batches_are_decoded_in_chunks_with_the_same_outcome(monkeypatch):
     """Spark hands the decoder 10,000 lines at a time; it joins them into chunks of
     ``CHUNK_ROWS`` lines (one blob per bucket and chunk, not per batch), with the same outcome:
     each line either decoded into its row or rejected, the bad line rejected."""
-    from jobs.sources.files import jsonl_decoder
+    from jobs.executor import jsonl_decoder
 
     monkeypatch.setattr(jsonl_decoder, "CHUNK_ROWS", 100)
     good = [line(f"d{i % 7}", f"2024-01-01T00:{i % 60:02d}:{i % 59:02d}Z") for i in range(330)]
@@ -357,7 +357,7 @@ def test_a_bad_line_costs_five_parses_not_a_halving_of_its_chunk(monkeypatch):
     """Arrow names the row it failed on: the chunk is cut there (the line and the one before
     it read alone, the bad one loosely once more), so a bad line costs five parses whatever
     the size of its chunk."""
-    from jobs.sources.files.jsonl_decoder import JsonlDecoder
+    from jobs.executor.jsonl_decoder import JsonlDecoder
 
     calls = []
     parse = JsonlDecoder._parse
@@ -430,3 +430,67 @@ def test_a_lines_reasons_are_the_record_rules_not_the_decoders_own(monkeypatch):
     order = [r.test for r in stated(dec.shape)]
     tests = (NotUtf8(), Unparsed(), IsNull(Raw("ts")), IsNull(EventTimeUs()))
     assert out == [f"R{order.index(t)}" for t in tests]
+
+
+def test_an_input_of_several_is_decoded_as_that_input(tmp_path):
+    """The decoder of one of several inputs tags its records as the pipeline's tagging does
+    (``Pipeline.tag_as``): only the input's own columns are read (another input's are null
+    whatever a line holds), ``input`` is its name, ids are its own, and its latest event time
+    goes on its lane's marker row, not on its blobs."""
+    from jobs.executor.operator_input import DEDUP_ID, lane_marker
+    from jobs.sources.files.landing import jsonl_decoder
+    from tests.jobs.test_inputs_config import config, load
+
+    p = load(config(tmp_path))
+    impressions, clicks = p.inputs
+    late, flags = "2024-01-01T00:00:09Z", [c.flag for c in p.conditions]
+
+    def decoded(one, lines):
+        batch = pa.RecordBatch.from_pydict(
+            {"_raw": pa.array(lines, pa.string()), "_source_file": ["f.jsonl"] * len(lines)}
+        )
+        out = pickle.loads(pickle.dumps(jsonl_decoder(p, one))).decode(batch).to_pylist()
+        rows = [
+            r
+            for o in out
+            if o["pst_blob"]
+            for r in pa.ipc.open_stream(o["pst_blob"]).read_all().to_pylist()
+        ]
+        assert all(o["pst_ts"] is None for o in out if o["pst_blob"])  # no clock on a blob
+        markers = [o for o in out if o["pst_blob"] is None and o["pst_bucket"] is not None]
+        rejected = {o["_raw"]: o["_error"] for o in out if o["_error"]}
+        return rows, markers, rejected
+
+    shown = [  # a field of another input's column, or naming another input, is not read
+        json.dumps({"campaign": "a", "ts": "2024-01-01T00:00:01Z", "cost": 9.0}),
+        json.dumps({"campaign": "b", "ts": late, "input": "clicks", "click_id": "x"}),
+        json.dumps({"campaign": "c"}),
+    ]
+    rows, markers, rejected = decoded(impressions, shown)
+    assert sorted((r["campaign"], r["cost"], r["input"], r[DEDUP_ID]) for r in rows) == [
+        ("a", None, "impressions", None),
+        ("b", None, "impressions", None),
+    ]
+    assert all([r[f] for f in flags] == [True, False] for r in rows)  # impressions, not clicks
+    assert [(m["pst_bucket"], m["pst_ts"].isoformat()) for m in markers] == [
+        (lane_marker(0), "2024-01-01T00:00:09+00:00")
+    ]
+    assert rejected == {shown[2]: why.missing_event_time("ts")}
+
+    clicked = [json.dumps({"campaign": "a", "click_ts": T0 + 5, "click_id": "x", "cost": 0.5})]
+    rows, markers, _ = decoded(clicks, clicked)
+    assert [(r["input"], r["cost"], r[DEDUP_ID], r["pst_raw"]) for r in rows] == [
+        ("clicks", 0.5, "clicks:1:x", clicked[0])
+    ]
+    assert [rows[0][f] for f in flags] == [False, True]
+    assert [m["pst_bucket"] for m in markers] == [lane_marker(1)]
+
+    # beside a retracting upstream's pane log, each record weighs +1
+    from dataclasses import replace
+
+    dec = jsonl_decoder(p, clicks)
+    assert dec is not None and dec.as_input is not None
+    weighed = replace(dec, as_input=replace(dec.as_input, weighted=True))
+    batch = pa.RecordBatch.from_pydict({"_raw": clicked, "_source_file": ["f.jsonl"]})
+    (blob,) = [o["pst_blob"] for o in weighed.decode(batch).to_pylist() if o["pst_blob"]]
+    assert pa.ipc.open_stream(blob).read_all().column("pst_weight").to_pylist() == [1]

@@ -1,4 +1,4 @@
-"""jobs.sources.files.paths: which landing files are input, named literally to Spark and DuckDB.
+"""jobs.reading.files.paths: which landing files are input, named literally to Spark and DuckDB.
 
 Folder names may hold glob characters (``land[1]``, ``*``, ``?``, ``{a,b}``) and files may sit in
 subfolders (date folders, one folder per writer): ``panestore verify`` must read exactly the
@@ -12,7 +12,7 @@ import json
 import pytest
 
 from jobs.inspection.source_elements import landing_files
-from jobs.sources.files.paths import hadoop_literal
+from jobs.reading.files.paths import hadoop_literal
 from tests.pipelines import small_pipeline
 from tests.spark.support import put
 

@@ -21,11 +21,11 @@ from jobs.executor.operator_input import (
     input_table,
     row_expression,
 )
-from jobs.sources.columns import decode_columns, encode_columns, spark_columns
-from jobs.sources.pane_log.upstream import (
+from jobs.reading.columns import decode_columns, encode_columns, spark_columns
+from jobs.reading.pane_log.upstream import (
     WEIGHT as UPSTREAM_WEIGHT,
 )
-from jobs.sources.pane_log.upstream import (
+from jobs.reading.pane_log.upstream import (
     final_view_elements,
     latest_version,
     pane_log_columns,

@@ -10,11 +10,13 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 
 from jobs.executor.operator_input import (  # noqa: E402
+    CONTROL_BUCKET,
     InputSchema,
     balanced_bucket_ids,
     blob_of,
     elements_by_key,
     input_table,
+    lane_marker,
     pack_by_bucket,
     read_rows,
     rejected_records,
@@ -45,6 +47,27 @@ def test_pack_by_bucket_round_trips():
     }
     assert sorted(rows[3]["k"]) == ["a", "c"] and sorted(rows[1]["ts_us"]) == [1, 4]
     assert rows[-1] == {"k": [None], "ts_us": [None]}
+
+
+def test_rows_of_several_inputs_pack_their_clocks_by_lane():
+    """Rows with a lane (their input's index): a blob mixes inputs and carries no clock of
+    theirs (only a control row's, which has no lane); each lane's largest clock is on a row of
+    the lane's marker bucket, which every shard then reads (with_clock_rows)."""
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "pst_bucket": pa.array([3, 3, 1, CONTROL_BUCKET], pa.int32()),
+            "pst_clock": pa.array([7, 9, 4, 100], pa.int64()),
+            "pst_lane": pa.array([0, 1, 1, None], pa.int32()),
+            "k": ["a", "b", "c", None],
+        }
+    )
+    (out,) = pack_by_bucket([batch])
+    packed = out.to_pydict()
+    clocks = dict(zip(packed["pst_bucket"], packed["pst_clock"], strict=True))
+    assert clocks == {CONTROL_BUCKET: 100, 1: None, 3: None, lane_marker(0): 7, lane_marker(1): 9}
+    blobs = dict(zip(packed["pst_bucket"], packed["pst_blob"], strict=True))
+    assert blobs[lane_marker(0)] is None and blobs[lane_marker(1)] is None
+    assert pa.ipc.open_stream(blobs[3]).read_all().column("k").to_pylist() == ["a", "b"]
 
 
 BIG = 2**53 + 1  # not a float64

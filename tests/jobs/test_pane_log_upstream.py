@@ -7,7 +7,7 @@ import random
 import pyarrow as pa
 import pytest
 
-from jobs.sources.pane_log.upstream import (
+from jobs.reading.pane_log.upstream import (
     EVENT_TIME_US,
     WATERMARK_US,
     WEIGHT,

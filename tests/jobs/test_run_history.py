@@ -316,3 +316,34 @@ def test_each_batch_is_counted_in_one_row_through_kills_of_its_replays(tmp_path,
     capsys.readouterr()
     assert main(["query", conf, CHECK_PANES, "--format", "csv"]) == 0  # docs/operations.md's
     assert capsys.readouterr().out.split() == ["counted", "True"]
+
+
+def test_records_by_input_are_summed_and_a_runs_table_of_before_gains_their_column(tmp_path):
+    """A pipeline of several inputs counts each input's records (summed over the batches a
+    run counts); a runs table written before that column existed takes the new row (its own
+    rows read back with none)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from sinks.lake.run_history import RUNS_SCHEMA
+
+    conf = new_lake(tmp_path)
+    pipeline = load_pipeline(conf)
+    spec = view_spec(pipeline)
+    older = pa.schema([f for f in RUNS_SCHEMA if f.name != "records_by_input"])
+    with recording(pipeline, RunResult(), "scheduled", print):
+        pass
+    (first,) = read_runs(spec)
+    path = spec.table_path("runs")
+    old = DeltaTable(path).to_pyarrow_table().select(older.names).cast(older)
+    write_deltalake(path, old, mode="overwrite", schema_mode="overwrite")
+    assert "records_by_input" not in DeltaTable(path).schema().to_arrow().names
+
+    with recording(pipeline, RunResult(), "scheduled", print) as rec:
+        by = {"impressions": 70, "clicks": 30}
+        rec.batch_done(BatchStats(0, committed=True, records=100, records_by_input=by))
+        rec.batch_done(BatchStats(1, committed=True, records=5, records_by_input={"clicks": 5}))
+    before, row = read_runs(spec)
+    assert before.run_id == first.run_id and before.records_by_input == {}
+    assert row.records == 105 and row.records_by_input == {"impressions": 70, "clicks": 35}
+    assert (Figures(records_by_input={"a": 1}) + Figures()).records_by_input == {"a": 1}

@@ -12,9 +12,9 @@ from jobs.config.aggregates import Aggregate
 from jobs.config.load import load_pipeline, pipeline_from_dict
 from jobs.config.pipeline import Pipeline
 from jobs.config.save import pipeline_to_dict, pipeline_to_toml, save_pipeline
+from jobs.config.source import Source
 from jobs.config.values import PipelineConfigError
 from jobs.config.watermark import Watermark
-from jobs.sources.settings import Source
 from panes import AccumulationMode, AfterCount, AfterWatermark, FixedWindows, combiners
 
 if sys.version_info >= (3, 11):
@@ -66,7 +66,7 @@ def test_a_pipeline_built_in_code_loads_back_the_same(tmp_path):
     assert 'top = "max_by(user, v)"' in text and 'latest = "last(v)"' in text
 
 
-@pytest.mark.parametrize("conf", ["demo.toml", "demo_hourly.toml"])
+@pytest.mark.parametrize("conf", ["demo.toml", "demo_hourly.toml", "demo_ctr.toml"])
 def test_the_shipped_configurations_load_back_the_same(tmp_path, monkeypatch, conf):
     monkeypatch.chdir(ROOT)  # demo_hourly names its upstream's file relative to the project
     pipeline = load_pipeline(ROOT / "conf" / conf)

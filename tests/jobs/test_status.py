@@ -99,7 +99,9 @@ def test_the_json_schema_keys(tmp_path, capsys):
         "not_reported",
         "view_fold_error",
         "view_fold_failed_at",
+        "inputs",  # a pipeline of several inputs': each input's (empty for one input)
     }
+    assert data["inputs"] == []
     assert set(data["backlog"]) == {"files", "bytes", "oldest_modified"}
     assert set(data["tables"]["panes"]) == {"version", "committed_at", "files", "bytes"}
     assert set(data["locks"]) == {"run", "materializer"}

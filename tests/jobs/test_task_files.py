@@ -143,4 +143,9 @@ def test_the_writer_task_sums_the_tasks_input_records_into_the_clock_row(tables)
     for committed in (frozenset(), kinds):
         out = BatchWriter(tables, 7, committed)(iter([clock_row(T0, 3), clock_row(T0 + 1, 4)]))
         (row,) = pa.Table.from_batches(list(out)).to_pylist()
-        assert json.loads(row["figures"]) == {"clock_us": T0 + 1, "records": 7}
+        assert json.loads(row["figures"]) == {
+            "clock_us": T0 + 1,
+            "records": 7,
+            "lanes": [],  # (several inputs': each input's largest clock and records)
+            "lane_records": [],
+        }

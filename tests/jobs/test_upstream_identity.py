@@ -16,8 +16,8 @@ import pytest
 from jobs.checkpoint.logs import recorded_offsets
 from jobs.checkpoint.offsets import head_at
 from jobs.config.load import load_pipeline
+from jobs.reading.pane_log.reader import PaneLogStreamReader, VersionRange
 from jobs.sources.pane_log.identity import check_upstream
-from jobs.sources.pane_log.reader import PaneLogStreamReader, VersionRange
 from sinks.lake.errors import UpstreamChanged
 from tests.jobs.test_pane_log_config import configs
 

@@ -251,8 +251,8 @@ def test_the_files_a_batch_took_are_read_from_the_checkpoint(tmp_path):
 
     from jobs.config.aggregates import Aggregate
     from jobs.config.pipeline import Pipeline
+    from jobs.config.source import Source
     from jobs.driver.writers_watermark import newly_taken
-    from jobs.sources.settings import Source
     from panes import FixedWindows
     from panes.combiners import count
 
@@ -295,10 +295,10 @@ def test_the_job_records_an_advance_as_a_control_row_then_its_state(tmp_path):
 
     from jobs.config.aggregates import Aggregate
     from jobs.config.pipeline import Pipeline
+    from jobs.config.source import Source
     from jobs.config.watermark import Watermark
     from jobs.driver.watermark_marks import LandingWriter, marks_dir
     from jobs.driver.writers_watermark import load_state, record_writers_watermark, state_path
-    from jobs.sources.settings import Source
     from panes import FixedWindows
     from panes.combiners import count
 

@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 
 from panes import FixedWindows, Sessions, SlidingWindows, Windowing
 from panes.dedup import Copy, copy_order, forget, id_hash, take
-from panes.rules import WindowRules
 from panes.window import Window
 
 MINUTE = 60_000_000
@@ -20,12 +19,12 @@ def test_the_default_horizon_is_when_the_record_is_late_in_every_window():
     # Beam's rule: dropped once watermark > end + allowed lateness, for each of its windows
     for fn in (FixedWindows(MINUTE), SlidingWindows(MINUTE, MINUTE // 4), Sessions(MINUTE)):
         for ts in (0, 7, MINUTE - 1, 5 * MINUTE + 3):
-            at = WindowRules.of(Windowing(fn, allowed_lateness=30)).forget_at(ts, None)
+            at = Windowing(fn, allowed_lateness=30).rules.forget_at(ts, None)
             ends = [w.end for w in fn.assign(ts, None)]
             assert at == max(ends) + 30 + 1
     # for non-merging windows that is when the engine lets the last window go
     w = Window(0, MINUTE)
-    rules = WindowRules.of(Windowing(FixedWindows(MINUTE), allowed_lateness=30))
+    rules = Windowing(FixedWindows(MINUTE), allowed_lateness=30).rules
     forgotten = rules.forget_at(5, None)
     assert forgotten is not None
     assert not rules.gone(w, forgotten - 1)
@@ -33,7 +32,7 @@ def test_the_default_horizon_is_when_the_record_is_late_in_every_window():
 
 
 def test_a_stated_horizon_counts_from_the_event_time():
-    rules = WindowRules.of(Windowing(FixedWindows(MINUTE), allowed_lateness=30))
+    rules = Windowing(FixedWindows(MINUTE), allowed_lateness=30).rules
     assert rules.forget_at(5, 100) == 106
 
 
@@ -58,7 +57,7 @@ records = st.lists(
 @given(records=records, seed=st.integers(0, 2**31), batches=st.integers(1, 4))
 def test_each_id_is_taken_once_in_any_batches_and_orders_then_forgotten(records, seed, batches):
     rng = random.Random(seed)
-    rules = WindowRules.of(Windowing(FixedWindows(100)))
+    rules = Windowing(FixedWindows(100)).rules
     # copies of one id may differ in event time: the taken one is the first of its batch
     copies = [
         (f"{i}:{c}", i, ts + c, rules.forget_at(ts + c, None))

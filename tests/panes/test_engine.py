@@ -155,7 +155,7 @@ def test_retractions_net_out_to_exactly_the_live_windows(windowing, steps):
         windowing.window_fn,
         trigger=windowing.trigger,
         accumulation_mode=AccumulationMode.ACCUMULATING_AND_RETRACTING,
-        allowed_lateness=windowing.allowed_lateness,
+        allowed_lateness=windowing.rules.lateness,
         on_time_behavior=windowing.on_time_behavior,
     )
     sim = run(windowing, combiners.sum(), steps)

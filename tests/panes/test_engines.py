@@ -109,7 +109,7 @@ def test_the_simulator_takes_its_engine_from_the_factory():
 
 
 def test_too_late_is_beams_rule_for_numbers_and_arrays():
-    rules = WindowRules.of(Windowing(FixedWindows(10), allowed_lateness=5))
+    rules = Windowing(FixedWindows(10), allowed_lateness=5).rules
     assert [rules.too_late(10, wm) for wm in (14, 15, 16)] == [False, False, True]
     assert rules.too_late(END_OF_TIME, END_OF_TIME)  # the end of time drops everything
     ends = np.array([10, 20, END_OF_TIME], np.int64)
@@ -122,8 +122,8 @@ def test_too_late_is_beams_rule_for_numbers_and_arrays():
 
 
 def test_gone_reads_the_merge_horizon():
-    fixed = WindowRules.of(Windowing(FixedWindows(10), allowed_lateness=5))
-    sessions = WindowRules.of(Windowing(Sessions(10), allowed_lateness=5))
+    fixed = Windowing(FixedWindows(10), allowed_lateness=5).rules
+    sessions = Windowing(Sessions(10), allowed_lateness=5).rules
     assert [fixed.gone(Window(0, 10), wm) for wm in (15, 16)] == [False, True]
     assert [sessions.gone(Window(0, 10), wm) for wm in (24, 25)] == [False, True]
     assert fixed.gone(Window(0, END_OF_TIME), END_OF_TIME)
@@ -143,7 +143,7 @@ def test_pane_timestamp_and_counters_for_numbers_and_arrays():
 
 
 def test_forget_at_is_the_expiry_of_the_last_window_or_the_stated_horizon():
-    rules = WindowRules.of(Windowing(SlidingWindows(10, 5), allowed_lateness=2))
+    rules = Windowing(SlidingWindows(10, 5), allowed_lateness=2).rules
     assert rules.forget_at(7, None) == 15 + 2 + 1  # windows [0, 10) and [5, 15)
     assert rules.forget_at(7, 100) == 108
     assert rules.forget_at(END_OF_TIME - 1, 100) == END_OF_TIME
@@ -153,7 +153,7 @@ def test_a_merged_windows_hold():
     from panes import TimestampCombiner
 
     def rules(combiner):
-        return WindowRules.of(Windowing(Sessions(10), timestamp_combiner=combiner))
+        return Windowing(Sessions(10), timestamp_combiner=combiner).rules
 
     assert rules(TimestampCombiner.EARLIEST).merged_hold([5, 3], 20) == 3
     assert rules(TimestampCombiner.LATEST).merged_hold([5, 3], 20) == 5

@@ -25,7 +25,6 @@ from panes import (
 )
 from panes.fold import batch, fold
 from panes.pane import Pane
-from panes.rules import WindowRules
 from sinks.fold.materializer import Materializer
 from sinks.lake.pane_log import PaneLog, PaneLogLayout
 from sinks.lake.records import LateLog
@@ -144,7 +143,7 @@ def random_run(
         window_fn,
         mode,
         combine_fn=combine_fn,
-        rules=WindowRules.of(windowing),
+        rules=windowing.rules,
     )
     sim = Simulator(windowing, combine_fn)
     steps: list[list[Pane]] = []
@@ -240,7 +239,7 @@ def scripted_run(
         windowing.window_fn,
         windowing.accumulation_mode,
         combine_fn=sum_,
-        rules=WindowRules.of(windowing),
+        rules=windowing.rules,
     )
     layout = PaneLogLayout(value_fields=(("value", pa.int64()),))
     dropped_before = len(sim.dropped)
@@ -294,3 +293,25 @@ def replay_changes(spec: ViewSpec, changes: list[dict], start: dict | None = Non
             raise AssertionError(f"unknown change type {kind!r}")
     assert pre is None, "a pre-image without its post-image"
     return rows
+
+
+def assert_same_changes_and_past(spec: ViewSpec, local: ViewSpec) -> None:
+    """A lake in a store (``spec``) and a local lake built the same way answer alike: the
+    change feed from version 0 (but its commit times) and the view as of version 1 and as of
+    the fold of pane-log version 1."""
+    import json
+
+    from sinks.presentation import duck
+
+    text, read = duck.changes(spec, 0, fmt="json")
+    local_text, local_read = duck.changes(local, 0, fmt="json")
+    assert read.line() == local_read.line() and read.table.num_rows > 0
+    timeless = [
+        [{k: v for k, v in json.loads(r).items() if k != "_commit_timestamp"} for r in t]
+        for t in (text.splitlines(), local_text.splitlines())
+    ]
+    assert timeless[0] == timeless[1]
+    for as_of in (1, "folded:1"):
+        assert view_dict(spec, duck.current_as_of(spec, as_of)) == view_dict(
+            local, duck.current_as_of(local, as_of)
+        )

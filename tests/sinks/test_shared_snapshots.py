@@ -68,3 +68,38 @@ def test_the_scope_is_reentrant(tmp_path, nested):
             with shared_snapshots():
                 assert open_table(path, "t") is first
         assert open_table(path, "t") is first
+
+
+def test_inside_a_run_an_appender_reads_the_log_once_and_its_commits_move_the_snapshot(
+    tmp_path, monkeypatch
+):
+    """Under the run lock the run's appends are a table's only ones: after its first opening an
+    appender does not read the log again at each use (two requests each on a store), and each
+    of its commits, appended rows or files written by the executors, moves the shared snapshot
+    (a stale one would refuse the next batch's commit as a concurrent transaction)."""
+    from sinks.lake.data_files import write_data_files
+
+    path = str(tmp_path / "t")
+    schema = ROWS.schema
+    reads: list[int] = []
+    update = DeltaTable.update_incremental
+
+    def counted(self):
+        reads.append(1)
+        return update(self)
+
+    with shared_snapshots():
+        appender = ExactlyOnceAppender(path, "p", schema, kind="test")
+        assert appender.append(0, ROWS)
+        monkeypatch.setattr(DeltaTable, "update_incremental", counted)
+        for _ in range(5):
+            assert appender.is_committed(0) and not appender.is_committed(1)
+        assert reads == []  # no use read the log again
+        for batch in (1, 2):
+            files = write_data_files(path, ROWS, schema, f"b{batch}", 10)
+            assert appender.commit_files(batch, files)
+            assert appender.is_committed(batch)
+        assert appender.append(3, ROWS)
+        assert appender.table().version() == 4 and len(reads) == 2  # one a write transaction
+    assert DeltaTable(path).to_pyarrow_table().num_rows == 8
+    assert DeltaTable(path).transaction_version("p") == 3

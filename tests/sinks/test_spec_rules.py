@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from panes import FixedWindows, Sessions, Windowing, combiners
-from panes.rules import WindowRules
 from panes.window import Window
 from panes.windowing import AccumulationMode
 from sinks.lake.spec import ViewSpec
@@ -27,7 +26,7 @@ def test_a_spec_without_rules_has_its_window_functions_at_no_lateness():
 
 
 def test_a_spec_takes_the_pipelines_rules():
-    rules = WindowRules.of(Windowing(FixedWindows(10), allowed_lateness=5))
+    rules = Windowing(FixedWindows(10), allowed_lateness=5).rules
     assert spec(FixedWindows(10), rules).window_rules is rules
     # a spec replaced with another window function: the same rules of it
     other = replace(spec(FixedWindows(10), rules), window_fn=Sessions(10)).window_rules

@@ -10,6 +10,20 @@ from pathlib import Path
 T0 = 1_704_067_200  # 2024-01-01T00:00:00Z
 
 
+def wait_while_running(running, condition, seconds: float = 120) -> bool:
+    """Whether ``condition()`` held within ``seconds`` while ``running`` (a thread running a
+    ``--follow`` run) is alive; a condition that raises (a table not created yet) did not."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and running.is_alive():
+        try:
+            if condition():
+                return True
+        except Exception:  # the table does not exist yet
+            pass
+        time.sleep(0.5)
+    return False
+
+
 def iso(seconds: float) -> str:
     whole = int(seconds)
     frac = round((seconds - whole) * 1_000_000)

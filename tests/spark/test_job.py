@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.spark.support import T0, iso, parse_view, put, replay
+from tests.spark.support import T0, iso, parse_view, put, replay, wait_while_running
 
 pytestmark = pytest.mark.spark
 
@@ -164,7 +164,6 @@ def test_csv_source_and_ingestion_time(spark, tmp_path):
 
 def test_follow_keeps_running_and_picks_up_files_as_they_land(spark, tmp_path):
     import threading
-    import time
 
     from deltalake import DeltaTable
 
@@ -182,15 +181,7 @@ def test_follow_keeps_running_and_picks_up_files_as_they_land(spark, tmp_path):
     panes = pipeline.table_path("panes")
 
     def wait_for(condition) -> bool:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and follow.is_alive():
-            try:
-                if condition():
-                    return True
-            except Exception:  # the table does not exist yet
-                pass
-            time.sleep(0.5)
-        return False
+        return wait_while_running(follow, condition)
 
     def keys() -> set:
         return {r["device_id"] for r in DeltaTable(panes).to_pyarrow_table().to_pylist()}
@@ -200,6 +191,12 @@ def test_follow_keeps_running_and_picks_up_files_as_they_land(spark, tmp_path):
     put(tmp_path / "landing", "views-1.jsonl", FILES[1])
     # c is only in the new file; its session closes when the watermark passes it
     found = wait_for(lambda: "c" in keys())
+    # a batch is reported once Spark has finished it (its progress), which is after its pane log
+    # commit: stopping in between abandons a committed batch (replayed, skipped, by the next run)
+    committed = DeltaTable(panes).transaction_version(pipeline.name)
+    assert wait_for(
+        lambda: any(p.batchId >= committed for q in spark.streams.active for p in q.recentProgress)
+    )
     for query in spark.streams.active:  # what Ctrl-C does to a --follow run
         query.stop()
     follow.join(timeout=120)

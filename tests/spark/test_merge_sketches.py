@@ -96,7 +96,7 @@ def test_daily_merges_of_hourly_sketches_equal_sketches_over_the_days_raw_events
     from jobs.config.sink_spec import view_spec
     from jobs.driver.runs import run
     from jobs.inspection.source_elements import load_source_elements
-    from jobs.sources.pane_log.upstream import WEIGHT, latest_version, read_elements
+    from jobs.reading.pane_log.upstream import WEIGHT, latest_version, read_elements
     from panes.combiners import approx_count_distinct, approx_percentile
     from sinks.lake.column_types import arrow_type
     from sinks.verification.view_check import verify

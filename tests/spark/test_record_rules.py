@@ -40,13 +40,12 @@ COLUMNS = (
 )
 KEYS = ("device", "n")
 CONDITIONS = ("tag = 'x' or seconds > 1.5", "ok = false and count >= 3")
-# a double's text differs between Spark (1.0E20) and Arrow (1e+20): no double id column here
-DEDUP = ("device", "ts", "n", "count", "ok", "tag")
+DEDUP = ("device", "ts", "n", "count", "ok", "tag", "seconds")
 
 
 def decoder(epoch: bool):
+    from jobs.executor.jsonl_decoder import JsonlDecoder
     from jobs.executor.record_rules import RecordShape
-    from jobs.sources.files.jsonl_decoder import JsonlDecoder
     from panes.conditions import parse_condition
 
     conditions = tuple(parse_condition(c) for c in CONDITIONS)
@@ -263,6 +262,8 @@ def _every_rule(epoch: bool) -> list[dict]:
         {"seconds": float("-inf")},
         {"count": None, "ok": None, "tag": None, "seconds": None},
         {"n": 2**31 - 1, "device": " é "},
+        # a double's id text: Spark writes 1.0E20 where Arrow writes 1e+20; -0.0 is 0.0
+        *({"seconds": v} for v in (1e20, -0.0, 0.0, 5e-324, 0.1, -1.7976931348623157e308)),
     ]
     return [good, *({**good, **b} for b in bad)]
 

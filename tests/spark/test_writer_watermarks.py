@@ -240,8 +240,8 @@ def test_a_replayed_batch_runs_at_the_watermark_it_was_planned_with(spark, tmp_p
 def test_a_file_no_mark_names_is_read_back_for_its_earliest_event_time(spark, tmp_path):
     from jobs.config.aggregates import Aggregate
     from jobs.config.pipeline import Pipeline
+    from jobs.config.source import Source
     from jobs.driver.writers_watermark import earliest_event_times
-    from jobs.sources.settings import Source
     from panes import FixedWindows
     from panes.combiners import count
 

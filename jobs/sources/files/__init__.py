@@ -6,15 +6,15 @@ the last batch, each once.
 
 * Settings: ``path`` (the landing directory), ``schema``, ``format``, ``max_files_per_trigger``,
   ``csv_header``, ``csv_delimiter``, ``epoch_unit``, ``create_path``
-  (:class:`jobs.sources.settings.Source`); which files are input and how to name a path literally
-  to Spark and DuckDB: :mod:`.paths` (also read by the configuration's path check, ``panestore
-  verify`` and the writers' watermark).
+  (:class:`jobs.config.source.Source`); which files are input and how to name a path literally
+  to Spark and DuckDB: :mod:`jobs.reading.files.paths` (also read by the configuration's path
+  check, ``panestore verify`` and the writers' watermark).
 * Driver side: the records frame over Spark's file source (:func:`read_landing_zone`,
   :mod:`.landing`: reading, parsing, the parse rejections); files that changed after a batch read
   them, noted at a run's start and bound to one batch's rejected rows (:mod:`.changes`).
 * Executor side: the JSON-lines decoder, a ``mapInArrow`` stage that decodes the lines Arrow
-  reads as Spark would and packs them into key-bucket blobs (:class:`JsonlDecoder`,
-  :mod:`.jsonl_decoder`).
+  reads as Spark would and packs them into key-bucket blobs
+  (:class:`~jobs.executor.jsonl_decoder.JsonlDecoder`, in :mod:`jobs.executor`).
 
 >>> from jobs.sources.files import read_landing_zone
 >>> read_landing_zone.__module__
@@ -29,18 +29,12 @@ from panes.front_door import lazy_exports
 
 if TYPE_CHECKING:  # what the front door offers; each is imported on first use (panes.front_door)
     from jobs.sources.files.changes import ChangedFile, bind_changes, note_changes
-    from jobs.sources.files.jsonl_decoder import JsonlDecoder
     from jobs.sources.files.landing import read_landing_zone
-    from jobs.sources.files.paths import is_hidden, landing_files, spark_path
 
 __all__ = [
     "ChangedFile",
-    "JsonlDecoder",
     "bind_changes",
-    "is_hidden",
-    "landing_files",
     "note_changes",
     "read_landing_zone",
-    "spark_path",
 ]
 __getattr__ = lazy_exports(__name__, __file__)

@@ -34,7 +34,7 @@ from urllib.parse import unquote
 from jobs.checkpoint.files import CheckpointFiles
 from jobs.checkpoint.logs import SOURCES, Checkpoint, files_of, local_path, log_files
 from jobs.config.pipeline import Pipeline
-from jobs.sources.files.paths import has_scheme
+from jobs.reading.files.paths import has_scheme
 
 CHANGES_DIR = "_landing_changes"
 PENDING = "pending.json"
@@ -125,16 +125,22 @@ def reported(pipeline: Pipeline, *, bound_only: bool = False) -> set[tuple[str, 
 def note_changes(pipeline: Pipeline) -> list[ChangedFile]:
     """Find the taken landing files that changed since they were read and were not reported
     yet, and add them to the pending changes; returns them (empty: nothing new). Local landing
-    directories and lakes only. Call it under the run lock, before the run's query."""
-    if (
-        has_scheme(pipeline.source.path)
-        or has_scheme(pipeline.lake)
-        or not pipeline.source.is_landing
-    ):
+    directories (every input's) and lakes only. Call it under the run lock, before the run's
+    query."""
+    landings = [
+        one.source.path
+        for one in pipeline.input_list  # each input's landing directory
+        if one.source.is_landing and not has_scheme(one.source.path)
+    ]
+    if has_scheme(pipeline.lake) or not landings:
         return []
     seen = reported(pipeline)
-    taken = taken_files(pipeline.checkpoint_path, pipeline.source.path)
-    new = [c for c in find_changes(taken) if (c.uri, c.modified_ms) not in seen]
+    new = [
+        c
+        for landing in landings
+        for c in find_changes(taken_files(pipeline.checkpoint_path, landing))
+        if (c.uri, c.modified_ms) not in seen
+    ]
     if new:
         folder = changes_dir(pipeline)
         before = _read(folder, PENDING) if folder.exists(PENDING) else []

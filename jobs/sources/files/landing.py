@@ -14,7 +14,7 @@ line becomes a row with ``_error`` set instead of stopping the job or vanishing.
 and key columns are read as *strings* and converted by the job core, which can then tell a
 missing value from an unparseable one.
 
-JSON-lines of a pipeline :class:`jobs.sources.files.jsonl_decoder.JsonlDecoder` serves are read by
+JSON-lines of a pipeline :class:`jobs.executor.jsonl_decoder.JsonlDecoder` serves are read by
 the decoder alone, in the Python workers (strict JSON): the frame then carries the decoder's
 ``pst_bucket``, ``pst_ts`` and ``pst_blob`` columns, a row being either a blob of decoded elements
 (its other columns null) or a line the decoder rejected (``_raw``, ``_source_file`` and its reason
@@ -24,7 +24,7 @@ Any other Spark streaming source plugs into :func:`jobs.driver.plan.build_job` t
 a frame with the schema's columns (``_raw``/``_source_file``/``_error`` are optional).
 
 Every file below the landing directory is read, at any depth (``recursiveFileLookup``: date
-folders, one folder per writer), except hidden names at any level (:mod:`jobs.sources.files.paths`,
+folders, one folder per writer), except hidden names at any level (:mod:`jobs.reading.files.paths`,
 the rule ``panestore verify`` and the writers' watermark share). The directory's path is taken
 literally (escaped for Hadoop's globbing: ``land[1]`` is not a pattern).
 
@@ -42,12 +42,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from jobs.config.inputs import Input
 from jobs.config.pipeline import Pipeline
+from jobs.executor.jsonl_decoder import DECODED_COLUMNS, DECODER_OUTPUT, AsInput, JsonlDecoder
 from jobs.executor.record_rules import HASHED_AS
 from jobs.executor.rejection_reasons import MALFORMED
-from jobs.sources.files.jsonl_decoder import DECODED_COLUMNS, DECODER_OUTPUT, JsonlDecoder
-from jobs.sources.files.paths import spark_path
+from jobs.reading.files.paths import spark_path
 from jobs.sources.shape import record_shape
+from panes.inputs import INPUT_COLUMN
 from sinks.lake import INTEGRAL, column_type
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -97,14 +99,15 @@ def _file_stream(spark: SparkSession, pipeline: Pipeline, fmt: str, schema: str 
 
 
 def read_landing_zone(
-    spark: SparkSession, pipeline: Pipeline, *, python_decoder: bool = True
+    spark: SparkSession, pipeline: Pipeline, *, python_decoder: bool | JsonlDecoder = True
 ) -> DataFrame:
     """The pipeline's landing directory as a streaming records frame (see the module doc).
 
     With ``python_decoder`` (and a pipeline it can serve), JSON-lines are decoded and judged in the
-    Python workers (:mod:`jobs.sources.files.jsonl_decoder`, strict JSON): the frame then carries
+    Python workers (:mod:`jobs.executor.jsonl_decoder`, strict JSON): the frame then carries
     its blob columns and the lines it rejected, with their reasons; Spark parses none. Without it
-    (tests, measurements), Spark's ``from_json`` reads them.
+    (tests, measurements), Spark's ``from_json`` reads them. A decoder given is the one (one
+    input of several: :func:`jsonl_decoder`).
     """
     from pyspark.sql import functions as F
 
@@ -127,7 +130,9 @@ def read_landing_zone(
     opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
     if src.format == "jsonl":
         lines = lines.where(F.trim(F.col(RAW)) != "")  # blank lines are not records
-        decoder = jsonl_decoder(pipeline) if python_decoder else None
+        decoder = python_decoder if isinstance(python_decoder, JsonlDecoder) else None
+        if python_decoder is True:
+            decoder = jsonl_decoder(pipeline)
         if decoder is not None:  # the decoder's rows: blobs and rejected lines (with _error)
             out = lines.mapInArrow(decoder, DECODER_OUTPUT)
             return out.select(
@@ -195,25 +200,40 @@ def _decimal_texts(pipeline: Pipeline) -> dict[str, Column]:
     return out
 
 
-def jsonl_decoder(pipeline: Pipeline) -> JsonlDecoder | None:
-    """The pipeline's JSON-lines decoder (:mod:`jobs.sources.files.jsonl_decoder`), the one tagger
+def jsonl_decoder(pipeline: Pipeline, one: Input | None = None) -> JsonlDecoder | None:
+    """The pipeline's JSON-lines decoder (:mod:`jobs.executor.jsonl_decoder`), the one tagger
     of its lines, or None when its records are all read and tagged by Spark: another format,
     ingestion time, a key type the decoder cannot hash, an event time that is neither a
     timestamp nor an integer, a column the decoder does not read (``float``, ``timestamp``
-    besides the event time), or a value column that is also a key or the event time."""
-    src = pipeline.source
-    if src.format != "jsonl" or pipeline.ingestion_time or not pipeline.event_time:
+    besides the event time), or a value column that is also a key or the event time.
+
+    ``one``: the decoder of that input of a pipeline of several, tagging its records as the
+    pipeline does (``Pipeline.tag_as``), by the same test over the columns its lines hold
+    (:class:`jobs.executor.jsonl_decoder.AsInput`)."""
+    view = pipeline if one is None else pipeline.tag_as(one)
+    src = view.source
+    if src.format != "jsonl" or view.ingestion_time or not view.event_time:
         return None
     types = src.types
-    et = pipeline.event_time
-    values = tuple(pipeline.carried_columns)
-    if any(types[k] not in HASHED_AS for k in pipeline.keys):
+    et = view.event_time
+    if any(types[k] not in HASHED_AS for k in view.keys):
         return None
     if types[et] != "timestamp" and types[et] not in INTEGRAL:
         return None
-    plain = [t for c, t in src.schema if c != et and c not in pipeline.keys]
+    held = src.schema if one is None else one.source.schema  # what its lines hold
+    plain = [t for c, t in held if c != et and c not in view.keys]
     if any(column_type(t).arrow_json is None for t in plain):
         return None
-    if set(pipeline.value_columns) & {et, *pipeline.keys}:
+    if set(pipeline.value_columns) & {et, *view.keys}:
         return None
-    return JsonlDecoder(record_shape(pipeline), values)
+    if one is None:
+        return JsonlDecoder(record_shape(view), tuple(view.carried_columns))
+    as_input = AsInput(
+        INPUT_COLUMN,
+        one.name,
+        pipeline.inputs.index(one),
+        tuple(c for c, _ in held),
+        ids=any(i.dedup for i in pipeline.input_list),
+        weighted=pipeline.weighted,
+    )
+    return JsonlDecoder(record_shape(view), tuple(pipeline.carried_columns), as_input)

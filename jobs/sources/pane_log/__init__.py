@@ -6,15 +6,14 @@ the upstream's watermark recorded with each pane (``docs/running.md``, "A pipeli
 pipeline's pane log").
 
 * Settings: ``path`` (the upstream's configuration or pane log) and what the upstream offers, read
-  when the configuration loads (:class:`jobs.sources.settings.Upstream`,
-  :func:`pane_log_columns`).
+  when the configuration loads (:class:`jobs.config.source.Upstream`,
+  :func:`jobs.reading.pane_log.pane_log_columns`).
 * Driver side: registering the reader and the element rows the job takes (:func:`read_pane_log`,
   :mod:`.driver`); the check before the query starts that refuses a rebuilt upstream (another
   table at the path than the one the offsets name: :func:`check_upstream`, :mod:`.identity`).
-* Executor side: the Python streaming data source, whose offsets are pane-log versions and the
-  table's id (:class:`PaneLogDataSource`, :mod:`.reader`), and the storage reading it needs: a
-  version range's pane rows as element rows, read with delta-rs (:func:`read_elements`,
-  :mod:`.upstream`, over the lake's own :mod:`sinks.fold.pane_log_changes`).
+* Executor side, below the configuration in :mod:`jobs.reading.pane_log`: the Python streaming
+  data source, whose offsets are pane-log versions and the table's id, and the storage reading it
+  needs (a version range's pane rows as element rows, read with delta-rs).
 
 >>> from jobs.sources.pane_log import read_pane_log
 >>> read_pane_log.__module__
@@ -30,15 +29,9 @@ from panes.front_door import lazy_exports
 if TYPE_CHECKING:  # what the front door offers; each is imported on first use (panes.front_door)
     from jobs.sources.pane_log.driver import read_pane_log
     from jobs.sources.pane_log.identity import check_upstream
-    from jobs.sources.pane_log.reader import PaneLogDataSource
-    from jobs.sources.pane_log.upstream import PaneLogColumns, pane_log_columns, read_elements
 
 __all__ = [
-    "PaneLogColumns",
-    "PaneLogDataSource",
     "check_upstream",
-    "pane_log_columns",
-    "read_elements",
     "read_pane_log",
 ]
 __getattr__ = lazy_exports(__name__, __file__)

@@ -4,7 +4,7 @@ The pane log is read incrementally by a PySpark Python streaming data source
 (:class:`PaneLogDataSource`, no delta-spark jars): its offsets are pane-log versions and the table
 they belong to (``{"version": v, "table": id}``, version -1 before the first;
 :class:`jobs.checkpoint.offsets.TableOffset`), and a micro-batch reads the rows of the
-versions ``(start, end]`` with delta-rs (:func:`jobs.sources.pane_log.upstream.read_elements`).
+versions ``(start, end]`` with delta-rs (:func:`jobs.reading.pane_log.upstream.read_elements`).
 Spark records both offsets in its offset log before the batch runs, so a replayed batch reads
 exactly the same rows: the exactly-once chain is the upstream's exactly-once pane log plus this
 fixed version range.
@@ -35,10 +35,10 @@ from typing import TYPE_CHECKING
 from jobs.config.pipeline import Pipeline
 from jobs.executor.operator_input import BLOB, BUCKET, TS_US, WEIGHT
 from jobs.executor.record_rules import SparkRecords
-from jobs.sources.columns import encode_columns
-from jobs.sources.pane_log.reader import FORMAT_NAME, PaneLogDataSource
-from jobs.sources.pane_log.upstream import EVENT_TIME_US, WATERMARK_US
-from jobs.sources.pane_log.upstream import WEIGHT as UPSTREAM_WEIGHT
+from jobs.reading.columns import encode_columns
+from jobs.reading.pane_log.reader import FORMAT_NAME, PaneLogDataSource
+from jobs.reading.pane_log.upstream import EVENT_TIME_US, WATERMARK_US
+from jobs.reading.pane_log.upstream import WEIGHT as UPSTREAM_WEIGHT
 from jobs.sources.shape import record_shape
 from jobs.startup.session import register_data_source
 from panes.time import END_OF_TIME
@@ -48,22 +48,31 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
 
-def read_pane_log(spark: SparkSession, pipeline: Pipeline, table: str | None) -> DataFrame:
+def read_pane_log(
+    spark: SparkSession,
+    pipeline: Pipeline,
+    table: str | None,
+    values: Sequence[str] | None = None,
+    of_input: str | None = None,
+) -> DataFrame:
     """The upstream's pane log as a streaming frame of element rows: the downstream's key and
-    value columns, and the event time, watermark and weight columns of
-    :func:`jobs.sources.pane_log.upstream.read_elements`; ``table``: the pane log's id the run's
-    checks found (:func:`jobs.sources.pane_log.identity.check_upstream`), to which the reader holds
-    the versions it reads (None: the pipeline has read none yet)."""
+    value columns (``values``: these, for one of several inputs), and the event time, watermark
+    and weight columns of :func:`jobs.reading.pane_log.upstream.read_elements`; ``table``: the
+    pane log's id the run's checks found (:func:`jobs.sources.pane_log.identity.check_upstream`),
+    to which the reader holds the versions it reads (None: the pipeline has read none yet);
+    ``of_input``: the input of several it is read as (its offsets name it)."""
     upstream = pipeline.source.upstream
     assert upstream is not None
     register_data_source(spark, PaneLogDataSource)
     types = pipeline.source.types
-    wanted = [*pipeline.keys, *[c for c in pipeline.value_columns if c not in pipeline.keys]]
+    read = pipeline.value_columns if values is None else values
+    wanted = [*pipeline.keys, *[c for c in read if c not in pipeline.keys]]
     return (
         spark.readStream.format(FORMAT_NAME)
         .option("path", upstream.pane_log)
         .option("pipeline", upstream.name)
         .option("table", table or "")
+        .option("input", of_input or "")
         .option("columns", encode_columns([(c, types[c]) for c in wanted]))
         .load()
     )

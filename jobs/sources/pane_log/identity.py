@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from jobs.checkpoint.logs import RecordedOffset, recorded_offsets
 from jobs.checkpoint.offsets import TableHead, head_at
 from jobs.config.pipeline import Pipeline
-from jobs.sources.pane_log.upstream import commit_times_ms
+from jobs.reading.pane_log.upstream import commit_times_ms
 from sinks.lake import UpstreamChanged
 
 CLOCK_SLACK_MS = 2_000
@@ -137,16 +137,17 @@ def _adopt(
     return head.table
 
 
-def check_upstream(pipeline: Pipeline) -> str | None:
+def check_upstream(pipeline: Pipeline, of_input: str | None = None) -> str | None:
     """The table id of the upstream pane log ``pipeline`` (a ``pane_log`` source) may read on
     (:func:`table_to_read` over its checkpoint and its upstream's pane log now); raises
-    :class:`UpstreamChanged` if the upstream is not the table the pipeline has read."""
+    :class:`UpstreamChanged` if the upstream is not the table the pipeline has read;
+    ``of_input``: the input of several the pane log is (its offsets only)."""
     up = pipeline.source.upstream
     if up is None:
         raise ValueError(f"pipeline {pipeline.name} does not read a pane log")
     chain = Chain(pipeline.name, pipeline.set_aside, up.name, up.pane_log)
     return table_to_read(
-        recorded_offsets(pipeline.checkpoint_path),
+        [r for r in recorded_offsets(pipeline.checkpoint_path) if r.offset.of_input(of_input)],
         head_at(up.pane_log),
         lambda since: commit_times_ms(up.pane_log, since),
         chain,

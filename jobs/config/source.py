@@ -15,8 +15,8 @@ from typing import Any
 
 from jobs.config.event_time import EPOCH_UNITS
 from jobs.config.values import IDENTIFIER, PipelineConfigError, expect
-from jobs.sources.files.paths import landing_path_problem
-from jobs.sources.pane_log.upstream import PaneLogColumns
+from jobs.reading.files.paths import landing_path_problem
+from jobs.reading.pane_log.upstream import PaneLogColumns
 from sinks.lake import column_type, is_struct_type
 
 FILE_FORMATS = ("jsonl", "csv", "parquet")
@@ -170,7 +170,7 @@ class Source:
 @dataclass(frozen=True)
 class Upstream:
     """The pipeline a ``pane_log`` source reads: the path of its pane-log table and what the
-    table offers (:class:`jobs.sources.pane_log.upstream.PaneLogColumns`). Its panes become
+    table offers (:class:`jobs.reading.pane_log.upstream.PaneLogColumns`). Its panes become
     elements: key and aggregate columns as fields, output timestamp as event time, weight -1 for a
     retraction (docs/running.md, "A pipeline over another pipeline's pane log")."""
 

@@ -3,7 +3,7 @@
 Offsets are pane-log versions and the table they belong to
 (:class:`jobs.checkpoint.offsets.TableOffset`: ``{"version": v, "table": id}``, version -1
 before the first), and a micro-batch reads the rows of the versions ``(start, end]`` with delta-rs
-(:func:`jobs.sources.pane_log.upstream.read_elements`). Spark records both offsets in its offset log
+(:func:`jobs.reading.pane_log.upstream.read_elements`). Spark records both offsets in its offset log
 before the batch runs, so a replayed batch reads exactly the same rows.
 
 This module runs in Spark's Python workers (Spark starts them for the data source's planning
@@ -30,9 +30,9 @@ except ImportError:  # pragma: no cover - exercised only without pyspark
     DataSourceStreamReader = InputPartition = object  # type: ignore[assignment,misc]
 
 from jobs.checkpoint.offsets import TableOffset, head_at
-from jobs.sources.columns import ColumnsDataSource
-from jobs.sources.pane_log.upstream import EVENT_TIME_US, WATERMARK_US, read_elements
-from jobs.sources.pane_log.upstream import WEIGHT as UPSTREAM_WEIGHT
+from jobs.reading.columns import ColumnsDataSource
+from jobs.reading.pane_log.upstream import EVENT_TIME_US, WATERMARK_US, read_elements
+from jobs.reading.pane_log.upstream import WEIGHT as UPSTREAM_WEIGHT
 from sinks.lake import UpstreamChanged, arrow_type
 
 FORMAT_NAME = "panestore_pane_log"
@@ -51,12 +51,14 @@ class VersionRange(InputPartition):
 class PaneLogStreamReader(DataSourceStreamReader):
     """Offsets are pane-log versions of one table; one partition per micro-batch (see the module
     doc). ``options["table"]``: the table id the driver checked ("" while there is no table and
-    nothing was read: then the first table seen is kept)."""
+    nothing was read: then the first table seen is kept); ``options["input"]``: the input of
+    several it is read as, which its offsets name (absent: the pipeline's one)."""
 
     def __init__(self, options: dict[str, str], columns: Sequence[tuple[str, str]]) -> None:
         self.path = options["path"]
         self.pipeline = options["pipeline"]
         self.table = options.get("table") or None
+        self.input = options.get("input") or None
         self.columns = tuple(columns)
 
     def _changed(self, now: str | None, read: str) -> UpstreamChanged:
@@ -68,7 +70,7 @@ class PaneLogStreamReader(DataSourceStreamReader):
         )
 
     def initialOffset(self) -> dict:
-        return TableOffset(-1).to_json()
+        return TableOffset(-1, input=self.input).to_json()
 
     def latestOffset(self) -> dict:
         head = head_at(self.path)
@@ -76,7 +78,7 @@ class PaneLogStreamReader(DataSourceStreamReader):
             self.table = head.table
         elif head.table != self.table:
             raise self._changed(head.table, self.table)
-        return TableOffset(head.version, head.table).to_json()
+        return TableOffset(head.version, head.table, self.input).to_json()
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         first, last = TableOffset.from_json(start), TableOffset.from_json(end)

@@ -3,8 +3,8 @@
 Offsets are table versions and the table they belong to
 (:class:`jobs.checkpoint.offsets.TableOffset`: ``{"version": v, "table": id}``), as for the
 pane-log source. A micro-batch reads the rows the commits of versions ``(start, end]`` added
-(:func:`jobs.sources.delta_table.log.plan_range`, then
-:func:`jobs.sources.delta_table.log.read_files`): Spark records both offsets in its offset log
+(:func:`jobs.reading.delta_table.log.plan_range`, then
+:func:`jobs.reading.delta_table.log.read_files`): Spark records both offsets in its offset log
 before the batch runs, and the commits of a version range never change, so a replayed batch reads
 the same rows. Commits that add no data (OPTIMIZE, compaction, properties) contribute nothing; a
 commit that deletes or updates rows, a version no longer in the table's log and a data file vacuumed
@@ -34,8 +34,8 @@ except ImportError:  # pragma: no cover - exercised only without pyspark
     DataSourceStreamReader = InputPartition = object  # type: ignore[assignment,misc]
 
 from jobs.checkpoint.offsets import TableOffset, head_at
-from jobs.sources.columns import ColumnsDataSource
-from jobs.sources.delta_table.log import SourceFile, plan_range, read_files
+from jobs.reading.columns import ColumnsDataSource
+from jobs.reading.delta_table.log import SourceFile, plan_range, read_files
 from sinks.lake import SourceTableChanged, arrow_type
 
 FORMAT_NAME = "panestore_delta_table"
@@ -70,12 +70,14 @@ def split_files(files: Sequence[SourceFile], parts: int) -> list[list[SourceFile
 class DeltaTableStreamReader(DataSourceStreamReader):
     """Offsets are versions of one Delta table (see the module doc). ``options``: ``path``,
     ``table`` (the table id the driver checked; "" while nothing was read: the first table seen
-    is kept), ``starting_version``, ``skip_change_commits`` ("true"/"false"), ``parallelism`` and
-    ``file_column`` (the column naming each row's data file)."""
+    is kept), ``starting_version``, ``skip_change_commits`` ("true"/"false"), ``parallelism``,
+    ``file_column`` (the column naming each row's data file) and ``input`` (the input of several
+    it is read as, which its offsets name; absent: the pipeline's one)."""
 
     def __init__(self, options: dict[str, str], columns: Sequence[tuple[str, str]]) -> None:
         self.path = options["path"]
         self.table = options.get("table") or None
+        self.input = options.get("input") or None
         self.start = int(options.get("starting_version", "0"))
         self.skip_change_commits = options.get("skip_change_commits", "false") == "true"
         self.parallelism = int(options.get("parallelism", "1"))
@@ -90,7 +92,7 @@ class DeltaTableStreamReader(DataSourceStreamReader):
         )
 
     def initialOffset(self) -> dict:
-        return TableOffset(self.start - 1).to_json()
+        return TableOffset(self.start - 1, input=self.input).to_json()
 
     def latestOffset(self) -> dict:
         head = head_at(self.path)
@@ -98,7 +100,7 @@ class DeltaTableStreamReader(DataSourceStreamReader):
             self.table = head.table
         elif head.table != self.table:
             raise self._changed(head.table)
-        return TableOffset(max(head.version, self.start - 1), head.table).to_json()
+        return TableOffset(max(head.version, self.start - 1), head.table, self.input).to_json()
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         first, last = TableOffset.from_json(start), TableOffset.from_json(end)

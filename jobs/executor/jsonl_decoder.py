@@ -53,7 +53,9 @@ from jobs.executor.operator_input import (
     DEDUP_ID,
     REJECTED_COLUMNS,
     TS_US,
+    WEIGHT,
     blobs_by_bucket,
+    lane_marker,
 )
 from jobs.executor.record_rules import (
     ArrowRecords,
@@ -64,6 +66,7 @@ from jobs.executor.record_rules import (
     RecordShape,
     Test,
     Unparsed,
+    input_id,
 )
 from sinks.lake import column_type
 
@@ -148,6 +151,29 @@ class _Lines:
 
 
 @dataclass(frozen=True)
+class AsInput:
+    """What the decoder of one of a pipeline's several inputs adds to the one-input decoder.
+
+    The records it decodes are tagged as input ``name`` of the pipeline (the tag view,
+    ``Pipeline.tag_as``): its lines hold only the columns ``read`` (the input's own schema); the
+    record shape's other columns (another input's) are null in its records, whatever a line
+    holds, and ``column`` holds ``name``. Its records' ids (a deduplicating input's) begin with
+    :func:`jobs.executor.record_rules.input_id` (two inputs' equal ids are not copies);
+    ``ids``: the pipeline deduplicates (an input without dedup columns packs null ids);
+    ``weighted``: the pipeline's elements carry a weight (beside a pane-log input's), each
+    record +1. Its blobs carry no clock: the batch's
+    latest event time of the input goes on one row of the input's marker bucket
+    (:func:`jobs.executor.operator_input.lane_marker` of ``lane``, the input's index)."""
+
+    column: str
+    name: str
+    lane: int
+    read: tuple[str, ...]
+    ids: bool = False
+    weighted: bool = False
+
+
+@dataclass(frozen=True)
 class JsonlDecoder:
     """The decoder of one pipeline (picklable: shipped to the Python workers).
 
@@ -165,6 +191,7 @@ class JsonlDecoder:
 
     shape: RecordShape
     values: tuple[str, ...]
+    as_input: AsInput | None = None
 
     def __post_init__(self) -> None:
         if self.shape.event_time is None or self.shape.ingestion_time:
@@ -190,7 +217,7 @@ class JsonlDecoder:
         self._parse_chunks(lines, parsed, reasons)
         decoded, ts_us = None, None
         if parsed:
-            table = pa.concat_tables([t for _, t in parsed])
+            table = self._completed(pa.concat_tables([t for _, t in parsed]))
             rows = np.concatenate([np.arange(lo, lo + t.num_rows) for lo, t in parsed])
             if self.shape.dedup:  # each record's line and file travel with it
                 at = pa.array(rows, pa.int64())
@@ -211,11 +238,16 @@ class JsonlDecoder:
             blobs,
         )
 
-    @staticmethod
     def _output(
-        rejected: pa.RecordBatch, reasons: pa.Array, ids: list, latest: list, blobs: list
+        self, rejected: pa.RecordBatch, reasons: pa.Array, ids: list, latest: list, blobs: list
     ) -> pa.RecordBatch:
-        """Blob rows, then the ``rejected`` lines with their ``reasons`` (see the module doc)."""
+        """Blob rows, then the ``rejected`` lines with their ``reasons`` (see the module doc);
+        one of several inputs: the blobs without a clock and a row of its marker bucket with
+        their latest event time (:class:`AsInput`)."""
+        if self.as_input is not None and blobs:
+            ids = [*ids, lane_marker(self.as_input.lane)]
+            latest = [*[None] * len(blobs), max(latest)]
+            blobs = [*blobs, None]
         nb, nr = len(blobs), rejected.num_rows
 
         def column(blob_part: pa.Array, type_: pa.DataType, line_part: pa.Array | None = None):
@@ -243,6 +275,8 @@ class JsonlDecoder:
         keys as int64 from JSON numbers only, and timestamp strings as strings."""
         fields = []
         for name, declared in self.shape.columns:
+            if name in self._not_read:
+                continue
             if name == self.event_time:
                 t = "int64" if self.shape.epoch_us is not None else "string"
             elif name in self.shape.keys:
@@ -251,6 +285,29 @@ class JsonlDecoder:
                 t = column_type(declared).arrow_json or "string"
             fields.append(pa.field(name, pa.type_for_alias(t)))
         return pa.schema(fields)
+
+    @cached_property
+    def _not_read(self) -> frozenset[str]:
+        """The record shape's columns no line of the input holds (:class:`AsInput`)."""
+        one = self.as_input
+        if one is None:
+            return frozenset()
+        return frozenset(c for c, _ in self.shape.columns if c not in one.read)
+
+    def _completed(self, table: pa.Table) -> pa.Table:
+        """``table`` as read, with the columns its lines do not hold: another input's null (in
+        its declared type), the input's name (:class:`AsInput`)."""
+        one = self.as_input
+        if one is None:
+            return table
+        n = table.num_rows
+        for name in sorted(self._not_read):
+            if name == one.column:
+                table = table.append_column(name, pa.array([one.name] * n, pa.string()))
+            else:
+                wanted = column_type(self.shape.types[name]).arrow
+                table = table.append_column(name, pa.nulls(n, wanted))
+        return table
 
     @cached_property
     def _loose_schema(self) -> pa.Schema:
@@ -360,9 +417,19 @@ class JsonlDecoder:
         names = [*keys, TS_US, *self.values]
         arrays.append(ts_us)
         arrays += [rules.carried(decoded, v) for v in self.values]
+        one = self.as_input
         if self.shape.dedup:
-            arrays += [rules.dedup_id(decoded, ts_us), decoded.column(LINE), decoded.column(FILE)]
+            ids = rules.dedup_id(decoded, ts_us)
+            if one is not None:  # an id is its input's
+                ids = pc.binary_join_element_wise(input_id(one.name), ids, "")
+            arrays += [ids, decoded.column(LINE), decoded.column(FILE)]
             names += [DEDUP_ID, *REJECTED_COLUMNS[:2]]
+        elif one is not None and one.ids:  # none of this input's records is a copy
+            arrays.append(pa.nulls(decoded.num_rows, pa.string()))
+            names.append(DEDUP_ID)
+        if one is not None and one.weighted:
+            arrays.append(pa.array(np.ones(decoded.num_rows, np.int32)))
+            names.append(WEIGHT)
         payload = pa.Table.from_arrays(arrays, names=names).combine_chunks().to_batches()[0]
         buckets = self.rules.buckets([payload.column(k) for k in keys])
         order = np.argsort(buckets, kind="stable")
