@@ -240,12 +240,12 @@ def tables_committed(pipeline: Pipeline) -> dict[str, int | None]:
     """Each run table's path -> the highest batch of ``pipeline`` it holds (None: none, or
     no table there)."""
     from jobs.config.sink_spec import view_spec
-    from sinks.lake import existing_table
+    from sinks.lake import existing_table, transaction_version
 
     spec = view_spec(pipeline)
     committed: dict[str, int | None] = {}
     for name in RUN_TABLES:
         table = existing_table(spec, name)
-        version = None if table is None else table.transaction_version(pipeline.name)
+        version = None if table is None else transaction_version(table, pipeline.name)
         committed[spec.table_path(name)] = version
     return committed

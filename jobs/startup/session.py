@@ -342,25 +342,26 @@ def end_session(timeout: float = JVM_EXIT_TIMEOUT_S) -> int | None:
 
 
 def _stop(spark) -> None:
-    """Stop ``spark``; a JVM that no longer answers is ended all the same (its input closes), and
-    py4j's traceback for the command it did not answer is not printed (:class:`_GatewayGone`)."""
-    root = logging.getLogger()
-    gone = _GatewayGone()
-    root.addFilter(gone)
-    try:
-        with contextlib.suppress(Exception):
-            spark.stop()
-    finally:
-        root.removeFilter(gone)
+    """Stop ``spark``; a JVM that no longer answers is ended all the same (its input closes)."""
+    with contextlib.suppress(Exception):
+        spark.stop()
 
 
-class _GatewayGone(logging.Filter):
-    """Drops py4j's report of a command the JVM did not answer: py4j logs it on the root logger,
-    traceback included, before raising the error :func:`_stop` handles (seen when a stopping JVM
-    exits while it is asked to stop: the run's work is done, the JVM is ended all the same)."""
+class _CommandLost(logging.Filter):
+    """Drops py4j's report of a command the JVM did not answer. py4j logs it on the root logger,
+    traceback included, and then raises the error to the caller all the same: a command says a
+    failure in one line, and a JVM that exits while it is asked something (its session's end, a
+    Java object Python releases as the JVM goes) is the end of a run whose work is done."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return record.getMessage() != "Exception while sending command."
+
+
+def _quiet_lost_commands() -> None:
+    """Install :class:`_CommandLost` on the root logger (once a process)."""
+    root = logging.getLogger()
+    if not any(isinstance(f, _CommandLost) for f in root.filters):
+        root.addFilter(_CommandLost())
 
 
 def _ended(proc: subprocess.Popen, timeout: float) -> int | None:
@@ -388,6 +389,7 @@ def _started(session_class, app_name: str, master: str | None, conf: dict[str, s
         builder = builder.master(master)
     for k, v in conf.items():
         builder = builder.config(k, v)
+    _quiet_lost_commands()  # from the first command on
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     quiet_loggers(spark)

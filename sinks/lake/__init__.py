@@ -151,7 +151,7 @@ if TYPE_CHECKING:  # what the front door offers; each is imported on first use
         write_atomically,
         write_lake_file,
     )
-    from sinks.lake.snapshot_sharing import open_latest, shared_snapshots
+    from sinks.lake.snapshot_sharing import open_latest, shared_snapshots, transaction_version
     from sinks.lake.spec import ViewSpec
     from sinks.lake.tables import (
         arrow_schema,
@@ -296,6 +296,7 @@ __all__ = [
     "table_exists",
     "table_filesystem",
     "table_identity",
+    "transaction_version",
     "type_name",
     "view_schema",
     "window_text",

@@ -34,7 +34,7 @@ from sinks.lake.lake_format import (
     PIPELINE_METADATA,
     check_format,
 )
-from sinks.lake.snapshot_sharing import keep, kept, latest
+from sinks.lake.snapshot_sharing import keep, kept, latest, transaction_version
 
 
 def commit_metadata(entry: Mapping[str, Any]) -> dict[str, Any]:
@@ -151,7 +151,7 @@ class ExactlyOnceAppender:
 
     def committed_batch_id(self) -> int | None:
         """The highest batch id committed to this table for this pipeline, or None."""
-        return self.table().transaction_version(self.pipeline_id)
+        return transaction_version(self.table(), self.pipeline_id)
 
     # -- writing --------------------------------------------------------------------------------
 
@@ -160,7 +160,7 @@ class ExactlyOnceAppender:
         if batch_id < 0:
             raise ValueError(f"batch_id must be >= 0, got {batch_id}")
         delta = self.table()  # brought up to date once: the check and the commit share it
-        committed = delta.transaction_version(self.pipeline_id)
+        committed = transaction_version(delta, self.pipeline_id)
         if committed is not None and batch_id <= committed:
             return False
         table = _as_table(data, self.schema)
@@ -199,7 +199,7 @@ class ExactlyOnceAppender:
         if batch_id < 0:
             raise ValueError(f"batch_id must be >= 0, got {batch_id}")
         delta = self.table()
-        committed = delta.transaction_version(self.pipeline_id)
+        committed = transaction_version(delta, self.pipeline_id)
         if committed is not None and batch_id <= committed:
             return False
         if not files and not self.commit_empty:

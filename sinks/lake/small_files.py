@@ -38,7 +38,12 @@ def write_lake_file(location: str, text: str) -> None:
 
 
 def read_lake_file(location: str) -> str | None:
-    """The text of a small file of a lake; None when there is none (or it cannot be read)."""
+    """The text of a small file of a lake; None when there is none (or it cannot be read). On an
+    object store one GET (pyarrow's input stream asks for the object's size first)."""
+    from sinks.lake.object_store import is_object_store
+
+    if is_object_store(location):
+        return _object_text(location)
     from sinks.lake.data_files import table_filesystem
 
     fs, path = table_filesystem(location)
@@ -46,6 +51,19 @@ def read_lake_file(location: str) -> str | None:
         with fs.open_input_stream(path) as f:
             return bytes(f.read()).decode("utf-8")
     except (OSError, ValueError):  # missing (FileNotFoundError is one), or torn
+        return None
+
+
+def _object_text(location: str) -> str | None:
+    import obstore
+    from obstore.exceptions import BaseError
+
+    from sinks.lake.object_store import store_at
+
+    folder, _, name = location.rstrip("/").rpartition("/")
+    try:
+        return bytes(obstore.get(store_at(folder), name).bytes()).decode("utf-8")
+    except (BaseError, OSError, ValueError):  # missing, unreadable, or torn
         return None
 
 

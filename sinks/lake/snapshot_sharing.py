@@ -16,6 +16,11 @@ ones, and each moves the snapshot. A table opened at a given version (time trave
 pinned pane-log version) is never shared. Outside the scope (other commands, tests, Spark's
 executors, the fold's worker processes) every opening reads the log.
 
+A table's application transactions (the batch a pipeline last committed, the fold a view last
+took in) are read once per table version inside the scope (:func:`transaction_version`):
+delta-rs 1.6.6 answers each ``transaction_version`` by reading every commit since the last Delta
+checkpoint again, and a run asked each of its tables three times a batch.
+
 Tables do not disappear within a run (a view is rebuilt by ``panestore rebuild-view``, which
 runs alone under the materializer's lock), so a kept table is never stale beyond what
 ``update_incremental`` brings; callers that keep a table object see it move to newer versions
@@ -32,6 +37,8 @@ from typing import Any
 _guard = threading.Lock()
 _tables: dict[tuple[str, tuple[tuple[str, str], ...]], Any] | None = None
 """The scope's tables by (path, storage options); None outside a scope."""
+_transactions: dict[tuple[str, int, str], int | None] = {}
+"""The scope's transaction versions read, by (table URI, table version, application id)."""
 
 
 def _key(path: str, storage_options: Mapping[str, str] | None) -> tuple:
@@ -53,6 +60,7 @@ def shared_snapshots() -> Iterator[None]:
         if not outer:
             with _guard:
                 _tables = None
+                _transactions.clear()
 
 
 def kept(path: str, storage_options: Mapping[str, str] | None = None) -> bool:
@@ -90,3 +98,19 @@ def open_latest(path: str, storage_options: Mapping[str, str] | None = None) -> 
         opts = dict(storage_options) if storage_options else None
         table = keep(path, storage_options, DeltaTable(path, storage_options=opts))
     return table
+
+
+def transaction_version(table: Any, app_id: str) -> int | None:
+    """``table.transaction_version(app_id)`` (a ``deltalake.DeltaTable``): the version of the
+    application transaction ``app_id`` last committed, or None. Inside a scope read once per
+    table version (a version's transactions are fixed by the commits up to it), outside one read
+    each time."""
+    key = (table.table_uri, table.version(), app_id)
+    with _guard:
+        if _tables is not None and key in _transactions:
+            return _transactions[key]
+    found = table.transaction_version(app_id)
+    with _guard:
+        if _tables is not None:
+            _transactions[key] = found
+    return found

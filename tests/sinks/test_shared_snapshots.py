@@ -103,3 +103,33 @@ def test_inside_a_run_an_appender_reads_the_log_once_and_its_commits_move_the_sn
         assert appender.table().version() == 4 and len(reads) == 2  # one a write transaction
     assert DeltaTable(path).to_pyarrow_table().num_rows == 8
     assert DeltaTable(path).transaction_version("p") == 3
+
+
+def test_inside_a_run_a_tables_transactions_are_read_once_a_version(tmp_path, monkeypatch):
+    """delta-rs reads every commit since the last Delta checkpoint again for each
+    ``transaction_version``: the run's checks (before Spark, is the batch committed, the commit's
+    own check) ask once per table version, and a commit's new version is read afresh."""
+    path = str(tmp_path / "t")
+    schema = ROWS.schema
+    asked: list[str] = []
+    answer = DeltaTable.transaction_version
+
+    def counted(self, app_id):
+        asked.append(app_id)
+        return answer(self, app_id)
+
+    monkeypatch.setattr(DeltaTable, "transaction_version", counted)
+    with shared_snapshots():
+        appender = ExactlyOnceAppender(path, "p", schema, kind="test")
+        assert appender.committed_batch_id() is None
+        assert not appender.is_committed(0) and not appender.is_committed(0)
+        assert appender.append(0, ROWS)  # its check: the answer at the same version
+        assert asked == ["p"]
+        assert appender.is_committed(0) and appender.committed_batch_id() == 0
+        assert len(asked) == 2  # the commit's version read once
+        write_deltalake(path, ROWS, mode="append")  # another application's commit
+        assert open_table(path, "t").version() == 2 and appender.committed_batch_id() == 0
+        assert len(asked) == 3
+    assert ExactlyOnceAppender(path, "p", schema, kind="test").committed_batch_id() == 0
+    assert ExactlyOnceAppender(path, "p", schema, kind="test").committed_batch_id() == 0
+    assert len(asked) == 5  # outside a run: read at each question

@@ -91,7 +91,8 @@ def test_a_checkpoint_in_a_gcs_bucket_survives_a_kill_and_reads_back_without_spa
     assert status[1]["last_batch_id"] == 4  # the drain's batch
     assert status[1]["operator_state"]["batch_id"] == 4  # read from the bucket's state files
     outputs.append(ok(command("check", str(there))))
-    assert all("Traceback" not in o for o in outputs)
+    for said in outputs:
+        assert "Traceback" not in said, said[-4000:]
 
 
 def test_the_hadoop_store_answers_as_the_local_one(spark, tmp_path):
