@@ -34,7 +34,7 @@ from sinks.lake.lake_format import (
     PIPELINE_METADATA,
     check_format,
 )
-from sinks.lake.snapshot_sharing import keep, kept, latest, transaction_version
+from sinks.lake.snapshot_sharing import held, keep, kept, transaction_version
 
 
 def commit_metadata(entry: Mapping[str, Any]) -> dict[str, Any]:
@@ -104,7 +104,8 @@ class ExactlyOnceAppender:
         from deltalake import DeltaTable
 
         if self._table is None:
-            table = latest(self.path, self.storage_options)  # the run's (shared_snapshots)
+            # the run's (shared_snapshots), opened under the run lock: up to date (see below)
+            table = held(self.path, self.storage_options)
             if table is None:
                 table = DeltaTable.create(
                     self.path,

@@ -69,11 +69,18 @@ def kept(path: str, storage_options: Mapping[str, str] | None = None) -> bool:
         return _tables is not None and _key(path, storage_options) in _tables
 
 
+def held(path: str, storage_options: Mapping[str, str] | None = None) -> Any | None:
+    """The scope's table at ``path`` as it is (no request), or None (outside a scope, or not
+    opened in it yet): for a writer whose commits are the table's only ones since the scope
+    opened it (a run's appenders: the scope is entered under the run lock)."""
+    with _guard:
+        return None if _tables is None else _tables.get(_key(path, storage_options))
+
+
 def latest(path: str, storage_options: Mapping[str, str] | None = None) -> Any | None:
     """The scope's table at ``path`` brought up to its newest version, or None (outside a scope,
     or not opened in it yet)."""
-    with _guard:
-        table = None if _tables is None else _tables.get(_key(path, storage_options))
+    table = held(path, storage_options)
     if table is not None:
         table.update_incremental()
     return table

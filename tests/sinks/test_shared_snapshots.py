@@ -133,3 +133,24 @@ def test_inside_a_run_a_tables_transactions_are_read_once_a_version(tmp_path, mo
     assert ExactlyOnceAppender(path, "p", schema, kind="test").committed_batch_id() == 0
     assert ExactlyOnceAppender(path, "p", schema, kind="test").committed_batch_id() == 0
     assert len(asked) == 5  # outside a run: read at each question
+
+
+def test_an_appender_takes_the_table_its_run_opened_as_it_is(tmp_path, monkeypatch):
+    """The run's checks open its tables under the run lock; the batches' appenders take those
+    snapshots without reading the log again (two requests a table on a store)."""
+    path = str(tmp_path / "t")
+    ExactlyOnceAppender(path, "p", ROWS.schema, kind="test").table()  # created (version 0)
+    reads: list[int] = []
+    update = DeltaTable.update_incremental
+
+    def counted(self):
+        reads.append(1)
+        return update(self)
+
+    with shared_snapshots():
+        opened = open_table(path, "t")  # the checks before Spark
+        monkeypatch.setattr(DeltaTable, "update_incremental", counted)
+        appender = ExactlyOnceAppender(path, "p", ROWS.schema, kind="test")
+        assert appender.table() is opened and not appender.is_committed(0)
+        assert reads == []
+        assert appender.append(0, ROWS) and opened.version() == 1
