@@ -36,6 +36,11 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: a slow test, run with --run-slow")
     config.addinivalue_line(
+        "markers",
+        "heavy: a test taking a second or more (a lake written and read end to end, many "
+        "generated cases): in the full suite, not in the edit-test loop (./dev test --fast)",
+    )
+    config.addinivalue_line(
         "markers", "bucket: needs the S3-compatible server the tests start (tests/s3_server.py)"
     )
     config.addinivalue_line(

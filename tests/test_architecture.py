@@ -181,6 +181,7 @@ def _may_import(importer: str, imported: str) -> bool:
     return any(imported == a or imported.startswith(a + ".") for a in ALLOWED[_owner(importer)])
 
 
+@pytest.mark.heavy
 def test_packages_depend_one_way():
     wrong = sorted(
         f"{m} imports {i}" for m, deps in _graph().items() for i in deps if not _may_import(m, i)
@@ -198,6 +199,7 @@ def _room(module: str) -> str | None:
     return next((r for r in SINK_ROOMS if module.startswith(r + ".")), None)
 
 
+@pytest.mark.heavy
 def test_rooms_of_sinks_are_entered_through_their_front_doors():
     """A module of the packages imports a room of :mod:`sinks` from its front door
     (``from sinks.fold import Materializer``), never from a module inside it, unless it is in
@@ -219,6 +221,7 @@ def test_rooms_of_sinks_are_entered_through_their_front_doors():
     assert sorted(set(inner)) == []
 
 
+@pytest.mark.heavy
 def test_no_import_cycles_between_modules():
     graph = _graph()
     # a front door (``__init__``) names its modules for type checkers only: not part of a cycle
@@ -243,6 +246,7 @@ def test_no_import_cycles_between_modules():
     assert cycles == []
 
 
+@pytest.mark.heavy
 def test_the_rule_is_checked_on_every_module():
     graph = _graph()
     assert {"panes.engine", "sinks.fold.materializer", "jobs.driver.runs"} <= set(graph)
@@ -271,6 +275,7 @@ def _executor_modules() -> list[str]:
     return sorted(m for m in _files() if m.startswith(("jobs.executor.", "jobs.reading.")))
 
 
+@pytest.mark.heavy
 def test_executor_modules_stay_within_their_import_budget():
     """Imported in a fresh interpreter, as a Python worker does, every module of
     :mod:`jobs.executor` and of the sources' lower half loads nothing of
@@ -358,6 +363,7 @@ def _folder_edges() -> set[tuple[str, str]]:
     }
 
 
+@pytest.mark.heavy
 def test_no_two_folders_import_each_other():
     """Between the sub-packages of ``jobs`` and the rooms of ``sinks``, imports go one way."""
     edges = _folder_edges()
@@ -365,6 +371,7 @@ def test_no_two_folders_import_each_other():
     assert mutual == set()
 
 
+@pytest.mark.heavy
 def test_folders_are_layers():
     """The folders can be put in an order where each imports only folders before it: no cycle
     between folders, of any length (``jobs.config -> jobs.reading -> jobs.checkpoint ->

@@ -23,6 +23,7 @@ def modules() -> list[str]:
     return [n for n in names if not n.startswith(SPARK_ONLY) and not n.endswith("__main__")]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", modules())
 def test_a_modules_examples_run_as_printed(name, monkeypatch):
     monkeypatch.chdir(ROOT)

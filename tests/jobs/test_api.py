@@ -84,6 +84,7 @@ def test_settings_may_be_given_as_their_configuration_text(tmp_path):
     assert as_text == spend(tmp_path / "lake")
 
 
+@pytest.mark.heavy
 def test_a_saved_code_pipeline_loads_back_and_the_command_checks_it(tmp_path):
     pipeline = spend(tmp_path / "lake")
     conf = api.save(pipeline, tmp_path / "conf" / "spend.toml")
@@ -97,6 +98,7 @@ def test_a_saved_code_pipeline_loads_back_and_the_command_checks_it(tmp_path):
     assert "a streaming DataFrame" in check.stdout
 
 
+@pytest.mark.heavy
 def test_the_command_refuses_to_run_a_dataframe_pipeline_naming_the_api(tmp_path):
     conf = api.save(spend(tmp_path / "lake"), tmp_path / "spend.toml")
     proc = subprocess.run(

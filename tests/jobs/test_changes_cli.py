@@ -57,6 +57,7 @@ def demo_lake(tmp_path: Path) -> tuple[str, object]:
     return str(conf), spec
 
 
+@pytest.mark.heavy
 def test_changes_prints_the_feed_in_the_formats_of_query(tmp_path, capsys):
     conf, spec = demo_lake(tmp_path)
     latest = open_view(spec).version()
@@ -89,6 +90,7 @@ def test_changes_prints_the_feed_in_the_formats_of_query(tmp_path, capsys):
     assert pq.read_table(parquet).num_rows == sum(r["_commit_version"] >= 1 for r in rows)
 
 
+@pytest.mark.heavy
 def test_changes_caught_up_and_errors(tmp_path, capsys):
     conf, spec = demo_lake(tmp_path)
     latest = open_view(spec).version()

@@ -77,6 +77,7 @@ def test_a_jvm_that_exited_cleanly_has_its_part_adopted(tmp_path):
     assert session.end_session() is None, "once"
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("code", [1, None])
 def test_a_jvm_that_did_not_exit_cleanly_leaves_no_archive(tmp_path, code, capsys):
     """A JVM that exits with an error, or does not exit in time (killed), leaves no archive

@@ -154,6 +154,7 @@ CASES = {
 }
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("case", CASES)
 def test_bad_input_is_one_line_and_exit_status_2(case, lake, capsys):
     conf, unwritten, root = lake

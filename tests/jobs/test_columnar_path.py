@@ -129,6 +129,7 @@ def compare(seed: int, huge: bool = False) -> bool:
     return columnar.processor().engines.columnar is not None
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("seeds", [seeds(0, 40), seeds(40, 80)])
 def test_columnar_windows_and_the_engine_write_the_same_rows_and_keep_the_same_state(seeds):
     used = [compare(seed) for seed in seeds]
@@ -300,6 +301,7 @@ def test_a_pane_whose_sum_does_not_fit_64_bits_is_named_on_both_paths():
         assert "[2024-01-01T00:00:00+00:00, 2024-01-01T00:01:00+00:00)" in message
 
 
+@pytest.mark.heavy
 def test_workloads_whose_batch_sums_could_leave_64_bits_stay_exact_in_columns():
     """Random workloads with values for which Arrow's sums of a batch could leave 64 bits
     (summed by halves, :func:`panes.columnar.wide.exact_sums`): the same rows and state as

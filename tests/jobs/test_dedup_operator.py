@@ -187,6 +187,7 @@ events = st.lists(
     batches=st.integers(1, 4),
     path=st.sampled_from(PATHS),
 )
+@pytest.mark.heavy
 def test_duplicated_input_in_any_batches_and_order_counts_each_event_once(
     events, seed, batches, path
 ):

@@ -108,6 +108,7 @@ def test_appends_read_back_exactly_in_commit_order_with_their_types_and_nulls(tm
     assert read_files(str(tmp_path), (), COLUMNS) == SCHEMA.empty_table()
 
 
+@pytest.mark.heavy
 def test_version_ranges_split_anywhere_read_the_rows_of_one_range(tmp_path):
     appended(tmp_path, 3, 4, 5, 6, 7)
     whole = counts(read(tmp_path, -1, 4))

@@ -60,6 +60,7 @@ def append_batch(conf: str, batch_id: int) -> None:
     BatchSink(pipeline).pane_log.append(batch_id, panes)
 
 
+@pytest.mark.heavy
 def test_materialize_while_another_materializer_runs_exits_busy(tmp_path, capsys):
     conf, spec = demo_lake(tmp_path)
     append_batch(conf, 3)
@@ -77,6 +78,7 @@ def test_materialize_while_another_materializer_runs_exits_busy(tmp_path, capsys
     assert open_view(spec).version() == view_version + 1
 
 
+@pytest.mark.heavy
 def test_a_run_whose_fold_finds_the_materializer_busy_says_what_it_committed(
     tmp_path, capsys, monkeypatch
 ):

@@ -229,12 +229,14 @@ def compare(seed: int, huge: bool = False, own: bool = False) -> set[str]:
     return {r["record_kind"] for r in want}
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("seeds", [seeds(0, 40), seeds(40, 80)])
 def test_lifted_and_per_element_paths_write_the_same_rows(seeds):
     kinds = set().union(*(compare(seed) for seed in seeds))
     assert kinds == {"pane", "late"}  # both paths fired and dropped
 
 
+@pytest.mark.heavy
 def test_a_users_own_combiners_write_the_same_rows_lifted_and_element_by_element():
     """Random workloads (every mode, element-counting and processing-time triggers, late and
     closed windows) with a user's combiners, alone or beside built-ins: each window's values of
@@ -259,6 +261,7 @@ def splits_counted(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     return split
 
 
+@pytest.mark.heavy
 def test_batches_whose_sums_could_leave_64_bits_are_lifted_exactly(monkeypatch):
     """Random workloads with values for which Arrow's sums of a batch could leave 64 bits:
     those columns are summed by their 32-bit halves, exactly, with the same rows and state as

@@ -45,6 +45,7 @@ def spark_like(exe: str, code: str, extra_path: str = "") -> subprocess.Complete
     )
 
 
+@pytest.mark.heavy
 def test_a_local_master_runs_the_installed_pyspark_not_the_zip(tmp_path: Path) -> None:
     exe = worker_python("local[2]", cache_dir=tmp_path)
     assert exe != sys.executable and Path(exe).parent == tmp_path
@@ -74,6 +75,7 @@ def test_the_launcher_passes_arguments_and_exit_status(tmp_path: Path) -> None:
     assert args.strip() == repr(["a b", "$HOME", ""])
 
 
+@pytest.mark.heavy
 def test_the_launcher_is_made_once_and_survives_a_concurrent_maker(tmp_path: Path) -> None:
     first = launcher(tmp_path)
     assert first is not None
@@ -111,6 +113,7 @@ def test_the_cache_dir_is_the_environments_choice(tmp_path, monkeypatch) -> None
     assert default_cache_dir() == tmp_path / "relative"
 
 
+@pytest.mark.heavy
 def test_a_launcher_that_cannot_be_made_falls_back(tmp_path, monkeypatch) -> None:
     blocked = tmp_path / "file"
     blocked.write_text("not a directory")
@@ -141,6 +144,7 @@ def test_importing_the_module_starts_and_preloads_nothing() -> None:
     assert done.stdout.strip() == "[]"
 
 
+@pytest.mark.heavy
 def test_run_as_a_module_it_is_sparks_daemon_with_the_tasks_modules_imported() -> None:
     assert local_conf()["spark.python.daemon.module"] == DAEMON_MODULE
     env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(PROJECT_ROOT), SPARK_PATH))}
@@ -174,6 +178,7 @@ def test_run_as_a_module_it_is_sparks_daemon_with_the_tasks_modules_imported() -
     assert "pandas" not in imported  # no task needs it: ~34 MiB per process
 
 
+@pytest.mark.heavy
 def test_the_daemon_takes_off_its_path_only_the_zips_the_installed_packages_shadow(
     tmp_path: Path,
 ) -> None:

@@ -40,6 +40,7 @@ def _runs(conf: str, n: int) -> None:
             pass
 
 
+@pytest.mark.heavy
 def test_each_table_is_read_at_the_version_named(tmp_path, capsys):
     conf, spec = demo_lake(tmp_path)
     _runs(conf, 2)  # runs: version 1 (created with the first row), version 2
@@ -61,6 +62,7 @@ def test_each_table_is_read_at_the_version_named(tmp_path, capsys):
     assert _rows(capsys, conf, sql, "panes:2", "runs:2") == [{"p": by_version[2], "r": 2}]
 
 
+@pytest.mark.heavy
 def test_a_time_reads_every_table_as_it_was(tmp_path, capsys):
     conf, spec = demo_lake(tmp_path)
     time.sleep(1)  # beyond the commits' own timestamps' skew
@@ -77,6 +79,7 @@ def test_a_time_reads_every_table_as_it_was(tmp_path, capsys):
     assert err.count("\n") == 1 and "table runs did not exist as of" in err
 
 
+@pytest.mark.heavy
 def test_a_table_no_spelling_pins_is_refused_naming_it(tmp_path, capsys):
     conf, _ = demo_lake(tmp_path)
     capsys.readouterr()

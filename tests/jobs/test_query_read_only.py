@@ -52,6 +52,7 @@ REFUSED = {
 }
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("case", REFUSED)
 def test_a_statement_that_does_not_only_read_is_refused_before_it_runs(
     case, conf, tmp_path, capsys
@@ -69,6 +70,7 @@ def test_a_statement_that_does_not_only_read_is_refused_before_it_runs(
     assert not out.exists(), "the statement ran"
 
 
+@pytest.mark.heavy
 def test_the_command_refuses_copy_on_one_line_without_a_traceback(conf, tmp_path):
     out = tmp_path / "current.csv"
     proc = subprocess.run(

@@ -89,6 +89,7 @@ def record_runs(spec, outcomes=(SUCCEEDED, SUCCEEDED, FAILED)) -> list[RunRecord
     return runs
 
 
+@pytest.mark.heavy
 def test_open_windows_are_the_engines_live_windows_that_fired(tmp_path):
     lake = open_lake(tmp_path)
     fired: dict[tuple, int] = {}
@@ -110,6 +111,7 @@ def test_open_windows_are_the_engines_live_windows_that_fired(tmp_path):
     assert [w.panes for w in open_windows(lake.spec, limit=1)] == [max(w.panes for w in found)]
 
 
+@pytest.mark.heavy
 def test_windows_the_engine_let_go_are_not_open(tmp_path):
     """Sessions whose lateness ran out have no last pane (they expired without firing again)
     but are not open; one opened later is. The watermark that let them go is in the runs table
@@ -131,6 +133,7 @@ def test_windows_the_engine_let_go_are_not_open(tmp_path):
     }  # fmt: skip
 
 
+@pytest.mark.heavy
 def test_the_report_shows_status_runs_pictures_and_open_windows(tmp_path, capsys):
     lake = open_lake(tmp_path)
     record_runs(lake.spec)
@@ -213,6 +216,7 @@ def test_the_status_is_rendered_from_its_fields(tmp_path):
     assert "no runs recorded yet" in page.text["last-run"]
 
 
+@pytest.mark.heavy
 def test_the_last_run_is_the_statuss_when_it_has_one(tmp_path):
     """The status knows a run killed since the runs table's last row (from the run's note)."""
     lake = open_lake(tmp_path)
@@ -225,6 +229,7 @@ def test_the_last_run_is_the_statuss_when_it_has_one(tmp_path):
     assert page.text["last-run-outcome"] == "succeeded" and "last-run-error" not in page.text
 
 
+@pytest.mark.heavy
 def test_the_runs_table_lists_the_last_runs_newest_first(tmp_path):
     lake = open_lake(tmp_path)
     runs = record_runs(lake.spec, (SUCCEEDED,) * 5)
@@ -234,6 +239,7 @@ def test_the_runs_table_lists_the_last_runs_newest_first(tmp_path):
     assert "run-2" not in page.text["runs"]
 
 
+@pytest.mark.heavy
 def test_plot_skew_writes_the_picture_of_the_lakes_runs(tmp_path, capsys):
     lake = open_lake(tmp_path)
     record_runs(lake.spec)
@@ -243,6 +249,7 @@ def test_plot_skew_writes_the_picture_of_the_lakes_runs(tmp_path, capsys):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.heavy
 def test_the_report_names_the_largest_windows_of_the_operators_state(tmp_path, monkeypatch):
     """When the lake has state (a run committed a batch), its largest open windows are the
     state's as status reads them: by the elements they hold, windows that never fired

@@ -143,6 +143,7 @@ def test_recording_never_fails_a_run(tmp_path):
     assert note_path(pipeline).exists()
 
 
+@pytest.mark.heavy
 def test_reading_the_last_run_and_a_days_runs_turns_only_those_into_records(tmp_path):
     from sinks.lake.run_history import RunRecord, append_run
 
@@ -268,6 +269,7 @@ def assert_each_batch_counted_once(pipeline, plan: list[Planned]) -> list:
     return runs
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("point", [*KILL_POINTS, AFTER_SPARK_COMMIT])
 def test_a_batch_is_counted_in_one_row_wherever_a_kill_falls(tmp_path, point):
     """Killed in batch 2: before its commits, between the pane log's and the other tables',
@@ -289,6 +291,7 @@ def test_a_batch_is_counted_in_one_row_wherever_a_kill_falls(tmp_path, point):
 CHECK_PANES = "SELECT (SELECT sum(panes) FROM runs) = (SELECT count(*) FROM panes) AS counted"
 
 
+@pytest.mark.heavy
 def test_each_batch_is_counted_in_one_row_through_kills_of_its_replays(tmp_path, capsys):
     """Kills in a row, replays of replays among them: a batch noted by a killed run and
     replayed by runs killed in turn at every point, a batch committed by one run and noted by

@@ -131,6 +131,7 @@ def test_backlog_is_the_landing_files_the_checkpoint_has_not_read(tmp_path, caps
     assert "1 files" in capsys.readouterr().out
 
 
+@pytest.mark.heavy
 def test_max_lag_exits_1_when_the_watermark_lags(tmp_path, capsys):
     conf, _ = demo_lake(tmp_path)
     recent = int(time.time() * 1000) - 60_000  # a minute ago
@@ -151,6 +152,7 @@ def test_max_lag_exits_1_when_the_watermark_lags(tmp_path, capsys):
     assert "soon" in capsys.readouterr().err
 
 
+@pytest.mark.heavy
 def test_a_held_lock_is_reported_with_its_holder(tmp_path, capsys):
     conf, spec = demo_lake(tmp_path)
     with lock_held(spec.lake, "run") as pid:
@@ -172,6 +174,7 @@ def test_a_bad_configuration_is_misuse_on_one_line(tmp_path, capsys):
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
+@pytest.mark.heavy
 def test_a_pane_log_source_reports_the_upstream_versions_not_read(tmp_path, capsys):
     (tmp_path / "up").mkdir()
     upstream_conf, _ = demo_lake(tmp_path / "up")  # its pane log is at version 3
@@ -190,6 +193,7 @@ def test_a_pane_log_source_reports_the_upstream_versions_not_read(tmp_path, caps
     assert data["backlog"] is None and "backlog" in data["not_reported"]
 
 
+@pytest.mark.heavy
 def test_a_damaged_checkpoint_file_is_named_on_one_line(tmp_path, capsys):
     conf, _ = demo_lake(tmp_path)
     write_checkpoint(conf, [[]], watermark_ms=5_000)
@@ -200,6 +204,7 @@ def test_a_damaged_checkpoint_file_is_named_on_one_line(tmp_path, capsys):
     assert len(err.strip().splitlines()) == 1 and str(commit) in err and "damaged" in err
 
 
+@pytest.mark.heavy
 def test_a_file_a_failed_batch_read_is_still_backlog_and_status_names_the_error(tmp_path, capsys):
     """Spark logs a batch's files before it runs it: batch 1 took c.jsonl and failed (no
     commit). c.jsonl is what every run stops on: it is the backlog, and status names the

@@ -157,6 +157,7 @@ def batch(p: Pipeline) -> dict:
     return view
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("seed", [1, 2])
 def test_two_jsonl_inputs_batch_equals_the_records_counted_by_hand(tmp_path, seed):
     imps, clicks = records(seed)
@@ -180,6 +181,7 @@ def test_two_jsonl_inputs_batch_equals_the_records_counted_by_hand(tmp_path, see
     assert batch(p) == expected(imps, clicks)
 
 
+@pytest.mark.heavy
 def test_without_dedup_every_copy_counts(tmp_path):
     imps, clicks = records(3)
     write_impressions(tmp_path, imps)
@@ -192,6 +194,7 @@ def test_without_dedup_every_copy_counts(tmp_path):
     assert batch(p) != expected(imps, clicks)  # (the copies make a difference)
 
 
+@pytest.mark.heavy
 def test_jsonl_and_a_delta_table_batch_equals_the_records_counted_by_hand(tmp_path):
     from deltalake import write_deltalake
 
@@ -217,6 +220,7 @@ def test_jsonl_and_a_delta_table_batch_equals_the_records_counted_by_hand(tmp_pa
     )
 
 
+@pytest.mark.heavy
 def test_a_dataframe_inputs_events_are_given_by_name(tmp_path):
     """A DataFrame input's records are given to the batch check by the input's name (a batch
     DataFrame's ``toArrow()``); the other inputs' are read from their sources. Without them, or
@@ -245,6 +249,7 @@ def test_a_dataframe_inputs_events_are_given_by_name(tmp_path):
         assert str(e.value) == message
 
 
+@pytest.mark.heavy
 def test_a_pane_log_and_jsonl_batch_equals_the_upstreams_last_panes_and_the_records(tmp_path):
     """A pane-log input's elements are its upstream's final windows (each its last pane's value
     and output timestamp); beside them a JSON-lines input of the same columns."""
@@ -345,6 +350,7 @@ def simulated_lake(p: Pipeline, imps: list[dict], clicks: list[dict]) -> None:
     Materializer(spec).run()
 
 
+@pytest.mark.heavy
 def test_verify_compares_the_view_with_the_batch_over_both_inputs(tmp_path, capsys):
     """``panestore verify``'s comparison: a view that is the model's run over the records passes;
     a view that lost one click (a run that dropped it silently) is a difference."""
@@ -374,6 +380,7 @@ def test_verify_compares_the_view_with_the_batch_over_both_inputs(tmp_path, caps
     assert batch_line in capsys.readouterr().out
 
 
+@pytest.mark.heavy
 def test_an_input_that_has_delivered_nothing_yet_has_no_elements(tmp_path):
     """Clicks not landed yet: the impressions are checked alone; a landing directory that is
     not there is refused as for one input."""
@@ -436,6 +443,7 @@ def test_one_inputs_events_are_one_table_not_by_name(tmp_path):
     )
 
 
+@pytest.mark.heavy
 def test_history_shows_each_windows_records_by_input(tmp_path, capsys):
     """``panestore history --elements``: after a key's panes, each of its windows' input records
     by input (read as verify reads them), their counts those of the records written (copies

@@ -130,6 +130,7 @@ def steps_of(sim_per_key, sim_columnar, steps, fields):
         yield (kind, arg), outputs
 
 
+@pytest.mark.heavy
 @given(pipelines(), st.lists(step, max_size=25))
 def test_both_engines_emit_the_same_panes_and_drops(pipeline, steps):
     windowing, fn, fields = pipeline

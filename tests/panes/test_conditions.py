@@ -76,6 +76,7 @@ conditions = st.recursive(
 records = st.fixed_dictionaries({c: st.one_of(st.none(), s) for c, s in COLUMNS.items()})
 
 
+@pytest.mark.heavy
 @settings(max_examples=40, deadline=None)
 @given(conditions)
 def test_a_condition_prints_text_that_parses_back_to_it(condition):
@@ -152,6 +153,7 @@ def test_a_malformed_filter_is_an_aggregate_syntax_error_at_its_place_in_the_agg
         parse_aggregate("count() filtr (a = 1)")
 
 
+@pytest.mark.heavy
 @settings(max_examples=40, deadline=None)
 @given(conditions, records)
 def test_three_valued_logic(condition, record):
@@ -252,6 +254,7 @@ def test_filtered_aggregates_in_the_simulator_in_every_mode(mode, elements, cut)
     assert batch(elements, window_fn, AGG) == expected
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("mode", [AccumulationMode.DISCARDING, AccumulationMode.ACCUMULATING])
 @settings(max_examples=15, deadline=None)
 @given(elements=RECORDS, cut=st.integers(0, 30), watermark=st.integers(0, 40))

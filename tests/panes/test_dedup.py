@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -53,6 +54,7 @@ records = st.lists(
 )
 
 
+@pytest.mark.heavy
 @settings(max_examples=60, deadline=None)
 @given(records=records, seed=st.integers(0, 2**31), batches=st.integers(1, 4))
 def test_each_id_is_taken_once_in_any_batches_and_orders_then_forgotten(records, seed, batches):

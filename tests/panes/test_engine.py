@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -136,6 +137,7 @@ def test_fold_of_panes_equals_batch_of_accepted_elements(windowing, combine_fn, 
     assert comparable(folded, combine_fn) == comparable(expected, combine_fn)
 
 
+@pytest.mark.heavy
 @given(windowings(), st.lists(step, max_size=25))
 def test_nothing_is_lost_every_element_is_accepted_or_dropped(windowing, steps):
     """Per (element, window): the counts of the batch over accepted elements plus the dropped
@@ -149,6 +151,7 @@ def test_nothing_is_lost_every_element_is_accepted_or_dropped(windowing, steps):
         assert dropped.reason.split(":")[0] in {"expired", "closed", "no window"}
 
 
+@pytest.mark.heavy
 @given(windowings(), st.lists(step, max_size=25))
 def test_retractions_net_out_to_exactly_the_live_windows(windowing, steps):
     windowing = Windowing(
@@ -182,6 +185,7 @@ def rebundled(draw):
     return steps, out
 
 
+@pytest.mark.heavy
 @given(windowings(triggers=REPEATING_TRIGGERS), st.sampled_from(COMBINERS), rebundled())
 def test_results_do_not_depend_on_bundle_boundaries(windowing, combine_fn, pair):
     """With triggers that never finish, the folded result is the same however arrivals are
@@ -196,6 +200,7 @@ def test_results_do_not_depend_on_bundle_boundaries(windowing, combine_fn, pair)
     assert Counter(a.dropped) == Counter(b.dropped)
 
 
+@pytest.mark.heavy
 @given(windowings(), st.lists(step, max_size=20), st.randoms(use_true_random=False))
 def test_order_within_a_bundle_does_not_change_results(windowing, steps, rnd):
     shuffled = []

@@ -176,6 +176,7 @@ def _drive(sim: Simulator, steps) -> list[tuple[str, dict, int]]:
     return given_elements
 
 
+@pytest.mark.heavy
 @given(run_strategy)
 def test_well_behaved_inputs_lose_nothing_under_the_minimum_watermark(steps):
     """Without idleness no element of an input that keeps behind its own watermark is ever
@@ -193,6 +194,7 @@ def test_well_behaved_inputs_lose_nothing_under_the_minimum_watermark(steps):
         assert value["spent"] == value["cost"]  # an unfiltered sum reads only the clicks
 
 
+@pytest.mark.heavy
 @given(run_strategy, st.none() | st.integers(1, 20))
 def test_both_engines_run_several_inputs_alike(steps, timeout):
     """Tagged elements and the inputs' watermark feed the per-key and the columnar engine the

@@ -212,6 +212,7 @@ class Both:
         return outs
 
 
+@pytest.mark.heavy
 @given(pipelines(), st.lists(step, max_size=25))
 def test_lifted_combiners_of_your_own_emit_what_elements_do(pipeline, steps):
     windowing, fn, whole = pipeline

@@ -46,6 +46,7 @@ def test_scenario_on_the_columnar_engine(name):
         assert list(got.dropped) == list(step.dropped), f"{where}: dropped"
 
 
+@pytest.mark.heavy
 def test_the_columnar_engine_serves_every_scenario_of_fixed_windows_it_can():
     """Refused: only windows that are not fixed, processing-time triggers, and accumulating &
     retracting; most scenarios run on both engines."""

@@ -40,6 +40,7 @@ def live_files(dt) -> int:
     return pa.table(dt.get_add_actions(flatten=True)).num_rows
 
 
+@pytest.mark.heavy
 def test_the_fold_vacuums_the_view_once_a_day_from_its_first_fold(tmp_path, monkeypatch):
     """Regression: before automatic vacuum, the files compaction replaced stayed on disk."""
     monkeypatch.setattr(compaction, "MAX_SMALL_FILES", 2)  # (compact often)
@@ -73,6 +74,7 @@ def test_the_fold_vacuums_the_view_once_a_day_from_its_first_fold(tmp_path, monk
     assert view_dict(run.spec) == run.expected()  # the view stays right, fold after fold
 
 
+@pytest.mark.heavy
 def test_a_run_vacuums_its_tables_once_a_day_keeping_time_travel(tmp_path, monkeypatch):
     monkeypatch.setattr(compaction, "MAX_SMALL_FILES", 2)
     run = hourly_run(str(tmp_path), 4)
@@ -132,6 +134,7 @@ def test_a_run_vacuums_its_tables_once_a_day_keeping_time_travel(tmp_path, monke
     assert vacuum_after_run(run.spec, now=T0 + VACUUM_EVERY_S + HOUR) == []
 
 
+@pytest.mark.heavy
 def test_a_failed_vacuum_is_a_warning_and_is_tried_again(tmp_path, monkeypatch):
     now = [T0]
     monkeypatch.setattr(auto_vacuum, "clock", lambda: now[0])
@@ -162,6 +165,7 @@ def test_a_failed_vacuum_is_a_warning_and_is_tried_again(tmp_path, monkeypatch):
     assert view_dict(run.spec) == run.expected()
 
 
+@pytest.mark.heavy
 def test_a_fold_behind_by_more_than_the_retention_folds_right_after_a_vacuum(tmp_path, monkeypatch):
     """The fold reads the pane log's newest snapshot (live files) and the log entries of the
     versions it has not folded, neither of which a vacuum deletes."""

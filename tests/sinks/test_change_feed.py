@@ -80,6 +80,7 @@ def replay_by_version(run: Run, changes: list[dict], views: dict[int, dict]) -> 
         "fixed-python",
     ],
 )
+@pytest.mark.heavy
 def test_replaying_the_feed_from_version_0_rebuilds_the_view_at_every_version(
     tmp_path, seed, window_fn, mode, vectorized
 ):
@@ -94,6 +95,7 @@ def test_replaying_the_feed_from_version_0_rebuilds_the_view_at_every_version(
         assert counts["delete"] > 0
 
 
+@pytest.mark.heavy
 def test_session_windows_merged_away_leave_the_view_as_deletes(tmp_path):
     run = random_run(1, str(tmp_path), mode=R, window_fn=Sessions(10 * S), multi=False)
     materialize_rounds(run, 1)
@@ -114,6 +116,7 @@ def test_session_windows_merged_away_leave_the_view_as_deletes(tmp_path):
     assert superseded & {(r["key"], (r["window_start_us"], r["window_end_us"])) for r in deleted}
 
 
+@pytest.mark.heavy
 def test_a_reader_outside_panestore_reads_the_feed_with_delta_rs(tmp_path):
     from deltalake import DeltaTable
 
@@ -131,6 +134,7 @@ def test_a_reader_outside_panestore_reads_the_feed_with_delta_rs(tmp_path):
     assert rows(theirs) == rows(ours)
 
 
+@pytest.mark.heavy
 def test_a_view_created_without_the_feed_gets_it_at_the_materializers_open(tmp_path, monkeypatch):
     import sinks.fold.materializer as materializer
 
@@ -165,6 +169,7 @@ def test_a_view_created_without_the_feed_gets_it_at_the_materializers_open(tmp_p
     assert Materializer(run.spec).run().change_feed_from is None  # once
 
 
+@pytest.mark.heavy
 def test_since_and_until_bounds(tmp_path):
     run = random_run(7, str(tmp_path), mode=R, window_fn=FixedWindows(10 * S))
     views = materialize_rounds(run, 7)
@@ -187,6 +192,7 @@ def test_since_and_until_bounds(tmp_path):
     assert all(c["_commit_version"] == mid for c in only_mid)
 
 
+@pytest.mark.heavy
 def test_changes_whose_log_entries_expired_are_refused_naming_the_first_available(tmp_path):
     run = random_run(7, str(tmp_path), mode=R, window_fn=FixedWindows(10 * S))
     batches = chunked(run, random.Random(7))
@@ -208,6 +214,7 @@ def test_changes_whose_log_entries_expired_are_refused_naming_the_first_availabl
     assert replay_changes(run.spec, later, view_rows(run.spec, first)) == view_rows(run.spec)
 
 
+@pytest.mark.heavy
 def test_vacuum_keeps_the_change_files(tmp_path):
     """delta-rs's vacuum deletes the data files no version inside the retention needs, never
     the ``_change_data`` files: the feed stays readable from its start (docs/running.md)."""
@@ -244,6 +251,7 @@ ORDER BY _commit_version
 """
 
 
+@pytest.mark.heavy
 def test_duckdb_alone_reads_the_feed_from_the_delta_log(tmp_path):
     import duckdb
 

@@ -61,6 +61,7 @@ def rows_by_version(path: str) -> dict[int, list]:
     }
 
 
+@pytest.mark.heavy
 def test_folds_keep_the_view_small_and_its_feed_time_travel_and_fold_right(tmp_path, monkeypatch):
     """Regression: before automatic compaction, every fold left its files in the view."""
     monkeypatch.setattr(compaction, "MAX_SMALL_FILES", 4)  # (the rule as is, sooner)
@@ -97,6 +98,7 @@ def test_folds_keep_the_view_small_and_its_feed_time_travel_and_fold_right(tmp_p
     assert not mat.run().did_work
 
 
+@pytest.mark.heavy
 def test_a_run_compacts_every_table_it_writes_and_replays_stay_skipped(tmp_path, monkeypatch):
     monkeypatch.setattr(compaction, "MAX_SMALL_FILES", 4)
     run = hourly_run(str(tmp_path), 10)
@@ -142,6 +144,7 @@ def test_a_run_compacts_every_table_it_writes_and_replays_stay_skipped(tmp_path,
     assert {n: existing_table(run.spec, n).version() for n in done} == versions
 
 
+@pytest.mark.heavy
 def test_a_failed_compaction_is_a_warning_and_the_fold_stands(tmp_path, monkeypatch):
     monkeypatch.setattr(compaction, "MAX_SMALL_FILES", 2)
 
@@ -164,6 +167,7 @@ def test_a_failed_compaction_is_a_warning_and_the_fold_stands(tmp_path, monkeypa
     assert view_dict(run.spec) == run.expected()
 
 
+@pytest.mark.heavy
 def test_a_compaction_killed_before_its_commit_loses_nothing(tmp_path, monkeypatch):
     """A kill between writing the merged files and committing them leaves those files and no
     log entry: made here by compacting a copy of the table and putting its new data files

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import duckdb
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +16,7 @@ from tests.panes.test_conditions import conditions, records
 SCHEMA = pa.schema([("s", pa.string()), ("n", pa.int64()), ("x", pa.float64()), ("b", pa.bool_())])
 
 
+@pytest.mark.heavy
 @settings(max_examples=60, deadline=None)
 @given(conditions, st.lists(records, min_size=1, max_size=8))
 def test_python_arrow_and_duckdb_agree(condition, rows):

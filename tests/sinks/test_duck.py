@@ -22,6 +22,7 @@ from tests.sinks.lakes import (
 )
 
 
+@pytest.mark.heavy
 def test_duckdb_views_history_and_output_formats(tmp_path):
     from sinks.presentation import duck
 
@@ -44,6 +45,7 @@ def test_duckdb_views_history_and_output_formats(tmp_path):
     assert "retract" in text or "emit" in text
 
 
+@pytest.mark.heavy
 def test_time_travel_by_view_version_pane_log_version_and_time(tmp_path):
     from sinks.presentation.duck import connect, current_as_of
 

@@ -121,6 +121,7 @@ def without_key_hash(rows: dict) -> dict:
 # -- every mode: the view and the change feed of the fold in one piece --------------------------
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("case", CASES)
 def test_a_fold_in_pieces_gives_the_view_and_the_change_feed_of_the_fold_in_one(tmp_path, case):
     """A backlog of several pane-log versions folded into an empty view, then another into the
@@ -243,6 +244,7 @@ KILLS = [
 ]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("point, k", KILLS, ids=[f"{p}-{k if k > 0 else 'last'}" for p, k in KILLS])
 def test_a_fold_stopped_between_pieces_is_finished_by_the_next_run(tmp_path, stopped, point, k):
     """The run after a fold stopped at the ``k``-th ``point`` folds the pieces left
@@ -268,6 +270,7 @@ def test_a_fold_stopped_between_pieces_is_finished_by_the_next_run(tmp_path, sto
     assert not Materializer(run.spec).run().did_work
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("stopped", ["sessions"], indirect=True)
 def test_a_fold_stopped_twice_is_finished_by_the_third_run(tmp_path, stopped):
     """The fold finishing a stopped one, stopped too, is finished by the next run."""
@@ -305,6 +308,7 @@ def values(rows: dict, run: Run) -> dict:
     return {at: {n: r[n] for n in run.spec.value_names} for at, r in rows.items()}
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("stopped", ["fixed"], indirect=True)
 def test_pane_log_versions_written_after_a_stop_are_folded_once_too(tmp_path, stopped):
     """The runs after the stop finish the stopped fold and fold the versions written since,
@@ -318,6 +322,7 @@ def test_pane_log_versions_written_after_a_stop_are_folded_once_too(tmp_path, st
     assert view_dict(run.spec) == {**values(stopped.expected, run), **other.expected()}
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("stopped", ["fixed"], indirect=True)
 def test_a_stopped_fold_is_finished_after_the_pane_log_was_compacted_and_vacuumed(
     tmp_path, stopped
@@ -359,6 +364,7 @@ os._exit(3)  # not killed
 """
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("stopped", ["fixed"], indirect=True)
 def test_a_fold_sigkilled_between_pieces_is_finished_by_the_next_run(
     tmp_path, stopped, monkeypatch
@@ -407,6 +413,7 @@ os._exit(3)  # not killed
 """
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("delay", [0.0, 0.1, 0.3])
 @pytest.mark.parametrize("stopped", ["fixed"], indirect=True)
 def test_a_fold_sigkilled_while_a_worker_folds_a_piece_is_finished_by_the_next_run(
@@ -439,6 +446,7 @@ def test_a_fold_sigkilled_while_a_worker_folds_a_piece_is_finished_by_the_next_r
     assert not processes_marked(mark)
 
 
+@pytest.mark.heavy
 def test_a_window_beyond_its_column_stops_a_fold_in_pieces_naming_the_pieces_committed(
     tmp_path,
 ):
@@ -512,6 +520,7 @@ def create_view_without_key_hash(run: Run) -> None:
     )
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("case", ["accumulating", "discarding-sessions"])
 def test_a_view_without_key_hash_folds_in_pieces(tmp_path, case):
     """Its folds in pieces (from nothing, into the view it left, and one stopped and finished)
@@ -540,6 +549,7 @@ def test_a_view_without_key_hash_folds_in_pieces(tmp_path, case):
 # -- the view's compaction keeps its rows clustered by key hash -----------------------------------
 
 
+@pytest.mark.heavy
 def test_the_views_compaction_sorts_its_small_files_by_key_hash(tmp_path):
     """Compacting the view (small files of many key-hash ranges in one day) writes files of
     disjoint key-hash ranges, so a fold in pieces reads only those of its range; no row

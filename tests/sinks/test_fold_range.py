@@ -64,6 +64,7 @@ def assert_names_the_window(message: str, total: int) -> None:
     assert "64-bit integer column 'total'" in message
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("sign", [1, -1], ids=["up", "down"])
 @pytest.mark.parametrize("vectorized", PATHS, ids=PATH_IDS)
 def test_a_total_past_64_bits_across_versions_stops_the_fold_naming_the_window(
@@ -118,6 +119,7 @@ def test_sums_that_leave_64_bits_only_in_between_fold_exactly(tmp_path, vectoriz
     }
 
 
+@pytest.mark.heavy
 def test_the_pane_log_refolded_stops_naming_the_window(tmp_path):
     from sinks.fold.recompute import view_from_pane_log
     from sinks.presentation.duck import connect
@@ -152,6 +154,7 @@ def wrap_the_view(spec: ViewSpec, folded: int) -> None:
     write_deltalake(view, rows, mode="overwrite", commit_properties=props)
 
 
+@pytest.mark.heavy
 def test_verify_compares_exact_totals_and_names_a_window_beyond_the_view_column(tmp_path):
     from sinks.verification.view_check import verify
 

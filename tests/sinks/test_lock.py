@@ -37,6 +37,7 @@ def _contend(lake: str, barrier, rounds: int, wins, overlaps) -> None:
             pass
 
 
+@pytest.mark.heavy
 def test_contenders_taking_the_lock_at_the_same_moment_never_hold_it_together(tmp_path):
     ctx = multiprocessing.get_context("fork")
     barrier = ctx.Barrier(CONTENDERS)

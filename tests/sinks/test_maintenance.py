@@ -21,6 +21,7 @@ from tests.sinks.lakes import (
 )
 
 
+@pytest.mark.heavy
 def test_optimize_and_vacuum_keep_time_travel_and_folding(tmp_path):
     from sinks.lake.errors import LakeError
     from sinks.presentation.duck import current_as_of

@@ -44,6 +44,7 @@ def close(a: dict, b: dict) -> bool:
     return all(a[k] == b[k] for k in a)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name.lower())
 @pytest.mark.parametrize("vectorized", [None, False], ids=["auto", "python"])
 def test_random_runs_fold_incrementally_equal_fold_and_batch(tmp_path, mode, vectorized):
@@ -81,6 +82,7 @@ def _fold(spec, panes):
     return fold(panes, spec.mode, spec.combine_fn)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name.lower())
 def test_out_of_order_versions_end_in_the_fold(tmp_path, mode):
     for seed in seeds(0, 5):
@@ -101,6 +103,7 @@ def test_out_of_order_versions_end_in_the_fold(tmp_path, mode):
         assert len(rows) == len(run.expected())
 
 
+@pytest.mark.heavy
 def test_view_rows_record_pane_index_and_version(tmp_path):
     run = random_run(
         3, str(tmp_path), mode=AccumulationMode.ACCUMULATING, window_fn=FixedWindows(10 * S)
@@ -119,6 +122,7 @@ def test_view_rows_record_pane_index_and_version(tmp_path):
         assert r["pane_log_version"] >= 1
 
 
+@pytest.mark.heavy
 def test_several_panes_of_one_window_in_one_version_do_not_multi_match(tmp_path):
     for mode in MODES:
         for vectorized in (None, False):
@@ -129,6 +133,7 @@ def test_several_panes_of_one_window_in_one_version_do_not_multi_match(tmp_path)
             assert view_dict(run.spec) == run.expected()
 
 
+@pytest.mark.heavy
 def test_crash_between_merge_and_next_run_never_folds_twice(tmp_path):
     run = random_run(
         5, str(tmp_path), mode=AccumulationMode.DISCARDING, window_fn=FixedWindows(10 * S)
@@ -159,6 +164,7 @@ def test_crash_between_merge_and_next_run_never_folds_twice(tmp_path):
     assert view_dict(run.spec) == run.expected() == run.expected_batch()
 
 
+@pytest.mark.heavy
 def test_discarding_sums_are_not_applied_twice_by_repeated_runs(tmp_path):
     run = random_run(9, str(tmp_path), mode=AccumulationMode.DISCARDING, window_fn=Sessions(10 * S))
     batches = chunked(run, random.Random(3))
@@ -169,6 +175,7 @@ def test_discarding_sums_are_not_applied_twice_by_repeated_runs(tmp_path):
     assert view_dict(run.spec) == run.expected() == run.expected_batch()
 
 
+@pytest.mark.heavy
 def test_the_paper_figure_14_sequence_ends_as_39_and_12(tmp_path):
     windowing = Windowing(
         Sessions(60 * S),
@@ -252,6 +259,7 @@ def _acc_aggregates():
     }
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("aggs", ["mean", "to_list", "mixed", "picked"])
 @pytest.mark.parametrize("vectorized", [None, False], ids=["auto", "python"])
 def test_discarding_mean_and_to_list_fold_equal_fold_and_batch(tmp_path, aggs, vectorized):
@@ -292,6 +300,7 @@ def _sorted_lists(view: dict) -> dict:
     }
 
 
+@pytest.mark.heavy
 def test_discarding_mean_folds_from_nothing_and_out_of_order(tmp_path):
     for seed in seeds(0, 5):
         run = random_run(

@@ -98,6 +98,7 @@ PieceWorkers.shared().run(busy, sys.argv[1])
 """
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads processes from /proc (Linux)")
 def test_a_materializer_killed_mid_task_leaves_no_worker_running(tmp_path):
     """SIGKILLed while a worker runs a task, the materializer takes its worker server and the

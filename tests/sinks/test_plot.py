@@ -14,6 +14,7 @@ from tests.sinks.lakes import (
 )
 
 
+@pytest.mark.heavy
 def test_plot_writes_a_png(tmp_path):
     from sinks.presentation.key_plot import plot
 

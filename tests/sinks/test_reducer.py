@@ -18,6 +18,7 @@ from tests.sinks.lakes import (
 )
 
 
+@pytest.mark.heavy
 def test_fold_rows_from_nothing_equals_fold(tmp_path):
     for seed in seeds(0, 10):
         run = random_run(300 + seed, str(tmp_path / str(seed)))

@@ -55,6 +55,7 @@ def runs_every_hour(outcomes, lag_min=(10,), late=(0,), rejected=(0,)) -> list[R
     return out
 
 
+@pytest.mark.heavy
 def test_three_runs_show_the_watermark_and_mark_the_failed_one(tmp_path):
     ok = skew_plot(runs_every_hour([SUCCEEDED] * 3), str(tmp_path / "ok.png"))
     failed = skew_plot(
@@ -69,6 +70,7 @@ def test_three_runs_show_the_watermark_and_mark_the_failed_one(tmp_path):
     assert pixels_of(failed, REJECTED_COLOR) > pixels_of(ok, REJECTED_COLOR) + 100
 
 
+@pytest.mark.heavy
 def test_five_hundred_runs_of_every_outcome(tmp_path):
     rnd = random.Random(7)
     outcomes = [rnd.choices(OUTCOMES, weights=(90, 4, 3, 3))[0] for _ in range(500)]
@@ -94,6 +96,7 @@ def test_the_skew_is_the_last_runs_that_has_a_watermark():
     assert skew_text([none]) is None
 
 
+@pytest.mark.heavy
 def test_drained_killed_and_watermark_less_runs_are_drawn(tmp_path):
     runs = [
         RunRecord(run_id="a", pipeline="p", started_us=T0, ended_us=T0 + MIN, outcome=SUCCEEDED),
@@ -112,6 +115,7 @@ def test_drained_killed_and_watermark_less_runs_are_drawn(tmp_path):
     assert pixels_of(only, OUTCOME_COLORS[SUCCEEDED]) > 0
 
 
+@pytest.mark.heavy
 def test_panes_by_timing_and_dropped_over_time(tmp_path):
     runs = runs_every_hour([SUCCEEDED] * 4, late=(1, 0), rejected=(0, 2))
     panes = panes_plot(runs, str(tmp_path / "panes.png"))

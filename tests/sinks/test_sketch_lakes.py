@@ -42,6 +42,7 @@ def _lake(tmp_path, seed):
     )
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("seed", range(6))
 def test_sketch_views_fold_and_verify_in_every_mode_and_window(tmp_path, seed):
     """The view of each window holds the sketch answers of all its elements (exact here: few
@@ -75,6 +76,7 @@ def test_sketch_views_fold_and_verify_in_every_mode_and_window(tmp_path, seed):
         assert not bad.ok and "differs" in str(bad)
 
 
+@pytest.mark.heavy
 def test_duckdb_reads_the_sketch_struct_columns(tmp_path):
     """``panestore query``'s DuckDB reads a sketch column's answer and bytes."""
     from sinks.presentation.duck import connect

@@ -31,6 +31,7 @@ class _Trail(Trail):
     output_type = "long"
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("seed", range(3))
 def test_discarding_folds_sets_bytes_sketches_and_picked_values(tmp_path, seed):
     """Discarding panes of a user's set and bytes combiners beside a sketch, a mean and a first

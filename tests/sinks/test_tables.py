@@ -28,6 +28,7 @@ from tests.sinks.lakes import (
 )
 
 
+@pytest.mark.heavy
 def test_errors_leave_tables_untouched(tmp_path):
     run = materialized_lake(
         tmp_path, 2, mode=AccumulationMode.DISCARDING, window_fn=FixedWindows(10 * S)

@@ -19,6 +19,7 @@ from tests.sinks.lakes import (
 )
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("seed", range(8))
 def test_verify_passes_on_random_pipelines_and_fails_on_a_tampered_view(tmp_path, seed):
     from sinks.verification.view_check import verify
@@ -34,6 +35,7 @@ def test_verify_passes_on_random_pipelines_and_fails_on_a_tampered_view(tmp_path
         assert not bad.ok and "differs" in str(bad)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("seed", range(8))
 def test_verify_compares_first_and_last_with_the_batch_exactly(tmp_path, seed):
     """first() and last() of whole values in every mode, fixed, sliding windows and sessions: the
@@ -99,6 +101,7 @@ def _sessions_lake(tmp_path):
     return run
 
 
+@pytest.mark.heavy
 def test_verify_before_a_drain_compares_the_final_windows_and_counts_the_open_ones(tmp_path):
     from sinks.verification.view_check import verify
 
@@ -140,6 +143,7 @@ def test_verify_before_a_drain_compares_the_final_windows_and_counts_the_open_on
     )
 
 
+@pytest.mark.heavy
 def test_a_window_within_its_allowed_lateness_is_still_open(tmp_path):
     """Fixed windows of 10 s, 20 s of allowed lateness, late panes every 2 elements: a late
     element of [0 s, 10 s) waits in the engine until the watermark passes 30 s."""
@@ -169,6 +173,7 @@ def test_a_window_within_its_allowed_lateness_is_still_open(tmp_path):
     assert not verify(run.spec, elements=[*run.elements, ("k", 5, 3 * S)]).ok
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("seed", range(12))
 def test_verify_passes_on_random_pipelines_that_have_not_drained(tmp_path, seed):
     """Stopped anywhere: the view equals the batch over every window final at the pane log's

@@ -26,6 +26,7 @@ from tests.sinks.lakes import (
 )
 
 
+@pytest.mark.heavy
 def test_view_is_partitioned_by_day_and_a_merge_rewrites_only_the_days_it_touches(tmp_path):
     """Streaming panes touch recent windows: the MERGE must leave the other days' files alone."""
     from deltalake import DeltaTable
