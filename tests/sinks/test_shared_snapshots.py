@@ -21,6 +21,19 @@ def _table(tmp_path) -> str:
     return path
 
 
+def counted_updates(monkeypatch) -> list[int]:
+    """From here on, one entry for each ``update_incremental`` of any table (a read of its log)."""
+    reads: list[int] = []
+    update = DeltaTable.update_incremental
+
+    def counted(self):
+        reads.append(1)
+        return update(self)
+
+    monkeypatch.setattr(DeltaTable, "update_incremental", counted)
+    return reads
+
+
 def test_outside_a_run_every_opening_reads_the_log(tmp_path):
     path = _table(tmp_path)
     assert open_table(path, "t") is not open_table(path, "t")
@@ -81,17 +94,10 @@ def test_inside_a_run_an_appender_reads_the_log_once_and_its_commits_move_the_sn
 
     path = str(tmp_path / "t")
     schema = ROWS.schema
-    reads: list[int] = []
-    update = DeltaTable.update_incremental
-
-    def counted(self):
-        reads.append(1)
-        return update(self)
-
     with shared_snapshots():
         appender = ExactlyOnceAppender(path, "p", schema, kind="test")
         assert appender.append(0, ROWS)
-        monkeypatch.setattr(DeltaTable, "update_incremental", counted)
+        reads = counted_updates(monkeypatch)
         for _ in range(5):
             assert appender.is_committed(0) and not appender.is_committed(1)
         assert reads == []  # no use read the log again
@@ -140,16 +146,9 @@ def test_an_appender_takes_the_table_its_run_opened_as_it_is(tmp_path, monkeypat
     snapshots without reading the log again (two requests a table on a store)."""
     path = str(tmp_path / "t")
     ExactlyOnceAppender(path, "p", ROWS.schema, kind="test").table()  # created (version 0)
-    reads: list[int] = []
-    update = DeltaTable.update_incremental
-
-    def counted(self):
-        reads.append(1)
-        return update(self)
-
     with shared_snapshots():
         opened = open_table(path, "t")  # the checks before Spark
-        monkeypatch.setattr(DeltaTable, "update_incremental", counted)
+        reads = counted_updates(monkeypatch)
         appender = ExactlyOnceAppender(path, "p", ROWS.schema, kind="test")
         assert appender.table() is opened and not appender.is_committed(0)
         assert reads == []
