@@ -16,7 +16,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -65,27 +68,45 @@ def in_bucket(conf: Path, lake: str, checkpoint: Path) -> None:
     conf.write_text(re.sub('^lake = ".*"$', place, conf.read_text(), count=1, flags=re.M))
 
 
-def test_scheduled_runs_killed_and_refused_then_every_command_on_a_bucket_lake(
-    spark, tmp_path, bucket_lake
-):
+@dataclass
+class StoreRuns:
+    """What :func:`runs_on_a_store_lake` leaves: the configurations of the lake in the store and
+    of the same pipeline on a local lake, the tables the local runs wrote, and what each command
+    said."""
+
+    conf: Path
+    local_conf: Path
+    pipeline: Any
+    want: dict[str, Any]
+    outputs: list[str]
+
+
+def runs_on_a_store_lake(
+    spark, tmp_path: Path, lake: str, objects: Callable[[str], dict[str, bytes]]
+) -> StoreRuns:
+    """What a lake on an object store (``lake``; ``objects``: its objects by key, from the
+    bucket's or container's root) passes as a local lake does: a run SIGKILLed in the middle of
+    batch 1, a second run refused meanwhile (the lake's lock, by the store's conditional
+    writes), a rerun that takes over the dead run's lock and drains; the tables then equal those
+    of the same runs on a local lake (every pane once), ``verify`` passes and ``query`` answers
+    as on the local lake."""
     from jobs import api
     from jobs.config.load import load_pipeline
 
     local_conf = land(tmp_path)  # the landing files, and a pipeline of them on a local lake
     local = load_pipeline(local_conf)
-    conf = tmp_path / "bucket.toml"
+    conf = tmp_path / "store.toml"
     conf.write_text(local_conf.read_text())
-    in_bucket(conf, bucket_lake, tmp_path / "checkpoint")
+    in_bucket(conf, lake, tmp_path / "checkpoint")
     pipeline = load_pipeline(conf)
     outputs: list[str] = []
 
-    # a run SIGKILLed in the middle of batch 1; a second run started meanwhile is refused
     killed = command(
         "run", str(conf), "--no-materialize", "--kill-at", "before_commit:1", wait=False
     )
-    lock = bucket_lake.removeprefix("s3://").split("/", 1)
-    deadline = time.monotonic() + 60
-    while f"{lock[1]}/_locks/run.lock" not in bucket_objects(bucket_lake):
+    lock = f"{lake.split('://', 1)[1].split('/', 1)[1]}/_locks/run.lock"
+    deadline = time.monotonic() + 120
+    while lock not in objects(lake):
         assert killed.poll() is None and time.monotonic() < deadline, killed.communicate()
         time.sleep(0.2)
     second = command("run", str(conf), "--no-materialize")
@@ -96,32 +117,46 @@ def test_scheduled_runs_killed_and_refused_then_every_command_on_a_bucket_lake(
     assert killed.returncode == -signal.SIGKILL, err[-3000:]
     outputs.append(out + err)
 
-    # the rerun takes over the dead run's lock at once (same host, its process gone) and ends it
     outputs.append(ok(command("run", str(conf), "--drain")))
     api.run(local, spark=spark, progress=None, drain=True)  # and the fold
     want = contents(local)
     assert len(want["panes"]) > 10 and want["late"] and want["rejected"]
-    assert contents(pipeline) == want
+    assert contents(pipeline) == want  # none lost, none twice
 
     outputs.append(ok(command("verify", str(conf))))
     sql = "SELECT device_id, plays, watched FROM current ORDER BY ALL"
     answer = ok(command("query", str(conf), sql))
     assert answer == ok(command("query", str(local_conf), sql))
     outputs.append(answer)
-    outputs.append(ok(command("changes", str(conf), "--since", "0")))
-    outputs.append(ok(command("history", str(conf), "--key", "a")))
-    outputs.append(ok(command("plot", str(conf), "--key", "a", "--out", str(tmp_path / "a.png"))))
-    outputs.append(ok(command("optimize", str(conf))))
-    outputs.append(ok(command("vacuum", str(conf), "--retention-hours", "0", "--force")))
-    assert contents(pipeline) == want  # compacted and vacuumed: the same rows
+    return StoreRuns(conf, local_conf, pipeline, want, outputs)
 
-    secret = os.environ[SECRET]
-    for text in outputs:
+
+def assert_said_nowhere(
+    secret: str, runs: StoreRuns, objects: dict[str, bytes], checkpoint: Path
+) -> None:
+    """``secret`` is in no output of ``runs``, no object of the lake, no file of the
+    checkpoint."""
+    for text in runs.outputs:
         assert secret not in text
-    for key, body in bucket_objects(bucket_lake).items():
+    for key, body in objects.items():
         assert secret.encode() not in body, key
-    for path in (tmp_path / "checkpoint").rglob("*"):
+    for path in checkpoint.rglob("*"):
         assert not path.is_file() or secret.encode() not in path.read_bytes(), path
+
+
+def test_scheduled_runs_killed_and_refused_then_every_command_on_a_bucket_lake(
+    spark, tmp_path, bucket_lake
+):
+    runs = runs_on_a_store_lake(spark, tmp_path, bucket_lake, bucket_objects)
+    conf, outputs = str(runs.conf), runs.outputs
+    outputs.append(ok(command("changes", conf, "--since", "0")))
+    outputs.append(ok(command("history", conf, "--key", "a")))
+    outputs.append(ok(command("plot", conf, "--key", "a", "--out", str(tmp_path / "a.png"))))
+    outputs.append(ok(command("optimize", conf)))
+    outputs.append(ok(command("vacuum", conf, "--retention-hours", "0", "--force")))
+    assert contents(runs.pipeline) == runs.want  # compacted and vacuumed: the same rows
+    secret = os.environ[SECRET]
+    assert_said_nowhere(secret, runs, bucket_objects(bucket_lake), tmp_path / "checkpoint")
 
 
 DOWNSTREAM = """\
