@@ -1,13 +1,15 @@
 """Requests to the store of small scheduled runs of a lake in a bucket, and what bounds them.
 
     PYTHONPATH=. .venv/bin/python benchmarks/bucket_requests.py [--runs 30] [--events 1000]
-        [--keys 1000] [--checkpoint-interval N] [--fold-in-run] [--keep DIR]
+        [--keys 1000] [--checkpoint-interval N] [--fold-in-run] [--azure] [--keep DIR]
 
 Starts an S3 server (moto's, a child process on the loopback address:
 ``benchmarks/s3_server.py``), then runs a small pipeline on a lake in one of its buckets
-(``lake = "s3://lakes/requests"``, Spark's checkpoint and the run's files in a local
-``checkpoint`` directory): 1-minute fixed windows, ``sum(value)`` over ``--keys`` keys, the
-trigger of ``benchmarks/spark_job.py``, a 5-minute watermark delay. ``--runs`` times, one
+(``lake = "s3://lakes/requests"``; ``--azure``: Azurite's blob service and ``lake =
+"az://lakes/requests"``, ``benchmarks/azure_server.py``, counted the same way), Spark's
+checkpoint and the run's files in a local ``checkpoint`` directory): 1-minute fixed windows,
+``sum(value)`` over ``--keys`` keys, the trigger of ``benchmarks/spark_job.py``, a 5-minute
+watermark delay. ``--runs`` times, one
 landing file of ``--events`` events (``benchmarks/workload.py``: one minute of event time per
 file, ~10% of the events out of order by up to 5 minutes) lands, then the pipeline runs as a
 scheduler runs it: ``panestore run CONF --no-materialize`` in a child process, then the fold,
@@ -58,7 +60,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.s3_server import KINDS, S3Server, by_kind, by_table, mark  # noqa: E402
+from benchmarks.azure_server import AzureServer  # noqa: E402
+from benchmarks.s3_server import KINDS, S3Server, by_kind, by_table  # noqa: E402
 from benchmarks.spark_job import TRIGGER, write_file  # noqa: E402
 from benchmarks.workload import MICROS, iter_bundles  # noqa: E402
 from sinks.lake import CHECKPOINT_INTERVAL  # noqa: E402
@@ -66,6 +69,7 @@ from sinks.lake import CHECKPOINT_INTERVAL  # noqa: E402
 BUCKET = "lakes"
 LAKE_PREFIX = "requests"
 LAKE = f"s3://{BUCKET}/{LAKE_PREFIX}"
+AZURE_LAKE = f"az://{BUCKET}/{LAKE_PREFIX}"
 TABLES = ("panes", "late", "rejected", "current", "_locks")
 DELTA_TABLES = ("panes", "late", "rejected", "current")
 DEFAULT_CHECKPOINT_INTERVAL = int(CHECKPOINT_INTERVAL)  # what panestore's tables are created with
@@ -159,14 +163,14 @@ class Bench:
         label = f"step{self.steps}"
         argv = [sys.executable, "-m", "jobs.cli.commands", args[0], str(self.conf), *args[1:]]
         if self.server is not None:
-            mark(f"{label}-start")
+            self.server.mark(f"{label}-start")
         t = time.perf_counter()
         proc = subprocess.run(
             argv, capture_output=True, text=True, check=False, env=self.env, cwd=self.work
         )
         seconds = time.perf_counter() - t
         if self.server is not None:
-            mark(f"{label}-end")
+            self.server.mark(f"{label}-end")
         if proc.returncode != 0:
             raise SystemExit(
                 f"panestore {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
@@ -341,6 +345,11 @@ def main() -> None:
         action="store_true",
         help="run with the fold in the run's process (panestore run's default), counted with it",
     )
+    ap.add_argument(
+        "--azure",
+        action="store_true",
+        help="the lake on Azure storage (Azurite, installed from npm: benchmarks/azure_server.py)",
+    )
     ap.add_argument("--keep", help="work directory to use and keep (must not exist)")
     args = ap.parse_args()
     if args.runs < 2 or args.events < 1 or args.keys < 1:
@@ -354,11 +363,16 @@ def main() -> None:
         span_us=args.runs * MINUTE_US,
     )
     started = time.perf_counter()
-    with S3Server(work / "s3-server.log") as server:
+    server_class, lake, named = (
+        (AzureServer, AZURE_LAKE, "Azure storage (Azurite)")
+        if args.azure
+        else (S3Server, LAKE, "S3 server (moto)")
+    )
+    with server_class(work / "server.log") as server:
         server.fresh_bucket(BUCKET)
-        bench = Bench(server, work)
+        bench = Bench(server, work, lake)
         print(
-            f"S3 server (moto) at {server.endpoint}, lake {LAKE}, work directory {work}\n"
+            f"{named} at {server.endpoint}, lake {lake}, work directory {work}\n"
             f"{args.runs} runs of {args.events:,} new events each over {args.keys:,} keys, "
             f"then one without; {'fold in the run' if args.fold_in_run else 'fold apart'}\n"
         )

@@ -196,6 +196,15 @@ class S3Server:
                 self._proc.kill()
                 self._proc.wait()
 
+    @staticmethod
+    def parse(line: str) -> Request | None:
+        """The request a line of the server's log records, or None."""
+        return Request.parse(line)
+
+    def mark(self, label: str) -> None:
+        """Log ``label`` in this server's request log (:func:`mark`)."""
+        mark(label, self.endpoint)
+
     def fresh_bucket(self, name: str) -> None:
         """Empty the server (moto's reset: every bucket and object dropped, their memory freed)
         and create the bucket ``name``."""
@@ -212,7 +221,7 @@ class S3Server:
         complete = data[: data.rfind(b"\n") + 1]  # a line still being written waits
         self._read += len(complete)
         for line in complete.decode(errors="replace").splitlines():
-            request = Request.parse(line)
+            request = self.parse(line)
             if request is None:
                 continue
             if request.bucket == MARK_BUCKET:

@@ -71,7 +71,7 @@ def azurite_blob() -> Path:
 _LISTENING = re.compile(r"listens on (http://[0-9.]+:\d+)")
 
 
-def _started(process: subprocess.Popen) -> str:
+def listening_endpoint(process: subprocess.Popen) -> str:
     """The endpoint the emulator says it listens on (its first lines), or RuntimeError."""
     found: list[str] = []
     said: list[str] = []
@@ -120,7 +120,7 @@ def azurite_endpoint() -> Iterator[str]:
     }
     saved = {k: os.environ.get(k) for k in (*environment, "AZURITE_BLOB_STORAGE_URL")}
     try:
-        endpoint = _started(process)
+        endpoint = listening_endpoint(process)
         os.environ.update(environment, AZURITE_BLOB_STORAGE_URL=endpoint)
         yield endpoint
     finally:
