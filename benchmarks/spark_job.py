@@ -204,6 +204,23 @@ def own_combiners() -> dict[str, Any]:
     return {"distinct": DistinctValues()}
 
 
+def _counted_kinds(column: str, impression: str, click: str) -> Aggregation:
+    """Impressions, clicks and their cost per ad and window, an event's kind told by ``column``
+    (``impression`` or ``click``): panestore's filtered counts and Spark's ``count_if``."""
+    return Aggregation(
+        {
+            "impressions": f"count() filter ({column} = '{impression}')",
+            "clicks": f"count() filter ({column} = '{click}')",
+            "cost": "sum(cost)",
+        },
+        lambda F: [
+            F.count_if(F.col(column) == impression).alias("impressions"),
+            F.count_if(F.col(column) == click).alias("clicks"),
+            F.sum("cost").alias("cost"),
+        ],
+    )
+
+
 AGGREGATES = {
     "sum": Aggregation(
         {"value": "sum(value)"},
@@ -219,31 +236,9 @@ AGGREGATES = {
     ),
     # impressions, clicks and their cost per ad and window, from two inputs (co-grouped by
     # key): each element's input is its column ``input``, on both sides (native: a tag column)
-    "ctr": Aggregation(
-        {
-            "impressions": "count() filter (input = 'impressions')",
-            "clicks": "count() filter (input = 'clicks')",
-            "cost": "sum(cost)",
-        },
-        lambda F: [
-            F.count_if(F.col("input") == "impressions").alias("impressions"),
-            F.count_if(F.col("input") == "clicks").alias("clicks"),
-            F.sum("cost").alias("cost"),
-        ],
-    ),
+    "ctr": _counted_kinds("input", "impressions", "clicks"),
     # the same answers from one input of the same events, each telling its kind
-    "ctr-one": Aggregation(
-        {
-            "impressions": "count() filter (kind = 'impression')",
-            "clicks": "count() filter (kind = 'click')",
-            "cost": "sum(cost)",
-        },
-        lambda F: [
-            F.count_if(F.col("kind") == "impression").alias("impressions"),
-            F.count_if(F.col("kind") == "click").alias("clicks"),
-            F.sum("cost").alias("cost"),
-        ],
-    ),
+    "ctr-one": _counted_kinds("kind", "impression", "click"),
     # the exact number of distinct values: a user's CombineFn against Spark's collect_set
     "own": Aggregation(
         {},
