@@ -51,6 +51,8 @@ Relative paths (``lake``, ``source.path``) are relative to the working directory
 from __future__ import annotations
 
 import contextlib
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -471,8 +473,16 @@ class Pipeline:
         """The named aggregates as one combiner (its values are dicts name -> value)."""
         return combiners.aggregates(**{a.name: a.fn for a in self.aggregates})
 
+    def engine_factory(self) -> Callable[[], Engine]:
+        """What builds :meth:`engine` where it runs (on a Python worker): of the model's values
+        only. A worker that unpickled the pipeline itself would import the configuration, the
+        driver's modules and pandas first (~0.4 s each worker)."""
+        return functools.partial(
+            Engine, self.windowing(), self.combine_fn(), weighted=self.weighted
+        )
+
     def engine(self) -> Engine:
-        return Engine(self.windowing(), self.combine_fn(), weighted=self.weighted)
+        return self.engine_factory()()
 
     @property
     def weighted(self) -> bool:

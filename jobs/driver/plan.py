@@ -119,16 +119,6 @@ def layout(pipeline: Pipeline) -> PaneLogLayout:
     )
 
 
-@dataclass(frozen=True)
-class EngineFactory:
-    """Builds the pipeline's engine on a Python worker (picklable)."""
-
-    pipeline: Pipeline
-
-    def __call__(self):
-        return self.pipeline.engine()
-
-
 def watermark_delay_ms(pipeline: Pipeline) -> int:
     """The watermark's delay in whole ms (Spark's unit), the largest of several inputs'."""
     return max(input_delay_ms(one) for one in pipeline.input_list)
@@ -150,7 +140,7 @@ def operator_config(
     pipeline: Pipeline, profile_dir: str | None = None, writing: TaskWriting | None = None
 ) -> OperatorConfig:
     return OperatorConfig(
-        engine_factory=EngineFactory(pipeline),
+        engine_factory=pipeline.engine_factory(),
         key_columns=tuple(pipeline.keys),
         value_columns=pipeline.carried_columns,
         column_types=(

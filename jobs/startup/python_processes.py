@@ -17,8 +17,8 @@ measurements are in ``docs/decisions.md`` (how Spark's Python processes start):
   that package), so the code run is the same. A cluster's master, another Spark, or a launcher that
   cannot be made (an unwritable cache directory, say) gives this interpreter itself: what Spark runs
   without panestore, only slower to start.
-* **The daemon: a fresh worker's imports.** A worker imports pyarrow and the tasks' modules (0.7 s
-  with pandas, which no task needs now). Spark starts one daemon per executor, ``python -m
+* **The daemon: a fresh worker's imports.** A worker imports pyarrow, pandas (which pyarrow
+  imports at its first conversion of values) and the tasks' modules (~0.7 s). Spark starts one daemon per executor, ``python -m
   <spark.python.daemon.module>``, and forks a worker from it for each Python task that finds none
   idle; :func:`jobs.startup.session.local_conf` names this module (:data:`DAEMON_MODULE`). Run as
   the daemon, it imports :data:`PRELOADED` once, then runs PySpark's own daemon (its worker module,
@@ -238,14 +238,17 @@ PRELOADED = (
     "pyarrow",
     "pyarrow.compute",
     "pyarrow.parquet",
+    "pandas",
     "pyspark.sql.pandas.serializers",
     "jobs.executor.jsonl_decoder",
     "jobs.executor.operator",
     "jobs.executor.batch_output",
 )
-"""What panestore's tasks import: the decoder, the operator and the writer task. Not pandas:
-every Python stage is Arrow in and out (``mapInArrow``, the Python data sources), and pandas
-would add ~34 MiB to the daemon and to each worker forked from it."""
+"""What panestore's tasks import: the decoder, the operator and the writer task, and pandas.
+Every Python stage is Arrow in and out (``mapInArrow``, the Python data sources), but pyarrow
+imports pandas at its first conversion of Python or NumPy values (``pa.array``, ``pa.scalar``),
+which every task makes: imported by each worker, it took ~0.5 s of CPU and ~34 MiB of its own
+there; imported once here, the forked workers share it."""
 
 
 def preload(modules: tuple[str, ...] = PRELOADED) -> None:
