@@ -59,7 +59,7 @@ from jobs.startup.python_processes import start_workers
 from jobs.startup.session import (
     AVAILABLE_NOW_LOGGERS,
     SessionOptions,
-    end_session,
+    end_session_soon,
     existing_session,
     quiet_loggers,
 )
@@ -695,8 +695,8 @@ def run(
         emit(result.summary())
         if fold:
             fold_spark: SparkSession | None = spark
-            if own_session and not spread_pays(spark):  # the fold needs no Spark: end the
-                end_session()  # session first, the memory of its JVM and workers with it
+            if own_session and not spread_pays(spark):  # the fold needs no Spark: the
+                end_session_soon()  # session ends (its JVM, its workers) while the fold runs
                 fold_spark = None
             fold_view(pipeline, result, emit, spark=fold_spark)
         return result

@@ -310,19 +310,57 @@ def end_session(timeout: float = JVM_EXIT_TIMEOUT_S) -> int | None:
     input (PySpark's gateway then exits the JVM, which writes the class-data archive if it was
     started to), wait up to ``timeout`` seconds in all (then kill it), and adopt the archive it
     wrote (:meth:`ClassArchive.adopt`). Registered to run at the interpreter's exit; a command that
-    leaves through ``os._exit`` calls it first. Once: later calls do nothing. The JVM's exit
-    status (None: no JVM of this process, or it was killed); interrupted (Ctrl-C), it kills
-    the JVM and raises."""
-    global _driver
+    leaves through ``os._exit`` calls it first. Once: later calls do nothing. An end begun by
+    :func:`end_session_soon` is awaited instead. The JVM's exit status (None: no JVM of this
+    process, or it was killed); interrupted (Ctrl-C), it kills the JVM and raises."""
+    global _driver, _ending
+    ending, _ending = _ending, None
+    if ending is not None:
+        ending.join()  # bounded: it kills a JVM that outlives its timeout
+        return ending.status
     driver, _driver = _driver, None
     if driver is None:
         return None
+    return _end(driver, timeout)
+
+
+class _Ending(threading.Thread):
+    """:func:`end_session` of a driver JVM, run in a thread (:func:`end_session_soon`)."""
+
+    def __init__(self, driver: _DriverJvm) -> None:
+        super().__init__(name="panestore-end-session", daemon=True)
+        self.driver = driver
+        self.status: int | None = None
+
+    def run(self) -> None:
+        with contextlib.suppress(Exception):  # a JVM that cannot be waited for is killed there
+            self.status = _end(self.driver, JVM_EXIT_TIMEOUT_S)
+
+
+_ending: _Ending | None = None
+
+
+def end_session_soon() -> None:
+    """Begin :func:`end_session` in a thread and return at once: the caller goes on with work
+    that needs no Spark (a run's fold) while the session stops and the JVM exits (~1 s, in
+    parallel on another core); the next :func:`end_session` (at the latest the command's, at its
+    exit) waits for that end. Nothing to end: does nothing."""
+    global _driver, _ending
+    driver, _driver = _driver, None
+    if driver is None:
+        return
+    _ending = _Ending(driver)
+    _ending.start()
+
+
+def _end(driver: _DriverJvm, timeout: float) -> int | None:
+    """Stop ``driver``'s session, end its JVM within ``timeout`` seconds, adopt its archive."""
     status: int | None = None
     started = time.monotonic()
     try:
         if driver.proc.poll() is None:  # stopped in a thread: a JVM that hangs is killed below
             stopping = threading.Thread(
-                target=_stop, args=(driver.spark,), name="panestore-end-session", daemon=True
+                target=_stop, args=(driver.spark,), name="panestore-stop-session", daemon=True
             )
             try:
                 stopping.start()
