@@ -59,6 +59,7 @@ from jobs.startup.python_processes import start_workers
 from jobs.startup.session import (
     AVAILABLE_NOW_LOGGERS,
     SessionOptions,
+    StartingSession,
     end_session_soon,
     existing_session,
     quiet_loggers,
@@ -613,23 +614,29 @@ def run(
             checked = check_run(pipeline, options.shuffle_partitions)
         else:
             checked = check_run(pipeline, _shuffle_partitions(spark))
+        starting: StartingSession | None = None
+        if spark is None:  # the JVM starts (seconds) while the run prepares what needs no Spark
+            starting = dataclasses.replace(options, checkpoint=pipeline.run_location).start_soon()
+            scope.callback(starting.wait)  # a run failing before it takes its session
         # from here on the run is in the lake's run history, however it ends
         mode = "follow" if follow else "drain" if drain else "scheduled"
         recorded = scope.enter_context(recording(pipeline, result, mode, emit))
-        if spark is None:
-            spark = dataclasses.replace(options, checkpoint=pipeline.run_location).start()
-            result.add_phase("session", time.monotonic() - started)
-            if stop is not None and threading.current_thread() is threading.main_thread():
-                listen_again(stop)  # the caller's handlers, which the session replaced
-        if describe and progress is not None:
-            print(pipeline.describe(), file=progress, flush=True)
-        if stop is None and threading.current_thread() is threading.main_thread():
-            stop = scope.enter_context(stop_on_signals())  # after the session: see its doc
         preparing = time.monotonic()
         state = checked.state
         sink = BatchSink(pipeline, kill_at=kill_at, shards=state.shards, profile_dir=profile_dir)
         sink.create_tables()
         recorded.versions = functools.partial(_table_versions, pipeline, sink)
+        result.add_phase("prepare", time.monotonic() - preparing)  # (beside the session's start)
+        if starting is not None:
+            spark = starting.result()
+            result.add_phase("session", time.monotonic() - started)
+            if stop is not None and threading.current_thread() is threading.main_thread():
+                listen_again(stop)  # the caller's handlers (a session may replace them)
+        assert spark is not None
+        if describe and progress is not None:
+            print(pipeline.describe(), file=progress, flush=True)
+        if stop is None and threading.current_thread() is threading.main_thread():
+            stop = scope.enter_context(stop_on_signals())  # after the session: see its doc
 
         def after_batch(stats: BatchStats) -> None:
             """In the sink, before Spark's commit entry of the batch: the run's note counts it;
@@ -668,7 +675,6 @@ def run(
         def stopped() -> bool:
             return stop is not None and stop.requested
 
-        result.add_phase("prepare", time.monotonic() - preparing)
         if note_changes(pipeline):  # a batch records them: make sure one runs
             write_tick(pipeline)
         writers = follow and bool(noted_inputs(pipeline))

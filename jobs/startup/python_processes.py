@@ -17,14 +17,15 @@ measurements are in ``docs/decisions.md`` (how Spark's Python processes start):
   that package), so the code run is the same. A cluster's master, another Spark, or a launcher that
   cannot be made (an unwritable cache directory, say) gives this interpreter itself: what Spark runs
   without panestore, only slower to start.
-* **The daemon: a fresh worker's imports.** A worker imports pyarrow, pandas (which pyarrow
-  imports at its first conversion of values) and the tasks' modules (~0.7 s). Spark starts one daemon per executor, ``python -m
-  <spark.python.daemon.module>``, and forks a worker from it for each Python task that finds none
-  idle; :func:`jobs.startup.session.local_conf` names this module (:data:`DAEMON_MODULE`). Run as
-  the daemon, it imports :data:`PRELOADED` once, then runs PySpark's own daemon (its worker module,
-  protocol and worker reuse, unchanged): a forked worker finds those modules imported and shares
-  their memory with the daemon until it writes to it. Imported as a module (by the driver, for
-  :func:`worker_python`), it imports nothing beyond the standard library and starts nothing.
+* **The daemon: a fresh worker's imports.** A worker imports pyarrow, pandas (which pyarrow imports
+  at its first conversion of values) and the tasks' modules (~0.7 s). Spark starts one daemon per
+  executor, ``python -m <spark.python.daemon.module>``, and forks a worker from it for each Python
+  task that finds none idle; :func:`jobs.startup.session.local_conf` names this module
+  (:data:`DAEMON_MODULE`). Run as the daemon, it imports :data:`PRELOADED` once, then runs PySpark's
+  own daemon (its worker module, protocol and worker reuse, unchanged): a forked worker finds those
+  modules imported and shares their memory with the daemon until it writes to it. Imported as a
+  module (by the driver, for :func:`worker_python`), it imports nothing beyond the standard library
+  and starts nothing.
 * **Spark's archives on the workers' path.** Spark puts its zips and the jar of its core classes
   (5,000 entries, no Python) on its Python processes' path. Before each task, PySpark's worker
   calls ``importlib.invalidate_caches()``, which makes every zip importer read its archive's

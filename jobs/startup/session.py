@@ -291,6 +291,44 @@ class SessionOptions:
             quiet_loggers(spark, QUERY_FAILURE_LOGGERS, "OFF")
         return spark
 
+    def start_soon(self) -> StartingSession:
+        """:meth:`start` in a thread: the JVM and the session start (seconds) while the caller
+        goes on with work that needs no Spark; :meth:`StartingSession.result` waits for them."""
+        return StartingSession(self)
+
+
+class StartingSession:
+    """A session starting in a thread of its own (:meth:`SessionOptions.start_soon`). Started
+    there, the SparkContext installs no SIGINT handler (PySpark does so on the main thread
+    only): the caller's handlers stay."""
+
+    def __init__(self, options: SessionOptions) -> None:
+        self._session: Any = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._start, args=(options,), name="panestore-start-session", daemon=True
+        )
+        self._thread.start()
+
+    def _start(self, options: SessionOptions) -> None:
+        try:
+            self._session = options.start()
+        except BaseException as e:  # raised to whoever asks for the session
+            self._error = e
+
+    def wait(self) -> None:
+        """Wait for the start to end, however it ends (a caller that failed before it took its
+        session: the session's end then finds the JVM, :func:`end_session`)."""
+        self._thread.join()
+
+    def result(self):
+        """The session (a ``SparkSession``), once started; raises what stopped its start
+        (:class:`JavaNotFound`, ...)."""
+        self.wait()
+        if self._error is not None:
+            raise self._error
+        return self._session
+
 
 def existing_session():
     """The session :func:`get_session` would return without starting one, or None: PySpark's
