@@ -130,3 +130,41 @@ def test_an_unwritable_cache_runs_without_an_archive(tmp_path):
     blocked = tmp_path / "file"
     blocked.write_text("not a directory")
     assert not ClassArchive(blocked / "jvm" / "spark-1.jsa").usable()
+
+
+def test_an_end_begun_soon_is_awaited_by_the_next_end(tmp_path):
+    """A run that folds without Spark begins its session's end and folds meanwhile
+    (``end_session_soon`` returns at once); the command's end then waits for that end: the JVM
+    has exited and its part is adopted, once."""
+    archive = ClassArchive(tmp_path / "jvm" / "spark-1.jsa")
+    assert archive.usable()
+    spark = started(archive, 0)
+    proc = spark.sparkContext._gateway.proc
+    session.end_session_soon()
+    assert session.end_session() == 0 and spark.stopped
+    assert proc.poll() == 0 and archive.path.read_bytes() == b"classes"
+    assert session.end_session() is None, "once"
+    session.end_session_soon()  # nothing left to end: nothing happens
+    assert session.end_session() is None
+
+
+def test_a_session_started_soon_gives_the_session_or_its_error(monkeypatch):
+    """``start_soon`` starts the session in a thread; ``result`` waits for it and gives it, or
+    raises what stopped its start (no Java, say) where the caller asks for it."""
+    import threading
+
+    where: list[str] = []
+
+    def start(options):
+        where.append(threading.current_thread().name)
+        if options.app_name == "no-java":
+            raise session.JavaNotFound("no Java 17+ runtime")
+        return f"session of {options.app_name}"
+
+    monkeypatch.setattr(session.SessionOptions, "start", start)
+    assert session.SessionOptions("ok").start_soon().result() == "session of ok"
+    assert where == ["panestore-start-session"]
+    failed = session.SessionOptions("no-java").start_soon()
+    failed.wait()  # however it ended
+    with pytest.raises(session.JavaNotFound, match="no Java"):
+        failed.result()
