@@ -626,12 +626,13 @@ def run(
         sink = BatchSink(pipeline, kill_at=kill_at, shards=state.shards, profile_dir=profile_dir)
         sink.create_tables()
         recorded.versions = functools.partial(_table_versions, pipeline, sink)
-        result.add_phase("prepare", time.monotonic() - preparing)  # (beside the session's start)
+        prepared = time.monotonic() - preparing  # (while the session started)
         if starting is not None:
             spark = starting.result()
             result.add_phase("session", time.monotonic() - started)
             if stop is not None and threading.current_thread() is threading.main_thread():
                 listen_again(stop)  # the caller's handlers (a session may replace them)
+        result.add_phase("prepare", prepared)
         assert spark is not None
         if describe and progress is not None:
             print(pipeline.describe(), file=progress, flush=True)
