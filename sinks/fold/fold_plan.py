@@ -40,7 +40,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as pds
 
 from sinks.lake import (
     FINE_BUCKETS,
@@ -226,7 +225,7 @@ def _batches(
     time: a dataset scan reads ahead of a slower consumer without bound (measured: 336 MiB of
     Arrow buffers held over 6M rows even single-threaded, 96 MiB file by file)."""
     batches = sorted(b for b in commits.values() if b is not None)
-    where = pds.field("batch_id").isin(pa.array(batches, pa.int64()))
+    where = pc.field("batch_id").isin(pa.array(batches, pa.int64()))
     for fragment in panes.to_pyarrow_dataset().get_fragments(filter=where):
         yield from fragment.to_batches(
             columns=columns, filter=where, batch_size=SCAN_BATCH_ROWS, use_threads=False

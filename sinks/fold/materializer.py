@@ -53,7 +53,6 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as pds
 
 from panes.windowing import AccumulationMode
 from sinks.fold.change_feed import ensure_change_feed
@@ -537,9 +536,9 @@ def load_view_rows(
     where = None
     if hash_range is not None and KEY_HASH in dataset.schema.names:
         low, high = hash_range
-        where = pds.field(KEY_HASH) >= low
+        where = pc.field(KEY_HASH) >= low
         if high is not None:
-            where = where & (pds.field(KEY_HASH) < high)
+            where = where & (pc.field(KEY_HASH) < high)
     # (the key filter is applied in memory: delta-rs datasets read strings as string_view,
     # which pyarrow cannot compare with the parquet statistics)
     firsts = pc.unique(rows.column(k0))

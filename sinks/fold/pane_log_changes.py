@@ -12,7 +12,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as pds
 
 from panes.window import Window
 from sinks.lake import (
@@ -71,7 +70,7 @@ def read_pane_rows(dt: Any, commits: Mapping[int, int | None]) -> pa.Table:
         schema = pa.schema([*list(schema), pa.field(PANE_LOG_VERSION, pa.int64())])
         return schema.empty_table()
     ids = pa.array(sorted(batches), pa.int64())
-    table = dt.to_pyarrow_dataset().to_table(filter=pds.field("batch_id").isin(ids))
+    table = dt.to_pyarrow_dataset().to_table(filter=pc.field("batch_id").isin(ids))
     table = plain_table(table)
     versions = pa.array([batches[b] for b in ids.to_pylist()], pa.int64())
     idx = pc.index_in(table.column("batch_id"), value_set=ids)
