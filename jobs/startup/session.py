@@ -186,6 +186,7 @@ def get_session(
     the class-data archive (:mod:`jobs.startup.class_archive`) when there is one; with
     ``write_class_archive`` (a short-lived process: a command's run) it writes one when it ends
     (:func:`end_session`, at the latest at the process's end) when there is none."""
+    _end_pending()  # a session ending in a thread is not one to reuse
     if master is None and SUBMITTED not in os.environ:
         master = DEFAULT_MASTER
     prepare_environment(master)
@@ -333,7 +334,8 @@ class StartingSession:
 def existing_session():
     """The session :func:`get_session` would return without starting one, or None: PySpark's
     builder reuses the first session of a running application (and applies the builder's
-    settings to it)."""
+    settings to it). A session whose end :func:`end_session_soon` began is ended first."""
+    _end_pending()
     from pyspark.sql import SparkSession
 
     session = SparkSession._instantiatedSession  # what SparkSession.builder.getOrCreate reuses
@@ -351,11 +353,9 @@ def end_session(timeout: float = JVM_EXIT_TIMEOUT_S) -> int | None:
     leaves through ``os._exit`` calls it first. Once: later calls do nothing. An end begun by
     :func:`end_session_soon` is awaited instead. The JVM's exit status (None: no JVM of this
     process, or it was killed); interrupted (Ctrl-C), it kills the JVM and raises."""
-    global _driver, _ending
-    ending, _ending = _ending, None
-    if ending is not None:
-        ending.join()  # bounded: it kills a JVM that outlives its timeout
-        return ending.status
+    global _driver
+    if _ending is not None:
+        return _end_pending()
     driver, _driver = _driver, None
     if driver is None:
         return None
@@ -376,6 +376,16 @@ class _Ending(threading.Thread):
 
 
 _ending: _Ending | None = None
+
+
+def _end_pending() -> int | None:
+    """Wait for the end :func:`end_session_soon` began, if any; its JVM's exit status."""
+    global _ending
+    ending, _ending = _ending, None
+    if ending is None:
+        return None
+    ending.join()  # bounded: it kills a JVM that outlives its timeout
+    return ending.status
 
 
 def end_session_soon() -> None:

@@ -168,3 +168,16 @@ def test_a_session_started_soon_gives_the_session_or_its_error(monkeypatch):
     failed.wait()  # however it ended
     with pytest.raises(session.JavaNotFound, match="no Java"):
         failed.result()
+
+
+def test_asking_for_a_session_finishes_an_end_begun_soon(tmp_path):
+    """A caller that asks for a session after a run began its session's end (the Python API's
+    next run, say) gets no session that is still ending: the end is finished first."""
+    archive = ClassArchive(tmp_path / "jvm" / "spark-1.jsa")
+    assert archive.usable()
+    spark = started(archive, 0)
+    proc = spark.sparkContext._gateway.proc
+    session.end_session_soon()
+    assert session.existing_session() is None
+    assert proc.poll() == 0 and spark.stopped and archive.exists
+    assert session.end_session() is None, "nothing left to end"
