@@ -609,15 +609,15 @@ def run(
     )
     with lock, contextlib.ExitStack() as scope:
         scope.enter_context(shared_snapshots())  # each table's log read once a run
+        starting: StartingSession | None = None
         if spark is None:  # every check before Spark starts
             options = session or SessionOptions(f"panestore-{pipeline.name}")
             checked = check_run(pipeline, options.shuffle_partitions)
-        else:
-            checked = check_run(pipeline, _shuffle_partitions(spark))
-        starting: StartingSession | None = None
-        if spark is None:  # the JVM starts (seconds) while the run prepares what needs no Spark
+            # the JVM starts (seconds) while the run prepares what needs no Spark
             starting = dataclasses.replace(options, checkpoint=pipeline.run_location).start_soon()
             scope.callback(starting.wait)  # a run failing before it takes its session
+        else:
+            checked = check_run(pipeline, _shuffle_partitions(spark))
         # from here on the run is in the lake's run history, however it ends
         mode = "follow" if follow else "drain" if drain else "scheduled"
         recorded = scope.enter_context(recording(pipeline, result, mode, emit))
