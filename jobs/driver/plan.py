@@ -201,29 +201,38 @@ def _complete_records(pipeline: Pipeline, records: DataFrame) -> DataFrame:
     return records
 
 
-def _decoded(pipeline: Pipeline, records: DataFrame) -> DataFrame:
-    """The JSON-lines decoder's rows (:mod:`jobs.executor.jsonl_decoder`) in the shape of
-    :func:`_tagged`: a blob (its latest event time) or a line the decoder rejected, with the
-    decoder's reason. Nothing is judged here: the decoder was the records' one tagger."""
+def _decoded(pipeline: Pipeline, records: DataFrame, one: Input | None = None) -> DataFrame:
+    """The JSON-lines decoder's rows (:mod:`jobs.executor.jsonl_decoder`, its output columns) in
+    the shape of :func:`_tagged`: a blob (its latest event time) or a line the decoder rejected,
+    with the decoder's reason. Nothing is judged here: the decoder was the records' one tagger.
+    ``one``: the input of several the decoder read as (its blobs name it; its rejected lines'
+    reasons and rows name it here; a weighted pipeline's weight null: a blob's elements carry
+    theirs)."""
     from pyspark.sql import functions as F
 
     reason = F.col(ERROR)
     rejected = reason.isNotNull()
-    types = dict(records.dtypes)
+    types = pipeline.source.types
+
+    def carried(v: str) -> Column:
+        if one is not None and v == INPUT_COLUMN:
+            return F.lit(one.name)
+        return F.lit(None).cast(_carried_sql_type(pipeline, v))
+
+    named = reason if one is None else F.concat(F.lit(f"input {one.name}: "), reason)
+    weighed = one is not None and pipeline.weighted
     return records.select(
-        *[F.lit(None).cast(types[k]).alias(k) for k in pipeline.keys],
+        *[F.lit(None).cast(column_type(types[k]).spark).alias(k) for k in pipeline.keys],
         F.col(LATEST_EVENT_TIME).alias(EVENT_TIME),
-        *[
-            F.lit(None).cast(_carried_sql_type(pipeline, v)).alias(v)
-            for v in pipeline.carried_columns
-        ],
+        *[carried(v).alias(v) for v in pipeline.carried_columns],
         F.when(rejected, F.make_valid_utf8(RAW)).alias(RAW_TEXT),
         F.when(rejected, F.col(SOURCE_FILE)).alias(FROM_FILE),
-        reason.alias(REASON),
+        named.alias(REASON),
         F.lit(False).alias(CONTROL),
         BUCKET,
         BLOB,
         *([F.lit(None).cast("string").alias(DEDUP_ID)] if deduplicated_by(pipeline) else []),
+        *([F.lit(None).cast("int").alias(WEIGHT)] if weighed else []),
     )
 
 
@@ -279,11 +288,8 @@ def _tagged(pipeline: Pipeline, records: DataFrame) -> DataFrame:
     )
 
 
-def _control_rows(
-    pipeline: Pipeline, control: DataFrame, tagged: DataFrame, bucket: Column | None = None
-) -> DataFrame:
-    """Control rows in the shape of ``tagged`` (only their event time is set, and ``bucket``:
-    the clock bucket of a row of one input of several, null for the pipeline's)."""
+def _control_rows(pipeline: Pipeline, control: DataFrame, tagged: DataFrame) -> DataFrame:
+    """Control rows in the shape of ``tagged`` (only their event time is set)."""
     from pyspark.sql import functions as F
 
     types = dict(tagged.dtypes)
@@ -294,7 +300,7 @@ def _control_rows(
         *[F.lit(None).cast(types[v]).alias(v) for v in pipeline.carried_columns],
         *[F.lit(None).cast("string").alias(c) for c in REJECTED_COLUMNS],
         F.lit(True).alias(CONTROL),
-        (F.lit(None) if bucket is None else bucket).cast("int").alias(BUCKET),
+        F.lit(None).cast("int").alias(BUCKET),
         F.lit(None).cast("binary").alias(BLOB),
         *weighted,
         *([F.lit(None).cast("string").alias(DEDUP_ID)] if DEDUP_ID in types else []),
@@ -330,10 +336,7 @@ def _operator_input(
     # one projection (each DataFrame step costs the driver an analysis of the plan)
     # every row's clock: what Spark's watermark saw of it (the operator computes the next
     # watermark from their largest: jobs.driver.batch_sink)
-    clock = F.unix_micros(F.col(watermarked))
-    if lanes:  # of several inputs' control rows only the drain's counts (a tick is no time)
-        clock = F.when(~F.col(CONTROL) | (clock > 0), clock)
-    clock = clock.alias(CLOCK)
+    clock = F.unix_micros(F.col(watermarked)).alias(CLOCK)
     ts_us = F.when(F.col(BLOB).isNull() & ~F.col(CONTROL), event_time_us)
     number = (
         F.when(F.col(CONTROL), F.coalesce(F.col(BUCKET), F.lit(CONTROL_BUCKET)))
@@ -422,13 +425,7 @@ def build_inputs_job(
         # a rejected record names its input (its reason's first words)
         named = F.concat(F.lit(f"input {one.name}: "), F.col(REASON))
         if BLOB in frame.columns:  # the decoder tagged it (jobs.executor.jsonl_decoder.AsInput)
-            # (its blobs name their input; a line it rejected is named here)
-            rows = _decoded(pipeline, frame).withColumns(
-                {REASON: named, INPUT_COLUMN: F.lit(one.name)}
-            )
-            if pipeline.weighted:
-                rows = rows.withColumn(WEIGHT, F.lit(None).cast("int"))
-            decoded.append(rows)
+            decoded.append(_decoded(pipeline, frame, one))
             continue
         if not one.source.is_pane_log:  # (an upstream's pane is never rejected: no raw text)
             frame = _complete_records(pipeline.read_as(one), frame)
@@ -467,19 +464,30 @@ def build_inputs_job(
         for lane, name in enumerate(names):
             marker = F.lit(lane_marker(noted_lane(lane, len(names))))
             noted = (F if noted is None else noted).when(F.col("input") == name, marker)
-    parts, shape = [], None
+    parts = []
     if decoded:
-        shape = _union(decoded)
-        parts.append(_operator_input(pipeline, shape, bucket_ids, decoded=True, lanes=True))
+        parts.append(_operator_input(pipeline, _union(decoded), bucket_ids, True, lanes=True))
     if tagged:
-        rows = _union(tagged)
-        shape = shape or rows.drop(LANE)
-        parts.append(_operator_input(pipeline, rows, bucket_ids, decoded=False, lanes=True))
-    assert shape is not None  # a pipeline has at least one input
+        parts.append(_operator_input(pipeline, _union(tagged), bucket_ids, False, lanes=True))
     if control is not None:  # last: the run's report takes the last source for the control's
-        controls = _control_rows(pipeline, control, shape, noted)
-        parts.append(_operator_input(pipeline, controls, bucket_ids, decoded=True, lanes=True))
+        parts.append(_lane_controls(control, noted))
     return _union(parts)
+
+
+def _lane_controls(control: DataFrame, marker: Column | None) -> DataFrame:
+    """Control rows of a pipeline of several inputs as the operator's input: a clock only, of
+    the drain (a tick, at 1970, is no time; the inputs' lanes hold their own clocks), in the
+    control bucket, or a writers' mark in its input's ``marker`` bucket (its noted lane)."""
+    from pyspark.sql import functions as F
+
+    clock = F.unix_micros(F.col("ts"))
+    bucket = F.lit(CONTROL_BUCKET) if marker is None else F.coalesce(marker, F.lit(CONTROL_BUCKET))
+    return control.select(
+        bucket.cast("int").alias(BUCKET),
+        F.lit(None).cast("binary").alias(BLOB),
+        F.lit(None).cast("binary").alias(ROW),
+        F.when(clock > 0, clock).alias(CLOCK),
+    )
 
 
 def _union(frames: Sequence[DataFrame]) -> DataFrame:

@@ -11,6 +11,9 @@ record straight into its key bucket's Arrow blob, the operator's packed input
   (Spark's watermark takes the maximum, so it sees what it would see row by row);
 * a rejected line: ``(_raw, _source_file, _error)``, ``_error`` its reason, the other columns null.
 
+A blank line (empty, or spaces only) is neither: it is not a record (Spark's text source hands
+the decoder every line of a file).
+
 The contract is strict JSON (``docs/sources.md``): a line is one JSON object whose fields of the
 source schema have their column's JSON type (a string for a ``string`` column or an ISO-8601 event
 time, a number for a numeric one, ``true``/``false``, or null); fields outside the schema are
@@ -71,7 +74,6 @@ from jobs.executor.record_rules import (
 from sinks.lake import column_type
 
 LATEST_EVENT_TIME = "pst_ts"
-DECODED_COLUMNS = (BUCKET, LATEST_EVENT_TIME, BLOB)
 # the lines' columns, in and out, and a rejected line's reason
 # (jobs.sources.files.landing.RAW, SOURCE_FILE, ERROR)
 LINE, FILE, REASON = "_raw", "_source_file", "_error"
@@ -116,19 +118,34 @@ _ERROR_ROW = re.compile(r" in row (\d+)$")
 """Where Arrow's JSON reader names the row (of the buffer) it failed on."""
 
 
+def _line_bytes(lines: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(where each line of ``lines`` starts in their text, and where the last ends: from 0; the
+    text's bytes), without a copy of the text."""
+    wide = pa.types.is_large_string(lines.type) or pa.types.is_large_binary(lines.type)
+    offsets = np.frombuffer(lines.buffers()[1], np.int64 if wide else np.int32)
+    offsets = offsets[lines.offset : lines.offset + len(lines) + 1].astype(np.int64)
+    data = np.frombuffer(lines.buffers()[2], np.uint8) if len(lines) else np.empty(0, np.uint8)
+    return offsets - offsets[0], data[offsets[0] : offsets[-1]]
+
+
+def _records_only(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` without its blank lines (empty, or spaces only), which are not records: Spark's
+    ``trim`` tells them so for the lines of the other text formats."""
+    offsets, data = _line_bytes(batch.column(0))
+    spaces = np.concatenate([[0], np.cumsum(data == 32)])
+    blank = spaces[offsets[1:]] - spaces[offsets[:-1]] == np.diff(offsets)
+    return batch.filter(pa.array(~blank)) if blank.any() else batch
+
+
 class _Lines:
     """A batch's lines as one buffer, a line break after each: ``text(lo, hi)`` is lines
     ``lo..hi``'s text without a copy."""
 
     def __init__(self, lines: pa.Array) -> None:
         self.lines = lines
-        wide = pa.types.is_large_string(lines.type) or pa.types.is_large_binary(lines.type)
-        offsets = np.frombuffer(lines.buffers()[1], np.int64 if wide else np.int32)
-        offsets = offsets[lines.offset : lines.offset + len(lines) + 1].astype(np.int64)
-        data = np.frombuffer(lines.buffers()[2], np.uint8) if len(lines) else np.empty(0, np.uint8)
-        data = data[offsets[0] : offsets[-1]]
-        self._text = np.insert(data, offsets[1:] - offsets[0], 10)  # "\n" after each line
-        self._starts = offsets - offsets[0] + np.arange(len(offsets))  # where each line starts
+        offsets, data = _line_bytes(lines)
+        self._text = np.insert(data, offsets[1:], 10)  # "\n" after each line
+        self._starts = offsets + np.arange(len(offsets))  # where each line starts
 
     def __len__(self) -> int:
         return len(self.lines)
@@ -210,7 +227,9 @@ class JsonlDecoder:
             yield self.decode(chunk)
 
     def decode(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """One batch of ``(_raw, _source_file)`` lines -> blobs and rejected lines."""
+        """One batch of ``(_raw, _source_file)`` lines -> blobs and rejected lines (a blank line
+        is neither)."""
+        batch = _records_only(batch)
         lines = _Lines(batch.column(0))
         parsed: list[tuple[int, pa.Table]] = []
         reasons = np.full(len(lines), None, dtype=object)  # None: not rejected

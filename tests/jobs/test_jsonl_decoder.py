@@ -70,6 +70,18 @@ def line(device="a", ts="2024-01-01T00:00:01Z", **more):
     return json.dumps({"device": device, "ts": ts, "seconds": 1.5, **more})
 
 
+def test_blank_lines_are_neither_records_nor_rejected():
+    """The decoder reads a file's lines as Spark's text source gives them, blank ones too: an
+    empty line or one of spaces is no record (nothing decoded, nothing rejected); a line of
+    other white space is not blank, and is not strict JSON."""
+    lines = ["", line("a"), "   ", line("b"), "\t", " " * 3000, line("c")]
+    rows, rejected, _ = run(decoder(), lines)
+    assert sorted(r["device"] for r in rows) == ["a", "b", "c"]
+    assert list(rejected) == ["\t"]
+    rows, rejected, blobs = run(decoder(), ["", "  "])
+    assert rows == [] and rejected == {} and blobs == []
+
+
 def test_valid_lines_are_decoded_into_their_key_buckets():
     from jobs.executor.record_rules import KeyBuckets
 

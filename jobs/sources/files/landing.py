@@ -15,10 +15,11 @@ and key columns are read as *strings* and converted by the job core, which can t
 missing value from an unparseable one.
 
 JSON-lines of a pipeline :class:`jobs.executor.jsonl_decoder.JsonlDecoder` serves are read by
-the decoder alone, in the Python workers (strict JSON): the frame then carries the decoder's
-``pst_bucket``, ``pst_ts`` and ``pst_blob`` columns, a row being either a blob of decoded elements
-(its other columns null) or a line the decoder rejected (``_raw``, ``_source_file`` and its reason
-in ``_error``; the schema's columns null). Spark parses no line of such a pipeline.
+the decoder alone, in the Python workers (strict JSON; it skips blank lines itself): the frame
+then holds the decoder's columns only (``pst_bucket``, ``pst_ts``, ``pst_blob``, ``_raw``,
+``_source_file``, ``_error``), a row being either a blob of decoded elements (its other columns
+null) or a line the decoder rejected (``_raw``, ``_source_file`` and its reason in ``_error``).
+Spark parses no line of such a pipeline.
 
 Any other Spark streaming source plugs into :func:`jobs.driver.plan.build_job` the same way: give it
 a frame with the schema's columns (``_raw``/``_source_file``/``_error`` are optional).
@@ -44,7 +45,7 @@ from typing import TYPE_CHECKING
 
 from jobs.config.inputs import Input
 from jobs.config.pipeline import Pipeline
-from jobs.executor.jsonl_decoder import DECODED_COLUMNS, DECODER_OUTPUT, AsInput, JsonlDecoder
+from jobs.executor.jsonl_decoder import DECODER_OUTPUT, AsInput, JsonlDecoder
 from jobs.executor.record_rules import HASHED_AS
 from jobs.executor.rejection_reasons import MALFORMED
 from jobs.reading.files.paths import spark_path
@@ -129,19 +130,12 @@ def read_landing_zone(
     ddl = read_schema_ddl(pipeline) + f", `{CORRUPT}` string"
     opts = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
     if src.format == "jsonl":
-        lines = lines.where(F.trim(F.col(RAW)) != "")  # blank lines are not records
         decoder = python_decoder if isinstance(python_decoder, JsonlDecoder) else None
         if python_decoder is True:
             decoder = jsonl_decoder(pipeline)
         if decoder is not None:  # the decoder's rows: blobs and rejected lines (with _error)
-            out = lines.mapInArrow(decoder, DECODER_OUTPUT)
-            return out.select(
-                *[F.lit(None).cast(column_type(t).spark).alias(c) for c, t in src.schema],
-                RAW,
-                SOURCE_FILE,
-                ERROR,
-                *DECODED_COLUMNS,
-            )
+            return lines.mapInArrow(decoder, DECODER_OUTPUT)
+        lines = lines.where(F.trim(F.col(RAW)) != "")  # blank lines are not records
         parsed = F.from_json(F.col(RAW), ddl, opts)
     else:
         opts["sep"] = src.csv_delimiter
