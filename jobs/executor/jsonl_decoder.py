@@ -132,8 +132,13 @@ def _records_only(batch: pa.RecordBatch) -> pa.RecordBatch:
     """``batch`` without its blank lines (empty, or spaces only), which are not records: Spark's
     ``trim`` tells them so for the lines of the other text formats."""
     offsets, data = _line_bytes(batch.column(0))
-    spaces = np.concatenate([[0], np.cumsum(data == 32)])
-    blank = spaces[offsets[1:]] - spaces[offsets[:-1]] == np.diff(offsets)
+    starts, lengths = offsets[:-1], np.diff(offsets)
+    # only an empty line or one that begins with a space can be blank: those are looked at whole
+    first = data[np.minimum(starts, len(data) - 1)] if len(data) else np.zeros_like(starts)
+    maybe = np.flatnonzero((lengths == 0) | (first == 32))
+    blank = np.zeros(len(lengths), bool)
+    for i in maybe:
+        blank[i] = not np.any(data[starts[i] : starts[i] + lengths[i]] != 32)
     return batch.filter(pa.array(~blank)) if blank.any() else batch
 
 

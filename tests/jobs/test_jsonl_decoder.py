@@ -78,8 +78,9 @@ def test_blank_lines_are_neither_records_nor_rejected():
     rows, rejected, _ = run(decoder(), lines)
     assert sorted(r["device"] for r in rows) == ["a", "b", "c"]
     assert list(rejected) == ["\t"]
-    rows, rejected, blobs = run(decoder(), ["", "  "])
-    assert rows == [] and rejected == {} and blobs == []
+    for blank in (["", "  "], ["", ""]):
+        rows, rejected, blobs = run(decoder(), blank)
+        assert rows == [] and rejected == {} and blobs == []
 
 
 def test_valid_lines_are_decoded_into_their_key_buckets():
