@@ -133,12 +133,14 @@ def _records_only(batch: pa.RecordBatch) -> pa.RecordBatch:
     ``trim`` tells them so for the lines of the other text formats."""
     offsets, data = _line_bytes(batch.column(0))
     starts, lengths = offsets[:-1], np.diff(offsets)
-    # only an empty line or one that begins with a space can be blank: those are looked at whole
+    blank = lengths == 0
+    # only a line that begins with a space can be blank besides an empty one: the text's bytes
+    # are counted only when there is such a line
     first = data[np.minimum(starts, len(data) - 1)] if len(data) else np.zeros_like(starts)
-    maybe = np.flatnonzero((lengths == 0) | (first == 32))
-    blank = np.zeros(len(lengths), bool)
-    for i in maybe:
-        blank[i] = not np.any(data[starts[i] : starts[i] + lengths[i]] != 32)
+    spaced = np.flatnonzero(~blank & (first == 32))
+    if len(spaced):
+        others = np.concatenate([[0], np.cumsum(data != 32)])  # bytes other than a space, so far
+        blank[spaced] = others[offsets[spaced + 1]] == others[offsets[spaced]]
     return batch.filter(pa.array(~blank)) if blank.any() else batch
 
 

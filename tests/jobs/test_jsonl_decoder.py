@@ -74,9 +74,9 @@ def test_blank_lines_are_neither_records_nor_rejected():
     """The decoder reads a file's lines as Spark's text source gives them, blank ones too: an
     empty line or one of spaces is no record (nothing decoded, nothing rejected); a line of
     other white space is not blank, and is not strict JSON."""
-    lines = ["", line("a"), "   ", line("b"), "\t", " " * 3000, line("c")]
+    lines = ["", line("a"), "   ", line("b"), "\t", " " * 3000, line("c"), "  " + line("d")]
     rows, rejected, _ = run(decoder(), lines)
-    assert sorted(r["device"] for r in rows) == ["a", "b", "c"]
+    assert sorted(r["device"] for r in rows) == ["a", "b", "c", "d"]
     assert list(rejected) == ["\t"]
     for blank in (["", "  "], ["", ""]):
         rows, rejected, blobs = run(decoder(), blank)
