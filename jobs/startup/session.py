@@ -117,11 +117,8 @@ def local_conf(
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
-        # All timestamps are UTC micros; JVM default zone must not leak into casts. The driver
-        # JVM a run starts lives seconds to minutes: it compiles with C1 alone, which costs a
-        # fraction of C2's compiling for the same interpreted start (a scheduled run of 1.1M
-        # events 0.80x the time, the 10m workload's batches unchanged: docs/decisions.md).
-        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC -XX:TieredStopAtLevel=1",
+        # All timestamps are UTC micros; JVM default zone must not leak into casts.
+        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
         "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
         # Python worker processes: reuse them across tasks.
         "spark.python.worker.reuse": "true",

@@ -59,8 +59,6 @@ def test_the_next_jvm_maps_the_archive_a_process_wrote_at_its_end():
         path, args, count = probe()
     assert path.endswith(".jsa"), "no archive after a process that writes one ended"
     assert f"-XX:SharedArchiveFile={path}" in args and count == "5"
-    # and it compiles with C1 alone (a driver JVM lives seconds to minutes: docs/decisions.md)
-    assert "-XX:TieredStopAtLevel=1" in args
 
 
 # the configuration of the signal tests' lake, under another name
