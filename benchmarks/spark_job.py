@@ -58,7 +58,8 @@ medians, the ratio of throughputs (native time / panestore time: 1.0 means as fa
 peak memory of the process tree (the largest of the runs; driver Python, JVM and Python workers
 apart) as proportional set size, the memory the tree holds (:class:`PeakMemory`), and beside it
 the resident sets summed, which count the pages Spark's forked Python workers share with their
-daemon once per process, and a table of
+daemon once per process, the CPU time of each side's parts (medians; the driver JVM's JIT
+compilers and task threads apart: :class:`TreeUse`), and a table of
 where the time of a run goes (median per row): JVM and session start, preparing the lake, building
 the query, Spark's phases of each micro-batch (listing, planning, execution with the sink's Delta
 commits, checkpoint writes), and the query's start and stop around them.
@@ -411,9 +412,11 @@ class PeakMemory:
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     @staticmethod
-    def _processes() -> tuple[dict[int, list[int]], dict[int, tuple[str, int]]]:
+    def _processes() -> tuple[dict[int, list[int]], dict[int, tuple[str, int, float]]]:
+        """Every process's children, and its name, resident set (bytes) and CPU time so far
+        (seconds, user and system)."""
         children: dict[int, list[int]] = {}
-        info: dict[int, tuple[str, int]] = {}
+        info: dict[int, tuple[str, int, float]] = {}
         page = os.sysconf("SC_PAGE_SIZE")
         for d in os.listdir("/proc"):
             if not d.isdigit():
@@ -426,7 +429,8 @@ class PeakMemory:
             stat = rest.split()
             pid, ppid = int(d), int(stat[1])
             children.setdefault(ppid, []).append(pid)
-            info[pid] = (head.split("(", 1)[1], int(stat[21]) * page)
+            cpu = (int(stat[11]) + int(stat[12])) / CLOCK_TICKS
+            info[pid] = (head.split("(", 1)[1], int(stat[21]) * page, cpu)
         return children, info
 
     @staticmethod
@@ -454,12 +458,14 @@ class PeakMemory:
     def sample(self) -> None:
         children, info = self._processes()
         now = {m: dict.fromkeys(self.PARTS, 0) for m in self.MEASURES}
+        tree: list[tuple[int, str]] = []
         todo = [self.root]
         while todo:
             pid = todo.pop()
-            name, rss = info.get(pid, ("", 0))
+            name, rss, _ = info.get(pid, ("", 0, 0.0))
             part = self._part(pid == self.root, name)
             if part is not None:
+                tree.append((pid, part))
                 for measure, value in (("rss", rss), ("pss", self._pss(pid))):
                     now[measure][part] += value
                     now[measure]["total"] += value
@@ -467,6 +473,11 @@ class PeakMemory:
         for measure, parts in now.items():
             for part, value in parts.items():
                 self.peak[measure][part] = max(self.peak[measure][part], value)
+        self.sampled(tree, info)
+
+    def sampled(self, tree: list[tuple[int, str]], info: dict[int, tuple[str, int, float]]) -> None:
+        """After each sample: the tree's processes (pid, part) and every process's
+        :meth:`_processes` figures (nothing more here)."""
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -480,6 +491,65 @@ class PeakMemory:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+JVM_THREAD_KINDS = (
+    ("JIT compilers", ("C1 CompilerThre", "C2 CompilerThre")),
+    ("task threads", ("Executor task l",)),
+)
+"""The driver JVM's threads counted apart, by the start of their name (Linux keeps 15
+characters): HotSpot's compilers, and the executor's threads that run Spark's tasks."""
+
+
+class TreeUse(PeakMemory):
+    """:class:`PeakMemory`, and the CPU time each part of the tree used (seconds, user and system,
+    as last sampled: a process's last 0.2 s and a process shorter than that are not counted), with
+    the driver JVM's threads of each of :data:`JVM_THREAD_KINDS` apart (sampled every second:
+    their last second is not counted). Where the CPU goes, beside where the time goes: on two cores
+    a process is as long as the CPU it needs (docs/decisions.md, "where the CPU of a run goes")."""
+
+    THREADS_EVERY = 5  # samples
+
+    def __init__(self, root: int, interval: float = 0.2) -> None:
+        super().__init__(root, interval)
+        self._cpu: dict[int, tuple[str, float]] = {}  # pid -> (part, seconds)
+        self._threads: dict[tuple[int, str], tuple[str, float]] = {}  # (pid, tid) -> (kind, s)
+        self._samples = 0
+
+    def sampled(self, tree: list[tuple[int, str]], info: dict[int, tuple[str, int, float]]) -> None:
+        for pid, part in tree:
+            self._cpu[pid] = (part, info[pid][2])
+        self._samples += 1
+        if self._samples % self.THREADS_EVERY:
+            return
+        for pid in (p for p, part in tree if part == "jvm"):
+            try:
+                tids = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue
+            for tid in tids:
+                try:
+                    with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                        head, rest = f.read().rsplit(")", 1)
+                except OSError:
+                    continue
+                stat = rest.split()
+                name = head.split("(", 1)[1]
+                kind = next((k for k, starts in JVM_THREAD_KINDS if name.startswith(starts)), "")
+                cpu = (int(stat[11]) + int(stat[12])) / CLOCK_TICKS
+                self._threads[(pid, tid)] = (kind, cpu)
+
+    @property
+    def cpu(self) -> dict[str, float]:
+        """CPU seconds by part (:attr:`PARTS`), and of the JVM's threads by kind."""
+        got = dict.fromkeys(self.PARTS, 0.0)
+        for part, seconds in self._cpu.values():
+            got[part] += seconds
+            got["total"] += seconds
+        for kind, _ in JVM_THREAD_KINDS:
+            got[kind] = sum(s for k, s in self._threads.values() if k == kind)
+        return got
 
 
 # -- one measurement (in a child process) ---------------------------------------------------
@@ -939,7 +1009,7 @@ def _child(
                 env=env,
                 cwd=landing.parent,
             ) as proc,
-            PeakMemory(proc.pid) as mem,
+            TreeUse(proc.pid) as mem,
         ):
             # ends when the process has and its output is closed (by whatever holds it: a JVM
             # that outlived the process): what a scheduler waits for
@@ -951,7 +1021,9 @@ def _child(
             lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
         if proc.returncode == 0 and lines:
             got = json.loads(lines[-1])
-            got.update(peak_pss=mem.peak["pss"], peak_rss=mem.peak["rss"], process_s=process_s)
+            got.update(
+                peak_pss=mem.peak["pss"], peak_rss=mem.peak["rss"], cpu=mem.cpu, process_s=process_s
+            )
             if lakes is not None and marks is not None:
                 got["requests"] = lakes.requests(marks)
             return got
@@ -1170,6 +1242,18 @@ def breakdown(m: dict) -> list[tuple[str, float | None]]:
     return rows
 
 
+def _cpu_line(side: str, cpus: list[dict[str, float]]) -> str:
+    """``CPU <side>: ...``: the medians over its measurements of :attr:`TreeUse.cpu`."""
+    if not cpus:
+        return f"CPU {side}: not measured"
+    m = {k: statistics.median(c.get(k, 0.0) for c in cpus) for k in cpus[0]}
+    return (
+        f"CPU {side}: {m['total']:.1f} s (driver Python {m['driver']:.1f}, JVM {m['jvm']:.1f}: "
+        f"JIT compilers {m['JIT compilers']:.1f}, task threads {m['task threads']:.1f}; "
+        f"Python workers {m['workers']:.1f}), medians"
+    )
+
+
 def _median(values: list[float | None]) -> float | None:
     got = [v for v in values if v is not None]
     return statistics.median(got) if got else None
@@ -1247,6 +1331,8 @@ def report(wl: Workload, results: dict[str, list[dict]]) -> None:
             f"{pss['driver']:,.0f}, JVM {pss['jvm']:,.0f}, Python workers {pss['workers']:,.0f}); "
             f"RSS summed {rss['total']:,.0f} MiB (Python workers {rss['workers']:,.0f})"
         )
+    for s, ms in {**results, **processes}.items():
+        print(_cpu_line(s, [m["cpu"] for m in ms if "cpu" in m]))
     tables = {s: [breakdown(m) for m in ms] for s, ms in results.items()}
     order: list[str] = []
     for rows in (r for ts in tables.values() for r in ts):
