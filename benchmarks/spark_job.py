@@ -383,6 +383,22 @@ def prepare_landing(work: Path, wl: Workload, fmt: str) -> Path:
 # -- memory ---------------------------------------------------------------------------------
 
 
+def _stat(path: str) -> tuple[str, list[str]] | None:
+    """A process's or thread's ``/proc/.../stat``: its name and the fields after it (None: it
+    has ended)."""
+    try:
+        with open(path) as f:
+            head, rest = f.read().rsplit(")", 1)
+    except OSError:
+        return None
+    return head.split("(", 1)[1], rest.split()
+
+
+def _cpu_seconds(stat: list[str]) -> float:
+    """The CPU time (user and system) of :func:`_stat`'s fields, in seconds."""
+    return (int(stat[11]) + int(stat[12])) / CLOCK_TICKS
+
+
 class PeakMemory:
     """Peak memory of the process tree of ``root`` (Linux /proc), in total and by part
     (``driver``: the root, a measurement's Python process; ``jvm``: Java processes; ``workers``:
@@ -419,18 +435,12 @@ class PeakMemory:
         info: dict[int, tuple[str, int, float]] = {}
         page = os.sysconf("SC_PAGE_SIZE")
         for d in os.listdir("/proc"):
-            if not d.isdigit():
+            if not d.isdigit() or (read := _stat(f"/proc/{d}/stat")) is None:
                 continue
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    head, rest = f.read().rsplit(")", 1)
-            except OSError:
-                continue
-            stat = rest.split()
+            name, stat = read
             pid, ppid = int(d), int(stat[1])
             children.setdefault(ppid, []).append(pid)
-            cpu = (int(stat[11]) + int(stat[12])) / CLOCK_TICKS
-            info[pid] = (head.split("(", 1)[1], int(stat[21]) * page, cpu)
+            info[pid] = (name, int(stat[21]) * page, _cpu_seconds(stat))
         return children, info
 
     @staticmethod
@@ -529,16 +539,11 @@ class TreeUse(PeakMemory):
             except OSError:
                 continue
             for tid in tids:
-                try:
-                    with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                        head, rest = f.read().rsplit(")", 1)
-                except OSError:
+                if (read := _stat(f"/proc/{pid}/task/{tid}/stat")) is None:
                     continue
-                stat = rest.split()
-                name = head.split("(", 1)[1]
+                name, stat = read
                 kind = next((k for k, starts in JVM_THREAD_KINDS if name.startswith(starts)), "")
-                cpu = (int(stat[11]) + int(stat[12])) / CLOCK_TICKS
-                self._threads[(pid, tid)] = (kind, cpu)
+                self._threads[(pid, tid)] = (kind, _cpu_seconds(stat))
 
     @property
     def cpu(self) -> dict[str, float]:
