@@ -380,7 +380,7 @@ def prepare_landing(work: Path, wl: Workload, fmt: str) -> Path:
     return landing
 
 
-# -- memory ---------------------------------------------------------------------------------
+# -- memory and CPU -------------------------------------------------------------------------
 
 
 def _stat(path: str) -> tuple[str, list[str]] | None:
